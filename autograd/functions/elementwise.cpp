@@ -1,0 +1,244 @@
+// Derivative rules of the elementwise ops, each beside its forward. `g` is dL/d(output).
+// Broadcast inputs get their gradient summed back to their own shape by sum_to.
+#include "autograd/functions/elementwise.h"
+
+#include "ops/creation.h"
+#include "ops/elementwise.h"
+#include "ops/reduce.h"
+
+namespace saccade {
+
+using ops::sum_to;
+using Grads = std::vector<Tensor>;
+
+// ---- binary ----
+
+Variable add(const Variable& a, const Variable& b) {
+  // y = a + b:  da = g,  db = g
+  Shape sa = a.shape(), sb = b.shape();
+  return make_result("add", ops::add(a.data(), b.data()), {a, b},
+                     [sa, sb](const Tensor& g) -> Grads { return {sum_to(g, sa), sum_to(g, sb)}; });
+}
+
+Variable sub(const Variable& a, const Variable& b) {
+  // y = a - b:  da = g,  db = -g
+  Shape sa = a.shape(), sb = b.shape();
+  return make_result("sub", ops::sub(a.data(), b.data()), {a, b},
+                     [sa, sb](const Tensor& g) -> Grads { return {sum_to(g, sa), sum_to(ops::neg(g), sb)}; });
+}
+
+Variable mul(const Variable& a, const Variable& b) {
+  // y = a * b:  da = g * b,  db = g * a
+  SavedTensor sa(a.data(), "mul"), sb(b.data(), "mul");
+  bool ga = a.requires_grad(), gb = b.requires_grad();
+  return make_result("mul", ops::mul(a.data(), b.data()), {a, b}, [sa, sb, ga, gb](const Tensor& g) -> Grads {
+    const Tensor &x = sa.get(), &y = sb.get();
+    return {ga ? sum_to(ops::mul(g, y), x.shape()) : Tensor(), gb ? sum_to(ops::mul(g, x), y.shape()) : Tensor()};
+  });
+}
+
+Variable div(const Variable& a, const Variable& b) {
+  // y = a / b:  da = g / b,  db = -g * a / b^2
+  SavedTensor sa(a.data(), "div"), sb(b.data(), "div");
+  bool ga = a.requires_grad(), gb = b.requires_grad();
+  return make_result("div", ops::div(a.data(), b.data()), {a, b}, [sa, sb, ga, gb](const Tensor& g) -> Grads {
+    const Tensor &x = sa.get(), &y = sb.get();
+    Tensor g_over_y = ops::div(g, y);
+    return {ga ? sum_to(g_over_y, x.shape()) : Tensor(),
+            gb ? sum_to(ops::neg(ops::mul(g_over_y, ops::div(x, y))), y.shape()) : Tensor()};
+  });
+}
+
+Variable pow(const Variable& a, const Variable& b) {
+  // y = a^b:  da = g * b * a^(b-1),  db = g * y * log(a)
+  Tensor y = ops::pow(a.data(), b.data());
+  SavedTensor sa(a.data(), "pow"), sb(b.data(), "pow"), sy(y, "pow");
+  bool ga = a.requires_grad(), gb = b.requires_grad();
+  return make_result("pow", y, {a, b}, [sa, sb, sy, ga, gb](const Tensor& g) -> Grads {
+    const Tensor &x = sa.get(), &e = sb.get();
+    return {ga ? sum_to(ops::mul(g, ops::mul(e, ops::pow(x, ops::sub(e, 1.0)))), x.shape()) : Tensor(),
+            gb ? sum_to(ops::mul(g, ops::mul(sy.get(), ops::log(x))), e.shape()) : Tensor()};
+  });
+}
+
+Variable add(const Variable& a, double b) {
+  return make_result("add", ops::add(a.data(), b), {a}, [](const Tensor& g) -> Grads { return {g}; });
+}
+Variable sub(const Variable& a, double b) {
+  return make_result("sub", ops::sub(a.data(), b), {a}, [](const Tensor& g) -> Grads { return {g}; });
+}
+Variable mul(const Variable& a, double b) {
+  // y = a * c:  da = g * c
+  return make_result("mul", ops::mul(a.data(), b), {a}, [b](const Tensor& g) -> Grads { return {ops::mul(g, b)}; });
+}
+Variable div(const Variable& a, double b) {
+  return make_result("div", ops::div(a.data(), b), {a}, [b](const Tensor& g) -> Grads { return {ops::div(g, b)}; });
+}
+Variable rsub(const Variable& a, double b) {
+  // y = c - a:  da = -g
+  return make_result("rsub", ops::rsub(a.data(), b), {a}, [](const Tensor& g) -> Grads { return {ops::neg(g)}; });
+}
+Variable rdiv(const Variable& a, double b) {
+  // y = c / a:  da = -g * y / a
+  Tensor y = ops::rdiv(a.data(), b);
+  SavedTensor sa(a.data(), "rdiv"), sy(y, "rdiv");
+  return make_result("rdiv", y, {a}, [sa, sy](const Tensor& g) -> Grads {
+    return {ops::neg(ops::mul(g, ops::div(sy.get(), sa.get())))};
+  });
+}
+Variable pow(const Variable& a, double e) {
+  // y = a^e:  da = g * e * a^(e-1)
+  SavedTensor sa(a.data(), "pow");
+  return make_result("pow", ops::pow(a.data(), e), {a}, [sa, e](const Tensor& g) -> Grads {
+    return {ops::mul(g, ops::mul(ops::pow(sa.get(), e - 1), e))};
+  });
+}
+
+// y = max(a, b): the gradient goes to the larger input; ties split it in half.
+static Variable extremum(const Variable& a, const Variable& b, bool is_max) {
+  const char* name = is_max ? "maximum" : "minimum";
+  SavedTensor sa(a.data(), name), sb(b.data(), name);
+  Tensor y = is_max ? ops::maximum(a.data(), b.data()) : ops::minimum(a.data(), b.data());
+  return make_result(name, y, {a, b}, [sa, sb, is_max](const Tensor& g) -> Grads {
+    const Tensor &x = sa.get(), &z = sb.get();
+    Tensor wins = is_max ? ops::gt(x, z) : ops::lt(x, z);
+    Tensor tie = ops::eq(x, z);
+    Tensor wa = ops::add(wins.to(g.dtype()), ops::mul(tie.to(g.dtype()), 0.5));
+    Tensor ga = ops::mul(g, wa), gb = ops::sub(g, ga);
+    return {sum_to(ga, x.shape()), sum_to(gb, z.shape())};
+  });
+}
+Variable maximum(const Variable& a, const Variable& b) { return extremum(a, b, true); }
+Variable minimum(const Variable& a, const Variable& b) { return extremum(a, b, false); }
+
+// ---- unary ----
+
+Variable neg(const Variable& a) {
+  return make_result("neg", ops::neg(a.data()), {a}, [](const Tensor& g) -> Grads { return {ops::neg(g)}; });
+}
+
+Variable exp(const Variable& a) {
+  // y = e^a:  da = g * y
+  Tensor y = ops::exp(a.data());
+  SavedTensor sy(y, "exp");
+  return make_result("exp", y, {a}, [sy](const Tensor& g) -> Grads { return {ops::mul(g, sy.get())}; });
+}
+
+Variable log(const Variable& a) {
+  // y = ln a:  da = g / a
+  SavedTensor sa(a.data(), "log");
+  return make_result("log", ops::log(a.data()), {a}, [sa](const Tensor& g) -> Grads { return {ops::div(g, sa.get())}; });
+}
+
+Variable sqrt(const Variable& a) {
+  // y = √a:  da = g / (2 y)
+  Tensor y = ops::sqrt(a.data());
+  SavedTensor sy(y, "sqrt");
+  return make_result("sqrt", y, {a}, [sy](const Tensor& g) -> Grads {
+    return {ops::div(g, ops::mul(sy.get(), 2.0))};
+  });
+}
+
+Variable rsqrt(const Variable& a) {
+  // y = a^(-1/2):  da = -g y^3 / 2
+  Tensor y = ops::rsqrt(a.data());
+  SavedTensor sy(y, "rsqrt");
+  return make_result("rsqrt", y, {a}, [sy](const Tensor& g) -> Grads {
+    const Tensor& v = sy.get();
+    return {ops::mul(g, ops::mul(ops::mul(ops::mul(v, v), v), -0.5))};
+  });
+}
+
+Variable abs(const Variable& a) {
+  // y = |a|:  da = g sign(a)   (0 at a = 0)
+  SavedTensor sa(a.data(), "abs");
+  return make_result("abs", ops::abs(a.data()), {a}, [sa](const Tensor& g) -> Grads {
+    return {ops::mul(g, ops::sign(sa.get()))};
+  });
+}
+
+Variable sin(const Variable& a) {
+  // y = sin a:  da = g cos a
+  SavedTensor sa(a.data(), "sin");
+  return make_result("sin", ops::sin(a.data()), {a}, [sa](const Tensor& g) -> Grads {
+    return {ops::mul(g, ops::cos(sa.get()))};
+  });
+}
+
+Variable cos(const Variable& a) {
+  // y = cos a:  da = -g sin a
+  SavedTensor sa(a.data(), "cos");
+  return make_result("cos", ops::cos(a.data()), {a}, [sa](const Tensor& g) -> Grads {
+    return {ops::neg(ops::mul(g, ops::sin(sa.get())))};
+  });
+}
+
+Variable tanh(const Variable& a) {
+  // y = tanh a:  da = g (1 - y^2)
+  Tensor y = ops::tanh(a.data());
+  SavedTensor sy(y, "tanh");
+  return make_result("tanh", y, {a}, [sy](const Tensor& g) -> Grads {
+    const Tensor& v = sy.get();
+    return {ops::mul(g, ops::rsub(ops::mul(v, v), 1.0))};
+  });
+}
+
+Variable sigmoid(const Variable& a) {
+  // y = 1 / (1 + e^-a):  da = g y (1 - y)
+  Tensor y = ops::sigmoid(a.data());
+  SavedTensor sy(y, "sigmoid");
+  return make_result("sigmoid", y, {a}, [sy](const Tensor& g) -> Grads {
+    const Tensor& v = sy.get();
+    return {ops::mul(g, ops::mul(v, ops::rsub(v, 1.0)))};
+  });
+}
+
+Variable relu(const Variable& a) {
+  // y = max(a, 0):  da = g where y > 0
+  Tensor y = ops::relu(a.data());
+  SavedTensor sy(y, "relu");
+  return make_result("relu", y, {a}, [sy](const Tensor& g) -> Grads {
+    return {ops::where(ops::gt(sy.get(), 0.0), g, ops::zeros({}, g.dtype(), g.device()))};
+  });
+}
+
+Variable gelu(const Variable& a) {
+  // y = a Φ(a):  da = g (Φ(a) + a φ(a))
+  SavedTensor sa(a.data(), "gelu");
+  return make_result("gelu", ops::gelu(a.data()), {a}, [sa](const Tensor& g) -> Grads {
+    return {ops::mul(g, ops::gelu_grad(sa.get()))};
+  });
+}
+
+Variable clamp(const Variable& a, std::optional<double> lo, std::optional<double> hi) {
+  // y = min(max(a, lo), hi):  da = g where lo <= a <= hi
+  SavedTensor sa(a.data(), "clamp");
+  return make_result("clamp", ops::clamp(a.data(), lo, hi), {a}, [sa, lo, hi](const Tensor& g) -> Grads {
+    const Tensor& x = sa.get();
+    Tensor inside = ops::ones(x.shape(), DType::Bool, x.device());
+    if (lo) inside = ops::logical_and(inside, ops::ge(x, *lo));
+    if (hi) inside = ops::logical_and(inside, ops::le(x, *hi));
+    return {ops::where(inside, g, ops::zeros({}, g.dtype(), g.device()))};
+  });
+}
+
+// ---- selection ----
+
+Variable where(const Tensor& cond, const Variable& a, const Variable& b) {
+  // y = cond ? a : b:  da = g where cond,  db = g where !cond
+  Shape sa = a.shape(), sb = b.shape();
+  Tensor c = cond;
+  return make_result("where", ops::where(cond, a.data(), b.data()), {a, b}, [c, sa, sb](const Tensor& g) -> Grads {
+    Tensor zero = ops::zeros({}, g.dtype(), g.device());
+    return {sum_to(ops::where(c, g, zero), sa), sum_to(ops::where(c, zero, g), sb)};
+  });
+}
+
+Variable masked_fill(const Variable& a, const Tensor& mask, double value) {
+  // y = mask ? value : a:  da = g where !mask
+  Tensor m = mask;
+  return make_result("masked_fill", ops::masked_fill(a.data(), mask, value), {a},
+                     [m](const Tensor& g) -> Grads { return {ops::masked_fill(g, m, 0.0)}; });
+}
+
+}  // namespace saccade

@@ -1,0 +1,63 @@
+#pragma once
+// Differentiable elementwise ops on Variables, with broadcasting (gradients are summed back to each input's
+// shape with ops::sum_to). Shapes, dtypes and errors as in ops/elementwise.h.
+#include <optional>
+
+#include "autograd/variable.h"
+
+namespace saccade {
+
+Variable add(const Variable& a, const Variable& b);
+Variable sub(const Variable& a, const Variable& b);
+Variable mul(const Variable& a, const Variable& b);
+Variable div(const Variable& a, const Variable& b);
+/// a ** b (b differentiable too, where a > 0).
+Variable pow(const Variable& a, const Variable& b);
+Variable add(const Variable& a, double b);
+Variable sub(const Variable& a, double b);
+Variable mul(const Variable& a, double b);
+Variable div(const Variable& a, double b);
+Variable pow(const Variable& a, double exponent);
+/// b - a, b / a.
+Variable rsub(const Variable& a, double b);
+Variable rdiv(const Variable& a, double b);
+/// Elementwise max / min; at ties the gradient is split evenly (as PyTorch).
+Variable maximum(const Variable& a, const Variable& b);
+Variable minimum(const Variable& a, const Variable& b);
+
+Variable neg(const Variable& a);
+Variable exp(const Variable& a);
+Variable log(const Variable& a);
+Variable sqrt(const Variable& a);
+Variable rsqrt(const Variable& a);
+Variable abs(const Variable& a);
+Variable sin(const Variable& a);
+Variable cos(const Variable& a);
+Variable tanh(const Variable& a);
+Variable sigmoid(const Variable& a);
+Variable relu(const Variable& a);
+/// Exact GELU x Φ(x) (Hendrycks & Gimpel 2016).
+Variable gelu(const Variable& a);
+/// Gradient passes where lo <= a <= hi, zero outside.
+Variable clamp(const Variable& a, std::optional<double> lo, std::optional<double> hi);
+
+/// cond (Bool tensor, no gradient) ? a : b, broadcast together.
+Variable where(const Tensor& cond, const Variable& a, const Variable& b);
+/// a with `value` where mask (Bool, broadcast to a's shape) is true; no gradient flows to filled entries.
+Variable masked_fill(const Variable& a, const Tensor& mask, double value);
+
+inline Variable operator+(const Variable& a, const Variable& b) { return add(a, b); }
+inline Variable operator-(const Variable& a, const Variable& b) { return sub(a, b); }
+inline Variable operator*(const Variable& a, const Variable& b) { return mul(a, b); }
+inline Variable operator/(const Variable& a, const Variable& b) { return div(a, b); }
+inline Variable operator+(const Variable& a, double b) { return add(a, b); }
+inline Variable operator-(const Variable& a, double b) { return sub(a, b); }
+inline Variable operator*(const Variable& a, double b) { return mul(a, b); }
+inline Variable operator/(const Variable& a, double b) { return div(a, b); }
+inline Variable operator+(double a, const Variable& b) { return add(b, a); }
+inline Variable operator-(double a, const Variable& b) { return rsub(b, a); }
+inline Variable operator*(double a, const Variable& b) { return mul(b, a); }
+inline Variable operator/(double a, const Variable& b) { return rdiv(b, a); }
+inline Variable operator-(const Variable& a) { return neg(a); }
+
+}  // namespace saccade

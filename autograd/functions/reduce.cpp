@@ -1,0 +1,107 @@
+// Derivative rules of the reductions: each spreads g back over the reduced dims (expand), then weights it.
+#include "autograd/functions/reduce.h"
+
+#include "autograd/functions/elementwise.h"
+#include "ops/creation.h"
+#include "ops/elementwise.h"
+
+namespace saccade {
+
+using Grads = std::vector<Tensor>;
+
+// g has the reduced shape (keepdim or not); returns it as a keepdim view expanded to `shape`.
+static Tensor expand_back(const Tensor& g, const Shape& shape, const Shape& dims, bool keepdim) {
+  Tensor r = g;
+  if (!keepdim) {
+    Shape ds;
+    if (dims.empty()) {
+      for (int d = 0; d < shape.size(); ++d) ds.push_back(d);
+    } else {
+      for (int64_t d : dims) ds.push_back(normalize_dim(d, shape.size(), "reduce backward"));
+      std::sort(ds.begin(), ds.end());
+    }
+    for (int64_t d : ds) r = r.unsqueeze(d);
+  }
+  return r.expand(shape);
+}
+
+Variable sum(const Variable& a, const Shape& dims, bool keepdim) {
+  // y = Σ_dims a:  da = g expanded over dims
+  Shape s = a.shape();
+  return make_result("sum", ops::sum(a.data(), dims, keepdim), {a}, [s, dims, keepdim](const Tensor& g) -> Grads {
+    return {expand_back(g, s, dims, keepdim).contiguous()};
+  });
+}
+Variable sum(const Variable& a) { return sum(a, {}, false); }
+
+Variable mean(const Variable& a, const Shape& dims, bool keepdim) {
+  // y = Σ_dims a / n:  da = g / n expanded over dims
+  Shape s = a.shape();
+  Tensor y = ops::mean(a.data(), dims, keepdim);
+  double n = static_cast<double>(a.numel()) / static_cast<double>(std::max<int64_t>(y.numel(), 1));
+  return make_result("mean", y, {a}, [s, dims, keepdim, n](const Tensor& g) -> Grads {
+    return {ops::div(expand_back(g, s, dims, keepdim), n)};
+  });
+}
+Variable mean(const Variable& a) { return mean(a, {}, false); }
+
+// y = max_dims a:  da = g * [a == y] / (number of ties)
+static Variable extremum(const Variable& a, const Shape& dims, bool keepdim, bool is_max, const char* name) {
+  Tensor y = is_max ? ops::amax(a.data(), dims, keepdim) : ops::amin(a.data(), dims, keepdim);
+  SavedTensor sa(a.data(), name), sy(y, name);
+  Shape s = a.shape();
+  return make_result(name, y, {a}, [sa, sy, s, dims, keepdim](const Tensor& g) -> Grads {
+    Tensor hit = ops::eq(sa.get(), expand_back(sy.get(), s, dims, keepdim)).to(g.dtype());
+    Tensor count = ops::sum(hit, dims, true);
+    return {ops::mul(hit, ops::div(expand_back(g, s, dims, keepdim), count))};
+  });
+}
+Variable max(const Variable& a) { return extremum(a, {}, false, true, "max"); }
+Variable min(const Variable& a) { return extremum(a, {}, false, false, "min"); }
+Variable amax(const Variable& a, const Shape& dims, bool keepdim) { return extremum(a, dims, keepdim, true, "amax"); }
+Variable amin(const Variable& a, const Shape& dims, bool keepdim) { return extremum(a, dims, keepdim, false, "amin"); }
+
+// y = a[index] along dim:  da = zeros with g scattered to the index
+static VariableIndices arg_extremum(const Variable& a, int64_t dim, bool keepdim, bool is_max) {
+  const char* name = is_max ? "max" : "min";
+  ops::ValuesIndices r = is_max ? ops::max(a.data(), dim, keepdim) : ops::min(a.data(), dim, keepdim);
+  Shape s = a.shape();
+  int d = a.dim() == 0 ? 0 : normalize_dim(dim, a.dim(), name);
+  Tensor idx = keepdim || a.dim() == 0 ? r.indices : r.indices.unsqueeze(d);
+  Variable v = make_result(name, r.values, {a}, [s, d, idx](const Tensor& g) -> Grads {
+    if (s.size() == 0) return {g};
+    Tensor gk = g.dim() == idx.dim() ? g : g.unsqueeze(d);
+    Tensor onehot = ops::eq(ops::arange(0, static_cast<double>(s[d]), 1, DType::Int64, g.device())
+                                .view([&] {
+                                  Shape v = Shape::filled(s.size(), 1);
+                                  v[d] = s[d];
+                                  return v;
+                                }()),
+                            idx);
+    return {ops::where(onehot, gk, ops::zeros({}, g.dtype(), g.device()))};
+  });
+  return {v, r.indices};
+}
+VariableIndices max(const Variable& a, int64_t dim, bool keepdim) { return arg_extremum(a, dim, keepdim, true); }
+VariableIndices min(const Variable& a, int64_t dim, bool keepdim) { return arg_extremum(a, dim, keepdim, false); }
+
+Variable var(const Variable& a, const Shape& dims, bool unbiased, bool keepdim) {
+  // composed: Σ (a - mean)^2 / (n - 1); the engine chains the rules of sub, mul, sum
+  Tensor y = ops::var(a.data(), dims, unbiased, keepdim);
+  double n = static_cast<double>(a.numel()) / static_cast<double>(std::max<int64_t>(y.numel(), 1));
+  Variable c = sub(a, mean(a, dims, true));
+  return div(sum(mul(c, c), dims, keepdim), std::max(n - (unbiased ? 1.0 : 0.0), 0.0));
+}
+
+Variable logsumexp(const Variable& a, const Shape& dims, bool keepdim) {
+  // y = log Σ e^a:  da = g * e^(a - y) = g * softmax(a)
+  Tensor y = ops::logsumexp(a.data(), dims, keepdim);
+  SavedTensor sa(a.data(), "logsumexp"), sy(y, "logsumexp");
+  Shape s = a.shape();
+  return make_result("logsumexp", y, {a}, [sa, sy, s, dims, keepdim](const Tensor& g) -> Grads {
+    Tensor p = ops::exp(ops::sub(sa.get(), expand_back(sy.get(), s, dims, keepdim)));
+    return {ops::mul(p, expand_back(g, s, dims, keepdim))};
+  });
+}
+
+}  // namespace saccade

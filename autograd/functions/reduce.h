@@ -1,0 +1,29 @@
+#pragma once
+// Differentiable reductions. Shapes and errors as in ops/reduce.h.
+#include "autograd/variable.h"
+#include "ops/reduce.h"
+
+namespace saccade {
+
+Variable sum(const Variable& a);
+Variable sum(const Variable& a, const Shape& dims, bool keepdim = false);
+Variable mean(const Variable& a);
+Variable mean(const Variable& a, const Shape& dims, bool keepdim = false);
+/// Full max / min: the gradient is split evenly among tied maxima (as PyTorch's amax).
+Variable max(const Variable& a);
+Variable min(const Variable& a);
+Variable amax(const Variable& a, const Shape& dims, bool keepdim = false);
+Variable amin(const Variable& a, const Shape& dims, bool keepdim = false);
+
+/// values (differentiable; the gradient goes to the returned index) and int64 indices along `dim`.
+struct VariableIndices {
+  Variable values;
+  Tensor indices;
+};
+VariableIndices max(const Variable& a, int64_t dim, bool keepdim = false);
+VariableIndices min(const Variable& a, int64_t dim, bool keepdim = false);
+
+Variable var(const Variable& a, const Shape& dims, bool unbiased = true, bool keepdim = false);
+Variable logsumexp(const Variable& a, const Shape& dims, bool keepdim = false);
+
+}  // namespace saccade

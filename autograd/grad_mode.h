@@ -1,0 +1,40 @@
+#pragma once
+// Grad mode (is history recorded?) and anomaly mode (is every result checked for NaN/Inf?). Both are
+// thread-local switches with RAII guards, as in PyTorch.
+
+namespace saccade {
+
+/// Whether ops record history for backward in this thread (default: true).
+bool grad_enabled();
+void set_grad_enabled(bool enabled);
+
+/// While alive, ops record no history (torch.no_grad()).
+class NoGradGuard {
+ public:
+  NoGradGuard() : prev_(grad_enabled()) { set_grad_enabled(false); }
+  ~NoGradGuard() { set_grad_enabled(prev_); }
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
+/// Whether anomaly detection is on (default: false). When on, the first op whose forward result or whose
+/// backward gradient holds a NaN or Inf throws saccade::Error naming the op.
+bool anomaly_mode_enabled();
+void set_anomaly_mode_enabled(bool enabled);
+
+/// While alive, anomaly detection is on (torch.autograd.detect_anomaly()).
+class AnomalyModeGuard {
+ public:
+  AnomalyModeGuard() : prev_(anomaly_mode_enabled()) { set_anomaly_mode_enabled(true); }
+  ~AnomalyModeGuard() { set_anomaly_mode_enabled(prev_); }
+  AnomalyModeGuard(const AnomalyModeGuard&) = delete;
+  AnomalyModeGuard& operator=(const AnomalyModeGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
+}  // namespace saccade

@@ -1,0 +1,80 @@
+#pragma once
+// Node: one recorded op in the graph. It holds edges to the nodes that made its inputs (pointing backward,
+// so a graph never forms a cycle) and a closure that maps the gradient of its output to the gradients of its
+// inputs. Every node has exactly one output.
+//
+// A leaf that requires grad gets an accumulator node (is_accumulator()): backward adds into the leaf's grad.
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ops/tensor.h"
+
+namespace saccade {
+
+struct VariableImpl;
+
+/// A tensor saved for backward together with its storage's version at save time. get() throws if the tensor
+/// was modified in place since (the gradient would silently be wrong).
+class SavedTensor {
+ public:
+  SavedTensor() = default;
+  SavedTensor(Tensor t, const char* op) : t_(std::move(t)), version_(t_.version()), op_(op) {}
+  const Tensor& get() const;
+
+ private:
+  Tensor t_;
+  uint64_t version_ = 0;
+  const char* op_ = "";
+};
+
+class Node {
+ public:
+  /// grad of the output -> grads of the inputs, one per input (undefined where an input needs none).
+  using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_output)>;
+  using Hook = std::function<Tensor(const Tensor&)>;
+
+  Node(std::string name, std::vector<std::shared_ptr<Node>> next, BackwardFn fn, Shape output_shape,
+       DType dtype, Device device)
+      : name_(std::move(name)), next_(std::move(next)), fn_(std::move(fn)), shape_(output_shape), dtype_(dtype),
+        device_(device) {}
+  /// Destroys long chains iteratively: a graph of 10^5 nodes does not overflow the stack.
+  ~Node();
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  const std::string& name() const { return name_; }
+  /// One entry per input of the op; nullptr for inputs that need no gradient.
+  const std::vector<std::shared_ptr<Node>>& next() const { return next_; }
+  const Shape& output_shape() const { return shape_; }
+  DType dtype() const { return dtype_; }
+  Device device() const { return device_; }
+
+  /// Runs the derivative rule. Throws if the saved tensors were already freed by an earlier backward.
+  std::vector<Tensor> apply(const Tensor& grad_output);
+  /// Frees the closure and the tensors it saved (after backward, unless retain_graph).
+  void release() { fn_ = nullptr; }
+  bool released() const { return !fn_ && !leaf_; }
+
+  /// Hooks run on the gradient arriving at this node's output before it is used (Variable::register_hook).
+  std::vector<Hook>& hooks() { return hooks_; }
+
+  // ---- accumulator nodes (leaves) ----
+  static std::shared_ptr<Node> make_accumulator(const std::shared_ptr<VariableImpl>& leaf);
+  bool is_accumulator() const { return leaf_ != nullptr; }
+  /// The leaf whose grad this accumulator adds into.
+  const std::shared_ptr<VariableImpl>& leaf() const { return leaf_; }
+
+ private:
+  std::string name_;
+  std::vector<std::shared_ptr<Node>> next_;
+  BackwardFn fn_;
+  Shape shape_;
+  DType dtype_;
+  Device device_;
+  std::vector<Hook> hooks_;
+  std::shared_ptr<VariableImpl> leaf_;
+};
+
+}  // namespace saccade

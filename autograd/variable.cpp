@@ -1,0 +1,121 @@
+// Variable: the handle users hold. The graph logic lives in node.cpp and engine.cpp.
+#include "autograd/variable.h"
+
+#include "autograd/engine.h"
+#include "ops/creation.h"
+#include "ops/elementwise.h"
+
+namespace saccade {
+
+Variable::Variable(Tensor data, bool requires_grad) : impl_(std::make_shared<VariableImpl>()) {
+  SACCADE_CHECK(!requires_grad || is_floating(data.dtype()),
+                "Variable: only float tensors can require grad, got {} of shape {}", data.dtype(), data.shape());
+  impl_->data = std::move(data);
+  impl_->requires_grad = requires_grad;
+}
+
+Variable Variable::make_result(Tensor data, std::shared_ptr<Node> grad_fn) {
+  Variable v;
+  v.impl_ = std::make_shared<VariableImpl>();
+  v.impl_->data = std::move(data);
+  v.impl_->requires_grad = true;
+  v.impl_->grad_fn = std::move(grad_fn);
+  return v;
+}
+
+static const Tensor kUndefined;
+static const std::shared_ptr<Node> kNoNode;
+
+const Tensor& Variable::data() const {
+  SACCADE_CHECK(impl_ != nullptr, "Variable: used an undefined Variable");
+  return impl_->data;
+}
+
+Variable& Variable::requires_grad_(bool value) {
+  SACCADE_CHECK(impl_ != nullptr, "requires_grad_: undefined Variable");
+  SACCADE_CHECK(is_leaf(), "requires_grad_: can only change requires_grad of a leaf (shape {})", shape());
+  SACCADE_CHECK(!value || is_floating(dtype()), "requires_grad_: only float tensors can require grad, got {}",
+                dtype());
+  impl_->requires_grad = value;
+  return *this;
+}
+
+const std::shared_ptr<Node>& Variable::grad_fn() const { return impl_ ? impl_->grad_fn : kNoNode; }
+const Tensor& Variable::grad() const { return impl_ ? impl_->grad : kUndefined; }
+
+void Variable::set_grad(const Tensor& g) {
+  SACCADE_CHECK(impl_ != nullptr, "set_grad: undefined Variable");
+  SACCADE_CHECK(!g.defined() || g.shape() == shape(), "set_grad: gradient of shape {} for a Variable of shape {}",
+                g.shape(), shape());
+  impl_->grad = g;
+}
+
+void Variable::zero_grad() {
+  if (impl_) impl_->grad = Tensor();
+}
+
+void Variable::retain_grad() {
+  SACCADE_CHECK(requires_grad(), "retain_grad: the Variable (shape {}) does not require grad", shape());
+  if (is_leaf() || impl_->retains_grad) return;
+  impl_->retains_grad = true;
+  std::weak_ptr<VariableImpl> weak = impl_;
+  impl_->grad_fn->hooks().push_back([weak](const Tensor& g) {
+    if (auto self = weak.lock()) self->grad = self->grad.defined() ? ops::add(self->grad, g) : g.clone();
+    return g;
+  });
+}
+
+std::shared_ptr<Node> Variable::gradient_edge() const {
+  if (!impl_ || !impl_->requires_grad) return nullptr;
+  if (impl_->grad_fn) return impl_->grad_fn;
+  std::shared_ptr<Node> acc = impl_->accumulator.lock();
+  if (!acc) {
+    acc = Node::make_accumulator(impl_);
+    impl_->accumulator = acc;
+  }
+  return acc;
+}
+
+void Variable::backward(const Tensor& gradient, bool retain_graph) const {
+  SACCADE_CHECK(impl_ != nullptr, "backward: undefined Variable");
+  SACCADE_CHECK(requires_grad(), "backward: the Variable (shape {}) does not require grad and has no grad_fn",
+                shape());
+  Tensor g = gradient;
+  if (!g.defined()) {
+    SACCADE_CHECK(numel() == 1,
+                  "backward: a gradient can be created implicitly only for one-element results, got shape {}",
+                  shape());
+    g = ops::ones_like(data());
+  }
+  SACCADE_CHECK(g.shape() == shape(), "backward: gradient of shape {} for a result of shape {}", g.shape(),
+                shape());
+  SACCADE_CHECK(g.device() == device(), "backward: gradient on {} for a result on {}", g.device(), device());
+  run_backward(gradient_edge(), g.to(dtype()), retain_graph);
+}
+
+Variable Variable::detach() const { return Variable(data(), false); }
+
+void Variable::register_hook(Node::Hook hook) {
+  SACCADE_CHECK(requires_grad(), "register_hook: the Variable (shape {}) does not require grad", shape());
+  if (is_leaf()) {
+    impl_->hooks.push_back(std::move(hook));
+  } else {
+    impl_->grad_fn->hooks().push_back(std::move(hook));
+  }
+}
+
+Variable Variable::to(DType dtype) const {
+  if (dtype == this->dtype()) return *this;
+  DType from = this->dtype();
+  return saccade::make_result("to", data().to(dtype), {*this},
+                              [from](const Tensor& g) -> std::vector<Tensor> { return {g.to(from)}; });
+}
+
+Variable Variable::to(Device device) const {
+  if (device == this->device()) return *this;
+  Device from = this->device();
+  return saccade::make_result("to", data().to(device), {*this},
+                              [from](const Tensor& g) -> std::vector<Tensor> { return {g.to(from)}; });
+}
+
+}  // namespace saccade

@@ -1,0 +1,103 @@
+#pragma once
+// Variable: a Tensor with history. It is what users compute with: every op in autograd/functions/ takes
+// Variables, computes the result with ops/, and records a Node holding the derivative rule.
+//
+// A Variable is a shared handle (copying it shares data, grad and history), like torch.Tensor.
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "autograd/node.h"
+#include "ops/tensor.h"
+
+namespace saccade {
+
+struct VariableImpl {
+  Tensor data;
+  Tensor grad;                        // undefined until a backward reaches this leaf
+  bool requires_grad = false;
+  std::shared_ptr<Node> grad_fn;      // the op that made this Variable; null for leaves
+  std::weak_ptr<Node> accumulator;    // leaves: the node that adds into grad (weak: no cycle)
+  std::vector<Node::Hook> hooks;      // leaves: run on the gradient before it is accumulated
+  bool retains_grad = false;          // non-leaves: keep grad (retain_grad())
+};
+
+/// A differentiable tensor.
+///
+/// - Leaves are made by the user (`Variable(t, /*requires_grad=*/true)`); results of ops are non-leaves with
+///   a grad_fn when any input requires grad and grad mode is on.
+/// - `backward()` on a one-element result (or with an explicit gradient of the result's shape) fills `grad()`
+///   of every leaf that requires grad, accumulating across calls until `zero_grad()`.
+class Variable {
+ public:
+  /// An undefined Variable.
+  Variable() = default;
+  /// A leaf holding `data`. Implicit, so that a Tensor can be passed where a Variable is expected.
+  Variable(Tensor data, bool requires_grad = false);  // NOLINT
+  /// A non-leaf made by `grad_fn` (used by make_result).
+  static Variable make_result(Tensor data, std::shared_ptr<Node> grad_fn);
+
+  bool defined() const { return impl_ != nullptr; }
+  const Tensor& data() const;
+  /// Tensor shortcuts.
+  const Shape& shape() const { return data().shape(); }
+  int dim() const { return data().dim(); }
+  int64_t size(int64_t d) const { return data().size(d); }
+  int64_t numel() const { return data().numel(); }
+  DType dtype() const { return data().dtype(); }
+  Device device() const { return data().device(); }
+  template <class T = double>
+  T item() const {
+    return data().item<T>();
+  }
+
+  bool requires_grad() const { return impl_ && impl_->requires_grad; }
+  /// Sets requires_grad on a leaf; throws on a non-leaf (as PyTorch).
+  Variable& requires_grad_(bool value = true);
+  bool is_leaf() const { return !impl_ || !impl_->grad_fn; }
+  const std::shared_ptr<Node>& grad_fn() const;
+
+  /// The accumulated gradient (undefined Tensor until backward reaches this Variable).
+  const Tensor& grad() const;
+  void set_grad(const Tensor& g);
+  /// Drops the gradient (PyTorch's zero_grad(set_to_none=True)).
+  void zero_grad();
+  /// Non-leaves keep their gradient too (torch.Tensor.retain_grad()).
+  void retain_grad();
+
+  /// Computes gradients of this Variable with respect to every leaf that requires grad.
+  /// `gradient`: dL/d(this), of this Variable's shape; may be omitted for one-element results (then 1).
+  /// `retain_graph`: keep the saved tensors so that backward can run again through this graph.
+  /// Throws saccade::Error when this Variable does not require grad, when the gradient's shape is wrong, or
+  /// when the graph was already freed by an earlier backward.
+  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
+
+  /// A new leaf sharing this Variable's data, with no history (torch.Tensor.detach()).
+  Variable detach() const;
+  /// Registers `hook(grad) -> new grad`, run when the gradient with respect to this Variable is computed.
+  void register_hook(Node::Hook hook);
+
+  /// The node that backward starts from for this Variable: grad_fn, or the leaf's accumulator, or null.
+  std::shared_ptr<Node> gradient_edge() const;
+  const std::shared_ptr<VariableImpl>& impl() const { return impl_; }
+
+  /// The same tensor data converted (a differentiable copy when the dtype or device changes).
+  Variable to(DType dtype) const;
+  Variable to(Device device) const;
+
+ private:
+  std::shared_ptr<VariableImpl> impl_;
+};
+
+/// Records one op: returns a Variable holding `result` whose grad_fn runs `backward` — when grad mode is on
+/// and any of `inputs` requires grad; otherwise a plain Variable without history. With anomaly mode on,
+/// throws if `result` has a NaN or Inf, naming `op`.
+///
+/// `backward(grad_output)` returns one Tensor per input, in order, each of that input's shape (or
+/// undefined when that input needs no gradient).
+Variable make_result(const char* op, Tensor result, std::initializer_list<Variable> inputs,
+                     Node::BackwardFn backward);
+Variable make_result(const char* op, Tensor result, const std::vector<Variable>& inputs,
+                     Node::BackwardFn backward);
+
+}  // namespace saccade

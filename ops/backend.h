@@ -1,0 +1,134 @@
+#pragma once
+// The dispatch table: one Backend per device type holds that device's kernels. An op in ops/*.cpp checks its
+// arguments, works out shapes and dtypes, allocates the result, then calls backend(device).kernel(...).
+// Kernels assume their arguments were checked: same device, shapes as documented here.
+// CPU kernels live in ops/cpu/, CUDA kernels in ops/cuda/; a kernel a backend lacks throws saccade::Error.
+#include <cstdint>
+#include <string>
+
+#include "ops/device.h"
+#include "ops/dtype.h"
+
+namespace saccade {
+
+class Tensor;
+
+enum class UnaryOp {
+  Neg, Exp, Log, Sqrt, Rsqrt, Abs, Sin, Cos, Tanh, Sigmoid, Relu, Gelu,
+  GeluGrad,   // d gelu(x) / dx (exact, erf-based gelu)
+  Sign,
+  PowScalar,  // x ** alpha
+  LogicalNot, // bool -> bool
+};
+
+enum class BinaryOp {
+  Add, Sub, Mul, Div, Pow, Maximum, Minimum,
+  Eq, Ne, Lt, Le, Gt, Ge,  // out is Bool
+  LogicalAnd, LogicalOr,   // Bool x Bool -> Bool
+};
+
+enum class ReduceOp { Sum, Max, Min, Prod };
+
+std::string_view unary_op_name(UnaryOp op);
+std::string_view binary_op_name(BinaryOp op);
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;
+
+  // ---- memory ----
+  virtual void* allocate(size_t nbytes) = 0;
+  virtual void deallocate(void* p, size_t nbytes) = 0;
+  /// Raw byte copies between this device and host memory.
+  virtual void copy_to_host(void* host_dst, const void* src, size_t nbytes) = 0;
+  virtual void copy_from_host(void* dst, const void* host_src, size_t nbytes) = 0;
+
+  // ---- copy and fill ----
+  /// dst[i] = cast(src[i]); same shape, any strides, any dtypes (both on this device).
+  virtual void copy(const Tensor& src, const Tensor& dst);
+  /// every element of `out` (any strides) = value.
+  virtual void fill(const Tensor& out, double value);
+  /// out (contiguous, numel n): out[i] = start + i * step.
+  virtual void arange(const Tensor& out, double start, double step);
+
+  // ---- elementwise: a, b, cond are already expanded to out's shape (stride 0 on broadcast dims) ----
+  /// out = op(a) (alpha is the exponent for PowScalar). a and out share a dtype, except LogicalNot (Bool).
+  virtual void unary(UnaryOp op, const Tensor& a, const Tensor& out, double alpha);
+  /// out = a op b; a and b share a dtype; out has it too, or Bool for comparisons. out may alias a.
+  virtual void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out);
+  /// out = cond ? a : b; cond Bool; a, b, out share a dtype.
+  virtual void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out);
+
+  // ---- reductions: a contiguous, viewed as (outer, k, inner); out contiguous (outer, inner) ----
+  virtual void reduce(ReduceOp op, const Tensor& a, const Tensor& out, int64_t outer, int64_t k, int64_t inner);
+  /// values (outer, inner) and int64 indices (outer, inner) of the max (Max) or min (Min) along k;
+  /// ties give the first index; NaN wins.
+  virtual void arg_reduce(ReduceOp op, const Tensor& a, const Tensor& values, const Tensor& indices,
+                          int64_t outer, int64_t k, int64_t inner);
+
+  // ---- linear algebra ----
+  /// out (B, M, N) contiguous = a (B, M, K) @ b (B, K, N). a and b may have any strides in which the last
+  /// two dims have unit stride in one of them (row- or column-major matrices); batch stride may be 0.
+  virtual void bmm(const Tensor& a, const Tensor& b, const Tensor& out);
+
+  // ---- nn primitives (all contiguous) ----
+  /// x, out: (rows, n). Softmax (or log-softmax) of each row. A row that is all -inf gives zeros.
+  virtual void softmax(const Tensor& x, const Tensor& out, bool log);
+  /// y = softmax(x) (or log_softmax), gy = dL/dy, gx = dL/dx; all (rows, n).
+  virtual void softmax_backward(const Tensor& y, const Tensor& gy, const Tensor& gx, bool log);
+  /// x, out: (rows, n); weight, bias: (n) or undefined; mean, rstd: (rows) float, written for backward.
+  virtual void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                          const Tensor& out, const Tensor& mean, const Tensor& rstd);
+  /// gx (rows, n); gweight, gbias (n) or undefined (then not computed).
+  virtual void layer_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                                   const Tensor& rstd, const Tensor& gx, const Tensor& gweight,
+                                   const Tensor& gbias);
+
+  // ---- indexing (index is contiguous int64; bounds already checked by the op) ----
+  /// a viewed as (outer, n, inner) contiguous; index (m); out (outer, m, inner): out[o,j,i] = a[o,index[j],i].
+  virtual void index_select(const Tensor& a, const Tensor& index, const Tensor& out, int64_t outer,
+                            int64_t inner);
+  /// out viewed as (outer, n, inner); src (outer, m, inner): out[o,index[j],i] += src[o,j,i].
+  virtual void index_add(const Tensor& out, const Tensor& index, const Tensor& src, int64_t outer,
+                         int64_t inner);
+  /// a (outer, n, inner), index and out (outer, m, inner): out[o,j,i] = a[o, index[o,j,i], i].
+  virtual void gather(const Tensor& a, const Tensor& index, const Tensor& out, int64_t outer, int64_t inner);
+  /// out (outer, n, inner), index and src (outer, m, inner): out[o, index[o,j,i], i] += src[o,j,i].
+  virtual void scatter_add(const Tensor& out, const Tensor& index, const Tensor& src, int64_t outer,
+                           int64_t inner);
+
+  // ---- convolution and pooling (NCHW, contiguous) ----
+  /// x (N, C, H, W) -> cols (N, C*kh*kw, OH*OW).
+  virtual void im2col(const Tensor& x, const Tensor& cols, int kh, int kw, int sh, int sw, int ph, int pw);
+  /// cols (N, C*kh*kw, OH*OW) -> x (N, C, H, W), summing overlaps; x is zeroed first.
+  virtual void col2im(const Tensor& cols, const Tensor& x, int kh, int kw, int sh, int sw, int ph, int pw);
+  /// out (N, C, OH, OW); indices int64 (N, C, OH, OW): flat h*W+w of each max. Padding counts as -inf.
+  virtual void max_pool2d(const Tensor& x, const Tensor& out, const Tensor& indices, int kh, int kw, int sh,
+                          int sw, int ph, int pw);
+  /// gx (N, C, H, W) zeroed then gx[n,c,indices] += gy.
+  virtual void max_pool2d_backward(const Tensor& gy, const Tensor& indices, const Tensor& gx);
+  /// out (N, C, OH, OW): mean over each window, padding counted (PyTorch's count_include_pad=True).
+  virtual void avg_pool2d(const Tensor& x, const Tensor& out, int kh, int kw, int sh, int sw, int ph, int pw);
+  virtual void avg_pool2d_backward(const Tensor& gy, const Tensor& gx, int kh, int kw, int sh, int sw, int ph,
+                                   int pw);
+
+  // ---- random numbers: counter-based Philox4x32-10 (ops/philox.h); element i uses counter offset + i ----
+  /// out (contiguous float) = U[low, high).
+  virtual void uniform(const Tensor& out, uint64_t seed, uint64_t offset, double low, double high);
+  /// out (contiguous float) = N(mean, std^2) by Box-Muller.
+  virtual void normal(const Tensor& out, uint64_t seed, uint64_t offset, double mean, double std);
+
+ protected:
+  [[noreturn]] void missing(const char* kernel) const;
+};
+
+/// The backend of `device`; throws saccade::Error when saccade was built without it.
+Backend& backend(Device device);
+
+namespace detail {
+Backend* cpu_backend();   // ops/cpu/backend.cpp
+Backend* cuda_backend();  // ops/cuda/backend.cpp when built with CUDA; nullptr when no GPU is present
+}  // namespace detail
+
+}  // namespace saccade

@@ -1,0 +1,52 @@
+#pragma once
+// The CPU backend: OpenBLAS for GEMM, our own OpenMP kernels for the rest. Each kernel family lives in its
+// own file beside this one (memory.cpp, elementwise.cpp, reduce.cpp, linalg.cpp, nn.cpp, index.cpp,
+// conv_pool.cpp, random.cpp).
+#include "ops/backend.h"
+#include "ops/tensor.h"
+
+namespace saccade::cpu {
+
+class CpuBackend final : public Backend {
+ public:
+  const char* name() const override { return "cpu"; }
+  void* allocate(size_t nbytes) override;
+  void deallocate(void* p, size_t nbytes) override;
+  void copy_to_host(void* host_dst, const void* src, size_t nbytes) override;
+  void copy_from_host(void* dst, const void* host_src, size_t nbytes) override;
+  void copy(const Tensor& src, const Tensor& dst) override;
+  void fill(const Tensor& out, double value) override;
+  void arange(const Tensor& out, double start, double step) override;
+  void unary(UnaryOp op, const Tensor& a, const Tensor& out, double alpha) override;
+  void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void reduce(ReduceOp op, const Tensor& a, const Tensor& out, int64_t outer, int64_t k, int64_t inner) override;
+  void arg_reduce(ReduceOp op, const Tensor& a, const Tensor& values, const Tensor& indices, int64_t outer,
+                  int64_t k, int64_t inner) override;
+  void bmm(const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void softmax(const Tensor& x, const Tensor& out, bool log) override;
+  void softmax_backward(const Tensor& y, const Tensor& gy, const Tensor& gx, bool log) override;
+  void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& out,
+                  const Tensor& mean, const Tensor& rstd) override;
+  void layer_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                           const Tensor& rstd, const Tensor& gx, const Tensor& gweight,
+                           const Tensor& gbias) override;
+  void index_select(const Tensor& a, const Tensor& index, const Tensor& out, int64_t outer,
+                    int64_t inner) override;
+  void index_add(const Tensor& out, const Tensor& index, const Tensor& src, int64_t outer, int64_t inner) override;
+  void gather(const Tensor& a, const Tensor& index, const Tensor& out, int64_t outer, int64_t inner) override;
+  void scatter_add(const Tensor& out, const Tensor& index, const Tensor& src, int64_t outer,
+                   int64_t inner) override;
+  void im2col(const Tensor& x, const Tensor& cols, int kh, int kw, int sh, int sw, int ph, int pw) override;
+  void col2im(const Tensor& cols, const Tensor& x, int kh, int kw, int sh, int sw, int ph, int pw) override;
+  void max_pool2d(const Tensor& x, const Tensor& out, const Tensor& indices, int kh, int kw, int sh, int sw,
+                  int ph, int pw) override;
+  void max_pool2d_backward(const Tensor& gy, const Tensor& indices, const Tensor& gx) override;
+  void avg_pool2d(const Tensor& x, const Tensor& out, int kh, int kw, int sh, int sw, int ph, int pw) override;
+  void avg_pool2d_backward(const Tensor& gy, const Tensor& gx, int kh, int kw, int sh, int sw, int ph,
+                           int pw) override;
+  void uniform(const Tensor& out, uint64_t seed, uint64_t offset, double low, double high) override;
+  void normal(const Tensor& out, uint64_t seed, uint64_t offset, double mean, double std) override;
+};
+
+}  // namespace saccade::cpu

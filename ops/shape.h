@@ -1,0 +1,105 @@
+#pragma once
+// Shape: a small inline vector of int64 sizes (also used for strides), and the shape arithmetic every op
+// shares: dim normalisation, contiguous strides, broadcasting.
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <initializer_list>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "ops/error.h"
+
+namespace saccade {
+
+/// The most dimensions a tensor may have. Shapes live inline (no heap allocation per op).
+constexpr int kMaxDims = 8;
+
+/// A list of up to kMaxDims int64 values: a tensor's sizes or its strides (in elements).
+class Shape {
+ public:
+  Shape() = default;
+  Shape(std::initializer_list<int64_t> v) { assign(v.begin(), v.end()); }
+  explicit Shape(const std::vector<int64_t>& v) { assign(v.begin(), v.end()); }
+  /// `n` copies of `value`.
+  static Shape filled(int n, int64_t value) {
+    Shape s;
+    s.resize(n, value);
+    return s;
+  }
+
+  int size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+  int64_t& operator[](int i) { return v_[i]; }
+  int64_t operator[](int i) const { return v_[i]; }
+  int64_t* begin() { return v_.data(); }
+  int64_t* end() { return v_.data() + n_; }
+  const int64_t* begin() const { return v_.data(); }
+  const int64_t* end() const { return v_.data() + n_; }
+  int64_t back() const { return v_[n_ - 1]; }
+  void push_back(int64_t x) {
+    SACCADE_CHECK(n_ < kMaxDims, "shape: at most {} dimensions are supported", kMaxDims);
+    v_[n_++] = x;
+  }
+  void insert(int pos, int64_t x) {
+    push_back(0);
+    for (int i = n_ - 1; i > pos; --i) v_[i] = v_[i - 1];
+    v_[pos] = x;
+  }
+  void erase(int pos) {
+    for (int i = pos; i + 1 < n_; ++i) v_[i] = v_[i + 1];
+    --n_;
+  }
+  void resize(int n, int64_t value = 0) {
+    SACCADE_CHECK(n >= 0 && n <= kMaxDims, "shape: at most {} dimensions are supported, asked for {}", kMaxDims, n);
+    for (int i = n_; i < n; ++i) v_[i] = value;
+    n_ = n;
+  }
+  std::vector<int64_t> vec() const { return {begin(), end()}; }
+  /// Product of the entries (1 for an empty shape).
+  int64_t numel() const {
+    int64_t p = 1;
+    for (int i = 0; i < n_; ++i) p *= v_[i];
+    return p;
+  }
+  friend bool operator==(const Shape& a, const Shape& b) {
+    return a.n_ == b.n_ && std::equal(a.begin(), a.end(), b.begin());
+  }
+
+ private:
+  template <class It>
+  void assign(It first, It last) {
+    n_ = 0;
+    for (; first != last; ++first) push_back(*first);
+  }
+  std::array<int64_t, kMaxDims> v_{};
+  int n_ = 0;
+};
+
+/// Row-major strides of a contiguous tensor of `shape`.
+inline Shape contiguous_strides(const Shape& shape) {
+  Shape s = Shape::filled(shape.size(), 1);
+  for (int i = shape.size() - 2; i >= 0; --i) s[i] = s[i + 1] * std::max<int64_t>(shape[i + 1], 1);
+  return s;
+}
+
+/// Maps a possibly negative `dim` into [0, ndim); throws naming `op` when out of range.
+inline int normalize_dim(int64_t dim, int ndim, const char* op) {
+  int64_t lo = -std::max(ndim, 1), hi = std::max(ndim, 1) - 1;
+  SACCADE_CHECK(dim >= lo && dim <= hi, "{}: dim {} out of range for a tensor of {} dimensions", op, dim, ndim);
+  return static_cast<int>(dim < 0 ? dim + std::max(ndim, 1) : dim);
+}
+
+/// NumPy broadcasting: aligns trailing dims; sizes must match or be 1. Throws naming `op` and both shapes.
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
+
+}  // namespace saccade
+
+template <>
+struct fmt::formatter<saccade::Shape> {
+  constexpr auto parse(format_parse_context& ctx) { return ctx.begin(); }
+  auto format(const saccade::Shape& s, format_context& ctx) const {
+    return fmt::format_to(ctx.out(), "[{}]", fmt::join(s.begin(), s.end(), ", "));
+  }
+};

@@ -1,0 +1,44 @@
+#pragma once
+// Shared test helpers: tensor comparison and "throws saccade::Error mentioning X".
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <string>
+
+#include "saccade.h"
+
+namespace saccade::testing {
+
+/// True when a and b have the same shape and |a - b| <= atol + rtol |b| everywhere (compared in float64).
+inline bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8) {
+  if (!(a.shape() == b.shape())) return false;
+  auto x = a.to_vector<double>(), y = b.to_vector<double>();
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (std::isnan(x[i]) && std::isnan(y[i])) continue;
+    if (!(std::abs(x[i] - y[i]) <= atol + rtol * std::abs(y[i]))) return false;
+  }
+  return true;
+}
+
+/// A float64 tensor of `shape` with values from the seeded generator (for gradchecks).
+inline Tensor rand64(const Shape& shape, uint64_t seed = 1) {
+  Generator g(seed);
+  return ops::randn(shape, DType::Float64, Device::cpu(), &g);
+}
+
+/// Matches a saccade::Error whose message contains a substring.
+class ErrorContains : public Catch::MatcherBase<saccade::Error> {
+ public:
+  explicit ErrorContains(std::string s) : s_(std::move(s)) {}
+  bool match(const saccade::Error& e) const override { return std::string(e.what()).find(s_) != std::string::npos; }
+  std::string describe() const override { return "saccade::Error message contains \"" + s_ + "\""; }
+
+ private:
+  std::string s_;
+};
+
+}  // namespace saccade::testing
+
+/// Checks that `expr` throws saccade::Error whose message contains `substr`.
+#define REQUIRE_THROWS_SACCADE(expr, substr) \
+  REQUIRE_THROWS_MATCHES(expr, ::saccade::Error, ::saccade::testing::ErrorContains(substr))
