@@ -12,3 +12,8 @@
 #include "ops/random.h"
 #include "ops/reduce.h"
 #include "ops/tensor.h"
+#include "nn/checkpoint.h"
+#include "nn/init.h"
+#include "nn/module.h"
+#include "nn/optim.h"
+#include "nn/scheduler.h"

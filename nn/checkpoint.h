@@ -1,0 +1,73 @@
+#pragma once
+// Checkpoints in the safetensors format (https://github.com/huggingface/safetensors), which PyTorch reads
+// with safetensors.torch.load_file:
+//
+//   8 bytes   N, little-endian uint64: the header's length
+//   N bytes   JSON: {"__metadata__": {str: str}, "<name>": {"dtype": "F32", "shape": [2, 3],
+//             "data_offsets": [begin, end]}, ...}, padded with spaces to a multiple of 8
+//   rest      the tensors' bytes, row-major, little-endian; offsets are relative to the start of this buffer;
+//             the tensors are contiguous (no holes, no overlaps) and cover it exactly
+//
+// We write what the reference implementation writes, byte for byte: compact JSON with "__metadata__" first,
+// tensors ordered by dtype (I64, F64, F32, BOOL: largest alignment first) and then by name.
+//
+// Model + optimizer checkpoints use ONE file, so that saving them together is atomic: the model's
+// state_dict under its own names (e.g. "decoder.W_q.weight"), the optimizer's under "optimizer." (e.g.
+// "optimizer.state.0.exp_avg"), and the training step in the metadata ("step"). In Python,
+// {k: v for k, v in load_file(path).items() if not k.startswith("optimizer.")} is the model's state_dict.
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "nn/module.h"
+#include "nn/optim.h"
+
+namespace saccade::nn {
+
+/// The "__metadata__" of a safetensors file: free-form string pairs.
+using Metadata = std::map<std::string, std::string>;
+
+/// The contents of a safetensors file: tensors (CPU, contiguous, in file order) and metadata.
+struct Safetensors {
+  StateDict tensors;
+  Metadata metadata;
+};
+
+/// Writes `tensors` (float32, float64, int64 or bool; any device, any strides) to `path` in the safetensors
+/// format. Atomic: writes `path`.tmp, fsyncs it and renames it over `path`, so `path` is never left half
+/// written. Throws saccade::Error naming the file for an I/O failure, and naming the tensor for an undefined
+/// tensor or the reserved name "__metadata__".
+void save_safetensors(const StateDict& tensors, const std::string& path, const Metadata& metadata = {});
+
+/// Reads a safetensors file, validating everything before returning: the file must be long enough for the
+/// header length and the header; the header must be a JSON object without duplicate keys, with string
+/// metadata and, per tensor, a known dtype (F32, F64, I64, BOOL), a shape of at most 8 non-negative sizes and
+/// offsets [begin, end] with end - begin = the tensor's byte size; the tensors must tile the data buffer
+/// exactly (no overlap, no hole, nothing after); bool bytes must be 0 or 1. Throws saccade::Error naming the
+/// file and the problem.
+Safetensors load_safetensors(const std::string& path);
+
+/// Saves module.state_dict() (names and layouts as PyTorch's) with `metadata` to `path` (atomically).
+void save(const Module& module, const std::string& path, const Metadata& metadata = {});
+/// Loads `path` into `module` strictly: every name and shape must match (keys starting with "optimizer." are
+/// ignored, so a checkpoint file works too); values are converted to each parameter's dtype and device. On
+/// any error (file or mismatch), throws saccade::Error and leaves the module unchanged. Returns the file's
+/// metadata.
+Metadata load(Module& module, const std::string& path);
+
+/// What load_checkpoint returns: the saved step and the metadata (including "step").
+struct CheckpointInfo {
+  int64_t step = 0;
+  Metadata metadata;
+};
+
+/// Saves the module's state, the optimizer's state (keys prefixed "optimizer.") and `step` (metadata "step",
+/// in decimal) to one file, atomically. Throws saccade::Error for a negative step or a metadata key "step".
+void save_checkpoint(const std::string& path, const Module& module, const Optimizer& optimizer, int64_t step,
+                     const Metadata& metadata = {});
+/// Restores module and optimizer from a file written by save_checkpoint. Validates the file, the module's
+/// names and shapes, the optimizer's state and the step before changing anything: on error both are
+/// unchanged. To resume a scheduler, call its set_last_epoch(info.step) (if it steps once per step).
+CheckpointInfo load_checkpoint(const std::string& path, Module& module, Optimizer& optimizer);
+
+}  // namespace saccade::nn
