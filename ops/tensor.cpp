@@ -81,6 +81,7 @@ int64_t Tensor::size(int64_t d) const { return shape_[normalize_dim(d, dim(), "s
 int64_t Tensor::stride(int64_t d) const { return strides_[normalize_dim(d, dim(), "stride")]; }
 
 bool Tensor::is_contiguous() const {
+  if (numel() == 0) return true;  // as PyTorch: no element can be out of place
   int64_t expected = 1;
   for (int i = dim() - 1; i >= 0; --i) {
     if (shape_[i] == 1) continue;
