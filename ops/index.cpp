@@ -76,8 +76,9 @@ Tensor gather(const Tensor& t, int64_t dim, const Tensor& index) {
   check_same_device("gather", {&t, &index});
   int d = normalize_dim(dim, t.dim(), "gather");
   check_gather_scatter("gather", t, d, index, nullptr);
-  if (t.dim() == 0) return index_select(t.reshape({1}), 0, index.reshape({1})).reshape({});
-  check_bounds("gather", index, t.shape()[d], d);
+  check_bounds("gather", index, t.dim() == 0 ? 1 : t.shape()[d], d);
+  // NOTE: unsqueeze, not reshape({1}): Tensor::reshape cannot yet turn a 0-d tensor into shape [1]
+  if (t.dim() == 0) return index_select(t.unsqueeze(0), 0, index.unsqueeze(0)).squeeze(0);
   Tensor out = Tensor::empty(index.shape(), t.dtype(), t.device());
   if (out.numel() == 0) return out;
   int64_t outer, inner;
@@ -98,8 +99,8 @@ Tensor scatter_add(const Tensor& t, int64_t dim, const Tensor& index, const Tens
                 "scatter_add: src of shape {} must have as many dims as the input's shape {}", src.shape(),
                 t.shape());
   check_gather_scatter("scatter_add", t, d, index, &src);
-  if (t.dim() == 0) return index_add(t.reshape({1}), 0, index.reshape({1}), src.reshape({1})).reshape({});
-  check_bounds("scatter_add", index, t.shape()[d], d);
+  check_bounds("scatter_add", index, t.dim() == 0 ? 1 : t.shape()[d], d);
+  if (t.dim() == 0) return index_add(t.unsqueeze(0), 0, index.unsqueeze(0), src.unsqueeze(0)).squeeze(0);
   Tensor out = t.clone();
   if (index.numel() == 0) return out;
   // the kernel needs out's sizes to equal index's outside dim; otherwise scatter into a zero buffer first

@@ -112,9 +112,8 @@ Tensor repeat(const Tensor& t, const Shape& repeats) {
                 "repeat: number of repeats {} cannot be smaller than the number of dims of shape {}", repeats,
                 t.shape());
   for (int64_t r : repeats) SACCADE_CHECK(r >= 0, "repeat: negative repeat count in {}", repeats);
-  Shape padded = Shape::filled(repeats.size() - t.dim(), 1);
-  for (int64_t s : t.shape()) padded.push_back(s);
-  Tensor x = t.reshape(padded);
+  Tensor x = t;
+  while (x.dim() < repeats.size()) x = x.unsqueeze(0);  // leading size-1 dims
   bool copied = false;
   // one dim at a time, by concatenating copies: needs no extra dims, so works up to kMaxDims
   for (int d = 0; d < repeats.size(); ++d) {

@@ -80,6 +80,12 @@ TEST_CASE("ops index ops: values by hand", "[ops][index]") {
       allclose(ops::scatter_add(z, 0, i64({1, 0, 1, 1, 1, 0}, {2, 3}), x), f64({0, 2, 6, 5, 5, 3}, {2, 3})));
   // index_add: out[index[j]] += src[j], repeated rows accumulate
   REQUIRE(allclose(ops::index_add(z, 0, i64({1, 1}), x), f64({0, 0, 0, 5, 7, 9}, {2, 3})));
+  // 0-d input and index, as torch
+  Tensor s0 = ops::scalar_tensor(5, DType::Float64), i0 = ops::scalar_tensor(0, DType::Int64);
+  REQUIRE(ops::gather(s0, 0, i0).item() == 5);
+  REQUIRE(ops::scatter_add(s0, 0, i0, ops::scalar_tensor(2, DType::Float64)).item() == 7);
+  REQUIRE_THROWS_SACCADE(ops::gather(s0, 0, ops::scalar_tensor(1, DType::Int64)),
+                         "gather: index 1 is out of bounds");
   // embedding of 0-d indices gives one row
   REQUIRE(allclose(ops::embedding(x, ops::scalar_tensor(1, DType::Int64)), f64({4, 5, 6}, {3})));
 }
@@ -250,6 +256,14 @@ TEST_CASE("index ops: embedding gradient and padding_idx", "[autograd][index]") 
   REQUIRE(allclose(w.grad(), f64({2, 2, 1, 1, 0, 0, 0, 0}, {4, 2})));
   // the forward keeps the padding row's values
   REQUIRE(allclose(embedding(w, ids, 3).data(), ops::embedding(w.data(), ids)));
+}
+
+TEST_CASE("index ops: embedding of a 0-d index", "[autograd][index]") {
+  Variable w(rand64({3, 2}, 15), true);
+  Variable row = embedding(w, ops::scalar_tensor(2, DType::Int64), 0);
+  REQUIRE(row.shape() == Shape{2});
+  sum(row).backward();
+  REQUIRE(allclose(w.grad(), f64({0, 0, 0, 0, 1, 1}, {3, 2})));
 }
 
 TEST_CASE("index ops: a saved index modified in place is caught", "[autograd][index]") {

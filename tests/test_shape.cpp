@@ -104,6 +104,7 @@ TEST_CASE("ops repeat and repeat_interleave: values match torch", "[ops][shape]"
   REQUIRE(allclose(ops::repeat_interleave(v, 2, 0), f64({1, 1, 2, 2}, {4})));
   REQUIRE(ops::repeat(v, {3, 0}).shape() == Shape{3, 0});
   REQUIRE(ops::repeat_interleave(v, 0, 0).shape() == Shape{0});
+  REQUIRE(allclose(ops::repeat(ops::scalar_tensor(3, DType::Float64), {2, 1}), f64({3, 3}, {2, 1})));
   Tensor same = ops::repeat(v, {1});  // a copy, not a view
   REQUIRE(same.storage() != v.storage());
   REQUIRE(allclose(ops::repeat(v.reshape({2, 1}).t(), {2, 1}), f64({1, 2, 1, 2}, {2, 2})));
@@ -294,6 +295,7 @@ TEST_CASE("joins: gradcheck of repeat repeat_interleave tril and triu", "[autogr
     REQUIRE(check1([](auto& v) { return repeat(v[0], {2, 2}); }, in));
     REQUIRE(check1([](auto& v) { return repeat(v[0], {3, 1, 2}); }, in));
     REQUIRE(check1([](auto& v) { return repeat(v[0], {1, 1}); }, in));
+    REQUIRE(check1([](auto& v) { return repeat(v[0], {2, 0}); }, in));
     REQUIRE(check1([](auto& v) { return repeat_interleave(v[0], 3, 0); }, in));
     REQUIRE(check1([](auto& v) { return repeat_interleave(v[0], 2, -1); }, in));
     REQUIRE(check1([](auto& v) { return tril(v[0]); }, in));
@@ -301,6 +303,7 @@ TEST_CASE("joins: gradcheck of repeat repeat_interleave tril and triu", "[autogr
     REQUIRE(check1([](auto& v) { return tril(v[0], -1); }, in));
   }
   REQUIRE(check1([](auto& v) { return triu(v[0], -1); }, rand64({2, 3, 3}, 17)));
+  REQUIRE(check1([](auto& v) { return repeat(v[0], {3, 2}); }, rand64({}, 19)));
   // repeat of an 8-d tensor takes the loop path of the backward (no spare dim to reshape into)
   REQUIRE(check1(
       [](auto& v) {

@@ -77,8 +77,9 @@ Variable embedding(const Variable& weight, const Tensor& indices, std::optional<
   Shape sw = weight.shape();
   SavedTensor si(indices, "embedding");
   return make_result("embedding", y, {weight}, [sw, si, padding_idx](const Tensor& g) -> Grads {
-    Tensor flat_index = si.get().reshape({-1});
-    Tensor rows = g.reshape({-1, sw[1]});  // (N, D)
+    const Tensor& ids = si.get();
+    Tensor flat_index = ids.dim() == 0 ? ids.unsqueeze(0) : ids.reshape({-1});  // (N)
+    Tensor rows = g.reshape({-1, sw[1]});                                       // (N, D)
     if (padding_idx)
       rows = ops::masked_fill(rows, ops::eq(flat_index, static_cast<double>(*padding_idx)).unsqueeze(1), 0);
     return {ops::index_add(ops::zeros(sw, g.dtype(), g.device()), 0, flat_index, rows)};

@@ -25,9 +25,8 @@ Tensor place(const Tensor& g, const Shape& shape, Part part) {
   return z;
 }
 
-// g: (.., r * s, ..) at dim d -> (.., s, ..): the sum of the r blocks of dim d.
-Tensor sum_blocks(const Tensor& g, int d, int64_t r) {
-  int64_t s = r > 0 ? g.shape()[d] / r : 0;
+// g: (.., r * s, ..) at dim d -> (.., s, ..): the sum of the r blocks of dim d (zeros when r is 0).
+Tensor sum_blocks(const Tensor& g, int d, int64_t r, int64_t s) {
   if (g.dim() < kMaxDims) {  // split dim d into (r, s) and reduce the r
     Shape split = g.shape();
     split[d] = s;
@@ -226,9 +225,10 @@ Variable repeat(const Variable& a, const Shape& repeats) {
   // y = tile(a, r):  da = Σ over the r_d blocks of every dim d of g
   Shape sa = a.shape();
   return make_result("repeat", ops::repeat(a.data(), repeats), {a}, [sa, repeats](const Tensor& g) -> Grads {
+    const int lead = repeats.size() - sa.size();  // leading dims repeat added
     Tensor acc = g;
     for (int d = 0; d < repeats.size(); ++d)
-      if (repeats[d] != 1) acc = sum_blocks(acc, d, repeats[d]);
+      if (repeats[d] != 1) acc = sum_blocks(acc, d, repeats[d], d < lead ? 1 : sa[d - lead]);
     return {acc.reshape(sa)};
   });
 }
