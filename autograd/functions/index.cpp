@@ -1,0 +1,89 @@
+// Derivative rules of the index ops, each beside its forward. `g` is dL/d(output). The index is saved as a
+// SavedTensor: modifying it in place before backward would silently misroute gradients.
+#include "autograd/functions/index.h"
+
+#include "ops/creation.h"
+#include "ops/elementwise.h"
+#include "ops/index.h"
+
+namespace saccade {
+
+using Grads = std::vector<Tensor>;
+
+Variable index_select(const Variable& a, int64_t dim, const Tensor& index) {
+  // a: (.., n, ..), index: (m) -> y (.., m, ..)
+  // y[.., j, ..] = a[.., index[j], ..]:  da = index_add(zeros(a.shape), dim, index, g)
+  Tensor y = ops::index_select(a.data(), dim, index);
+  Shape sa = a.shape();
+  SavedTensor si(index, "index_select");
+  return make_result("index_select", y, {a}, [sa, dim, si](const Tensor& g) -> Grads {
+    return {ops::index_add(ops::zeros(sa, g.dtype(), g.device()), dim, si.get(), g)};
+  });
+}
+
+Variable gather(const Variable& a, int64_t dim, const Tensor& index) {
+  // a: (S..), index: (I..) -> y (I..)
+  // y[..j..] = a[..index[..j..]..] (along dim):  da = scatter_add(zeros(a.shape), dim, index, g)
+  Tensor y = ops::gather(a.data(), dim, index);
+  Shape sa = a.shape();
+  SavedTensor si(index, "gather");
+  return make_result("gather", y, {a}, [sa, dim, si](const Tensor& g) -> Grads {
+    return {ops::scatter_add(ops::zeros(sa, g.dtype(), g.device()), dim, si.get(), g)};
+  });
+}
+
+Variable scatter_add(const Variable& a, int64_t dim, const Tensor& index, const Variable& src) {
+  // a: (S..), index: (I..), src: (R..) -> y (S..)
+  // y = a + scatter(src at index):  da = g,  dsrc[..j..] = g[..index[..j..]..] for j inside index's shape,
+  // zero for the entries of src that index does not reach
+  Tensor y = ops::scatter_add(a.data(), dim, index, src.data());
+  Shape ss = src.shape();
+  SavedTensor si(index, "scatter_add");
+  bool gsrc = src.requires_grad();
+  return make_result("scatter_add", y, {a, src}, [ss, dim, si, gsrc](const Tensor& g) -> Grads {
+    if (!gsrc) return {g, Tensor()};
+    const Tensor& index = si.get();
+    Tensor picked = ops::gather(g, dim, index);
+    if (index.shape() == ss) return {g, picked};
+    Tensor dsrc = ops::zeros(ss, g.dtype(), g.device());
+    Tensor part = dsrc;
+    for (int k = 0; k < index.dim(); ++k) part = part.narrow(k, 0, index.shape()[k]);
+    ops::copy_(part, picked);
+    return {g, dsrc};
+  });
+}
+
+Variable index_add(const Variable& a, int64_t dim, const Tensor& index, const Variable& src) {
+  // a: (.., n, ..), index: (m), src: (.., m, ..) -> y (.., n, ..)
+  // y = a;  y[.., index[j], ..] += src[.., j, ..]:  da = g,  dsrc = index_select(g, dim, index)
+  Tensor y = ops::index_add(a.data(), dim, index, src.data());
+  SavedTensor si(index, "index_add");
+  bool gsrc = src.requires_grad();
+  return make_result("index_add", y, {a, src}, [dim, si, gsrc](const Tensor& g) -> Grads {
+    return {g, gsrc ? ops::index_select(g, dim, si.get()) : Tensor()};
+  });
+}
+
+Variable embedding(const Variable& weight, const Tensor& indices, std::optional<int64_t> padding_idx) {
+  // weight: (V, D), indices: (I..) -> y (I.., D)
+  // y[i..] = weight[indices[i..]]:  dweight = index_add(zeros(V, D), 0, indices, g) over rows != padding_idx
+  Tensor y = ops::embedding(weight.data(), indices);
+  int64_t vocab = weight.shape()[0];
+  if (padding_idx) {
+    SACCADE_CHECK(*padding_idx >= -vocab && *padding_idx < vocab,
+                  "embedding: padding_idx {} is out of range for {} embeddings", *padding_idx, vocab);
+    if (*padding_idx < 0) *padding_idx += vocab;
+  }
+  Shape sw = weight.shape();
+  SavedTensor si(indices, "embedding");
+  return make_result("embedding", y, {weight}, [sw, si, padding_idx](const Tensor& g) -> Grads {
+    const Tensor& ids = si.get();
+    Tensor flat_index = ids.dim() == 0 ? ids.unsqueeze(0) : ids.reshape({-1});  // (N)
+    Tensor rows = g.reshape({-1, sw[1]});                                       // (N, D)
+    if (padding_idx)
+      rows = ops::masked_fill(rows, ops::eq(flat_index, static_cast<double>(*padding_idx)).unsqueeze(1), 0);
+    return {ops::index_add(ops::zeros(sw, g.dtype(), g.device()), 0, flat_index, rows)};
+  });
+}
+
+}  // namespace saccade

@@ -1,0 +1,25 @@
+#pragma once
+// Differentiable index ops. Index tensors are int64 Tensors (never differentiated). Shapes, semantics and
+// errors as in ops/index.h.
+#include <optional>
+
+#include "autograd/variable.h"
+
+namespace saccade {
+
+/// Entries of `a` at `index` along `dim` (torch.index_select): a (.., n, ..), index int64 (m) -> (.., m, ..).
+/// Backward adds the gradient rows back at `index` (repeated indices accumulate).
+Variable index_select(const Variable& a, int64_t dim, const Tensor& index);
+/// torch.gather: out has index's shape, out[..j..] = a[..index[..j..]..] along dim.
+Variable gather(const Variable& a, int64_t dim, const Tensor& index);
+/// a + src scattered at index along dim (out-of-place torch.scatter_add); differentiable in a and src.
+Variable scatter_add(const Variable& a, int64_t dim, const Tensor& index, const Variable& src);
+/// a + src added at rows `index` along dim (out-of-place torch.index_add); differentiable in a and src.
+Variable index_add(const Variable& a, int64_t dim, const Tensor& index, const Variable& src);
+/// Rows of `weight` (V, D) picked by int64 `indices` of any shape -> (*indices.shape, D)
+/// (torch.nn.functional.embedding). Rows equal to `padding_idx` (in [-V, V); negative counts from the end)
+/// receive no gradient, as torch. Throws for an out-of-range padding_idx or index.
+Variable embedding(const Variable& weight, const Tensor& indices,
+                   std::optional<int64_t> padding_idx = std::nullopt);
+
+}  // namespace saccade

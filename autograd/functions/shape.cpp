@@ -1,0 +1,261 @@
+// Derivative rules of the views and joins, each beside its forward. `g` is dL/d(output).
+// A view's backward undoes the view on g (reshape back, inverse permute, sum over broadcast dims), or, for
+// views that pick a part of the input (narrow, slice, select, split), places g into zeros of the input's
+// shape.
+#include "autograd/functions/shape.h"
+
+#include "ops/creation.h"
+#include "ops/elementwise.h"
+#include "ops/join.h"
+#include "ops/reduce.h"
+
+namespace saccade {
+
+using Grads = std::vector<Tensor>;
+
+namespace {
+
+// zeros of `shape` with g copied into the part of it that `part` selects: the backward of every view that
+// picks a part of its input.
+template <class Part>
+Tensor place(const Tensor& g, const Shape& shape, Part part) {
+  Tensor z = ops::zeros(shape, g.dtype(), g.device());
+  Tensor dst = part(z);
+  ops::copy_(dst, g);
+  return z;
+}
+
+// g: (.., r * s, ..) at dim d -> (.., s, ..): the sum of the r blocks of dim d (zeros when r is 0).
+Tensor sum_blocks(const Tensor& g, int d, int64_t r, int64_t s) {
+  if (g.dim() < kMaxDims) {  // split dim d into (r, s) and reduce the r
+    Shape split = g.shape();
+    split[d] = s;
+    split.insert(d, r);
+    return ops::sum(g.reshape(split), {d});
+  }
+  Shape out_shape = g.shape();
+  out_shape[d] = s;
+  Tensor acc = ops::zeros(out_shape, g.dtype(), g.device());
+  for (int64_t k = 0; k < r; ++k) ops::add_(acc, g.narrow(d, k * s, s));
+  return acc;
+}
+
+}  // namespace
+
+// ---- views ----
+
+Variable reshape(const Variable& a, const Shape& shape) {
+  // y = reshape(a):  da = reshape(g, a.shape)
+  Shape sa = a.shape();
+  return make_result("reshape", a.data().reshape(shape), {a},
+                     [sa](const Tensor& g) -> Grads { return {g.reshape(sa)}; });
+}
+
+Variable view(const Variable& a, const Shape& shape) {
+  // y = view(a):  da = reshape(g, a.shape)
+  Shape sa = a.shape();
+  return make_result("view", a.data().view(shape), {a},
+                     [sa](const Tensor& g) -> Grads { return {g.reshape(sa)}; });
+}
+
+Variable permute(const Variable& a, const Shape& dims) {
+  // y = permute(a, p), y dim i = a dim p[i]:  da = permute(g, p^-1), p^-1[p[i]] = i
+  Tensor y = a.data().permute(dims);
+  Shape inverse = Shape::filled(dims.size(), 0);
+  for (int i = 0; i < dims.size(); ++i) inverse[normalize_dim(dims[i], dims.size(), "permute")] = i;
+  return make_result("permute", y, {a}, [inverse](const Tensor& g) -> Grads { return {g.permute(inverse)}; });
+}
+
+Variable transpose(const Variable& a, int64_t d0, int64_t d1) {
+  // y = transpose(a, d0, d1):  da = transpose(g, d0, d1)
+  return make_result("transpose", a.data().transpose(d0, d1), {a},
+                     [d0, d1](const Tensor& g) -> Grads { return {g.transpose(d0, d1)}; });
+}
+
+Variable t(const Variable& a) {
+  // y = a^T:  da = g^T
+  return make_result("t", a.data().t(), {a}, [](const Tensor& g) -> Grads { return {g.t()}; });
+}
+
+Variable squeeze(const Variable& a) {
+  // y = squeeze(a):  da = reshape(g, a.shape)
+  Shape sa = a.shape();
+  return make_result("squeeze", a.data().squeeze(), {a},
+                     [sa](const Tensor& g) -> Grads { return {g.reshape(sa)}; });
+}
+
+Variable squeeze(const Variable& a, int64_t dim) {
+  // y = squeeze(a, dim):  da = reshape(g, a.shape)
+  Shape sa = a.shape();
+  return make_result("squeeze", a.data().squeeze(dim), {a},
+                     [sa](const Tensor& g) -> Grads { return {g.reshape(sa)}; });
+}
+
+Variable unsqueeze(const Variable& a, int64_t dim) {
+  // y = unsqueeze(a, dim):  da = reshape(g, a.shape)
+  Shape sa = a.shape();
+  return make_result("unsqueeze", a.data().unsqueeze(dim), {a},
+                     [sa](const Tensor& g) -> Grads { return {g.reshape(sa)}; });
+}
+
+Variable expand(const Variable& a, const Shape& shape) {
+  // y = expand(a) (y[i] = a[i mod broadcast]):  da = sum of g over the broadcast dims
+  Shape sa = a.shape();
+  return make_result("expand", a.data().expand(shape), {a},
+                     [sa](const Tensor& g) -> Grads { return {ops::sum_to(g, sa)}; });
+}
+
+Variable flatten(const Variable& a, int64_t start_dim, int64_t end_dim) {
+  // y = flatten(a):  da = reshape(g, a.shape)
+  Shape sa = a.shape();
+  return make_result("flatten", a.data().flatten(start_dim, end_dim), {a},
+                     [sa](const Tensor& g) -> Grads { return {g.reshape(sa)}; });
+}
+
+Variable narrow(const Variable& a, int64_t dim, int64_t start, int64_t length) {
+  // y = a[.., start:start+length, ..]:  da = zeros with g at [.., start:start+length, ..]
+  Shape sa = a.shape();
+  return make_result("narrow", a.data().narrow(dim, start, length), {a}, [=](const Tensor& g) -> Grads {
+    return {place(g, sa, [&](const Tensor& z) { return z.narrow(dim, start, length); })};
+  });
+}
+
+Variable slice(const Variable& a, int64_t dim, int64_t start, int64_t end, int64_t step) {
+  // y = a[.., start:end:step, ..]:  da = zeros with g at [.., start:end:step, ..]
+  Shape sa = a.shape();
+  return make_result("slice", a.data().slice(dim, start, end, step), {a}, [=](const Tensor& g) -> Grads {
+    return {place(g, sa, [&](const Tensor& z) { return z.slice(dim, start, end, step); })};
+  });
+}
+
+Variable select(const Variable& a, int64_t dim, int64_t index) {
+  // y = a[.., index, ..]:  da = zeros with g at [.., index, ..]
+  Shape sa = a.shape();
+  return make_result("select", a.data().select(dim, index), {a}, [=](const Tensor& g) -> Grads {
+    return {place(g, sa, [&](const Tensor& z) { return z.select(dim, index); })};
+  });
+}
+
+Variable contiguous(const Variable& a) {
+  // y = a (copied to row-major order):  da = g
+  return make_result("contiguous", a.data().contiguous(), {a}, [](const Tensor& g) -> Grads { return {g}; });
+}
+
+// ---- joins ----
+
+Variable cat(const std::vector<Variable>& xs, int64_t dim) {
+  // xs: k tensors (.., n_i, ..) -> y (.., Σ n_i, ..)
+  // y = [x_0, ..., x_k-1] along dim:  dx_i = g[.., o_i : o_i + n_i, ..] with o_i = Σ_{j<i} n_j
+  std::vector<Tensor> ts;
+  for (const Variable& x : xs) ts.push_back(x.defined() ? x.data() : Tensor());
+  Tensor y = ops::cat(ts, dim);
+  std::vector<Shape> shapes;
+  std::vector<DType> dtypes;
+  std::vector<bool> needs;
+  for (size_t i = 0; i < ts.size(); ++i)
+    shapes.push_back(ts[i].shape()), dtypes.push_back(ts[i].dtype()), needs.push_back(xs[i].requires_grad());
+  int d = normalize_dim(dim, y.dim(), "cat");
+  return make_result("cat", y, xs, [shapes, dtypes, needs, d](const Tensor& g) -> Grads {
+    Grads out;
+    int64_t offset = 0;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      if (shapes[i].size() == 1 && shapes[i].numel() == 0 && g.dim() != 1) {  // skipped by cat
+        out.push_back(needs[i] ? ops::zeros(shapes[i], dtypes[i], g.device()) : Tensor());
+        continue;
+      }
+      out.push_back(needs[i] ? g.narrow(d, offset, shapes[i][d]).to(dtypes[i]) : Tensor());
+      offset += shapes[i][d];
+    }
+    return out;
+  });
+}
+
+Variable stack(const std::vector<Variable>& xs, int64_t dim) {
+  // xs: k tensors (S..) -> y (S0.., k, ..Sd);  y = stack(xs):  dx_i = g.select(dim, i)
+  std::vector<Tensor> ts;
+  for (const Variable& x : xs) ts.push_back(x.defined() ? x.data() : Tensor());
+  Tensor y = ops::stack(ts, dim);
+  int d = normalize_dim(dim, y.dim(), "stack");
+  std::vector<DType> dtypes;
+  std::vector<bool> needs;
+  for (size_t i = 0; i < ts.size(); ++i)
+    dtypes.push_back(ts[i].dtype()), needs.push_back(xs[i].requires_grad());
+  return make_result("stack", y, xs, [dtypes, needs, d](const Tensor& g) -> Grads {
+    Grads out;
+    for (size_t i = 0; i < dtypes.size(); ++i)
+      out.push_back(needs[i] ? g.select(d, static_cast<int64_t>(i)).to(dtypes[i]) : Tensor());
+    return out;
+  });
+}
+
+// One Variable per piece; each piece's backward places its gradient into zeros of a's shape.
+static std::vector<Variable> pieces(const Variable& a, const std::vector<Tensor>& parts, int d,
+                                    const char* op) {
+  std::vector<Variable> out;
+  Shape sa = a.shape();
+  int64_t start = 0;
+  for (const Tensor& p : parts) {
+    int64_t length = p.shape()[d];
+    // y = a[.., start:start+length, ..]:  da = zeros with g at [.., start:start+length, ..]
+    out.push_back(make_result(op, p, {a}, [sa, d, start, length](const Tensor& g) -> Grads {
+      return {place(g, sa, [&](const Tensor& z) { return z.narrow(d, start, length); })};
+    }));
+    start += length;
+  }
+  return out;
+}
+
+std::vector<Variable> split(const Variable& a, int64_t split_size, int64_t dim) {
+  std::vector<Tensor> parts = ops::split(a.data(), split_size, dim);
+  return pieces(a, parts, normalize_dim(dim, a.dim(), "split"), "split");
+}
+
+std::vector<Variable> split(const Variable& a, const std::vector<int64_t>& sizes, int64_t dim) {
+  std::vector<Tensor> parts = ops::split(a.data(), sizes, dim);
+  return pieces(a, parts, normalize_dim(dim, a.dim(), "split"), "split");
+}
+
+std::vector<Variable> chunk(const Variable& a, int64_t chunks, int64_t dim) {
+  std::vector<Tensor> parts = ops::chunk(a.data(), chunks, dim);
+  return pieces(a, parts, normalize_dim(dim, a.dim(), "chunk"), "chunk");
+}
+
+Variable repeat(const Variable& a, const Shape& repeats) {
+  // a: (S0.., Sd) (padded with leading 1s to repeats.size()) -> y (r0 * S0, ..., rd * Sd)
+  // y = tile(a, r):  da = Σ over the r_d blocks of every dim d of g
+  Shape sa = a.shape();
+  return make_result("repeat", ops::repeat(a.data(), repeats), {a}, [sa, repeats](const Tensor& g) -> Grads {
+    const int lead = repeats.size() - sa.size();  // leading dims repeat added
+    Tensor acc = g;
+    for (int d = 0; d < repeats.size(); ++d)
+      if (repeats[d] != 1) acc = sum_blocks(acc, d, repeats[d], d < lead ? 1 : sa[d - lead]);
+    return {acc.reshape(sa)};
+  });
+}
+
+Variable repeat_interleave(const Variable& a, int64_t repeats, int64_t dim) {
+  // a: (.., n, ..) -> y (.., n * r, ..);  y[.., j*r + k, ..] = a[.., j, ..]:  da[.., j, ..] = Σ_k g[.., j*r +
+  // k, ..]
+  Tensor y = ops::repeat_interleave(a.data(), repeats, dim);
+  int d = normalize_dim(dim, a.dim(), "repeat_interleave");
+  Shape sa = a.shape();
+  return make_result("repeat_interleave", y, {a}, [sa, d, repeats](const Tensor& g) -> Grads {
+    Shape wide = sa;
+    wide.insert(d + 1, repeats);
+    return {ops::sum(g.reshape(wide), {d + 1})};
+  });
+}
+
+Variable tril(const Variable& a, int64_t k) {
+  // y = tril(a, k):  da = tril(g, k)
+  return make_result("tril", ops::tril(a.data(), k), {a},
+                     [k](const Tensor& g) -> Grads { return {ops::tril(g, k)}; });
+}
+
+Variable triu(const Variable& a, int64_t k) {
+  // y = triu(a, k):  da = triu(g, k)
+  return make_result("triu", ops::triu(a.data(), k), {a},
+                     [k](const Tensor& g) -> Grads { return {ops::triu(g, k)}; });
+}
+
+}  // namespace saccade
