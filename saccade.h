@@ -2,13 +2,17 @@
 // saccade: one include for everything. Reading order: ops/tensor.h, ops/backend.h, ops/cpu/loop.h,
 // ops/elementwise.h, autograd/variable.h, autograd/node.h, autograd/engine.cpp, autograd/functions/*.
 #include "autograd/engine.h"
+#include "autograd/functions/conv.h"
 #include "autograd/functions/elementwise.h"
+#include "autograd/functions/linalg.h"
 #include "autograd/functions/reduce.h"
 #include "autograd/grad_mode.h"
 #include "autograd/gradcheck.h"
 #include "autograd/variable.h"
+#include "ops/conv.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
+#include "ops/linalg.h"
 #include "ops/random.h"
 #include "ops/reduce.h"
 #include "ops/tensor.h"
