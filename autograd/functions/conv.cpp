@@ -1,0 +1,45 @@
+// Derivative rules of 2-d convolution and pooling, each beside its forward. `g` is dL/d(output).
+#include "autograd/functions/conv.h"
+
+namespace saccade {
+
+using Grads = std::vector<Tensor>;
+
+Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias, Size2 stride,
+                Size2 padding) {
+  // x: (N, C, H, W), weight: (O, C, kh, kw), bias: (O) -> (N, O, OH, OW)
+  // y = W ⋆ x + b, i.e. y[n] = W (O, C*kh*kw) @ im2col(x)[n] + b:
+  //   dx = col2im(W^T @ g[n]),  dW = Σ_n g[n] @ im2col(x)[n]^T,  db = Σ_{n,oh,ow} g
+  Tensor y = ops::conv2d(x.data(), weight.data(), bias.defined() ? bias.data() : Tensor(), stride, padding);
+  const bool gx = x.requires_grad(), gw = weight.requires_grad(), gb = bias.defined() && bias.requires_grad();
+  // dx needs W, dW needs x; the backward helper reads both shapes, so both are saved.
+  SavedTensor sx(x.data(), "conv2d"), sw(weight.data(), "conv2d");
+  return make_result(
+      "conv2d", y, {x, weight, bias}, [sx, sw, gx, gw, gb, stride, padding](const Tensor& g) -> Grads {
+        ops::Conv2dGrads r = ops::conv2d_backward(g, sx.get(), sw.get(), stride, padding, gx, gw, gb);
+        return {r.grad_input, r.grad_weight, r.grad_bias};
+      });
+}
+
+Variable max_pool2d(const Variable& x, Size2 kernel, Size2 stride, Size2 padding) {
+  // x: (N, C, H, W) -> (N, C, OH, OW)
+  // y = max over each window:  dx[argmax] += g (the indices are ours, never written in place)
+  ops::ValuesIndices r = ops::max_pool2d(x.data(), kernel, stride, padding);
+  const Shape xs = x.shape();
+  Tensor indices = r.indices;
+  return make_result("max_pool2d", r.values, {x}, [indices, xs](const Tensor& g) -> Grads {
+    return {ops::max_pool2d_backward(g, indices, xs)};
+  });
+}
+
+Variable avg_pool2d(const Variable& x, Size2 kernel, Size2 stride, Size2 padding) {
+  // x: (N, C, H, W) -> (N, C, OH, OW)
+  // y = Σ_window x / (kh kw):  dx[window] += g / (kh kw)
+  const Shape xs = x.shape();
+  return make_result("avg_pool2d", ops::avg_pool2d(x.data(), kernel, stride, padding), {x},
+                     [xs, kernel, stride, padding](const Tensor& g) -> Grads {
+                       return {ops::avg_pool2d_backward(g, xs, kernel, stride, padding)};
+                     });
+}
+
+}  // namespace saccade

@@ -1,0 +1,104 @@
+// Derivative rules of the matrix products, each beside its forward. `g` is dL/d(output).
+#include "autograd/functions/linalg.h"
+
+#include "ops/elementwise.h"
+#include "ops/linalg.h"
+#include "ops/reduce.h"
+
+namespace saccade {
+
+using Grads = std::vector<Tensor>;
+
+namespace {
+
+// Swaps the last two dims (a view).
+Tensor mT(const Tensor& t) { return t.transpose(-1, -2); }
+
+}  // namespace
+
+Variable matmul(const Variable& a, const Variable& b) {
+  // a: (*a, M, K) or (K), b: (*b, K, N) or (K) -> (broadcast(*a, *b), M, N) without the dims of 1-d operands
+  // y = a @ b:  da = g @ b^T,  db = a^T @ g, after making 1-d operands matrices (a (1, K), b (K, 1)) and g
+  // the matching shape; broadcast batch dims are summed back by sum_to. Each gradient needs only the other
+  // operand: save what will be used.
+  const bool ga = a.requires_grad(), gb = b.requires_grad();
+  SavedTensor sa = gb ? SavedTensor(a.data(), "matmul") : SavedTensor();
+  SavedTensor sb = ga ? SavedTensor(b.data(), "matmul") : SavedTensor();
+  const Shape xs = a.shape(), ys = b.shape();
+  return make_result(
+      "matmul", ops::matmul(a.data(), b.data()), {a, b}, [sa, sb, ga, gb, xs, ys](const Tensor& g) -> Grads {
+        // 1-d operands as matrices: a (K) -> (1, K), b (K) -> (K, 1); g gets the dims matmul
+        // removed.
+        Shape xs2 = xs, ys2 = ys;
+        if (xs.size() == 1) xs2.insert(0, 1);
+        if (ys.size() == 1) ys2.push_back(1);
+        Tensor g2 = g;
+        if (xs.size() == 1 && ys.size() == 1) {
+          g2 = g.unsqueeze(0).unsqueeze(0);  // NOTE: Tensor::reshape of a 0-d tensor throws (core)
+        } else {
+          if (xs.size() == 1) g2 = g2.unsqueeze(-2);
+          if (ys.size() == 1) g2 = g2.unsqueeze(-1);
+        }
+        Tensor dx, dy;
+        if (ga) dx = ops::sum_to(ops::matmul(g2, mT(sb.get().reshape(ys2))), xs2).reshape(xs);
+        if (gb) {
+          const Tensor x2 = sa.get().reshape(xs2);
+          if (ys2.size() == 2 && xs2.size() > 2) {
+            // (*, M, K) @ (K, N): db sums over every row of a: (rows, K)^T @ (rows, N), one
+            // GEMM
+            dy = ops::mm(x2.reshape({-1, xs2.back()}).t(), g2.reshape({-1, ys2.back()}));
+          } else {
+            dy = ops::sum_to(ops::matmul(mT(x2), g2), ys2);
+          }
+          dy = dy.reshape(ys);
+        }
+        return {dx, dy};
+      });
+}
+
+Variable bmm(const Variable& a, const Variable& b) {
+  // a: (B, M, K), b: (B, K, N) -> (B, M, N)
+  // y = a @ b:  da = g @ b^T,  db = a^T @ g
+  SavedTensor sa(a.data(), "bmm"), sb(b.data(), "bmm");
+  const bool ga = a.requires_grad(), gb = b.requires_grad();
+  return make_result("bmm", ops::bmm(a.data(), b.data()), {a, b}, [sa, sb, ga, gb](const Tensor& g) -> Grads {
+    return {ga ? ops::bmm(g, mT(sb.get())) : Tensor(), gb ? ops::bmm(mT(sa.get()), g) : Tensor()};
+  });
+}
+
+Variable mm(const Variable& a, const Variable& b) {
+  // a: (M, K), b: (K, N) -> (M, N)
+  // y = a @ b:  da = g @ b^T,  db = a^T @ g
+  SavedTensor sa(a.data(), "mm"), sb(b.data(), "mm");
+  const bool ga = a.requires_grad(), gb = b.requires_grad();
+  return make_result("mm", ops::mm(a.data(), b.data()), {a, b}, [sa, sb, ga, gb](const Tensor& g) -> Grads {
+    return {ga ? ops::mm(g, sb.get().t()) : Tensor(), gb ? ops::mm(sa.get().t(), g) : Tensor()};
+  });
+}
+
+Variable linear(const Variable& x, const Variable& weight, const Variable& bias) {
+  // x: (*, in), weight: (out, in), bias: (out) -> (*, out)
+  const Tensor &xt = x.data(), &wt = weight.data();
+  SACCADE_CHECK(
+      wt.dim() == 2 && xt.dim() >= 1 && xt.size(-1) == wt.size(1),
+      "linear: input of shape {} does not fit weight of shape {} (need input (*, in), weight (out, in))",
+      xt.shape(), wt.shape());
+  const int64_t in = wt.size(1), out = wt.size(0);
+  Tensor y = ops::matmul(xt, wt.t());
+  if (bias.defined()) {
+    SACCADE_CHECK(bias.dim() == 1 && bias.size(0) == out,
+                  "linear: bias of shape {} does not fit weight of shape {}", bias.shape(), wt.shape());
+    ops::add_(y, bias.data());
+  }
+  // y = x W^T + b:  dx = g @ W,  dW = g^T @ x (all leading dims as rows),  db = Σ_rows g
+  const bool gx = x.requires_grad(), gw = weight.requires_grad(), gb = bias.defined() && bias.requires_grad();
+  SavedTensor sx = gw ? SavedTensor(xt, "linear") : SavedTensor();
+  SavedTensor sw = gx ? SavedTensor(wt, "linear") : SavedTensor();
+  return make_result("linear", y, {x, weight, bias}, [sx, sw, gx, gw, gb, in, out](const Tensor& g) -> Grads {
+    Tensor g2 = g.reshape({-1, out});
+    return {gx ? ops::matmul(g, sw.get()) : Tensor(),
+            gw ? ops::mm(g2.t(), sx.get().reshape({-1, in})) : Tensor(), gb ? ops::sum(g2, {0}) : Tensor()};
+  });
+}
+
+}  // namespace saccade

@@ -1,0 +1,45 @@
+#pragma once
+// Matrix products: matmul (torch.matmul semantics), bmm, mm. Float32 and float64 only; both operands share a
+// dtype and a device. GEMM goes to the backend's bmm kernel (cblas_sgemm/dgemm on the CPU), which is handed
+// transposed and strided matrices as they are: only a matrix with unit stride in neither of its last two dims
+// is copied.
+#include <cstdint>
+
+#include "ops/tensor.h"
+
+namespace saccade::ops {
+
+/// Matrix product with torch.matmul's rules:
+/// - (K) · (K) -> () (dot product);
+/// - (M, K) @ (K, N) -> (M, N);
+/// - (K) @ (*, K, N) -> (*, N) and (*, M, K) @ (K) -> (*, M) (the 1-d operand gets a dim that is then
+/// removed);
+/// - (*a, M, K) @ (*b, K, N) -> (broadcast(*a, *b), M, N): batch dims broadcast as in NumPy.
+/// (B, T, K) @ (K, N), also with a transposed view such as w.t(), folds into one (B*T, K) @ (K, N) GEMM
+/// without copying. Throws saccade::Error naming "matmul" and both shapes for a 0-d operand, mismatched inner
+/// sizes, unbroadcastable batch dims, a non-float or mixed dtype, or tensors on different devices. As
+/// torch.matmul.
+Tensor matmul(const Tensor& a, const Tensor& b);
+
+/// Batched product (B, M, K) @ (B, K, N) -> (B, M, N), no broadcasting (as torch.bmm). Throws naming "bmm"
+/// and both shapes for wrong ranks, mismatched B or K, or a non-float or mixed dtype.
+Tensor bmm(const Tensor& a, const Tensor& b);
+
+/// (M, K) @ (K, N) -> (M, N) (as torch.mm). Throws naming "mm" and both shapes for wrong ranks, mismatched
+/// K, or a non-float or mixed dtype.
+Tensor mm(const Tensor& a, const Tensor& b);
+
+namespace detail {
+
+/// How the last two dims (rows R, cols C) of a strided tensor are handed to a row-major GEMM without a copy:
+/// row-major (`trans` false; element (r, c) at r * ld + c) or a transposed column-major matrix (`trans` true;
+/// element (r, c) at c * ld + r). `ok` is false when neither fits (then the op copies to contiguous).
+struct MatrixLayout {
+  bool ok = false;
+  bool trans = false;
+  int64_t ld = 1;
+};
+MatrixLayout matrix_layout(const Tensor& t);
+
+}  // namespace detail
+}  // namespace saccade::ops

@@ -1,0 +1,197 @@
+// conv2d, max_pool2d, avg_pool2d: hand values, PyTorch fixtures (tests/fixtures/make_conv.py), gradchecks,
+// bad input.
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "helpers.h"
+
+using namespace saccade;
+using saccade::testing::allclose;
+using saccade::testing::rand64;
+
+namespace {
+
+// Reads tests/data/conv_fixtures.txt: `name ndim sizes... values...` per line; names ending in "idx" are
+// int64.
+const std::map<std::string, Tensor>& fixtures() {
+  static const std::map<std::string, Tensor> m = [] {
+    std::map<std::string, Tensor> out;
+    std::ifstream in(SACCADE_TEST_DATA_DIR "/conv_fixtures.txt");
+    REQUIRE(in.good());
+    std::string line;
+    while (std::getline(in, line)) {
+      std::istringstream ls(line);
+      std::string name;
+      int nd = 0;
+      ls >> name >> nd;
+      Shape shape;
+      for (int i = 0; i < nd; ++i) {
+        int64_t s;
+        ls >> s;
+        shape.push_back(s);
+      }
+      std::vector<double> v(static_cast<size_t>(shape.numel()));
+      for (double& x : v) ls >> x;
+      REQUIRE(!ls.fail());
+      Tensor t = ops::from_vector(v, shape);
+      out[name] = name.ends_with("idx") ? t.to(DType::Int64) : t;
+    }
+    return out;
+  }();
+  return m;
+}
+
+const Tensor& fx(const std::string& name) {
+  auto it = fixtures().find(name);
+  REQUIRE(it != fixtures().end());
+  return it->second;
+}
+
+Variable leaf(const Tensor& t) { return Variable(t, true); }
+
+}  // namespace
+
+TEST_CASE("conv2d: hand-computed values", "[ops][conv]") {
+  // x = 1..9 as 3x3, an all-ones 2x2 kernel: each output sums a 2x2 window; bias 1
+  Tensor x = ops::tensor({1, 2, 3, 4, 5, 6, 7, 8, 9}, {1, 1, 3, 3});
+  Tensor w = ops::ones({1, 1, 2, 2});
+  REQUIRE(allclose(ops::conv2d(x, w, ops::tensor({1})), ops::tensor({13, 17, 25, 29}, {1, 1, 2, 2})));
+  // padding 1, stride 2: windows at rows/cols -1 and 1: [1, 2+3, 4+7, 5+6+8+9]
+  REQUIRE(allclose(ops::conv2d(x, w, Tensor(), {2, 2}, {1, 1}), ops::tensor({1, 5, 11, 28}, {1, 1, 2, 2})));
+  // two output channels: identity-like kernel picking the top-left, and one picking the bottom-right
+  Tensor w2 = ops::tensor({1, 0, 0, 0, 0, 0, 0, 1}, {2, 1, 2, 2});
+  REQUIRE(allclose(ops::conv2d(x, w2, Tensor()), ops::tensor({1, 2, 4, 5, 5, 6, 8, 9}, {1, 2, 2, 2})));
+}
+
+TEST_CASE("conv2d: matches PyTorch fixtures forward and backward", "[ops][conv]") {
+  const std::pair<std::string, std::pair<Size2, Size2>> cases[] = {
+      {"conv_a", {{2, 1}, {1, 2}}}, {"conv_b", {{3, 2}, {0, 1}}}, {"conv_c", {{1, 1}, {0, 0}}}};
+  for (const auto& [name, sp] : cases) {
+    INFO(name);
+    const auto [stride, padding] = sp;
+    bool has_bias = fixtures().count(name + ".b") > 0;
+    Tensor b = has_bias ? fx(name + ".b") : Tensor();
+    Tensor y = ops::conv2d(fx(name + ".x"), fx(name + ".w"), b, stride, padding);
+    REQUIRE(allclose(y, fx(name + ".y"), 1e-10, 1e-10));
+    // float32 too
+    Tensor y32 = ops::conv2d(fx(name + ".x").to(DType::Float32), fx(name + ".w").to(DType::Float32),
+                             has_bias ? b.to(DType::Float32) : Tensor(), stride, padding);
+    REQUIRE(allclose(y32, fx(name + ".y"), 1e-4, 1e-4));
+    // through autograd: L = sum(y * r)
+    Variable vx = leaf(fx(name + ".x")), vw = leaf(fx(name + ".w")), vb = has_bias ? leaf(b) : Variable();
+    sum(conv2d(vx, vw, vb, stride, padding) * Variable(fx(name + ".r"))).backward();
+    REQUIRE(allclose(vx.grad(), fx(name + ".gx"), 1e-10, 1e-10));
+    REQUIRE(allclose(vw.grad(), fx(name + ".gw"), 1e-10, 1e-10));
+    if (has_bias) REQUIRE(allclose(vb.grad(), fx(name + ".gb"), 1e-10, 1e-10));
+  }
+}
+
+TEST_CASE("pooling: hand-computed values", "[ops][conv]") {
+  Tensor x = ops::arange(16, DType::Float64).reshape({1, 1, 4, 4});
+  ops::ValuesIndices r = ops::max_pool2d(x, {2, 2});
+  REQUIRE(allclose(r.values, ops::tensor({5, 7, 13, 15}, {1, 1, 2, 2}, DType::Float64)));
+  REQUIRE(r.indices.dtype() == DType::Int64);
+  REQUIRE(r.indices.to_vector<int64_t>() == std::vector<int64_t>{5, 7, 13, 15});
+  // average of each 2x2 block: (0+1+4+5)/4 = 2.5, ...
+  REQUIRE(allclose(ops::avg_pool2d(x, {2, 2}),
+                   ops::tensor({2.5, 4.5, 10.5, 12.5}, {1, 1, 2, 2}, DType::Float64)));
+  // padding 1 with kernel 2 stride 2: the corner window holds x[0,0] and three padding zeros -> 0/4, 1+2 ->
+  // 3/4
+  Tensor a = ops::avg_pool2d(x, {2, 2}, {2, 2}, {1, 1});
+  REQUIRE(a.shape() == Shape{1, 1, 3, 3});
+  REQUIRE(allclose(a.narrow(3, 0, 2).narrow(2, 0, 1), ops::tensor({0, 0.75}, {1, 1, 1, 2}, DType::Float64)));
+  // max pool gradient goes to the arg-max positions
+  Tensor gx = ops::max_pool2d_backward(ops::ones({1, 1, 2, 2}, DType::Float64), r.indices, x.shape());
+  REQUIRE(gx.to_vector<double>() == std::vector<double>{0, 0, 0, 0, 0, 1, 0, 1, 0, 0, 0, 0, 0, 1, 0, 1});
+}
+
+TEST_CASE("pooling: matches PyTorch fixtures forward and backward", "[ops][conv]") {
+  ops::ValuesIndices r = ops::max_pool2d(fx("maxpool.x"), {3, 2}, {2, 2}, {1, 1});
+  REQUIRE(allclose(r.values, fx("maxpool.y"), 1e-12, 1e-12));
+  REQUIRE(r.indices.to_vector<int64_t>() == fx("maxpool.idx").to_vector<int64_t>());
+  Variable vx = leaf(fx("maxpool.x"));
+  sum(max_pool2d(vx, {3, 2}, {2, 2}, {1, 1}) * Variable(fx("maxpool.r"))).backward();
+  REQUIRE(allclose(vx.grad(), fx("maxpool.gx"), 1e-12, 1e-12));
+
+  REQUIRE(allclose(ops::avg_pool2d(fx("avgpool.x"), {3, 3}, {2, 1}, {1, 1}), fx("avgpool.y"), 1e-12, 1e-12));
+  Variable va = leaf(fx("avgpool.x"));
+  sum(avg_pool2d(va, {3, 3}, {2, 1}, {1, 1}) * Variable(fx("avgpool.r"))).backward();
+  REQUIRE(allclose(va.grad(), fx("avgpool.gx"), 1e-12, 1e-12));
+  // float32
+  REQUIRE(allclose(ops::avg_pool2d(fx("avgpool.x").to(DType::Float32), {3, 3}, {2, 1}, {1, 1}),
+                   fx("avgpool.y"), 1e-5, 1e-5));
+}
+
+TEST_CASE("conv2d: gradcheck with stride padding and strided inputs", "[autograd][conv]") {
+  auto f = [](Size2 s, Size2 p) {
+    return [s, p](const std::vector<Variable>& v) { return conv2d(v[0], v[1], v[2], s, p); };
+  };
+  REQUIRE(gradcheck(f({1, 1}, {0, 0}),
+                    {leaf(rand64({1, 2, 4, 4}, 1)), leaf(rand64({2, 2, 3, 3}, 2)), leaf(rand64({2}, 3))}));
+  REQUIRE(gradcheck(f({2, 1}, {1, 2}),
+                    {leaf(rand64({2, 1, 5, 4}, 4)), leaf(rand64({2, 1, 3, 2}, 5)), leaf(rand64({2}, 6))}));
+  REQUIRE(gradcheck(f({2, 2}, {1, 1}),
+                    {leaf(rand64({1, 2, 5, 5}, 7)), leaf(rand64({1, 2, 2, 2}, 8)), Variable()}));
+  // non-contiguous input (an NHWC tensor viewed as NCHW) and weight (permuted)
+  REQUIRE(gradcheck(f({1, 2}, {1, 0}),
+                    {leaf(rand64({1, 4, 3, 2}, 9).permute({0, 3, 1, 2})),
+                     leaf(rand64({2, 2, 2, 2}, 10).permute({1, 0, 2, 3})), leaf(rand64({2}, 11))}));
+}
+
+TEST_CASE("pooling: gradcheck", "[autograd][conv]") {
+  auto fmax = [](Size2 k, Size2 s, Size2 p) {
+    return [k, s, p](const std::vector<Variable>& v) { return max_pool2d(v[0], k, s, p); };
+  };
+  auto favg = [](Size2 k, Size2 s, Size2 p) {
+    return [k, s, p](const std::vector<Variable>& v) { return avg_pool2d(v[0], k, s, p); };
+  };
+  REQUIRE(gradcheck(fmax({2, 2}, {0, 0}, {0, 0}), {leaf(rand64({2, 2, 4, 4}, 20))}));
+  REQUIRE(gradcheck(fmax({3, 2}, {2, 1}, {1, 1}), {leaf(rand64({1, 2, 5, 4}, 21))}));
+  REQUIRE(gradcheck(fmax({2, 2}, {1, 1}, {0, 0}), {leaf(rand64({1, 4, 4, 2}, 22).permute({0, 3, 1, 2}))}));
+  REQUIRE(gradcheck(favg({2, 2}, {0, 0}, {0, 0}), {leaf(rand64({2, 2, 4, 4}, 23))}));
+  REQUIRE(gradcheck(favg({3, 3}, {2, 1}, {1, 1}), {leaf(rand64({1, 2, 5, 4}, 24))}));
+  REQUIRE(gradcheck(favg({2, 3}, {1, 2}, {1, 1}), {leaf(rand64({1, 4, 5, 2}, 25).permute({0, 3, 1, 2}))}));
+}
+
+TEST_CASE("conv2d and pooling: bad input throws naming the op", "[ops][conv]") {
+  Tensor x = ops::ones({1, 2, 4, 4}), w = ops::ones({3, 2, 3, 3});
+  REQUIRE_THROWS_SACCADE(ops::conv2d(ops::ones({2, 4, 4}), w, Tensor()), "conv2d: expected a 4-d input");
+  REQUIRE_THROWS_SACCADE(ops::conv2d(x, ops::ones({3, 1, 3, 3}), Tensor()),
+                         "conv2d: weight of shape [3, 1, 3, 3]");
+  REQUIRE_THROWS_SACCADE(ops::conv2d(x, ops::ones({3, 2, 3}), Tensor()), "conv2d: weight");
+  REQUIRE_THROWS_SACCADE(ops::conv2d(x, w, ops::ones({2})), "conv2d: bias of shape [2]");
+  REQUIRE_THROWS_SACCADE(
+      ops::conv2d(ops::ones({1, 2, 4, 4}, DType::Int64), ops::ones({3, 2, 3, 3}, DType::Int64), Tensor()),
+      "conv2d");
+  REQUIRE_THROWS_SACCADE(ops::conv2d(x, ops::ones({3, 2, 3, 3}, DType::Float64), Tensor()), "conv2d");
+  REQUIRE_THROWS_SACCADE(ops::conv2d(x, ops::ones({3, 2, 5, 3}), Tensor()),
+                         "conv2d: kernel [5, 3] is bigger");
+  REQUIRE(ops::conv2d(x, ops::ones({3, 2, 5, 3}), Tensor(), {1, 1}, {1, 0}).shape() == Shape{1, 3, 2, 2});
+  REQUIRE_THROWS_SACCADE(ops::conv2d(x, w, Tensor(), {0, 1}), "conv2d: stride");
+  REQUIRE_THROWS_SACCADE(ops::conv2d(x, w, Tensor(), {1, 1}, {-1, 0}), "conv2d: padding");
+  REQUIRE_THROWS_SACCADE(ops::conv2d(Tensor(), w, Tensor()), "conv2d");
+  REQUIRE_THROWS_SACCADE(ops::conv2d_backward(ops::ones({1, 3, 3, 3}), x, w, {1, 1}, {0, 0}),
+                         "conv2d_backward: grad_out has shape [1, 3, 3, 3], expected [1, 3, 2, 2]");
+
+  REQUIRE_THROWS_SACCADE(ops::max_pool2d(ops::ones({4, 4}), {2, 2}), "max_pool2d: expected a 4-d input");
+  REQUIRE_THROWS_SACCADE(ops::max_pool2d(x, {5, 2}), "max_pool2d: kernel [5, 2] is bigger");
+  REQUIRE_THROWS_SACCADE(ops::max_pool2d(x, {2, 2}, {2, 2}, {2, 0}), "max_pool2d: padding [2, 0]");
+  REQUIRE_THROWS_SACCADE(ops::max_pool2d(ops::ones({1, 1, 4, 4}, DType::Int64), {2, 2}), "max_pool2d");
+  REQUIRE_THROWS_SACCADE(ops::max_pool2d(x, {0, 2}), "max_pool2d: kernel size");
+  REQUIRE_THROWS_SACCADE(ops::avg_pool2d(ops::ones({2, 4, 4}), {2, 2}), "avg_pool2d: expected a 4-d input");
+  REQUIRE_THROWS_SACCADE(ops::avg_pool2d(x, {2, 5}), "avg_pool2d: kernel [2, 5] is bigger");
+  REQUIRE_THROWS_SACCADE(ops::avg_pool2d(ops::ones({1, 1, 4, 4}, DType::Bool), {2, 2}), "avg_pool2d");
+  REQUIRE_THROWS_SACCADE(ops::avg_pool2d_backward(ops::ones({1, 2, 3, 3}), x.shape(), {2, 2}),
+                         "avg_pool2d_backward: grad_out has shape");
+  Tensor bad = ops::full({1, 2, 2, 2}, 16, DType::Int64);
+  REQUIRE_THROWS_SACCADE(ops::max_pool2d_backward(ops::ones({1, 2, 2, 2}), bad, x.shape()),
+                         "max_pool2d_backward: index out of range");
+  REQUIRE_THROWS_SACCADE(
+      ops::max_pool2d_backward(ops::ones({1, 2, 2, 2}), ops::zeros({1, 2, 2, 2}), x.shape()),
+      "max_pool2d_backward: indices");
+  // the autograd functions report the same errors
+  REQUIRE_THROWS_SACCADE(conv2d(Variable(x), Variable(ops::ones({3, 2, 5, 3}))), "conv2d");
+  REQUIRE_THROWS_SACCADE(max_pool2d(Variable(ops::ones({4, 4})), {2, 2}), "max_pool2d");
+  REQUIRE_THROWS_SACCADE(avg_pool2d(Variable(x), {5, 5}), "avg_pool2d");
+}

@@ -1,0 +1,186 @@
+// matmul / bmm / mm / linear: hand values, a broadcast-multiply-sum reference, strided operands, gradchecks,
+// bad input.
+#include "helpers.h"
+
+using namespace saccade;
+using saccade::testing::allclose;
+using saccade::testing::rand64;
+
+namespace {
+
+// Reference product of a (*, M, K) and b (*, K, N) with no GEMM: broadcast a[..., m, k, 1] * b[..., 1, k, n]
+// and sum over k.
+Tensor ref_matmul(const Tensor& a, const Tensor& b) {
+  return ops::sum(ops::mul(a.unsqueeze(-1), b.unsqueeze(-3)), {-2});
+}
+
+Variable leaf(const Tensor& t) { return Variable(t, true); }
+
+bool check(const std::function<Variable(const std::vector<Variable>&)>& f, const std::vector<Variable>& in) {
+  return gradcheck(f, in);
+}
+
+}  // namespace
+
+TEST_CASE("matmul: hand-computed values for each rank rule", "[ops][linalg]") {
+  Tensor a = ops::tensor({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor b = ops::tensor({7, 8, 9, 10, 11, 12}, {3, 2});
+  // [1 2 3; 4 5 6] @ [7 8; 9 10; 11 12] = [58 64; 139 154]
+  REQUIRE(allclose(ops::matmul(a, b), ops::tensor({58, 64, 139, 154}, {2, 2})));
+  REQUIRE(allclose(ops::mm(a, b), ops::tensor({58, 64, 139, 154}, {2, 2})));
+  // (3)·(3): 1*4 + 2*5 + 3*6 = 32, a 0-d result
+  Tensor d = ops::matmul(ops::tensor({1, 2, 3}), ops::tensor({4, 5, 6}));
+  REQUIRE(d.dim() == 0);
+  REQUIRE(d.item() == 32);
+  // (2, 3) @ (3) = [1+4+9, 4+10+18] with v = [1, 2, 3]
+  REQUIRE(allclose(ops::matmul(a, ops::tensor({1, 2, 3})), ops::tensor({14, 32})));
+  // (2) @ (2, 3) = [1 + 8, 2 + 10, 3 + 12] with v = [1, 2]
+  REQUIRE(allclose(ops::matmul(ops::tensor({1, 2}), a), ops::tensor({9, 12, 15})));
+  // batched with a broadcast (3, 2): [[1 0; 0 1] a-rows ...]: identity batch entries return b itself
+  Tensor eye2 = ops::eye(2).unsqueeze(0).expand({3, 2, 2});
+  REQUIRE(allclose(ops::matmul(eye2, ops::tensor({1, 2, 3, 4}, {2, 2})),
+                   ops::tensor({1, 2, 3, 4}, {2, 2}).unsqueeze(0).expand({3, 2, 2})));
+  // bmm: batch 0 = a @ b, batch 1 = 2a @ b
+  Tensor ab = ops::bmm(ops::tensor({1, 2, 3, 4, 5, 6, 2, 4, 6, 8, 10, 12}, {2, 2, 3}),
+                       ops::tensor({7, 8, 9, 10, 11, 12, 7, 8, 9, 10, 11, 12}, {2, 3, 2}));
+  REQUIRE(allclose(ab, ops::tensor({58, 64, 139, 154, 116, 128, 278, 308}, {2, 2, 2})));
+}
+
+TEST_CASE("matmul: agrees with a broadcast-multiply-sum reference", "[ops][linalg]") {
+  struct Case {
+    Shape a, b;
+  };
+  const Case cases[] = {
+      {{4, 3}, {3, 5}},       {{2, 4, 3}, {3, 5}},          {{4, 3}, {2, 3, 5}}, {{2, 1, 4, 3}, {3, 3, 5}},
+      {{1, 4, 3}, {2, 3, 5}}, {{2, 3, 4, 3}, {2, 3, 3, 5}}, {{1, 1}, {1, 7}},    {{5, 2}, {2, 1}},
+  };
+  for (DType dt : {DType::Float64, DType::Float32}) {
+    for (const Case& c : cases) {
+      Tensor a = rand64(c.a, 3).to(dt), b = rand64(c.b, 4).to(dt);
+      double tol = dt == DType::Float32 ? 1e-5 : 1e-12;
+      INFO("shapes " << fmt::format("{} @ {}", c.a, c.b) << " dtype " << dtype_name(dt));
+      REQUIRE(allclose(ops::matmul(a, b), ref_matmul(a, b), tol, tol));
+    }
+  }
+}
+
+TEST_CASE("matmul: strided operands are multiplied as given", "[ops][linalg]") {
+  Tensor x = rand64({2, 5, 4}, 5), w = rand64({6, 4}, 6);
+  // (B, T, K) @ w.t(): w.t() is column-major, passed as a transposed matrix
+  REQUIRE(allclose(ops::matmul(x, w.t()), ref_matmul(x, w.t()), 1e-12, 1e-12));
+  // transposed batched views on both sides
+  Tensor at = rand64({3, 4, 5}, 7).transpose(1, 2), bt = rand64({3, 2, 4}, 8).transpose(1, 2);
+  REQUIRE(allclose(ops::matmul(at, bt), ref_matmul(at, bt), 1e-12, 1e-12));
+  REQUIRE(allclose(ops::bmm(at, bt), ref_matmul(at, bt), 1e-12, 1e-12));
+  // unit stride in neither dim (every other column): copied
+  Tensor s = rand64({4, 10}, 9).slice(1, 0, 10, 2);
+  Tensor w5 = rand64({6, 5}, 17).t();
+  REQUIRE(allclose(ops::matmul(s, w5), ref_matmul(s, w5), 1e-12, 1e-12));
+  // a sliced row block (ld > cols) and a permuted batch that does not fold into rows
+  Tensor rows = rand64({6, 8}, 10).narrow(1, 2, 3);
+  REQUIRE(allclose(ops::matmul(rows, w.narrow(1, 0, 3).t()), ref_matmul(rows, w.narrow(1, 0, 3).t()), 1e-12,
+                   1e-12));
+  Tensor p = rand64({5, 2, 4}, 11).permute({1, 0, 2});  // (2, 5, 4) with batch stride 4
+  REQUIRE(allclose(ops::matmul(p, w.t()), ref_matmul(p, w.t()), 1e-12, 1e-12));
+  // stride-0 rows (an expanded vector) are copied, not misread
+  Tensor e = rand64({1, 4}, 12).expand({3, 4});
+  REQUIRE(allclose(ops::matmul(e, w.t()), ref_matmul(e, w.t()), 1e-12, 1e-12));
+}
+
+TEST_CASE("matmul: matrix_layout classifies strided matrices", "[ops][linalg]") {
+  Tensor w = ops::zeros({6, 4});
+  auto rm = ops::detail::matrix_layout(w);
+  REQUIRE((rm.ok && !rm.trans && rm.ld == 4));
+  auto tr = ops::detail::matrix_layout(w.t());
+  REQUIRE((tr.ok && tr.trans && tr.ld == 4));
+  auto blk = ops::detail::matrix_layout(ops::zeros({6, 8}).narrow(1, 2, 3));
+  REQUIRE((blk.ok && !blk.trans && blk.ld == 8));
+  REQUIRE_FALSE(ops::detail::matrix_layout(ops::zeros({4, 10}).slice(1, 0, 10, 2)).ok);
+  REQUIRE_FALSE(ops::detail::matrix_layout(ops::zeros({1, 4}).expand({3, 4})).ok);
+}
+
+TEST_CASE("matmul: many small batched matrices and one large product", "[ops][linalg]") {
+  // 64 products of 8x8 (the OpenMP batch loop) and 80x90 @ 90x70 (OpenBLAS's own threads)
+  Tensor a = rand64({64, 8, 8}, 13), b = rand64({64, 8, 8}, 14);
+  REQUIRE(allclose(ops::bmm(a, b), ref_matmul(a, b), 1e-12, 1e-12));
+  Tensor c = rand64({80, 90}, 15), d = rand64({90, 70}, 16);
+  REQUIRE(allclose(ops::matmul(c, d), ref_matmul(c, d), 1e-10, 1e-10));
+  Tensor cf = c.to(DType::Float32), df = d.to(DType::Float32);
+  REQUIRE(allclose(ops::matmul(cf, df), ref_matmul(c, d), 1e-4, 1e-4));
+}
+
+TEST_CASE("matmul: empty dims", "[ops][linalg]") {
+  Tensor z = ops::matmul(ops::ones({3, 0}), ops::ones({0, 2}));  // K = 0: a sum of nothing
+  REQUIRE(allclose(z, ops::zeros({3, 2})));
+  REQUIRE(ops::matmul(ops::ones({0, 3}), ops::ones({3, 2})).shape() == Shape{0, 2});
+  REQUIRE(ops::bmm(ops::ones({0, 2, 3}), ops::ones({0, 3, 4})).shape() == Shape{0, 2, 4});
+}
+
+TEST_CASE("matmul: bad input throws naming the op", "[ops][linalg]") {
+  Tensor a = ops::ones({2, 3}), b = ops::ones({4, 2});
+  REQUIRE_THROWS_SACCADE(ops::matmul(a, b), "matmul: shapes [2, 3] and [4, 2]");
+  REQUIRE_THROWS_SACCADE(ops::matmul(ops::ones({2, 2, 3}), ops::ones({3, 3, 4})), "matmul: batch dims");
+  REQUIRE_THROWS_SACCADE(ops::matmul(ops::scalar_tensor(1), a), "matmul");
+  REQUIRE_THROWS_SACCADE(ops::matmul(ops::ones({2, 3}, DType::Int64), ops::ones({3, 2}, DType::Int64)),
+                         "matmul");
+  REQUIRE_THROWS_SACCADE(ops::matmul(a, ops::ones({3, 2}, DType::Float64)), "matmul");
+  REQUIRE_THROWS_SACCADE(ops::matmul(Tensor(), a), "matmul");
+  REQUIRE_THROWS_SACCADE(ops::bmm(a, ops::ones({3, 2})), "bmm");
+  REQUIRE_THROWS_SACCADE(ops::bmm(ops::ones({2, 2, 3}), ops::ones({3, 3, 2})),
+                         "bmm: shapes [2, 2, 3] and [3, 3, 2]");
+  REQUIRE_THROWS_SACCADE(ops::bmm(ops::ones({2, 2, 3}, DType::Int64), ops::ones({2, 3, 2}, DType::Int64)),
+                         "bmm");
+  REQUIRE_THROWS_SACCADE(ops::mm(ops::ones({2, 2, 3}), ops::ones({3, 2})), "mm");
+  REQUIRE_THROWS_SACCADE(ops::mm(a, ops::ones({2, 2})), "mm: shapes [2, 3] and [2, 2]");
+  REQUIRE_THROWS_SACCADE(ops::mm(ops::ones({2, 3}, DType::Bool), ops::ones({3, 2}, DType::Bool)), "mm");
+  Variable x(ops::ones({5, 3})), w(ops::ones({4, 2}));
+  REQUIRE_THROWS_SACCADE(linear(x, w), "linear: input of shape [5, 3]");
+  REQUIRE_THROWS_SACCADE(linear(x, Variable(ops::ones({4, 3})), Variable(ops::ones({3}))), "linear: bias");
+  REQUIRE_THROWS_SACCADE(linear(x, Variable(ops::ones({3}))), "linear");
+}
+
+TEST_CASE("matmul: gradcheck over rank rules and broadcast batch dims", "[autograd][linalg]") {
+  auto f = [](const std::vector<Variable>& v) { return matmul(v[0], v[1]); };
+  const std::pair<Shape, Shape> shapes[] = {
+      {{3}, {3}},          {{2, 3}, {3}},          {{3}, {3, 2}},    {{2, 3}, {3, 4}},
+      {{2, 2, 3}, {3, 4}}, {{3}, {2, 3, 2}},       {{2, 2, 3}, {3}}, {{2, 1, 2, 3}, {3, 3, 2}},
+      {{2, 3}, {2, 3, 2}}, {{1, 2, 3}, {2, 3, 2}},
+  };
+  uint64_t seed = 20;
+  for (const auto& [sa, sb] : shapes) {
+    INFO(fmt::format("{} @ {}", sa, sb));
+    REQUIRE(check(f, {leaf(rand64(sa, seed++)), leaf(rand64(sb, seed++))}));
+  }
+  // transposed and permuted (non-contiguous) operands
+  REQUIRE(check(f, {leaf(rand64({3, 2}, 40).t()), leaf(rand64({4, 3}, 41).t())}));
+  REQUIRE(check(f, {leaf(rand64({2, 3, 2}, 42).permute({1, 0, 2})), leaf(rand64({4, 2}, 43).t())}));
+  REQUIRE(check(f, {leaf(rand64({2, 4, 3}, 44).transpose(1, 2)), leaf(rand64({2, 4, 2}, 45))}));
+  // only one operand requires grad
+  REQUIRE(check(f, {Variable(rand64({2, 3}, 46)), leaf(rand64({3, 2}, 47))}));
+  REQUIRE(check(f, {leaf(rand64({2, 2, 3}, 48)), Variable(rand64({3, 2}, 49))}));
+}
+
+TEST_CASE("bmm and mm: gradcheck", "[autograd][linalg]") {
+  auto fb = [](const std::vector<Variable>& v) { return bmm(v[0], v[1]); };
+  REQUIRE(check(fb, {leaf(rand64({2, 3, 4}, 50)), leaf(rand64({2, 4, 2}, 51))}));
+  REQUIRE(check(
+      fb, {leaf(rand64({2, 4, 3}, 52).transpose(1, 2)), leaf(rand64({4, 2, 2}, 53).permute({1, 0, 2}))}));
+  auto fm = [](const std::vector<Variable>& v) { return mm(v[0], v[1]); };
+  REQUIRE(check(fm, {leaf(rand64({3, 4}, 54)), leaf(rand64({4, 2}, 55))}));
+  REQUIRE(check(fm, {leaf(rand64({4, 3}, 56).t()), leaf(rand64({6, 4}, 57).slice(0, 0, 6, 3).t())}));
+}
+
+TEST_CASE("linear: values and gradcheck", "[autograd][linalg]") {
+  // y = x W^T + b by hand: x = [1, 2], W = [[1, 0], [1, 1], [0, 2]], b = [1, 1, 1] -> [2, 4, 5]
+  Variable y = linear(Variable(ops::tensor({1, 2})), Variable(ops::tensor({1, 0, 1, 1, 0, 2}, {3, 2})),
+                      Variable(ops::tensor({1, 1, 1})));
+  REQUIRE(allclose(y.data(), ops::tensor({2, 4, 5})));
+
+  auto fb = [](const std::vector<Variable>& v) { return linear(v[0], v[1], v[2]); };
+  auto fn = [](const std::vector<Variable>& v) { return linear(v[0], v[1]); };
+  REQUIRE(check(fb, {leaf(rand64({4, 3}, 60)), leaf(rand64({2, 3}, 61)), leaf(rand64({2}, 62))}));
+  REQUIRE(check(fb, {leaf(rand64({2, 3, 3}, 63)), leaf(rand64({2, 3}, 64)), leaf(rand64({2}, 65))}));
+  REQUIRE(check(fb, {leaf(rand64({3}, 66)), leaf(rand64({2, 3}, 67)), leaf(rand64({2}, 68))}));
+  REQUIRE(check(fn, {leaf(rand64({3, 4}, 69).t()), leaf(rand64({3, 2}, 70).t())}));
+  REQUIRE(check(fn, {leaf(rand64({3, 2, 4}, 71).permute({1, 0, 2})), leaf(rand64({2, 4}, 72))}));
+}
