@@ -1,0 +1,96 @@
+// Derivative rules of the nn primitives, each beside its forward. `g` is dL/d(output).
+#include "autograd/functions/nn.h"
+
+#include "ops/creation.h"
+#include "ops/elementwise.h"
+#include "ops/reduce.h"
+
+namespace saccade {
+
+using Grads = std::vector<Tensor>;
+
+// x: any shape; y: x's shape
+static Variable softmax_impl(const Variable& x, int64_t dim, bool log, const char* name) {
+  // softmax y = e^x / Σ e^x:      dx = y ⊙ (g - Σ g ⊙ y)
+  // log-softmax y = x - log Σ e^x: dx = g - e^y Σ g
+  Tensor y = log ? ops::log_softmax(x.data(), dim) : ops::softmax(x.data(), dim);
+  SavedTensor sy(y, name);
+  return make_result(name, y, {x}, [sy, dim, log](const Tensor& g) -> Grads {
+    return {ops::softmax_backward(sy.get(), g.to(sy.get().dtype()), dim, log)};
+  });
+}
+
+Variable softmax(const Variable& x, int64_t dim) { return softmax_impl(x, dim, false, "softmax"); }
+Variable log_softmax(const Variable& x, int64_t dim) { return softmax_impl(x, dim, true, "log_softmax"); }
+
+// x: (B, ..., Tq, Tk); valid_lens: (B) or (B, Tq) int64, or a Bool mask broadcastable to x
+Variable masked_softmax(const Variable& x, const Tensor& valid_lens_or_mask) {
+  // y = softmax(x with -inf where masked):  dx = y ⊙ (g - Σ g ⊙ y), which is 0 wherever y = 0, so masked
+  // positions and fully masked rows (all zeros) get zero gradient.
+  Tensor y = ops::masked_softmax(x.data(), valid_lens_or_mask);
+  SavedTensor sy(y, "masked_softmax");
+  return make_result("masked_softmax", y, {x}, [sy](const Tensor& g) -> Grads {
+    return {ops::softmax_backward(sy.get(), g.to(sy.get().dtype()), -1, false)};
+  });
+}
+
+// x: (..., *normalized_shape); weight, bias: (normalized_shape)
+Variable layer_norm(const Variable& x, const Shape& normalized_shape, const Variable& weight,
+                    const Variable& bias, double eps) {
+  // y = x̂ ⊙ w + b,  x̂ = (x - μ) rstd:
+  //   dx = rstd (ĝ - mean(ĝ) - x̂ mean(ĝ ⊙ x̂)) with ĝ = g ⊙ w,   dw = Σ_rows g ⊙ x̂,   db = Σ_rows g
+  Tensor w = weight.defined() ? weight.data() : Tensor(), b = bias.defined() ? bias.data() : Tensor();
+  ops::LayerNormForward f = ops::layer_norm_forward(x.data(), normalized_shape, w, b, eps);
+  SavedTensor sx(x.data(), "layer_norm"), sw(w, "layer_norm");
+  Tensor mean = f.mean, rstd = f.rstd;
+  const bool gw = weight.defined() && weight.requires_grad(), gb = bias.defined() && bias.requires_grad();
+  return make_result("layer_norm", f.out, {x, weight, bias},
+                     [sx, sw, mean, rstd, normalized_shape, gw, gb](const Tensor& g) -> Grads {
+                       const Tensor& xs = sx.get();
+                       ops::LayerNormGrads r = ops::layer_norm_backward(
+                           g.to(xs.dtype()), xs, normalized_shape, sw.get(), mean, rstd, gw, gb);
+                       return {r.gx, r.gweight, r.gbias};
+                     });
+}
+
+// x: any shape; mask: x's shape
+Variable dropout(const Variable& x, double p, bool training, Generator* gen) {
+  // y = x ⊙ m,  m ∈ {0, 1/(1-p)}:  dx = g ⊙ m
+  ops::DropoutResult r = ops::dropout(x.data(), p, training, gen);
+  if (!r.mask.defined()) return x;
+  Tensor mask = r.mask;
+  return make_result("dropout", r.out, {x}, [mask](const Tensor& g) -> Grads { return {ops::mul(g, mask)}; });
+}
+
+// logits: (N, C); target: (N) int64; loss: () or (N)
+Variable cross_entropy(const Variable& logits, const Tensor& target, int64_t ignore_index,
+                       Reduction reduction, double label_smoothing) {
+  // loss_i = -Σ_c q_ic log p_ic,  p = softmax(z),  q the smoothed one-hot target (zero rows when ignored):
+  //   dz_ic = g_i (p_ic Σ_c' q_ic' - q_ic),   with g_i = g (Sum), g / count (Mean), g_i (None)
+  ops::CrossEntropyForward f =
+      ops::cross_entropy_forward(logits.data(), target, ignore_index, reduction, label_smoothing);
+  Tensor logp = f.log_probs, q = f.weights;
+  const int64_t count = f.count, n = logits.shape()[0];
+  return make_result("cross_entropy", f.loss, {logits},
+                     [logp, q, count, n, reduction](const Tensor& g) -> Grads {
+                       Tensor gi = g.to(logp.dtype());
+                       if (reduction == Reduction::None) gi = gi.view({n, 1});
+                       if (reduction == Reduction::Mean) gi = ops::div(gi, static_cast<double>(count));
+                       Tensor dz = ops::sub(ops::mul(ops::exp(logp), ops::sum(q, {1}, true)), q);
+                       return {ops::mul(dz, gi)};
+                     });
+}
+
+// a, b: same shape; loss: () or a's shape
+Variable mse_loss(const Variable& a, const Variable& b, Reduction reduction) {
+  // loss = reduce((a - b)^2):  da = 2 (a - b) g / (n for Mean),  db = -da
+  Tensor loss = ops::mse_loss(a.data(), b.data(), reduction);
+  Tensor d = ops::sub(a.data(), b.data());
+  const double scale = reduction == Reduction::Mean ? 2.0 / static_cast<double>(d.numel()) : 2.0;
+  return make_result("mse_loss", loss, {a, b}, [d, scale](const Tensor& g) -> Grads {
+    Tensor da = ops::mul(ops::mul(d, g.to(d.dtype())), scale);
+    return {da, ops::neg(da)};
+  });
+}
+
+}  // namespace saccade

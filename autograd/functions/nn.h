@@ -1,0 +1,36 @@
+#pragma once
+// Differentiable nn primitives on Variables: softmax family, masked softmax, layer norm, dropout, losses.
+// Shapes, dtypes, semantics and errors as in ops/nn.h; each derivative rule sits beside its forward in
+// nn.cpp.
+#include "autograd/variable.h"
+#include "ops/nn.h"
+
+namespace saccade {
+
+using ops::Reduction;
+
+/// softmax along `dim` (as torch.softmax); an all -inf slice gives zeros and zero gradient.
+Variable softmax(const Variable& x, int64_t dim);
+/// log-softmax along `dim` (as torch.log_softmax).
+Variable log_softmax(const Variable& x, int64_t dim);
+/// Softmax over the last dim of scores x (..., Tq, Tk) with masked keys excluded (d2l section 11.3):
+/// `valid_lens_or_mask` is int64 valid_lens (B) or (B, Tq), a Bool keep-mask broadcastable to x (true =
+/// attend, as scaled_dot_product_attention's boolean attn_mask), or undefined (plain softmax). Masked
+/// positions, and every position of a fully masked row, get probability 0 and gradient 0.
+Variable masked_softmax(const Variable& x, const Tensor& valid_lens_or_mask);
+/// Layer normalisation over the trailing dims `normalized_shape` (Ba et al. 2016; as
+/// torch.nn.functional.layer_norm). weight, bias: of normalized_shape, or undefined Variables.
+Variable layer_norm(const Variable& x, const Shape& normalized_shape, const Variable& weight = Variable(),
+                    const Variable& bias = Variable(), double eps = 1e-5);
+/// Inverted dropout (as torch.nn.functional.dropout): zeroes each element with probability p and scales the
+/// rest by 1/(1-p); the gradient is masked and scaled the same way. Returns x itself when !training or p ==
+/// 0.
+Variable dropout(const Variable& x, double p, bool training = true, Generator* gen = nullptr);
+/// Cross-entropy of logits (N, C) against int64 class indices target (N), with ignore_index and
+/// label_smoothing exactly as torch.nn.functional.cross_entropy (torch 1.13). Differentiable in logits.
+Variable cross_entropy(const Variable& logits, const Tensor& target, int64_t ignore_index = -100,
+                       Reduction reduction = Reduction::Mean, double label_smoothing = 0.0);
+/// Mean squared error (as torch.nn.functional.mse_loss); a and b of one shape, both differentiable.
+Variable mse_loss(const Variable& a, const Variable& b, Reduction reduction = Reduction::Mean);
+
+}  // namespace saccade

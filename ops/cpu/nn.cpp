@@ -1,0 +1,182 @@
+// CPU kernels of the nn primitives: softmax / log-softmax and layer norm, forward and backward.
+// Every tensor is contiguous and row-major; a "row" is the last (normalised) axis. One OpenMP task per row.
+// float32 rows accumulate their sums in double.
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "ops/cpu/backend.h"
+#include "ops/cpu/loop.h"
+
+namespace saccade::cpu {
+
+template <class T>
+using Acc = std::conditional_t<std::is_same_v<T, float>, double, T>;
+
+// x, out: (rows, n)
+void CpuBackend::softmax(const Tensor& x, const Tensor& out, bool log) {
+  const int64_t rows = x.shape()[0], n = x.shape()[1];
+  dispatch_floating(x.dtype(), "softmax", [&]<class T>() {
+    const T* px = x.data<T>();
+    T* py = out.data<T>();
+    parallel_for(rows, n, [&](int64_t r) {
+      const T* xr = px + r * n;
+      T* yr = py + r * n;
+      T m = -std::numeric_limits<T>::infinity();
+      bool nan = false;
+      for (int64_t i = 0; i < n; ++i) {
+        m = xr[i] > m ? xr[i] : m;
+        nan = nan || xr[i] != xr[i];
+      }
+      if (m == -std::numeric_limits<T>::infinity() && !nan) {
+        // NOTE: a fully masked row (all -inf) gives zeros, not NaN (its gradient is then zero too).
+        for (int64_t i = 0; i < n; ++i) yr[i] = T(0);
+        return;
+      }
+      if (nan) m = std::numeric_limits<T>::quiet_NaN();  // NaN propagates to the whole row, as in PyTorch
+      Acc<T> s = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        T e = std::exp(xr[i] - m);
+        if (!log) yr[i] = e;
+        s += e;
+      }
+      if (log) {
+        const T shift = m + static_cast<T>(std::log(s));
+        for (int64_t i = 0; i < n; ++i) yr[i] = xr[i] - shift;
+      } else {
+        const T inv = static_cast<T>(Acc<T>(1) / s);
+        for (int64_t i = 0; i < n; ++i) yr[i] *= inv;
+      }
+    });
+  });
+}
+
+// y, gy, gx: (rows, n)
+//   softmax:      gx = y ⊙ (gy - Σ_j gy_j y_j)
+//   log-softmax:  gx = gy - exp(y) Σ_j gy_j
+void CpuBackend::softmax_backward(const Tensor& y, const Tensor& gy, const Tensor& gx, bool log) {
+  const int64_t rows = y.shape()[0], n = y.shape()[1];
+  dispatch_floating(y.dtype(), "softmax_backward", [&]<class T>() {
+    const T* py = y.data<T>();
+    const T* pg = gy.data<T>();
+    T* pgx = gx.data<T>();
+    parallel_for(rows, n, [&](int64_t r) {
+      const T* yr = py + r * n;
+      const T* gr = pg + r * n;
+      T* out = pgx + r * n;
+      Acc<T> dot = 0;
+      if (log) {
+        for (int64_t i = 0; i < n; ++i) dot += gr[i];
+        const T d = static_cast<T>(dot);
+        for (int64_t i = 0; i < n; ++i) out[i] = gr[i] - std::exp(yr[i]) * d;
+      } else {
+        for (int64_t i = 0; i < n; ++i) dot += Acc<T>(gr[i]) * yr[i];
+        const T d = static_cast<T>(dot);
+        for (int64_t i = 0; i < n; ++i) out[i] = yr[i] * (gr[i] - d);
+      }
+    });
+  });
+}
+
+// x, out: (rows, n); weight, bias: (n) or undefined; mean, rstd: (rows)
+//   y = (x - μ) · rstd · w + b,   μ = mean(x),  rstd = 1 / sqrt(var(x) + eps)   (biased variance)
+void CpuBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                            const Tensor& out, const Tensor& mean, const Tensor& rstd) {
+  const int64_t rows = mean.numel(), n = x.shape().back();
+  dispatch_floating(x.dtype(), "layer_norm", [&]<class T>() {
+    const T* px = x.data<T>();
+    const T* w = weight.defined() ? weight.data<T>() : nullptr;
+    const T* b = bias.defined() ? bias.data<T>() : nullptr;
+    T* py = out.data<T>();
+    T* pm = mean.data<T>();
+    T* pr = rstd.data<T>();
+    parallel_for(rows, n, [&](int64_t r) {
+      const T* xr = px + r * n;
+      T* yr = py + r * n;
+      // two passes in double: exact enough for float32 rows of any length, and both loops vectorise
+      double s = 0;
+      for (int64_t i = 0; i < n; ++i) s += xr[i];
+      const double mu = n > 0 ? s / static_cast<double>(n) : 0.0;
+      double ss = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const double d = xr[i] - mu;
+        ss += d * d;
+      }
+      const double var = n > 0 ? ss / static_cast<double>(n) : 0.0;
+      const T m = static_cast<T>(mu), rs = static_cast<T>(1.0 / std::sqrt(var + eps));
+      pm[r] = m;
+      pr[r] = rs;
+      if (w && b) {
+        for (int64_t i = 0; i < n; ++i) yr[i] = (xr[i] - m) * rs * w[i] + b[i];
+      } else if (w) {
+        for (int64_t i = 0; i < n; ++i) yr[i] = (xr[i] - m) * rs * w[i];
+      } else if (b) {
+        for (int64_t i = 0; i < n; ++i) yr[i] = (xr[i] - m) * rs + b[i];
+      } else {
+        for (int64_t i = 0; i < n; ++i) yr[i] = (xr[i] - m) * rs;
+      }
+    });
+  });
+}
+
+// gy, x, gx: (rows, n); weight, gweight, gbias: (n) or undefined; mean, rstd: (rows)
+//   x̂ = (x - μ) rstd,  ĝ = gy ⊙ w:
+//   gx = rstd (ĝ - mean(ĝ) - x̂ mean(ĝ ⊙ x̂)),   gw = Σ_rows gy ⊙ x̂,   gb = Σ_rows gy
+void CpuBackend::layer_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& weight,
+                                     const Tensor& mean, const Tensor& rstd, const Tensor& gx,
+                                     const Tensor& gweight, const Tensor& gbias) {
+  const int64_t rows = mean.numel(), n = x.shape().back();
+  dispatch_floating(x.dtype(), "layer_norm_backward", [&]<class T>() {
+    const T* pg = gy.data<T>();
+    const T* px = x.data<T>();
+    const T* w = weight.defined() ? weight.data<T>() : nullptr;
+    const T* pm = mean.data<T>();
+    const T* pr = rstd.data<T>();
+    if (gx.defined()) {
+      T* pgx = gx.data<T>();
+      parallel_for(rows, n, [&](int64_t r) {
+        const T* gr = pg + r * n;
+        const T* xr = px + r * n;
+        T* out = pgx + r * n;
+        const T m = pm[r], rs = pr[r];
+        Acc<T> sg = 0, sgx = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          const T gh = w ? gr[i] * w[i] : gr[i];
+          sg += gh;
+          sgx += Acc<T>(gh) * ((xr[i] - m) * rs);
+        }
+        const T mg = static_cast<T>(sg / static_cast<Acc<T>>(n)),
+                mgx = static_cast<T>(sgx / static_cast<Acc<T>>(n));
+        for (int64_t i = 0; i < n; ++i) {
+          const T gh = w ? gr[i] * w[i] : gr[i];
+          out[i] = rs * (gh - mg - (xr[i] - m) * rs * mgx);
+        }
+      });
+    }
+    if (!gweight.defined() && !gbias.defined()) return;
+    // column sums over rows: one task per block of columns, rows walked in order (contiguous inner loop)
+    T* pgw = gweight.defined() ? gweight.data<T>() : nullptr;
+    T* pgb = gbias.defined() ? gbias.data<T>() : nullptr;
+    constexpr int64_t kBlock = 256;
+    const int64_t blocks = (n + kBlock - 1) / kBlock;
+    parallel_for(blocks, rows * kBlock, [&](int64_t blk) {
+      const int64_t c0 = blk * kBlock, c1 = std::min(n, c0 + kBlock), nc = c1 - c0;
+      std::vector<Acc<T>> aw(pgw ? nc : 0, Acc<T>(0)), ab(pgb ? nc : 0, Acc<T>(0));
+      for (int64_t r = 0; r < rows; ++r) {
+        const T* gr = pg + r * n + c0;
+        const T* xr = px + r * n + c0;
+        const T m = pm[r], rs = pr[r];
+        if (pgw)
+          for (int64_t i = 0; i < nc; ++i) aw[i] += Acc<T>(gr[i]) * ((xr[i] - m) * rs);
+        if (pgb)
+          for (int64_t i = 0; i < nc; ++i) ab[i] += gr[i];
+      }
+      for (int64_t i = 0; i < nc; ++i) {
+        if (pgw) pgw[c0 + i] = static_cast<T>(aw[i]);
+        if (pgb) pgb[c0 + i] = static_cast<T>(ab[i]);
+      }
+    });
+  });
+}
+
+}  // namespace saccade::cpu

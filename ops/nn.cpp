@@ -1,0 +1,280 @@
+// nn primitives: argument checks and shape plumbing here; the row kernels live in ops/cpu/nn.cpp.
+#include "ops/nn.h"
+
+#include <cmath>
+
+#include "ops/backend.h"
+#include "ops/creation.h"
+#include "ops/elementwise.h"
+#include "ops/reduce.h"
+
+namespace saccade::ops {
+
+namespace {
+
+void check_float(const char* op, const Tensor& t, const char* what = "input") {
+  SACCADE_CHECK(t.defined(), "{}: got an undefined {} tensor", op, what);
+  SACCADE_CHECK(is_floating(t.dtype()), "{}: expected a float32 or float64 {}, got {} of shape {}", op, what,
+                t.dtype(), t.shape());
+}
+
+// Runs the (rows, n) softmax kernel along `dim`: the dim is moved last, the rest flattened into rows.
+Tensor softmax_impl(const Tensor& x, int64_t dim, bool log, const char* op) {
+  check_float(op, x);
+  const int d = normalize_dim(dim, x.dim(), op);
+  if (x.dim() == 0)
+    return softmax_impl(x.unsqueeze(0), 0, log, op)
+        .squeeze(0);  // NOTE: reshape({1}) of a 0-d tensor throws (core)
+  const int last = x.dim() - 1;
+  Tensor xc = (d == last ? x : x.transpose(d, last)).contiguous();
+  const int64_t n = xc.shape().back(), rows = n == 0 ? 0 : xc.numel() / n;
+  Tensor out = Tensor::empty(xc.shape(), x.dtype(), x.device());
+  backend(x.device()).softmax(xc.view({rows, n}), out.view({rows, n}), log);
+  return d == last ? out : out.transpose(d, last).contiguous();
+}
+
+}  // namespace
+
+Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, false, "softmax"); }
+Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, true, "log_softmax"); }
+
+Tensor softmax_backward(const Tensor& y, const Tensor& gy, int64_t dim, bool log) {
+  const char* op = "softmax_backward";
+  check_float(op, y, "output");
+  check_float(op, gy, "gradient");
+  check_same_device(op, {&y, &gy});
+  SACCADE_CHECK(y.shape() == gy.shape() && y.dtype() == gy.dtype(),
+                "{}: output {} ({}) and gradient {} ({}) must have one shape and dtype", op, y.shape(),
+                y.dtype(), gy.shape(), gy.dtype());
+  const int d = normalize_dim(dim, y.dim(), op);
+  if (y.dim() == 0) return softmax_backward(y.unsqueeze(0), gy.unsqueeze(0), 0, log).squeeze(0);
+  const int last = y.dim() - 1;
+  Tensor yc = (d == last ? y : y.transpose(d, last)).contiguous();
+  Tensor gc = (d == last ? gy : gy.transpose(d, last)).contiguous();
+  const int64_t n = yc.shape().back(), rows = n == 0 ? 0 : yc.numel() / n;
+  Tensor gx = Tensor::empty(yc.shape(), y.dtype(), y.device());
+  backend(y.device()).softmax_backward(yc.view({rows, n}), gc.view({rows, n}), gx.view({rows, n}), log);
+  return d == last ? gx : gx.transpose(d, last).contiguous();
+}
+
+// ---- masked softmax ----
+
+Tensor valid_lens_to_mask(const Tensor& valid_lens, const Shape& x_shape) {
+  const char* op = "valid_lens_to_mask";
+  SACCADE_CHECK(valid_lens.defined(), "{}: got an undefined valid_lens tensor", op);
+  SACCADE_CHECK(valid_lens.dtype() == DType::Int64, "{}: valid_lens must be int64, got {} of shape {}", op,
+                valid_lens.dtype(), valid_lens.shape());
+  const int nd = x_shape.size();
+  const Shape& v = valid_lens.shape();
+  SACCADE_CHECK(nd >= 2, "{}: scores must have at least 2 dims (..., Tq, Tk), got shape {}", op, x_shape);
+  SACCADE_CHECK((v.size() == 1 && v[0] == x_shape[0]) ||
+                    (v.size() == 2 && nd >= 3 && v[0] == x_shape[0] && v[1] == x_shape[nd - 2]),
+                "{}: valid_lens of shape {} must be (B) or (B, Tq) for scores of shape {} (B, ..., Tq, Tk)",
+                op, v, x_shape);
+  if (valid_lens.numel() > 0)
+    SACCADE_CHECK(ops::min(valid_lens).item<int64_t>() >= 0,
+                  "{}: valid_lens of shape {} has a negative length", op, v);
+  // valid_lens as (B, 1, ..., 1) or (B, 1, ..., Tq, 1); positions as (1, ..., 1, Tk)
+  Shape vs = Shape::filled(nd, 1), ks = Shape::filled(nd, 1);
+  vs[0] = v[0];
+  if (v.size() == 2) vs[nd - 2] = v[1];
+  ks[nd - 1] = x_shape[nd - 1];
+  Tensor k = arange(0, static_cast<double>(x_shape[nd - 1]), 1, DType::Int64, valid_lens.device()).view(ks);
+  return lt(k, valid_lens.reshape(vs)).expand(x_shape);
+}
+
+Tensor attention_keep_mask(const Tensor& x, const Tensor& valid_lens_or_mask, const char* op) {
+  check_float(op, x, "scores");
+  if (!valid_lens_or_mask.defined()) return Tensor();
+  const Tensor& m = valid_lens_or_mask;
+  check_same_device(op, {&x, &m});
+  SACCADE_CHECK(m.dtype() == DType::Int64 || m.dtype() == DType::Bool,
+                "{}: expected int64 valid_lens or a bool mask, got {} of shape {} for scores of shape {}", op,
+                m.dtype(), m.shape(), x.shape());
+  if (m.dtype() == DType::Int64) return valid_lens_to_mask(m, x.shape());
+  bool ok = m.dim() <= x.dim();
+  for (int i = 1; ok && i <= m.dim(); ++i)
+    ok = m.shape()[m.dim() - i] == 1 || m.shape()[m.dim() - i] == x.shape()[x.dim() - i];
+  SACCADE_CHECK(ok, "{}: mask of shape {} does not broadcast to the scores' shape {}", op, m.shape(),
+                x.shape());
+  return m;
+}
+
+Tensor masked_softmax(const Tensor& x, const Tensor& valid_lens_or_mask) {
+  Tensor keep = attention_keep_mask(x, valid_lens_or_mask, "masked_softmax");
+  SACCADE_CHECK(x.dim() >= 1, "masked_softmax: expected scores with at least 1 dim, got shape {}", x.shape());
+  if (!keep.defined()) return softmax(x, -1);
+  // NOTE: -inf, not -1e6: a row with nothing to attend gives zeros (the kernel's all -inf rule), not a
+  // uniform distribution over padding.
+  return softmax(masked_fill(x, logical_not(keep), -INFINITY), -1);
+}
+
+// ---- layer norm ----
+
+namespace {
+
+// Rows and row length of x for normalized_shape; checks that normalized_shape is x's trailing dims.
+std::pair<int64_t, int64_t> layer_norm_rows(const Tensor& x, const Shape& ns, const char* op) {
+  check_float(op, x);
+  const int k = ns.size(), nd = x.dim();
+  bool ok = k >= 1 && k <= nd;
+  for (int i = 0; ok && i < k; ++i) ok = x.shape()[nd - k + i] == ns[i];
+  SACCADE_CHECK(ok, "{}: normalized_shape {} must be the trailing dims of the input's shape {}", op, ns,
+                x.shape());
+  const int64_t n = ns.numel();
+  int64_t rows = 1;
+  for (int i = 0; i < nd - k; ++i) rows *= x.shape()[i];
+  return {rows, n};
+}
+
+void check_affine(const char* op, const Tensor& x, const Tensor& p, const Shape& ns, const char* what) {
+  if (!p.defined()) return;
+  check_same_device(op, {&x, &p});
+  SACCADE_CHECK(p.shape() == ns && p.dtype() == x.dtype(),
+                "{}: {} must have normalized_shape {} and the input's dtype {}, got shape {} and {}", op,
+                what, ns, x.dtype(), p.shape(), p.dtype());
+}
+
+Shape leading_shape(const Tensor& x, const Shape& ns) {
+  Shape s;
+  for (int i = 0; i < x.dim() - ns.size(); ++i) s.push_back(x.shape()[i]);
+  return s;
+}
+
+Tensor flat(const Tensor& t, int64_t n) { return t.defined() ? t.contiguous().view({n}) : Tensor(); }
+
+}  // namespace
+
+LayerNormForward layer_norm_forward(const Tensor& x, const Shape& ns, const Tensor& weight,
+                                    const Tensor& bias, double eps) {
+  const char* op = "layer_norm";
+  auto [rows, n] = layer_norm_rows(x, ns, op);
+  check_affine(op, x, weight, ns, "weight");
+  check_affine(op, x, bias, ns, "bias");
+  SACCADE_CHECK(eps >= 0, "{}: eps must be non-negative, got {} (input shape {})", op, eps, x.shape());
+  Tensor xc = x.contiguous();
+  Shape lead = leading_shape(x, ns);
+  LayerNormForward r{Tensor::empty(x.shape(), x.dtype(), x.device()),
+                     Tensor::empty(lead, x.dtype(), x.device()), Tensor::empty(lead, x.dtype(), x.device())};
+  backend(x.device())
+      .layer_norm(xc.view({rows, n}), flat(weight, n), flat(bias, n), eps, r.out.view({rows, n}),
+                  r.mean.view({rows}), r.rstd.view({rows}));
+  return r;
+}
+
+Tensor layer_norm(const Tensor& x, const Shape& ns, const Tensor& weight, const Tensor& bias, double eps) {
+  return layer_norm_forward(x, ns, weight, bias, eps).out;
+}
+
+LayerNormGrads layer_norm_backward(const Tensor& gy, const Tensor& x, const Shape& ns, const Tensor& weight,
+                                   const Tensor& mean, const Tensor& rstd, bool weight_grad, bool bias_grad) {
+  const char* op = "layer_norm_backward";
+  auto [rows, n] = layer_norm_rows(x, ns, op);
+  check_float(op, gy, "gradient");
+  check_affine(op, x, weight, ns, "weight");
+  check_same_device(op, {&x, &gy, &mean, &rstd});
+  SACCADE_CHECK(gy.shape() == x.shape() && gy.dtype() == x.dtype(),
+                "{}: gradient {} ({}) must match the input {} ({})", op, gy.shape(), gy.dtype(), x.shape(),
+                x.dtype());
+  SACCADE_CHECK(
+      mean.numel() == rows && rstd.numel() == rows && mean.dtype() == x.dtype() && rstd.dtype() == x.dtype(),
+      "{}: mean {} and rstd {} must hold one {} value per row ({} rows of input shape {})", op, mean.shape(),
+      rstd.shape(), x.dtype(), rows, x.shape());
+  LayerNormGrads r;
+  r.gx = Tensor::empty(x.shape(), x.dtype(), x.device());
+  if (weight_grad && weight.defined()) r.gweight = Tensor::empty(ns, x.dtype(), x.device());
+  if (bias_grad) r.gbias = Tensor::empty(ns, x.dtype(), x.device());
+  backend(x.device())
+      .layer_norm_backward(gy.contiguous().view({rows, n}), x.contiguous().view({rows, n}), flat(weight, n),
+                           mean.contiguous().view({rows}), rstd.contiguous().view({rows}),
+                           r.gx.view({rows, n}), r.gweight.defined() ? r.gweight.view({n}) : Tensor(),
+                           r.gbias.defined() ? r.gbias.view({n}) : Tensor());
+  return r;
+}
+
+// ---- dropout ----
+
+DropoutResult dropout(const Tensor& x, double p, bool training, Generator* gen) {
+  check_float("dropout", x);
+  SACCADE_CHECK(p >= 0 && p < 1, "dropout: p must be in [0, 1), got {} (input shape {})", p, x.shape());
+  if (!training || p == 0) return {x, Tensor()};
+  Tensor keep = ge(rand(x.shape(), x.dtype(), x.device(), gen), p);
+  Tensor mask = mul(keep.to(x.dtype()), 1.0 / (1.0 - p));
+  return {mul(x, mask), mask};
+}
+
+// ---- losses ----
+
+Tensor reduce_loss(const Tensor& losses, Reduction reduction, int64_t count) {
+  switch (reduction) {
+    case Reduction::None:
+      return losses;
+    case Reduction::Sum:
+      return sum(losses);
+    case Reduction::Mean:
+      return div(sum(losses), static_cast<double>(count < 0 ? losses.numel() : count));
+  }
+  throw Error("reduce_loss: unknown reduction");
+}
+
+CrossEntropyForward cross_entropy_forward(const Tensor& logits, const Tensor& target, int64_t ignore_index,
+                                          Reduction reduction, double label_smoothing) {
+  const char* op = "cross_entropy";
+  check_float(op, logits, "logits");
+  SACCADE_CHECK(target.defined(), "{}: got an undefined target tensor", op);
+  check_same_device(op, {&logits, &target});
+  SACCADE_CHECK(logits.dim() == 2, "{}: logits must be (N, C), got shape {}", op, logits.shape());
+  SACCADE_CHECK(target.dtype() == DType::Int64,
+                "{}: target must hold int64 class indices, got {} of shape {}", op, target.dtype(),
+                target.shape());
+  SACCADE_CHECK(target.dim() == 1 && target.shape()[0] == logits.shape()[0],
+                "{}: target of shape {} must be (N) for logits of shape {}", op, target.shape(),
+                logits.shape());
+  SACCADE_CHECK(label_smoothing >= 0 && label_smoothing <= 1, "{}: label_smoothing must be in [0, 1], got {}",
+                op, label_smoothing);
+  const int64_t n = logits.shape()[0], c = logits.shape()[1];
+  int64_t count = 0;
+  for (int64_t t : target.to_vector<int64_t>()) {
+    if (t == ignore_index) continue;
+    SACCADE_CHECK(t >= 0 && t < c, "{}: target {} out of range for {} classes (logits {}, target {})", op, t,
+                  c, logits.shape(), target.shape());
+    ++count;
+  }
+  const DType dt = logits.dtype();
+  const Device dev = logits.device();
+  const double eps = label_smoothing;
+  // q_ic = (1-ε)[c = t_i] + ε/C on kept rows, 0 on ignored ones; loss_i = -Σ_c q_ic log p_ic
+  Tensor kept = ne(target, static_cast<double>(ignore_index)).view({n, 1});
+  Tensor hit = logical_and(
+      eq(arange(0, static_cast<double>(c), 1, DType::Int64, dev).view({1, c}), target.view({n, 1})), kept);
+  Tensor q =
+      where(hit, scalar_tensor(1 - eps + eps / static_cast<double>(c), dt, dev),
+            where(kept, scalar_tensor(eps / static_cast<double>(c), dt, dev), scalar_tensor(0, dt, dev)));
+  CrossEntropyForward r;
+  r.log_probs = log_softmax(logits, 1);
+  // where, not a plain product: 0 · (-inf) from a masked-out logit would be NaN
+  Tensor terms = where(ne(q, 0.0), mul(q, r.log_probs), scalar_tensor(0, dt, dev));
+  r.loss = reduce_loss(neg(sum(terms, {1})), reduction, count);
+  r.weights = q;
+  r.count = count;
+  return r;
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, Reduction reduction,
+                     double label_smoothing) {
+  return cross_entropy_forward(logits, target, ignore_index, reduction, label_smoothing).loss;
+}
+
+Tensor mse_loss(const Tensor& a, const Tensor& b, Reduction reduction) {
+  const char* op = "mse_loss";
+  check_float(op, a);
+  check_float(op, b, "target");
+  check_same_device(op, {&a, &b});
+  SACCADE_CHECK(a.shape() == b.shape() && a.dtype() == b.dtype(),
+                "{}: input {} ({}) and target {} ({}) must have one shape and dtype", op, a.shape(),
+                a.dtype(), b.shape(), b.dtype());
+  Tensor d = sub(a, b);
+  return reduce_loss(mul(d, d), reduction);
+}
+
+}  // namespace saccade::ops

@@ -1,0 +1,113 @@
+#pragma once
+// Neural-network primitives on Tensors (no gradients): softmax family, masked softmax, layer norm, dropout,
+// and the losses. autograd/functions/nn.h wraps them with derivative rules.
+//
+// Errors: every function throws saccade::Error whose message starts with the op's name and names the
+// offending shapes, for an undefined tensor, a wrong dtype, mismatched shapes or devices, a dim or an index
+// out of range.
+#include <cstdint>
+
+#include "ops/random.h"
+#include "ops/tensor.h"
+
+namespace saccade::ops {
+
+/// How a loss reduces its per-element values: keep them (None), average (Mean) or add them up (Sum).
+enum class Reduction { None, Mean, Sum };
+
+// ---- softmax family ----
+
+/// softmax along `dim`: exp(x_i - max) / Σ_j exp(x_j - max) (as torch.softmax). x: any shape, float32/64;
+/// result: x's shape and dtype. A slice that is all -inf gives zeros (never NaN); a NaN makes its slice NaN.
+Tensor softmax(const Tensor& x, int64_t dim);
+/// log-softmax along `dim`: x_i - max - log Σ_j exp(x_j - max) (as torch.log_softmax). Shapes as softmax;
+/// an all -inf slice gives zeros (the backend's convention).
+Tensor log_softmax(const Tensor& x, int64_t dim);
+/// dL/dx of softmax (log = false) or log_softmax (log = true) along `dim`, from the forward result y and
+/// gy = dL/dy (same shape and dtype as y):  softmax: y ⊙ (gy - Σ gy ⊙ y);  log: gy - exp(y) Σ gy.
+Tensor softmax_backward(const Tensor& y, const Tensor& gy, int64_t dim, bool log);
+
+/// The Bool keep-mask of d2l's masked_softmax (d2l section 11.3, Attention Scoring Functions), expanded to
+/// x_shape = (B, ..., Tq, Tk): true where k < valid_len. valid_lens: int64 of shape (B) (one length per
+/// batch row, for every query) or (B, Tq) (one per query); dims between B and Tq (heads) broadcast.
+/// Throws for a non-int64 or negative valid_lens, or when its shape does not match x_shape.
+Tensor valid_lens_to_mask(const Tensor& valid_lens, const Shape& x_shape);
+/// Softmax over the last dim of x (..., Tq, Tk) with masked positions excluded (they get probability 0).
+/// `valid_lens_or_mask` is one of:
+///   - int64 valid_lens of shape (B) or (B, Tq), as d2l section 11.3 (see valid_lens_to_mask);
+///   - a Bool mask broadcastable to x, true = keep (attend), as the boolean attn_mask of
+///     torch.nn.functional.scaled_dot_product_attention;
+///   - undefined: plain softmax.
+/// Masked entries are filled with -inf (not -1e6), so a fully masked row gives zeros, never NaN.
+Tensor masked_softmax(const Tensor& x, const Tensor& valid_lens_or_mask);
+/// The Bool keep-mask masked_softmax uses (broadcastable to x's shape), or an undefined Tensor when
+/// `valid_lens_or_mask` is undefined. Checks as masked_softmax.
+Tensor attention_keep_mask(const Tensor& x, const Tensor& valid_lens_or_mask,
+                           const char* op = "masked_softmax");
+
+// ---- layer norm ----
+
+/// layer_norm_forward's results: out (x's shape), and per normalised row its mean and rstd = 1/sqrt(var+eps)
+/// (shape: x's leading dims, those before normalized_shape; x's dtype).
+struct LayerNormForward {
+  Tensor out, mean, rstd;
+};
+/// Layer normalisation (Ba et al. 2016, eq. 4; as torch.nn.functional.layer_norm) over the trailing dims
+/// `normalized_shape` of x: (x - mean) / sqrt(var + eps) * weight + bias, with the biased variance.
+/// weight, bias: of normalized_shape and x's dtype, or undefined (then 1 and 0). x: float32/64.
+LayerNormForward layer_norm_forward(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                                    const Tensor& bias, double eps = 1e-5);
+/// layer_norm_forward(...).out.
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), double eps = 1e-5);
+/// Gradients of layer_norm: gx (x's shape), gweight and gbias (normalized_shape; undefined unless
+/// asked for with `weight_grad` / `bias_grad`).
+struct LayerNormGrads {
+  Tensor gx, gweight, gbias;
+};
+/// The backward of layer_norm_forward: gy = dL/d(out), x, weight (or undefined), and the saved mean, rstd.
+LayerNormGrads layer_norm_backward(const Tensor& gy, const Tensor& x, const Shape& normalized_shape,
+                                   const Tensor& weight, const Tensor& mean, const Tensor& rstd,
+                                   bool weight_grad, bool bias_grad);
+
+// ---- dropout ----
+
+/// out and the scale it applied: out = x ⊙ mask.
+struct DropoutResult {
+  Tensor out, mask;
+};
+/// Inverted dropout (Srivastava et al. 2014; as torch.nn.functional.dropout): each element is zeroed with
+/// probability p and the others scaled by 1/(1-p), so that E[out] = x. mask holds 0 or 1/(1-p) (x's shape and
+/// dtype). When !training or p == 0: out is x itself and mask is undefined (no random numbers are drawn).
+/// Random numbers come from ops::rand with `gen` (the default generator when null). p must be in [0, 1).
+DropoutResult dropout(const Tensor& x, double p, bool training = true, Generator* gen = nullptr);
+
+// ---- losses ----
+
+/// cross_entropy_forward's results: the loss as cross_entropy returns it, log_softmax(logits) (N, C), the
+/// target weights q (N, C) with loss_i = -Σ_c q_ic log p_ic (zero rows for ignored targets), and the number
+/// of targets that were not ignored (the divisor of Mean).
+struct CrossEntropyForward {
+  Tensor loss, log_probs, weights;
+  int64_t count = 0;
+};
+/// Cross-entropy of logits (N, C) against class indices target (int64, N), as
+/// torch.nn.functional.cross_entropy (torch 1.13): loss_i = (1-ε)(-log p_i[t_i]) + ε/C Σ_c (-log p_ic), with
+/// p = softmax(logits) and ε = label_smoothing in [0, 1]. Rows whose target is ignore_index contribute
+/// nothing (the smoothing term included); Mean divides by the number of other rows (NaN when there are
+/// none, as torch). Result: 0-d for Mean/Sum, (N) for None. Throws for a target outside [0, C) that is not
+/// ignore_index.
+CrossEntropyForward cross_entropy_forward(const Tensor& logits, const Tensor& target,
+                                          int64_t ignore_index = -100, Reduction reduction = Reduction::Mean,
+                                          double label_smoothing = 0.0);
+/// cross_entropy_forward(...).loss.
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index = -100,
+                     Reduction reduction = Reduction::Mean, double label_smoothing = 0.0);
+/// Mean squared error (a - b)^2, reduced (as torch.nn.functional.mse_loss). a, b: same shape and float dtype
+/// (no broadcasting). Result: 0-d for Mean/Sum, a's shape for None.
+Tensor mse_loss(const Tensor& a, const Tensor& b, Reduction reduction = Reduction::Mean);
+
+/// Applies `reduction` to per-element losses (Mean divides by `count`; count < 0 means numel).
+Tensor reduce_loss(const Tensor& losses, Reduction reduction, int64_t count = -1);
+
+}  // namespace saccade::ops
