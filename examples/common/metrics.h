@@ -48,8 +48,8 @@ struct Localization {
 
 /// `generated[b]`: the tokens the model emitted for scene b (no <bos> prompt in front), as given to
 /// parse_caption; `attention[b]`: (T, G, G) or (T, G * G), row t the attention weights the decoder used when
-/// it emitted token t (T >= generated[b].size()). Throws saccade::Error when the lists differ in length or a
-/// tensor has too few rows.
+/// it emitted token t. Throws saccade::Error when the lists differ in length, a tensor is not 2-d or 3-d, or
+/// it has no row for a class-name token's position.
 Localization attention_localization(const std::vector<TokenSeq>& generated,
                                     const std::vector<Tensor>& attention, const Vocab& vocab);
 
