@@ -118,7 +118,7 @@ static Shape infer_shape(const Shape& shape, int64_t numel, const char* op, cons
 // Strides for viewing (shape, strides) as `target` without copying, or false (as PyTorch's computeStride).
 static bool view_strides(const Shape& shape, const Shape& strides, const Shape& target, Shape& out) {
   out = Shape::filled(target.size(), 1);
-  if (shape.numel() == 0) {
+  if (shape.numel() == 0 || shape.size() == 0) {  // empty or 0-d: any layout of the target is valid
     out = contiguous_strides(target);
     return true;
   }

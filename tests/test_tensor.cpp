@@ -86,3 +86,11 @@ TEST_CASE("random: same seed gives same numbers and moments are right", "[ops][r
   std::sort(perm.begin(), perm.end());
   REQUIRE(perm == std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
 }
+
+TEST_CASE("tensor: a 0-d tensor reshapes to one element and back", "[ops][tensor]") {
+  Tensor s = ops::scalar_tensor(3.0);
+  REQUIRE(s.reshape({1}).shape() == Shape{1});
+  REQUIRE(s.view({1, 1}).item<float>() == 3.0f);
+  REQUIRE(s.reshape({1}).view({}).dim() == 0);
+  REQUIRE(ops::zeros({2, 0, 4}).is_contiguous());
+}

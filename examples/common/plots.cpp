@@ -1,0 +1,270 @@
+#include "examples/common/plots.h"
+
+#include <plplot/plplot.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace saccade::examples {
+
+namespace {
+
+// One PLplot output stream writing a PNG through the pngcairo driver; ends (and writes) the file when
+// destroyed.
+class PngStream {
+ public:
+  PngStream(const char* op, const std::string& path, int width, int height) {
+    SACCADE_CHECK(width > 0 && height > 0 && width <= 16384 && height <= 16384, "{}: {}: invalid size {}x{}",
+                  op, path, width, height);
+    // NOTE: PLplot exits the process when it cannot open its output, so the file is tried here first.
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    SACCADE_CHECK(f != nullptr, "{}: cannot write {}", op, path);
+    std::fclose(f);
+    plmkstrm(&id_);
+    plsdev("pngcairo");
+    plsfnam(path.c_str());
+    plspage(0, 0, width, height, 0, 0);
+    // cmap0: 0 white background, 1 black ink, 2.. matplotlib's tab10 for the series.
+    static const PLINT r[] = {255, 0, 31, 255, 44, 214, 148, 140, 227, 127, 188, 23};
+    static const PLINT g[] = {255, 0, 119, 127, 160, 39, 103, 86, 119, 127, 189, 190};
+    static const PLINT b[] = {255, 0, 180, 14, 44, 40, 189, 75, 194, 127, 34, 207};
+    plscmap0(r, g, b, 12);
+    plinit();
+    pladv(0);
+  }
+  ~PngStream() {
+    plsstrm(id_);
+    plend1();
+  }
+  PngStream(const PngStream&) = delete;
+  PngStream& operator=(const PngStream&) = delete;
+
+ private:
+  PLINT id_ = 0;
+};
+
+constexpr int kSeriesColours = 10;
+
+// An image of nx x ny cells for plimagefr, x index first. plimagefr puts value [i][j] at grid corner (i, j)
+// and fills the quad up to corner (i + 1, j + 1), so nx x ny cells need (nx + 1) x (ny + 1) values: the last
+// column and row repeat their neighbours (plimage does the same internally, but rescales colours to the
+// data's min and max, which would break a shared colour scale).
+class CellImage {
+ public:
+  CellImage(int64_t nx, int64_t ny)
+      : nx_(nx), ny_(ny), v_(static_cast<size_t>((nx + 1) * (ny + 1))), rows_(nx + 1) {
+    for (int64_t i = 0; i <= nx; ++i) rows_[i] = v_.data() + i * (ny + 1);
+  }
+  PLFLT& at(int64_t x, int64_t y) { return rows_[x][y]; }
+  /// Draws the cells over world [x0, x1] x [y0, y1] with cmap1 spanning values [vmin, vmax].
+  void draw(double x0, double x1, double y0, double y1, double vmin, double vmax) {
+    for (int64_t i = 0; i < nx_; ++i) rows_[i][ny_] = rows_[i][ny_ - 1];
+    for (int64_t j = 0; j <= ny_; ++j) rows_[nx_][j] = rows_[nx_ - 1][j];
+    plimagefr(rows_.data(), static_cast<PLINT>(nx_ + 1), static_cast<PLINT>(ny_ + 1), x0, x1, y0, y1, vmin,
+              vmax, vmin, vmax, nullptr, nullptr);
+  }
+
+ private:
+  int64_t nx_, ny_;
+  std::vector<PLFLT> v_;
+  std::vector<PLFLT*> rows_;
+};
+
+// Integer tick spacing giving at most about 8 labels over n cells.
+double tick_step(int64_t n) { return static_cast<double>(std::max<int64_t>(1, (n + 7) / 8)); }
+
+}  // namespace
+
+void write_line_plot(const std::string& path, const LinePlot& plot) {
+  SACCADE_CHECK(!plot.series.empty(), "write_line_plot: {}: no series to plot", path);
+  double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
+  for (const Series& s : plot.series) {
+    SACCADE_CHECK(s.x.size() == s.y.size() && !s.x.empty(),
+                  "write_line_plot: {}: series '{}' has {} x and {} y values", path, s.label, s.x.size(),
+                  s.y.size());
+    for (size_t i = 0; i < s.x.size(); ++i) {
+      SACCADE_CHECK(std::isfinite(s.x[i]) && std::isfinite(s.y[i]),
+                    "write_line_plot: {}: series '{}' has a "
+                    "non-finite value at index {}",
+                    path, s.label, i);
+      x0 = std::min(x0, s.x[i]), x1 = std::max(x1, s.x[i]), y0 = std::min(y0, s.y[i]),
+      y1 = std::max(y1, s.y[i]);
+    }
+  }
+  if (x1 == x0) x0 -= 0.5, x1 += 0.5;
+  if (y1 == y0) y0 -= 0.5, y1 += 0.5;
+  double pad = 0.05 * (y1 - y0);
+  PngStream stream("write_line_plot", path, plot.width, plot.height);
+  plvpor(0.1, 0.95, 0.1, 0.92);
+  plwind(x0, x1, y0 - pad, y1 + pad);
+  plcol0(1);
+  plbox("bcnst", 0, 0, "bcnstv", 0, 0);
+  pllab(plot.x_label.c_str(), plot.y_label.c_str(), plot.title.c_str());
+  const auto n = static_cast<PLINT>(plot.series.size());
+  std::vector<PLINT> opts(n), colours(n), styles(n), symbol_numbers(n, 1);
+  std::vector<PLFLT> widths(n, 1.5), symbol_scales(n, 1.0);
+  std::vector<const char*> text(n), symbols(n, "#(840)");  // Hershey 840: a filled circle
+  for (PLINT i = 0; i < n; ++i) {
+    const Series& s = plot.series[i];
+    colours[i] = 2 + i % kSeriesColours;
+    styles[i] = s.style == Series::Style::Dashed ? 2 : 1;
+    opts[i] = s.style == Series::Style::Points ? PL_LEGEND_SYMBOL : PL_LEGEND_LINE;
+    text[i] = s.label.c_str();
+    plcol0(colours[i]);
+    pllsty(styles[i]);
+    plwidth(1.5);
+    if (s.style == Series::Style::Points)
+      plstring(static_cast<PLINT>(s.x.size()), s.x.data(), s.y.data(), symbols[i]);
+    else
+      plline(static_cast<PLINT>(s.x.size()), s.x.data(), s.y.data());
+  }
+  pllsty(1);
+  PLFLT legend_w = 0, legend_h = 0;
+  pllegend(&legend_w, &legend_h, PL_LEGEND_BACKGROUND | PL_LEGEND_BOUNDING_BOX,
+           PL_POSITION_TOP | PL_POSITION_LEFT | PL_POSITION_INSIDE, 0.02, 0.02, 0.08, 0, 1, 1, 0, 0, n,
+           opts.data(), 1.0, 0.8, 2.0, 0.0, colours.data(), text.data(), nullptr, nullptr, nullptr, nullptr,
+           colours.data(), styles.data(), widths.data(), colours.data(), symbol_scales.data(),
+           symbol_numbers.data(), symbols.data());
+}
+
+void write_heatmap(const std::string& path, const Heatmap& h) {
+  SACCADE_CHECK(h.weights.defined() && (h.weights.dim() == 2 || h.weights.dim() == 4),
+                "write_heatmap: {}: weights must be (Q, K) or (R, C, Q, K), got shape {}", path,
+                h.weights.defined() ? h.weights.shape() : Shape{});
+  Tensor w4 = h.weights.dim() == 2 ? h.weights.unsqueeze(0).unsqueeze(0) : h.weights;
+  const int64_t R = w4.size(0), C = w4.size(1), Q = w4.size(2), K = w4.size(3);
+  SACCADE_CHECK(R * C * Q * K > 0, "write_heatmap: {}: empty weights of shape {}", path, h.weights.shape());
+  SACCADE_CHECK(h.row_labels.empty() || static_cast<int64_t>(h.row_labels.size()) == Q,
+                "write_heatmap: {}: {} row labels for {} queries", path, h.row_labels.size(), Q);
+  SACCADE_CHECK(h.col_labels.empty() || static_cast<int64_t>(h.col_labels.size()) == K,
+                "write_heatmap: {}: {} column labels for {} keys", path, h.col_labels.size(), K);
+  std::vector<double> v = w4.to_vector<double>();
+  double vmax = 0;
+  for (double x : v) vmax = std::max(vmax, std::isfinite(x) ? x : 0.0);
+  if (vmax <= 0) vmax = 1;
+
+  PngStream stream("write_heatmap", path, h.width, h.height);
+  // cmap1: matplotlib's "Reds" (as d2l.show_heatmaps), white to dark red.
+  PLFLT pos[] = {0, 0.5, 1}, red[] = {1.0, 0.98, 0.40}, green[] = {0.96, 0.42, 0.0},
+        blue[] = {0.94, 0.29, 0.05};
+  plscmap1n(256);
+  plscmap1l(1, 3, pos, red, green, blue, nullptr);
+  const double left = 0.12, right = 0.84, bottom = 0.14, top = 0.9, gap = 0.03;
+  const double pw = (right - left - gap * (C - 1)) / C, ph = (top - bottom - gap * (R - 1)) / R;
+  plschr(0, 0.8);
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t c = 0; c < C; ++c) {
+      double vx = left + c * (pw + gap), vy = top - (r + 1) * ph - r * gap;
+      plvpor(vx, vx + pw, vy, vy + ph);
+      plwind(-0.5, K - 0.5, Q - 0.5, -0.5);  // inverted y: query 0 at the top, as a matrix is printed
+      CellImage img(K, Q);
+      for (int64_t q = 0; q < Q; ++q)
+        for (int64_t k = 0; k < K; ++k)
+          img.at(k, q) = std::clamp(v[((r * C + c) * Q + q) * K + k], 0.0, vmax);
+      img.draw(-0.5, K - 0.5, -0.5, Q - 0.5, 0, vmax);
+      plcol0(1);
+      bool x_numbers = r == R - 1 && h.col_labels.empty(), y_numbers = c == 0 && h.row_labels.empty();
+      plbox(x_numbers ? "bcnst" : "bc", tick_step(K), 0, y_numbers ? "bcnstv" : "bc", tick_step(Q), 0);
+      if (r == R - 1)
+        for (int64_t k = 0; k < static_cast<int64_t>(h.col_labels.size()); ++k)
+          plmtex("bv", 0.5, (k + 0.5) / K, 1.0, h.col_labels[k].c_str());
+      if (c == 0)
+        for (int64_t q = 0; q < static_cast<int64_t>(h.row_labels.size()); ++q)
+          plmtex("lv", 0.5, 1.0 - (q + 0.5) / Q, 1.0, h.row_labels[q].c_str());
+    }
+  plschr(0, 1.0);
+  plvpor(left, right, bottom, top);
+  plmtex("t", 1.5, 0.5, 0.5, h.title.c_str());
+  plmtex("b", h.col_labels.empty() ? 3.0 : 5.5, 0.5, 0.5, h.x_label.c_str());
+  plmtex("l", h.row_labels.empty() ? 3.5 : 6.0, 0.5, 0.5, h.y_label.c_str());
+  // The colour scale.
+  plvpor(0.88, 0.91, bottom, top);
+  plwind(0, 1, 0, vmax);
+  CellImage bar(1, 256);
+  for (int j = 0; j < 256; ++j) bar.at(0, j) = vmax * j / 255.0;
+  bar.draw(0, 1, 0, vmax, 0, vmax);
+  plcol0(1);
+  plschr(0, 0.8);
+  plbox("bc", 0, 0, "bcmstv", 0, 0);
+}
+
+std::vector<double> upsample_bilinear(const std::vector<double>& grid, int64_t g, int64_t h, int64_t w) {
+  SACCADE_CHECK(g > 0 && h > 0 && w > 0 && static_cast<int64_t>(grid.size()) == g * g,
+                "upsample_bilinear: a {}x{} grid needs {} values, got {}", g, g, g * g, grid.size());
+  // Source coordinate of output pixel i: (i + 0.5) * g / n - 0.5, clamped to [0, g - 1].
+  auto coord = [g](int64_t i, int64_t n, int64_t& i0, int64_t& i1, double& f) {
+    double s = std::clamp((i + 0.5) * static_cast<double>(g) / static_cast<double>(n) - 0.5, 0.0,
+                          static_cast<double>(g - 1));
+    i0 = static_cast<int64_t>(std::floor(s));
+    i1 = std::min(i0 + 1, g - 1);
+    f = s - static_cast<double>(i0);
+  };
+  std::vector<double> out(static_cast<size_t>(h * w));
+  for (int64_t y = 0; y < h; ++y) {
+    int64_t r0, r1;
+    double fy;
+    coord(y, h, r0, r1, fy);
+    for (int64_t x = 0; x < w; ++x) {
+      int64_t c0, c1;
+      double fx;
+      coord(x, w, c0, c1, fx);
+      double top = grid[r0 * g + c0] * (1 - fx) + grid[r0 * g + c1] * fx;
+      double bot = grid[r1 * g + c0] * (1 - fx) + grid[r1 * g + c1] * fx;
+      out[y * w + x] = top * (1 - fy) + bot * fy;
+    }
+  }
+  return out;
+}
+
+void write_attention_overlay(const std::string& path, const Tensor& image,
+                             const std::vector<std::string>& words, const Tensor& attention, int panel_px) {
+  SACCADE_CHECK(image.defined() && (image.dim() == 2 || (image.dim() == 3 && image.size(0) == 1)),
+                "write_attention_overlay: {}: image must be (H, W) or (1, H, W), got shape {}", path,
+                image.defined() ? image.shape() : Shape{});
+  SACCADE_CHECK(!words.empty(), "write_attention_overlay: {}: no words given", path);
+  SACCADE_CHECK(attention.defined() && (attention.dim() == 2 || attention.dim() == 3),
+                "write_attention_overlay: {}: attention must be (T, G, G) or (T, G * G), got shape {}", path,
+                attention.defined() ? attention.shape() : Shape{});
+  const int64_t T = static_cast<int64_t>(words.size()), cells = attention.numel() / attention.size(0);
+  const auto G = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(cells))));
+  SACCADE_CHECK(
+      attention.size(0) >= T && G * G == cells && (attention.dim() == 2 || attention.size(1) == G),
+      "write_attention_overlay: {}: attention of shape {} does not hold a square grid for each of {} words",
+      path, attention.shape(), T);
+  SACCADE_CHECK(panel_px >= 32, "write_attention_overlay: {}: panel_px must be at least 32, got {}", path,
+                panel_px);
+  Tensor img2 = image.dim() == 3 ? image.select(0, 0) : image;
+  const int64_t H = img2.size(0), W = img2.size(1);
+  std::vector<double> pixels = img2.to_vector<double>(), att = attention.to_vector<double>();
+
+  PngStream stream("write_attention_overlay", path, static_cast<int>(T * panel_px), panel_px + panel_px / 4);
+  PLFLT pos[] = {0, 1};
+  PLFLT gray[] = {0, 1}, alpha_img[] = {1, 1};
+  // Attention colours: transparent red at 0 to yellow at 75 % opacity at the map's maximum.
+  PLFLT red[] = {1, 1}, green[] = {0, 1}, blue[] = {0, 0}, alpha_att[] = {0, 0.75};
+  plscmap1n(256);
+  plschr(0, panel_px / 160.0);
+  CellImage scene(W, H), heat(W, H);
+  for (int64_t r = 0; r < H; ++r)
+    for (int64_t c = 0; c < W; ++c) scene.at(c, H - 1 - r) = std::clamp(pixels[r * W + c], 0.0, 1.0);
+  for (int64_t t = 0; t < T; ++t) {
+    std::vector<double> grid(att.begin() + t * cells, att.begin() + (t + 1) * cells);
+    std::vector<double> up = upsample_bilinear(grid, G, H, W);
+    double peak = *std::max_element(up.begin(), up.end());
+    for (int64_t r = 0; r < H; ++r)
+      for (int64_t c = 0; c < W; ++c) heat.at(c, H - 1 - r) = peak > 0 ? up[r * W + c] / peak : 0.0;
+    const double x0 = static_cast<double>(t) / T, x1 = static_cast<double>(t + 1) / T;
+    plvpas(x0 + 0.05 / T, x1 - 0.05 / T, 0.2, 0.98, 1.0);
+    plwind(0, W, 0, H);
+    plscmap1la(1, 2, pos, gray, gray, gray, alpha_img, nullptr);
+    scene.draw(0, W, 0, H, 0, 1);
+    plscmap1la(1, 2, pos, red, green, blue, alpha_att, nullptr);
+    heat.draw(0, W, 0, H, 0, 1);
+    plcol0(1);
+    plbox("bc", 0, 0, "bc", 0, 0);
+    plmtex("b", 1.4, 0.5, 0.5, words[t].c_str());
+  }
+}
+
+}  // namespace saccade::examples

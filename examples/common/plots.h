@@ -1,0 +1,57 @@
+#pragma once
+// PNG pictures drawn with PLplot (its pngcairo driver, headless): line plots with a legend, attention
+// heatmaps with a colour scale, and the captioning attention overlay. Every function throws saccade::Error
+// naming the file when it cannot be written or the inputs do not fit.
+#include <string>
+#include <vector>
+
+#include "ops/tensor.h"
+
+namespace saccade::examples {
+
+/// One curve of a line plot. Points: markers only (e.g. training samples).
+struct Series {
+  enum class Style { Line, Dashed, Points };
+  std::vector<double> x, y;  ///< same length
+  std::string label;         ///< legend text
+  Style style = Style::Line;
+};
+
+/// A line plot (e.g. the NW regression: truth curve, training points, prediction curves).
+struct LinePlot {
+  std::string title, x_label = "x", y_label = "y";
+  std::vector<Series> series;
+  int width = 800, height = 600;  ///< pixels
+};
+
+/// Writes `plot` as a width x height PNG; the axes span the data; the legend sits in the top left corner.
+void write_line_plot(const std::string& path, const LinePlot& plot);
+
+/// Attention weights as heatmaps (as d2l.show_heatmaps): `weights` (Q, K) or (R, C, Q, K), a grid of R x C
+/// panels, queries down and keys across, one colour scale (white to dark red over [0, max weight]; values
+/// below 0 show as 0, NaN as blank) at the right. `row_labels` (Q entries) / `col_labels` (K entries) label
+/// the query rows / key columns when given.
+struct Heatmap {
+  Tensor weights;
+  std::string title, x_label = "keys", y_label = "queries";
+  std::vector<std::string> row_labels, col_labels;
+  int width = 800, height = 600;
+};
+
+void write_heatmap(const std::string& path, const Heatmap& heatmap);
+
+/// The captioning attention overlay: one panel per generated word, left to right, each showing the scene
+/// `image` ((H, W) or (1, H, W), values in [0, 1], gray) with that word's attention map (attention[t]: (G, G)
+/// or (G * G), a grid covering the image) upsampled bilinearly over it in red to yellow, the word written
+/// under the panel. Each map is scaled by its own maximum, so a panel shows where that word looked relative
+/// to elsewhere (a uniform map tints the whole image). `attention`: (T, G, G) or (T, G * G) with T >=
+/// words.size(). The PNG is (words.size() * panel_px) x (panel_px + panel_px / 4) pixels.
+void write_attention_overlay(const std::string& path, const Tensor& image,
+                             const std::vector<std::string>& words, const Tensor& attention,
+                             int panel_px = 160);
+
+/// Bilinear upsampling of a (G, G) grid of cell values to (H, W), sampling at pixel centres (as
+/// torch.nn.functional.interpolate(mode="bilinear", align_corners=False)). Returned row-major.
+std::vector<double> upsample_bilinear(const std::vector<double>& grid, int64_t g, int64_t h, int64_t w);
+
+}  // namespace saccade::examples

@@ -1,0 +1,65 @@
+#include "examples/common/progress.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "ops/error.h"
+
+namespace saccade::examples {
+
+ProgressBar::ProgressBar(int64_t total_steps, int64_t print_every, std::FILE* out, int tty)
+    : total_(total_steps), every_(print_every), out_(out), start_(Clock::now()), last_draw_(start_) {
+  SACCADE_CHECK(total_steps >= 1 && print_every >= 1,
+                "ProgressBar: total_steps and print_every must be positive, got {} and {}", total_steps,
+                print_every);
+  SACCADE_CHECK(out != nullptr, "ProgressBar: no output stream");
+  tty_ = tty < 0 ? isatty(fileno(out)) != 0 : tty != 0;
+}
+
+std::string ProgressBar::format_line(int64_t step, int64_t total, double loss, double steps_per_s,
+                                     int bar_width) {
+  double frac =
+      total > 0 ? std::clamp(static_cast<double>(step) / static_cast<double>(total), 0.0, 1.0) : 0.0;
+  auto filled = static_cast<int>(frac * bar_width);
+  std::string bar(static_cast<size_t>(filled), '=');
+  if (filled < bar_width) bar += '>';
+  bar.resize(static_cast<size_t>(bar_width), ' ');
+  std::string rate = "--", eta = "--";
+  if (steps_per_s > 0) {
+    rate = fmt::format("{:.1f}", steps_per_s);
+    auto s = static_cast<int64_t>(
+        std::llround(static_cast<double>(std::max<int64_t>(total - step, 0)) / steps_per_s));
+    eta = s >= 3600 ? fmt::format("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+                    : fmt::format("{:02}:{:02}", s / 60, s % 60);
+  }
+  return fmt::format("step {}/{} [{}] {:3}%  loss {:.4f}  {} steps/s  ETA {}", step, total, bar,
+                     static_cast<int>(frac * 100), loss, rate, eta);
+}
+
+void ProgressBar::update(int64_t step, double loss) {
+  auto now = Clock::now();
+  double elapsed = std::chrono::duration<double>(now - start_).count();
+  double rate = elapsed > 0 ? static_cast<double>(step) / elapsed : 0.0;
+  bool last = step >= total_;
+  if (tty_) {
+    if (!last && now - last_draw_ < std::chrono::milliseconds(100)) return;
+    std::fprintf(out_, "\r%s", format_line(step, total_, loss, rate).c_str());
+    open_line_ = true;
+  } else {
+    if (!last && step % every_ != 0) return;
+    std::fprintf(out_, "%s\n", format_line(step, total_, loss, rate).c_str());
+  }
+  last_draw_ = now;
+  std::fflush(out_);
+}
+
+void ProgressBar::finish() {
+  if (open_line_) std::fputc('\n', out_), std::fflush(out_);
+  open_line_ = false;
+}
+
+}  // namespace saccade::examples

@@ -1,0 +1,36 @@
+#pragma once
+// A training progress printer: step, bar, loss, steps/s and ETA on one line.
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+namespace saccade::examples {
+
+/// Prints training progress to `out`. On a terminal the line is redrawn in place with '\r' (at most ~10 times
+/// a second, and always at the last step); otherwise (a log file, a pipe) one line is printed every
+/// `print_every` steps and at the last step. finish() ends the line.
+class ProgressBar {
+ public:
+  /// `total_steps` > 0; `tty`: -1 asks isatty(out), 0 / 1 force the mode. Throws saccade::Error for
+  /// total_steps or print_every < 1.
+  explicit ProgressBar(int64_t total_steps, int64_t print_every = 100, std::FILE* out = stdout, int tty = -1);
+  /// Reports that `step` steps (1-based, <= total_steps) are done and the current loss.
+  void update(int64_t step, double loss);
+  /// Ends the in-place line (on a terminal) with a newline; safe to call more than once.
+  void finish();
+
+  /// One progress line: "step 50/200 [=====>              ]  25%  loss 0.1235  12.5 steps/s  ETA 00:12"
+  /// (bar of `bar_width` characters; ETA as MM:SS or H:MM:SS; "--" for steps/s and ETA when rate <= 0).
+  static std::string format_line(int64_t step, int64_t total, double loss, double steps_per_s,
+                                 int bar_width = 20);
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  int64_t total_, every_;
+  std::FILE* out_;
+  bool tty_, open_line_ = false;
+  Clock::time_point start_, last_draw_;
+};
+
+}  // namespace saccade::examples
