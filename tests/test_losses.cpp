@@ -9,9 +9,9 @@
 
 using namespace saccade;
 using saccade::testing::allclose;
-using saccade::testing::rand64;
 using saccade::testing::leaf64;
 using saccade::testing::module_gradcheck;
+using saccade::testing::rand64;
 using saccade::testing::TorchCase;
 
 namespace {
@@ -40,6 +40,13 @@ TEST_CASE("losses: CrossEntropyLoss and MSELoss agree with torch", "[nn][loss][t
   agree("ce_none", [&](const Variable& z, const Tensor& t) { return none.forward(z, t); });
   nn::CrossEntropyLoss spatial(0);  // (N, C, d) logits
   agree("ce_spatial", [&](const Variable& z, const Tensor& t) { return spatial.forward(z, t); });
+
+  // Unbatched logits (C) with a 0-d target: the one-row batch's loss.
+  Tensor row = ops::tensor({0.5, -1, 2});
+  Tensor t1 = ops::from_vector<int64_t>({2}, {1});
+  Variable l1 = nn::CrossEntropyLoss(-100, 0.0, Reduction::None).forward(Variable(row), t1.view({}));
+  CHECK(l1.shape() == Shape{});
+  CHECK(l1.item() == Approx(ce.forward(Variable(row.view({1, 3})), t1).item()).epsilon(1e-6));
 
   TorchCase c("layers_losses.safetensors", "mse");
   Variable a(c.in("a"), true), b(c.in("b"), true);
