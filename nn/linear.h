@@ -11,9 +11,11 @@ namespace saccade::nn {
 ///
 /// Parameters: `weight` (out_features, in_features), `bias` (out_features) when `bias` is true, registered
 /// under torch's names. Default init as torch: weight ~ kaiming_uniform(a = √5), i.e. U(±1/√in_features),
-/// bias ~ U(±1/√in_features), drawn from `gen` (the default generator when null). forward: x (*, in_features)
-/// (1-d (in_features) too) -> (*, out_features), float32/float64 as the weight. Throws saccade::Error naming
-/// "Linear" for negative sizes, an undefined input, or x whose last dim is not in_features.
+/// bias ~ U(±1/√in_features), drawn from `gen` (the default generator when null).
+///
+/// forward: x (*, in_features) (1-d (in_features) too) -> (*, out_features), of the weight's dtype.
+/// Throws saccade::Error naming "Linear" for negative sizes, an undefined input, x whose last dim is not
+/// in_features, or x of another dtype than the weight.
 class Linear : public UnaryModule {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias = true, Generator* gen = nullptr);
