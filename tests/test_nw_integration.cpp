@@ -39,7 +39,7 @@ TEST_CASE("nw regression: gaussian NW beats average pooling on test MSE", "[slow
     NwData d = make_nw_data(seed);
     double avg = mse(average_pooling(d.x_test, d.y_train).y_hat, d.y_truth);
     for (double width : {0.2, 0.5}) {
-      NwFit fit = nonparametric_nw(d.x_test, d.x_train, d.y_train, NwKernel::Gaussian, width);
+      NwFit fit = nonparametric_nw(d.x_test, d.x_train, d.y_train, nn::Kernel::Gaussian, width);
       double nw = mse(fit.y_hat, d.y_truth);
       INFO("seed " << seed << " width " << width << " average " << avg << " gaussian " << nw);
       CHECK(fit.empty_rows == 0);
@@ -60,15 +60,17 @@ TEST_CASE("nw regression: leave-one-out keys drop the query's own point", "[exam
 TEST_CASE("nw regression: boxcar weights by hand and empty windows", "[examples][nw]") {
   // keys 0, 1, 3; width 1.5: query 0 sees keys 0 and 1, query 5 sees none.
   Tensor xk = ops::tensor({0, 1, 3}), yk = ops::tensor({2, 4, 8}), q = ops::tensor({0, 5});
-  NwFit fit = nonparametric_nw(q, xk, yk, NwKernel::Boxcar, 1.5);
+  NwFit fit = nonparametric_nw(q, xk, yk, nn::Kernel::Boxcar, 1.5);
   CHECK(fit.empty_rows == 1);
   std::vector<float> y = fit.y_hat.to_vector<float>();
   CHECK(y[0] == Approx(3.0));
   CHECK(y[1] == 0.0f);
-  // Epanechnikov, width 2: query 0 weights max(1 - |0 - k| / 2, 0) = 1, 0.5, 0 -> (2 + 2) / 1.5.
-  NwFit ep = nonparametric_nw(ops::tensor({0}), xk, yk, NwKernel::Epanechnikov, 2.0);
-  CHECK(ep.y_hat.to_vector<float>()[0] == Approx(4.0 / 1.5));
-  REQUIRE_THROWS_SACCADE(nonparametric_nw(q, xk, yk, NwKernel::Gaussian, 0.0), "nonparametric_nw");
+  // Epanechnikov, width 2: u = 0, 0.5, 1.5, weights max(1 - u^2, 0) = 1, 0.75, 0 -> (2 + 3) / 1.75.
+  NwFit ep = nonparametric_nw(ops::tensor({0}), xk, yk, nn::Kernel::Epanechnikov, 2.0);
+  CHECK(ep.empty_rows == 0);
+  CHECK(ep.y_hat.to_vector<float>()[0] == Approx(5.0 / 1.75));
+  REQUIRE_THROWS_SACCADE(nonparametric_nw(q, xk, yk, nn::Kernel::Gaussian, 0.0), "NadarayaWatson");
+  REQUIRE_THROWS_SACCADE(mse(q, xk), "mse");
 }
 
 #endif  // SACCADE_HAVE_NW_REGRESSION

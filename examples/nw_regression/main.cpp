@@ -14,6 +14,7 @@
 #include "ops/tensor.h"
 
 namespace ex = saccade::examples;
+namespace nn = saccade::nn;
 using saccade::Tensor;
 
 namespace {
@@ -54,10 +55,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--epochs", epochs, "epochs of the long parametric run (the d2l run has 5)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(int64_t{1}, int64_t{1000000}));
   app.add_option("--lr", lr, "SGD learning rate of the parametric model")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1e-6, 100.0));
   app.add_option("--out", out, "directory for the PNGs (created if missing)")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
@@ -75,8 +76,10 @@ int main(int argc, char** argv) {
                   static_cast<long long>(n), lr);
       ex::ParametricRun run = ex::train_parametric_nw(d, {.epochs = n, .lr = lr, .seed = seed});
       std::printf("  initial w %.4f\n", run.w_init);
-      for (size_t e = 0; e < run.epoch_loss.size(); ++e)
-        if (n <= 10 || e < 5 || (e + 1) % 10 == 0 || e + 1 == run.epoch_loss.size())
+      // The long run starts like the short one: print its first 5 epochs once.
+      if (n > 5) std::printf("  epochs 1-5 as above\n");
+      for (size_t e = n > 5 ? 5 : 0; e < run.epoch_loss.size(); ++e)
+        if (n <= 10 || (e + 1) % 10 == 0 || e + 1 == run.epoch_loss.size())
           std::printf("  epoch %3zu  loss %10.6f  w %.4f\n", e + 1, run.epoch_loss[e], run.epoch_w[e]);
       std::printf("\n");
       return run;
@@ -86,7 +89,7 @@ int main(int argc, char** argv) {
 
     // ---- the table ----
     const double widths[] = {0.1, 0.2, 0.5, 1.0};
-    const ex::NwKernel kernels[] = {ex::NwKernel::Gaussian, ex::NwKernel::Boxcar, ex::NwKernel::Epanechnikov};
+    const nn::Kernel kernels[] = {nn::Kernel::Gaussian, nn::Kernel::Boxcar, nn::Kernel::Epanechnikov};
     std::printf("%-34s %10s  %s\n", "method", "test MSE",
                 "(against the noiseless truth at the 50 test points)");
     auto row = [](const std::string& name, const ex::NwFit& fit, double m) {
@@ -100,7 +103,7 @@ int main(int argc, char** argv) {
     row("average pooling", avg, ex::mse(avg.y_hat, d.y_truth));
 
     std::vector<std::vector<ex::NwFit>> fits;  // [kernel][width]
-    for (ex::NwKernel k : kernels) {
+    for (nn::Kernel k : kernels) {
       fits.emplace_back();
       for (double w : widths) {
         fits.back().push_back(ex::nonparametric_nw(d.x_test, d.x_train, d.y_train, k, w));

@@ -1,12 +1,6 @@
 #include "examples/nw_regression/nw_regression.h"
 
-#include <cmath>
-
-#include "autograd/functions/elementwise.h"
-#include "autograd/functions/linalg.h"
 #include "autograd/functions/nn.h"
-#include "autograd/functions/reduce.h"
-#include "autograd/functions/shape.h"
 #include "autograd/grad_mode.h"
 #include "nn/optim.h"
 #include "ops/creation.h"
@@ -16,63 +10,46 @@
 
 namespace saccade::examples {
 
-// TEMPORARY: the pooling written inline until nn/nadaraya_watson.h (branch attn) lands.
-namespace {
-// q (Q), k (Q, K) or (K), v like k -> scores (Q, K)
-Variable pairwise_diff(const Variable& q, const Variable& k) {
-  Variable kk = k.dim() == 1 ? unsqueeze(k, 0) : k;
-  return unsqueeze(q, 1) - kk;
-}
-}  // namespace
-
-std::string kernel_name(NwKernel kernel) {
+std::string kernel_name(nn::Kernel kernel) {
   switch (kernel) {
-    case NwKernel::Gaussian:
+    case nn::Kernel::Gaussian:
       return "gaussian";
-    case NwKernel::Boxcar:
+    case nn::Kernel::Boxcar:
       return "boxcar";
-    case NwKernel::Epanechnikov:
+    case nn::Kernel::Epanechnikov:
       return "epanechnikov";
+    case nn::Kernel::Triangular:
+      return "triangular";
+    case nn::Kernel::Constant:
+      return "constant";
   }
   return "?";
 }
 
+// x_query: (Q), y_train: (K) -> y_hat (Q)
 NwFit average_pooling(const Tensor& x_query, const Tensor& y_train) {
-  double m = ops::mean(y_train).item<double>();
-  return {ops::full({x_query.numel()}, m), Tensor(), 0};
+  return {ops::full({x_query.numel()}, ops::mean(y_train).item<double>()), Tensor(), 0};
 }
 
-NwFit nonparametric_nw(const Tensor& x_query, const Tensor& x_train, const Tensor& y_train, NwKernel kernel,
+// x_query: (Q), x_train, y_train: (K) -> y_hat (Q), attention (Q, K)
+NwFit nonparametric_nw(const Tensor& x_query, const Tensor& x_train, const Tensor& y_train, nn::Kernel kernel,
                        double width) {
-  SACCADE_CHECK(width > 0, "nonparametric_nw: width must be > 0, got {}", width);
   NoGradGuard no_grad;
-  Variable u = pairwise_diff(Variable(x_query), Variable(x_train)) / width;
-  Variable k;
-  switch (kernel) {
-    case NwKernel::Gaussian:
-      k = exp(u * u * -0.5);
-      break;
-    case NwKernel::Boxcar:
-      k = Variable(ops::lt(ops::abs(u.data()), ops::scalar_tensor(1.0)).to(DType::Float32));
-      break;
-    case NwKernel::Epanechnikov:
-      k = relu(1.0 - abs(u));
-      break;
-  }
-  Variable s = sum(k, {1}, true);
-  Tensor empty = ops::eq(s.data(), ops::scalar_tensor(0.0));
-  int64_t empty_rows = ops::sum(empty.to(DType::Int64)).item<int64_t>();
-  Variable a = where(empty, Variable(ops::zeros_like(k.data())),
-                     k / where(empty, Variable(ops::ones_like(s.data())), s));
-  Variable y = matmul(a, Variable(y_train));
-  return {y.data(), a.data(), empty_rows};
+  nn::NadarayaWatson pool(kernel, width);
+  nn::NadarayaWatsonOutput out = pool.forward(x_query, x_train, y_train);
+  // all-zero rows: no key inside the kernel's support
+  Tensor row_sums = ops::sum(out.weights.data(), {1});
+  int64_t empty = ops::sum(ops::eq(row_sums, 0.0).to(DType::Int64)).item<int64_t>();
+  return {out.predictions.data(), out.weights.data(), empty};
 }
 
+// x_train, y_train: (n) -> keys, values (n, n - 1)
 LeaveOneOut leave_one_out(const Tensor& x_train, const Tensor& y_train) {
-  SACCADE_CHECK(x_train.dim() == 1 && y_train.shape() == x_train.shape() && x_train.numel() >= 2,
+  SACCADE_CHECK(x_train.defined() && y_train.defined() && x_train.dim() == 1 &&
+                    y_train.shape() == x_train.shape() && x_train.numel() >= 2,
                 "leave_one_out: need x_train and y_train of one 1-d shape with n >= 2, got {} and {}",
-                x_train.shape(), y_train.shape());
-  int64_t n = x_train.numel();
+                x_train.defined() ? x_train.shape() : Shape{}, y_train.defined() ? y_train.shape() : Shape{});
+  const int64_t n = x_train.numel();
   std::vector<float> x = x_train.to_vector<float>(), y = y_train.to_vector<float>(), keys, values;
   keys.reserve(n * (n - 1));
   values.reserve(n * (n - 1));
@@ -88,39 +65,36 @@ ParametricRun train_parametric_nw(const NwData& data, const ParametricOptions& o
                 "train_parametric_nw: need epochs >= 1 and lr > 0, got {} and {}", options.epochs,
                 options.lr);
   Generator gen(options.seed);
-  Variable w(ops::rand({1}, DType::Float32, Device::cpu(), &gen), true);
-  auto forward = [&](const Tensor& q, const Tensor& k, const Tensor& v, Tensor* attn) {
-    Variable d = pairwise_diff(Variable(q), Variable(k)) * w;
-    Variable a = softmax(d * d * -0.5, 1);
-    if (attn) *attn = a.data();
-    Variable vv = v.dim() == 1 ? unsqueeze(Variable(v), 0) : Variable(v);
-    return sum(a * vv, {1});
-  };
+  nn::ParametricNadarayaWatson net(&gen);
+  nn::SGD trainer(net.parameters(), nn::SGDOptions{.lr = options.lr});
+  // Each training query attends to the other n - 1 training points.
+  const LeaveOneOut loo = leave_one_out(data.x_train, data.y_train);
+
   ParametricRun run;
-  run.w_init = w.item<double>();
-  LeaveOneOut loo = leave_one_out(data.x_train, data.y_train);
-  nn::SGD sgd({w}, nn::SGDOptions{.lr = options.lr});
+  run.w_init = net.w.item<double>();
   for (int64_t epoch = 1; epoch <= options.epochs; ++epoch) {
-    sgd.zero_grad();
-    Variable loss = mse_loss(forward(data.x_train, loo.keys, loo.values, nullptr), Variable(data.y_train),
-                             Reduction::Sum);
+    trainer.zero_grad();
+    Variable y_hat = net.forward(data.x_train, loo.keys, loo.values).predictions;
+    Variable loss = mse_loss(y_hat, data.y_train, Reduction::Sum);
     loss.backward();
-    sgd.step();
+    trainer.step();
     run.epoch_loss.push_back(loss.item<double>());
-    run.epoch_w.push_back(w.item<double>());
+    run.epoch_w.push_back(net.w.item<double>());
     if (on_epoch) on_epoch(epoch, run.epoch_loss.back());
   }
-  run.w = w.item<double>();
+  run.w = net.w.item<double>();
+
   NoGradGuard no_grad;
-  Tensor attn;
-  Variable y = forward(data.x_test, data.x_train, data.y_train, &attn);
-  run.fit = {y.data(), attn, 0};
+  nn::NadarayaWatsonOutput test = net.forward(data.x_test, data.x_train, data.y_train);
+  run.fit = {test.predictions.data(), test.weights.data(), 0};
   return run;
 }
 
 double mse(const Tensor& prediction, const Tensor& truth) {
-  SACCADE_CHECK(prediction.dim() == 1 && prediction.shape() == truth.shape(),
-                "mse: need two 1-d tensors of one length, got {} and {}", prediction.shape(), truth.shape());
+  SACCADE_CHECK(
+      prediction.defined() && truth.defined() && prediction.dim() == 1 && prediction.shape() == truth.shape(),
+      "mse: need two 1-d tensors of one length, got {} and {}",
+      prediction.defined() ? prediction.shape() : Shape{}, truth.defined() ? truth.shape() : Shape{});
   std::vector<double> p = prediction.to_vector<double>(), t = truth.to_vector<double>();
   double s = 0;
   for (size_t i = 0; i < p.size(); ++i) s += (p[i] - t[i]) * (p[i] - t[i]);

@@ -10,16 +10,13 @@
 #include <vector>
 
 #include "examples/common/nw_data.h"
+#include "nn/nadaraya_watson.h"
 #include "ops/tensor.h"
 
 namespace saccade::examples {
 
-/// The kernels K(u) of nonparametric Nadaraya-Watson pooling, u = (query - key) / width (d2l 1.0 section
-/// 11.2): gaussian exp(-u^2 / 2), boxcar [|u| < 1], epanechnikov max(1 - |u|, 0).
-enum class NwKernel { Gaussian, Boxcar, Epanechnikov };
-
-/// "gaussian", "boxcar", "epanechnikov".
-std::string kernel_name(NwKernel kernel);
+/// The kernel's name: "gaussian", "boxcar", "epanechnikov", "triangular", "constant".
+std::string kernel_name(nn::Kernel kernel);
 
 /// A pooling's predictions for the test queries, and where it applies its attention weights.
 struct NwFit {
@@ -32,10 +29,11 @@ struct NwFit {
 /// Average pooling (d2l 10.2.2): every query predicts mean(y_train). x_query (Q), y_train (K) -> y_hat (Q).
 NwFit average_pooling(const Tensor& x_query, const Tensor& y_train);
 
-/// Nonparametric Nadaraya-Watson pooling (d2l 10.2.3, eq. 10.2.3): y_hat(q) = sum_i a(q, x_i) y_i with
-/// a(q, x_i) = K((q - x_i) / width) / sum_j K((q - x_j) / width). x_query (Q), x_train (K), y_train (K)
-/// float32. Throws saccade::Error for width <= 0.
-NwFit nonparametric_nw(const Tensor& x_query, const Tensor& x_train, const Tensor& y_train, NwKernel kernel,
+/// Nonparametric Nadaraya-Watson pooling (d2l 10.2.3, eq. 10.2.3) through nn::NadarayaWatson:
+/// y_hat(q) = sum_i a(q, x_i) y_i with a(q, x_i) = K((q - x_i) / width) / sum_j K((q - x_j) / width).
+/// x_query (Q), x_train (K), y_train (K) float32. A query with no key inside a compact kernel's support
+/// predicts 0 (counted in empty_rows). Throws saccade::Error for width <= 0.
+NwFit nonparametric_nw(const Tensor& x_query, const Tensor& x_train, const Tensor& y_train, nn::Kernel kernel,
                        double width);
 
 /// The leave-one-out keys and values of d2l 10.2.4.2: row i holds every training point except the i-th,
@@ -45,13 +43,14 @@ struct LeaveOneOut {
 };
 LeaveOneOut leave_one_out(const Tensor& x_train, const Tensor& y_train);
 
-/// The training of parametric Nadaraya-Watson pooling (d2l 10.2.4), attention softmax(-((q - k) w)^2 / 2):
+/// The training of parametric Nadaraya-Watson pooling (d2l 10.2.4, nn::ParametricNadarayaWatson),
+/// attention softmax(-((q - k) w)^2 / 2):
 /// each epoch is one full-batch SGD step on the summed squared error of the training queries against their
 /// leave-one-out keys, as d2l's loop (MSELoss(reduction='none'), l.sum().backward()).
 struct ParametricOptions {
   int64_t epochs = 5;
   double lr = 0.5;
-  uint64_t seed = 0;  ///< draws the initial w (d2l: torch.rand((1,)), U[0, 1))
+  uint64_t seed = 0;  ///< draws the initial w (U[0, 1), as d2l's torch.rand((1,)))
 };
 
 /// What the training produced; the fit is on the test queries against all training points.
