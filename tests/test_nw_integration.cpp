@@ -5,9 +5,12 @@
 
 #include <cmath>
 
+#include "autograd/functions/nn.h"
+#include "autograd/grad_mode.h"
 #include "examples/common/nw_data.h"
 #include "examples/nw_regression/nw_regression.h"
 #include "helpers.h"
+#include "ops/elementwise.h"
 
 using namespace saccade;
 using namespace saccade::examples;
@@ -71,6 +74,32 @@ TEST_CASE("nw regression: boxcar weights by hand and empty windows", "[examples]
   CHECK(ep.y_hat.to_vector<float>()[0] == Approx(5.0 / 1.75));
   REQUIRE_THROWS_SACCADE(nonparametric_nw(q, xk, yk, nn::Kernel::Gaussian, 0.0), "NadarayaWatson");
   REQUIRE_THROWS_SACCADE(mse(q, xk), "mse");
+}
+
+TEST_CASE("nw regression: the parametric loss's gradient in w matches central differences",
+          "[examples][nw]") {
+  // The example's training loss (summed squared error over leave-one-out keys) in float64, at w = 0.7.
+  NwData d = make_nw_data(3, 12);
+  Tensor x = d.x_train.to(DType::Float64), y = d.y_train.to(DType::Float64);
+  LeaveOneOut loo = leave_one_out(x, y);
+  nn::ParametricNadarayaWatson net;
+  net.to(DType::Float64);
+  auto loss_at = [&](double w) {
+    Tensor data = net.w.data();
+    ops::fill_(data, w);
+    return mse_loss(net.forward(x, loo.keys, loo.values).predictions, y, Reduction::Sum);
+  };
+  Variable l = loss_at(0.7);
+  net.zero_grad();
+  l.backward();
+  double analytic = net.w.grad().item<double>();
+  const double h = 1e-6;
+  double numeric;
+  {
+    NoGradGuard no_grad;
+    numeric = (loss_at(0.7 + h).item<double>() - loss_at(0.7 - h).item<double>()) / (2 * h);
+  }
+  CHECK(analytic == Approx(numeric).epsilon(1e-5));
 }
 
 #endif  // SACCADE_HAVE_NW_REGRESSION

@@ -50,13 +50,14 @@ LeaveOneOut leave_one_out(const Tensor& x_train, const Tensor& y_train) {
                 "leave_one_out: need x_train and y_train of one 1-d shape with n >= 2, got {} and {}",
                 x_train.defined() ? x_train.shape() : Shape{}, y_train.defined() ? y_train.shape() : Shape{});
   const int64_t n = x_train.numel();
-  std::vector<float> x = x_train.to_vector<float>(), y = y_train.to_vector<float>(), keys, values;
+  std::vector<double> x = x_train.to_vector<double>(), y = y_train.to_vector<double>(), keys, values;
   keys.reserve(n * (n - 1));
   values.reserve(n * (n - 1));
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < n; ++j)
       if (j != i) keys.push_back(x[j]), values.push_back(y[j]);
-  return {ops::from_vector(keys, {n, n - 1}), ops::from_vector(values, {n, n - 1})};
+  return {ops::from_vector(keys, {n, n - 1}).to(x_train.dtype()),
+          ops::from_vector(values, {n, n - 1}).to(y_train.dtype())};
 }
 
 ParametricRun train_parametric_nw(const NwData& data, const ParametricOptions& options,

@@ -37,7 +37,7 @@ NwFit nonparametric_nw(const Tensor& x_query, const Tensor& x_train, const Tenso
                        double width);
 
 /// The leave-one-out keys and values of d2l 10.2.4.2: row i holds every training point except the i-th,
-/// so a training query never attends to itself. x, y (n) -> keys, values (n, n - 1).
+/// so a training query never attends to itself. x, y (n) -> keys, values (n, n - 1), of x's and y's dtypes.
 struct LeaveOneOut {
   Tensor keys, values;
 };
