@@ -1,5 +1,7 @@
 // CPU elementwise kernels: unary, binary, where. Operands arrive expanded to out's shape.
+#include <bit>
 #include <cmath>
+#include <cstdint>
 
 #include "ops/cpu/backend.h"
 #include "ops/cpu/loop.h"
@@ -77,6 +79,27 @@ bool compare_scalar(BinaryOp op, T a, T b) {
 
 bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq; }
 
+// tanh for float as Eigen's ptanh_float: a [13/6] rational approximation, x P(x^2) / Q(x^2), on x clamped to
+// +-7.99881 (beyond which tanh rounds to +-1 in float); within 3.5e-7 relative of tanh over every float
+// (denormals included), NaN propagates. Why: libm's tanhf is a scalar call per element and dominated training
+// the captioning example (additive attention takes tanh of a (B, L, A) tensor at every decoder step); this
+// loop vectorises. The clamp selects on the bits as integers: GCC will not if-convert float compares or a
+// division used on one branch only (-ftrapping-math), and the loop would stay scalar.
+inline float tanh_float(float x) {
+  constexpr float a1 = 4.89352455891786e-03f, a3 = 6.37261928875436e-04f, a5 = 1.48572235717979e-05f,
+                  a7 = 5.12229709037114e-08f, a9 = -8.60467152213735e-11f, a11 = 2.00018790482477e-13f,
+                  a13 = -2.76076847742355e-16f;
+  constexpr float b0 = 4.89352518554385e-03f, b2 = 2.26843463243900e-03f, b4 = 1.18534705686654e-04f,
+                  b6 = 1.19825839466702e-06f;
+  constexpr uint32_t kClamp = std::bit_cast<uint32_t>(7.99881172180175781f), kInf = 0x7f800000u;
+  const uint32_t bits = std::bit_cast<uint32_t>(x), mag = bits & 0x7fffffffu;
+  const uint32_t clamped = (mag > kClamp) & (mag <= kInf) ? kClamp : mag;  // NaN (mag > kInf) passes through
+  const float c = std::bit_cast<float>((bits & 0x80000000u) | clamped), c2 = c * c;
+  const float p = (((((a13 * c2 + a11) * c2 + a9) * c2 + a7) * c2 + a5) * c2 + a3) * c2 + a1;
+  const float q = ((b6 * c2 + b4) * c2 + b2) * c2 + b0;
+  return c * (p / q);
+}
+
 }  // namespace
 
 void CpuBackend::unary(UnaryOp op, const Tensor& a, const Tensor& out, double alpha) {
@@ -96,6 +119,12 @@ void CpuBackend::unary(UnaryOp op, const Tensor& a, const Tensor& out, double al
           case UnaryOp::Relu:
             for (int64_t i = 0; i < n; ++i) y[i] = x[i] > T(0) ? x[i] : T(0);
             return;
+          case UnaryOp::Tanh:
+            if constexpr (std::is_same_v<T, float>) {
+              for (int64_t i = 0; i < n; ++i) y[i] = tanh_float(x[i]);
+              return;
+            }
+            [[fallthrough]];
           default:
             for (int64_t i = 0; i < n; ++i) y[i] = unary_scalar<T>(op, x[i], alpha);
             return;
@@ -136,8 +165,18 @@ void CpuBackend::binary(BinaryOp op, const Tensor& a, const Tensor& b, const Ten
         const T c = y[0];
         switch (op) {
           case BinaryOp::Add: for (int64_t i = 0; i < n; ++i) z[i] = x[i] + c; return;
+          case BinaryOp::Sub: for (int64_t i = 0; i < n; ++i) z[i] = x[i] - c; return;
           case BinaryOp::Mul: for (int64_t i = 0; i < n; ++i) z[i] = x[i] * c; return;
+          case BinaryOp::Div: for (int64_t i = 0; i < n; ++i) z[i] = x[i] / c; return;
           default: for (int64_t i = 0; i < n; ++i) z[i] = binary_scalar<T>(op, x[i], c); return;
+        }
+      }
+      if (s[0] == 0 && s[1] == w && s[2] == w) {  // scalar op tensor (rsub, rdiv: e.g. tanh's 1 - y^2)
+        const T c = x[0];
+        switch (op) {
+          case BinaryOp::Sub: for (int64_t i = 0; i < n; ++i) z[i] = c - y[i]; return;
+          case BinaryOp::Div: for (int64_t i = 0; i < n; ++i) z[i] = c / y[i]; return;
+          default: for (int64_t i = 0; i < n; ++i) z[i] = binary_scalar<T>(op, c, y[i]); return;
         }
       }
       for (int64_t i = 0; i < n; ++i)
