@@ -1,0 +1,121 @@
+#pragma once
+// The functional core of attention and the two scoring functions of d2l chapter 11 (Attention Mechanisms and
+// Transformers):
+//   - attend_from_scores / scaled_dot_product_attention: masked softmax over keys, dropout, weighted sum of
+//     values. Every dot-product module (DotProductAttention, MultiHeadAttention, MultiheadAttention, the
+//     Transformer blocks) calls scaled_dot_product_attention, so a fused kernel can replace its inside later.
+//   - AdditiveAttention (Bahdanau et al. 2015; d2l 11.3.2) and DotProductAttention (Vaswani et al. 2017;
+//     d2l 11.3.3) as modules that keep their last attention weights for plotting.
+//
+// Masks: a `valid_lens_or_mask` argument is, as saccade::masked_softmax takes it, int64 valid_lens (B) or
+// (B, Tq) (keys k >= valid_len are masked, d2l 11.3.1), a Bool keep-mask broadcastable to the scores
+// (true = attend), or undefined (no mask). A query row with nothing to attend gets zero weights and a zero
+// output, never NaN.
+#include <cstdint>
+#include <memory>
+
+#include "autograd/variable.h"
+#include "nn/linear.h"
+#include "nn/module.h"
+#include "ops/random.h"
+
+namespace saccade::nn {
+
+/// An attention result: output (..., Tq, Dv) and the attention weights (..., Tq, Tk) before dropout.
+struct AttentionOutput {
+  Variable output;
+  Variable weights;
+};
+
+/// The Bool causal keep-mask (Tq, Tk) on `device`: query i may attend to key j iff j <= i + (Tk - Tq), i.e.
+/// the queries are the last Tq positions of the key sequence (bottom-right aligned, as flash-attention; for
+/// Tq == Tk this is the usual lower triangle j <= i). This alignment is what makes incremental decoding
+/// (new queries attending to cached keys) equal to full-sequence decoding. Throws if Tq or Tk is negative.
+Tensor causal_mask(int64_t tq, int64_t tk, Device device = Device::cpu());
+
+/// Attention from precomputed scores (d2l 11.3, eq. 11.3.3): weights = masked_softmax(scores, mask) with the
+/// causal mask and-ed in when `causal`; output = dropout(weights) @ values.
+///
+/// scores: (B, ..., Tq, Tk) float; values: (B, ..., Tk, Dv) with the same leading dims; valid_lens_or_mask as
+/// in the file comment (may be undefined); dropout_p in [0, 1) applied to the weights when `training`, with
+/// random numbers from `gen` (the default generator when null). Returns output (B, ..., Tq, Dv) and the
+/// weights before dropout. Throws saccade::Error naming `op` for mismatched ranks or shapes, a bad mask or a
+/// bad dropout_p.
+AttentionOutput attend_from_scores(const Variable& scores, const Variable& values,
+                                   const Tensor& valid_lens_or_mask, bool causal, double dropout_p,
+                                   bool training, Generator* gen, const char* op = "attend_from_scores");
+
+/// Scaled dot-product attention (Vaswani et al. 2017, eq. 1; d2l 11.3.3):
+///   output = softmax(q kᵀ / √d + mask) v,
+/// with masked positions excluded from the softmax (probability 0; a fully masked row gives zeros).
+///
+/// q: (B, ..., Tq, D), k: (B, ..., Tk, D), v: (B, ..., Tk, Dv), all of one rank >= 3 and the same leading
+/// dims, one float dtype. valid_lens_or_mask: see the file comment (undefined = none). causal: query i
+/// attends only to keys j <= i + (Tk - Tq) (causal_mask), combined with the other mask. dropout_p: applied to
+/// the weights when `training` (torch's dropout_p). Returns output (B, ..., Tq, Dv) and the weights
+/// (B, ..., Tq, Tk) before dropout. Throws saccade::Error naming "scaled_dot_product_attention" and the
+/// shapes for mismatched ranks, leading dims, D or Tk, or a bad mask.
+AttentionOutput scaled_dot_product_attention(const Variable& q, const Variable& k, const Variable& v,
+                                             const Tensor& valid_lens_or_mask = Tensor(), bool causal = false,
+                                             double dropout_p = 0.0, bool training = false,
+                                             Generator* gen = nullptr);
+
+/// Additive attention (Bahdanau et al. 2015, eq. 6; d2l 11.3.2): the score of query q and key k is
+///   a(q, k) = w_vᵀ tanh(W_q q + W_k k),
+/// then masked softmax over keys, dropout on the weights, weighted sum of the values.
+/// Parameters (torch layouts, no biases, as d2l): W_q.weight (num_hiddens, query_size),
+/// W_k.weight (num_hiddens, key_size), w_v.weight (1, num_hiddens).
+class AdditiveAttention : public Module {
+ public:
+  /// Linear layers initialised as torch.nn.Linear's default from `gen` (the default generator when null),
+  /// which also drives dropout (it must outlive the module).
+  AdditiveAttention(int64_t key_size, int64_t query_size, int64_t num_hiddens, double dropout = 0.0,
+                    Generator* gen = nullptr);
+
+  /// queries (B, Tq, query_size), keys (B, Tk, key_size), values (B, Tk, Dv), valid_lens_or_mask as in the
+  /// file comment -> (B, Tq, Dv). Throws saccade::Error naming "AdditiveAttention" and the shapes for
+  /// wrong ranks, feature sizes, mismatched B or Tk, or valid_lens of the wrong shape.
+  Variable forward(const Variable& queries, const Variable& keys, const Variable& values,
+                   const Tensor& valid_lens_or_mask = Tensor());
+  /// forward, also returning the weights (B, Tq, Tk) as a differentiable Variable (for a loss on them, such
+  /// as the doubly stochastic regularisation of Xu et al. 2015, eq. 14).
+  AttentionOutput forward_with_weights(const Variable& queries, const Variable& keys, const Variable& values,
+                                       const Tensor& valid_lens_or_mask = Tensor());
+  /// The weights (B, Tq, Tk) of the last forward (undefined before the first).
+  Tensor attention_weights() const { return weights_; }
+
+  std::shared_ptr<Linear> W_q, W_k, w_v;
+  double dropout;
+
+ private:
+  Generator* gen_;
+  Tensor weights_;
+};
+
+/// Scaled dot-product attention as a module (d2l 11.3.3): softmax(q kᵀ / √d) v with dropout on the weights;
+/// calls scaled_dot_product_attention. No parameters.
+class DotProductAttention : public Module {
+ public:
+  /// Dropout draws from `gen` (the default generator when null; it must outlive the module).
+  explicit DotProductAttention(double dropout = 0.0, Generator* gen = nullptr);
+
+  /// queries (B, Tq, D), keys (B, Tk, D), values (B, Tk, Dv), valid_lens_or_mask as in the file comment,
+  /// `causal` as scaled_dot_product_attention -> (B, Tq, Dv). Throws saccade::Error naming
+  /// "DotProductAttention" and the shapes for wrong ranks, mismatched D, B or Tk, or a bad mask.
+  Variable forward(const Variable& queries, const Variable& keys, const Variable& values,
+                   const Tensor& valid_lens_or_mask = Tensor(), bool causal = false);
+  /// The weights (B, Tq, Tk) of the last forward (undefined before the first).
+  Tensor attention_weights() const { return weights_; }
+
+  double dropout;
+
+ private:
+  Generator* gen_;
+  Tensor weights_;
+};
+
+/// Checks that `mask` (undefined, int64 valid_lens or a Bool mask) fits scores of shape (B, ..., Tq, Tk),
+/// throwing saccade::Error naming `module` (used by the modules to report bad input under their own name).
+void check_valid_lens_or_mask(const char* module, const Tensor& mask, const Shape& scores_shape);
+
+}  // namespace saccade::nn

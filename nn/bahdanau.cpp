@@ -1,0 +1,44 @@
+#include "nn/bahdanau.h"
+
+#include "autograd/functions/shape.h"
+
+namespace saccade::nn {
+
+BahdanauDecoderCell::BahdanauDecoderCell(int64_t embed_size, int64_t num_hiddens, int64_t enc_hiddens,
+                                         double dropout, Generator* gen)
+    : Module("BahdanauDecoderCell"),
+      embed_size_(embed_size),
+      num_hiddens_(num_hiddens),
+      enc_hiddens_(enc_hiddens < 0 ? num_hiddens : enc_hiddens) {
+  SACCADE_CHECK(
+      embed_size > 0 && num_hiddens > 0 && enc_hiddens_ > 0,
+      "BahdanauDecoderCell: sizes must be positive, got embed_size {}, num_hiddens {}, enc_hiddens {}",
+      embed_size, num_hiddens, enc_hiddens_);
+  attention = register_module(
+      "attention", std::make_shared<AdditiveAttention>(enc_hiddens_, num_hiddens, num_hiddens, dropout, gen));
+  rnn = register_module("rnn", std::make_shared<GRUCell>(enc_hiddens_ + embed_size, num_hiddens, true, gen));
+}
+
+// x: (B, E), hidden: (B, H), enc_outputs: (B, Tk, H') -> hidden (B, H), context (B, H'), weights (B, Tk)
+BahdanauStep BahdanauDecoderCell::step(const Variable& x, const Variable& hidden, const Variable& enc_outputs,
+                                       const Tensor& enc_valid_lens) {
+  const char* op = "BahdanauDecoderCell";
+  SACCADE_CHECK(x.defined() && hidden.defined() && enc_outputs.defined(),
+                "{}: got an undefined input, hidden state or enc_outputs", op);
+  SACCADE_CHECK(x.dim() == 2 && hidden.dim() == 2 && enc_outputs.dim() == 3 && x.size(0) == hidden.size(0) &&
+                    enc_outputs.size(0) == x.size(0) && x.size(1) == embed_size_ &&
+                    hidden.size(1) == num_hiddens_ && enc_outputs.size(2) == enc_hiddens_,
+                "{}: expected x (B, {}), hidden (B, {}), enc_outputs (B, Tk, {}), got {}, {}, {}", op,
+                embed_size_, num_hiddens_, enc_hiddens_, x.shape(), hidden.shape(), enc_outputs.shape());
+  check_valid_lens_or_mask(op, enc_valid_lens, Shape{x.size(0), 1, enc_outputs.size(1)});
+  // query: (B, 1, H) -> context: (B, 1, H')
+  AttentionOutput r =
+      attention->forward_with_weights(unsqueeze(hidden, 1), enc_outputs, enc_outputs, enc_valid_lens);
+  Variable c = squeeze(r.output, 1);
+  Variable h = rnn->forward(cat({c, x}, -1), hidden);
+  Variable w = squeeze(r.weights, 1);
+  weights_ = w.data();
+  return {h, c, w};
+}
+
+}  // namespace saccade::nn

@@ -1,0 +1,50 @@
+#pragma once
+// Linear, Flatten and Identity (as torch.nn.Linear / Flatten / Identity).
+#include <cstdint>
+
+#include "nn/unary_module.h"
+#include "ops/random.h"
+
+namespace saccade::nn {
+
+/// y = x W^T + b (torch.nn.Linear).
+///
+/// Parameters: `weight` (out_features, in_features), `bias` (out_features) when `bias` is true, registered
+/// under torch's names. Default init as torch: weight ~ kaiming_uniform(a = √5), i.e. U(±1/√in_features),
+/// bias ~ U(±1/√in_features), drawn from `gen` (the default generator when null).
+///
+/// forward: x (*, in_features) (1-d (in_features) too) -> (*, out_features), of the weight's dtype.
+/// Throws saccade::Error naming "Linear" for negative sizes, an undefined input, x whose last dim is not
+/// in_features, or x of another dtype than the weight.
+class Linear : public UnaryModule {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true, Generator* gen = nullptr);
+  Variable forward(const Variable& x) override;
+
+  int64_t in_features() const { return in_features_; }
+  int64_t out_features() const { return out_features_; }
+  Variable weight, bias;  // bias undefined when built with bias = false
+
+ private:
+  int64_t in_features_, out_features_;
+};
+
+/// Merges dims start_dim..end_dim into one (torch.nn.Flatten; defaults keep the batch dim: (N, *) -> (N,
+/// ∏*)). Throws saccade::Error naming "Flatten" when the dims are out of range for the input.
+class Flatten : public UnaryModule {
+ public:
+  explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1);
+  Variable forward(const Variable& x) override;
+
+ private:
+  int64_t start_dim_, end_dim_;
+};
+
+/// Returns its input (torch.nn.Identity): a placeholder in a Sequential.
+class Identity : public UnaryModule {
+ public:
+  Identity() : UnaryModule("Identity") {}
+  Variable forward(const Variable& x) override { return x; }
+};
+
+}  // namespace saccade::nn

@@ -1,0 +1,167 @@
+#include "nn/multihead.h"
+
+#include "autograd/functions/linalg.h"
+#include "autograd/functions/reduce.h"
+#include "autograd/functions/shape.h"
+#include "nn/attention.h"
+#include "nn/init.h"
+#include "ops/creation.h"
+#include "ops/elementwise.h"
+
+namespace saccade::nn {
+
+namespace {
+
+// X: (B, T, H * d) -> (B, H, T, d)  (d2l's transpose_qkv, without folding H into B)
+Variable split_heads(const Variable& X, int64_t num_heads) {
+  return permute(reshape(X, {X.size(0), X.size(1), num_heads, -1}), {0, 2, 1, 3});
+}
+
+// X: (B, H, T, d) -> (B, T, H * d)  (d2l's transpose_output)
+Variable merge_heads(const Variable& X) {
+  return reshape(permute(X, {0, 2, 1, 3}), {X.size(0), X.size(2), -1});
+}
+
+void check_qkv(const char* op, const Variable& q, const Variable& k, const Variable& v, int64_t dq,
+               int64_t dk, int64_t dv) {
+  SACCADE_CHECK(q.defined() && k.defined() && v.defined(),
+                "{}: got an undefined queries, keys or values tensor", op);
+  SACCADE_CHECK(q.dim() == 3 && k.dim() == 3 && v.dim() == 3 && q.size(0) == k.size(0) &&
+                    k.size(0) == v.size(0) && k.size(1) == v.size(1) && q.size(2) == dq && k.size(2) == dk &&
+                    v.size(2) == dv,
+                "{}: expected queries (B, Tq, {}), keys (B, Tk, {}), values (B, Tk, {}), got {}, {}, {}", op,
+                dq, dk, dv, q.shape(), k.shape(), v.shape());
+}
+
+void check_heads(const char* op, int64_t num_hiddens, int64_t num_heads) {
+  SACCADE_CHECK(num_hiddens > 0 && num_heads > 0 && num_hiddens % num_heads == 0,
+                "{}: num_heads {} must be positive and divide num_hiddens {}", op, num_heads, num_hiddens);
+}
+
+}  // namespace
+
+// ---- MultiHeadAttention (d2l) ----
+
+MultiHeadAttention::MultiHeadAttention(int64_t num_hiddens, int64_t num_heads, double dropout, bool bias,
+                                       int64_t query_size, int64_t key_size, int64_t value_size,
+                                       Generator* gen)
+    : Module("MultiHeadAttention"),
+      dropout(dropout),
+      num_hiddens_(num_hiddens),
+      num_heads_(num_heads),
+      gen_(gen) {
+  check_heads("MultiHeadAttention", num_hiddens, num_heads);
+  SACCADE_CHECK(dropout >= 0 && dropout < 1, "MultiHeadAttention: dropout must be in [0, 1), got {}",
+                dropout);
+  auto size = [&](int64_t s) { return s < 0 ? num_hiddens : s; };
+  W_q = register_module("W_q", std::make_shared<Linear>(size(query_size), num_hiddens, bias, gen));
+  W_k = register_module("W_k", std::make_shared<Linear>(size(key_size), num_hiddens, bias, gen));
+  W_v = register_module("W_v", std::make_shared<Linear>(size(value_size), num_hiddens, bias, gen));
+  W_o = register_module("W_o", std::make_shared<Linear>(num_hiddens, num_hiddens, bias, gen));
+}
+
+// queries: (B, Tq, ·), k, v: (B, H, Tk, d) already projected -> (B, Tq, num_hiddens)
+Variable MultiHeadAttention::attend(const Variable& queries, const Variable& k, const Variable& v,
+                                    const Tensor& mask, bool causal) {
+  const char* op = "MultiHeadAttention";
+  const Shape scores{queries.size(0), num_heads_, queries.size(1), k.size(2)};
+  Tensor m = mask;
+  // a Bool (B, Tq, Tk) mask gets a head dim; (Tq, Tk) and (B, H, Tq, Tk) broadcast as they are
+  if (m.defined() && m.dtype() == DType::Bool && m.dim() == 3) m = m.unsqueeze(1);
+  check_valid_lens_or_mask(op, m, scores);
+  Variable q = split_heads(W_q->forward(queries), num_heads_);
+  AttentionOutput r = scaled_dot_product_attention(q, k, v, m, causal, dropout, is_training(), gen_);
+  weights_ = r.weights.data();
+  return W_o->forward(merge_heads(r.output));
+}
+
+// queries: (B, Tq, q), keys: (B, Tk, k), values: (B, Tk, v) -> (B, Tq, num_hiddens)
+Variable MultiHeadAttention::forward(const Variable& queries, const Variable& keys, const Variable& values,
+                                     const Tensor& valid_lens_or_mask, bool causal) {
+  check_qkv("MultiHeadAttention", queries, keys, values, W_q->in_features(), W_k->in_features(),
+            W_v->in_features());
+  return attend(queries, split_heads(W_k->forward(keys), num_heads_),
+                split_heads(W_v->forward(values), num_heads_), valid_lens_or_mask, causal);
+}
+
+// queries: (B, Tq, q), new_keys: (B, Tn, k), new_values: (B, Tn, v); cache: (B, H, t, d) -> (B, Tq,
+// num_hiddens)
+Variable MultiHeadAttention::forward_cached(const Variable& queries, const Variable& new_keys,
+                                            const Variable& new_values, KVCache& cache,
+                                            const Tensor& valid_lens_or_mask, bool causal) {
+  const char* op = "MultiHeadAttention";
+  check_qkv(op, queries, new_keys, new_values, W_q->in_features(), W_k->in_features(), W_v->in_features());
+  Variable k = split_heads(W_k->forward(new_keys), num_heads_);
+  Variable v = split_heads(W_v->forward(new_values), num_heads_);
+  if (cache.keys.defined()) {
+    SACCADE_CHECK(cache.keys.size(0) == k.size(0) && cache.keys.dtype() == k.dtype(),
+                  "{}: the cache holds keys {} ({}), the new keys are {} ({})", op, cache.keys.shape(),
+                  cache.keys.dtype(), k.shape(), k.dtype());
+    k = cat({cache.keys, k}, 2);
+    v = cat({cache.values, v}, 2);
+  }
+  cache.keys = k;
+  cache.values = v;
+  return attend(queries, k, v, valid_lens_or_mask, causal);
+}
+
+// ---- MultiheadAttention (torch layout) ----
+
+MultiheadAttention::MultiheadAttention(int64_t embed_dim, int64_t num_heads, double dropout, bool bias,
+                                       Generator* gen)
+    : Module("MultiheadAttention"),
+      dropout(dropout),
+      embed_dim_(embed_dim),
+      num_heads_(num_heads),
+      gen_(gen) {
+  check_heads("MultiheadAttention", embed_dim, num_heads);
+  SACCADE_CHECK(dropout >= 0 && dropout < 1, "MultiheadAttention: dropout must be in [0, 1), got {}",
+                dropout);
+  in_proj_weight = register_parameter(
+      "in_proj_weight", init::xavier_uniform_(ops::empty({3 * embed_dim, embed_dim}), 1.0, gen));
+  if (bias) in_proj_bias = register_parameter("in_proj_bias", ops::zeros({3 * embed_dim}));
+  out_proj = register_module("out_proj", std::make_shared<Linear>(embed_dim, embed_dim, bias, gen));
+  if (bias) init::zeros_(out_proj->bias.data());
+}
+
+// query: (B, Tq, E), key: (B, Tk, E), value: (B, Tk, E) -> output (B, Tq, E), weights (B, Tq, Tk)
+MultiheadAttentionOutput MultiheadAttention::forward(const Variable& query, const Variable& key,
+                                                     const Variable& value, const Tensor& key_padding_mask,
+                                                     const Tensor& attn_mask, bool need_weights,
+                                                     bool average_attn_weights, bool causal) {
+  const char* op = "MultiheadAttention";
+  const int64_t E = embed_dim_, H = num_heads_;
+  check_qkv(op, query, key, value, E, E, E);
+  const int64_t B = query.size(0), Tq = query.size(1), Tk = key.size(1);
+  // keep-mask (true = attend) broadcastable to (B, H, Tq, Tk)
+  Tensor keep;
+  if (key_padding_mask.defined()) {
+    SACCADE_CHECK(key_padding_mask.dtype() == DType::Bool && key_padding_mask.shape() == Shape({B, Tk}),
+                  "{}: key_padding_mask must be bool (B, Tk) = {}, got {} {}", op, Shape({B, Tk}),
+                  key_padding_mask.dtype(), key_padding_mask.shape());
+    keep = ops::logical_not(key_padding_mask).view({B, 1, 1, Tk});
+  }
+  if (attn_mask.defined()) {
+    const Shape& s = attn_mask.shape();
+    SACCADE_CHECK(attn_mask.dtype() == DType::Bool && (s == Shape({Tq, Tk}) || s == Shape({B * H, Tq, Tk})),
+                  "{}: attn_mask must be bool (Tq, Tk) = {} or (B * H, Tq, Tk) = {}, got {} {}", op,
+                  Shape({Tq, Tk}), Shape({B * H, Tq, Tk}), attn_mask.dtype(), s);
+    Tensor a = ops::logical_not(attn_mask);
+    if (a.dim() == 3) a = a.view({B, H, Tq, Tk});
+    keep = keep.defined() ? ops::logical_and(keep, a) : a;
+  }
+  // q, k, v: (B, H, T, d)
+  auto project = [&](const Variable& x, int64_t i) {
+    Variable w = narrow(in_proj_weight, 0, i * E, E);
+    Variable b = in_proj_bias.defined() ? narrow(in_proj_bias, 0, i * E, E) : Variable();
+    return split_heads(linear(x, w, b), H);
+  };
+  AttentionOutput r = scaled_dot_product_attention(project(query, 0), project(key, 1), project(value, 2),
+                                                   keep, causal, dropout, is_training(), gen_);
+  weights_ = r.weights.data();
+  Variable weights;
+  if (need_weights) weights = average_attn_weights ? mean(r.weights, {1}) : r.weights;
+  return {out_proj->forward(merge_heads(r.output)), weights};
+}
+
+}  // namespace saccade::nn

@@ -1,0 +1,167 @@
+#include "nn/rnn.h"
+
+#include <cmath>
+#include <string>
+
+#include "autograd/functions/elementwise.h"
+#include "autograd/functions/linalg.h"
+#include "autograd/functions/nn.h"
+#include "autograd/functions/shape.h"
+#include "nn/init.h"
+#include "ops/creation.h"
+
+namespace saccade::nn {
+
+namespace {
+
+// A (rows, cols) parameter drawn from U(-1/√H, 1/√H), as torch's RNNBase.reset_parameters.
+Tensor rnn_uniform(const Shape& shape, int64_t hidden_size, Generator* gen) {
+  Tensor t = Tensor::empty(shape);
+  double k = 1 / std::sqrt(static_cast<double>(hidden_size));
+  return init::uniform_(t, -k, k, gen);
+}
+
+void check_sizes(const char* module, int64_t input_size, int64_t hidden_size) {
+  SACCADE_CHECK(input_size > 0 && hidden_size > 0,
+                "{}: expected positive sizes, got input_size = {}, hidden_size = {}", module, input_size,
+                hidden_size);
+}
+
+// Checks x (B, in) or (in) and a state (B, H) or (H) (undefined: zeros of that shape); returns the state.
+Variable check_step(const char* module, const Variable& x, const Variable& h, int64_t input_size,
+                    int64_t hidden_size, const char* state_name) {
+  SACCADE_CHECK(x.defined(), "{}: got an undefined input", module);
+  SACCADE_CHECK((x.dim() == 1 || x.dim() == 2) && x.size(-1) == input_size,
+                "{}: expected input of shape (B, {}) or ({}) (input_size = {}), got {}", module, input_size,
+                input_size, input_size, x.shape());
+  Shape want = x.dim() == 2 ? Shape{x.size(0), hidden_size} : Shape{hidden_size};
+  if (!h.defined()) return Variable(ops::zeros(want, x.dtype(), x.device()));
+  SACCADE_CHECK(h.shape() == want,
+                "{}: expected {} of shape {} (batch, hidden_size = {}) for input {}, got {}", module,
+                state_name, want, hidden_size, x.shape(), h.shape());
+  return h;
+}
+
+// One GRU step from the input projection gi = x W_ih^T + b_ih (B, 3H) and the state h (B, H):
+// r, z = σ(gi_r + gh_r), σ(gi_z + gh_z);  n = tanh(gi_n + r ⊙ gh_n);  h' = (1 - z) ⊙ n + z ⊙ h = n + z ⊙ (h -
+// n).
+Variable gru_step(const Variable& gi, const Variable& h, const Variable& w_hh, const Variable& b_hh) {
+  Variable gh = linear(h, w_hh, b_hh);
+  std::vector<Variable> i = chunk(gi, 3, -1), g = chunk(gh, 3, -1);
+  Variable r = sigmoid(i[0] + g[0]);
+  Variable z = sigmoid(i[1] + g[1]);
+  Variable n = tanh(i[2] + r * g[2]);
+  return n + z * (h - n);
+}
+
+}  // namespace
+
+// ---- GRUCell ----
+
+GRUCell::GRUCell(int64_t input_size, int64_t hidden_size, bool bias, Generator* gen)
+    : Module("GRUCell"), input_size_(input_size), hidden_size_(hidden_size) {
+  check_sizes("GRUCell", input_size, hidden_size);
+  weight_ih = register_parameter("weight_ih", rnn_uniform({3 * hidden_size, input_size}, hidden_size, gen));
+  weight_hh = register_parameter("weight_hh", rnn_uniform({3 * hidden_size, hidden_size}, hidden_size, gen));
+  if (bias) {
+    bias_ih = register_parameter("bias_ih", rnn_uniform({3 * hidden_size}, hidden_size, gen));
+    bias_hh = register_parameter("bias_hh", rnn_uniform({3 * hidden_size}, hidden_size, gen));
+  }
+}
+
+// x: (B, in), h: (B, H) -> (B, H); or unbatched (in), (H) -> (H)
+Variable GRUCell::forward(const Variable& x, const Variable& h) {
+  Variable h0 = check_step("GRUCell", x, h, input_size_, hidden_size_, "hidden state");
+  return gru_step(linear(x, weight_ih, bias_ih), h0, weight_hh, bias_hh);
+}
+
+// ---- GRU ----
+
+GRU::GRU(int64_t input_size, int64_t hidden_size, GRUOptions options, Generator* gen)
+    : Module("GRU"), input_size_(input_size), hidden_size_(hidden_size), options_(options) {
+  check_sizes("GRU", input_size, hidden_size);
+  SACCADE_CHECK(options.num_layers > 0, "GRU: expected num_layers > 0, got {}", options.num_layers);
+  SACCADE_CHECK(options.dropout >= 0 && options.dropout < 1, "GRU: expected dropout in [0, 1), got {}",
+                options.dropout);
+  const int64_t H = hidden_size;
+  for (int64_t l = 0; l < options.num_layers; ++l) {
+    std::string s = "_l" + std::to_string(l);
+    int64_t in = l == 0 ? input_size : H;
+    weight_ih.push_back(register_parameter("weight_ih" + s, rnn_uniform({3 * H, in}, H, gen)));
+    weight_hh.push_back(register_parameter("weight_hh" + s, rnn_uniform({3 * H, H}, H, gen)));
+    if (options.bias) {
+      bias_ih.push_back(register_parameter("bias_ih" + s, rnn_uniform({3 * H}, H, gen)));
+      bias_hh.push_back(register_parameter("bias_hh" + s, rnn_uniform({3 * H}, H, gen)));
+    }
+  }
+}
+
+// x: (B, T, in) (batch_first) or (T, B, in) or (T, in); h0: (L, B, H) or (L, H)
+//   -> output: x's layout with H features, h_n: (L, B, H) or (L, H)
+GRUOutput GRU::forward(const Variable& x, const Variable& h0) {
+  const int64_t L = options_.num_layers, H = hidden_size_;
+  SACCADE_CHECK(x.defined(), "GRU: got an undefined input");
+  SACCADE_CHECK((x.dim() == 2 || x.dim() == 3) && x.size(-1) == input_size_,
+                "GRU: expected input of shape {} or (T, {}) (input_size = {}), got {}",
+                options_.batch_first ? "(B, T, in)" : "(T, B, in)", input_size_, input_size_, x.shape());
+  const bool unbatched = x.dim() == 2;
+  // Work on (B, T, in) or (T, B, in) with time at dim `td`.
+  Variable seq = unbatched ? unsqueeze(x, options_.batch_first ? 0 : 1) : x;
+  const int td = options_.batch_first ? 1 : 0;
+  const int64_t T = seq.size(td), B = seq.size(1 - td);
+  SACCADE_CHECK(T > 0, "GRU: expected a sequence of at least one step, got input {}", x.shape());
+  Variable h;
+  if (h0.defined()) {
+    Shape want = unbatched ? Shape{L, H} : Shape{L, B, H};
+    SACCADE_CHECK(h0.shape() == want,
+                  "GRU: expected h0 of shape {} (num_layers, batch, hidden_size) for input {}, got {}", want,
+                  x.shape(), h0.shape());
+    h = unbatched ? unsqueeze(h0, 1) : h0;
+  }
+
+  std::vector<Variable> finals;
+  for (int64_t l = 0; l < L; ++l) {
+    Variable b_ih = options_.bias ? bias_ih[l] : Variable(), b_hh = options_.bias ? bias_hh[l] : Variable();
+    // The input projections of all steps in one product: (B, T, 3H) or (T, B, 3H).
+    Variable gi = linear(seq, weight_ih[l], b_ih);
+    Variable state = h.defined() ? select(h, 0, l) : Variable(ops::zeros({B, H}, x.dtype(), x.device()));
+    std::vector<Variable> outs;
+    outs.reserve(static_cast<size_t>(T));
+    for (int64_t t = 0; t < T; ++t) {
+      state = gru_step(select(gi, td, t), state, weight_hh[l], b_hh);
+      outs.push_back(state);
+    }
+    finals.push_back(state);
+    seq = stack(outs, td);
+    if (l + 1 < L) seq = dropout(seq, options_.dropout, is_training(), options_.dropout_generator);
+  }
+  Variable h_n = stack(finals, 0);
+  if (unbatched) return {squeeze(seq, options_.batch_first ? 0 : 1), squeeze(h_n, 1)};
+  return {seq, h_n};
+}
+
+// ---- LSTMCell ----
+
+LSTMCell::LSTMCell(int64_t input_size, int64_t hidden_size, bool bias, Generator* gen)
+    : Module("LSTMCell"), input_size_(input_size), hidden_size_(hidden_size) {
+  check_sizes("LSTMCell", input_size, hidden_size);
+  weight_ih = register_parameter("weight_ih", rnn_uniform({4 * hidden_size, input_size}, hidden_size, gen));
+  weight_hh = register_parameter("weight_hh", rnn_uniform({4 * hidden_size, hidden_size}, hidden_size, gen));
+  if (bias) {
+    bias_ih = register_parameter("bias_ih", rnn_uniform({4 * hidden_size}, hidden_size, gen));
+    bias_hh = register_parameter("bias_hh", rnn_uniform({4 * hidden_size}, hidden_size, gen));
+  }
+}
+
+// x: (B, in), h, c: (B, H) -> h', c': (B, H); or unbatched
+LSTMState LSTMCell::forward(const Variable& x, const LSTMState& state) {
+  Variable h = check_step("LSTMCell", x, state.h, input_size_, hidden_size_, "hidden state h");
+  Variable c = check_step("LSTMCell", x, state.c, input_size_, hidden_size_, "cell state c");
+  Variable gates = linear(x, weight_ih, bias_ih) + linear(h, weight_hh, bias_hh);
+  std::vector<Variable> g = chunk(gates, 4, -1);
+  Variable c1 = sigmoid(g[1]) * c + sigmoid(g[0]) * tanh(g[2]);
+  Variable h1 = sigmoid(g[3]) * tanh(c1);
+  return {h1, c1};
+}
+
+}  // namespace saccade::nn

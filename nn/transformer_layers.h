@@ -1,0 +1,50 @@
+#pragma once
+// The position-wise feed-forward network and the residual add & norm of the Transformer (d2l section 11.7;
+// Vaswani et al. 2017, section 3.3 and 5.4).
+#include <memory>
+
+#include "nn/activation.h"
+#include "nn/dropout.h"
+#include "nn/linear.h"
+#include "nn/normalization.h"
+
+namespace saccade::nn {
+
+/// FFN(x) = dense2(ReLU(dense1(x))) applied at every position (d2l section 11.7, PositionWiseFFN; Vaswani et
+/// al. 2017, eq. 2).
+///
+/// Children (d2l's names): `dense1` Linear(ffn_num_inputs, ffn_num_hiddens), `relu`, `dense2`
+/// Linear(ffn_num_hiddens, ffn_num_outputs); state_dict keys "dense1.weight", "dense1.bias", "dense2.weight",
+/// "dense2.bias". d2l builds dense1 with LazyLinear; here the input size is given (as in d2l 0.17), so the
+/// parameters exist before the first forward. Init as Linear, from `gen`.
+/// forward: x (*, ffn_num_inputs) -> (*, ffn_num_outputs). Errors as Linear's.
+class PositionWiseFFN : public UnaryModule {
+ public:
+  PositionWiseFFN(int64_t ffn_num_inputs, int64_t ffn_num_hiddens, int64_t ffn_num_outputs,
+                  Generator* gen = nullptr);
+  Variable forward(const Variable& x) override;
+
+  std::shared_ptr<Linear> dense1;
+  std::shared_ptr<ReLU> relu;
+  std::shared_ptr<Linear> dense2;
+};
+
+/// The residual connection followed by layer normalisation: AddNorm(X, Y) = LayerNorm(Dropout(Y) + X) (d2l
+/// section 11.7, AddNorm; Vaswani et al. 2017, section 5.4).
+///
+/// Children (d2l's names): `dropout` Dropout(dropout, gen), `ln` LayerNorm(normalized_shape); state_dict keys
+/// "ln.weight", "ln.bias".
+/// forward: X and Y of one shape (*, normalized_shape...) -> that shape. Throws saccade::Error naming
+/// "AddNorm" when X and Y differ in shape; LayerNorm's errors otherwise.
+class AddNorm : public Module {
+ public:
+  AddNorm(const Shape& normalized_shape, double dropout, Generator* gen = nullptr);
+  AddNorm(int64_t normalized_shape, double dropout, Generator* gen = nullptr)
+      : AddNorm(Shape{normalized_shape}, dropout, gen) {}
+  Variable forward(const Variable& X, const Variable& Y);
+
+  std::shared_ptr<Dropout> dropout;
+  std::shared_ptr<LayerNorm> ln;
+};
+
+}  // namespace saccade::nn
