@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "examples/image_caption/sat.h"
+#include "examples/image_caption/transformer_captioner.h"
 #include "ops/error.h"
 
 namespace saccade::examples {
@@ -64,6 +65,7 @@ std::string CaptionConfig::describe() const {
 
 std::shared_ptr<Captioner> make_captioner(const CaptionConfig& config, uint64_t seed) {
   if (config.model == "sat") return std::make_shared<SatCaptioner>(config, seed);
+  if (config.model == "transformer") return std::make_shared<TransformerCaptioner>(config, seed);
   SACCADE_CHECK(false, "make_captioner: unknown model \"{}\"", config.model);
   return nullptr;
 }

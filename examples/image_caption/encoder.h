@@ -7,23 +7,30 @@
 #include <memory>
 
 #include "autograd/variable.h"
+#include "nn/conv.h"
+#include "nn/linear.h"
 #include "nn/module.h"
+#include "nn/positional.h"
 #include "ops/random.h"
 
 namespace saccade::examples {
 
 /// images (B, 1, 56, 56) -> memory (B, G * G, d_model), rows in row-major grid order.
+/// Children: conv1, conv2 (nn::Conv2d, 3x3, padding 1), proj (nn::Linear), pos (nn::PositionalEncoding2D).
 class GridEncoder : public nn::Module {
  public:
   /// conv1 / conv2: channels of the two 3x3 convolutions (padding 1); grid: 7 or 14; weights drawn from
-  /// `gen`. Throws saccade::Error for another grid size.
+  /// `gen`. Throws saccade::Error naming "GridEncoder" for another grid size.
   GridEncoder(int64_t conv1, int64_t conv2, int64_t grid, int64_t d_model, Generator* gen);
   Variable forward(const Tensor& images);
   int64_t grid() const { return grid_; }
 
+  std::shared_ptr<nn::Conv2d> conv1, conv2;
+  std::shared_ptr<nn::Linear> proj;
+  std::shared_ptr<nn::PositionalEncoding2D> pos;
+
  private:
   int64_t grid_, d_model_;
-  Variable conv1_w_, conv1_b_, conv2_w_, conv2_b_, proj_w_, proj_b_, pos_;
 };
 
 }  // namespace saccade::examples
