@@ -67,7 +67,8 @@ AttentionOutput attend_from_scores(const Variable& scores, const Variable& value
   SACCADE_CHECK(nd >= 2 && v.size() == nd && same_leading(s, v, nd - 2) && v[nd - 2] == s[nd - 1],
                 "{}: scores {} (B, ..., Tq, Tk) and values {} (B, ..., Tk, Dv) do not match", op, s, v);
   SACCADE_CHECK(dropout_p >= 0 && dropout_p < 1, "{}: dropout_p must be in [0, 1), got {}", op, dropout_p);
-  ops::check_same_device(op, {&scores.data(), &values.data(), &valid_lens_or_mask});
+  ops::check_same_device(op, {&scores.data(), &values.data()});
+  if (valid_lens_or_mask.defined()) ops::check_same_device(op, {&scores.data(), &valid_lens_or_mask});
   check_valid_lens_or_mask(op, valid_lens_or_mask, s);
   Tensor keep = valid_lens_or_mask;
   if (causal) {

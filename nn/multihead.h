@@ -17,7 +17,8 @@
 namespace saccade::nn {
 
 /// The projected keys and values of the positions seen so far, per head: keys, values (B, H, t, d_head).
-/// Empty (undefined) until the first cached forward. One cache per self-attention layer.
+/// Empty (undefined) until the first cached forward. One cache per self-attention layer. Decode under
+/// NoGradGuard: with grad mode on, the cached Variables keep the graphs of the earlier steps alive.
 struct KVCache {
   Variable keys, values;
   /// t, the number of cached positions.
