@@ -16,9 +16,9 @@ namespace saccade::examples {
 
 /// Training settings.
 struct TrainOptions {
-  int64_t steps = 2000;  ///< total optimizer steps (a resumed run continues up to this number)
+  int64_t steps = 1000;  ///< total optimizer steps (a resumed run continues up to this number)
   int64_t batch_size = 64;
-  double lr = 2e-3;      ///< Adam's peak learning rate
+  double lr = 3e-3;      ///< Adam's peak learning rate
   int64_t warmup = 100;  ///< linear warmup steps (from lr / 10), then cosine decay to lr / 20
   double clip = 1.0;     ///< max global gradient norm
   uint64_t seed = 0;     ///< the training scenes are SceneGenerator(train, seed)
