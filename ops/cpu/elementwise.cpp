@@ -4,7 +4,9 @@
 // Each op is a small lambda; the switch on the op sits outside the loops, so every op gets its own loop
 // instantiation and the contiguous (and tensor-op-scalar) runs vectorise where the op allows (+ - * /,
 // max/min, comparisons, neg/abs/relu, ...; transcendental ones call libm per element).
+#include <bit>
 #include <cmath>
+#include <cstdint>
 
 #include "ops/cpu/backend.h"
 #include "ops/cpu/loop.h"
@@ -55,6 +57,27 @@ void binary_loop(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
   });
 }
 
+// tanh for float as Eigen's ptanh_float: a [13/6] rational approximation, x P(x^2) / Q(x^2), on x clamped to
+// +-7.99881 (beyond which tanh rounds to +-1 in float); within 3.5e-7 relative of tanh over every float
+// (denormals included), NaN propagates. Why: libm's tanhf is a scalar call per element and dominated training
+// the captioning example (additive attention takes tanh of a (B, L, A) tensor at every decoder step); this
+// loop vectorises. The clamp selects on the bits as integers: GCC will not if-convert float compares or a
+// division used on one branch only (-ftrapping-math), and the loop would stay scalar.
+inline float tanh_float(float x) {
+  constexpr float a1 = 4.89352455891786e-03f, a3 = 6.37261928875436e-04f, a5 = 1.48572235717979e-05f,
+                  a7 = 5.12229709037114e-08f, a9 = -8.60467152213735e-11f, a11 = 2.00018790482477e-13f,
+                  a13 = -2.76076847742355e-16f;
+  constexpr float b0 = 4.89352518554385e-03f, b2 = 2.26843463243900e-03f, b4 = 1.18534705686654e-04f,
+                  b6 = 1.19825839466702e-06f;
+  constexpr uint32_t kClamp = std::bit_cast<uint32_t>(7.99881172180175781f), kInf = 0x7f800000u;
+  const uint32_t bits = std::bit_cast<uint32_t>(x), mag = bits & 0x7fffffffu;
+  const uint32_t clamped = (mag > kClamp) & (mag <= kInf) ? kClamp : mag;  // NaN (mag > kInf) passes through
+  const float c = std::bit_cast<float>((bits & 0x80000000u) | clamped), c2 = c * c;
+  const float p = (((((a13 * c2 + a11) * c2 + a9) * c2 + a7) * c2 + a5) * c2 + a3) * c2 + a1;
+  const float q = ((b6 * c2 + b4) * c2 + b2) * c2 + b0;
+  return c * (p / q);
+}
+
 template <class T>
 void unary_float(UnaryOp op, const Tensor& a, const Tensor& out, double alpha) {
   constexpr T kInvSqrt2 = T(0.70710678118654752440), kInvSqrt2Pi = T(0.39894228040143267794);
@@ -77,6 +100,7 @@ void unary_float(UnaryOp op, const Tensor& a, const Tensor& out, double alpha) {
     case UnaryOp::Cos:
       return run([](T x) { return std::cos(x); });
     case UnaryOp::Tanh:
+      if constexpr (std::is_same_v<T, float>) return run([](T x) { return tanh_float(x); });
       return run([](T x) { return std::tanh(x); });
     case UnaryOp::Sigmoid:
       return run([](T x) { return T(1) / (T(1) + std::exp(-x)); });

@@ -1,0 +1,120 @@
+// image_caption: captions Fashion-MNIST scenes ("top left sneaker and bottom right ankle boot") with
+// attention, trained end to end by saccade. Two models: `sat` (show, attend and tell: CNN grid encoder, GRU
+// decoder with additive attention) and `transformer` (the same encoder, a 2-layer transformer decoder).
+// examples/image_caption/README.md gives the commands, the settings and the measured results.
+#include <malloc.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "examples/common/idx.h"
+#include "examples/common/scenes.h"
+#include "examples/image_caption/captioner.h"
+#include "examples/image_caption/training.h"
+#include "nn/checkpoint.h"
+#include "ops/error.h"
+
+namespace ex = saccade::examples;
+
+int main(int argc, char** argv) {
+  // Keep freed blocks in the heap: by default glibc returns big blocks (the im2col buffers of a batch are
+  // tens of MB) to the kernel and every step page-faults them back in, ~15% of a training step's CPU time
+  // here.
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  CLI::App app{"Caption Fashion-MNIST scenes with attention (show-attend-tell GRU or transformer decoder)"};
+  std::string model = "sat", device_name = "cpu", out_dir = "caption_out", checkpoint,
+              data_dir = ex::kFashionMnistDir;
+  int64_t steps = -1, batch_size = 64, eval_scenes = 2000, pictures = 6, grid = -1, checkpoint_every = 500;
+  double lr = -1;
+  uint64_t seed = 0;
+  bool resume = false, eval_only = false, profile = false;
+  app.add_option("--model", model, "sat or transformer")->check(CLI::IsMember({"sat", "transformer"}));
+  app.add_option("--steps", steps, "training steps (default 1000)");
+  app.add_option("--batch-size", batch_size, "scenes per step")->check(CLI::PositiveNumber);
+  app.add_option("--lr", lr, "Adam's peak learning rate (default: sat 3e-3, transformer 1e-3)");
+  app.add_option("--device", device_name, "cpu, or cuda / cuda:N when built with CUDA");
+  app.add_option("--seed", seed, "seed of the initial weights and of the training scenes");
+  app.add_option("--out", out_dir, "directory for the checkpoint and the pictures");
+  app.add_flag("--resume", resume, "continue from DIR/checkpoint.safetensors when it exists");
+  app.add_flag("--eval-only", eval_only, "only evaluate the model in --checkpoint");
+  app.add_option("--checkpoint", checkpoint, "checkpoint file (default DIR/checkpoint.safetensors)");
+  app.add_option("--checkpoint-every", checkpoint_every, "steps between checkpoints");
+  app.add_option("--eval-scenes", eval_scenes, "test scenes to evaluate on")->check(CLI::PositiveNumber);
+  app.add_option("--pictures", pictures, "test scenes to draw with their attention maps");
+  app.add_option("--grid", grid, "grid size G of the encoder (7 or 14)")->check(CLI::IsMember({7, 14}));
+  app.add_option("--data", data_dir, "directory of the Fashion-MNIST .gz files");
+  app.add_flag("--profile", profile, "print the time per step spent in each phase");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    saccade::Device device = saccade::Device::parse(device_name);
+    SACCADE_CHECK(
+        device.is_cpu() || saccade::cuda_is_available(),
+        "image_caption: --device {} asked for, but saccade was built without CUDA or no GPU is present",
+        device_name);
+    if (checkpoint.empty()) checkpoint = out_dir + "/checkpoint.safetensors";
+    std::filesystem::create_directories(out_dir);
+    const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+    const char* threads = std::getenv("OMP_NUM_THREADS");
+    std::printf("device %s, OMP_NUM_THREADS=%s, OPENBLAS_CORETYPE=%s\n", device.str().c_str(),
+                threads ? threads : "(unset)", coretype ? coretype : "(unset)");
+
+    ex::ImageSet t10k = ex::load_fashion_mnist("t10k", data_dir);
+    ex::SceneBatch test = ex::make_test_scenes(t10k, eval_scenes);
+
+    ex::CaptionConfig config = ex::CaptionConfig::defaults(model);
+    if (grid > 0) config.grid = grid;
+    bool from_checkpoint = eval_only || (resume && std::filesystem::exists(checkpoint));
+    if (from_checkpoint)
+      config = ex::CaptionConfig::from_metadata(saccade::nn::load_safetensors(checkpoint).metadata);
+    std::shared_ptr<ex::Captioner> captioner = ex::make_captioner(config, seed);
+    captioner->to(device);
+    std::printf("%s, %lld parameters\n", config.describe().c_str(),
+                static_cast<long long>(captioner->num_parameters()));
+
+    if (eval_only) {
+      saccade::nn::load(*captioner, checkpoint);
+    } else {
+      ex::ImageSet train = ex::load_fashion_mnist("train", data_dir);
+      ex::TrainOptions opts;
+      opts.steps = steps > 0 ? steps : 1000;
+      opts.batch_size = batch_size;
+      opts.lr = lr > 0 ? lr : (config.model == "sat" ? 3e-3 : 1e-3);
+      opts.seed = seed;
+      opts.device = device;
+      opts.checkpoint = checkpoint;
+      opts.checkpoint_every = checkpoint_every;
+      opts.resume = resume;
+      opts.profile = profile;
+      std::printf("training %lld steps of batch %lld, lr %g, checkpoint %s\n",
+                  static_cast<long long>(opts.steps), static_cast<long long>(batch_size), opts.lr,
+                  checkpoint.c_str());
+      std::fflush(stdout);
+      ex::TrainResult tr = ex::train_captioner(*captioner, train, opts);
+      if (tr.steps_done > 0)
+        std::printf("trained %lld steps in %.1f s (%.2f steps/s), final loss %.4f\n",
+                    static_cast<long long>(tr.steps_done), tr.seconds, tr.steps_done / tr.seconds,
+                    tr.final_loss);
+    }
+
+    ex::EvalResult result = ex::evaluate_captioner(*captioner, test, device);
+    std::printf("evaluated %lld test scenes in %.1f s (greedy decoding)\n",
+                static_cast<long long>(eval_scenes), result.seconds);
+    ex::print_metrics(stdout, result);
+    std::vector<std::string> written = ex::write_caption_pictures(out_dir, test, result, pictures);
+    if (!written.empty()) std::printf("wrote %zu pictures to %s\n", written.size(), out_dir.c_str());
+    ex::Vocab vocab;
+    for (int64_t i = 0; i < std::min<int64_t>(pictures, eval_scenes); ++i)
+      std::printf("  scene %lld: \"%s\" (truth \"%s\")\n", static_cast<long long>(i),
+                  vocab.decode(result.generated[i]).c_str(), test.captions[i].c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "image_caption: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
