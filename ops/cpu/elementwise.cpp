@@ -80,8 +80,8 @@ bool compare_scalar(BinaryOp op, T a, T b) {
 bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq; }
 
 // tanh for float as Eigen's ptanh_float: a [13/6] rational approximation, x P(x^2) / Q(x^2), on x clamped to
-// +-7.99881 (beyond which tanh rounds to +-1 in float); within 3.5e-7 relative of tanh over every float
-// (denormals included), NaN propagates. Why: libm's tanhf is a scalar call per element and dominated training
+// +-7.99881 (where it is within 3.5e-7 of +-1, and never beyond); within 3.5e-7 relative of tanh over every
+// float (denormals included), NaN propagates. Why: libm's tanhf is a scalar call per element and dominated training
 // the captioning example (additive attention takes tanh of a (B, L, A) tensor at every decoder step); this
 // loop vectorises. The clamp selects on the bits as integers: GCC will not if-convert float compares or a
 // division used on one branch only (-ftrapping-math), and the loop would stay scalar.
