@@ -1,7 +1,9 @@
 #pragma once
 // saccade: one include for everything. Reading order: ops/tensor.h, ops/backend.h, ops/cpu/loop.h,
 // ops/elementwise.h, autograd/variable.h, autograd/node.h, autograd/engine.cpp, autograd/functions/*.
+#include "autograd/dot.h"
 #include "autograd/engine.h"
+#include "autograd/format.h"
 #include "autograd/functions/conv.h"
 #include "autograd/functions/elementwise.h"
 #include "autograd/functions/index.h"
@@ -37,7 +39,9 @@
 #include "ops/conv.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
+#include "ops/format.h"
 #include "ops/index.h"
+#include "ops/io.h"
 #include "ops/join.h"
 #include "ops/linalg.h"
 #include "ops/nn.h"

@@ -57,7 +57,9 @@ void run_backward(const std::shared_ptr<Node>& root, const Tensor& grad, bool re
     if (g.defined()) {  // a node no gradient reached still releases its inputs' in-degrees below
       for (auto& hook : n->hooks()) g = hook(g);
       if (n->is_accumulator()) {
-        VariableImpl& leaf = *n->leaf();
+        std::shared_ptr<VariableImpl> owner = n->leaf();
+        if (!owner) continue;  // the leaf is gone: nobody can read this gradient
+        VariableImpl& leaf = *owner;
         for (auto& hook : leaf.hooks) g = hook(g);
         // first gradient: a private copy (g may be shared with other leaves or the caller)
         leaf.grad = leaf.grad.defined() ? ops::add(leaf.grad, g) : g.contiguous().clone();
@@ -74,11 +76,11 @@ void run_backward(const std::shared_ptr<Node>& root, const Tensor& grad, bool re
       if (!next) continue;
       if (!outs.empty() && outs[i].defined()) {
         SACCADE_CHECK(outs[i].shape() == next->output_shape(),
-                      "backward of {}: gradient of shape {} for input {} of shape {}", n->name(), outs[i].shape(),
-                      i, next->output_shape());
+                      "backward of {}: gradient of shape {} for input {} of shape {}", n->name(),
+                      outs[i].shape(), i, next->output_shape());
         if (anomaly_mode_enabled())
-          SACCADE_CHECK(all_finite(outs[i]), "anomaly mode: backward of {} produced a NaN or Inf for input {}",
-                        n->name(), i);
+          SACCADE_CHECK(all_finite(outs[i]),
+                        "anomaly mode: backward of {} produced a NaN or Inf for input {}", n->name(), i);
         Tensor& acc = grads[next];
         acc = acc.defined() ? ops::add(acc, outs[i]) : std::move(outs[i]);
       }

@@ -19,19 +19,21 @@ static double* element(const Tensor& t, int64_t j) {
   return p;
 }
 
-bool gradcheck(const std::function<Variable(const std::vector<Variable>&)>& f, const std::vector<Variable>& inputs,
-               const GradcheckOptions& opt) {
+bool gradcheck(const std::function<Variable(const std::vector<Variable>&)>& f,
+               const std::vector<Variable>& inputs, const GradcheckOptions& opt) {
   std::vector<Variable> xs;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Variable& in = inputs[i];
     if (in.defined() && in.requires_grad())
       SACCADE_CHECK(in.dtype() == DType::Float64 && in.device().is_cpu(),
-                    "gradcheck: input {} must be a float64 cpu tensor, got {} on {}", i, in.dtype(), in.device());
+                    "gradcheck: input {} must be a float64 cpu tensor, got {} on {}", i, in.dtype(),
+                    in.device());
     // fresh leaves sharing the inputs' data (and strides)
     xs.push_back(in.defined() ? Variable(in.data(), in.requires_grad()) : Variable());
   }
   Variable out = f(xs);
-  SACCADE_CHECK(out.defined() && out.requires_grad(), "gradcheck: the function's result does not require grad");
+  SACCADE_CHECK(out.defined() && out.requires_grad(),
+                "gradcheck: the function's result does not require grad");
   Generator gen(opt.seed);
   Tensor r = ops::randn(out.shape(), DType::Float64, Device::cpu(), &gen);
   out.backward(r.to(out.dtype()));

@@ -46,14 +46,16 @@ std::shared_ptr<Node> Node::make_accumulator(const std::shared_ptr<VariableImpl>
   auto n = std::make_shared<Node>("AccumulateGrad", std::vector<std::shared_ptr<Node>>{}, nullptr,
                                   leaf->data.shape(), leaf->data.dtype(), leaf->data.device());
   n->leaf_ = leaf;
+  n->is_accumulator_ = true;
   return n;
 }
 
 static Variable record(const char* op, Tensor result, const Variable* inputs, size_t n,
                        Node::BackwardFn backward) {
   if (anomaly_mode_enabled())
-    SACCADE_CHECK(all_finite(result), "anomaly mode: {} produced a NaN or Inf in its forward result of shape {}",
-                  op, result.shape());
+    SACCADE_CHECK(all_finite(result),
+                  "anomaly mode: {} produced a NaN or Inf in its forward result of shape {}", op,
+                  result.shape());
   bool any = false;
   if (grad_enabled())
     for (size_t i = 0; i < n; ++i) any = any || (inputs[i].defined() && inputs[i].requires_grad());

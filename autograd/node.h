@@ -3,7 +3,7 @@
 // so a graph never forms a cycle) and a closure that maps the gradient of its output to the gradients of its
 // inputs. Every node has exactly one output.
 //
-// A leaf that requires grad gets an accumulator node (is_accumulator()): backward adds into the leaf's grad.
+// A leaf that requires grad owns an accumulator node (is_accumulator()): backward adds into the leaf's grad.
 #include <functional>
 #include <memory>
 #include <string>
@@ -37,7 +37,11 @@ class Node {
 
   Node(std::string name, std::vector<std::shared_ptr<Node>> next, BackwardFn fn, Shape output_shape,
        DType dtype, Device device)
-      : name_(std::move(name)), next_(std::move(next)), fn_(std::move(fn)), shape_(output_shape), dtype_(dtype),
+      : name_(std::move(name)),
+        next_(std::move(next)),
+        fn_(std::move(fn)),
+        shape_(output_shape),
+        dtype_(dtype),
         device_(device) {}
   /// Destroys long chains iteratively: a graph of 10^5 nodes does not overflow the stack.
   ~Node();
@@ -55,16 +59,16 @@ class Node {
   std::vector<Tensor> apply(const Tensor& grad_output);
   /// Frees the closure and the tensors it saved (after backward, unless retain_graph).
   void release() { fn_ = nullptr; }
-  bool released() const { return !fn_ && !leaf_; }
+  bool released() const { return !fn_ && !is_accumulator_; }
 
   /// Hooks run on the gradient arriving at this node's output before it is used (Variable::register_hook).
   std::vector<Hook>& hooks() { return hooks_; }
 
   // ---- accumulator nodes (leaves) ----
   static std::shared_ptr<Node> make_accumulator(const std::shared_ptr<VariableImpl>& leaf);
-  bool is_accumulator() const { return leaf_ != nullptr; }
-  /// The leaf whose grad this accumulator adds into.
-  const std::shared_ptr<VariableImpl>& leaf() const { return leaf_; }
+  bool is_accumulator() const { return is_accumulator_; }
+  /// The leaf whose grad this accumulator adds into (null once the leaf is gone).
+  std::shared_ptr<VariableImpl> leaf() const { return leaf_.lock(); }
 
  private:
   std::string name_;
@@ -74,7 +78,10 @@ class Node {
   DType dtype_;
   Device device_;
   std::vector<Hook> hooks_;
-  std::shared_ptr<VariableImpl> leaf_;
+  // Accumulators: the leaf owns its accumulator (so it lives as long as the leaf and is made once), and the
+  // accumulator refers back weakly, so the two never form a cycle.
+  std::weak_ptr<VariableImpl> leaf_;
+  bool is_accumulator_ = false;
 };
 
 }  // namespace saccade

@@ -9,7 +9,8 @@ namespace saccade {
 
 Variable::Variable(Tensor data, bool requires_grad) : impl_(std::make_shared<VariableImpl>()) {
   SACCADE_CHECK(!requires_grad || is_floating(data.dtype()),
-                "Variable: only float tensors can require grad, got {} of shape {}", data.dtype(), data.shape());
+                "Variable: only float tensors can require grad, got {} of shape {}", data.dtype(),
+                data.shape());
   impl_->data = std::move(data);
   impl_->requires_grad = requires_grad;
 }
@@ -45,8 +46,8 @@ const Tensor& Variable::grad() const { return impl_ ? impl_->grad : kUndefined; 
 
 void Variable::set_grad(const Tensor& g) {
   SACCADE_CHECK(impl_ != nullptr, "set_grad: undefined Variable");
-  SACCADE_CHECK(!g.defined() || g.shape() == shape(), "set_grad: gradient of shape {} for a Variable of shape {}",
-                g.shape(), shape());
+  SACCADE_CHECK(!g.defined() || g.shape() == shape(),
+                "set_grad: gradient of shape {} for a Variable of shape {}", g.shape(), shape());
   impl_->grad = g;
 }
 
@@ -68,12 +69,12 @@ void Variable::retain_grad() {
 std::shared_ptr<Node> Variable::gradient_edge() const {
   if (!impl_ || !impl_->requires_grad) return nullptr;
   if (impl_->grad_fn) return impl_->grad_fn;
-  std::shared_ptr<Node> acc = impl_->accumulator.lock();
-  if (!acc) {
-    acc = Node::make_accumulator(impl_);
-    impl_->accumulator = acc;
-  }
-  return acc;
+  const std::shared_ptr<Node>& acc = impl_->accumulator;
+  // (re)made when missing or when the leaf's data changed dtype, device or shape (Module::to)
+  if (!acc || acc->dtype() != impl_->data.dtype() || acc->device() != impl_->data.device() ||
+      !(acc->output_shape() == impl_->data.shape()))
+    impl_->accumulator = Node::make_accumulator(impl_);
+  return impl_->accumulator;
 }
 
 void Variable::backward(const Tensor& gradient, bool retain_graph) const {

@@ -14,10 +14,10 @@ namespace saccade {
 
 struct VariableImpl {
   Tensor data;
-  Tensor grad;                        // undefined until a backward reaches this leaf
+  Tensor grad;  // undefined until a backward reaches this leaf
   bool requires_grad = false;
   std::shared_ptr<Node> grad_fn;      // the op that made this Variable; null for leaves
-  std::weak_ptr<Node> accumulator;    // leaves: the node that adds into grad (weak: no cycle)
+  std::shared_ptr<Node> accumulator;  // leaves: the node that adds into grad (it points back weakly)
   std::vector<Node::Hook> hooks;      // leaves: run on the gradient before it is accumulated
   bool retains_grad = false;          // non-leaves: keep grad (retain_grad())
 };

@@ -1,6 +1,9 @@
 // Elementwise ops: broadcasting, type promotion and output allocation happen here, once; kernels only loop.
 #include "ops/elementwise.h"
 
+#include <cmath>
+#include <string>
+
 #include "ops/creation.h"
 
 namespace saccade::ops {
@@ -26,6 +29,8 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   DType dt = is_logical(op) ? DType::Bool : promote_types(a.dtype(), b.dtype());
   SACCADE_CHECK(is_comparison(op) || is_logical(op) || dt != DType::Bool,
                 "{}: not defined for bool tensors (shapes {} and {})", name, a.shape(), b.shape());
+  // true division, as torch.div: integers divide as float32 (and never trap on a zero divisor)
+  if (op == BinaryOp::Div && !is_floating(dt)) dt = DType::Float32;
   Tensor out = Tensor::empty(shape, is_comparison(op) || is_logical(op) ? DType::Bool : dt, a.device());
   backend(a.device()).binary(op, a.to(dt).expand(shape), b.to(dt).expand(shape), out);
   return out;
@@ -37,8 +42,8 @@ Tensor unary(UnaryOp op, const Tensor& a, double alpha) {
   bool int_ok = op == UnaryOp::Neg || op == UnaryOp::Abs || op == UnaryOp::Sign || op == UnaryOp::Relu ||
                 op == UnaryOp::PowScalar;
   if (op == UnaryOp::LogicalNot) {
-    SACCADE_CHECK(a.dtype() == DType::Bool, "logical_not: expected a bool tensor, got {} of shape {}", a.dtype(),
-                  a.shape());
+    SACCADE_CHECK(a.dtype() == DType::Bool, "logical_not: expected a bool tensor, got {} of shape {}",
+                  a.dtype(), a.shape());
   } else {
     SACCADE_CHECK(is_floating(a.dtype()) || (int_ok && a.dtype() == DType::Int64),
                   "{}: not defined for {} tensors (shape {})", name, a.dtype(), a.shape());
@@ -48,12 +53,13 @@ Tensor unary(UnaryOp op, const Tensor& a, double alpha) {
   return out;
 }
 
-static Tensor scalar_like(const Tensor& a, double v) {
-  SACCADE_CHECK(a.defined(), "scalar op: got an undefined tensor");
-  // an integer tensor with a fractional scalar promotes to float32, as in PyTorch
-  DType dt = (a.dtype() == DType::Int64 || a.dtype() == DType::Bool) && v != static_cast<double>(static_cast<int64_t>(v))
-                 ? DType::Float32
-                 : (a.dtype() == DType::Bool ? DType::Int64 : a.dtype());
+// A 0-d tensor holding `v` for `a op v`: the scalar takes a's dtype (as PyTorch's wrapped numbers), except
+// that an int64 or bool tensor with a non-integral scalar (fractional, nan, inf) promotes to float32, and a
+// bool tensor with an integral scalar to int64.
+static Tensor scalar_like(const Tensor& a, double v, const char* op) {
+  SACCADE_CHECK(a.defined(), "{}: got an undefined tensor", op);
+  DType dt = a.dtype();
+  if (!is_floating(dt)) dt = std::isfinite(v) && v == std::trunc(v) ? DType::Int64 : DType::Float32;
   return scalar_tensor(v, dt, a.device());
 }
 
@@ -64,15 +70,28 @@ Tensor div(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Div, a, b
 Tensor pow(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Pow, a, b); }
 Tensor maximum(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Maximum, a, b); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Minimum, a, b); }
-Tensor add(const Tensor& a, double b) { return binary(BinaryOp::Add, a, scalar_like(a, b)); }
-Tensor sub(const Tensor& a, double b) { return binary(BinaryOp::Sub, a, scalar_like(a, b)); }
-Tensor mul(const Tensor& a, double b) { return binary(BinaryOp::Mul, a, scalar_like(a, b)); }
-Tensor div(const Tensor& a, double b) { return binary(BinaryOp::Div, a, scalar_like(a, b)); }
-Tensor pow(const Tensor& a, double e) { return unary(UnaryOp::PowScalar, a, e); }
-Tensor rsub(const Tensor& a, double b) { return binary(BinaryOp::Sub, scalar_like(a, b), a); }
-Tensor rdiv(const Tensor& a, double b) { return binary(BinaryOp::Div, scalar_like(a, b), a); }
-Tensor maximum(const Tensor& a, double b) { return binary(BinaryOp::Maximum, a, scalar_like(a, b)); }
-Tensor minimum(const Tensor& a, double b) { return binary(BinaryOp::Minimum, a, scalar_like(a, b)); }
+Tensor add(const Tensor& a, double b) { return binary(BinaryOp::Add, a, scalar_like(a, b, "add")); }
+Tensor sub(const Tensor& a, double b) { return binary(BinaryOp::Sub, a, scalar_like(a, b, "sub")); }
+Tensor mul(const Tensor& a, double b) { return binary(BinaryOp::Mul, a, scalar_like(a, b, "mul")); }
+Tensor div(const Tensor& a, double b) { return binary(BinaryOp::Div, a, scalar_like(a, b, "div")); }
+Tensor pow(const Tensor& a, double e) {
+  SACCADE_CHECK(a.defined(), "pow: got an undefined tensor");
+  // as torch: an integer tensor to a fractional power is float32; to a negative integer power, an error
+  if (a.dtype() == DType::Int64 && e != std::trunc(e))
+    return unary(UnaryOp::PowScalar, a.to(DType::Float32), e);
+  SACCADE_CHECK(a.dtype() != DType::Int64 || e >= 0,
+                "pow: integers to negative integer powers are not allowed (shape {}, exponent {})", a.shape(),
+                e);
+  return unary(UnaryOp::PowScalar, a, e);
+}
+Tensor rsub(const Tensor& a, double b) { return binary(BinaryOp::Sub, scalar_like(a, b, "rsub"), a); }
+Tensor rdiv(const Tensor& a, double b) { return binary(BinaryOp::Div, scalar_like(a, b, "rdiv"), a); }
+Tensor maximum(const Tensor& a, double b) {
+  return binary(BinaryOp::Maximum, a, scalar_like(a, b, "maximum"));
+}
+Tensor minimum(const Tensor& a, double b) {
+  return binary(BinaryOp::Minimum, a, scalar_like(a, b, "minimum"));
+}
 
 Tensor eq(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Eq, a, b); }
 Tensor ne(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Ne, a, b); }
@@ -80,12 +99,12 @@ Tensor lt(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Lt, a, b);
 Tensor le(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Le, a, b); }
 Tensor gt(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Gt, a, b); }
 Tensor ge(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Ge, a, b); }
-Tensor eq(const Tensor& a, double b) { return binary(BinaryOp::Eq, a, scalar_like(a, b)); }
-Tensor ne(const Tensor& a, double b) { return binary(BinaryOp::Ne, a, scalar_like(a, b)); }
-Tensor lt(const Tensor& a, double b) { return binary(BinaryOp::Lt, a, scalar_like(a, b)); }
-Tensor le(const Tensor& a, double b) { return binary(BinaryOp::Le, a, scalar_like(a, b)); }
-Tensor gt(const Tensor& a, double b) { return binary(BinaryOp::Gt, a, scalar_like(a, b)); }
-Tensor ge(const Tensor& a, double b) { return binary(BinaryOp::Ge, a, scalar_like(a, b)); }
+Tensor eq(const Tensor& a, double b) { return binary(BinaryOp::Eq, a, scalar_like(a, b, "eq")); }
+Tensor ne(const Tensor& a, double b) { return binary(BinaryOp::Ne, a, scalar_like(a, b, "ne")); }
+Tensor lt(const Tensor& a, double b) { return binary(BinaryOp::Lt, a, scalar_like(a, b, "lt")); }
+Tensor le(const Tensor& a, double b) { return binary(BinaryOp::Le, a, scalar_like(a, b, "le")); }
+Tensor gt(const Tensor& a, double b) { return binary(BinaryOp::Gt, a, scalar_like(a, b, "gt")); }
+Tensor ge(const Tensor& a, double b) { return binary(BinaryOp::Ge, a, scalar_like(a, b, "ge")); }
 
 static void check_bool(const char* op, const Tensor& t) {
   SACCADE_CHECK(t.defined() && t.dtype() == DType::Bool, "{}: expected a bool tensor, got {} of shape {}", op,
@@ -117,6 +136,8 @@ Tensor gelu_grad(const Tensor& a) { return unary(UnaryOp::GeluGrad, a); }
 Tensor sign(const Tensor& a) { return unary(UnaryOp::Sign, a); }
 
 Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi) {
+  SACCADE_CHECK(a.defined(), "clamp: got an undefined tensor");
+  SACCADE_CHECK(a.dtype() != DType::Bool, "clamp: not defined for bool tensors (shape {})", a.shape());
   SACCADE_CHECK(!(lo && hi && *lo > *hi), "clamp: min {} is greater than max {}", *lo, *hi);
   Tensor out = a;
   if (lo) out = maximum(out, *lo);
@@ -138,20 +159,26 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
   check_same_device("masked_fill", {&a, &mask});
   check_bool("masked_fill", mask);
   SACCADE_CHECK(broadcast_shapes(a.shape(), mask.shape(), "masked_fill") == a.shape(),
-                "masked_fill: mask of shape {} does not broadcast to the input's shape {}", mask.shape(), a.shape());
+                "masked_fill: mask of shape {} does not broadcast to the input's shape {}", mask.shape(),
+                a.shape());
   Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device());
-  backend(a.device()).where(mask.expand(a.shape()), scalar_tensor(value, a.dtype(), a.device()).expand(a.shape()),
-                            a, out);
+  backend(a.device())
+      .where(mask.expand(a.shape()), scalar_tensor(value, a.dtype(), a.device()).expand(a.shape()), a, out);
   return out;
 }
 
 // ---- in place ----
 
 static void inplace_binary(BinaryOp op, Tensor& a, const Tensor& b) {
-  const char* name = binary_op_name(op).data();
-  check_same_device(name, {&a, &b});
-  SACCADE_CHECK(broadcast_shapes(a.shape(), b.shape(), name) == a.shape(),
-                "{}_: shape {} does not broadcast to the output's shape {}", name, b.shape(), a.shape());
+  const std::string name = fmt::format("{}_", binary_op_name(op));
+  check_same_device(name.c_str(), {&a, &b});
+  SACCADE_CHECK(a.dtype() != DType::Bool, "{}: not defined for bool tensors (shape {})", name, a.shape());
+  // as torch: the result may be narrowed within floats (float64 into float32) but not from float to int64
+  SACCADE_CHECK(is_floating(a.dtype()) || !is_floating(b.dtype()),
+                "{}: result type {} cannot be cast to the {} output (shapes {} and {})", name, b.dtype(),
+                a.dtype(), a.shape(), b.shape());
+  SACCADE_CHECK(broadcast_shapes(a.shape(), b.shape(), name.c_str()) == a.shape(),
+                "{}: shape {} does not broadcast to the output's shape {}", name, b.shape(), a.shape());
   backend(a.device()).binary(op, a, b.to(a.dtype()).expand(a.shape()), a);
   a.bump_version();
 }
@@ -169,7 +196,7 @@ Tensor& mul_(Tensor& a, const Tensor& b) {
   return a;
 }
 Tensor& mul_(Tensor& a, double b) {
-  inplace_binary(BinaryOp::Mul, a, scalar_tensor(b, a.dtype(), a.device()));
+  inplace_binary(BinaryOp::Mul, a, scalar_like(a, b, "mul_"));
   return a;
 }
 Tensor& div_(Tensor& a, const Tensor& b) {
@@ -178,7 +205,7 @@ Tensor& div_(Tensor& a, const Tensor& b) {
 }
 Tensor& fill_(Tensor& a, double value) {
   SACCADE_CHECK(a.defined(), "fill_: got an undefined tensor");
-  backend(a.device()).fill(a, value);
+  backend(a.device()).fill(a, a.dtype() == DType::Bool ? double(value != 0) : value);
   a.bump_version();
   return a;
 }

@@ -1,8 +1,9 @@
 #pragma once
-// Elementwise ops with NumPy/PyTorch broadcasting and type promotion (bool < int64 < float32 < float64).
+// Elementwise ops with NumPy/PyTorch broadcasting and type promotion (bool < int64 < float32 < float64), as
+// torch.add, torch.eq, torch.exp, ... .
 // Shapes: the result has broadcast_shapes(a.shape(), b.shape()); comparisons return Bool.
-// Errors: saccade::Error naming the op and both shapes for unbroadcastable shapes, or the device for a mix of
-// devices.
+// Errors (saccade::Error, message starting with the op's name): unbroadcastable shapes (naming both), an
+// undefined tensor, a mix of devices, or a dtype the op does not take (listed per group below).
 #include <optional>
 
 #include "ops/backend.h"
@@ -10,7 +11,12 @@
 
 namespace saccade::ops {
 
-// ---- binary (Tensor, Tensor) and (Tensor, scalar): a scalar takes the tensor's dtype ----
+// ---- binary (Tensor, Tensor) and (Tensor, scalar) ----
+/// a op b elementwise, broadcast; the result has the promoted dtype. A scalar takes the tensor's dtype,
+/// except that an int64 / bool tensor with a non-integral scalar (0.5, nan, inf) gives float32, and a bool
+/// tensor with an integral scalar int64 (as torch's wrapped numbers). div is true division: integers divide
+/// as float32. pow(int64, negative integer exponent) throws; pow(int64, fractional) is float32. maximum /
+/// minimum propagate NaN. Bool operands throw (use logical_and / logical_or).
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
@@ -30,6 +36,8 @@ Tensor maximum(const Tensor& a, double b);
 Tensor minimum(const Tensor& a, double b);
 
 // ---- comparisons -> Bool ----
+/// a op b elementwise, broadcast, compared in the promoted dtype; the result is Bool. NaN compares unequal to
+/// everything (ne gives true).
 Tensor eq(const Tensor& a, const Tensor& b);
 Tensor ne(const Tensor& a, const Tensor& b);
 Tensor lt(const Tensor& a, const Tensor& b);
@@ -42,11 +50,14 @@ Tensor lt(const Tensor& a, double b);
 Tensor le(const Tensor& a, double b);
 Tensor gt(const Tensor& a, double b);
 Tensor ge(const Tensor& a, double b);
+/// Bool x Bool -> Bool, broadcast; any other dtype throws.
 Tensor logical_and(const Tensor& a, const Tensor& b);
 Tensor logical_or(const Tensor& a, const Tensor& b);
 Tensor logical_not(const Tensor& a);
 
-// ---- unary (float dtypes; neg, abs, sign, relu also int64) ----
+// ---- unary ----
+/// op(a) elementwise, same shape and dtype. Float dtypes only, except neg, abs, sign and relu, which also
+/// take int64; bool throws. relu propagates NaN (as torch); sign(NaN) is 0 (as torch 1.13).
 Tensor neg(const Tensor& a);
 Tensor exp(const Tensor& a);
 Tensor log(const Tensor& a);
@@ -62,27 +73,32 @@ Tensor relu(const Tensor& a);
 Tensor gelu(const Tensor& a);
 Tensor gelu_grad(const Tensor& a);
 Tensor sign(const Tensor& a);
-/// min(max(a, lo), hi); either bound may be absent.
+/// min(max(a, lo), hi); either bound may be absent (both absent: a copy). Throws when lo > hi, or for bool.
 Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi);
 
 // ---- selection ----
-/// cond ? a : b, all three broadcast together; cond must be Bool.
+/// cond ? a : b, all three broadcast together; a and b promote; cond must be Bool (as torch.where).
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
-/// a where mask is false, `value` where true; mask (Bool) broadcasts to a's shape.
+/// a where mask is false, `value` (converted to a's dtype) where true; mask must be Bool and broadcast to a's
+/// shape (as torch.Tensor.masked_fill).
 Tensor masked_fill(const Tensor& a, const Tensor& mask, double value);
 
-// ---- in place (bump the version counter; b broadcasts to a's shape) ----
+// ---- in place ----
+/// a op= b: b broadcasts to a's shape and is converted to a's dtype; bumps a's version counter. Throws for a
+/// bool `a`, or a float `b` into an int64 `a` (as torch's "result type can't be cast").
 Tensor& add_(Tensor& a, const Tensor& b, double alpha = 1);  // a += alpha * b
 Tensor& sub_(Tensor& a, const Tensor& b);
 Tensor& mul_(Tensor& a, const Tensor& b);
 Tensor& mul_(Tensor& a, double b);
 Tensor& div_(Tensor& a, const Tensor& b);
+/// Sets every element to `value` (a bool tensor stores value != 0); bumps the version.
 Tensor& fill_(Tensor& a, double value);
 Tensor& zero_(Tensor& a);
 /// Copies src (broadcast to dst's shape, converted to dst's dtype) into dst; devices may differ.
 Tensor& copy_(Tensor& dst, const Tensor& src);
 
-/// The building blocks of the above (public for autograd and tests).
+/// The building blocks of the above (public for autograd and tests): checks, promotion, allocation, then the
+/// device's kernel. binary(Pow) on int64 does not check for negative exponents.
 Tensor unary(UnaryOp op, const Tensor& a, double alpha = 0);
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);
 

@@ -21,33 +21,44 @@ namespace ops {
 
 static Generator& pick(Generator* gen) { return gen ? *gen : default_generator(); }
 
-Tensor uniform(const Shape& shape, double low, double high, DType dtype, Device device, Generator* gen) {
-  SACCADE_CHECK(is_floating(dtype), "uniform: expected a float dtype, got {}", dtype);
-  SACCADE_CHECK(low <= high, "uniform: low {} is greater than high {}", low, high);
+static Tensor uniform_named(const Shape& shape, double low, double high, DType dtype, Device device,
+                            Generator* gen, const char* op) {
+  SACCADE_CHECK(is_floating(dtype), "{}: expected a float dtype, got {}", op, dtype);
+  SACCADE_CHECK(low <= high, "{}: low {} is greater than high {}", op, low, high);
+  for (int64_t s : shape) SACCADE_CHECK(s >= 0, "{}: negative size in shape {}", op, shape);
   Tensor t = Tensor::empty(shape, dtype, device);
   Generator& g = pick(gen);
   backend(device).uniform(t, g.seed(), g.advance(static_cast<uint64_t>(t.numel())), low, high);
   return t;
 }
 
-Tensor normal(const Shape& shape, double mean, double std, DType dtype, Device device, Generator* gen) {
-  SACCADE_CHECK(is_floating(dtype), "normal: expected a float dtype, got {}", dtype);
-  SACCADE_CHECK(std >= 0, "normal: std must be non-negative, got {}", std);
+static Tensor normal_named(const Shape& shape, double mean, double std, DType dtype, Device device,
+                           Generator* gen, const char* op) {
+  SACCADE_CHECK(is_floating(dtype), "{}: expected a float dtype, got {}", op, dtype);
+  SACCADE_CHECK(std >= 0, "{}: std must be non-negative, got {}", op, std);
+  for (int64_t s : shape) SACCADE_CHECK(s >= 0, "{}: negative size in shape {}", op, shape);
   Tensor t = Tensor::empty(shape, dtype, device);
   Generator& g = pick(gen);
   backend(device).normal(t, g.seed(), g.advance(static_cast<uint64_t>(t.numel())), mean, std);
   return t;
 }
 
+Tensor uniform(const Shape& shape, double low, double high, DType dtype, Device device, Generator* gen) {
+  return uniform_named(shape, low, high, dtype, device, gen, "uniform");
+}
+Tensor normal(const Shape& shape, double mean, double std, DType dtype, Device device, Generator* gen) {
+  return normal_named(shape, mean, std, dtype, device, gen, "normal");
+}
 Tensor rand(const Shape& shape, DType dtype, Device device, Generator* gen) {
-  return uniform(shape, 0, 1, dtype, device, gen);
+  return uniform_named(shape, 0, 1, dtype, device, gen, "rand");
 }
 Tensor randn(const Shape& shape, DType dtype, Device device, Generator* gen) {
-  return normal(shape, 0, 1, dtype, device, gen);
+  return normal_named(shape, 0, 1, dtype, device, gen, "randn");
 }
 
 Tensor randint(int64_t low, int64_t high, const Shape& shape, Device device, Generator* gen) {
   SACCADE_CHECK(low < high, "randint: low {} must be less than high {}", low, high);
+  for (int64_t s : shape) SACCADE_CHECK(s >= 0, "randint: negative size in shape {}", shape);
   // floor(low + (high - low) * u) with u in [0, 1) from float64 uniforms
   Tensor u = uniform(shape, 0, 1, DType::Float64, Device::cpu(), gen);
   Tensor out = Tensor::empty(shape, DType::Int64, Device::cpu());

@@ -30,6 +30,19 @@ Shape normalize_dims(const Shape& dims, int ndim, const char* op) {
   return out;
 }
 
+// `shape` without the (sorted, normalised) dims `ds`: the result shape of a reduction without keepdim.
+Shape drop_dims(const Shape& shape, const Shape& ds) {
+  Shape s;
+  for (int d = 0, k = 0; d < shape.size(); ++d) {
+    if (k < ds.size() && ds[k] == d) {
+      ++k;
+      continue;
+    }
+    s.push_back(shape[d]);
+  }
+  return s;
+}
+
 // Reduces a contiguous tensor over dims [d0, d1] (adjacent) with the kernel; keepdim shape.
 Tensor reduce_range(ReduceOp op, const Tensor& a, int d0, int d1) {
   int64_t outer = 1, k = 1, inner = 1;
@@ -46,7 +59,8 @@ Tensor reduce(ReduceOp op, const Tensor& a, const Shape& dims, bool keepdim, con
   Shape ds = normalize_dims(dims, a.dim(), name);
   Tensor x = a.dtype() == DType::Bool ? a.to(DType::Int64) : a.contiguous();
   if (op == ReduceOp::Max || op == ReduceOp::Min)
-    for (int64_t d : ds) SACCADE_CHECK(a.shape()[d] > 0, "{}: cannot reduce an empty dim {} of shape {}", name, d, a.shape());
+    for (int64_t d : ds)
+      SACCADE_CHECK(a.shape()[d] > 0, "{}: cannot reduce an empty dim {} of shape {}", name, d, a.shape());
   if (a.dim() == 0) return x.clone();
   // reduce runs of adjacent dims from the last run backwards, so earlier dim numbers stay valid
   for (int i = ds.size() - 1; i >= 0;) {
@@ -55,18 +69,7 @@ Tensor reduce(ReduceOp op, const Tensor& a, const Shape& dims, bool keepdim, con
     x = reduce_range(op, x, static_cast<int>(ds[j]), static_cast<int>(ds[i]));
     i = j - 1;
   }
-  if (!keepdim) {
-    Shape s;
-    for (int d = 0, k = 0; d < a.dim(); ++d) {
-      if (k < ds.size() && ds[k] == d) {
-        ++k;
-        continue;
-      }
-      s.push_back(a.shape()[d]);
-    }
-    x = x.view(s);
-  }
-  return x;
+  return keepdim ? x : x.view(drop_dims(a.shape(), ds));
 }
 
 int64_t count(const Tensor& a, const Shape& ds) {
@@ -78,7 +81,9 @@ int64_t count(const Tensor& a, const Shape& ds) {
 }  // namespace
 
 Tensor sum(const Tensor& a) { return reduce(ReduceOp::Sum, a, {}, false, "sum"); }
-Tensor sum(const Tensor& a, const Shape& dims, bool keepdim) { return reduce(ReduceOp::Sum, a, dims, keepdim, "sum"); }
+Tensor sum(const Tensor& a, const Shape& dims, bool keepdim) {
+  return reduce(ReduceOp::Sum, a, dims, keepdim, "sum");
+}
 Tensor prod(const Tensor& a, const Shape& dims, bool keepdim) {
   return reduce(ReduceOp::Prod, a, dims, keepdim, "prod");
 }
@@ -93,13 +98,18 @@ Tensor mean(const Tensor& a) { return mean(a, {}, false); }
 
 Tensor max(const Tensor& a) { return reduce(ReduceOp::Max, a, {}, false, "max"); }
 Tensor min(const Tensor& a) { return reduce(ReduceOp::Min, a, {}, false, "min"); }
-Tensor amax(const Tensor& a, const Shape& dims, bool keepdim) { return reduce(ReduceOp::Max, a, dims, keepdim, "amax"); }
-Tensor amin(const Tensor& a, const Shape& dims, bool keepdim) { return reduce(ReduceOp::Min, a, dims, keepdim, "amin"); }
+Tensor amax(const Tensor& a, const Shape& dims, bool keepdim) {
+  return reduce(ReduceOp::Max, a, dims, keepdim, "amax");
+}
+Tensor amin(const Tensor& a, const Shape& dims, bool keepdim) {
+  return reduce(ReduceOp::Min, a, dims, keepdim, "amin");
+}
 
 static ValuesIndices arg_reduce(ReduceOp op, const Tensor& a, int64_t dim, bool keepdim, const char* name) {
   SACCADE_CHECK(a.defined(), "{}: got an undefined tensor", name);
   SACCADE_CHECK(a.dtype() != DType::Bool, "{}: not defined for bool tensors (shape {})", name, a.shape());
-  Tensor x = a.dim() == 0 ? a.reshape({1}) : a.contiguous();
+  // NOTE: unsqueeze, not reshape({1}): Tensor::view cannot yet view a 0-d tensor as [1]
+  Tensor x = a.dim() == 0 ? a.unsqueeze(0) : a.contiguous();
   int d = normalize_dim(dim, x.dim(), name);
   SACCADE_CHECK(x.shape()[d] > 0, "{}: cannot reduce an empty dim {} of shape {}", name, d, a.shape());
   int64_t outer = 1, inner = 1;
@@ -114,8 +124,12 @@ static ValuesIndices arg_reduce(ReduceOp op, const Tensor& a, int64_t dim, bool 
   return r;
 }
 
-ValuesIndices max(const Tensor& a, int64_t dim, bool keepdim) { return arg_reduce(ReduceOp::Max, a, dim, keepdim, "max"); }
-ValuesIndices min(const Tensor& a, int64_t dim, bool keepdim) { return arg_reduce(ReduceOp::Min, a, dim, keepdim, "min"); }
+ValuesIndices max(const Tensor& a, int64_t dim, bool keepdim) {
+  return arg_reduce(ReduceOp::Max, a, dim, keepdim, "max");
+}
+ValuesIndices min(const Tensor& a, int64_t dim, bool keepdim) {
+  return arg_reduce(ReduceOp::Min, a, dim, keepdim, "min");
+}
 Tensor argmax(const Tensor& a, int64_t dim, bool keepdim) {
   return arg_reduce(ReduceOp::Max, a, dim, keepdim, "argmax").indices;
 }
@@ -124,38 +138,36 @@ Tensor argmin(const Tensor& a, int64_t dim, bool keepdim) {
 }
 Tensor argmax(const Tensor& a) {
   SACCADE_CHECK(a.defined(), "argmax: got an undefined tensor");
-  return arg_reduce(ReduceOp::Max, a.reshape({-1}), 0, false, "argmax").indices;
+  return arg_reduce(ReduceOp::Max, a.dim() == 0 ? a : a.reshape({-1}), 0, false, "argmax").indices;
 }
 
 Tensor var(const Tensor& a, const Shape& dims, bool unbiased, bool keepdim) {
-  SACCADE_CHECK(a.defined() && is_floating(a.dtype()), "var: expected a float tensor, got shape {}", a.shape());
+  SACCADE_CHECK(a.defined() && is_floating(a.dtype()), "var: expected a float tensor, got {} of shape {}",
+                a.defined() ? dtype_name(a.dtype()) : "undefined", a.shape());
   Shape ds = normalize_dims(dims, a.dim(), "var");
   int64_t n = count(a, ds);
-  Tensor centered = sub(a, mean(a, dims, true));
-  Tensor ss = sum(mul(centered, centered), dims, keepdim);
+  Tensor centered = sub(a, mean(a, ds, true));
+  Tensor ss = sum(mul(centered, centered), ds, keepdim);
+  // n <= correction gives 0 / 0 = nan (or x / 0 = inf), as torch
   return div(ss, static_cast<double>(std::max<int64_t>(n - (unbiased ? 1 : 0), 0)));
 }
 Tensor var(const Tensor& a, bool unbiased) { return var(a, {}, unbiased, false); }
 
 Tensor logsumexp(const Tensor& a, const Shape& dims, bool keepdim) {
-  SACCADE_CHECK(a.defined() && is_floating(a.dtype()), "logsumexp: expected a float tensor, got shape {}", a.shape());
-  Tensor m = amax(a, dims, true);
-  // NOTE: rows that are all -inf would give (-inf) - (-inf) = NaN; shift them by 0 instead.
+  SACCADE_CHECK(a.defined() && is_floating(a.dtype()),
+                "logsumexp: expected a float tensor, got {} of shape {}",
+                a.defined() ? dtype_name(a.dtype()) : "undefined", a.shape());
+  Shape ds = normalize_dims(dims, a.dim(), "logsumexp");
+  Shape out_shape = keepdim ? a.shape() : drop_dims(a.shape(), ds);
+  if (keepdim)
+    for (int64_t d : ds) out_shape[static_cast<int>(d)] = 1;
+  // log of an empty sum is -inf, as torch
+  if (count(a, ds) == 0) return full(out_shape, -INFINITY, a.dtype(), a.device());
+  Tensor m = amax(a, ds, true);
+  // NOTE: rows that are all -inf would give (-inf) - (-inf) = NaN; shift them (and +inf rows) by 0 instead.
   Tensor m_safe = where(eq(abs(m), INFINITY), zeros_like(m), m);
-  Tensor r = add(log(sum(exp(sub(a, m_safe)), dims, true)), m_safe);
-  if (!keepdim) {
-    Shape ds = normalize_dims(dims, a.dim(), "logsumexp");
-    Shape s;
-    for (int d = 0, k = 0; d < a.dim(); ++d) {
-      if (k < ds.size() && ds[k] == d) {
-        ++k;
-        continue;
-      }
-      s.push_back(a.shape()[d]);
-    }
-    r = r.view(s);
-  }
-  return r;
+  Tensor r = add(log(sum(exp(sub(a, m_safe)), ds, true)), m_safe);
+  return r.view(out_shape);
 }
 
 Tensor sum_to(const Tensor& a, const Shape& shape) {

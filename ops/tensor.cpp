@@ -110,8 +110,8 @@ static Shape infer_shape(const Shape& shape, int64_t numel, const char* op, cons
                   from);
     out[infer] = numel / known;
   }
-  SACCADE_CHECK(out.numel() == numel, "{}: shape {} is invalid for input of shape {} ({} elements)", op, shape,
-                from, numel);
+  SACCADE_CHECK(out.numel() == numel, "{}: shape {} is invalid for input of shape {} ({} elements)", op,
+                shape, from, numel);
   return out;
 }
 
@@ -127,7 +127,8 @@ static bool view_strides(const Shape& shape, const Shape& strides, const Shape& 
   int64_t tensor_numel = 1, view_numel = 1;
   for (int tensor_d = shape.size() - 1; tensor_d >= 0; --tensor_d) {
     tensor_numel *= shape[tensor_d];
-    if (tensor_d == 0 || (shape[tensor_d - 1] != 1 && strides[tensor_d - 1] != tensor_numel * chunk_base_stride)) {
+    if (tensor_d == 0 ||
+        (shape[tensor_d - 1] != 1 && strides[tensor_d - 1] != tensor_numel * chunk_base_stride)) {
       while (view_d >= 0 && (view_numel < tensor_numel || target[view_d] == 1)) {
         out[view_d] = view_numel * chunk_base_stride;
         view_numel *= target[view_d];
@@ -216,6 +217,7 @@ Tensor Tensor::unsqueeze(int64_t d) const {
 }
 
 Tensor Tensor::expand(const Shape& shape) const {
+  if (shape == shape_) return *this;
   SACCADE_CHECK(shape.size() >= dim(), "expand: cannot expand shape {} to {} (fewer dims)", shape_, shape);
   int lead = shape.size() - dim();
   Shape sh = shape, st = Shape::filled(shape.size(), 0);
@@ -276,7 +278,8 @@ Tensor Tensor::select(int64_t d, int64_t i) const {
   SACCADE_CHECK(dim() > 0, "select: cannot select from a 0-d tensor");
   int a = normalize_dim(d, dim(), "select");
   if (i < 0) i += shape_[a];
-  SACCADE_CHECK(i >= 0 && i < shape_[a], "select: index {} out of range for dim {} of shape {}", i, a, shape_);
+  SACCADE_CHECK(i >= 0 && i < shape_[a], "select: index {} out of range for dim {} of shape {}", i, a,
+                shape_);
   Shape sh = shape_, st = strides_;
   sh.erase(a);
   st.erase(a);

@@ -120,6 +120,11 @@ static long resident_kb() {
 }
 
 TEST_CASE("engine: 10^4 forward/backward iterations keep memory flat", "[autograd][engine]") {
+#ifdef __SANITIZE_ADDRESS__
+  // ASan keeps freed blocks in quarantine, so resident memory grows by design; the Release run checks this.
+  WARN("skipped under AddressSanitizer");
+  return;
+#endif
   Variable w(rand64({16, 16}), true), b(rand64({16}), true);
   Tensor x = rand64({8, 16});
   auto iteration = [&] {

@@ -136,6 +136,8 @@ TEST_CASE("matmul: bad input throws naming the op", "[ops][linalg]") {
   Variable x(ops::ones({5, 3})), w(ops::ones({4, 2}));
   REQUIRE_THROWS_SACCADE(linear(x, w), "linear: input of shape [5, 3]");
   REQUIRE_THROWS_SACCADE(linear(x, Variable(ops::ones({4, 3})), Variable(ops::ones({3}))), "linear: bias");
+  REQUIRE_THROWS_SACCADE(linear(x, Variable(ops::ones({4, 3})), Variable(ops::ones({4}, DType::Float64))),
+                         "linear: bias");
   REQUIRE_THROWS_SACCADE(linear(x, Variable(ops::ones({3}))), "linear");
 }
 

@@ -8,56 +8,79 @@
 
 namespace saccade {
 
-using ops::sum_to;
 using Grads = std::vector<Tensor>;
+
+// The gradient for an input of `shape` and `dtype` from one of the (broadcast, promoted) result: summed over
+// the broadcast dims and cast back to the input's dtype (a float32 input of a float64 result gets float32).
+static Tensor to_input(const Tensor& g, const Shape& shape, DType dtype) {
+  return ops::sum_to(g, shape).to(dtype);
+}
+
+// What a binary rule needs to know about each input without holding it: shape, dtype, whether it needs a
+// grad.
+struct InputInfo {
+  Shape shape;
+  DType dtype;
+  bool needs;
+  explicit InputInfo(const Variable& v) : shape(v.shape()), dtype(v.dtype()), needs(v.requires_grad()) {}
+  Tensor grad(const Tensor& g) const { return needs ? to_input(g, shape, dtype) : Tensor(); }
+};
 
 // ---- binary ----
 
 Variable add(const Variable& a, const Variable& b) {
+  // a: (...), b: (...) broadcast together
   // y = a + b:  da = g,  db = g
-  Shape sa = a.shape(), sb = b.shape();
-  return make_result("add", ops::add(a.data(), b.data()), {a, b},
-                     [sa, sb](const Tensor& g) -> Grads { return {sum_to(g, sa), sum_to(g, sb)}; });
+  InputInfo ia(a), ib(b);
+  return make_result("add", ops::add(a.data(), b.data()), {a, b}, [ia, ib](const Tensor& g) -> Grads {
+    return {ia.grad(g), ib.grad(g)};
+  });
 }
 
 Variable sub(const Variable& a, const Variable& b) {
   // y = a - b:  da = g,  db = -g
-  Shape sa = a.shape(), sb = b.shape();
-  return make_result("sub", ops::sub(a.data(), b.data()), {a, b},
-                     [sa, sb](const Tensor& g) -> Grads { return {sum_to(g, sa), sum_to(ops::neg(g), sb)}; });
+  InputInfo ia(a), ib(b);
+  return make_result("sub", ops::sub(a.data(), b.data()), {a, b}, [ia, ib](const Tensor& g) -> Grads {
+    return {ia.grad(g), ib.needs ? ib.grad(ops::neg(g)) : Tensor()};
+  });
 }
 
 Variable mul(const Variable& a, const Variable& b) {
   // y = a * b:  da = g * b,  db = g * a
-  SavedTensor sa(a.data(), "mul"), sb(b.data(), "mul");
-  bool ga = a.requires_grad(), gb = b.requires_grad();
-  return make_result("mul", ops::mul(a.data(), b.data()), {a, b}, [sa, sb, ga, gb](const Tensor& g) -> Grads {
-    const Tensor &x = sa.get(), &y = sb.get();
-    return {ga ? sum_to(ops::mul(g, y), x.shape()) : Tensor(), gb ? sum_to(ops::mul(g, x), y.shape()) : Tensor()};
+  // only the other input is saved: a needs b, b needs a
+  InputInfo ia(a), ib(b);
+  SavedTensor sa(ib.needs ? a.data() : Tensor(), "mul"), sb(ia.needs ? b.data() : Tensor(), "mul");
+  return make_result("mul", ops::mul(a.data(), b.data()), {a, b}, [sa, sb, ia, ib](const Tensor& g) -> Grads {
+    return {ia.needs ? ia.grad(ops::mul(g, sb.get())) : Tensor(),
+            ib.needs ? ib.grad(ops::mul(g, sa.get())) : Tensor()};
   });
 }
 
 Variable div(const Variable& a, const Variable& b) {
   // y = a / b:  da = g / b,  db = -g * a / b^2
+  InputInfo ia(a), ib(b);
   SavedTensor sa(a.data(), "div"), sb(b.data(), "div");
-  bool ga = a.requires_grad(), gb = b.requires_grad();
-  return make_result("div", ops::div(a.data(), b.data()), {a, b}, [sa, sb, ga, gb](const Tensor& g) -> Grads {
+  return make_result("div", ops::div(a.data(), b.data()), {a, b}, [sa, sb, ia, ib](const Tensor& g) -> Grads {
     const Tensor &x = sa.get(), &y = sb.get();
     Tensor g_over_y = ops::div(g, y);
-    return {ga ? sum_to(g_over_y, x.shape()) : Tensor(),
-            gb ? sum_to(ops::neg(ops::mul(g_over_y, ops::div(x, y))), y.shape()) : Tensor()};
+    return {ia.grad(g_over_y), ib.needs ? ib.grad(ops::neg(ops::mul(g_over_y, ops::div(x, y)))) : Tensor()};
   });
 }
 
 Variable pow(const Variable& a, const Variable& b) {
-  // y = a^b:  da = g * b * a^(b-1),  db = g * y * log(a)
+  // y = a^b:  da = g * b * a^(b-1),  db = g * y * log(a)   (db = 0 where a = 0 and b >= 0, as torch)
   Tensor y = ops::pow(a.data(), b.data());
+  InputInfo ia(a), ib(b);
   SavedTensor sa(a.data(), "pow"), sb(b.data(), "pow"), sy(y, "pow");
-  bool ga = a.requires_grad(), gb = b.requires_grad();
-  return make_result("pow", y, {a, b}, [sa, sb, sy, ga, gb](const Tensor& g) -> Grads {
+  return make_result("pow", y, {a, b}, [sa, sb, sy, ia, ib](const Tensor& g) -> Grads {
     const Tensor &x = sa.get(), &e = sb.get();
-    return {ga ? sum_to(ops::mul(g, ops::mul(e, ops::pow(x, ops::sub(e, 1.0)))), x.shape()) : Tensor(),
-            gb ? sum_to(ops::mul(g, ops::mul(sy.get(), ops::log(x))), e.shape()) : Tensor()};
+    Tensor da, db;
+    if (ia.needs) da = ia.grad(ops::mul(g, ops::mul(e, ops::pow(x, ops::sub(e, 1.0)))));
+    if (ib.needs) {
+      Tensor zero_base = ops::logical_and(ops::eq(x, 0.0), ops::ge(e, 0.0));
+      db = ib.grad(ops::masked_fill(ops::mul(g, ops::mul(sy.get(), ops::log(x))), zero_base, 0.0));
+    }
+    return {da, db};
   });
 }
 
@@ -69,14 +92,17 @@ Variable sub(const Variable& a, double b) {
 }
 Variable mul(const Variable& a, double b) {
   // y = a * c:  da = g * c
-  return make_result("mul", ops::mul(a.data(), b), {a}, [b](const Tensor& g) -> Grads { return {ops::mul(g, b)}; });
+  return make_result("mul", ops::mul(a.data(), b), {a},
+                     [b](const Tensor& g) -> Grads { return {ops::mul(g, b)}; });
 }
 Variable div(const Variable& a, double b) {
-  return make_result("div", ops::div(a.data(), b), {a}, [b](const Tensor& g) -> Grads { return {ops::div(g, b)}; });
+  return make_result("div", ops::div(a.data(), b), {a},
+                     [b](const Tensor& g) -> Grads { return {ops::div(g, b)}; });
 }
 Variable rsub(const Variable& a, double b) {
   // y = c - a:  da = -g
-  return make_result("rsub", ops::rsub(a.data(), b), {a}, [](const Tensor& g) -> Grads { return {ops::neg(g)}; });
+  return make_result("rsub", ops::rsub(a.data(), b), {a},
+                     [](const Tensor& g) -> Grads { return {ops::neg(g)}; });
 }
 Variable rdiv(const Variable& a, double b) {
   // y = c / a:  da = -g * y / a
@@ -87,9 +113,10 @@ Variable rdiv(const Variable& a, double b) {
   });
 }
 Variable pow(const Variable& a, double e) {
-  // y = a^e:  da = g * e * a^(e-1)
+  // y = a^e:  da = g * e * a^(e-1)   (0 for e = 0, also at a = 0)
   SavedTensor sa(a.data(), "pow");
   return make_result("pow", ops::pow(a.data(), e), {a}, [sa, e](const Tensor& g) -> Grads {
+    if (e == 0) return {ops::zeros_like(g)};
     return {ops::mul(g, ops::mul(ops::pow(sa.get(), e - 1), e))};
   });
 }
@@ -97,15 +124,16 @@ Variable pow(const Variable& a, double e) {
 // y = max(a, b): the gradient goes to the larger input; ties split it in half.
 static Variable extremum(const Variable& a, const Variable& b, bool is_max) {
   const char* name = is_max ? "maximum" : "minimum";
+  InputInfo ia(a), ib(b);
   SavedTensor sa(a.data(), name), sb(b.data(), name);
   Tensor y = is_max ? ops::maximum(a.data(), b.data()) : ops::minimum(a.data(), b.data());
-  return make_result(name, y, {a, b}, [sa, sb, is_max](const Tensor& g) -> Grads {
+  return make_result(name, y, {a, b}, [sa, sb, ia, ib, is_max](const Tensor& g) -> Grads {
     const Tensor &x = sa.get(), &z = sb.get();
     Tensor wins = is_max ? ops::gt(x, z) : ops::lt(x, z);
     Tensor tie = ops::eq(x, z);
     Tensor wa = ops::add(wins.to(g.dtype()), ops::mul(tie.to(g.dtype()), 0.5));
-    Tensor ga = ops::mul(g, wa), gb = ops::sub(g, ga);
-    return {sum_to(ga, x.shape()), sum_to(gb, z.shape())};
+    Tensor ga = ops::mul(g, wa);
+    return {ia.grad(ga), ib.needs ? ib.grad(ops::sub(g, ga)) : Tensor()};
   });
 }
 Variable maximum(const Variable& a, const Variable& b) { return extremum(a, b, true); }
@@ -127,16 +155,16 @@ Variable exp(const Variable& a) {
 Variable log(const Variable& a) {
   // y = ln a:  da = g / a
   SavedTensor sa(a.data(), "log");
-  return make_result("log", ops::log(a.data()), {a}, [sa](const Tensor& g) -> Grads { return {ops::div(g, sa.get())}; });
+  return make_result("log", ops::log(a.data()), {a},
+                     [sa](const Tensor& g) -> Grads { return {ops::div(g, sa.get())}; });
 }
 
 Variable sqrt(const Variable& a) {
   // y = √a:  da = g / (2 y)
   Tensor y = ops::sqrt(a.data());
   SavedTensor sy(y, "sqrt");
-  return make_result("sqrt", y, {a}, [sy](const Tensor& g) -> Grads {
-    return {ops::div(g, ops::mul(sy.get(), 2.0))};
-  });
+  return make_result("sqrt", y, {a},
+                     [sy](const Tensor& g) -> Grads { return {ops::div(g, ops::mul(sy.get(), 2.0))}; });
 }
 
 Variable rsqrt(const Variable& a) {
@@ -152,25 +180,22 @@ Variable rsqrt(const Variable& a) {
 Variable abs(const Variable& a) {
   // y = |a|:  da = g sign(a)   (0 at a = 0)
   SavedTensor sa(a.data(), "abs");
-  return make_result("abs", ops::abs(a.data()), {a}, [sa](const Tensor& g) -> Grads {
-    return {ops::mul(g, ops::sign(sa.get()))};
-  });
+  return make_result("abs", ops::abs(a.data()), {a},
+                     [sa](const Tensor& g) -> Grads { return {ops::mul(g, ops::sign(sa.get()))}; });
 }
 
 Variable sin(const Variable& a) {
   // y = sin a:  da = g cos a
   SavedTensor sa(a.data(), "sin");
-  return make_result("sin", ops::sin(a.data()), {a}, [sa](const Tensor& g) -> Grads {
-    return {ops::mul(g, ops::cos(sa.get()))};
-  });
+  return make_result("sin", ops::sin(a.data()), {a},
+                     [sa](const Tensor& g) -> Grads { return {ops::mul(g, ops::cos(sa.get()))}; });
 }
 
 Variable cos(const Variable& a) {
   // y = cos a:  da = -g sin a
   SavedTensor sa(a.data(), "cos");
-  return make_result("cos", ops::cos(a.data()), {a}, [sa](const Tensor& g) -> Grads {
-    return {ops::neg(ops::mul(g, ops::sin(sa.get())))};
-  });
+  return make_result("cos", ops::cos(a.data()), {a},
+                     [sa](const Tensor& g) -> Grads { return {ops::neg(ops::mul(g, ops::sin(sa.get())))}; });
 }
 
 Variable tanh(const Variable& a) {
@@ -205,9 +230,8 @@ Variable relu(const Variable& a) {
 Variable gelu(const Variable& a) {
   // y = a Φ(a):  da = g (Φ(a) + a φ(a))
   SavedTensor sa(a.data(), "gelu");
-  return make_result("gelu", ops::gelu(a.data()), {a}, [sa](const Tensor& g) -> Grads {
-    return {ops::mul(g, ops::gelu_grad(sa.get()))};
-  });
+  return make_result("gelu", ops::gelu(a.data()), {a},
+                     [sa](const Tensor& g) -> Grads { return {ops::mul(g, ops::gelu_grad(sa.get()))}; });
 }
 
 Variable clamp(const Variable& a, std::optional<double> lo, std::optional<double> hi) {
@@ -225,20 +249,25 @@ Variable clamp(const Variable& a, std::optional<double> lo, std::optional<double
 // ---- selection ----
 
 Variable where(const Tensor& cond, const Variable& a, const Variable& b) {
+  // cond, a, b: broadcast together
   // y = cond ? a : b:  da = g where cond,  db = g where !cond
-  Shape sa = a.shape(), sb = b.shape();
-  Tensor c = cond;
-  return make_result("where", ops::where(cond, a.data(), b.data()), {a, b}, [c, sa, sb](const Tensor& g) -> Grads {
+  InputInfo ia(a), ib(b);
+  Tensor y = ops::where(cond, a.data(), b.data());
+  SavedTensor c(cond, "where");
+  return make_result("where", y, {a, b}, [c, ia, ib](const Tensor& g) -> Grads {
     Tensor zero = ops::zeros({}, g.dtype(), g.device());
-    return {sum_to(ops::where(c, g, zero), sa), sum_to(ops::where(c, zero, g), sb)};
+    return {ia.needs ? ia.grad(ops::where(c.get(), g, zero)) : Tensor(),
+            ib.needs ? ib.grad(ops::where(c.get(), zero, g)) : Tensor()};
   });
 }
 
 Variable masked_fill(const Variable& a, const Tensor& mask, double value) {
+  // a: (...), mask: broadcastable to a
   // y = mask ? value : a:  da = g where !mask
-  Tensor m = mask;
-  return make_result("masked_fill", ops::masked_fill(a.data(), mask, value), {a},
-                     [m](const Tensor& g) -> Grads { return {ops::masked_fill(g, m, 0.0)}; });
+  Tensor y = ops::masked_fill(a.data(), mask, value);
+  SavedTensor m(mask, "masked_fill");
+  return make_result("masked_fill", y, {a},
+                     [m](const Tensor& g) -> Grads { return {ops::masked_fill(g, m.get(), 0.0)}; });
 }
 
 }  // namespace saccade

@@ -86,8 +86,9 @@ Variable linear(const Variable& x, const Variable& weight, const Variable& bias)
   const int64_t in = wt.size(1), out = wt.size(0);
   Tensor y = ops::matmul(xt, wt.t());
   if (bias.defined()) {
-    SACCADE_CHECK(bias.dim() == 1 && bias.size(0) == out,
-                  "linear: bias of shape {} does not fit weight of shape {}", bias.shape(), wt.shape());
+    SACCADE_CHECK(bias.dim() == 1 && bias.size(0) == out && bias.dtype() == wt.dtype(),
+                  "linear: bias of shape {} and dtype {} does not fit weight of shape {} and dtype {}",
+                  bias.shape(), bias.dtype(), wt.shape(), wt.dtype());
     ops::add_(y, bias.data());
   }
   // y = x W^T + b:  dx = g @ W,  dW = g^T @ x (all leading dims as rows),  db = Σ_rows g

@@ -1,6 +1,8 @@
 // Derivative rules of the reductions: each spreads g back over the reduced dims (expand), then weights it.
 #include "autograd/functions/reduce.h"
 
+#include <cmath>
+
 #include "autograd/functions/elementwise.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
@@ -28,9 +30,10 @@ static Tensor expand_back(const Tensor& g, const Shape& shape, const Shape& dims
 Variable sum(const Variable& a, const Shape& dims, bool keepdim) {
   // y = Σ_dims a:  da = g expanded over dims
   Shape s = a.shape();
-  return make_result("sum", ops::sum(a.data(), dims, keepdim), {a}, [s, dims, keepdim](const Tensor& g) -> Grads {
-    return {expand_back(g, s, dims, keepdim).contiguous()};
-  });
+  return make_result("sum", ops::sum(a.data(), dims, keepdim), {a},
+                     [s, dims, keepdim](const Tensor& g) -> Grads {
+                       return {expand_back(g, s, dims, keepdim).contiguous()};
+                     });
 }
 Variable sum(const Variable& a) { return sum(a, {}, false); }
 
@@ -58,8 +61,12 @@ static Variable extremum(const Variable& a, const Shape& dims, bool keepdim, boo
 }
 Variable max(const Variable& a) { return extremum(a, {}, false, true, "max"); }
 Variable min(const Variable& a) { return extremum(a, {}, false, false, "min"); }
-Variable amax(const Variable& a, const Shape& dims, bool keepdim) { return extremum(a, dims, keepdim, true, "amax"); }
-Variable amin(const Variable& a, const Shape& dims, bool keepdim) { return extremum(a, dims, keepdim, false, "amin"); }
+Variable amax(const Variable& a, const Shape& dims, bool keepdim) {
+  return extremum(a, dims, keepdim, true, "amax");
+}
+Variable amin(const Variable& a, const Shape& dims, bool keepdim) {
+  return extremum(a, dims, keepdim, false, "amin");
+}
 
 // y = a[index] along dim:  da = zeros with g scattered to the index
 static VariableIndices arg_extremum(const Variable& a, int64_t dim, bool keepdim, bool is_max) {
@@ -71,35 +78,46 @@ static VariableIndices arg_extremum(const Variable& a, int64_t dim, bool keepdim
   Variable v = make_result(name, r.values, {a}, [s, d, idx](const Tensor& g) -> Grads {
     if (s.size() == 0) return {g};
     Tensor gk = g.dim() == idx.dim() ? g : g.unsqueeze(d);
-    Tensor onehot = ops::eq(ops::arange(0, static_cast<double>(s[d]), 1, DType::Int64, g.device())
-                                .view([&] {
-                                  Shape v = Shape::filled(s.size(), 1);
-                                  v[d] = s[d];
-                                  return v;
-                                }()),
+    Tensor onehot = ops::eq(ops::arange(0, static_cast<double>(s[d]), 1, DType::Int64, g.device()).view([&] {
+      Shape v = Shape::filled(s.size(), 1);
+      v[d] = s[d];
+      return v;
+    }()),
                             idx);
     return {ops::where(onehot, gk, ops::zeros({}, g.dtype(), g.device()))};
   });
   return {v, r.indices};
 }
-VariableIndices max(const Variable& a, int64_t dim, bool keepdim) { return arg_extremum(a, dim, keepdim, true); }
-VariableIndices min(const Variable& a, int64_t dim, bool keepdim) { return arg_extremum(a, dim, keepdim, false); }
+VariableIndices max(const Variable& a, int64_t dim, bool keepdim) {
+  return arg_extremum(a, dim, keepdim, true);
+}
+VariableIndices min(const Variable& a, int64_t dim, bool keepdim) {
+  return arg_extremum(a, dim, keepdim, false);
+}
 
 Variable var(const Variable& a, const Shape& dims, bool unbiased, bool keepdim) {
   // composed: Σ (a - mean)^2 / (n - 1); the engine chains the rules of sub, mul, sum
-  Tensor y = ops::var(a.data(), dims, unbiased, keepdim);
-  double n = static_cast<double>(a.numel()) / static_cast<double>(std::max<int64_t>(y.numel(), 1));
+  SACCADE_CHECK(a.defined() && is_floating(a.dtype()), "var: expected a float tensor, got {} of shape {}",
+                a.defined() ? dtype_name(a.dtype()) : "undefined", a.defined() ? a.shape() : Shape{});
+  double n = 1;
+  if (dims.empty() || a.dim() == 0) {
+    n = static_cast<double>(a.numel());
+  } else {
+    for (int64_t d : dims) n *= static_cast<double>(a.shape()[normalize_dim(d, a.dim(), "var")]);
+  }
   Variable c = sub(a, mean(a, dims, true));
   return div(sum(mul(c, c), dims, keepdim), std::max(n - (unbiased ? 1.0 : 0.0), 0.0));
 }
 
 Variable logsumexp(const Variable& a, const Shape& dims, bool keepdim) {
   // y = log Σ e^a:  da = g * e^(a - y) = g * softmax(a)
+  // NOTE: a row of all -inf (y = -inf) gets a zero gradient, not torch's NaN: e^(a - 0) = 0 there.
   Tensor y = ops::logsumexp(a.data(), dims, keepdim);
   SavedTensor sa(a.data(), "logsumexp"), sy(y, "logsumexp");
   Shape s = a.shape();
   return make_result("logsumexp", y, {a}, [sa, sy, s, dims, keepdim](const Tensor& g) -> Grads {
-    Tensor p = ops::exp(ops::sub(sa.get(), expand_back(sy.get(), s, dims, keepdim)));
+    Tensor y_safe = ops::masked_fill(sy.get(), ops::eq(sy.get(), -INFINITY), 0.0);
+    Tensor p = ops::exp(ops::sub(sa.get(), expand_back(y_safe, s, dims, keepdim)));
     return {ops::mul(p, expand_back(g, s, dims, keepdim))};
   });
 }

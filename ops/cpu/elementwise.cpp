@@ -1,4 +1,9 @@
-// CPU elementwise kernels: unary, binary, where. Operands arrive expanded to out's shape.
+// CPU elementwise kernels: unary, binary, where. Operands arrive expanded to out's shape (stride 0 on
+// broadcast dims); for_each (loop.h) walks them in runs.
+//
+// Each op is a small lambda; the switch on the op sits outside the loops, so every op gets its own loop
+// instantiation and the contiguous (and tensor-op-scalar) runs vectorise where the op allows (+ - * /,
+// max/min, comparisons, neg/abs/relu, ...; transcendental ones call libm per element, except float tanh).
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -11,80 +16,53 @@ namespace saccade::cpu {
 namespace {
 
 template <class T>
-T unary_scalar(UnaryOp op, T x, double alpha) {
-  using std::abs, std::exp, std::log, std::sqrt, std::sin, std::cos, std::tanh, std::pow, std::erf;
-  if constexpr (std::is_floating_point_v<T>) {
-    constexpr T kInvSqrt2 = T(0.70710678118654752440), kInvSqrt2Pi = T(0.39894228040143267794);
-    switch (op) {
-      case UnaryOp::Neg: return -x;
-      case UnaryOp::Exp: return exp(x);
-      case UnaryOp::Log: return log(x);
-      case UnaryOp::Sqrt: return sqrt(x);
-      case UnaryOp::Rsqrt: return T(1) / sqrt(x);
-      case UnaryOp::Abs: return abs(x);
-      case UnaryOp::Sin: return sin(x);
-      case UnaryOp::Cos: return cos(x);
-      case UnaryOp::Tanh: return tanh(x);
-      case UnaryOp::Sigmoid: return T(1) / (T(1) + exp(-x));
-      case UnaryOp::Relu: return x > T(0) ? x : T(0);
-      case UnaryOp::Gelu: return T(0.5) * x * (T(1) + erf(x * kInvSqrt2));
-      // d/dx [x Φ(x)] = Φ(x) + x φ(x)
-      case UnaryOp::GeluGrad: return T(0.5) * (T(1) + erf(x * kInvSqrt2)) + x * kInvSqrt2Pi * exp(T(-0.5) * x * x);
-      case UnaryOp::Sign: return T((x > T(0)) - (x < T(0)));
-      case UnaryOp::PowScalar: return pow(x, static_cast<T>(alpha));
-      case UnaryOp::LogicalNot: break;
+const T& at(char* p, int64_t stride, int64_t i) {
+  return *reinterpret_cast<const T*>(p + i * stride);
+}
+
+// a, out: (shape of out); out[i] = f(a[i]).
+template <class T, class R, class F>
+void unary_loop(const Tensor& a, const Tensor& out, F f) {
+  for_each<2>(out.shape(), {&a, &out}, [f](char** p, const int64_t* s, int64_t n) {
+    const T* x = reinterpret_cast<const T*>(p[0]);
+    R* y = reinterpret_cast<R*>(p[1]);
+    if (s[0] == sizeof(T) && s[1] == sizeof(R)) {
+      for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
+      return;
     }
-  } else {
-    switch (op) {
-      case UnaryOp::Neg: return -x;
-      case UnaryOp::Abs: return x < 0 ? -x : x;
-      case UnaryOp::Relu: return x > 0 ? x : 0;
-      case UnaryOp::Sign: return T((x > 0) - (x < 0));
-      case UnaryOp::PowScalar: return static_cast<T>(std::pow(static_cast<double>(x), alpha));
-      case UnaryOp::LogicalNot: return !x;
-      default: break;
+    for (int64_t i = 0; i < n; ++i) *reinterpret_cast<R*>(p[1] + i * s[1]) = f(at<T>(p[0], s[0], i));
+  });
+}
+
+// a, b, out: (shape of out); out[i] = f(a[i], b[i]). Fast paths: all contiguous, and one side a scalar.
+template <class T, class R, class F>
+void binary_loop(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
+  for_each<3>(out.shape(), {&a, &b, &out}, [f](char** p, const int64_t* s, int64_t n) {
+    constexpr int64_t w = sizeof(T), wr = sizeof(R);
+    const T* x = reinterpret_cast<const T*>(p[0]);
+    const T* y = reinterpret_cast<const T*>(p[1]);
+    R* z = reinterpret_cast<R*>(p[2]);
+    if (s[0] == w && s[1] == w && s[2] == wr) {
+      for (int64_t i = 0; i < n; ++i) z[i] = f(x[i], y[i]);
+    } else if (s[0] == w && s[1] == 0 && s[2] == wr) {  // tensor op scalar (bias, scaling)
+      const T c = y[0];
+      for (int64_t i = 0; i < n; ++i) z[i] = f(x[i], c);
+    } else if (s[0] == 0 && s[1] == w && s[2] == wr) {  // scalar op tensor (rsub, rdiv)
+      const T c = x[0];
+      for (int64_t i = 0; i < n; ++i) z[i] = f(c, y[i]);
+    } else {
+      for (int64_t i = 0; i < n; ++i)
+        *reinterpret_cast<R*>(p[2] + i * s[2]) = f(at<T>(p[0], s[0], i), at<T>(p[1], s[1], i));
     }
-  }
-  throw Error(fmt::format("{}: not defined for this dtype", unary_op_name(op)));
+  });
 }
-
-template <class T>
-T binary_scalar(BinaryOp op, T a, T b) {
-  switch (op) {
-    case BinaryOp::Add: return a + b;
-    case BinaryOp::Sub: return a - b;
-    case BinaryOp::Mul: return a * b;
-    case BinaryOp::Div: return a / b;
-    case BinaryOp::Pow: return static_cast<T>(std::pow(a, b));
-    case BinaryOp::Maximum: return (a != a || a > b) ? a : b;  // NaN propagates, as in PyTorch
-    case BinaryOp::Minimum: return (a != a || a < b) ? a : b;
-    default: return T(0);
-  }
-}
-
-template <class T>
-bool compare_scalar(BinaryOp op, T a, T b) {
-  switch (op) {
-    case BinaryOp::Eq: return a == b;
-    case BinaryOp::Ne: return a != b;
-    case BinaryOp::Lt: return a < b;
-    case BinaryOp::Le: return a <= b;
-    case BinaryOp::Gt: return a > b;
-    case BinaryOp::Ge: return a >= b;
-    case BinaryOp::LogicalAnd: return a && b;
-    case BinaryOp::LogicalOr: return a || b;
-    default: return false;
-  }
-}
-
-bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq; }
 
 // tanh for float as Eigen's ptanh_float: a [13/6] rational approximation, x P(x^2) / Q(x^2), on x clamped to
 // +-7.99881 (where it is within 3.5e-7 of +-1, and never beyond); within 3.5e-7 relative of tanh over every
-// float (denormals included), NaN propagates. Why: libm's tanhf is a scalar call per element and dominated training
-// the captioning example (additive attention takes tanh of a (B, L, A) tensor at every decoder step); this
-// loop vectorises. The clamp selects on the bits as integers: GCC will not if-convert float compares or a
-// division used on one branch only (-ftrapping-math), and the loop would stay scalar.
+// float (denormals included), NaN propagates. Why: libm's tanhf is a scalar call per element and dominated
+// training the captioning example (additive attention takes tanh of a (B, L, A) tensor at every decoder
+// step); this loop vectorises. The clamp selects on the bits as integers: GCC will not if-convert float
+// compares or a division used on one branch only (-ftrapping-math), and the loop would stay scalar.
 inline float tanh_float(float x) {
   constexpr float a1 = 4.89352455891786e-03f, a3 = 6.37261928875436e-04f, a5 = 1.48572235717979e-05f,
                   a7 = 5.12229709037114e-08f, a9 = -8.60467152213735e-11f, a11 = 2.00018790482477e-13f,
@@ -100,99 +78,160 @@ inline float tanh_float(float x) {
   return c * (p / q);
 }
 
+template <class T>
+void unary_float(UnaryOp op, const Tensor& a, const Tensor& out, double alpha) {
+  constexpr T kInvSqrt2 = T(0.70710678118654752440), kInvSqrt2Pi = T(0.39894228040143267794);
+  auto run = [&](auto f) { unary_loop<T, T>(a, out, f); };
+  switch (op) {
+    case UnaryOp::Neg:
+      return run([](T x) { return -x; });
+    case UnaryOp::Exp:
+      return run([](T x) { return std::exp(x); });
+    case UnaryOp::Log:
+      return run([](T x) { return std::log(x); });
+    case UnaryOp::Sqrt:
+      return run([](T x) { return std::sqrt(x); });
+    case UnaryOp::Rsqrt:
+      return run([](T x) { return T(1) / std::sqrt(x); });
+    case UnaryOp::Abs:
+      return run([](T x) { return std::abs(x); });
+    case UnaryOp::Sin:
+      return run([](T x) { return std::sin(x); });
+    case UnaryOp::Cos:
+      return run([](T x) { return std::cos(x); });
+    case UnaryOp::Tanh:
+      if constexpr (std::is_same_v<T, float>) return run([](T x) { return tanh_float(x); });
+      return run([](T x) { return std::tanh(x); });
+    case UnaryOp::Sigmoid:
+      return run([](T x) { return T(1) / (T(1) + std::exp(-x)); });
+    // NaN propagates, as torch.relu: !(x <= 0) is true for NaN
+    case UnaryOp::Relu:
+      return run([](T x) { return !(x <= T(0)) ? x : T(0); });
+    case UnaryOp::Gelu:
+      return run([=](T x) { return T(0.5) * x * (T(1) + std::erf(x * kInvSqrt2)); });
+    // d/dx [x Φ(x)] = Φ(x) + x φ(x)
+    case UnaryOp::GeluGrad:
+      return run([=](T x) {
+        return T(0.5) * (T(1) + std::erf(x * kInvSqrt2)) + x * kInvSqrt2Pi * std::exp(T(-0.5) * x * x);
+      });
+    case UnaryOp::Sign:
+      return run([](T x) { return T((x > T(0)) - (x < T(0))); });
+    case UnaryOp::PowScalar: {
+      const T e = static_cast<T>(alpha);
+      if (alpha == 2) return run([](T x) { return x * x; });
+      return run([e](T x) { return std::pow(x, e); });
+    }
+    case UnaryOp::LogicalNot:
+      break;
+  }
+  throw Error(fmt::format("{}: not defined for {} tensors", unary_op_name(op), a.dtype()));
+}
+
+void unary_int(UnaryOp op, const Tensor& a, const Tensor& out, double alpha) {
+  using T = int64_t;
+  auto run = [&](auto f) { unary_loop<T, T>(a, out, f); };
+  switch (op) {
+    case UnaryOp::Neg:
+      return run([](T x) { return -x; });
+    case UnaryOp::Abs:
+      return run([](T x) { return x < 0 ? -x : x; });
+    case UnaryOp::Relu:
+      return run([](T x) { return x > 0 ? x : T(0); });
+    case UnaryOp::Sign:
+      return run([](T x) { return T((x > 0) - (x < 0)); });
+    case UnaryOp::PowScalar: {
+      // exact integer power by squaring (exponent checked non-negative and integral by the op)
+      const auto e = static_cast<uint64_t>(alpha);
+      // unsigned arithmetic: an overflowing power wraps (as torch) instead of being undefined behaviour
+      return run([e](T x) {
+        uint64_t r = 1, b = static_cast<uint64_t>(x);
+        for (uint64_t k = e; k; k >>= 1) {
+          if (k & 1) r *= b;
+          b *= b;
+        }
+        return static_cast<T>(r);
+      });
+    }
+    default:
+      break;
+  }
+  throw Error(fmt::format("{}: not defined for int64 tensors", unary_op_name(op)));
+}
+
+// NaN propagates through maximum / minimum, as in PyTorch.
+template <class T>
+T max_nan(T a, T b) {
+  return (a != a || a > b) ? a : b;
+}
+template <class T>
+T min_nan(T a, T b) {
+  return (a != a || a < b) ? a : b;
+}
+
+template <class T>
+void binary_typed(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
+  auto arith = [&](auto f) { binary_loop<T, T>(a, b, out, f); };
+  auto test = [&](auto f) { binary_loop<T, uint8_t>(a, b, out, f); };
+  switch (op) {
+    case BinaryOp::Add:
+      return arith([](T x, T y) { return x + y; });
+    case BinaryOp::Sub:
+      return arith([](T x, T y) { return x - y; });
+    case BinaryOp::Mul:
+      return arith([](T x, T y) { return x * y; });
+    case BinaryOp::Div:
+      return arith([](T x, T y) { return x / y; });
+    case BinaryOp::Pow:
+      return arith([](T x, T y) { return static_cast<T>(std::pow(x, y)); });
+    case BinaryOp::Maximum:
+      return arith([](T x, T y) { return max_nan(x, y); });
+    case BinaryOp::Minimum:
+      return arith([](T x, T y) { return min_nan(x, y); });
+    case BinaryOp::Eq:
+      return test([](T x, T y) -> uint8_t { return x == y; });
+    case BinaryOp::Ne:
+      return test([](T x, T y) -> uint8_t { return x != y; });
+    case BinaryOp::Lt:
+      return test([](T x, T y) -> uint8_t { return x < y; });
+    case BinaryOp::Le:
+      return test([](T x, T y) -> uint8_t { return x <= y; });
+    case BinaryOp::Gt:
+      return test([](T x, T y) -> uint8_t { return x > y; });
+    case BinaryOp::Ge:
+      return test([](T x, T y) -> uint8_t { return x >= y; });
+    case BinaryOp::LogicalAnd:
+      return test([](T x, T y) -> uint8_t { return x && y; });
+    case BinaryOp::LogicalOr:
+      return test([](T x, T y) -> uint8_t { return x || y; });
+  }
+}
+
 }  // namespace
 
 void CpuBackend::unary(UnaryOp op, const Tensor& a, const Tensor& out, double alpha) {
-  dispatch_all(a.dtype(), unary_op_name(op).data(), [&]<class T>() {
-    if (op == UnaryOp::LogicalNot || std::is_same_v<T, uint8_t>) {
-      SACCADE_CHECK(op == UnaryOp::LogicalNot && a.dtype() == DType::Bool, "{}: not defined for bool tensors",
-                    unary_op_name(op));
-    }
-    for_each<2>(out.shape(), {&a, &out}, [op, alpha](char** p, const int64_t* s, int64_t n) {
-      if (s[0] == sizeof(T) && s[1] == sizeof(T)) {
-        const T* x = reinterpret_cast<const T*>(p[0]);
-        T* y = reinterpret_cast<T*>(p[1]);
-        switch (op) {  // the hot ones get their own loops, so that the compiler vectorises them
-          case UnaryOp::Neg:
-            for (int64_t i = 0; i < n; ++i) y[i] = -x[i];
-            return;
-          case UnaryOp::Relu:
-            for (int64_t i = 0; i < n; ++i) y[i] = x[i] > T(0) ? x[i] : T(0);
-            return;
-          case UnaryOp::Tanh:
-            if constexpr (std::is_same_v<T, float>) {
-              for (int64_t i = 0; i < n; ++i) y[i] = tanh_float(x[i]);
-              return;
-            }
-            [[fallthrough]];
-          default:
-            for (int64_t i = 0; i < n; ++i) y[i] = unary_scalar<T>(op, x[i], alpha);
-            return;
-        }
-      }
-      for (int64_t i = 0; i < n; ++i)
-        *reinterpret_cast<T*>(p[1] + i * s[1]) = unary_scalar<T>(op, *reinterpret_cast<const T*>(p[0] + i * s[0]), alpha);
-    });
-  });
+  switch (a.dtype()) {
+    case DType::Float32:
+      return unary_float<float>(op, a, out, alpha);
+    case DType::Float64:
+      return unary_float<double>(op, a, out, alpha);
+    case DType::Int64:
+      return unary_int(op, a, out, alpha);
+    case DType::Bool:
+      SACCADE_CHECK(op == UnaryOp::LogicalNot, "{}: not defined for bool tensors", unary_op_name(op));
+      return unary_loop<uint8_t, uint8_t>(a, out, [](uint8_t x) -> uint8_t { return !x; });
+  }
 }
 
 void CpuBackend::binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
-  dispatch_all(a.dtype(), binary_op_name(op).data(), [&]<class T>() {
-    if (is_comparison(op)) {
-      for_each<3>(out.shape(), {&a, &b, &out}, [op](char** p, const int64_t* s, int64_t n) {
-        for (int64_t i = 0; i < n; ++i)
-          *reinterpret_cast<uint8_t*>(p[2] + i * s[2]) =
-              compare_scalar<T>(op, *reinterpret_cast<const T*>(p[0] + i * s[0]),
-                                *reinterpret_cast<const T*>(p[1] + i * s[1]));
-      });
-      return;
-    }
-    for_each<3>(out.shape(), {&a, &b, &out}, [op](char** p, const int64_t* s, int64_t n) {
-      constexpr int64_t w = sizeof(T);
-      const T* x = reinterpret_cast<const T*>(p[0]);
-      const T* y = reinterpret_cast<const T*>(p[1]);
-      T* z = reinterpret_cast<T*>(p[2]);
-      if (s[0] == w && s[1] == w && s[2] == w) {  // contiguous
-        switch (op) {
-          case BinaryOp::Add: for (int64_t i = 0; i < n; ++i) z[i] = x[i] + y[i]; return;
-          case BinaryOp::Sub: for (int64_t i = 0; i < n; ++i) z[i] = x[i] - y[i]; return;
-          case BinaryOp::Mul: for (int64_t i = 0; i < n; ++i) z[i] = x[i] * y[i]; return;
-          case BinaryOp::Div: for (int64_t i = 0; i < n; ++i) z[i] = x[i] / y[i]; return;
-          default: for (int64_t i = 0; i < n; ++i) z[i] = binary_scalar<T>(op, x[i], y[i]); return;
-        }
-      }
-      if (s[0] == w && s[1] == 0 && s[2] == w) {  // tensor op scalar (bias, scaling)
-        const T c = y[0];
-        switch (op) {
-          case BinaryOp::Add: for (int64_t i = 0; i < n; ++i) z[i] = x[i] + c; return;
-          case BinaryOp::Sub: for (int64_t i = 0; i < n; ++i) z[i] = x[i] - c; return;
-          case BinaryOp::Mul: for (int64_t i = 0; i < n; ++i) z[i] = x[i] * c; return;
-          case BinaryOp::Div: for (int64_t i = 0; i < n; ++i) z[i] = x[i] / c; return;
-          default: for (int64_t i = 0; i < n; ++i) z[i] = binary_scalar<T>(op, x[i], c); return;
-        }
-      }
-      if (s[0] == 0 && s[1] == w && s[2] == w) {  // scalar op tensor (rsub, rdiv: e.g. tanh's 1 - y^2)
-        const T c = x[0];
-        switch (op) {
-          case BinaryOp::Sub: for (int64_t i = 0; i < n; ++i) z[i] = c - y[i]; return;
-          case BinaryOp::Div: for (int64_t i = 0; i < n; ++i) z[i] = c / y[i]; return;
-          default: for (int64_t i = 0; i < n; ++i) z[i] = binary_scalar<T>(op, c, y[i]); return;
-        }
-      }
-      for (int64_t i = 0; i < n; ++i)
-        *reinterpret_cast<T*>(p[2] + i * s[2]) = binary_scalar<T>(
-            op, *reinterpret_cast<const T*>(p[0] + i * s[0]), *reinterpret_cast<const T*>(p[1] + i * s[1]));
-    });
-  });
+  dispatch_all(a.dtype(), binary_op_name(op).data(), [&]<class T>() { binary_typed<T>(op, a, b, out); });
 }
 
 void CpuBackend::where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {
   dispatch_all(a.dtype(), "where", [&]<class T>() {
     for_each<4>(out.shape(), {&cond, &a, &b, &out}, [](char** p, const int64_t* s, int64_t n) {
       for (int64_t i = 0; i < n; ++i)
-        *reinterpret_cast<T*>(p[3] + i * s[3]) = *reinterpret_cast<const uint8_t*>(p[0] + i * s[0])
-                                                     ? *reinterpret_cast<const T*>(p[1] + i * s[1])
-                                                     : *reinterpret_cast<const T*>(p[2] + i * s[2]);
+        *reinterpret_cast<T*>(p[3] + i * s[3]) =
+            at<uint8_t>(p[0], s[0], i) ? at<T>(p[1], s[1], i) : at<T>(p[2], s[2], i);
     });
   });
 }

@@ -1,4 +1,9 @@
 // CPU reductions. a: contiguous, viewed as (outer, k, inner); out: (outer, inner).
+//
+// As in ops/cpu/elementwise.cpp, the switch on the op sits outside the loops: each op is a lambda, so each
+// loop is compiled for one op and vectorises. A row reduction (inner == 1) keeps kLanes independent partial
+// results (an order of summation the compiler may vectorise, and no more rounding than a serial loop); a
+// column reduction (inner > 1) updates a block of partial results across the columns.
 #include <cmath>
 #include <limits>
 
@@ -9,66 +14,71 @@ namespace saccade::cpu {
 
 namespace {
 
-template <class T>
-T combine(ReduceOp op, T acc, T x) {
-  switch (op) {
-    case ReduceOp::Sum: return acc + x;
-    case ReduceOp::Prod: return acc * x;
-    case ReduceOp::Max: return (acc != acc || acc >= x) ? acc : x;  // NaN propagates
-    case ReduceOp::Min: return (acc != acc || acc <= x) ? acc : x;
+constexpr int kLanes = 8;
+constexpr int64_t kBlock = 256;  // partial results of a column reduction kept on the stack
+
+// y[o, i] = f-fold over j of x[o, j, i], starting from `init`, accumulated in Acc.
+template <class T, class Acc, class F>
+void reduce_loop(const T* x, T* y, int64_t outer, int64_t k, int64_t inner, Acc init, F f) {
+  if (inner == 1) {
+    parallel_for(outer, k, [&](int64_t o) {
+      const T* row = x + o * k;
+      Acc acc[kLanes];
+      for (int l = 0; l < kLanes; ++l) acc[l] = init;
+      int64_t j = 0;
+      for (; j + kLanes <= k; j += kLanes)
+        for (int l = 0; l < kLanes; ++l) acc[l] = f(acc[l], static_cast<Acc>(row[j + l]));
+      for (; j < k; ++j) acc[0] = f(acc[0], static_cast<Acc>(row[j]));
+      Acc r = acc[0];
+      for (int l = 1; l < kLanes; ++l) r = f(r, acc[l]);
+      y[o] = static_cast<T>(r);
+    });
+    return;
   }
-  return acc;
+  parallel_for(outer, k * inner, [&](int64_t o) {
+    const T* src = x + o * k * inner;
+    T* dst = y + o * inner;
+    for (int64_t i0 = 0; i0 < inner; i0 += kBlock) {
+      const int64_t m = std::min(kBlock, inner - i0);
+      Acc acc[kBlock];
+      for (int64_t i = 0; i < m; ++i) acc[i] = init;
+      for (int64_t j = 0; j < k; ++j) {
+        const T* r = src + j * inner + i0;
+        for (int64_t i = 0; i < m; ++i) acc[i] = f(acc[i], static_cast<Acc>(r[i]));
+      }
+      for (int64_t i = 0; i < m; ++i) dst[i0 + i] = static_cast<T>(acc[i]);
+    }
+  });
 }
 
 template <class T>
-T identity(ReduceOp op) {
+void reduce_typed(ReduceOp op, const Tensor& a, const Tensor& out, int64_t outer, int64_t k, int64_t inner) {
+  // float32 sums and products accumulate in double: long rows stay accurate. max / min are exact in T.
+  using Acc = std::conditional_t<std::is_same_v<T, float>, double, T>;
+  using Lim = std::numeric_limits<T>;
+  const T* x = a.data<T>();
+  T* y = out.data<T>();
   switch (op) {
-    case ReduceOp::Sum: return T(0);
-    case ReduceOp::Prod: return T(1);
-    case ReduceOp::Max: return std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
-                                                                    : std::numeric_limits<T>::lowest();
-    case ReduceOp::Min: return std::numeric_limits<T>::has_infinity ? std::numeric_limits<T>::infinity()
-                                                                    : std::numeric_limits<T>::max();
+    case ReduceOp::Sum:
+      return reduce_loop<T, Acc>(x, y, outer, k, inner, Acc(0), [](Acc s, Acc v) { return s + v; });
+    case ReduceOp::Prod:
+      return reduce_loop<T, Acc>(x, y, outer, k, inner, Acc(1), [](Acc s, Acc v) { return s * v; });
+    // NaN propagates: once the running max is NaN it stays (v > NaN is false), and a NaN v replaces it.
+    // (| rather than ||: a branch-free select vectorises)
+    case ReduceOp::Max:
+      return reduce_loop<T, T>(x, y, outer, k, inner, Lim::has_infinity ? -Lim::infinity() : Lim::lowest(),
+                               [](T m, T v) { return ((v > m) | (v != v)) ? v : m; });
+    case ReduceOp::Min:
+      return reduce_loop<T, T>(x, y, outer, k, inner, Lim::has_infinity ? Lim::infinity() : Lim::max(),
+                               [](T m, T v) { return ((v < m) | (v != v)) ? v : m; });
   }
-  return T(0);
 }
 
 }  // namespace
 
 void CpuBackend::reduce(ReduceOp op, const Tensor& a, const Tensor& out, int64_t outer, int64_t k,
                         int64_t inner) {
-  dispatch_all(a.dtype(), "reduce", [&]<class T>() {
-    const T* x = a.data<T>();
-    T* y = out.data<T>();
-    // float32 sums accumulate in double: long rows stay accurate.
-    using Acc = std::conditional_t<std::is_same_v<T, float>, double, T>;
-    if (inner == 1) {
-      parallel_for(outer, k, [&](int64_t o) {
-        const T* row = x + o * k;
-        Acc acc = identity<Acc>(op);
-        if (op == ReduceOp::Sum) {
-          for (int64_t j = 0; j < k; ++j) acc += row[j];
-        } else {
-          for (int64_t j = 0; j < k; ++j) acc = combine<Acc>(op, acc, row[j]);
-        }
-        y[o] = static_cast<T>(acc);
-      });
-      return;
-    }
-    parallel_for(outer, k * inner, [&](int64_t o) {
-      T* dst = y + o * inner;
-      const T* src = x + o * k * inner;
-      for (int64_t i = 0; i < inner; ++i) dst[i] = identity<T>(op);
-      for (int64_t j = 0; j < k; ++j) {
-        const T* r = src + j * inner;
-        if (op == ReduceOp::Sum) {
-          for (int64_t i = 0; i < inner; ++i) dst[i] += r[i];
-        } else {
-          for (int64_t i = 0; i < inner; ++i) dst[i] = combine<T>(op, dst[i], r[i]);
-        }
-      }
-    });
-  });
+  dispatch_all(a.dtype(), "reduce", [&]<class T>() { reduce_typed<T>(op, a, out, outer, k, inner); });
 }
 
 void CpuBackend::arg_reduce(ReduceOp op, const Tensor& a, const Tensor& values, const Tensor& indices,
