@@ -40,6 +40,9 @@ TEST_CASE("caption: sat learns to caption real Fashion-MNIST scenes", "[slow][ca
     SUCCEED();
     return;
   }
+  // One thread: CTest runs tests two at a time with OMP_NUM_THREADS=2 on a 2-core machine, and spinning
+  // threads without a core to run on made this test 5x slower.
+  int previous_threads = set_cpu_threads(1);
   ImageSet train = load_fashion_mnist("train");
   ImageSet t10k = load_fashion_mnist("t10k");
   SceneBatch test = make_test_scenes(t10k, 500);
@@ -58,11 +61,13 @@ TEST_CASE("caption: sat learns to caption real Fashion-MNIST scenes", "[slow][ca
   EvalResult r = evaluate_captioner(*model, test, Device::cpu());
   INFO("exact " << r.exact_match << " bleu " << r.bleu4 << " items " << r.item_accuracy << " localization "
                 << r.localization << " loss " << tr.final_loss);
-  // Chance: a caption that names a uniformly random class for each correctly placed item gets item accuracy
-  // 0.1, and uniform attention over the grid localizes at 0.25.
-  // TODO(thresholds from measurements)
-  CHECK(r.item_accuracy > 0.5);
-  CHECK(r.localization > 0.5);
+  // Measured (2-core VM, OpenBLAS SkylakeX kernels, one thread; ~80 s with the machine shared): item accuracy
+  // 0.46, attention localization 0.82, exact match 0.19, BLEU-4 0.64, final loss 0.37. Chance levels: item
+  // accuracy 0.1 (a caption that places every item right but names a random class), localization 0.25
+  // (uniform attention over the grid). The thresholds leave room for other BLAS kernels' rounding.
+  CHECK(r.item_accuracy > 0.3);
+  CHECK(r.localization > 0.6);
+  set_cpu_threads(previous_threads);
 }
 
 TEST_CASE("caption: a resumed run continues exactly as the uninterrupted one", "[slow][caption]") {

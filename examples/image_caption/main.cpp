@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <string>
 
+#include <omp.h>
 #include <CLI/CLI.hpp>
 
 #include "examples/common/idx.h"
@@ -30,6 +31,8 @@ int main(int argc, char** argv) {
   std::string model = "sat", device_name = "cpu", out_dir = "caption_out", checkpoint,
               data_dir = ex::kFashionMnistDir;
   int64_t steps = -1, batch_size = 64, eval_scenes = 2000, pictures = 6, grid = -1, checkpoint_every = 500;
+  int64_t conv1 = -1, conv2 = -1, d_model = -1, hidden = -1;
+  int threads = 0;
   double lr = -1;
   uint64_t seed = 0;
   bool resume = false, eval_only = false, profile = false;
@@ -47,6 +50,12 @@ int main(int argc, char** argv) {
   app.add_option("--eval-scenes", eval_scenes, "test scenes to evaluate on")->check(CLI::PositiveNumber);
   app.add_option("--pictures", pictures, "test scenes to draw with their attention maps");
   app.add_option("--grid", grid, "grid size G of the encoder (7 or 14)")->check(CLI::IsMember({7, 14}));
+  app.add_option("--conv1", conv1, "channels of the first conv layer (16)")->check(CLI::PositiveNumber);
+  app.add_option("--conv2", conv2, "channels of the second conv layer (32)")->check(CLI::PositiveNumber);
+  app.add_option("--d-model", d_model, "size of the grid feature vectors (128)")->check(CLI::PositiveNumber);
+  app.add_option("--hidden", hidden, "GRU state size of sat (128)")->check(CLI::PositiveNumber);
+  app.add_option("--threads", threads, "CPU threads (OpenMP and OpenBLAS); default: the environment's")
+      ->check(CLI::PositiveNumber);
   app.add_option("--data", data_dir, "directory of the Fashion-MNIST .gz files");
   app.add_flag("--profile", profile, "print the time per step spent in each phase");
   CLI11_PARSE(app, argc, argv);
@@ -59,16 +68,20 @@ int main(int argc, char** argv) {
         device_name);
     if (checkpoint.empty()) checkpoint = out_dir + "/checkpoint.safetensors";
     std::filesystem::create_directories(out_dir);
+    if (threads > 0) ex::set_cpu_threads(threads);
     const char* coretype = std::getenv("OPENBLAS_CORETYPE");
-    const char* threads = std::getenv("OMP_NUM_THREADS");
-    std::printf("device %s, OMP_NUM_THREADS=%s, OPENBLAS_CORETYPE=%s\n", device.str().c_str(),
-                threads ? threads : "(unset)", coretype ? coretype : "(unset)");
+    std::printf("device %s, %d CPU threads, OPENBLAS_CORETYPE=%s\n", device.str().c_str(),
+                omp_get_max_threads(), coretype ? coretype : "(unset)");
 
     ex::ImageSet t10k = ex::load_fashion_mnist("t10k", data_dir);
     ex::SceneBatch test = ex::make_test_scenes(t10k, eval_scenes);
 
     ex::CaptionConfig config = ex::CaptionConfig::defaults(model);
     if (grid > 0) config.grid = grid;
+    if (conv1 > 0) config.conv1 = conv1;
+    if (conv2 > 0) config.conv2 = conv2;
+    if (d_model > 0) config.d_model = d_model;
+    if (hidden > 0) config.hidden = hidden;
     bool from_checkpoint = eval_only || (resume && std::filesystem::exists(checkpoint));
     if (from_checkpoint)
       config = ex::CaptionConfig::from_metadata(saccade::nn::load_safetensors(checkpoint).metadata);

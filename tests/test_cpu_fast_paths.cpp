@@ -1,0 +1,57 @@
+// The CPU kernels' fast paths added for the captioning example (ops/cpu/elementwise.cpp): the vectorised
+// float32 tanh (Eigen's rational approximation) and the scalar-first / sub / div loops of the binary kernel.
+// Expected values come from double-precision std::tanh and plain arithmetic computed here.
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "helpers.h"
+#include "ops/creation.h"
+#include "ops/elementwise.h"
+
+using namespace saccade;
+
+TEST_CASE("cpu fast paths: float tanh within 4e-7 relative of tanh", "[ops][elementwise][tanh]") {
+  // A sweep over 14 decades either side of 0, the clamp region and beyond.
+  std::vector<float> xs;
+  for (double m = 1e-40; m < 50; m *= 1.37)
+    xs.push_back(static_cast<float>(m)), xs.push_back(static_cast<float>(-m));
+  for (float x : {0.0f, -0.0f, 0.0004f, 7.9f, 7.99881172f, 8.0f, 9.0f, 20.0f, 1e30f})
+    xs.push_back(x), xs.push_back(-x);
+  const auto n = static_cast<int64_t>(xs.size());
+  Tensor y = ops::tanh(ops::from_vector(xs, {n}));
+  std::vector<float> got = y.to_vector<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    double want = std::tanh(static_cast<double>(xs[i]));
+    INFO("x = " << xs[i] << " got " << got[i] << " want " << want);
+    CHECK(std::abs(got[i] - want) <= 4e-7 * std::abs(want) + 1e-45);
+    CHECK(std::signbit(got[i]) == std::signbit(xs[i]));
+    CHECK(std::abs(got[i]) <= 1.0f);
+  }
+  // Non-finite inputs: +-inf saturate, NaN propagates.
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> special = ops::tanh(ops::from_vector<float>({inf, -inf, nan}, {3})).to_vector<float>();
+  CHECK((special[0] <= 1.0f && special[0] > 1.0f - 4e-7f));
+  CHECK((special[1] >= -1.0f && special[1] < -1.0f + 4e-7f));
+  CHECK(std::isnan(special[2]));
+  // A strided (non-contiguous) input takes the generic path and agrees.
+  Tensor a = ops::from_vector(xs, {n / 2, 2});
+  CHECK(testing::allclose(ops::tanh(a.t()), ops::tanh(a.t().contiguous()), 4e-7, 1e-30));
+  // float64 keeps libm's tanh.
+  Tensor d = ops::from_vector<double>({0.5, -3.0}, {2});
+  std::vector<double> dv = ops::tanh(d).to_vector<double>();
+  CHECK(dv[0] == std::tanh(0.5));
+  CHECK(dv[1] == std::tanh(-3.0));
+}
+
+TEST_CASE("cpu fast paths: scalar-first and tensor-scalar sub and div", "[ops][elementwise]") {
+  Tensor x = ops::from_vector<float>({1.0f, 2.0f, -4.0f, 0.5f}, {4});
+  CHECK(ops::rsub(x, 1.0).to_vector<float>() == std::vector<float>{0.0f, -1.0f, 5.0f, 0.5f});
+  CHECK(ops::rdiv(x, 2.0).to_vector<float>() == std::vector<float>{2.0f, 1.0f, -0.5f, 4.0f});
+  CHECK(ops::sub(x, 1.0).to_vector<float>() == std::vector<float>{0.0f, 1.0f, -5.0f, -0.5f});
+  CHECK(ops::div(x, 2.0).to_vector<float>() == std::vector<float>{0.5f, 1.0f, -2.0f, 0.25f});
+  // Other ops with a scalar first operand still go through the generic loop.
+  CHECK(ops::maximum(x, 1.0).to_vector<float>() == std::vector<float>{1.0f, 2.0f, 1.0f, 1.0f});
+  Tensor i = ops::from_vector<int64_t>({3, 7}, {2});
+  CHECK(ops::rsub(i, 10.0).to_vector<int64_t>() == std::vector<int64_t>{7, 3});
+}
