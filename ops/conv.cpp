@@ -26,6 +26,13 @@ Window make_window(const char* op, const Shape& x, Size2 kernel, Size2 stride, S
                 stride[0], stride[1], x);
   SACCADE_CHECK(padding[0] >= 0 && padding[1] >= 0,
                 "{}: padding must be non-negative, got [{}, {}] for input {}", op, padding[0], padding[1], x);
+  // the kernels take int geometry: larger values would be truncated (a stride of 2^32 became 0)
+  constexpr int64_t kMax = int64_t{1} << 30;
+  for (int64_t v : {kernel[0], kernel[1], stride[0], stride[1], padding[0], padding[1]})
+    SACCADE_CHECK(v <= kMax,
+                  "{}: kernel size, stride and padding must be at most 2^30, got kernel [{}, {}], "
+                  "stride [{}, {}], padding [{}, {}]",
+                  op, kernel[0], kernel[1], stride[0], stride[1], padding[0], padding[1]);
   // As PyTorch: a pooling window must hold at least one input element.
   SACCADE_CHECK(!pool || (2 * padding[0] <= kernel[0] && 2 * padding[1] <= kernel[1]),
                 "{}: padding [{}, {}] must be at most half the kernel size [{}, {}]", op, padding[0],
@@ -53,7 +60,9 @@ void check_grad_shape(const char* op, const Tensor& g, const Shape& want) {
 
 // x (N, C, H, W) contiguous -> (N, C*kh*kw, OH*OW).
 Tensor im2col(const Tensor& x, const Window& w) {
-  Tensor cols = Tensor::empty({x.size(0), x.size(1) * w.kh * w.kw, w.oh * w.ow}, x.dtype(), x.device());
+  const int64_t rows = checked_mul(checked_mul(x.size(1), w.kh, "conv2d"), w.kw, "conv2d");
+  Tensor cols =
+      Tensor::empty({x.size(0), rows, checked_mul(w.oh, w.ow, "conv2d")}, x.dtype(), x.device(), "conv2d");
   backend(x.device()).im2col(x, cols, w.kh, w.kw, w.sh, w.sw, w.ph, w.pw);
   return cols;
 }

@@ -10,20 +10,50 @@ namespace saccade::ops {
 
 Tensor empty(const Shape& shape, DType dtype, Device device) { return Tensor::empty(shape, dtype, device); }
 
-Tensor full(const Shape& shape, double value, DType dtype, Device device) {
-  for (int64_t s : shape) SACCADE_CHECK(s >= 0, "full: negative size in shape {}", shape);
-  Tensor t = Tensor::empty(shape, dtype, device);
+// An int64 tensor cannot hold NaN, inf or a value beyond +-2^63 (converting one would be undefined).
+static void check_int64_value(double value, DType dtype, const char* op) {
+  SACCADE_CHECK(dtype != DType::Int64 || (value >= -0x1p63 && value < 0x1p63),
+                "{}: value {} cannot be converted to int64 without overflow", op, value);
+}
+
+// full() under the name of the op the user called (zeros, ones, ...).
+static Tensor full_named(const Shape& shape, double value, DType dtype, Device device, const char* op) {
+  check_int64_value(value, dtype, op);
+  Tensor t = Tensor::empty(shape, dtype, device, op);
   // bool holds 0 or 1 only: any nonzero value is true
   backend(device).fill(t, dtype == DType::Bool ? double(value != 0) : value);
   return t;
 }
-Tensor zeros(const Shape& shape, DType dtype, Device device) { return full(shape, 0, dtype, device); }
-Tensor ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1, dtype, device); }
-Tensor empty_like(const Tensor& t) { return Tensor::empty(t.shape(), t.dtype(), t.device()); }
-Tensor zeros_like(const Tensor& t) { return full(t.shape(), 0, t.dtype(), t.device()); }
-Tensor ones_like(const Tensor& t) { return full(t.shape(), 1, t.dtype(), t.device()); }
-Tensor full_like(const Tensor& t, double value) { return full(t.shape(), value, t.dtype(), t.device()); }
-Tensor scalar_tensor(double value, DType dtype, Device device) { return full({}, value, dtype, device); }
+// The *_like ops name themselves when given an undefined tensor.
+static const Tensor& like(const Tensor& t, const char* op) {
+  SACCADE_CHECK(t.defined(), "{}: got an undefined tensor", op);
+  return t;
+}
+
+Tensor full(const Shape& shape, double value, DType dtype, Device device) {
+  return full_named(shape, value, dtype, device, "full");
+}
+Tensor zeros(const Shape& shape, DType dtype, Device device) {
+  return full_named(shape, 0, dtype, device, "zeros");
+}
+Tensor ones(const Shape& shape, DType dtype, Device device) {
+  return full_named(shape, 1, dtype, device, "ones");
+}
+Tensor empty_like(const Tensor& t) {
+  return Tensor::empty(like(t, "empty_like").shape(), t.dtype(), t.device(), "empty_like");
+}
+Tensor zeros_like(const Tensor& t) {
+  return full_named(like(t, "zeros_like").shape(), 0, t.dtype(), t.device(), "zeros_like");
+}
+Tensor ones_like(const Tensor& t) {
+  return full_named(like(t, "ones_like").shape(), 1, t.dtype(), t.device(), "ones_like");
+}
+Tensor full_like(const Tensor& t, double value) {
+  return full_named(like(t, "full_like").shape(), value, t.dtype(), t.device(), "full_like");
+}
+Tensor scalar_tensor(double value, DType dtype, Device device) {
+  return full_named({}, value, dtype, device, "scalar_tensor");
+}
 
 Tensor arange(double start, double end, double step, DType dtype, Device device) {
   SACCADE_CHECK(std::isfinite(start) && std::isfinite(end) && std::isfinite(step),
@@ -32,8 +62,12 @@ Tensor arange(double start, double end, double step, DType dtype, Device device)
   SACCADE_CHECK((end - start) * step >= 0, "arange: start {} end {} and step {} are inconsistent", start, end,
                 step);
   SACCADE_CHECK(dtype != DType::Bool, "arange: bool dtype is not supported");
-  auto n = static_cast<int64_t>(std::ceil((end - start) / step));
-  Tensor t = Tensor::empty({n}, dtype, device);
+  check_int64_value(start, dtype, "arange");
+  check_int64_value(end, dtype, "arange");
+  const double count = std::ceil((end - start) / step);  // may exceed int64: check before converting
+  SACCADE_CHECK(count < 0x1p62, "arange: size too large: [{}, {}) in steps of {} has {} elements", start, end,
+                step, count);
+  Tensor t = Tensor::empty({static_cast<int64_t>(count)}, dtype, device, "arange");
   backend(device).arange(t, start, step);
   return t;
 }
@@ -44,7 +78,9 @@ Tensor linspace(double start, double end, int64_t steps, DType dtype, Device dev
   SACCADE_CHECK(dtype != DType::Bool, "linspace: bool dtype is not supported");
   SACCADE_CHECK(std::isfinite(start) && std::isfinite(end), "linspace: start {} and end {} must be finite",
                 start, end);
-  Tensor t = Tensor::empty({steps}, dtype, device);
+  check_int64_value(start, dtype, "linspace");
+  check_int64_value(end, dtype, "linspace");
+  Tensor t = Tensor::empty({steps}, dtype, device, "linspace");
   backend(device).arange(t, start, steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0);
   return t;
 }
@@ -52,7 +88,7 @@ Tensor linspace(double start, double end, int64_t steps, DType dtype, Device dev
 Tensor eye(int64_t n, int64_t m, DType dtype, Device device) {
   SACCADE_CHECK(n >= 0, "eye: n must be non-negative, got {}", n);
   if (m < 0) m = n;
-  Tensor t = zeros({n, m}, dtype, device);
+  Tensor t = full_named({n, m}, 0, dtype, device, "eye");
   // the diagonal is a strided view with stride m + 1
   Tensor diag(t.storage(), {std::min(n, m)}, {m + 1}, 0, dtype);
   backend(device).fill(diag, 1);
@@ -75,10 +111,10 @@ Tensor triu(const Tensor& t, int64_t k) { return triangle(t, k, true, "triu"); }
 
 template <class T>
 Tensor from_vector(const std::vector<T>& values, const Shape& shape, Device device) {
-  SACCADE_CHECK(static_cast<int64_t>(values.size()) == shape.numel(),
-                "from_vector: {} values do not fill shape {} ({} elements)", values.size(), shape,
-                shape.numel());
-  Tensor t = Tensor::empty(shape, dtype_of<T>(), Device::cpu());
+  const int64_t n = checked_numel(shape, "from_vector");
+  SACCADE_CHECK(static_cast<int64_t>(values.size()) == n,
+                "from_vector: {} values do not fill shape {} ({} elements)", values.size(), shape, n);
+  Tensor t = Tensor::empty(shape, dtype_of<T>(), Device::cpu(), "from_vector");
   if constexpr (std::is_same_v<T, bool>) {
     uint8_t* p = t.data<uint8_t>();
     for (size_t i = 0; i < values.size(); ++i) p[i] = values[i];
@@ -93,8 +129,9 @@ template Tensor from_vector(const std::vector<int64_t>&, const Shape&, Device);
 template Tensor from_vector(const std::vector<bool>&, const Shape&, Device);
 
 Tensor tensor(std::initializer_list<double> values, const Shape& shape, DType dtype, Device device) {
-  SACCADE_CHECK(static_cast<int64_t>(values.size()) == shape.numel(),
-                "tensor: {} values do not fill shape {} ({} elements)", values.size(), shape, shape.numel());
+  const int64_t n = checked_numel(shape, "tensor");
+  SACCADE_CHECK(static_cast<int64_t>(values.size()) == n,
+                "tensor: {} values do not fill shape {} ({} elements)", values.size(), shape, n);
   return from_vector(std::vector<double>(values), shape, Device::cpu()).to(dtype).to(device);
 }
 Tensor tensor(std::initializer_list<double> values, DType dtype, Device device) {

@@ -2,10 +2,14 @@
 // kernel (which also converts dtypes); splits are narrow() views; repeats are built from expand and cat.
 #include "ops/join.h"
 
+#include <limits>
+
 #include "ops/backend.h"
 #include "ops/elementwise.h"
 
 namespace saccade::ops {
+
+constexpr int64_t kMaxSize = std::numeric_limits<int64_t>::max();
 
 // torch.cat's legacy rule: a 1-d tensor with no elements is skipped whatever the other shapes are.
 static bool skipped_in_cat(const Tensor& t) { return t.dim() == 1 && t.numel() == 0; }
@@ -69,7 +73,7 @@ std::vector<Tensor> split(const Tensor& t, const std::vector<int64_t>& sizes, in
   int64_t total = 0;
   for (int64_t s : sizes) {
     SACCADE_CHECK(s >= 0, "split: negative split size {} for shape {}", s, t.shape());
-    total += s;
+    total = s > kMaxSize - total ? kMaxSize : total + s;  // saturating: the sum is only compared
   }
   SACCADE_CHECK(total == t.shape()[d], "split: sizes {} do not sum to size {} of dim {} of shape {}",
                 fmt::join(sizes, ", "), t.shape()[d], d, t.shape());
@@ -92,7 +96,8 @@ std::vector<Tensor> split(const Tensor& t, int64_t split_size, int64_t dim) {
                 t.shape());
   if (n == 0) return {t};
   std::vector<int64_t> sizes;
-  for (int64_t start = 0; start < n; start += split_size) sizes.push_back(std::min(split_size, n - start));
+  for (int64_t start = 0; start < n; start += std::min(split_size, n - start))
+    sizes.push_back(std::min(split_size, n - start));
   return split(t, sizes, d);
 }
 
@@ -102,7 +107,8 @@ std::vector<Tensor> chunk(const Tensor& t, int64_t chunks, int64_t dim) {
   SACCADE_CHECK(t.dim() > 0, "chunk: cannot chunk a 0-d tensor");
   int d = normalize_dim(dim, t.dim(), "chunk");
   int64_t n = t.shape()[d];
-  return split(t, std::max<int64_t>((n + chunks - 1) / chunks, n == 0 ? 0 : 1), d);
+  const int64_t per_chunk = n / chunks + (n % chunks != 0);  // ceil(n / chunks) without overflow
+  return split(t, std::max<int64_t>(per_chunk, n == 0 ? 0 : 1), d);
 }
 
 // t: (S0.., Sd), repeats: (r0.., rd) with at least t.dim() entries -> (r0 * S0, ..., rd * Sd)
@@ -114,6 +120,9 @@ Tensor repeat(const Tensor& t, const Shape& repeats) {
   for (int64_t r : repeats) SACCADE_CHECK(r >= 0, "repeat: negative repeat count in {}", repeats);
   Tensor x = t;
   while (x.dim() < repeats.size()) x = x.unsqueeze(0);  // leading size-1 dims
+  Shape out = x.shape();
+  for (int d = 0; d < out.size(); ++d) out[d] = checked_mul(out[d], repeats[d], "repeat");
+  check_allocation(out, t.dtype(), t.device(), "repeat");  // before any copy is made
   bool copied = false;
   // one dim at a time, by concatenating copies: needs no extra dims, so works up to kMaxDims
   for (int d = 0; d < repeats.size(); ++d) {
@@ -138,8 +147,8 @@ Tensor repeat_interleave(const Tensor& t, int64_t repeats, int64_t dim) {
   int d = normalize_dim(dim, t.dim(), "repeat_interleave");
   Shape wide = t.shape(), out_shape = t.shape();
   wide.insert(d + 1, repeats);
-  out_shape[d] *= repeats;
-  Tensor out = Tensor::empty(wide, t.dtype(), t.device());
+  Tensor out = Tensor::empty(wide, t.dtype(), t.device(), "repeat_interleave");
+  out_shape[d] *= repeats;  // fits: `out` holds that many elements
   backend(t.device()).copy(t.unsqueeze(d + 1).expand(wide), out);
   return out.view(out_shape);
 }

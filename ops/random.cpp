@@ -25,10 +25,9 @@ static Tensor uniform_named(const Shape& shape, double low, double high, DType d
                             Generator* gen, const char* op) {
   SACCADE_CHECK(is_floating(dtype), "{}: expected a float dtype, got {}", op, dtype);
   SACCADE_CHECK(low <= high, "{}: low {} is greater than high {}", op, low, high);
-  for (int64_t s : shape) SACCADE_CHECK(s >= 0, "{}: negative size in shape {}", op, shape);
-  Tensor t = Tensor::empty(shape, dtype, device);
-  Generator& g = pick(gen);
-  backend(device).uniform(t, g.seed(), g.advance(static_cast<uint64_t>(t.numel())), low, high);
+  Tensor t = Tensor::empty(shape, dtype, device, op);
+  Generator::Draw d = pick(gen).reserve(static_cast<uint64_t>(t.numel()));
+  backend(device).uniform(t, d.seed, d.offset, low, high);
   return t;
 }
 
@@ -36,10 +35,9 @@ static Tensor normal_named(const Shape& shape, double mean, double std, DType dt
                            Generator* gen, const char* op) {
   SACCADE_CHECK(is_floating(dtype), "{}: expected a float dtype, got {}", op, dtype);
   SACCADE_CHECK(std >= 0, "{}: std must be non-negative, got {}", op, std);
-  for (int64_t s : shape) SACCADE_CHECK(s >= 0, "{}: negative size in shape {}", op, shape);
-  Tensor t = Tensor::empty(shape, dtype, device);
-  Generator& g = pick(gen);
-  backend(device).normal(t, g.seed(), g.advance(static_cast<uint64_t>(t.numel())), mean, std);
+  Tensor t = Tensor::empty(shape, dtype, device, op);
+  Generator::Draw d = pick(gen).reserve(static_cast<uint64_t>(t.numel()));
+  backend(device).normal(t, d.seed, d.offset, mean, std);
   return t;
 }
 
@@ -58,23 +56,27 @@ Tensor randn(const Shape& shape, DType dtype, Device device, Generator* gen) {
 
 Tensor randint(int64_t low, int64_t high, const Shape& shape, Device device, Generator* gen) {
   SACCADE_CHECK(low < high, "randint: low {} must be less than high {}", low, high);
-  for (int64_t s : shape) SACCADE_CHECK(s >= 0, "randint: negative size in shape {}", shape);
   // floor(low + (high - low) * u) with u in [0, 1) from float64 uniforms
-  Tensor u = uniform(shape, 0, 1, DType::Float64, Device::cpu(), gen);
-  Tensor out = Tensor::empty(shape, DType::Int64, Device::cpu());
+  Tensor out = Tensor::empty(shape, DType::Int64, Device::cpu(), "randint");
+  Tensor u = uniform_named(shape, 0, 1, DType::Float64, Device::cpu(), gen, "randint");
   const double* pu = u.data<double>();
   int64_t* po = out.data<int64_t>();
-  const double span = static_cast<double>(high - low);
-  for (int64_t i = 0; i < out.numel(); ++i)
-    po[i] = std::min(high - 1, low + static_cast<int64_t>(std::floor(pu[i] * span)));
+  // high - low may not fit int64 (low = -2^63, high = 2^63 - 1): take the span in unsigned arithmetic
+  const uint64_t span = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    const double v = std::floor(pu[i] * static_cast<double>(span));  // may round up to 2^64
+    const uint64_t step = v >= 0x1p64 ? span - 1 : std::min(span - 1, static_cast<uint64_t>(v));
+    po[i] = static_cast<int64_t>(static_cast<uint64_t>(low) + step);
+  }
   return out.to(device);
 }
 
 Tensor randperm(int64_t n, Generator* gen) {
   SACCADE_CHECK(n >= 0, "randperm: n must be non-negative, got {}", n);
   // Fisher-Yates with one uniform per swap
-  Tensor u = uniform({n}, 0, 1, DType::Float64, Device::cpu(), gen);
-  Tensor out = arange(0, static_cast<double>(n), 1, DType::Int64);
+  Tensor out = Tensor::empty({n}, DType::Int64, Device::cpu(), "randperm");
+  Tensor u = uniform_named({n}, 0, 1, DType::Float64, Device::cpu(), gen, "randperm");
+  backend(Device::cpu()).arange(out, 0, 1);
   int64_t* p = out.data<int64_t>();
   const double* pu = u.data<double>();
   for (int64_t i = n - 1; i > 0; --i) {

@@ -52,7 +52,8 @@ class Shape {
     --n_;
   }
   void resize(int n, int64_t value = 0) {
-    SACCADE_CHECK(n >= 0 && n <= kMaxDims, "shape: at most {} dimensions are supported, asked for {}", kMaxDims, n);
+    SACCADE_CHECK(n >= 0 && n <= kMaxDims, "shape: at most {} dimensions are supported, asked for {}",
+                  kMaxDims, n);
     for (int i = n_; i < n; ++i) v_[i] = value;
     n_ = n;
   }
@@ -87,7 +88,8 @@ inline Shape contiguous_strides(const Shape& shape) {
 /// Maps a possibly negative `dim` into [0, ndim); throws naming `op` when out of range.
 inline int normalize_dim(int64_t dim, int ndim, const char* op) {
   int64_t lo = -std::max(ndim, 1), hi = std::max(ndim, 1) - 1;
-  SACCADE_CHECK(dim >= lo && dim <= hi, "{}: dim {} out of range for a tensor of {} dimensions", op, dim, ndim);
+  SACCADE_CHECK(dim >= lo && dim <= hi, "{}: dim {} out of range for a tensor of {} dimensions", op, dim,
+                ndim);
   return static_cast<int>(dim < 0 ? dim + std::max(ndim, 1) : dim);
 }
 
@@ -103,3 +105,43 @@ struct fmt::formatter<saccade::Shape> {
     return fmt::format_to(ctx.out(), "[{}]", fmt::join(s.begin(), s.end(), ", "));
   }
 };
+
+namespace saccade {
+
+// ---- the checked size arithmetic every op, view, constructor and kernel entry uses on user sizes ----
+
+/// a * b for sizes, element counts or byte counts; throws saccade::Error naming `op` ("size too large") when
+/// the product overflows int64.
+inline int64_t checked_mul(int64_t a, int64_t b, const char* op) {
+  int64_t p = 0;
+  SACCADE_CHECK(!__builtin_mul_overflow(a, b, &p), "{}: size too large ({} * {} overflows int64)", op, a, b);
+  return p;
+}
+
+/// The number of elements of `shape`, checked: every size must be non-negative, and the product of the
+/// nonzero sizes (which a contiguous tensor's strides reach) must fit int64. Throws saccade::Error naming
+/// `op` and the shape otherwise ("negative size", "size too large").
+inline int64_t checked_numel(const Shape& shape, const char* op) {
+  int64_t reach = 1;
+  bool zero = false;
+  for (int64_t s : shape) {
+    SACCADE_CHECK(s >= 0, "{}: negative size in shape {}", op, shape);
+    zero = zero || s == 0;
+    SACCADE_CHECK(!__builtin_mul_overflow(reach, std::max<int64_t>(s, 1), &reach),
+                  "{}: size too large: shape {} has more than 2^63 elements", op, shape);
+  }
+  return zero ? 0 : reach;
+}
+
+/// Throws saccade::Error naming `op` unless `value > 0` ("{op}: {what} must be positive, got {value}"): for
+/// sizes of layers, strides, kernel sizes, steps, counts.
+inline void check_positive(int64_t value, const char* what, const char* op) {
+  SACCADE_CHECK(value > 0, "{}: {} must be positive, got {}", op, what, value);
+}
+
+/// Throws saccade::Error naming `op` unless 0 <= value <= `max` ("{op}: {what} must be in [0, max]").
+inline void check_range(int64_t value, int64_t max, const char* what, const char* op) {
+  SACCADE_CHECK(value >= 0 && value <= max, "{}: {} must be in [0, {}], got {}", op, what, max, value);
+}
+
+}  // namespace saccade

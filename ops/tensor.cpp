@@ -1,6 +1,8 @@
 // Tensor, Storage and the view arithmetic. Views only rewrite (shape, strides, offset).
 #include "ops/tensor.h"
 
+#include <unistd.h>
+
 #include <numeric>
 
 #include "ops/backend.h"
@@ -69,16 +71,54 @@ void detail::dtype_mismatch(const char* what, DType have, DType want) {
 Tensor::Tensor(std::shared_ptr<Storage> storage, Shape shape, Shape strides, int64_t offset, DType dtype)
     : storage_(std::move(storage)), shape_(shape), strides_(strides), offset_(offset), dtype_(dtype) {}
 
-Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
-  for (int64_t s : shape) SACCADE_CHECK(s >= 0, "empty: negative size in shape {}", shape);
-  auto storage = std::make_shared<Storage>(std::max<size_t>(shape.numel() * dtype_size(dtype), 1), device);
+// The most bytes one allocation on `device` may ask for: the machine's physical memory for the CPU (a larger
+// request cannot succeed in any useful sense; refusing it up front gives an Error instead of bad_alloc or the
+// OOM killer). CUDA devices report their own out-of-memory through the backend.
+static int64_t device_capacity(Device device) {
+  if (!device.is_cpu()) return INT64_MAX;
+  static const int64_t cpu_bytes = [] {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : INT64_MAX;
+  }();
+  return cpu_bytes;
+}
+
+int64_t check_allocation(const Shape& shape, DType dtype, Device device, const char* op) {
+  const int64_t n = checked_numel(shape, op);
+  const int64_t nbytes = checked_mul(n, static_cast<int64_t>(dtype_size(dtype)), op);
+  SACCADE_CHECK(nbytes <= device_capacity(device),
+                "{}: cannot allocate {} bytes for shape {} of {} on {} (the device holds {} bytes)", op,
+                nbytes, shape, dtype, device, device_capacity(device));
+  return nbytes;
+}
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, const char* op) {
+  const int64_t nbytes = check_allocation(shape, dtype, device, op);
+  auto storage = std::make_shared<Storage>(std::max<size_t>(static_cast<size_t>(nbytes), 1), device);
   return Tensor(std::move(storage), shape, contiguous_strides(shape), 0, dtype);
+}
+
+void detail::undefined_tensor(const char* what) {
+  throw Error(fmt::format("{}: called on an undefined tensor (a default-constructed Tensor)", what));
+}
+
+void Tensor::check_defined(const char* op) const {
+  if (!storage_) [[unlikely]]
+    detail::undefined_tensor(op);
 }
 
 Device Tensor::device() const { return storage_ ? storage_->device() : Device::cpu(); }
 
-int64_t Tensor::size(int64_t d) const { return shape_[normalize_dim(d, dim(), "size")]; }
-int64_t Tensor::stride(int64_t d) const { return strides_[normalize_dim(d, dim(), "stride")]; }
+int64_t Tensor::size(int64_t d) const {
+  check_defined("size");
+  SACCADE_CHECK(dim() > 0, "size: dim {} requested of a 0-d tensor (it has no dimensions)", d);
+  return shape_[normalize_dim(d, dim(), "size")];
+}
+int64_t Tensor::stride(int64_t d) const {
+  check_defined("stride");
+  SACCADE_CHECK(dim() > 0, "stride: dim {} requested of a 0-d tensor (it has no dimensions)", d);
+  return strides_[normalize_dim(d, dim(), "stride")];
+}
 
 bool Tensor::is_contiguous() const {
   if (numel() == 0) return true;  // as PyTorch: no element can be out of place
@@ -102,7 +142,7 @@ static Shape infer_shape(const Shape& shape, int64_t numel, const char* op, cons
       infer = i;
     } else {
       SACCADE_CHECK(out[i] >= 0, "{}: invalid size in shape {}", op, shape);
-      known *= out[i];
+      known = checked_mul(known, out[i], op);
     }
   }
   if (infer >= 0) {
@@ -110,8 +150,8 @@ static Shape infer_shape(const Shape& shape, int64_t numel, const char* op, cons
                   from);
     out[infer] = numel / known;
   }
-  SACCADE_CHECK(out.numel() == numel, "{}: shape {} is invalid for input of shape {} ({} elements)", op,
-                shape, from, numel);
+  SACCADE_CHECK(checked_numel(out, op) == numel,
+                "{}: shape {} is invalid for input of shape {} ({} elements)", op, shape, from, numel);
   return out;
 }
 
@@ -146,6 +186,7 @@ static bool view_strides(const Shape& shape, const Shape& strides, const Shape& 
 }
 
 Tensor Tensor::view(const Shape& shape) const {
+  check_defined("view");
   Shape target = infer_shape(shape, numel(), "view", shape_);
   Shape st;
   SACCADE_CHECK(view_strides(shape_, strides_, target, st),
@@ -155,6 +196,7 @@ Tensor Tensor::view(const Shape& shape) const {
 }
 
 Tensor Tensor::reshape(const Shape& shape) const {
+  check_defined("reshape");
   Shape target = infer_shape(shape, numel(), "reshape", shape_);
   Shape st;
   if (view_strides(shape_, strides_, target, st)) return Tensor(storage_, target, st, offset_, dtype_);
@@ -162,6 +204,7 @@ Tensor Tensor::reshape(const Shape& shape) const {
 }
 
 Tensor Tensor::permute(const Shape& dims) const {
+  check_defined("permute");
   SACCADE_CHECK(dims.size() == dim(), "permute: got {} dims {} for a tensor of shape {}", dims.size(), dims,
                 shape_);
   Shape sh = shape_, st = strides_;
@@ -177,6 +220,7 @@ Tensor Tensor::permute(const Shape& dims) const {
 }
 
 Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
+  check_defined("transpose");
   int a = normalize_dim(d0, dim(), "transpose"), b = normalize_dim(d1, dim(), "transpose");
   if (dim() == 0) return *this;
   Shape sh = shape_, st = strides_;
@@ -186,11 +230,13 @@ Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
 }
 
 Tensor Tensor::t() const {
+  check_defined("t");
   SACCADE_CHECK(dim() <= 2, "t: expects a tensor of at most 2 dims, got shape {}", shape_);
   return dim() < 2 ? *this : transpose(0, 1);
 }
 
 Tensor Tensor::squeeze() const {
+  check_defined("squeeze");
   Shape sh, st;
   for (int i = 0; i < dim(); ++i)
     if (shape_[i] != 1) sh.push_back(shape_[i]), st.push_back(strides_[i]);
@@ -198,6 +244,7 @@ Tensor Tensor::squeeze() const {
 }
 
 Tensor Tensor::squeeze(int64_t d) const {
+  check_defined("squeeze");
   if (dim() == 0) return *this;
   int a = normalize_dim(d, dim(), "squeeze");
   if (shape_[a] != 1) return *this;
@@ -208,6 +255,7 @@ Tensor Tensor::squeeze(int64_t d) const {
 }
 
 Tensor Tensor::unsqueeze(int64_t d) const {
+  check_defined("unsqueeze");
   int a = normalize_dim(d, dim() + 1, "unsqueeze");
   Shape sh = shape_, st = strides_;
   int64_t s = a < dim() ? strides_[a] * shape_[a] : 1;
@@ -217,6 +265,7 @@ Tensor Tensor::unsqueeze(int64_t d) const {
 }
 
 Tensor Tensor::expand(const Shape& shape) const {
+  check_defined("expand");
   if (shape == shape_) return *this;
   SACCADE_CHECK(shape.size() >= dim(), "expand: cannot expand shape {} to {} (fewer dims)", shape_, shape);
   int lead = shape.size() - dim();
@@ -228,14 +277,17 @@ Tensor Tensor::expand(const Shape& shape) const {
     }
     int64_t have = shape_[i - lead];
     int64_t want = shape[i] == -1 ? have : shape[i];
-    SACCADE_CHECK(have == want || have == 1, "expand: cannot expand shape {} to {}", shape_, shape);
+    SACCADE_CHECK(want >= 0 && (have == want || have == 1), "expand: cannot expand shape {} to {}", shape_,
+                  shape);
     sh[i] = want;
     st[i] = have == want ? strides_[i - lead] : 0;
   }
+  checked_numel(sh, "expand");
   return Tensor(storage_, sh, st, offset_, dtype_);
 }
 
 Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
+  check_defined("flatten");
   if (dim() == 0) return reshape({1});
   int a = normalize_dim(start_dim, dim(), "flatten"), b = normalize_dim(end_dim, dim(), "flatten");
   SACCADE_CHECK(a <= b, "flatten: start_dim {} after end_dim {} for shape {}", start_dim, end_dim, shape_);
@@ -249,10 +301,12 @@ Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
 }
 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
+  check_defined("narrow");
   SACCADE_CHECK(dim() > 0, "narrow: cannot narrow a 0-d tensor");
   int a = normalize_dim(d, dim(), "narrow");
   if (start < 0) start += shape_[a];
-  SACCADE_CHECK(start >= 0 && length >= 0 && start + length <= shape_[a],
+  // written so that no sum can overflow: start <= size, length <= size - start
+  SACCADE_CHECK(start >= 0 && length >= 0 && start <= shape_[a] && length <= shape_[a] - start,
                 "narrow: start {} length {} out of range for dim {} of shape {}", start, length, a, shape_);
   Shape sh = shape_;
   sh[a] = length;
@@ -260,6 +314,7 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
 }
 
 Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const {
+  check_defined("slice");
   SACCADE_CHECK(dim() > 0, "slice: cannot slice a 0-d tensor");
   int a = normalize_dim(d, dim(), "slice");
   SACCADE_CHECK(step > 0, "slice: step must be positive, got {}", step);
@@ -269,12 +324,14 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
   start = std::clamp<int64_t>(start, 0, n);
   end = std::clamp<int64_t>(end, start, n);
   Shape sh = shape_, st = strides_;
-  sh[a] = (end - start + step - 1) / step;
-  st[a] = strides_[a] * step;
+  sh[a] = end == start ? 0 : (end - start - 1) / step + 1;
+  // a step beyond the dim selects one element; its stride never matters (and must not overflow)
+  st[a] = strides_[a] * std::min<int64_t>(step, std::max<int64_t>(n, 1));
   return Tensor(storage_, sh, st, offset_ + start * strides_[a], dtype_);
 }
 
 Tensor Tensor::select(int64_t d, int64_t i) const {
+  check_defined("select");
   SACCADE_CHECK(dim() > 0, "select: cannot select from a 0-d tensor");
   int a = normalize_dim(d, dim(), "select");
   if (i < 0) i += shape_[a];
@@ -287,17 +344,20 @@ Tensor Tensor::select(int64_t d, int64_t i) const {
 }
 
 Tensor Tensor::contiguous() const {
+  check_defined("contiguous");
   if (is_contiguous()) return *this;
   return clone();
 }
 
 Tensor Tensor::clone() const {
+  check_defined("clone");
   Tensor out = empty(shape_, dtype_, device());
   backend(device()).copy(*this, out);
   return out;
 }
 
 Tensor Tensor::to(DType dtype) const {
+  check_defined("to");
   if (dtype == dtype_) return *this;
   Tensor out = empty(shape_, dtype, device());
   backend(device()).copy(*this, out);
@@ -305,6 +365,7 @@ Tensor Tensor::to(DType dtype) const {
 }
 
 Tensor Tensor::to(Device device) const {
+  check_defined("to");
   if (device == this->device()) return *this;
   Tensor src = contiguous();
   Tensor out = empty(shape_, dtype_, device);

@@ -1,5 +1,6 @@
 #pragma once
-// Tensor: shared Storage + shape + strides + offset + dtype. Views share storage; nothing here knows gradients.
+// Tensor: shared Storage + shape + strides + offset + dtype. Views share storage; nothing here knows
+// gradients.
 //
 // Read this file first: every op in ops/ takes and returns Tensors, and autograd's Variable wraps one.
 #include <cstdint>
@@ -22,14 +23,17 @@ class Tensor {
  public:
   Tensor() = default;
   Tensor(std::shared_ptr<Storage> storage, Shape shape, Shape strides, int64_t offset, DType dtype);
-  /// A new contiguous tensor of `shape` with uninitialised memory.
-  static Tensor empty(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());
+  /// A new contiguous tensor of `shape` with uninitialised memory. Throws saccade::Error naming `op` (the
+  /// public op that asked) for a negative size, a shape of more than 2^63 elements, or more bytes than the
+  /// device holds (the CPU: its physical memory), never std::bad_alloc.
+  static Tensor empty(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu(),
+                      const char* op = "empty");
 
   bool defined() const { return storage_ != nullptr; }
   const Shape& shape() const { return shape_; }
   const Shape& strides() const { return strides_; }
   int dim() const { return shape_.size(); }
-  /// Size of dim `d` (negative counts from the end); throws when out of range.
+  /// Size of dim `d` (negative counts from the end); throws when out of range or the tensor is 0-d.
   int64_t size(int64_t d) const;
   int64_t stride(int64_t d) const;
   int64_t offset() const { return offset_; }
@@ -91,29 +95,45 @@ class Tensor {
   Tensor to(Device device) const;
 
  private:
+  // Throws saccade::Error naming `op` when this tensor is undefined. Every method that reads data or the
+  // storage calls it, so an undefined tensor never dereferences a null Storage.
+  void check_defined(const char* op) const;
   std::shared_ptr<Storage> storage_;
   Shape shape_, strides_;
   int64_t offset_ = 0;
   DType dtype_ = DType::Float32;
 };
 
+/// Checks that a tensor of `shape` and `dtype` could be allocated on `device`: sizes non-negative, at most
+/// 2^63 elements, at most the device's memory in bytes (the CPU: its physical memory). Returns the bytes.
+/// Throws saccade::Error naming `op` otherwise. Tensor::empty calls it; an op that builds its result in
+/// pieces (repeat) calls it before the first piece.
+int64_t check_allocation(const Shape& shape, DType dtype, Device device, const char* op);
+
 namespace detail {
 [[noreturn]] void dtype_mismatch(const char* what, DType have, DType want);
-}
+[[noreturn]] void undefined_tensor(const char* what);
+}  // namespace detail
 
 template <class T>
 T* Tensor::data() const {
   constexpr DType want = dtype_of<std::remove_const_t<T>>();
+  if (!storage_) [[unlikely]]
+    detail::undefined_tensor("data");
   if (dtype_ != want) detail::dtype_mismatch("data", dtype_, want);
-  return reinterpret_cast<T*>(static_cast<char*>(storage_->data()) + offset_ * static_cast<int64_t>(itemsize()));
+  return reinterpret_cast<T*>(static_cast<char*>(storage_->data()) +
+                              offset_ * static_cast<int64_t>(itemsize()));
 }
 
 inline void* Tensor::raw_data() const {
+  if (!storage_) [[unlikely]]
+    detail::undefined_tensor("raw_data");
   return static_cast<char*>(storage_->data()) + offset_ * static_cast<int64_t>(itemsize());
 }
 
 template <class T>
 std::vector<T> Tensor::to_vector() const {
+  check_defined("to_vector");
   Tensor c = to(Device::cpu()).contiguous();
   std::vector<T> out(static_cast<size_t>(c.numel()));
   dispatch_all(c.dtype_, "to_vector", [&]<class S>() {
@@ -125,6 +145,7 @@ std::vector<T> Tensor::to_vector() const {
 
 template <class T>
 T Tensor::item() const {
+  check_defined("item");
   SACCADE_CHECK(numel() == 1, "item: expected a tensor with one element, got shape {}", shape_);
   return to_vector<T>()[0];
 }
