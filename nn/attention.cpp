@@ -109,6 +109,7 @@ AttentionOutput scaled_dot_product_attention(const Variable& q, const Variable& 
 AdditiveAttention::AdditiveAttention(int64_t key_size, int64_t query_size, int64_t num_hiddens,
                                      double dropout, Generator* gen)
     : Module("AdditiveAttention"), dropout(dropout), gen_(gen) {
+  ErrorScope scope(name());
   SACCADE_CHECK(key_size > 0 && query_size > 0 && num_hiddens > 0,
                 "AdditiveAttention: sizes must be positive, got key_size {}, query_size {}, num_hiddens {}",
                 key_size, query_size, num_hiddens);
@@ -120,6 +121,8 @@ AdditiveAttention::AdditiveAttention(int64_t key_size, int64_t query_size, int64
 
 Variable AdditiveAttention::forward(const Variable& queries, const Variable& keys, const Variable& values,
                                     const Tensor& valid_lens_or_mask) {
+  ErrorScope scope(name(),
+                   {shape_of(queries), shape_of(keys), shape_of(values), shape_of(valid_lens_or_mask)});
   return forward_with_weights(queries, keys, values, valid_lens_or_mask).output;
 }
 
@@ -127,6 +130,8 @@ Variable AdditiveAttention::forward(const Variable& queries, const Variable& key
 AttentionOutput AdditiveAttention::forward_with_weights(const Variable& queries, const Variable& keys,
                                                         const Variable& values,
                                                         const Tensor& valid_lens_or_mask) {
+  ErrorScope scope(name(),
+                   {shape_of(queries), shape_of(keys), shape_of(values), shape_of(valid_lens_or_mask)});
   const char* op = "AdditiveAttention";
   SACCADE_CHECK(queries.defined() && keys.defined() && values.defined(),
                 "{}: got an undefined queries, keys or values tensor", op);
@@ -153,6 +158,7 @@ AttentionOutput AdditiveAttention::forward_with_weights(const Variable& queries,
 
 DotProductAttention::DotProductAttention(double dropout, Generator* gen)
     : Module("DotProductAttention"), dropout(dropout), gen_(gen) {
+  ErrorScope scope(name());
   SACCADE_CHECK(dropout >= 0 && dropout < 1, "DotProductAttention: dropout must be in [0, 1), got {}",
                 dropout);
 }
@@ -160,6 +166,8 @@ DotProductAttention::DotProductAttention(double dropout, Generator* gen)
 // queries: (B, Tq, D), keys: (B, Tk, D), values: (B, Tk, Dv) -> (B, Tq, Dv)
 Variable DotProductAttention::forward(const Variable& queries, const Variable& keys, const Variable& values,
                                       const Tensor& valid_lens_or_mask, bool causal) {
+  ErrorScope scope(name(),
+                   {shape_of(queries), shape_of(keys), shape_of(values), shape_of(valid_lens_or_mask)});
   const char* op = "DotProductAttention";
   SACCADE_CHECK(queries.defined() && keys.defined() && values.defined(),
                 "{}: got an undefined queries, keys or values tensor", op);

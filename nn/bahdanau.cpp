@@ -10,10 +10,14 @@ BahdanauDecoderCell::BahdanauDecoderCell(int64_t embed_size, int64_t num_hiddens
       embed_size_(embed_size),
       num_hiddens_(num_hiddens),
       enc_hiddens_(enc_hiddens < 0 ? num_hiddens : enc_hiddens) {
+  ErrorScope scope(name());
   SACCADE_CHECK(
       embed_size > 0 && num_hiddens > 0 && enc_hiddens_ > 0,
       "BahdanauDecoderCell: sizes must be positive, got embed_size {}, num_hiddens {}, enc_hiddens {}",
       embed_size, num_hiddens, enc_hiddens_);
+  SACCADE_CHECK(embed_size <= INT64_MAX - enc_hiddens_,
+                "BahdanauDecoderCell: size too large: embed_size {} + enc_hiddens {} overflows int64",
+                embed_size, enc_hiddens_);
   attention = register_module(
       "attention", std::make_shared<AdditiveAttention>(enc_hiddens_, num_hiddens, num_hiddens, dropout, gen));
   rnn = register_module("rnn", std::make_shared<GRUCell>(enc_hiddens_ + embed_size, num_hiddens, true, gen));
@@ -22,6 +26,7 @@ BahdanauDecoderCell::BahdanauDecoderCell(int64_t embed_size, int64_t num_hiddens
 // x: (B, E), hidden: (B, H), enc_outputs: (B, Tk, H') -> hidden (B, H), context (B, H'), weights (B, Tk)
 BahdanauStep BahdanauDecoderCell::step(const Variable& x, const Variable& hidden, const Variable& enc_outputs,
                                        const Tensor& enc_valid_lens) {
+  ErrorScope scope(name(), {shape_of(x), shape_of(hidden), shape_of(enc_outputs), shape_of(enc_valid_lens)});
   const char* op = "BahdanauDecoderCell";
   SACCADE_CHECK(x.defined() && hidden.defined() && enc_outputs.defined(),
                 "{}: got an undefined input, hidden state or enc_outputs", op);

@@ -35,6 +35,7 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Size2 kernel_size, Siz
       kernel_size_(kernel_size),
       stride_(stride),
       padding_(padding) {
+  ErrorScope scope(name());
   SACCADE_CHECK(
       in_channels > 0 && out_channels > 0 && kernel_size[0] > 0 && kernel_size[1] > 0,
       "Conv2d: expected positive sizes, got in_channels = {}, out_channels = {}, kernel_size = ({}, {})",
@@ -52,6 +53,7 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Size2 kernel_size, Siz
 
 // x: (N, C, H, W), weight: (O, C, kh, kw), bias: (O) -> (N, O, OH, OW)
 Variable Conv2d::forward(const Variable& x) {
+  ErrorScope scope(name(), {shape_of(x)});
   return batched(x, "Conv2d", [&](const Variable& x4) {
     SACCADE_CHECK(x4.size(1) == in_channels_,
                   "Conv2d: expected {} input channels (in_channels), got input {}", in_channels_, x.shape());
@@ -64,6 +66,7 @@ MaxPool2d::MaxPool2d(Size2 kernel_size, Size2 stride, Size2 padding)
 
 // x: (N, C, H, W) -> (N, C, OH, OW)
 Variable MaxPool2d::forward(const Variable& x) {
+  ErrorScope scope(name());
   return batched(x, "MaxPool2d", [&](const Variable& x4) {
     return named("MaxPool2d", [&] { return max_pool2d(x4, kernel_size_, stride_, padding_); });
   });
@@ -74,6 +77,7 @@ AvgPool2d::AvgPool2d(Size2 kernel_size, Size2 stride, Size2 padding)
 
 // x: (N, C, H, W) -> (N, C, OH, OW)
 Variable AvgPool2d::forward(const Variable& x) {
+  ErrorScope scope(name());
   return batched(x, "AvgPool2d", [&](const Variable& x4) {
     return named("AvgPool2d", [&] { return avg_pool2d(x4, kernel_size_, stride_, padding_); });
   });

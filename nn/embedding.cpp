@@ -9,6 +9,7 @@ namespace saccade::nn {
 Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding_idx,
                      Generator* gen)
     : UnaryModule("Embedding"), num_embeddings_(num_embeddings), embedding_dim_(embedding_dim) {
+  ErrorScope scope(name());
   SACCADE_CHECK(num_embeddings > 0 && embedding_dim > 0,
                 "Embedding: expected positive sizes, got num_embeddings = {}, embedding_dim = {}",
                 num_embeddings, embedding_dim);
@@ -26,6 +27,7 @@ Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optiona
 
 // indices: int64 (*) , weight: (V, D) -> (*, D)
 Variable Embedding::forward(const Variable& indices) {
+  ErrorScope scope(name(), {shape_of(indices)});
   SACCADE_CHECK(indices.defined(), "Embedding: got undefined indices");
   const Tensor& idx = indices.data();
   SACCADE_CHECK(idx.dtype() == DType::Int64, "Embedding: expected int64 indices, got {} of shape {}",

@@ -9,6 +9,7 @@ namespace saccade::nn {
 
 Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, Generator* gen)
     : UnaryModule("Linear"), in_features_(in_features), out_features_(out_features) {
+  ErrorScope scope(name());
   SACCADE_CHECK(in_features >= 0 && out_features >= 0,
                 "Linear: expected non-negative sizes, got in_features = {}, out_features = {}", in_features,
                 out_features);
@@ -21,6 +22,7 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, Genera
 
 // x: (*, in), weight: (out, in), bias: (out) -> (*, out)
 Variable Linear::forward(const Variable& x) {
+  ErrorScope scope(name(), {shape_of(x)});
   SACCADE_CHECK(x.defined(), "Linear: got an undefined input");
   SACCADE_CHECK(x.dim() >= 1 && x.size(-1) == in_features_,
                 "Linear: expected input of shape (*, {}) (in_features = {}), got {}", in_features_,
@@ -34,6 +36,7 @@ Flatten::Flatten(int64_t start_dim, int64_t end_dim)
     : UnaryModule("Flatten"), start_dim_(start_dim), end_dim_(end_dim) {}
 
 Variable Flatten::forward(const Variable& x) {
+  ErrorScope scope(name());
   SACCADE_CHECK(x.defined(), "Flatten: got an undefined input");
   int n = x.dim();
   auto in_range = [n](int64_t d) { return d >= -std::max(n, 1) && d < std::max(n, 1); };

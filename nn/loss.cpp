@@ -14,11 +14,8 @@ namespace {
 
 // Runs f, prefixing any error it throws with the module's name (the op's own message follows).
 Variable named(const char* module, const std::function<Variable()>& f) {
-  try {
-    return f();
-  } catch (const Error& e) {
-    throw Error(fmt::format("{}: {}", module, e.what()));
-  }
+  ErrorScope scope(module);  // "SequenceLoss > cross_entropy: ..."
+  return f();
 }
 
 // The sentinel that marks padded targets for cross_entropy's ignore_index.
@@ -57,6 +54,7 @@ Variable masked_sequence_ce(const char* module, const Variable& logits, const Te
 
 // input, target: same shape -> () or input's shape
 Variable MSELoss::forward(const Variable& input, const Variable& target) {
+  ErrorScope scope(name(), {shape_of(input), shape_of(target)});
   SACCADE_CHECK(input.defined() && target.defined(), "MSELoss: got an undefined input");
   SACCADE_CHECK(input.shape() == target.shape(),
                 "MSELoss: input and target must have one shape, got {} and {}", input.shape(),
@@ -69,12 +67,14 @@ CrossEntropyLoss::CrossEntropyLoss(int64_t ignore_index, double label_smoothing,
       ignore_index_(ignore_index),
       label_smoothing_(label_smoothing),
       reduction_(reduction) {
+  ErrorScope scope(name());
   SACCADE_CHECK(label_smoothing >= 0 && label_smoothing <= 1,
                 "CrossEntropyLoss: label_smoothing must be in [0, 1], got {}", label_smoothing);
 }
 
 // logits: (N, C, d...) or (C), target: (N, d...) or () -> () or target's shape
 Variable CrossEntropyLoss::forward(const Variable& logits, const Tensor& target) {
+  ErrorScope scope(name(), {shape_of(logits), shape_of(target)});
   SACCADE_CHECK(logits.defined() && target.defined(), "CrossEntropyLoss: got an undefined input");
   SACCADE_CHECK(target.dtype() == DType::Int64, "CrossEntropyLoss: expected int64 class indices, got {}",
                 target.dtype());
@@ -101,12 +101,14 @@ Variable CrossEntropyLoss::forward(const Variable& logits, const Tensor& target)
 
 SequenceLoss::SequenceLoss(std::optional<int64_t> pad_id, double label_smoothing, Reduction reduction)
     : Module("SequenceLoss"), pad_id_(pad_id), label_smoothing_(label_smoothing), reduction_(reduction) {
+  ErrorScope scope(name());
   SACCADE_CHECK(label_smoothing >= 0 && label_smoothing <= 1,
                 "SequenceLoss: label_smoothing must be in [0, 1], got {}", label_smoothing);
 }
 
 // logits: (B, T, V), targets: (B, T), valid_lens: (B) or undefined -> () or (B, T)
 Variable SequenceLoss::forward(const Variable& logits, const Tensor& targets, const Tensor& valid_lens) {
+  ErrorScope scope(name(), {shape_of(logits), shape_of(targets), shape_of(valid_lens)});
   Variable loss =
       masked_sequence_ce("SequenceLoss", logits, targets, valid_lens, pad_id_, label_smoothing_, reduction_);
   return reduction_ == Reduction::None ? reshape(loss, targets.shape()) : loss;
@@ -114,6 +116,7 @@ Variable SequenceLoss::forward(const Variable& logits, const Tensor& targets, co
 
 // pred: (B, T, V), label: (B, T), valid_len: (B) -> (B)
 Variable MaskedSoftmaxCELoss::forward(const Variable& pred, const Tensor& label, const Tensor& valid_len) {
+  ErrorScope scope(name(), {shape_of(pred), shape_of(label), shape_of(valid_len)});
   SACCADE_CHECK(valid_len.defined(), "MaskedSoftmaxCELoss: got undefined valid_len");
   Variable per_token =
       masked_sequence_ce("MaskedSoftmaxCELoss", pred, label, valid_len, std::nullopt, 0.0, Reduction::None);

@@ -44,6 +44,11 @@ class StateDict {
   std::unordered_map<std::string, size_t> index_;
 };
 
+/// The shape of `v`, or nullptr when it is undefined: what a module's ErrorScope lists (ops/error.h), so an
+/// error raised inside a module names the module and the shapes the user passed.
+inline const Shape* shape_of(const Variable& v) { return v.defined() ? &v.shape() : nullptr; }
+inline const Shape* shape_of(const Tensor& t) { return t.defined() ? &t.shape() : nullptr; }
+
 /// The keys load_state_dict(strict=false) skipped.
 struct LoadResult {
   std::vector<std::string> missing_keys;     // in the module, not in the dict (left unchanged)
@@ -119,10 +124,11 @@ class Module {
   void zero_grad();
   /// Moves every parameter, gradient and buffer to `device`. The Variable handles keep their identity (their
   /// data is replaced), so optimizers built before the move stay valid; their state tensors are not moved.
-  void to(Device device);
+  /// Returns this module, for chaining (torch's `model.to(device)` returns the model too).
+  Module& to(Device device);
   /// Converts every floating parameter, gradient and buffer to `dtype` (a float dtype), as torch's
-  /// module.to(dtype). Throws saccade::Error for a non-float dtype.
-  void to(DType dtype);
+  /// module.to(dtype). Throws saccade::Error for a non-float dtype. Returns this module, for chaining.
+  Module& to(DType dtype);
 
   // ---- state ----
   /// name -> tensor for every parameter, then every buffer, recursively (torch's state_dict order: own

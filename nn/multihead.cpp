@@ -36,6 +36,7 @@ void check_qkv(const char* op, const Variable& q, const Variable& k, const Varia
 void check_heads(const char* op, int64_t num_hiddens, int64_t num_heads) {
   SACCADE_CHECK(num_hiddens > 0 && num_heads > 0 && num_hiddens % num_heads == 0,
                 "{}: num_heads {} must be positive and divide num_hiddens {}", op, num_heads, num_hiddens);
+  checked_mul(3, num_hiddens, op);  // the packed q, k, v projection has 3 * num_hiddens rows
 }
 
 }  // namespace
@@ -50,6 +51,7 @@ MultiHeadAttention::MultiHeadAttention(int64_t num_hiddens, int64_t num_heads, d
       num_hiddens_(num_hiddens),
       num_heads_(num_heads),
       gen_(gen) {
+  ErrorScope scope(name());
   check_heads("MultiHeadAttention", num_hiddens, num_heads);
   SACCADE_CHECK(dropout >= 0 && dropout < 1, "MultiHeadAttention: dropout must be in [0, 1), got {}",
                 dropout);
@@ -78,6 +80,8 @@ Variable MultiHeadAttention::attend(const Variable& queries, const Variable& k, 
 // queries: (B, Tq, q), keys: (B, Tk, k), values: (B, Tk, v) -> (B, Tq, num_hiddens)
 Variable MultiHeadAttention::forward(const Variable& queries, const Variable& keys, const Variable& values,
                                      const Tensor& valid_lens_or_mask, bool causal) {
+  ErrorScope scope(name(),
+                   {shape_of(queries), shape_of(keys), shape_of(values), shape_of(valid_lens_or_mask)});
   check_qkv("MultiHeadAttention", queries, keys, values, W_q->in_features(), W_k->in_features(),
             W_v->in_features());
   return attend(queries, split_heads(W_k->forward(keys), num_heads_),
@@ -89,6 +93,8 @@ Variable MultiHeadAttention::forward(const Variable& queries, const Variable& ke
 Variable MultiHeadAttention::forward_cached(const Variable& queries, const Variable& new_keys,
                                             const Variable& new_values, KVCache& cache,
                                             const Tensor& valid_lens_or_mask, bool causal) {
+  ErrorScope scope(
+      name(), {shape_of(queries), shape_of(new_keys), shape_of(new_values), shape_of(valid_lens_or_mask)});
   const char* op = "MultiHeadAttention";
   check_qkv(op, queries, new_keys, new_values, W_q->in_features(), W_k->in_features(), W_v->in_features());
   Variable k = split_heads(W_k->forward(new_keys), num_heads_);
@@ -114,6 +120,7 @@ MultiheadAttention::MultiheadAttention(int64_t embed_dim, int64_t num_heads, dou
       embed_dim_(embed_dim),
       num_heads_(num_heads),
       gen_(gen) {
+  ErrorScope scope(name());
   check_heads("MultiheadAttention", embed_dim, num_heads);
   SACCADE_CHECK(dropout >= 0 && dropout < 1, "MultiheadAttention: dropout must be in [0, 1), got {}",
                 dropout);
@@ -129,6 +136,7 @@ MultiheadAttentionOutput MultiheadAttention::forward(const Variable& query, cons
                                                      const Variable& value, const Tensor& key_padding_mask,
                                                      const Tensor& attn_mask, bool need_weights,
                                                      bool average_attn_weights, bool causal) {
+  ErrorScope scope(name(), {shape_of(query), shape_of(key), shape_of(value), shape_of(key_padding_mask)});
   const char* op = "MultiheadAttention";
   const int64_t E = embed_dim_, H = num_heads_;
   check_qkv(op, query, key, value, E, E, E);

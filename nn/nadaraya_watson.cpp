@@ -32,12 +32,14 @@ Variable normalise_rows(const Variable& kv) {
 
 NadarayaWatson::NadarayaWatson(Kernel kernel, double width)
     : Module("NadarayaWatson"), kernel(kernel), width(width) {
+  ErrorScope scope(name());
   SACCADE_CHECK(width > 0, "NadarayaWatson: width must be positive, got {}", width);
 }
 
 // queries: (Q), keys: (K), values: (K) -> predictions (Q), weights (Q, K)
 NadarayaWatsonOutput NadarayaWatson::forward(const Variable& queries, const Variable& keys,
                                              const Variable& values) {
+  ErrorScope scope(name(), {shape_of(queries), shape_of(keys), shape_of(values)});
   const char* op = "NadarayaWatson";
   check_float_same(op, queries, keys, values);
   SACCADE_CHECK(queries.dim() == 1 && keys.dim() == 1 && values.dim() == 1 && keys.size(0) == values.size(0),
@@ -69,12 +71,14 @@ NadarayaWatsonOutput NadarayaWatson::forward(const Variable& queries, const Vari
 }
 
 ParametricNadarayaWatson::ParametricNadarayaWatson(Generator* gen) : Module("ParametricNadarayaWatson") {
+  ErrorScope scope(name());
   w = register_parameter("w", init::uniform_(ops::empty({1}), 0, 1, gen));
 }
 
 // queries: (Q), keys: (K) or (Q, K), values: (K) or (Q, K) -> predictions (Q), weights (Q, K)
 NadarayaWatsonOutput ParametricNadarayaWatson::forward(const Variable& queries, const Variable& keys,
                                                        const Variable& values) {
+  ErrorScope scope(name(), {shape_of(queries), shape_of(keys), shape_of(values)});
   const char* op = "ParametricNadarayaWatson";
   check_float_same(op, queries, keys, values);
   SACCADE_CHECK(w.dtype() == queries.dtype(), "{}: inputs are {} but the parameter w is {}", op,

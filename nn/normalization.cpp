@@ -7,6 +7,7 @@ namespace saccade::nn {
 
 LayerNorm::LayerNorm(const Shape& normalized_shape, double eps, bool elementwise_affine)
     : UnaryModule("LayerNorm"), normalized_shape_(normalized_shape), eps_(eps) {
+  ErrorScope scope(name());
   SACCADE_CHECK(!normalized_shape.empty(), "LayerNorm: normalized_shape must have at least one dim");
   for (int64_t s : normalized_shape)
     SACCADE_CHECK(s > 0, "LayerNorm: normalized_shape must be positive, got {}", normalized_shape);
@@ -19,6 +20,7 @@ LayerNorm::LayerNorm(const Shape& normalized_shape, double eps, bool elementwise
 
 // x: (*, normalized_shape), weight, bias: (normalized_shape) -> x's shape
 Variable LayerNorm::forward(const Variable& x) {
+  ErrorScope scope(name(), {shape_of(x)});
   SACCADE_CHECK(x.defined(), "LayerNorm: got an undefined input");
   int k = normalized_shape_.size(), n = x.dim();
   bool ok = n >= k;

@@ -15,15 +15,17 @@ Tensor sinusoidal_positions(int64_t max_len, int64_t num_hiddens, DType dtype) {
                 "sinusoidal_positions: need max_len >= 0 and num_hiddens > 0, got {} and {}", max_len,
                 num_hiddens);
   SACCADE_CHECK(is_floating(dtype), "sinusoidal_positions: dtype must be float32 or float64, got {}", dtype);
-  // Computed in double on the host, then converted: the table is made once per module.
-  std::vector<double> p(static_cast<size_t>(max_len * num_hiddens));
+  // Computed in double on the host, then converted: the table is made once per module. Allocated as a tensor
+  // first, so an absurd size is refused before any arithmetic on it.
+  Tensor table = Tensor::empty({max_len, num_hiddens}, DType::Float64, Device::cpu(), "sinusoidal_positions");
+  double* p = table.data<double>();
   for (int64_t i = 0; i < max_len; ++i)
     for (int64_t c = 0; c < num_hiddens; ++c) {
       const int64_t j2 = c - c % 2;  // 2j
       const double angle = static_cast<double>(i) / std::pow(10000.0, static_cast<double>(j2) / num_hiddens);
-      p[static_cast<size_t>(i * num_hiddens + c)] = c % 2 == 0 ? std::sin(angle) : std::cos(angle);
+      p[i * num_hiddens + c] = c % 2 == 0 ? std::sin(angle) : std::cos(angle);
     }
-  return ops::from_vector(p, {max_len, num_hiddens}).to(dtype);
+  return table.to(dtype);
 }
 
 Tensor sinusoidal_positions_2d(int64_t rows, int64_t cols, int64_t channels, DType dtype) {
@@ -39,6 +41,7 @@ Tensor sinusoidal_positions_2d(int64_t rows, int64_t cols, int64_t channels, DTy
 
 PositionalEncoding::PositionalEncoding(int64_t num_hiddens, double p, int64_t max_len, Generator* gen)
     : Module("PositionalEncoding") {
+  ErrorScope scope(name());
   SACCADE_CHECK(num_hiddens > 0 && max_len > 0,
                 "PositionalEncoding: num_hiddens and max_len must be positive, got {} and {}", num_hiddens,
                 max_len);
@@ -48,21 +51,23 @@ PositionalEncoding::PositionalEncoding(int64_t num_hiddens, double p, int64_t ma
 
 // X: (B, T, D) -> (B, T, D)
 Variable PositionalEncoding::forward(const Variable& X, int64_t offset) {
+  ErrorScope scope(name(), {shape_of(X)});
   const int64_t max_len = P.size(1), d = P.size(2);
   SACCADE_CHECK(X.defined() && X.dim() == 3 && X.size(2) == d,
                 "PositionalEncoding: expected X of shape (B, T, {}), got {}", d,
                 X.defined() ? X.shape() : Shape{});
   SACCADE_CHECK(X.dtype() == P.dtype(), "PositionalEncoding: X is {} but P is {} (use module.to(dtype))",
                 X.dtype(), P.dtype());
-  SACCADE_CHECK(offset >= 0 && offset + X.size(1) <= max_len,
-                "PositionalEncoding: positions [{}, {}) of X {} exceed max_len {}", offset,
-                offset + X.size(1), X.shape(), max_len);
+  SACCADE_CHECK(offset >= 0 && offset <= max_len && X.size(1) <= max_len - offset,
+                "PositionalEncoding: {} positions from offset {} of X {} exceed max_len {}", X.size(1),
+                offset, X.shape(), max_len);
   return dropout->forward(add(X, Variable(P.data().narrow(1, offset, X.size(1)))));
 }
 
 PositionalEncoding2D::PositionalEncoding2D(int64_t num_channels, double p, int64_t max_rows, int64_t max_cols,
                                            Generator* gen)
     : Module("PositionalEncoding2D") {
+  ErrorScope scope(name());
   SACCADE_CHECK(
       num_channels > 0 && num_channels % 2 == 0 && max_rows > 0 && max_cols > 0,
       "PositionalEncoding2D: need a positive even num_channels and positive max_rows, max_cols, got {}, "
@@ -74,6 +79,7 @@ PositionalEncoding2D::PositionalEncoding2D(int64_t num_channels, double p, int64
 
 // X: (B, H, W, C) -> (B, H, W, C)
 Variable PositionalEncoding2D::forward(const Variable& X) {
+  ErrorScope scope(name(), {shape_of(X)});
   const int64_t rows = P.size(0), cols = P.size(1), c = P.size(2);
   SACCADE_CHECK(X.defined() && X.dim() == 4 && X.size(3) == c && X.size(1) <= rows && X.size(2) <= cols,
                 "PositionalEncoding2D: expected X of shape (B, H <= {}, W <= {}, {}), got {}", rows, cols, c,
@@ -86,6 +92,7 @@ Variable PositionalEncoding2D::forward(const Variable& X) {
 
 // X: (B, C, H, W) -> (B, C, H, W)
 Variable PositionalEncoding2D::forward_nchw(const Variable& X) {
+  ErrorScope scope(name(), {shape_of(X)});
   SACCADE_CHECK(X.defined() && X.dim() == 4, "PositionalEncoding2D: expected X of shape (B, C, H, W), got {}",
                 X.defined() ? X.shape() : Shape{});
   return permute(forward(permute(X, {0, 2, 3, 1})), {0, 3, 1, 2});

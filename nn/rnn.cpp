@@ -25,6 +25,8 @@ void check_sizes(const char* module, int64_t input_size, int64_t hidden_size) {
   SACCADE_CHECK(input_size > 0 && hidden_size > 0,
                 "{}: expected positive sizes, got input_size = {}, hidden_size = {}", module, input_size,
                 hidden_size);
+  checked_mul(4, hidden_size,
+              module);  // the stacked gate weights have 3 (GRU) or 4 (LSTM) * hidden_size rows
 }
 
 // Checks x (B, in) or (in) and a state (B, H) or (H) (undefined: zeros of that shape); returns the state.
@@ -60,6 +62,7 @@ Variable gru_step(const Variable& gi, const Variable& h, const Variable& w_hh, c
 
 GRUCell::GRUCell(int64_t input_size, int64_t hidden_size, bool bias, Generator* gen)
     : Module("GRUCell"), input_size_(input_size), hidden_size_(hidden_size) {
+  ErrorScope scope(name());
   check_sizes("GRUCell", input_size, hidden_size);
   weight_ih = register_parameter("weight_ih", rnn_uniform({3 * hidden_size, input_size}, hidden_size, gen));
   weight_hh = register_parameter("weight_hh", rnn_uniform({3 * hidden_size, hidden_size}, hidden_size, gen));
@@ -71,6 +74,7 @@ GRUCell::GRUCell(int64_t input_size, int64_t hidden_size, bool bias, Generator* 
 
 // x: (B, in), h: (B, H) -> (B, H); or unbatched (in), (H) -> (H)
 Variable GRUCell::forward(const Variable& x, const Variable& h) {
+  ErrorScope scope(name(), {shape_of(x), shape_of(h)});
   Variable h0 = check_step("GRUCell", x, h, input_size_, hidden_size_, "hidden state");
   return gru_step(linear(x, weight_ih, bias_ih), h0, weight_hh, bias_hh);
 }
@@ -79,6 +83,7 @@ Variable GRUCell::forward(const Variable& x, const Variable& h) {
 
 GRU::GRU(int64_t input_size, int64_t hidden_size, GRUOptions options, Generator* gen)
     : Module("GRU"), input_size_(input_size), hidden_size_(hidden_size), options_(options) {
+  ErrorScope scope(name());
   check_sizes("GRU", input_size, hidden_size);
   SACCADE_CHECK(options.num_layers > 0, "GRU: expected num_layers > 0, got {}", options.num_layers);
   SACCADE_CHECK(options.dropout >= 0 && options.dropout < 1, "GRU: expected dropout in [0, 1), got {}",
@@ -99,6 +104,7 @@ GRU::GRU(int64_t input_size, int64_t hidden_size, GRUOptions options, Generator*
 // x: (B, T, in) (batch_first) or (T, B, in) or (T, in); h0: (L, B, H) or (L, H)
 //   -> output: x's layout with H features, h_n: (L, B, H) or (L, H)
 GRUOutput GRU::forward(const Variable& x, const Variable& h0) {
+  ErrorScope scope(name(), {shape_of(x), shape_of(h0)});
   const int64_t L = options_.num_layers, H = hidden_size_;
   SACCADE_CHECK(x.defined(), "GRU: got an undefined input");
   SACCADE_CHECK((x.dim() == 2 || x.dim() == 3) && x.size(-1) == input_size_,
@@ -144,6 +150,7 @@ GRUOutput GRU::forward(const Variable& x, const Variable& h0) {
 
 LSTMCell::LSTMCell(int64_t input_size, int64_t hidden_size, bool bias, Generator* gen)
     : Module("LSTMCell"), input_size_(input_size), hidden_size_(hidden_size) {
+  ErrorScope scope(name());
   check_sizes("LSTMCell", input_size, hidden_size);
   weight_ih = register_parameter("weight_ih", rnn_uniform({4 * hidden_size, input_size}, hidden_size, gen));
   weight_hh = register_parameter("weight_hh", rnn_uniform({4 * hidden_size, hidden_size}, hidden_size, gen));
@@ -155,6 +162,7 @@ LSTMCell::LSTMCell(int64_t input_size, int64_t hidden_size, bool bias, Generator
 
 // x: (B, in), h, c: (B, H) -> h', c': (B, H); or unbatched
 LSTMState LSTMCell::forward(const Variable& x, const LSTMState& state) {
+  ErrorScope scope(name(), {shape_of(x)});
   Variable h = check_step("LSTMCell", x, state.h, input_size_, hidden_size_, "hidden state h");
   Variable c = check_step("LSTMCell", x, state.c, input_size_, hidden_size_, "cell state c");
   Variable gates = linear(x, weight_ih, bias_ih) + linear(h, weight_hh, bias_hh);

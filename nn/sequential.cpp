@@ -6,6 +6,7 @@ namespace saccade::nn {
 
 Sequential::Sequential(std::initializer_list<std::shared_ptr<UnaryModule>> layers)
     : UnaryModule("Sequential") {
+  ErrorScope scope(name());
   for (const auto& layer : layers) push_back(layer);
 }
 
@@ -17,6 +18,7 @@ Sequential& Sequential::push_back(std::shared_ptr<UnaryModule> layer) {
 }
 
 Variable Sequential::forward(const Variable& x) {
+  ErrorScope scope(name(), {shape_of(x)});
   Variable y = x;
   for (size_t i = 0; i < layers_.size(); ++i) {
     try {

@@ -7,6 +7,7 @@ namespace saccade::nn {
 PositionWiseFFN::PositionWiseFFN(int64_t ffn_num_inputs, int64_t ffn_num_hiddens, int64_t ffn_num_outputs,
                                  Generator* gen)
     : UnaryModule("PositionWiseFFN") {
+  ErrorScope scope(name());
   dense1 = register_module("dense1", std::make_shared<Linear>(ffn_num_inputs, ffn_num_hiddens, true, gen));
   relu = register_module("relu", std::make_shared<ReLU>());
   dense2 = register_module("dense2", std::make_shared<Linear>(ffn_num_hiddens, ffn_num_outputs, true, gen));
@@ -14,16 +15,19 @@ PositionWiseFFN::PositionWiseFFN(int64_t ffn_num_inputs, int64_t ffn_num_hiddens
 
 // x: (*, in) -> (*, out)
 Variable PositionWiseFFN::forward(const Variable& x) {
+  ErrorScope scope(name(), {shape_of(x)});
   return dense2->forward(relu->forward(dense1->forward(x)));
 }
 
 AddNorm::AddNorm(const Shape& normalized_shape, double p, Generator* gen) : Module("AddNorm") {
+  ErrorScope scope(name());
   dropout = register_module("dropout", std::make_shared<Dropout>(p, gen));
   ln = register_module("ln", std::make_shared<LayerNorm>(normalized_shape));
 }
 
 // X, Y: (*, normalized_shape) -> same
 Variable AddNorm::forward(const Variable& X, const Variable& Y) {
+  ErrorScope scope(name(), {shape_of(X), shape_of(Y)});
   SACCADE_CHECK(X.defined() && Y.defined(), "AddNorm: got an undefined input");
   SACCADE_CHECK(X.shape() == Y.shape(), "AddNorm: X and Y must have one shape, got {} and {}", X.shape(),
                 Y.shape());
