@@ -5,30 +5,62 @@
 // seed, in any thread order. Uniforms use the block's first word: u = w * 2^-32 in [0, 1) (float32: the top
 // 24 bits, u = (w >> 8) * 2^-24). Normals use Box-Muller on its first two words.
 #include <cstdint>
+#include <mutex>
 
 #include "ops/tensor.h"
 
 namespace saccade {
 
 /// A source of random numbers: the same seed gives the same sequence of tensors.
+///
+/// Thread safety: every method takes a lock, so threads sharing one generator (the default one, typically)
+/// never get the same counters and never lose an update; which thread gets which numbers then depends on
+/// timing. For reproducible runs on several threads, give each thread its own Generator.
 class Generator {
  public:
+  /// The (seed, first counter) of one draw: the draw uses counters [offset, offset + n).
+  struct Draw {
+    uint64_t seed, offset;
+  };
   explicit Generator(uint64_t seed = 0) : seed_(seed) {}
-  void manual_seed(uint64_t seed) { seed_ = seed, offset_ = 0; }
-  uint64_t seed() const { return seed_; }
-  uint64_t offset() const { return offset_; }
-  /// Reserves `n` counters and returns the first; each draw advances the stream.
-  uint64_t advance(uint64_t n) {
-    uint64_t o = offset_;
-    offset_ += n;
-    return o;
+  Generator(const Generator& other) : seed_(other.seed()), offset_(other.offset()) {}
+  Generator& operator=(const Generator& other) {
+    const uint64_t seed = other.seed(), offset = other.offset();
+    std::lock_guard lock(mutex_);
+    seed_ = seed, offset_ = offset;
+    return *this;
   }
+  void manual_seed(uint64_t seed) {
+    std::lock_guard lock(mutex_);
+    seed_ = seed, offset_ = 0;
+  }
+  uint64_t seed() const {
+    std::lock_guard lock(mutex_);
+    return seed_;
+  }
+  uint64_t offset() const {
+    std::lock_guard lock(mutex_);
+    return offset_;
+  }
+  /// Reserves `n` counters: returns the seed and the first counter together (one lock), and advances the
+  /// stream past them. Every random op draws through this.
+  Draw reserve(uint64_t n) {
+    std::lock_guard lock(mutex_);
+    Draw d{seed_, offset_};
+    offset_ += n;
+    return d;
+  }
+  /// Reserves `n` counters and returns the first (reserve(n).offset).
+  uint64_t advance(uint64_t n) { return reserve(n).offset; }
 
  private:
-  uint64_t seed_ = 0, offset_ = 0;
+  mutable std::mutex mutex_;
+  uint64_t seed_ = 0;
+  uint64_t offset_ = 0;
 };
 
-/// The process-wide generator used when none is passed (seed 0 until manual_seed).
+/// The process-wide generator used when none is passed (seed 0 until manual_seed). It is shared by all
+/// threads and safe to use from several at once (see Generator).
 Generator& default_generator();
 /// Reseeds the default generator (torch.manual_seed).
 void manual_seed(uint64_t seed);
