@@ -41,10 +41,11 @@ void save_safetensors(const StateDict& tensors, const std::string& path, const M
 
 /// Reads a safetensors file, validating everything before returning: the file must be long enough for the
 /// header length and the header; the header must be a JSON object without duplicate keys, with string
-/// metadata and, per tensor, a known dtype (F32, F64, I64, BOOL), a shape of at most 8 non-negative sizes and
-/// offsets [begin, end] with end - begin = the tensor's byte size; the tensors must tile the data buffer
-/// exactly (no overlap, no hole, nothing after); bool bytes must be 0 or 1. Throws saccade::Error naming the
-/// file and the problem.
+/// metadata and, per tensor, a known dtype (F32, F64, I64, BOOL; F16 and BF16, PyTorch's half precisions,
+/// are widened exactly to float32 on load, so a half-precision checkpoint loads into a float32 model), a
+/// shape of at most 8 non-negative sizes and offsets [begin, end] with end - begin = the tensor's byte size;
+/// the tensors must tile the data buffer exactly (no overlap, no hole, nothing after); bool bytes must be 0
+/// or 1. Throws saccade::Error naming the file and the problem.
 Safetensors load_safetensors(const std::string& path);
 
 /// Saves module.state_dict() (names and layouts as PyTorch's) with `metadata` to `path` (atomically).

@@ -154,7 +154,7 @@ static void replace_data(const Variable& v, const Tensor& data, const Tensor& gr
   v.impl()->grad = grad;
 }
 
-void Module::to(Device device) {
+Module& Module::to(Device device) {
   std::vector<std::pair<std::string, Variable>> all;
   collect("", true, true, all);
   collect("", false, true, all);
@@ -162,10 +162,11 @@ void Module::to(Device device) {
     const Tensor& g = v.grad();
     replace_data(v, v.data().to(device), g.defined() ? g.to(device) : g);
   }
+  return *this;
 }
 
-void Module::to(DType dtype) {
-  SACCADE_CHECK(is_floating(dtype), "Module::to: expected a float dtype, got {}", dtype);
+Module& Module::to(DType dtype) {
+  SACCADE_CHECK(is_floating(dtype), "{}.to: expected a float dtype, got {}", name(), dtype);
   std::vector<std::pair<std::string, Variable>> all;
   collect("", true, true, all);
   collect("", false, true, all);
@@ -174,6 +175,7 @@ void Module::to(DType dtype) {
     const Tensor& g = v.grad();
     replace_data(v, v.data().to(dtype), g.defined() ? g.to(dtype) : g);
   }
+  return *this;
 }
 
 // ---- state ----

@@ -1,5 +1,6 @@
 #include "nn/transformer.h"
 
+#include <cctype>
 #include <string>
 
 namespace saccade::nn {
@@ -24,6 +25,7 @@ TransformerEncoderBlock::TransformerEncoderBlock(int64_t num_hiddens, int64_t ff
                                                  int64_t num_heads, double dropout, bool use_bias,
                                                  Generator* gen)
     : Module("TransformerEncoderBlock") {
+  ErrorScope scope(name());
   attention = register_module("attention", std::make_shared<MultiHeadAttention>(
                                                num_hiddens, num_heads, dropout, use_bias, -1, -1, -1, gen));
   addnorm1 = register_module("addnorm1", std::make_shared<AddNorm>(num_hiddens, dropout, gen));
@@ -34,6 +36,7 @@ TransformerEncoderBlock::TransformerEncoderBlock(int64_t num_hiddens, int64_t ff
 
 // X: (B, T, D) -> (B, T, D)
 Variable TransformerEncoderBlock::forward(const Variable& X, const Tensor& valid_lens_or_mask) {
+  ErrorScope scope(name(), {shape_of(X), shape_of(valid_lens_or_mask)});
   check_x("TransformerEncoderBlock", X, attention->num_hiddens());
   Variable Y = addnorm1->forward(X, attention->forward(X, X, X, valid_lens_or_mask));
   return addnorm2->forward(Y, ffn->forward(Y));
@@ -45,6 +48,7 @@ TransformerDecoderBlock::TransformerDecoderBlock(int64_t num_hiddens, int64_t ff
                                                  int64_t num_heads, double dropout, bool use_bias,
                                                  Generator* gen)
     : Module("TransformerDecoderBlock") {
+  ErrorScope scope(name());
   attention1 = register_module("attention1", std::make_shared<MultiHeadAttention>(
                                                  num_hiddens, num_heads, dropout, use_bias, -1, -1, -1, gen));
   addnorm1 = register_module("addnorm1", std::make_shared<AddNorm>(num_hiddens, dropout, gen));
@@ -77,6 +81,7 @@ Variable TransformerDecoderBlock::finish(const Variable& X, const Variable& Y, c
 // X: (B, T, D), enc_outputs: (B, Tk, D) -> (B, T, D)
 Variable TransformerDecoderBlock::forward(const Variable& X, const Variable& enc_outputs,
                                           const Tensor& enc_valid_lens) {
+  ErrorScope scope(name(), {shape_of(X), shape_of(enc_outputs), shape_of(enc_valid_lens)});
   check(X, enc_outputs);
   return finish(X, attention1->forward(X, X, X, Tensor(), /*causal=*/true), enc_outputs, enc_valid_lens);
 }
@@ -84,6 +89,7 @@ Variable TransformerDecoderBlock::forward(const Variable& X, const Variable& enc
 // X: (B, Tn, D) new positions, enc_outputs: (B, Tk, D), cache: (B, H, t, d) -> (B, Tn, D)
 Variable TransformerDecoderBlock::step(const Variable& X, const Variable& enc_outputs,
                                        const Tensor& enc_valid_lens, KVCache& cache) {
+  ErrorScope scope(name(), {shape_of(X), shape_of(enc_outputs), shape_of(enc_valid_lens)});
   check(X, enc_outputs);
   return finish(X, attention1->forward_cached(X, X, X, cache, Tensor(), /*causal=*/true), enc_outputs,
                 enc_valid_lens);
@@ -94,6 +100,7 @@ Variable TransformerDecoderBlock::step(const Variable& X, const Variable& enc_ou
 TransformerEncoder::TransformerEncoder(int64_t num_hiddens, int64_t ffn_num_hiddens, int64_t num_heads,
                                        int64_t num_blks, double dropout, bool use_bias, Generator* gen)
     : Module("TransformerEncoder") {
+  ErrorScope scope(name());
   SACCADE_CHECK(num_blks > 0, "TransformerEncoder: num_blks must be positive, got {}", num_blks);
   auto list = module_list(*this);
   for (int64_t i = 0; i < num_blks; ++i)
@@ -103,6 +110,7 @@ TransformerEncoder::TransformerEncoder(int64_t num_hiddens, int64_t ffn_num_hidd
 }
 
 Variable TransformerEncoder::forward(const Variable& X, const Tensor& valid_lens_or_mask) {
+  ErrorScope scope(name(), {shape_of(X), shape_of(valid_lens_or_mask)});
   Variable Y = X;
   for (auto& b : blks) Y = b->forward(Y, valid_lens_or_mask);
   return Y;
@@ -117,6 +125,7 @@ std::vector<Tensor> TransformerEncoder::attention_weights() const {
 TransformerDecoder::TransformerDecoder(int64_t num_hiddens, int64_t ffn_num_hiddens, int64_t num_heads,
                                        int64_t num_blks, double dropout, bool use_bias, Generator* gen)
     : Module("TransformerDecoder") {
+  ErrorScope scope(name());
   SACCADE_CHECK(num_blks > 0, "TransformerDecoder: num_blks must be positive, got {}", num_blks);
   auto list = module_list(*this);
   for (int64_t i = 0; i < num_blks; ++i)
@@ -127,6 +136,7 @@ TransformerDecoder::TransformerDecoder(int64_t num_hiddens, int64_t ffn_num_hidd
 
 Variable TransformerDecoder::forward(const Variable& X, const Variable& enc_outputs,
                                      const Tensor& enc_valid_lens) {
+  ErrorScope scope(name(), {shape_of(X), shape_of(enc_outputs), shape_of(enc_valid_lens)});
   Variable Y = X;
   for (auto& b : blks) Y = b->forward(Y, enc_outputs, enc_valid_lens);
   return Y;
@@ -134,6 +144,7 @@ Variable TransformerDecoder::forward(const Variable& X, const Variable& enc_outp
 
 Variable TransformerDecoder::step(const Variable& X, const Variable& enc_outputs,
                                   const Tensor& enc_valid_lens, State& state) {
+  ErrorScope scope(name(), {shape_of(X), shape_of(enc_outputs), shape_of(enc_valid_lens)});
   SACCADE_CHECK(state.caches.size() == blks.size(),
                 "TransformerDecoder: the state has {} caches for {} blocks", state.caches.size(),
                 blks.size());
@@ -152,6 +163,24 @@ std::vector<Tensor> TransformerDecoder::cross_attention_weights() const {
   std::vector<Tensor> w;
   for (auto& b : blks) w.push_back(b->cross_attention_weights());
   return w;
+}
+
+StateDict from_d2l_names(const StateDict& dict) {
+  StateDict out;
+  for (const auto& [key, t] : dict) {
+    std::string k = key;
+    for (size_t pos = 0; (pos = k.find("blks.block", pos)) != std::string::npos;) {
+      const bool at_start = pos == 0 || k[pos - 1] == '.';
+      size_t digits = pos + 10, end = digits;
+      while (end < k.size() && std::isdigit(static_cast<unsigned char>(k[end]))) ++end;
+      if (at_start && end > digits && end < k.size() && k[end] == '.')
+        k.replace(pos, 10, "blks.");  // "blks.block3." -> "blks.3."
+      pos += 5;
+    }
+    SACCADE_CHECK(!out.contains(k), "from_d2l_names: keys '{}' and another both map to '{}'", key, k);
+    out.insert(k, t);
+  }
+  return out;
 }
 
 }  // namespace saccade::nn

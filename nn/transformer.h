@@ -119,4 +119,12 @@ class TransformerDecoder : public Module {
   std::vector<std::shared_ptr<TransformerDecoderBlock>> blks;
 };
 
+/// d2l names the stacked blocks of its TransformerEncoder/Decoder "block0", "block1", ... (its
+/// `blks.add_module("block" + str(i), ...)`), so its state_dict has "blks.block0.attention.W_q.weight" where
+/// ours (torch's ModuleList naming) has "blks.0.attention.W_q.weight". Returns `dict` with every
+/// "blks.block<i>." in a key rewritten to "blks.<i>." (other keys unchanged, order kept), so that
+///     encoder.load_state_dict(nn::from_d2l_names(d2l_dict));
+/// loads a d2l checkpoint. Throws saccade::Error naming "from_d2l_names" if two keys map to one name.
+StateDict from_d2l_names(const StateDict& dict);
+
 }  // namespace saccade::nn

@@ -1,6 +1,7 @@
 #pragma once
 // Where a tensor's bytes live.
 #include <cstdint>
+#include <ostream>
 #include <string>
 
 #include <fmt/format.h>
@@ -30,6 +31,9 @@ struct Device {
 
 /// True when saccade was built with the CUDA backend and a GPU is present.
 bool cuda_is_available();
+
+/// Prints "cpu" or "cuda:N", as fmt's "{}" does.
+inline std::ostream& operator<<(std::ostream& os, Device d) { return os << d.str(); }
 
 }  // namespace saccade
 

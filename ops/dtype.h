@@ -2,6 +2,7 @@
 // Element types. Bool is its own dtype, stored as one byte (0 or 1), and is what comparisons return.
 #include <cstddef>
 #include <cstdint>
+#include <ostream>
 #include <string_view>
 
 #include "ops/error.h"
@@ -96,6 +97,9 @@ decltype(auto) dispatch_numeric(DType t, const char* op, F&& f) {
   }
   throw Error(fmt::format("{}: expected a numeric tensor, got {}", op, dtype_name(t)));
 }
+
+/// Prints the dtype's name ("float32"), as fmt's "{}" does.
+inline std::ostream& operator<<(std::ostream& os, DType t) { return os << dtype_name(t); }
 
 }  // namespace saccade
 

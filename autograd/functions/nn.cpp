@@ -1,6 +1,8 @@
 // Derivative rules of the nn primitives, each beside its forward. `g` is dL/d(output).
 #include "autograd/functions/nn.h"
 
+#include "autograd/functions/shape.h"
+
 #include "ops/creation.h"
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
@@ -65,6 +67,19 @@ Variable dropout(const Variable& x, double p, bool training, Generator* gen) {
 // logits: (N, C); target: (N) int64; loss: () or (N)
 Variable cross_entropy(const Variable& logits, const Tensor& target, int64_t ignore_index,
                        Reduction reduction, double label_smoothing) {
+  if (logits.defined() && target.defined() && logits.dim() > 2) {
+    // logits (N, C, d...), target (N, d...): classes to the last dim, the rest flattened -> (M, C), (M)
+    Shape want = logits.shape();
+    want.erase(1);
+    SACCADE_CHECK(target.shape() == want, "cross_entropy: expected target of shape {} for logits {}, got {}",
+                  want, logits.shape(), target.shape());
+    Shape perm{0};
+    for (int d = 2; d < logits.dim(); ++d) perm.push_back(d);
+    perm.push_back(1);
+    Variable z = reshape(permute(logits, perm), {-1, logits.size(1)});
+    Variable loss = cross_entropy(z, target.reshape({-1}), ignore_index, reduction, label_smoothing);
+    return reduction == Reduction::None ? reshape(loss, target.shape()) : loss;
+  }
   // loss_i = -Σ_c q_ic log p_ic,  p = softmax(z),  q the smoothed one-hot target (zero rows when ignored):
   //   dz_ic = g_i (p_ic Σ_c' q_ic' - q_ic),   with g_i = g (Sum), g / count (Mean), g_i (None)
   ops::CrossEntropyForward f =

@@ -26,7 +26,8 @@ Variable layer_norm(const Variable& x, const Shape& normalized_shape, const Vari
 /// rest by 1/(1-p); the gradient is masked and scaled the same way. Returns x itself when !training or p ==
 /// 0.
 Variable dropout(const Variable& x, double p, bool training = true, Generator* gen = nullptr);
-/// Cross-entropy of logits (N, C) against int64 class indices target (N), with ignore_index and
+/// Cross-entropy of logits (N, C) against int64 class indices target (N), or of logits (N, C, d1, ...)
+/// against target (N, d1, ...) (a loss per position; None returns target's shape), with ignore_index and
 /// label_smoothing exactly as torch.nn.functional.cross_entropy (torch 1.13). Differentiable in logits.
 Variable cross_entropy(const Variable& logits, const Tensor& target, int64_t ignore_index = -100,
                        Reduction reduction = Reduction::Mean, double label_smoothing = 0.0);
