@@ -7,11 +7,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include <omp.h>
 #include <CLI/CLI.hpp>
 
+#include "distributed/process_group.h"
 #include "examples/common/idx.h"
 #include "examples/common/scenes.h"
 #include "examples/image_caption/captioner.h"
@@ -35,7 +37,7 @@ int main(int argc, char** argv) {
   int threads = 0;
   double lr = -1;
   uint64_t seed = 0;
-  bool resume = false, eval_only = false, profile = false;
+  bool resume = false, eval_only = false, profile = false, distributed = false;
   app.add_option("--model", model, "sat or transformer")->check(CLI::IsMember({"sat", "transformer"}));
   app.add_option("--steps", steps, "training steps (default 1000)");
   app.add_option("--batch-size", batch_size, "scenes per step")->check(CLI::PositiveNumber);
@@ -58,7 +60,18 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--data", data_dir, "directory of the Fashion-MNIST .gz files");
   app.add_flag("--profile", profile, "print the time per step spent in each phase");
+  app.add_flag("--distributed", distributed,
+               "data-parallel over the ranks of mpirun (--batch-size is the global batch; rank 0 prints, "
+               "writes the checkpoint and evaluates)");
   CLI11_PARSE(app, argc, argv);
+
+  namespace dist = saccade::distributed;
+  std::optional<dist::Environment> env;  // MPI_Init_thread ... MPI_Finalize
+  if (distributed) {
+    env.emplace(&argc, &argv);
+    // Rank 0 speaks for the job; the others' stdout is discarded (their errors still reach stderr).
+    if (!dist::is_main_process() && !std::freopen("/dev/null", "w", stdout)) return 1;
+  }
 
   try {
     saccade::Device device = saccade::Device::parse(device_name);
@@ -72,6 +85,9 @@ int main(int argc, char** argv) {
     const char* coretype = std::getenv("OPENBLAS_CORETYPE");
     std::printf("device %s, %d CPU threads, OPENBLAS_CORETYPE=%s\n", device.str().c_str(),
                 omp_get_max_threads(), coretype ? coretype : "(unset)");
+    if (distributed)
+      std::printf("data parallel: %d ranks (%s), global batch %lld\n", dist::world_size(),
+                  dist::world().backend().c_str(), static_cast<long long>(batch_size));
 
     ex::ImageSet t10k = ex::load_fashion_mnist("t10k", data_dir);
     ex::SceneBatch test = ex::make_test_scenes(t10k, eval_scenes);
@@ -104,6 +120,7 @@ int main(int argc, char** argv) {
       opts.checkpoint_every = checkpoint_every;
       opts.resume = resume;
       opts.profile = profile;
+      opts.distributed = distributed;
       std::printf("training %lld steps of batch %lld, lr %g, checkpoint %s\n",
                   static_cast<long long>(opts.steps), static_cast<long long>(batch_size), opts.lr,
                   checkpoint.c_str());
@@ -115,6 +132,7 @@ int main(int argc, char** argv) {
                     tr.final_loss);
     }
 
+    if (!dist::is_main_process()) return 0;  // every replica is the same: rank 0 evaluates
     ex::EvalResult result = ex::evaluate_captioner(*captioner, test, device);
     std::printf("evaluated %lld test scenes in %.1f s (greedy decoding)\n",
                 static_cast<long long>(eval_scenes), result.seconds);
@@ -126,6 +144,9 @@ int main(int argc, char** argv) {
       std::printf("  scene %lld: \"%s\" (truth \"%s\")\n", static_cast<long long>(i),
                   vocab.decode(result.generated[i]).c_str(), test.captions[i].c_str());
   } catch (const std::exception& e) {
+    // One rank's error ends the whole job: the others would wait for it in the next collective.
+    if (distributed && dist::world_size() > 1)
+      dist::world().abort(fmt::format("image_caption: rank {}: {}", dist::rank(), e.what()));
     std::fprintf(stderr, "image_caption: %s\n", e.what());
     return 1;
   }

@@ -5,18 +5,23 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <optional>
 
 #include <fmt/format.h>
 
 #include "autograd/functions/nn.h"
 #include "autograd/functions/shape.h"
 #include "autograd/grad_mode.h"
+#include "distributed/data_parallel.h"
+#include "distributed/rank_zero.h"
+#include "distributed/sampler.h"
 #include "examples/common/metrics.h"
 #include "examples/common/plots.h"
 #include "examples/common/png_io.h"
 #include "examples/common/progress.h"
 #include "nn/optim.h"
 #include "nn/scheduler.h"
+#include "ops/creation.h"
 #include "ops/error.h"
 
 extern "C" void openblas_set_num_threads(int);  // OpenBLAS's cblas.h; declared here to need no include path
@@ -45,6 +50,24 @@ struct PhaseTimes {
         row("clip+adam", optimizer);
   }
 };
+
+// Rank `mine` of a global batch of `global` scenes: every rank draws the whole batch from the one stream
+// (cheap: a few random integers per scene) and renders only its share.
+SceneBatch next_shard(SceneGenerator& generator, const ImageSet& source, int64_t global,
+                      distributed::Range mine) {
+  std::vector<Scene> scenes;
+  for (int64_t i = 0; i < global; ++i) {
+    Scene s = generator.next_scene();
+    if (i >= mine.begin && i < mine.end) scenes.push_back(std::move(s));
+  }
+  return render_scenes(source, scenes);
+}
+
+double mean_over_ranks(double value) {
+  Tensor t = ops::full({1}, value, DType::Float64);
+  distributed::world().allreduce_sum(t)->wait(distributed::default_timeout(), "train_captioner: loss");
+  return t.item<double>() / distributed::world_size();
+}
 
 }  // namespace
 
@@ -77,6 +100,17 @@ TrainResult train_captioner(Captioner& model, const ImageSet& train_set, const T
       std::fprintf(opts.log, "resumed from %s at step %lld\n", opts.checkpoint.c_str(),
                    static_cast<long long>(info.step));
   }
+  // Data parallel: after the checkpoint was loaded (every rank loads the same file; the constructor's
+  // broadcast from rank 0 makes the replicas identical in any case).
+  std::optional<distributed::DistributedDataParallel> ddp;
+  const int world = opts.distributed ? distributed::world_size() : 1;
+  SACCADE_CHECK(opts.batch_size >= world,
+                "train_captioner: a global batch of {} cannot be split over {} ranks", opts.batch_size,
+                world);
+  const distributed::Range mine =
+      distributed::shard_range(opts.batch_size, opts.distributed ? distributed::rank() : 0, world);
+  if (opts.distributed) ddp.emplace(model);
+
   // The scene stream continues where the checkpointed run left it.
   SceneGenerator generator(train_set, opts.seed);
   for (int64_t i = 0; i < scenes_drawn; ++i) generator.next_scene();
@@ -87,7 +121,7 @@ TrainResult train_captioner(Captioner& model, const ImageSet& train_set, const T
     meta["scenes_drawn"] = std::to_string(scenes_drawn);
     meta["seed"] = std::to_string(opts.seed);
     meta["total_steps"] = std::to_string(opts.steps);
-    nn::save_checkpoint(opts.checkpoint, model, adam, step, meta);
+    distributed::save_checkpoint(opts.checkpoint, model, adam, step, meta);  // rank 0 writes
   };
 
   const int64_t todo = opts.steps - result.start_step;
@@ -100,7 +134,8 @@ TrainResult train_captioner(Captioner& model, const ImageSet& train_set, const T
   auto start = Clock::now();
   for (int64_t step = result.start_step + 1; step <= opts.steps; ++step) {
     auto t0 = Clock::now();
-    SceneBatch batch = generator.next_batch(opts.batch_size);
+    SceneBatch batch =
+        ddp ? next_shard(generator, train_set, opts.batch_size, mine) : generator.next_batch(opts.batch_size);
     scenes_drawn += opts.batch_size;
     // Only the columns up to the longest caption in the batch: the rest is padding everywhere.
     int64_t T = 0;
@@ -118,6 +153,11 @@ TrainResult train_captioner(Captioner& model, const ImageSet& train_set, const T
     auto t3 = Clock::now();
     adam.zero_grad();
     loss.backward();
+    if (ddp) {
+      ddp->synchronize();
+      result.comm_wait_seconds += ddp->last_wait_seconds();
+      loss_value = mean_over_ranks(loss_value);  // for the progress line: the global batch's loss
+    }
     auto t4 = Clock::now();
     nn::clip_grad_norm_(params, opts.clip);
     adam.step();

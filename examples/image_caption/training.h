@@ -33,15 +33,20 @@ struct TrainOptions {
   bool resume = false;        ///< continue from `checkpoint` when it exists
   int64_t print_every = 100;  ///< progress line interval when not on a terminal
   bool profile = false;       ///< time encode / decode / backward / optimizer and print the split
-  std::FILE* log = stdout;    ///< progress output (nullptr: silent)
+  /// Data-parallel over distributed::world() (started by mpirun; distributed::init() called): batch_size is
+  /// the global batch, each rank trains on its shard_range of every batch of the one scene stream, the
+  /// gradients are averaged (DistributedDataParallel), rank 0 writes the checkpoints.
+  bool distributed = false;
+  std::FILE* log = stdout;  ///< progress output (nullptr: silent)
 };
 
 /// What a training run did.
 struct TrainResult {
-  int64_t start_step = 0;  ///< the step it resumed from (0 for a fresh run)
-  int64_t steps_done = 0;  ///< steps run by this call
-  double seconds = 0;      ///< wall time of those steps
-  double final_loss = 0;   ///< mean loss of the last min(100, steps_done) steps
+  int64_t start_step = 0;        ///< the step it resumed from (0 for a fresh run)
+  int64_t steps_done = 0;        ///< steps run by this call
+  double seconds = 0;            ///< wall time of those steps
+  double final_loss = 0;         ///< mean loss of the last min(100, steps_done) steps (over all ranks)
+  double comm_wait_seconds = 0;  ///< distributed: time spent waiting for the gradients' all-reduce
 };
 
 /// Trains `model` (already on opts.device) on scenes drawn from `train_set`. Resuming (opts.resume with an
