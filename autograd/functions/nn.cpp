@@ -1,6 +1,7 @@
 // Derivative rules of the nn primitives, each beside its forward. `g` is dL/d(output).
 #include "autograd/functions/nn.h"
 
+#include "autograd/function.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
