@@ -1,9 +1,11 @@
 #pragma once
 // saccade: one include for everything. Reading order: ops/tensor.h, ops/backend.h, ops/cpu/loop.h,
-// ops/elementwise.h, autograd/variable.h, autograd/node.h, autograd/engine.cpp, autograd/functions/*.
+// ops/elementwise.h, autograd/node.h, autograd/variable.h, autograd/function.h, autograd/engine.cpp,
+// autograd/functions/*.
 #include "autograd/dot.h"
 #include "autograd/engine.h"
 #include "autograd/format.h"
+#include "autograd/function.h"
 #include "autograd/functions/conv.h"
 #include "autograd/functions/elementwise.h"
 #include "autograd/functions/index.h"

@@ -10,17 +10,9 @@
 #include <unordered_map>
 
 #include "autograd/grad_mode.h"
-#include "autograd/variable.h"
 #include "ops/elementwise.h"
-#include "ops/reduce.h"
 
 namespace saccade {
-
-bool all_finite(const Tensor& t) {
-  if (!is_floating(t.dtype())) return true;
-  // finite <=> x - x == 0 (NaN and ±Inf give NaN)
-  return ops::sum(ops::ne(ops::sub(t, t), 0.0)).item<int64_t>() == 0;
-}
 
 void run_backward(const std::shared_ptr<Node>& root, const Tensor& grad, bool retain_graph) {
   SACCADE_CHECK(root != nullptr, "backward: nothing requires grad");

@@ -10,7 +10,4 @@ namespace saccade {
 /// grads. Frees each node's saved tensors after use unless `retain_graph`.
 void run_backward(const std::shared_ptr<Node>& root, const Tensor& grad, bool retain_graph);
 
-/// True when `t` has no NaN or Inf (always true for integer and bool tensors).
-bool all_finite(const Tensor& t);
-
 }  // namespace saccade

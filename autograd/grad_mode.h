@@ -1,8 +1,10 @@
 #pragma once
 // Grad mode (is history recorded?) and anomaly mode (is every result checked for NaN/Inf?). Both are
-// thread-local switches with RAII guards, as in PyTorch.
+// thread-local switches with RAII guards, as in PyTorch; all_finite is the check anomaly mode runs.
 
 namespace saccade {
+
+class Tensor;
 
 /// Whether ops record history for backward in this thread (default: true).
 bool grad_enabled();
@@ -24,6 +26,10 @@ class NoGradGuard {
 /// backward gradient holds a NaN or Inf throws saccade::Error naming the op.
 bool anomaly_mode_enabled();
 void set_anomaly_mode_enabled(bool enabled);
+
+/// True when `t` has no NaN or Inf (always true for integer and bool tensors). One fused reduction and one
+/// read of its result (a device sync on a GPU): only anomaly mode calls it on the hot path.
+bool all_finite(const Tensor& t);
 
 /// While alive, anomaly detection is on (torch.autograd.detect_anomaly()).
 class AnomalyModeGuard {

@@ -3,7 +3,8 @@
 // so a graph never forms a cycle) and a closure that maps the gradient of its output to the gradients of its
 // inputs. Every node has exactly one output.
 //
-// A leaf that requires grad owns an accumulator node (is_accumulator()): backward adds into the leaf's grad.
+// A leaf that requires grad owns an accumulator node (is_accumulator()): backward adds into the leaf's grad,
+// held in its VariableImpl (defined here, below Node, so that the engine needs no Variable).
 #include <functional>
 #include <memory>
 #include <string>
@@ -13,22 +14,10 @@
 
 namespace saccade {
 
-struct VariableImpl;
+struct VariableImpl;  // below
 
-/// A tensor saved for backward together with its storage's version at save time. get() throws if the tensor
-/// was modified in place since (the gradient would silently be wrong).
-class SavedTensor {
- public:
-  SavedTensor() = default;
-  SavedTensor(Tensor t, const char* op) : t_(std::move(t)), version_(t_.version()), op_(op) {}
-  const Tensor& get() const;
-
- private:
-  Tensor t_;
-  uint64_t version_ = 0;
-  const char* op_ = "";
-};
-
+/// One recorded op of the graph: edges to its inputs' nodes, the derivative rule, and the shape, dtype and
+/// device of its one output (what the engine checks each incoming gradient against).
 class Node {
  public:
   /// grad of the output -> grads of the inputs, one per input (undefined where an input needs none).
@@ -82,6 +71,18 @@ class Node {
   // accumulator refers back weakly, so the two never form a cycle.
   std::weak_ptr<VariableImpl> leaf_;
   bool is_accumulator_ = false;
+};
+
+/// The state shared by every handle of one Variable (autograd/variable.h): its data, its gradient and the
+/// node that made it. It sits here, beside Node, because the engine's accumulator nodes write a leaf's grad.
+struct VariableImpl {
+  Tensor data;
+  Tensor grad;  // undefined until a backward reaches this leaf
+  bool requires_grad = false;
+  std::shared_ptr<Node> grad_fn;      // the op that made this Variable; null for leaves
+  std::shared_ptr<Node> accumulator;  // leaves: the node that adds into grad (it points back weakly)
+  std::vector<Node::Hook> hooks;      // leaves: run on the gradient before it is accumulated
+  bool retains_grad = false;          // non-leaves: keep grad (retain_grad())
 };
 
 }  // namespace saccade

@@ -1,4 +1,5 @@
-// Variable: the handle users hold. The graph logic lives in node.cpp and engine.cpp.
+// Variable: the handle users hold. The graph logic lives in node.cpp and engine.cpp; Variable::to, a
+// differentiable op, is recorded with the other rules (functions/elementwise.cpp).
 #include "autograd/variable.h"
 
 #include "autograd/engine.h"
@@ -103,20 +104,6 @@ void Variable::register_hook(Node::Hook hook) {
   } else {
     impl_->grad_fn->hooks().push_back(std::move(hook));
   }
-}
-
-Variable Variable::to(DType dtype) const {
-  if (dtype == this->dtype()) return *this;
-  DType from = this->dtype();
-  return saccade::make_result("to", data().to(dtype), {*this},
-                              [from](const Tensor& g) -> std::vector<Tensor> { return {g.to(from)}; });
-}
-
-Variable Variable::to(Device device) const {
-  if (device == this->device()) return *this;
-  Device from = this->device();
-  return saccade::make_result("to", data().to(device), {*this},
-                              [from](const Tensor& g) -> std::vector<Tensor> { return {g.to(from)}; });
 }
 
 }  // namespace saccade

@@ -12,16 +12,6 @@
 
 namespace saccade {
 
-struct VariableImpl {
-  Tensor data;
-  Tensor grad;  // undefined until a backward reaches this leaf
-  bool requires_grad = false;
-  std::shared_ptr<Node> grad_fn;      // the op that made this Variable; null for leaves
-  std::shared_ptr<Node> accumulator;  // leaves: the node that adds into grad (it points back weakly)
-  std::vector<Node::Hook> hooks;      // leaves: run on the gradient before it is accumulated
-  bool retains_grad = false;          // non-leaves: keep grad (retain_grad())
-};
-
 /// A differentiable tensor.
 ///
 /// - Leaves are made by the user (`Variable(t, /*requires_grad=*/true)`); results of ops are non-leaves with
@@ -34,7 +24,7 @@ class Variable {
   Variable() = default;
   /// A leaf holding `data`. Implicit, so that a Tensor can be passed where a Variable is expected.
   Variable(Tensor data, bool requires_grad = false);  // NOLINT
-  /// A non-leaf made by `grad_fn` (used by make_result).
+  /// A non-leaf made by `grad_fn` (used by saccade::make_result, autograd/function.h).
   static Variable make_result(Tensor data, std::shared_ptr<Node> grad_fn);
 
   bool defined() const { return impl_ != nullptr; }
@@ -88,16 +78,5 @@ class Variable {
  private:
   std::shared_ptr<VariableImpl> impl_;
 };
-
-/// Records one op: returns a Variable holding `result` whose grad_fn runs `backward` — when grad mode is on
-/// and any of `inputs` requires grad; otherwise a plain Variable without history. With anomaly mode on,
-/// throws if `result` has a NaN or Inf, naming `op`.
-///
-/// `backward(grad_output)` returns one Tensor per input, in order, each of that input's shape (or
-/// undefined when that input needs no gradient).
-Variable make_result(const char* op, Tensor result, std::initializer_list<Variable> inputs,
-                     Node::BackwardFn backward);
-Variable make_result(const char* op, Tensor result, const std::vector<Variable>& inputs,
-                     Node::BackwardFn backward);
 
 }  // namespace saccade

@@ -2,7 +2,6 @@
 
 #include "autograd/functions/index.h"
 #include "nn/init.h"
-#include "ops/reduce.h"
 
 namespace saccade::nn {
 
@@ -32,13 +31,13 @@ Variable Embedding::forward(const Variable& indices) {
   const Tensor& idx = indices.data();
   SACCADE_CHECK(idx.dtype() == DType::Int64, "Embedding: expected int64 indices, got {} of shape {}",
                 idx.dtype(), idx.shape());
-  if (idx.numel() > 0) {
-    int64_t lo = ops::min(idx).item<int64_t>(), hi = ops::max(idx).item<int64_t>();
-    SACCADE_CHECK(lo >= 0 && hi < num_embeddings_,
-                  "Embedding: indices must be in [0, {}) (num_embeddings), got values in [{}, {}]",
-                  num_embeddings_, lo, hi);
+  // The index bounds are checked once, where the indices are read: ops::embedding copies them to the host
+  // in one pass (one transfer, one sync on a GPU) before its kernel runs. Errors are renamed for the module.
+  try {
+    return embedding(weight, idx, padding_idx_);
+  } catch (const Error& e) {
+    throw Error(fmt::format("Embedding: {}", e.what()));
   }
-  return embedding(weight, idx, padding_idx_);
 }
 
 }  // namespace saccade::nn

@@ -10,6 +10,7 @@
 #include "autograd/grad_mode.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
+#include "ops/join.h"
 #include "ops/reduce.h"
 
 namespace saccade::nn {
@@ -282,22 +283,23 @@ double clip_grad_norm_(const std::vector<Variable>& params, double max_norm, dou
   for (const Variable& p : params)
     if (p.defined() && p.grad().defined()) grads.push_back(p.grad());
   if (grads.empty()) return 0;
+  // One fused norm, one sync: each gradient's partial (max |g|, or Σ |g|^p) stays on the device as a float64
+  // scalar; the partials are reduced together and read once.
   const bool inf = std::isinf(norm_type);
-  double total = 0;
+  const Device device = grads[0].device();
+  std::vector<Tensor> partials;
   for (const Tensor& g : grads) {
     if (g.numel() == 0) continue;
     Tensor a = ops::abs(g);
-    if (inf) {
-      total = std::max(total, ops::max(a).item<double>());
-    } else if (norm_type == 2) {
-      double n = std::sqrt(ops::sum(ops::mul(a, a)).item<double>());
-      total += n * n;
-    } else {
-      double n = std::pow(ops::sum(ops::pow(a, norm_type)).item<double>(), 1 / norm_type);
-      total += std::pow(n, norm_type);
-    }
+    Tensor part = inf              ? ops::max(a)
+                  : norm_type == 2 ? ops::sum(ops::mul(a, a))
+                                   : ops::sum(ops::pow(a, norm_type));
+    partials.push_back(part.to(DType::Float64).to(device));
   }
-  if (!inf) total = std::pow(total, 1 / norm_type);
+  if (partials.empty()) return 0;
+  Tensor all = ops::stack(partials, 0);
+  const double total =
+      inf ? ops::max(all).item<double>() : std::pow(ops::sum(all).item<double>(), 1 / norm_type);
   double coef = max_norm / (total + 1e-6);
   if (!(coef >= 1)) {  // NaN too: torch multiplies by the clamped (NaN) coefficient
     for (Tensor g : grads) ops::mul_(g, coef);

@@ -1,21 +1,119 @@
-// Default kernels: every kernel a backend does not override throws, naming the kernel and the device.
+// The backend contract's code: backend(device) picks the table, matrix_layout classifies a GEMM operand, the
+// op enums get their names, and every kernel a backend does not override throws, naming kernel and device.
 #include "ops/backend.h"
+
+#include <algorithm>
 
 #include "ops/tensor.h"
 
 namespace saccade {
 
+// ---- dispatch ----
+
+bool cuda_is_available() { return detail::cuda_backend() != nullptr; }
+
+Backend& backend(Device device) {
+  if (device.is_cpu()) return *detail::cpu_backend();
+  Backend* b = detail::cuda_backend();
+  SACCADE_CHECK(b != nullptr, "backend: {} requested, but {}", device,
+#ifdef SACCADE_WITH_CUDA
+                "no CUDA GPU is present"
+#else
+                "saccade was built without CUDA (configure with -DSACCADE_CUDA=ON)"
+#endif
+  );
+  return *b;
+}
+
+#ifndef SACCADE_WITH_CUDA
+Backend* detail::cuda_backend() { return nullptr; }
+#endif
+
+MatrixLayout matrix_layout(const Tensor& t) {
+  const int64_t rows = t.size(-2), cols = t.size(-1), sr = t.stride(-2), sc = t.stride(-1);
+  // A size-1 dim may have any stride: it is never stepped along, so pick the smallest valid ld.
+  if ((cols == 1 || sc == 1) && (rows == 1 || sr >= std::max<int64_t>(cols, 1)))
+    return {true, false, rows == 1 ? std::max<int64_t>(cols, 1) : sr};
+  if ((rows == 1 || sr == 1) && (cols == 1 || sc >= std::max<int64_t>(rows, 1)))
+    return {true, true, cols == 1 ? std::max<int64_t>(rows, 1) : sc};
+  return {};
+}
+
+// ---- default kernels ----
+
+// Switches, not arrays indexed by enum position: -Wswitch names any enumerator left without a name.
 std::string_view unary_op_name(UnaryOp op) {
-  static constexpr std::string_view names[] = {"neg",  "exp",     "log",  "sqrt", "rsqrt",    "abs",
-                                               "sin",  "cos",     "tanh", "sigmoid", "relu",  "gelu",
-                                               "gelu_grad", "sign", "pow", "logical_not"};
-  return names[static_cast<int>(op)];
+  switch (op) {
+    case UnaryOp::Neg:
+      return "neg";
+    case UnaryOp::Exp:
+      return "exp";
+    case UnaryOp::Log:
+      return "log";
+    case UnaryOp::Sqrt:
+      return "sqrt";
+    case UnaryOp::Rsqrt:
+      return "rsqrt";
+    case UnaryOp::Abs:
+      return "abs";
+    case UnaryOp::Sin:
+      return "sin";
+    case UnaryOp::Cos:
+      return "cos";
+    case UnaryOp::Tanh:
+      return "tanh";
+    case UnaryOp::Sigmoid:
+      return "sigmoid";
+    case UnaryOp::Relu:
+      return "relu";
+    case UnaryOp::Gelu:
+      return "gelu";
+    case UnaryOp::GeluGrad:
+      return "gelu_grad";
+    case UnaryOp::Sign:
+      return "sign";
+    case UnaryOp::PowScalar:
+      return "pow";
+    case UnaryOp::LogicalNot:
+      return "logical_not";
+  }
+  return "unknown unary op";
 }
 
 std::string_view binary_op_name(BinaryOp op) {
-  static constexpr std::string_view names[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq",
-                                               "ne",  "lt",  "le",  "gt",  "ge",  "logical_and", "logical_or"};
-  return names[static_cast<int>(op)];
+  switch (op) {
+    case BinaryOp::Add:
+      return "add";
+    case BinaryOp::Sub:
+      return "sub";
+    case BinaryOp::Mul:
+      return "mul";
+    case BinaryOp::Div:
+      return "div";
+    case BinaryOp::Pow:
+      return "pow";
+    case BinaryOp::Maximum:
+      return "maximum";
+    case BinaryOp::Minimum:
+      return "minimum";
+    case BinaryOp::Eq:
+      return "eq";
+    case BinaryOp::Ne:
+      return "ne";
+    case BinaryOp::Lt:
+      return "lt";
+    case BinaryOp::Le:
+      return "le";
+    case BinaryOp::Gt:
+      return "gt";
+    case BinaryOp::Ge:
+      return "ge";
+    case BinaryOp::LogicalAnd:
+      return "logical_and";
+    case BinaryOp::LogicalOr:
+      return "logical_or";
+  }
+  return "unknown binary op";
 }
 
 void Backend::missing(const char* kernel) const {
@@ -34,7 +132,9 @@ void Backend::arg_reduce(ReduceOp, const Tensor&, const Tensor&, const Tensor&, 
 }
 void Backend::bmm(const Tensor&, const Tensor&, const Tensor&) { missing("bmm"); }
 void Backend::softmax(const Tensor&, const Tensor&, bool) { missing("softmax"); }
-void Backend::softmax_backward(const Tensor&, const Tensor&, const Tensor&, bool) { missing("softmax_backward"); }
+void Backend::softmax_backward(const Tensor&, const Tensor&, const Tensor&, bool) {
+  missing("softmax_backward");
+}
 void Backend::layer_norm(const Tensor&, const Tensor&, const Tensor&, double, const Tensor&, const Tensor&,
                          const Tensor&) {
   missing("layer_norm");
@@ -46,7 +146,9 @@ void Backend::layer_norm_backward(const Tensor&, const Tensor&, const Tensor&, c
 void Backend::index_select(const Tensor&, const Tensor&, const Tensor&, int64_t, int64_t) {
   missing("index_select");
 }
-void Backend::index_add(const Tensor&, const Tensor&, const Tensor&, int64_t, int64_t) { missing("index_add"); }
+void Backend::index_add(const Tensor&, const Tensor&, const Tensor&, int64_t, int64_t) {
+  missing("index_add");
+}
 void Backend::gather(const Tensor&, const Tensor&, const Tensor&, int64_t, int64_t) { missing("gather"); }
 void Backend::scatter_add(const Tensor&, const Tensor&, const Tensor&, int64_t, int64_t) {
   missing("scatter_add");
@@ -56,8 +158,12 @@ void Backend::col2im(const Tensor&, const Tensor&, int, int, int, int, int, int)
 void Backend::max_pool2d(const Tensor&, const Tensor&, const Tensor&, int, int, int, int, int, int) {
   missing("max_pool2d");
 }
-void Backend::max_pool2d_backward(const Tensor&, const Tensor&, const Tensor&) { missing("max_pool2d_backward"); }
-void Backend::avg_pool2d(const Tensor&, const Tensor&, int, int, int, int, int, int) { missing("avg_pool2d"); }
+void Backend::max_pool2d_backward(const Tensor&, const Tensor&, const Tensor&) {
+  missing("max_pool2d_backward");
+}
+void Backend::avg_pool2d(const Tensor&, const Tensor&, int, int, int, int, int, int) {
+  missing("avg_pool2d");
+}
 void Backend::avg_pool2d_backward(const Tensor&, const Tensor&, int, int, int, int, int, int) {
   missing("avg_pool2d_backward");
 }

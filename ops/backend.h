@@ -13,6 +13,8 @@ namespace saccade {
 
 class Tensor;
 
+/// The elementwise ops of one input (Backend::unary); each one's per-element math is a functor of the same
+/// name in ops/elementwise_math.h. Names for messages: unary_op_name.
 enum class UnaryOp {
   Neg, Exp, Log, Sqrt, Rsqrt, Abs, Sin, Cos, Tanh, Sigmoid, Relu, Gelu,
   GeluGrad,   // d gelu(x) / dx (exact, erf-based gelu)
@@ -21,17 +23,26 @@ enum class UnaryOp {
   LogicalNot, // bool -> bool
 };
 
+/// The elementwise ops of two inputs (Backend::binary); math in ops/elementwise_math.h; names from
+/// binary_op_name.
 enum class BinaryOp {
   Add, Sub, Mul, Div, Pow, Maximum, Minimum,
   Eq, Ne, Lt, Le, Gt, Ge,  // out is Bool
   LogicalAnd, LogicalOr,   // Bool x Bool -> Bool
 };
 
+/// The reductions along one dim (Backend::reduce); Max and Min also drive Backend::arg_reduce.
 enum class ReduceOp { Sum, Max, Min, Prod };
 
+/// The op's name as users call it ("neg", "gelu_grad", "pow", ...), for error messages.
 std::string_view unary_op_name(UnaryOp op);
+/// The op's name as users call it ("add", "maximum", "logical_or", ...), for error messages.
 std::string_view binary_op_name(BinaryOp op);
 
+/// One device's kernels: a virtual function per kernel, each documented below with its contract (shapes,
+/// strides, dtypes). An op checks its arguments and allocates the result, then calls
+/// backend(device).kernel(...). The defaults throw saccade::Error naming the kernel; a backend overrides what
+/// it implements (CPU: ops/cpu/backend.h).
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -68,8 +79,8 @@ class Backend {
                           int64_t outer, int64_t k, int64_t inner);
 
   // ---- linear algebra ----
-  /// out (B, M, N) contiguous = a (B, M, K) @ b (B, K, N). a and b may have any strides in which the last
-  /// two dims have unit stride in one of them (row- or column-major matrices); batch stride may be 0.
+  /// out (B, M, N) contiguous = a (B, M, K) @ b (B, K, N). a and b may have any strides for which
+  /// matrix_layout(...).ok holds (row- or column-major matrices, see MatrixLayout); batch stride may be 0.
   virtual void bmm(const Tensor& a, const Tensor& b, const Tensor& out);
 
   // ---- nn primitives (all contiguous) ----
@@ -123,8 +134,21 @@ class Backend {
   [[noreturn]] void missing(const char* kernel) const;
 };
 
-/// The backend of `device`; throws saccade::Error when saccade was built without it.
+/// The backend of `device` (ops/backend.cpp). Throws saccade::Error naming "backend" and the device when
+/// saccade was built without that device's backend or no such device is present.
 Backend& backend(Device device);
+
+/// How the last two dims (rows R, cols C) of a strided tensor are handed to a row-major GEMM (cblas, cuBLAS)
+/// without a copy: row-major (`trans` false; element (r, c) at r * ld + c) or a transposed column-major
+/// matrix (`trans` true; element (r, c) at c * ld + r). `ok` is false when neither fits (then the op copies
+/// to contiguous before calling Backend::bmm). Part of bmm's contract, shared by every backend.
+struct MatrixLayout {
+  bool ok = false;
+  bool trans = false;
+  int64_t ld = 1;
+};
+/// The layout of `t`'s last two dims (t has at least 2 dims). A size-1 dim may have any stride.
+MatrixLayout matrix_layout(const Tensor& t);
 
 namespace detail {
 Backend* cpu_backend();   // ops/cpu/backend.cpp

@@ -8,20 +8,6 @@
 
 namespace saccade::ops {
 
-namespace detail {
-
-MatrixLayout matrix_layout(const Tensor& t) {
-  const int64_t rows = t.size(-2), cols = t.size(-1), sr = t.stride(-2), sc = t.stride(-1);
-  // A size-1 dim may have any stride: it is never stepped along, so pick the smallest valid ld.
-  if ((cols == 1 || sc == 1) && (rows == 1 || sr >= std::max<int64_t>(cols, 1)))
-    return {true, false, rows == 1 ? std::max<int64_t>(cols, 1) : sr};
-  if ((rows == 1 || sr == 1) && (cols == 1 || sc >= std::max<int64_t>(rows, 1)))
-    return {true, true, cols == 1 ? std::max<int64_t>(rows, 1) : sc};
-  return {};
-}
-
-}  // namespace detail
-
 namespace {
 
 void check_operands(const char* op, const Tensor& a, const Tensor& b) {
@@ -34,7 +20,7 @@ void check_operands(const char* op, const Tensor& a, const Tensor& b) {
 // t (B, R, C) as the kernel wants it: unchanged when its matrices are row- or column-major, otherwise copied.
 // A broadcast batch (stride 0) copies one matrix, not B of them.
 Tensor blas_ready(const Tensor& t) {
-  if (detail::matrix_layout(t).ok) return t;
+  if (matrix_layout(t).ok) return t;
   if (t.size(0) > 1 && t.stride(0) == 0) return t.select(0, 0).contiguous().unsqueeze(0).expand(t.shape());
   return t.contiguous();
 }

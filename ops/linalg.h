@@ -3,8 +3,6 @@
 // dtype and a device. GEMM goes to the backend's bmm kernel (cblas_sgemm/dgemm on the CPU), which is handed
 // transposed and strided matrices as they are: only a matrix with unit stride in neither of its last two dims
 // is copied.
-#include <cstdint>
-
 #include "ops/tensor.h"
 
 namespace saccade::ops {
@@ -29,17 +27,4 @@ Tensor bmm(const Tensor& a, const Tensor& b);
 /// K, or a non-float or mixed dtype.
 Tensor mm(const Tensor& a, const Tensor& b);
 
-namespace detail {
-
-/// How the last two dims (rows R, cols C) of a strided tensor are handed to a row-major GEMM without a copy:
-/// row-major (`trans` false; element (r, c) at r * ld + c) or a transposed column-major matrix (`trans` true;
-/// element (r, c) at c * ld + r). `ok` is false when neither fits (then the op copies to contiguous).
-struct MatrixLayout {
-  bool ok = false;
-  bool trans = false;
-  int64_t ld = 1;
-};
-MatrixLayout matrix_layout(const Tensor& t);
-
-}  // namespace detail
 }  // namespace saccade::ops

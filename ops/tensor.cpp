@@ -9,7 +9,7 @@
 
 namespace saccade {
 
-// ---- Device, Storage, Backend registry ----
+// ---- Device, Storage ----
 
 Device Device::parse(const std::string& s) {
   if (s == "cpu") return cpu();
@@ -22,25 +22,6 @@ Device Device::parse(const std::string& s) {
   }
   throw Error(fmt::format("Device::parse: expected 'cpu', 'cuda' or 'cuda:N', got '{}'", s));
 }
-
-bool cuda_is_available() { return detail::cuda_backend() != nullptr; }
-
-Backend& backend(Device device) {
-  if (device.is_cpu()) return *detail::cpu_backend();
-  Backend* b = detail::cuda_backend();
-  SACCADE_CHECK(b != nullptr, "backend: {} requested, but {}", device,
-#ifdef SACCADE_WITH_CUDA
-                "no CUDA GPU is present"
-#else
-                "saccade was built without CUDA (configure with -DSACCADE_CUDA=ON)"
-#endif
-  );
-  return *b;
-}
-
-#ifndef SACCADE_WITH_CUDA
-Backend* detail::cuda_backend() { return nullptr; }
-#endif
 
 Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
   data_ = backend(device).allocate(nbytes);

@@ -89,14 +89,14 @@ TEST_CASE("matmul: strided operands are multiplied as given", "[ops][linalg]") {
 
 TEST_CASE("matmul: matrix_layout classifies strided matrices", "[ops][linalg]") {
   Tensor w = ops::zeros({6, 4});
-  auto rm = ops::detail::matrix_layout(w);
+  auto rm = matrix_layout(w);
   REQUIRE((rm.ok && !rm.trans && rm.ld == 4));
-  auto tr = ops::detail::matrix_layout(w.t());
+  auto tr = matrix_layout(w.t());
   REQUIRE((tr.ok && tr.trans && tr.ld == 4));
-  auto blk = ops::detail::matrix_layout(ops::zeros({6, 8}).narrow(1, 2, 3));
+  auto blk = matrix_layout(ops::zeros({6, 8}).narrow(1, 2, 3));
   REQUIRE((blk.ok && !blk.trans && blk.ld == 8));
-  REQUIRE_FALSE(ops::detail::matrix_layout(ops::zeros({4, 10}).slice(1, 0, 10, 2)).ok);
-  REQUIRE_FALSE(ops::detail::matrix_layout(ops::zeros({1, 4}).expand({3, 4})).ok);
+  REQUIRE_FALSE(matrix_layout(ops::zeros({4, 10}).slice(1, 0, 10, 2)).ok);
+  REQUIRE_FALSE(matrix_layout(ops::zeros({1, 4}).expand({3, 4})).ok);
 }
 
 TEST_CASE("matmul: many small batched matrices and one large product", "[ops][linalg]") {

@@ -1,6 +1,8 @@
 // Derivative rules of 2-d convolution and pooling, each beside its forward. `g` is dL/d(output).
 #include "autograd/functions/conv.h"
 
+#include "autograd/function.h"
+
 namespace saccade {
 
 using Grads = std::vector<Tensor>;

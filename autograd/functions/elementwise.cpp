@@ -2,6 +2,7 @@
 // Broadcast inputs get their gradient summed back to their own shape by sum_to.
 #include "autograd/functions/elementwise.h"
 
+#include "autograd/function.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
 #include "ops/reduce.h"

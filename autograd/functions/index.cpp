@@ -2,6 +2,7 @@
 // SavedTensor: modifying it in place before backward would silently misroute gradients.
 #include "autograd/functions/index.h"
 
+#include "autograd/function.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
 #include "ops/index.h"

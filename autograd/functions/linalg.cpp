@@ -1,6 +1,7 @@
 // Derivative rules of the matrix products, each beside its forward. `g` is dL/d(output).
 #include "autograd/functions/linalg.h"
 
+#include "autograd/function.h"
 #include "ops/elementwise.h"
 #include "ops/linalg.h"
 #include "ops/reduce.h"

@@ -1,8 +1,8 @@
 // Derivative rules of the nn primitives, each beside its forward. `g` is dL/d(output).
 #include "autograd/functions/nn.h"
 
+#include "autograd/function.h"
 #include "autograd/functions/shape.h"
-
 #include "ops/creation.h"
 #include "ops/elementwise.h"
 #include "ops/reduce.h"

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "autograd/function.h"
 #include "autograd/functions/elementwise.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"

@@ -4,6 +4,7 @@
 // shape.
 #include "autograd/functions/shape.h"
 
+#include "autograd/function.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
 #include "ops/join.h"
@@ -139,6 +140,24 @@ Variable select(const Variable& a, int64_t dim, int64_t index) {
 Variable contiguous(const Variable& a) {
   // y = a (copied to row-major order):  da = g
   return make_result("contiguous", a.data().contiguous(), {a}, [](const Tensor& g) -> Grads { return {g}; });
+}
+
+// ---- conversions (members of Variable, recorded here with the other copies) ----
+
+Variable Variable::to(DType dtype) const {
+  // y = cast(a) to dtype:  da = cast(g) back to a's dtype
+  if (dtype == this->dtype()) return *this;
+  DType from = this->dtype();
+  return saccade::make_result("to", data().to(dtype), {*this},
+                              [from](const Tensor& g) -> Grads { return {g.to(from)}; });
+}
+
+Variable Variable::to(Device device) const {
+  // y = a copied to device:  da = g copied back to a's device
+  if (device == this->device()) return *this;
+  Device from = this->device();
+  return saccade::make_result("to", data().to(device), {*this},
+                              [from](const Tensor& g) -> Grads { return {g.to(from)}; });
 }
 
 // ---- joins ----

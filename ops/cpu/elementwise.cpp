@@ -1,15 +1,18 @@
 // CPU elementwise kernels: unary, binary, where. Operands arrive expanded to out's shape (stride 0 on
 // broadcast dims); for_each (loop.h) walks them in runs.
 //
-// Each op is a small lambda; the switch on the op sits outside the loops, so every op gets its own loop
-// instantiation and the contiguous (and tensor-op-scalar) runs vectorise where the op allows (+ - * /,
-// max/min, comparisons, neg/abs/relu, ...; transcendental ones call libm per element, except float tanh).
-#include <bit>
-#include <cmath>
+// Each op's per-element math is a functor from ops/elementwise_math.h (shared with the CUDA kernels); the
+// switch on the op sits outside the loops, so every op gets its own loop instantiation and the contiguous
+// (and tensor-op-scalar) runs vectorise where the op allows (+ - * /, max/min, comparisons, neg/abs/relu,
+// ...; transcendental ones call libm per element, except float tanh).
+//
+// Shapes: a, b, cond, out: (shape of out), any strides (stride 0 on broadcast dims); a, b, out share a
+// dtype T (out is uint8_t/Bool for comparisons), cond is Bool.
 #include <cstdint>
 
 #include "ops/cpu/backend.h"
 #include "ops/cpu/loop.h"
+#include "ops/elementwise_math.h"
 
 namespace saccade::cpu {
 
@@ -57,70 +60,41 @@ void binary_loop(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
   });
 }
 
-// tanh for float as Eigen's ptanh_float: a [13/6] rational approximation, x P(x^2) / Q(x^2), on x clamped to
-// +-7.99881 (where it is within 3.5e-7 of +-1, and never beyond); within 3.5e-7 relative of tanh over every
-// float (denormals included), NaN propagates. Why: libm's tanhf is a scalar call per element and dominated
-// training the captioning example (additive attention takes tanh of a (B, L, A) tensor at every decoder
-// step); this loop vectorises. The clamp selects on the bits as integers: GCC will not if-convert float
-// compares or a division used on one branch only (-ftrapping-math), and the loop would stay scalar.
-inline float tanh_float(float x) {
-  constexpr float a1 = 4.89352455891786e-03f, a3 = 6.37261928875436e-04f, a5 = 1.48572235717979e-05f,
-                  a7 = 5.12229709037114e-08f, a9 = -8.60467152213735e-11f, a11 = 2.00018790482477e-13f,
-                  a13 = -2.76076847742355e-16f;
-  constexpr float b0 = 4.89352518554385e-03f, b2 = 2.26843463243900e-03f, b4 = 1.18534705686654e-04f,
-                  b6 = 1.19825839466702e-06f;
-  constexpr uint32_t kClamp = std::bit_cast<uint32_t>(7.99881172180175781f), kInf = 0x7f800000u;
-  const uint32_t bits = std::bit_cast<uint32_t>(x), mag = bits & 0x7fffffffu;
-  const uint32_t clamped = (mag > kClamp) & (mag <= kInf) ? kClamp : mag;  // NaN (mag > kInf) passes through
-  const float c = std::bit_cast<float>((bits & 0x80000000u) | clamped), c2 = c * c;
-  const float p = (((((a13 * c2 + a11) * c2 + a9) * c2 + a7) * c2 + a5) * c2 + a3) * c2 + a1;
-  const float q = ((b6 * c2 + b4) * c2 + b2) * c2 + b0;
-  return c * (p / q);
-}
-
 template <class T>
 void unary_float(UnaryOp op, const Tensor& a, const Tensor& out, double alpha) {
-  constexpr T kInvSqrt2 = T(0.70710678118654752440), kInvSqrt2Pi = T(0.39894228040143267794);
   auto run = [&](auto f) { unary_loop<T, T>(a, out, f); };
   switch (op) {
     case UnaryOp::Neg:
-      return run([](T x) { return -x; });
+      return run(math::Neg<T>{});
     case UnaryOp::Exp:
-      return run([](T x) { return std::exp(x); });
+      return run(math::Exp<T>{});
     case UnaryOp::Log:
-      return run([](T x) { return std::log(x); });
+      return run(math::Log<T>{});
     case UnaryOp::Sqrt:
-      return run([](T x) { return std::sqrt(x); });
+      return run(math::Sqrt<T>{});
     case UnaryOp::Rsqrt:
-      return run([](T x) { return T(1) / std::sqrt(x); });
+      return run(math::Rsqrt<T>{});
     case UnaryOp::Abs:
-      return run([](T x) { return std::abs(x); });
+      return run(math::Abs<T>{});
     case UnaryOp::Sin:
-      return run([](T x) { return std::sin(x); });
+      return run(math::Sin<T>{});
     case UnaryOp::Cos:
-      return run([](T x) { return std::cos(x); });
+      return run(math::Cos<T>{});
     case UnaryOp::Tanh:
-      if constexpr (std::is_same_v<T, float>) return run([](T x) { return tanh_float(x); });
-      return run([](T x) { return std::tanh(x); });
+      return run(math::Tanh<T>{});
     case UnaryOp::Sigmoid:
-      return run([](T x) { return T(1) / (T(1) + std::exp(-x)); });
-    // NaN propagates, as torch.relu: !(x <= 0) is true for NaN
+      return run(math::Sigmoid<T>{});
     case UnaryOp::Relu:
-      return run([](T x) { return !(x <= T(0)) ? x : T(0); });
+      return run(math::Relu<T>{});
     case UnaryOp::Gelu:
-      return run([=](T x) { return T(0.5) * x * (T(1) + std::erf(x * kInvSqrt2)); });
-    // d/dx [x Φ(x)] = Φ(x) + x φ(x)
+      return run(math::Gelu<T>{});
     case UnaryOp::GeluGrad:
-      return run([=](T x) {
-        return T(0.5) * (T(1) + std::erf(x * kInvSqrt2)) + x * kInvSqrt2Pi * std::exp(T(-0.5) * x * x);
-      });
+      return run(math::GeluGrad<T>{});
     case UnaryOp::Sign:
-      return run([](T x) { return T((x > T(0)) - (x < T(0))); });
-    case UnaryOp::PowScalar: {
-      const T e = static_cast<T>(alpha);
-      if (alpha == 2) return run([](T x) { return x * x; });
-      return run([e](T x) { return std::pow(x, e); });
-    }
+      return run(math::Sign<T>{});
+    case UnaryOp::PowScalar:
+      if (alpha == 2) return run(math::Square<T>{});
+      return run(math::PowScalar<T>{static_cast<T>(alpha)});
     case UnaryOp::LogicalNot:
       break;
   }
@@ -132,40 +106,19 @@ void unary_int(UnaryOp op, const Tensor& a, const Tensor& out, double alpha) {
   auto run = [&](auto f) { unary_loop<T, T>(a, out, f); };
   switch (op) {
     case UnaryOp::Neg:
-      return run([](T x) { return -x; });
+      return run(math::Neg<T>{});
     case UnaryOp::Abs:
-      return run([](T x) { return x < 0 ? -x : x; });
+      return run(math::Abs<T>{});
     case UnaryOp::Relu:
-      return run([](T x) { return x > 0 ? x : T(0); });
+      return run(math::Relu<T>{});
     case UnaryOp::Sign:
-      return run([](T x) { return T((x > 0) - (x < 0)); });
-    case UnaryOp::PowScalar: {
-      // exact integer power by squaring (exponent checked non-negative and integral by the op)
-      const auto e = static_cast<uint64_t>(alpha);
-      // unsigned arithmetic: an overflowing power wraps (as torch) instead of being undefined behaviour
-      return run([e](T x) {
-        uint64_t r = 1, b = static_cast<uint64_t>(x);
-        for (uint64_t k = e; k; k >>= 1) {
-          if (k & 1) r *= b;
-          b *= b;
-        }
-        return static_cast<T>(r);
-      });
-    }
+      return run(math::Sign<T>{});
+    case UnaryOp::PowScalar:  // exponent checked non-negative and integral by the op
+      return run(math::PowInt{static_cast<uint64_t>(alpha)});
     default:
       break;
   }
   throw Error(fmt::format("{}: not defined for int64 tensors", unary_op_name(op)));
-}
-
-// NaN propagates through maximum / minimum, as in PyTorch.
-template <class T>
-T max_nan(T a, T b) {
-  return (a != a || a > b) ? a : b;
-}
-template <class T>
-T min_nan(T a, T b) {
-  return (a != a || a < b) ? a : b;
 }
 
 template <class T>
@@ -174,35 +127,35 @@ void binary_typed(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& o
   auto test = [&](auto f) { binary_loop<T, uint8_t>(a, b, out, f); };
   switch (op) {
     case BinaryOp::Add:
-      return arith([](T x, T y) { return x + y; });
+      return arith(math::Add<T>{});
     case BinaryOp::Sub:
-      return arith([](T x, T y) { return x - y; });
+      return arith(math::Sub<T>{});
     case BinaryOp::Mul:
-      return arith([](T x, T y) { return x * y; });
+      return arith(math::Mul<T>{});
     case BinaryOp::Div:
-      return arith([](T x, T y) { return x / y; });
+      return arith(math::Div<T>{});
     case BinaryOp::Pow:
-      return arith([](T x, T y) { return static_cast<T>(std::pow(x, y)); });
+      return arith(math::Pow<T>{});
     case BinaryOp::Maximum:
-      return arith([](T x, T y) { return max_nan(x, y); });
+      return arith(math::Maximum<T>{});
     case BinaryOp::Minimum:
-      return arith([](T x, T y) { return min_nan(x, y); });
+      return arith(math::Minimum<T>{});
     case BinaryOp::Eq:
-      return test([](T x, T y) -> uint8_t { return x == y; });
+      return test(math::Eq<T>{});
     case BinaryOp::Ne:
-      return test([](T x, T y) -> uint8_t { return x != y; });
+      return test(math::Ne<T>{});
     case BinaryOp::Lt:
-      return test([](T x, T y) -> uint8_t { return x < y; });
+      return test(math::Lt<T>{});
     case BinaryOp::Le:
-      return test([](T x, T y) -> uint8_t { return x <= y; });
+      return test(math::Le<T>{});
     case BinaryOp::Gt:
-      return test([](T x, T y) -> uint8_t { return x > y; });
+      return test(math::Gt<T>{});
     case BinaryOp::Ge:
-      return test([](T x, T y) -> uint8_t { return x >= y; });
+      return test(math::Ge<T>{});
     case BinaryOp::LogicalAnd:
-      return test([](T x, T y) -> uint8_t { return x && y; });
+      return test(math::LogicalAnd<T>{});
     case BinaryOp::LogicalOr:
-      return test([](T x, T y) -> uint8_t { return x || y; });
+      return test(math::LogicalOr<T>{});
   }
 }
 
@@ -218,7 +171,7 @@ void CpuBackend::unary(UnaryOp op, const Tensor& a, const Tensor& out, double al
       return unary_int(op, a, out, alpha);
     case DType::Bool:
       SACCADE_CHECK(op == UnaryOp::LogicalNot, "{}: not defined for bool tensors", unary_op_name(op));
-      return unary_loop<uint8_t, uint8_t>(a, out, [](uint8_t x) -> uint8_t { return !x; });
+      return unary_loop<uint8_t, uint8_t>(a, out, math::LogicalNot{});
   }
 }
 

@@ -9,7 +9,6 @@
 //   no oversubscription, and OpenBLAS never enters its pool from inside an OpenMP region (which it warns
 //   about and can hang on);
 // - larger matrices are multiplied one after another, each threaded by OpenBLAS.
-#include "ops/linalg.h"
 #include <cblas.h>
 #include "ops/cpu/backend.h"
 #include "ops/cpu/loop.h"
@@ -35,7 +34,7 @@ void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t 
 }  // namespace
 
 void CpuBackend::bmm(const Tensor& a, const Tensor& b, const Tensor& out) {
-  const ops::detail::MatrixLayout la = ops::detail::matrix_layout(a), lb = ops::detail::matrix_layout(b);
+  const MatrixLayout la = matrix_layout(a), lb = matrix_layout(b);
   const int64_t batch = out.size(0), m = out.size(1), n = out.size(2), k = a.size(2);
   const int64_t sa = a.size(0) == 1 ? 0 : a.stride(0), sb = b.size(0) == 1 ? 0 : b.stride(0);
   const CBLAS_TRANSPOSE ta = la.trans ? CblasTrans : CblasNoTrans, tb = lb.trans ? CblasTrans : CblasNoTrans;

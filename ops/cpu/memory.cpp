@@ -7,11 +7,6 @@
 
 namespace saccade {
 
-Backend* detail::cpu_backend() {
-  static cpu::CpuBackend instance;
-  return &instance;
-}
-
 namespace cpu {
 
 void* CpuBackend::allocate(size_t nbytes) {

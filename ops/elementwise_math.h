@@ -1,0 +1,242 @@
+#pragma once
+// The per-element math of the elementwise kernels, one small functor per op, shared by every device: the CPU
+// kernels (ops/cpu/elementwise.cpp) hand them to their loops now, CUDA kernels will call the same functors
+// from device code, so the CPU tests cover the math and the GPU tests only the launch.
+//
+// x, y: one element each of a or b (T = float, double or int64_t unless stated); the result is one element of
+// out (T, or uint8_t 0/1 for comparisons and logic). NaN handling follows PyTorch: relu, maximum and minimum
+// propagate NaN.
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+#if !defined(__CUDA_ARCH__)
+#include <bit>
+#endif
+
+// Marks a function callable from host and device code under nvcc; empty in a CPU build.
+#if defined(__CUDACC__)
+#define SACCADE_HOST_DEVICE __host__ __device__
+#else
+#define SACCADE_HOST_DEVICE
+#endif
+
+namespace saccade::math {
+
+// ---- helpers ----
+
+/// The IEEE-754 bits of a float, and back (std::bit_cast on the host, CUDA's intrinsics on the device).
+SACCADE_HOST_DEVICE inline uint32_t float_bits(float x) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(x);
+#else
+  return std::bit_cast<uint32_t>(x);
+#endif
+}
+SACCADE_HOST_DEVICE inline float bits_float(uint32_t b) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(b);
+#else
+  return std::bit_cast<float>(b);
+#endif
+}
+
+/// tanh for float as Eigen's ptanh_float: a [13/6] rational approximation, x P(x^2) / Q(x^2), on x clamped to
+/// +-7.99881 (where it is within 3.5e-7 of +-1, and never beyond); within 3.5e-7 relative of tanh over every
+/// float (denormals included), NaN propagates. Why: libm's tanhf is a scalar call per element and dominated
+/// training the captioning example (additive attention takes tanh of a (B, L, A) tensor at every decoder
+/// step); this loop vectorises. The clamp selects on the bits as integers: GCC will not if-convert float
+/// compares or a division used on one branch only (-ftrapping-math), and the loop would stay scalar.
+SACCADE_HOST_DEVICE inline float tanh_float(float x) {
+  constexpr float a1 = 4.89352455891786e-03f, a3 = 6.37261928875436e-04f, a5 = 1.48572235717979e-05f,
+                  a7 = 5.12229709037114e-08f, a9 = -8.60467152213735e-11f, a11 = 2.00018790482477e-13f,
+                  a13 = -2.76076847742355e-16f;
+  constexpr float b0 = 4.89352518554385e-03f, b2 = 2.26843463243900e-03f, b4 = 1.18534705686654e-04f,
+                  b6 = 1.19825839466702e-06f;
+  constexpr uint32_t kClamp = 0x40fff644u, kInf = 0x7f800000u;  // the bits of 7.99881172180175781f and +inf
+#if !defined(__CUDA_ARCH__)
+  static_assert(std::bit_cast<uint32_t>(7.99881172180175781f) == kClamp);
+#endif
+  const uint32_t bits = float_bits(x), mag = bits & 0x7fffffffu;
+  const uint32_t clamped = (mag > kClamp) & (mag <= kInf) ? kClamp : mag;  // NaN (mag > kInf) passes through
+  const float c = bits_float((bits & 0x80000000u) | clamped), c2 = c * c;
+  const float p = (((((a13 * c2 + a11) * c2 + a9) * c2 + a7) * c2 + a5) * c2 + a3) * c2 + a1;
+  const float q = ((b6 * c2 + b4) * c2 + b2) * c2 + b0;
+  return c * (p / q);
+}
+
+// ---- unary: out = f(x) ----
+
+template <class T>
+struct Neg {
+  SACCADE_HOST_DEVICE T operator()(T x) const { return -x; }
+};
+template <class T>
+struct Exp {
+  SACCADE_HOST_DEVICE T operator()(T x) const { return std::exp(x); }
+};
+template <class T>
+struct Log {
+  SACCADE_HOST_DEVICE T operator()(T x) const { return std::log(x); }
+};
+template <class T>
+struct Sqrt {
+  SACCADE_HOST_DEVICE T operator()(T x) const { return std::sqrt(x); }
+};
+template <class T>
+struct Rsqrt {
+  SACCADE_HOST_DEVICE T operator()(T x) const { return T(1) / std::sqrt(x); }
+};
+/// |x|; for int64 without libm.
+template <class T>
+struct Abs {
+  SACCADE_HOST_DEVICE T operator()(T x) const {
+    if constexpr (std::is_integral_v<T>)
+      return x < 0 ? -x : x;
+    else
+      return std::abs(x);
+  }
+};
+template <class T>
+struct Sin {
+  SACCADE_HOST_DEVICE T operator()(T x) const { return std::sin(x); }
+};
+template <class T>
+struct Cos {
+  SACCADE_HOST_DEVICE T operator()(T x) const { return std::cos(x); }
+};
+/// tanh; float uses the vectorisable tanh_float above.
+template <class T>
+struct Tanh {
+  SACCADE_HOST_DEVICE T operator()(T x) const {
+    if constexpr (std::is_same_v<T, float>)
+      return tanh_float(x);
+    else
+      return std::tanh(x);
+  }
+};
+/// 1 / (1 + e^-x).
+template <class T>
+struct Sigmoid {
+  SACCADE_HOST_DEVICE T operator()(T x) const { return T(1) / (T(1) + std::exp(-x)); }
+};
+/// max(x, 0); NaN propagates, as torch.relu: !(x <= 0) is true for NaN.
+template <class T>
+struct Relu {
+  SACCADE_HOST_DEVICE T operator()(T x) const { return !(x <= T(0)) ? x : T(0); }
+};
+/// Exact gelu, x Φ(x) = x (1 + erf(x / √2)) / 2 (Hendrycks & Gimpel 2016, eq. 1).
+template <class T>
+struct Gelu {
+  SACCADE_HOST_DEVICE T operator()(T x) const {
+    return T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440)));
+  }
+};
+/// d/dx [x Φ(x)] = Φ(x) + x φ(x).
+template <class T>
+struct GeluGrad {
+  SACCADE_HOST_DEVICE T operator()(T x) const {
+    return T(0.5) * (T(1) + std::erf(x * T(0.70710678118654752440))) +
+           x * T(0.39894228040143267794) * std::exp(T(-0.5) * x * x);
+  }
+};
+/// -1, 0 or 1 (0 for NaN).
+template <class T>
+struct Sign {
+  SACCADE_HOST_DEVICE T operator()(T x) const { return T((x > T(0)) - (x < T(0))); }
+};
+/// x ** e for float x.
+template <class T>
+struct PowScalar {
+  T e;
+  SACCADE_HOST_DEVICE T operator()(T x) const { return std::pow(x, e); }
+};
+/// x * x (PowScalar with exponent 2, which vectorises).
+template <class T>
+struct Square {
+  SACCADE_HOST_DEVICE T operator()(T x) const { return x * x; }
+};
+/// x ** e for int64 x and integral e >= 0: exact, by squaring; an overflowing power wraps (as torch) because
+/// the arithmetic is unsigned, instead of being undefined behaviour.
+struct PowInt {
+  uint64_t e;
+  SACCADE_HOST_DEVICE int64_t operator()(int64_t x) const {
+    uint64_t r = 1, b = static_cast<uint64_t>(x);
+    for (uint64_t k = e; k; k >>= 1) {
+      if (k & 1) r *= b;
+      b *= b;
+    }
+    return static_cast<int64_t>(r);
+  }
+};
+/// !x on bool (stored as uint8_t 0/1).
+struct LogicalNot {
+  SACCADE_HOST_DEVICE uint8_t operator()(uint8_t x) const { return !x; }
+};
+
+// ---- binary: out = f(x, y) ----
+
+template <class T>
+struct Add {
+  SACCADE_HOST_DEVICE T operator()(T x, T y) const { return x + y; }
+};
+template <class T>
+struct Sub {
+  SACCADE_HOST_DEVICE T operator()(T x, T y) const { return x - y; }
+};
+template <class T>
+struct Mul {
+  SACCADE_HOST_DEVICE T operator()(T x, T y) const { return x * y; }
+};
+template <class T>
+struct Div {
+  SACCADE_HOST_DEVICE T operator()(T x, T y) const { return x / y; }
+};
+/// x ** y (for int64 through double, as the op's contract allows).
+template <class T>
+struct Pow {
+  SACCADE_HOST_DEVICE T operator()(T x, T y) const { return static_cast<T>(std::pow(x, y)); }
+};
+/// max(x, y); NaN propagates, as torch.maximum.
+template <class T>
+struct Maximum {
+  SACCADE_HOST_DEVICE T operator()(T x, T y) const { return (x != x || x > y) ? x : y; }
+};
+/// min(x, y); NaN propagates, as torch.minimum.
+template <class T>
+struct Minimum {
+  SACCADE_HOST_DEVICE T operator()(T x, T y) const { return (x != x || x < y) ? x : y; }
+};
+template <class T>
+struct Eq {
+  SACCADE_HOST_DEVICE uint8_t operator()(T x, T y) const { return x == y; }
+};
+template <class T>
+struct Ne {
+  SACCADE_HOST_DEVICE uint8_t operator()(T x, T y) const { return x != y; }
+};
+template <class T>
+struct Lt {
+  SACCADE_HOST_DEVICE uint8_t operator()(T x, T y) const { return x < y; }
+};
+template <class T>
+struct Le {
+  SACCADE_HOST_DEVICE uint8_t operator()(T x, T y) const { return x <= y; }
+};
+template <class T>
+struct Gt {
+  SACCADE_HOST_DEVICE uint8_t operator()(T x, T y) const { return x > y; }
+};
+template <class T>
+struct Ge {
+  SACCADE_HOST_DEVICE uint8_t operator()(T x, T y) const { return x >= y; }
+};
+template <class T>
+struct LogicalAnd {
+  SACCADE_HOST_DEVICE uint8_t operator()(T x, T y) const { return x && y; }
+};
+template <class T>
+struct LogicalOr {
+  SACCADE_HOST_DEVICE uint8_t operator()(T x, T y) const { return x || y; }
+};
+
+}  // namespace saccade::math
