@@ -101,11 +101,12 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, DataParalle
   r.group = group_;
   r.timeout_s = options.timeout_s > 0 ? options.timeout_s : default_timeout();
   for (const auto& [name, p] : module.named_parameters()) {
+    if (!p.requires_grad()) continue;  // frozen: broadcast below, never reduced
     SACCADE_CHECK(p.device().is_cpu() && is_floating(p.dtype()),
                   "DistributedDataParallel: parameter {} is {} on {}; the MPI group needs float32/float64 "
                   "CPU tensors (device tensors need a NCCL group: not built)",
                   name, p.dtype(), p.device().str());
-    if (p.requires_grad()) r.params.push_back(p);
+    r.params.push_back(p);
   }
 
   // Same start on every rank: rank 0's parameters and buffers.
@@ -117,10 +118,12 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, DataParalle
       ops::copy_(dst, buf);
     }
   };
-  for (const Variable& p : module.parameters()) broadcast(p.data());
+  // (bool tensors are masks, constants: MPI has no portable one-byte bool type to send them as)
+  for (const Variable& p : module.parameters())
+    if (p.dtype() != DType::Bool) broadcast(p.data());
   if (options.broadcast_buffers)
     for (const auto& [name, b] : module.named_buffers())
-      if (b.dtype() != DType::Bool) broadcast(b);  // bool buffers (masks) are constants, never trained
+      if (b.dtype() != DType::Bool) broadcast(b);
 
   // Buckets in reverse registration order: the last layers' gradients come first in backward.
   const double cap_bytes = options.bucket_cap_mb * 1024 * 1024;
