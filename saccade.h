@@ -2,6 +2,7 @@
 // saccade: one include for everything. Reading order: ops/tensor.h, ops/backend.h, ops/cpu/loop.h,
 // ops/elementwise.h, autograd/variable.h, autograd/node.h, autograd/engine.cpp, autograd/functions/*.
 #include "autograd/dot.h"
+#include "autograd/functions/attention.h"
 #include "autograd/engine.h"
 #include "autograd/format.h"
 #include "autograd/functions/conv.h"
@@ -36,6 +37,7 @@
 #include "nn/transformer.h"
 #include "nn/transformer_layers.h"
 #include "nn/unary_module.h"
+#include "ops/attention.h"
 #include "ops/conv.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
