@@ -3,6 +3,7 @@
 // ops/elementwise.h, autograd/node.h, autograd/variable.h, autograd/function.h, autograd/engine.cpp,
 // autograd/functions/*.
 #include "autograd/dot.h"
+#include "autograd/functions/attention.h"
 #include "autograd/engine.h"
 #include "autograd/format.h"
 #include "autograd/function.h"
@@ -38,6 +39,7 @@
 #include "nn/transformer.h"
 #include "nn/transformer_layers.h"
 #include "nn/unary_module.h"
+#include "ops/attention.h"
 #include "ops/conv.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"

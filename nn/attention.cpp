@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "autograd/functions/attention.h"
 #include "autograd/functions/elementwise.h"
 #include "autograd/functions/linalg.h"
 #include "autograd/functions/nn.h"
@@ -34,57 +35,21 @@ Tensor causal_mask(int64_t tq, int64_t tk, Device device) {
 }
 
 void check_valid_lens_or_mask(const char* module, const Tensor& mask, const Shape& x) {
-  if (!mask.defined()) return;
-  const int nd = x.size();
-  if (mask.dtype() == DType::Int64) {
-    const Shape& v = mask.shape();
-    SACCADE_CHECK(
-        (v.size() == 1 && v[0] == x[0]) || (v.size() == 2 && nd >= 3 && v[0] == x[0] && v[1] == x[nd - 2]),
-        "{}: valid_lens of shape {} must be (B) or (B, Tq) for attention scores of shape {} (B, ..., Tq, "
-        "Tk)",
-        module, v, x);
-    return;
-  }
-  SACCADE_CHECK(
-      mask.dtype() == DType::Bool,
-      "{}: expected int64 valid_lens or a bool mask, got {} of shape {} for attention scores of shape {}",
-      module, mask.dtype(), mask.shape(), x);
-  bool ok = mask.dim() <= nd;
-  for (int i = 1; ok && i <= mask.dim(); ++i)
-    ok = mask.shape()[mask.dim() - i] == 1 || mask.shape()[mask.dim() - i] == x[nd - i];
-  SACCADE_CHECK(ok, "{}: mask of shape {} does not broadcast to the attention scores' shape {}", module,
-                mask.shape(), x);
+  if (mask.defined()) ops::attention_mask(mask, x, ops::CausalAlign::None, mask.device(), module);
 }
 
-// scores: (B, ..., Tq, Tk), values: (B, ..., Tk, Dv) -> output (B, ..., Tq, Dv), weights (B, ..., Tq, Tk)
-AttentionOutput attend_from_scores(const Variable& scores, const Variable& values,
-                                   const Tensor& valid_lens_or_mask, bool causal, double dropout_p,
-                                   bool training, Generator* gen, const char* op) {
-  SACCADE_CHECK(scores.defined() && values.defined(), "{}: got an undefined scores or values tensor", op);
-  const Shape& s = scores.shape();
-  const Shape& v = values.shape();
-  const int nd = s.size();
-  SACCADE_CHECK(nd >= 2 && v.size() == nd && same_leading(s, v, nd - 2) && v[nd - 2] == s[nd - 1],
-                "{}: scores {} (B, ..., Tq, Tk) and values {} (B, ..., Tk, Dv) do not match", op, s, v);
-  SACCADE_CHECK(dropout_p >= 0 && dropout_p < 1, "{}: dropout_p must be in [0, 1), got {}", op, dropout_p);
-  ops::check_same_device(op, {&scores.data(), &values.data()});
-  if (valid_lens_or_mask.defined()) ops::check_same_device(op, {&scores.data(), &valid_lens_or_mask});
-  check_valid_lens_or_mask(op, valid_lens_or_mask, s);
-  Tensor keep = valid_lens_or_mask;
-  if (causal) {
-    Tensor c = causal_mask(s[nd - 2], s[nd - 1], scores.device());
-    keep = keep.defined() ? ops::logical_and(ops::attention_keep_mask(scores.data(), keep, op), c) : c;
-  }
-  Variable weights = masked_softmax(scores, keep);
+namespace {
+
+// scores: (B, ..., Tq, Tk), values: (B, ..., Tk, Dv): the composed path (the readable reference).
+AttentionOutput attend_composed(const Variable& scores, const Variable& values,
+                                const ops::AttentionMask& mask, double dropout_p, bool training,
+                                Generator* gen) {
+  Variable weights = masked_softmax(scores, ops::attention_keep_mask(mask, scores.shape(), scores.device()));
   Variable dropped = saccade::dropout(weights, dropout_p, training, gen);
   return {matmul(dropped, values), weights};
 }
 
-// q: (B, ..., Tq, D), k: (B, ..., Tk, D), v: (B, ..., Tk, Dv)
-AttentionOutput scaled_dot_product_attention(const Variable& q, const Variable& k, const Variable& v,
-                                             const Tensor& valid_lens_or_mask, bool causal, double dropout_p,
-                                             bool training, Generator* gen) {
-  const char* op = "scaled_dot_product_attention";
+void check_qkv(const char* op, const Variable& q, const Variable& k, const Variable& v) {
   SACCADE_CHECK(q.defined() && k.defined() && v.defined(), "{}: got an undefined query, key or value", op);
   const int nd = q.dim();
   SACCADE_CHECK(
@@ -98,10 +63,58 @@ AttentionOutput scaled_dot_product_attention(const Variable& q, const Variable& 
       q.shape(), k.shape(), v.shape());
   SACCADE_CHECK(q.dtype() == k.dtype() && q.dtype() == v.dtype(),
                 "{}: q, k and v must have one dtype, got {}, {}, {}", op, q.dtype(), k.dtype(), v.dtype());
-  // NOTE: this is the one place every dot-product attention goes through; a fused kernel replaces the three
-  // lines below (and keeps returning the weights for plotting).
-  Variable scores = mul(matmul(q, transpose(k, -2, -1)), 1.0 / std::sqrt(static_cast<double>(q.size(-1))));
-  return attend_from_scores(scores, v, valid_lens_or_mask, causal, dropout_p, training, gen, op);
+  ops::check_same_device(op, {&q.data(), &k.data(), &v.data()});
+}
+
+Shape scores_shape(const Variable& q, const Variable& k) {
+  Shape s = q.shape();
+  s[s.size() - 1] = k.size(-2);
+  return s;
+}
+
+}  // namespace
+
+// scores: (B, ..., Tq, Tk), values: (B, ..., Tk, Dv) -> output (B, ..., Tq, Dv), weights (B, ..., Tq, Tk)
+AttentionOutput attend_from_scores(const Variable& scores, const Variable& values,
+                                   const Tensor& valid_lens_or_mask, bool causal, double dropout_p,
+                                   bool training, Generator* gen, const char* op) {
+  SACCADE_CHECK(scores.defined() && values.defined(), "{}: got an undefined scores or values tensor", op);
+  const Shape& s = scores.shape();
+  const Shape& v = values.shape();
+  const int nd = s.size();
+  SACCADE_CHECK(nd >= 2 && v.size() == nd && same_leading(s, v, nd - 2) && v[nd - 2] == s[nd - 1],
+                "{}: scores {} (B, ..., Tq, Tk) and values {} (B, ..., Tk, Dv) do not match", op, s, v);
+  SACCADE_CHECK(dropout_p >= 0 && dropout_p < 1, "{}: dropout_p must be in [0, 1), got {}", op, dropout_p);
+  ops::check_same_device(op, {&scores.data(), &values.data()});
+  ops::AttentionMask mask = ops::attention_mask(
+      valid_lens_or_mask, s, causal ? ops::CausalAlign::BottomRight : ops::CausalAlign::None, scores.device(),
+      op);
+  return attend_composed(scores, values, mask, dropout_p, training, gen);
+}
+
+// q: (B, ..., Tq, D), k: (B, ..., Tk, D), v: (B, ..., Tk, Dv)
+AttentionOutput scaled_dot_product_attention(const Variable& q, const Variable& k, const Variable& v,
+                                             const Tensor& valid_lens_or_mask, bool causal, double dropout_p,
+                                             bool training, Generator* gen, bool need_weights) {
+  const char* op = "scaled_dot_product_attention";
+  check_qkv(op, q, k, v);
+  ops::AttentionMask mask =
+      ops::attention_mask(valid_lens_or_mask, scores_shape(q, k),
+                          causal ? ops::CausalAlign::BottomRight : ops::CausalAlign::None, q.device(), op);
+  return scaled_dot_product_attention(q, k, v, mask, dropout_p, training, gen, need_weights, op);
+}
+
+// q: (B, ..., Tq, D), k: (B, ..., Tk, D), v: (B, ..., Tk, Dv)
+AttentionOutput scaled_dot_product_attention(const Variable& q, const Variable& k, const Variable& v,
+                                             const ops::AttentionMask& mask, double dropout_p, bool training,
+                                             Generator* gen, bool need_weights, const char* op) {
+  check_qkv(op, q, k, v);
+  SACCADE_CHECK(dropout_p >= 0 && dropout_p < 1, "{}: dropout_p must be in [0, 1), got {}", op, dropout_p);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  // NOTE: the one place every dot-product attention goes through: fused unless the weights are asked for.
+  if (!need_weights) return {flash_attention(q, k, v, mask, scale, dropout_p, training, gen), Variable()};
+  Variable scores = mul(matmul(q, transpose(k, -2, -1)), scale);
+  return attend_composed(scores, v, mask, dropout_p, training, gen);
 }
 
 // ---- AdditiveAttention ----
@@ -144,12 +157,13 @@ AttentionOutput AdditiveAttention::forward_with_weights(const Variable& queries,
                     keys.size(2) == W_k->in_features(),
                 "{}: queries {}, keys {}, values {} do not match (B, Tq, {}), (B, Tk, {}), (B, Tk, Dv)", op,
                 queries.shape(), keys.shape(), values.shape(), W_q->in_features(), W_k->in_features());
-  check_valid_lens_or_mask(op, valid_lens_or_mask, Shape{queries.size(0), queries.size(1), keys.size(1)});
+  const ops::AttentionMask mask =
+      ops::attention_mask(valid_lens_or_mask, Shape{queries.size(0), queries.size(1), keys.size(1)},
+                          ops::CausalAlign::None, queries.device(), op);
   // features: (B, Tq, 1, h) + (B, 1, Tk, h) -> (B, Tq, Tk, h); scores: (B, Tq, Tk)
   Variable features = tanh(add(unsqueeze(W_q->forward(queries), 2), unsqueeze(W_k->forward(keys), 1)));
   Variable scores = squeeze(w_v->forward(features), -1);
-  AttentionOutput r =
-      attend_from_scores(scores, values, valid_lens_or_mask, false, dropout, is_training(), gen_, op);
+  AttentionOutput r = attend_composed(scores, values, mask, dropout, is_training(), gen_);
   weights_ = r.weights.data();
   return r;
 }
@@ -178,10 +192,13 @@ Variable DotProductAttention::forward(const Variable& queries, const Variable& k
                     keys.size(1) == values.size(1) && queries.size(2) == keys.size(2),
                 "{}: queries {}, keys {}, values {} do not match (B, Tq, D), (B, Tk, D), (B, Tk, Dv)", op,
                 queries.shape(), keys.shape(), values.shape());
-  check_valid_lens_or_mask(op, valid_lens_or_mask, Shape{queries.size(0), queries.size(1), keys.size(1)});
-  AttentionOutput r = scaled_dot_product_attention(queries, keys, values, valid_lens_or_mask, causal, dropout,
-                                                   is_training(), gen_);
-  weights_ = r.weights.data();
+  const ops::AttentionMask mask = ops::attention_mask(
+      valid_lens_or_mask, Shape{queries.size(0), queries.size(1), keys.size(1)},
+      causal ? ops::CausalAlign::BottomRight : ops::CausalAlign::None, queries.device(), op);
+  const bool keep = keeps_weights(need_weights, is_training());
+  AttentionOutput r =
+      scaled_dot_product_attention(queries, keys, values, mask, dropout, is_training(), gen_, keep, op);
+  weights_ = keep ? r.weights.data() : Tensor();
   return r.output;
 }
 

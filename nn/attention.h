@@ -3,20 +3,31 @@
 // Transformers):
 //   - attend_from_scores / scaled_dot_product_attention: masked softmax over keys, dropout, weighted sum of
 //     values. Every dot-product module (DotProductAttention, MultiHeadAttention, MultiheadAttention, the
-//     Transformer blocks) calls scaled_dot_product_attention, so a fused kernel can replace its inside later.
+//     Transformer blocks) calls scaled_dot_product_attention, which takes the fused kernel
+//     (saccade::flash_attention, ops/attention.h) unless the caller asks for the weights (need_weights), and
+//     the composed path (scores, masked_softmax, dropout, matmul: the readable reference) when it does.
 //   - AdditiveAttention (Bahdanau et al. 2015; d2l 11.3.2) and DotProductAttention (Vaswani et al. 2017;
 //     d2l 11.3.3) as modules that keep their last attention weights for plotting.
 //
 // Masks: a `valid_lens_or_mask` argument is, as saccade::masked_softmax takes it, int64 valid_lens (B) or
 // (B, Tq) (keys k >= valid_len are masked, d2l 11.3.1), a Bool keep-mask broadcastable to the scores
 // (true = attend), or undefined (no mask). A query row with nothing to attend gets zero weights and a zero
-// output, never NaN.
+// output, never NaN. The mask is checked and converted once (ops::attention_mask) where the user hands it
+// in; a negative valid_len counts as 0 (no value is read on the host: no device synchronisation).
+//
+// need_weights (torch's name): the modules that keep their last weights for plotting (d2l's
+// attention_weights()) keep them when their `need_weights` member says so; left unset (the default), only
+// in eval mode. So a d2l user who plots after model.eval() gets the weights, and training takes the fused
+// kernel. Asking for weights takes the composed path (O(T²) memory).
 #include <cstdint>
 #include <memory>
+
+#include <optional>
 
 #include "autograd/variable.h"
 #include "nn/linear.h"
 #include "nn/module.h"
+#include "ops/attention.h"
 #include "ops/random.h"
 
 namespace saccade::nn {
@@ -45,6 +56,11 @@ AttentionOutput attend_from_scores(const Variable& scores, const Variable& value
                                    const Tensor& valid_lens_or_mask, bool causal, double dropout_p,
                                    bool training, Generator* gen, const char* op = "attend_from_scores");
 
+/// Whether a module keeps its attention weights: `need_weights` when set, else only in eval mode.
+inline bool keeps_weights(const std::optional<bool>& need_weights, bool training) {
+  return need_weights.value_or(!training);
+}
+
 /// Scaled dot-product attention (Vaswani et al. 2017, eq. 1; d2l 11.3.3):
 ///   output = softmax(q kᵀ / √d + mask) v,
 /// with masked positions excluded from the softmax (probability 0; a fully masked row gives zeros).
@@ -52,13 +68,22 @@ AttentionOutput attend_from_scores(const Variable& scores, const Variable& value
 /// q: (B, ..., Tq, D), k: (B, ..., Tk, D), v: (B, ..., Tk, Dv), all of one rank >= 3 and the same leading
 /// dims, one float dtype. valid_lens_or_mask: see the file comment (undefined = none). causal: query i
 /// attends only to keys j <= i + (Tk - Tq) (causal_mask), combined with the other mask. dropout_p: applied to
-/// the weights when `training` (torch's dropout_p). Returns output (B, ..., Tq, Dv) and the weights
-/// (B, ..., Tq, Tk) before dropout. Throws saccade::Error naming "scaled_dot_product_attention" and the
-/// shapes for mismatched ranks, leading dims, D or Tk, or a bad mask.
+/// the weights when `training` (torch's dropout_p). need_weights: true (the default here, as this function
+/// always returned them) takes the composed path and returns the weights (B, ..., Tq, Tk) before dropout;
+/// false takes the fused kernel (FlashAttention; O(T) memory) and leaves `weights` undefined. Both give the
+/// same output and gradients, and the same dropout for the same generator state. Returns the output
+/// (B, ..., Tq, Dv). Throws saccade::Error naming "scaled_dot_product_attention" and the shapes for
+/// mismatched ranks, leading dims, D or Tk, or a bad mask.
 AttentionOutput scaled_dot_product_attention(const Variable& q, const Variable& k, const Variable& v,
                                              const Tensor& valid_lens_or_mask = Tensor(), bool causal = false,
                                              double dropout_p = 0.0, bool training = false,
-                                             Generator* gen = nullptr);
+                                             Generator* gen = nullptr, bool need_weights = true);
+/// The same with a mask already checked and converted by ops::attention_mask (the form the modules pass down,
+/// with either causal alignment); errors name `op`.
+AttentionOutput scaled_dot_product_attention(const Variable& q, const Variable& k, const Variable& v,
+                                             const ops::AttentionMask& mask, double dropout_p, bool training,
+                                             Generator* gen, bool need_weights,
+                                             const char* op = "scaled_dot_product_attention");
 
 /// Additive attention (Bahdanau et al. 2015, eq. 6; d2l 11.3.2): the score of query q and key k is
 ///   a(q, k) = w_vᵀ tanh(W_q q + W_k k),
@@ -93,7 +118,8 @@ class AdditiveAttention : public Module {
 };
 
 /// Scaled dot-product attention as a module (d2l 11.3.3): softmax(q kᵀ / √d) v with dropout on the weights;
-/// calls scaled_dot_product_attention. No parameters.
+/// calls scaled_dot_product_attention (fused unless the weights are kept: see need_weights in the file
+/// comment). No parameters.
 class DotProductAttention : public Module {
  public:
   /// Dropout draws from `gen` (the default generator when null; it must outlive the module).
@@ -104,10 +130,12 @@ class DotProductAttention : public Module {
   /// "DotProductAttention" and the shapes for wrong ranks, mismatched D, B or Tk, or a bad mask.
   Variable forward(const Variable& queries, const Variable& keys, const Variable& values,
                    const Tensor& valid_lens_or_mask = Tensor(), bool causal = false);
-  /// The weights (B, Tq, Tk) of the last forward (undefined before the first).
+  /// The weights (B, Tq, Tk) of the last forward; undefined before the first and when it did not keep them.
   Tensor attention_weights() const { return weights_; }
 
   double dropout;
+  /// Keep the weights of each forward (true), never (false), or only in eval mode (unset, the default).
+  std::optional<bool> need_weights;
 
  private:
   Generator* gen_;

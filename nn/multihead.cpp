@@ -70,10 +70,13 @@ Variable MultiHeadAttention::attend(const Variable& queries, const Variable& k, 
   Tensor m = mask;
   // a Bool (B, Tq, Tk) mask gets a head dim; (Tq, Tk) and (B, H, Tq, Tk) broadcast as they are
   if (m.defined() && m.dtype() == DType::Bool && m.dim() == 3) m = m.unsqueeze(1);
-  check_valid_lens_or_mask(op, m, scores);
+  // checked and converted once, here; bottom-right causal alignment (KV cache, see the header)
+  const ops::AttentionMask am = ops::attention_mask(
+      m, scores, causal ? ops::CausalAlign::BottomRight : ops::CausalAlign::None, queries.device(), op);
   Variable q = split_heads(W_q->forward(queries), num_heads_);
-  AttentionOutput r = scaled_dot_product_attention(q, k, v, m, causal, dropout, is_training(), gen_);
-  weights_ = r.weights.data();
+  const bool keep = keeps_weights(need_weights, is_training());
+  AttentionOutput r = scaled_dot_product_attention(q, k, v, am, dropout, is_training(), gen_, keep, op);
+  weights_ = keep ? r.weights.data() : Tensor();
   return W_o->forward(merge_heads(r.output));
 }
 
@@ -164,9 +167,13 @@ MultiheadAttentionOutput MultiheadAttention::forward(const Variable& query, cons
     Variable b = in_proj_bias.defined() ? narrow(in_proj_bias, 0, i * E, E) : Variable();
     return split_heads(linear(x, w, b), H);
   };
-  AttentionOutput r = scaled_dot_product_attention(project(query, 0), project(key, 1), project(value, 2),
-                                                   keep, causal, dropout, is_training(), gen_);
-  weights_ = r.weights.data();
+  // torch's is_causal: top-left aligned (query i sees keys j <= i)
+  const ops::AttentionMask am =
+      ops::attention_mask(keep, Shape{B, H, Tq, Tk},
+                          causal ? ops::CausalAlign::TopLeft : ops::CausalAlign::None, query.device(), op);
+  AttentionOutput r = scaled_dot_product_attention(project(query, 0), project(key, 1), project(value, 2), am,
+                                                   dropout, is_training(), gen_, need_weights, op);
+  weights_ = need_weights ? r.weights.data() : Tensor();
   Variable weights;
   if (need_weights) weights = average_attn_weights ? mean(r.weights, {1}) : r.weights;
   return {out_proj->forward(merge_heads(r.output)), weights};

@@ -8,6 +8,7 @@
 // scaled_dot_product_attention on (B, H, T, d_head) tensors.
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "autograd/variable.h"
 #include "nn/linear.h"
@@ -43,9 +44,12 @@ class MultiHeadAttention : public Module {
   /// queries (B, Tq, query_size), keys (B, Tk, key_size), values (B, Tk, value_size) -> (B, Tq, num_hiddens).
   /// valid_lens_or_mask: int64 valid_lens (B) or (B, Tq), the same for every head (d2l repeats them per
   /// head; here they broadcast); or a Bool keep-mask (true = attend) of shape (Tq, Tk), (B, Tq, Tk) or
-  /// (B, H, Tq, Tk) (or broadcastable to those); or undefined. causal: masked self-attention (query i sees
-  /// keys j <= i + Tk - Tq), combined with the mask. Throws saccade::Error naming "MultiHeadAttention" and
-  /// the shapes for wrong ranks, feature sizes, mismatched B or Tk, or a mask of the wrong shape.
+  /// (B, H, Tq, Tk) (or broadcastable to those); or undefined. causal: masked self-attention aligned
+  /// bottom-right (query i sees keys j <= i + Tk - Tq: the queries are the last Tq positions, as incremental
+  /// decoding with a KV cache needs; equal to torch's is_causal only when Tq == Tk), combined with the mask.
+  /// Takes the fused kernel unless the weights are kept (need_weights). Throws saccade::Error naming
+  /// "MultiHeadAttention" and the shapes for wrong ranks, feature sizes, mismatched B or Tk, or a mask of the
+  /// wrong shape.
   Variable forward(const Variable& queries, const Variable& keys, const Variable& values,
                    const Tensor& valid_lens_or_mask = Tensor(), bool causal = false);
 
@@ -56,7 +60,8 @@ class MultiHeadAttention : public Module {
   Variable forward_cached(const Variable& queries, const Variable& new_keys, const Variable& new_values,
                           KVCache& cache, const Tensor& valid_lens_or_mask = Tensor(), bool causal = true);
 
-  /// The weights (B, H, Tq, Tk) of the last forward, per head (undefined before the first).
+  /// The weights (B, H, Tq, Tk) of the last forward, per head; undefined before the first and when it did
+  /// not keep them.
   Tensor attention_weights() const { return weights_; }
 
   int64_t num_hiddens() const { return num_hiddens_; }
@@ -64,6 +69,9 @@ class MultiHeadAttention : public Module {
 
   std::shared_ptr<Linear> W_q, W_k, W_v, W_o;
   double dropout;
+  /// Keep the weights of each forward for attention_weights() (true), never (false: always the fused
+  /// kernel), or only in eval mode (unset, the default: d2l's plot-after-eval works, training is fused).
+  std::optional<bool> need_weights;
 
  private:
   Variable attend(const Variable& queries, const Variable& k, const Variable& v, const Tensor& mask,
@@ -93,7 +101,9 @@ class MultiheadAttention : public Module {
 
   /// query (B, Tq, E), key (B, Tk, E), value (B, Tk, E). Masks use torch's convention, true = NOT allowed:
   /// key_padding_mask Bool (B, Tk); attn_mask Bool (Tq, Tk) or (B * H, Tq, Tk); either may be undefined.
-  /// causal: as an attn_mask of triu(ones(Tq, Tk), 1). need_weights / average_attn_weights: as torch.
+  /// causal: exactly torch's is_causal, top-left aligned: as an attn_mask of triu(ones(Tq, Tk), 1) (query i
+  /// sees keys j <= i, also when Tq != Tk; MultiHeadAttention aligns bottom-right instead).
+  /// need_weights / average_attn_weights: as torch; need_weights = false takes the fused kernel.
   /// Differences from torch: a query with every key masked gets zero output instead of NaN; float
   /// (additive) attn_masks are not supported; the returned weights are those before dropout.
   /// Throws saccade::Error naming "MultiheadAttention" and the shapes for bad input.
@@ -101,7 +111,8 @@ class MultiheadAttention : public Module {
                                    const Tensor& key_padding_mask = Tensor(),
                                    const Tensor& attn_mask = Tensor(), bool need_weights = true,
                                    bool average_attn_weights = true, bool causal = false);
-  /// The per-head weights (B, H, Tq, Tk) of the last forward (undefined before the first).
+  /// The per-head weights (B, H, Tq, Tk) of the last forward (undefined before the first and after a forward
+  /// with need_weights = false).
   Tensor attention_weights() const { return weights_; }
 
   int64_t embed_dim() const { return embed_dim_; }

@@ -34,8 +34,11 @@ class TransformerEncoderBlock : public Module {
   /// Throws saccade::Error naming "TransformerEncoderBlock" for an X of another shape; the attention's
   /// errors for a bad mask.
   Variable forward(const Variable& X, const Tensor& valid_lens_or_mask = Tensor());
-  /// The self-attention weights (B, H, T, T) of the last forward.
+  /// The self-attention weights (B, H, T, T) of the last forward (undefined when not kept).
   Tensor attention_weights() const { return attention->attention_weights(); }
+  /// Whether the attention layers keep their weights for the *_weights() accessors: true, false (always the
+  /// fused kernel), or unset (the default: in eval mode only). See MultiHeadAttention::need_weights.
+  void set_need_weights(std::optional<bool> need) { attention->need_weights = need; }
 
   std::shared_ptr<MultiHeadAttention> attention;
   std::shared_ptr<AddNorm> addnorm1;
@@ -61,9 +64,15 @@ class TransformerDecoderBlock : public Module {
   /// Bool mask broadcastable to (B, H, Tn, Tk), or undefined. Errors as forward.
   Variable step(const Variable& X, const Variable& enc_outputs, const Tensor& enc_valid_lens, KVCache& cache);
 
-  /// The last self-attention weights (B, H, T, T) and encoder-decoder weights (B, H, T, Tk).
+  /// The last self-attention weights (B, H, T, T) and encoder-decoder weights (B, H, T, Tk) (undefined when
+  /// not kept).
   Tensor self_attention_weights() const { return attention1->attention_weights(); }
   Tensor cross_attention_weights() const { return attention2->attention_weights(); }
+  /// Whether the attention layers keep their weights for the *_weights() accessors: true, false (always the
+  /// fused kernel), or unset (the default: in eval mode only). See MultiHeadAttention::need_weights.
+  void set_need_weights(std::optional<bool> need) {
+    attention1->need_weights = attention2->need_weights = need;
+  }
 
   std::shared_ptr<MultiHeadAttention> attention1;
   std::shared_ptr<AddNorm> addnorm1;
@@ -88,6 +97,11 @@ class TransformerEncoder : public Module {
   Variable forward(const Variable& X, const Tensor& valid_lens_or_mask = Tensor());
   /// Each block's last self-attention weights (B, H, T, T).
   std::vector<Tensor> attention_weights() const;
+  /// Whether the attention layers keep their weights for the *_weights() accessors: true, false (always the
+  /// fused kernel), or unset (the default: in eval mode only). See MultiHeadAttention::need_weights.
+  void set_need_weights(std::optional<bool> need) {
+    for (auto& b : blks) b->set_need_weights(need);
+  }
 
   std::vector<std::shared_ptr<TransformerEncoderBlock>> blks;
 };
@@ -115,6 +129,11 @@ class TransformerDecoder : public Module {
   /// Each block's last self- and cross-attention weights.
   std::vector<Tensor> self_attention_weights() const;
   std::vector<Tensor> cross_attention_weights() const;
+  /// Whether the attention layers keep their weights for the *_weights() accessors: true, false (always the
+  /// fused kernel), or unset (the default: in eval mode only). See MultiHeadAttention::need_weights.
+  void set_need_weights(std::optional<bool> need) {
+    for (auto& b : blks) b->set_need_weights(need);
+  }
 
   std::vector<std::shared_ptr<TransformerDecoderBlock>> blks;
 };

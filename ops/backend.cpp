@@ -121,6 +121,16 @@ void Backend::missing(const char* kernel) const {
 }
 
 void Backend::copy(const Tensor&, const Tensor&) { missing("copy"); }
+void Backend::flash_attention_forward(const Tensor&, const Tensor&, const Tensor&, const ops::AttentionMask&,
+                                      double, const ops::AttentionDropout&, const Tensor&, const Tensor&) {
+  missing("flash_attention_forward");
+}
+void Backend::flash_attention_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                       const Tensor&, const Tensor&, const ops::AttentionMask&, double,
+                                       const ops::AttentionDropout&, const Tensor&, const Tensor&,
+                                       const Tensor&) {
+  missing("flash_attention_backward");
+}
 void Backend::fill(const Tensor&, double) { missing("fill"); }
 void Backend::arange(const Tensor&, double, double) { missing("arange"); }
 void Backend::unary(UnaryOp, const Tensor&, const Tensor&, double) { missing("unary"); }

@@ -12,6 +12,10 @@
 namespace saccade {
 
 class Tensor;
+namespace ops {
+struct AttentionMask;
+struct AttentionDropout;
+}  // namespace ops
 
 /// The elementwise ops of one input (Backend::unary); each one's per-element math is a functor of the same
 /// name in ops/elementwise_math.h. Names for messages: unary_op_name.
@@ -96,8 +100,23 @@ class Backend {
                                    const Tensor& rstd, const Tensor& gx, const Tensor& gweight,
                                    const Tensor& gbias);
 
+  // ---- fused attention (ops/attention.h; CPU: ops/cpu/attention.cpp) ----
+  /// q (B, H, Tq, D), k (B, H, Tk, D), v (B, H, Tk, Dv), out (B, H, Tq, Dv): any strides with unit stride on
+  /// the last dim; lse (B, H, Tq) contiguous. mask.keep, when defined, is a Bool (B, H, Tq, Tk) view;
+  /// mask.valid_lens contiguous int64 (B) or (B, Tq). Writes out and lse (-inf for a fully masked row).
+  virtual void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                       const ops::AttentionMask& mask, double scale,
+                                       const ops::AttentionDropout& dropout, const Tensor& out,
+                                       const Tensor& lse);
+  /// Shapes as flash_attention_forward; gout like out; gq, gk, gv like q, k, v (unit last stride), written.
+  virtual void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                        const Tensor& gout, const Tensor& lse, const ops::AttentionMask& mask,
+                                        double scale, const ops::AttentionDropout& dropout, const Tensor& gq,
+                                        const Tensor& gk, const Tensor& gv);
+
   // ---- indexing (index is contiguous int64; bounds already checked by the op) ----
-  /// a viewed as (outer, n, inner) contiguous; index (m); out (outer, m, inner): out[o,j,i] = a[o,index[j],i].
+  /// a viewed as (outer, n, inner) contiguous; index (m); out (outer, m, inner): out[o,j,i] =
+  /// a[o,index[j],i].
   virtual void index_select(const Tensor& a, const Tensor& index, const Tensor& out, int64_t outer,
                             int64_t inner);
   /// out viewed as (outer, n, inner); src (outer, m, inner): out[o,index[j],i] += src[o,j,i].

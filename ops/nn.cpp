@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "ops/attention.h"
 #include "ops/backend.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
@@ -71,16 +72,14 @@ Tensor valid_lens_to_mask(const Tensor& valid_lens, const Shape& x_shape) {
                     (v.size() == 2 && nd >= 3 && v[0] == x_shape[0] && v[1] == x_shape[nd - 2]),
                 "{}: valid_lens of shape {} must be (B) or (B, Tq) for scores of shape {} (B, ..., Tq, Tk)",
                 op, v, x_shape);
+  // NOTE: this public op reads valid_lens to reject negative lengths (a host sync); the attention modules'
+  // path (ops::attention_mask) does not, and counts a negative length as 0.
   if (valid_lens.numel() > 0)
     SACCADE_CHECK(ops::min(valid_lens).item<int64_t>() >= 0,
                   "{}: valid_lens of shape {} has a negative length", op, v);
-  // valid_lens as (B, 1, ..., 1) or (B, 1, ..., Tq, 1); positions as (1, ..., 1, Tk)
-  Shape vs = Shape::filled(nd, 1), ks = Shape::filled(nd, 1);
-  vs[0] = v[0];
-  if (v.size() == 2) vs[nd - 2] = v[1];
-  ks[nd - 1] = x_shape[nd - 1];
-  Tensor k = arange(0, static_cast<double>(x_shape[nd - 1]), 1, DType::Int64, valid_lens.device()).view(ks);
-  return lt(k, valid_lens.reshape(vs)).expand(x_shape);
+  AttentionMask m;
+  m.valid_lens = valid_lens.contiguous();
+  return attention_keep_mask(m, x_shape, valid_lens.device()).expand(x_shape);
 }
 
 Tensor attention_keep_mask(const Tensor& x, const Tensor& valid_lens_or_mask, const char* op) {
@@ -92,12 +91,7 @@ Tensor attention_keep_mask(const Tensor& x, const Tensor& valid_lens_or_mask, co
                 "{}: expected int64 valid_lens or a bool mask, got {} of shape {} for scores of shape {}", op,
                 m.dtype(), m.shape(), x.shape());
   if (m.dtype() == DType::Int64) return valid_lens_to_mask(m, x.shape());
-  bool ok = m.dim() <= x.dim();
-  for (int i = 1; ok && i <= m.dim(); ++i)
-    ok = m.shape()[m.dim() - i] == 1 || m.shape()[m.dim() - i] == x.shape()[x.dim() - i];
-  SACCADE_CHECK(ok, "{}: mask of shape {} does not broadcast to the scores' shape {}", op, m.shape(),
-                x.shape());
-  return m;
+  return attention_mask(m, x.shape(), CausalAlign::None, x.device(), op).keep;
 }
 
 Tensor masked_softmax(const Tensor& x, const Tensor& valid_lens_or_mask) {

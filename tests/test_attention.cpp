@@ -382,7 +382,7 @@ struct TorchCase {
 };
 
 TorchCase check_torch_case(const std::string& name, int64_t E, int64_t H, bool self_attention,
-                           bool causal_flag) {
+                           bool causal_flag, bool need_weights = true) {
   auto fx = read_fixture(name);
   nn::MultiheadAttention mha(E, H);
   nn::StateDict sd;
@@ -397,11 +397,11 @@ TorchCase check_torch_case(const std::string& name, int64_t E, int64_t H, bool s
   Tensor kpm = fx.count("key_padding_mask") ? fx.at("key_padding_mask") : Tensor();
   // the causal case passes torch's attn_mask, or equivalently our causal flag
   Tensor am = fx.count("attn_mask") && !causal_flag ? fx.at("attn_mask") : Tensor();
-  auto r = mha.forward(q, k, v, kpm, am, true, true, causal_flag);
+  auto r = mha.forward(q, k, v, kpm, am, need_weights, true, causal_flag);
   r.output.backward(fx.at("R"));
   TorchCase e;
   e.out = rel_err(r.output.data(), fx.at("out"));
-  e.weights = rel_err(r.weights.data(), fx.at("weights"));
+  e.weights = need_weights ? rel_err(r.weights.data(), fx.at("weights")) : 0.0;
   std::vector<std::pair<std::string, Tensor>> grads{{"g_in_proj_weight", mha.in_proj_weight.grad()},
                                                     {"g_in_proj_bias", mha.in_proj_bias.grad()},
                                                     {"g_out_proj.weight", mha.out_proj->weight.grad()},
@@ -409,8 +409,9 @@ TorchCase check_torch_case(const std::string& name, int64_t E, int64_t H, bool s
                                                     {"g_query", q.grad()}};
   if (!self_attention) grads.insert(grads.end(), {{"g_key", k.grad()}, {"g_value", v.grad()}});
   for (auto& [key, g] : grads) e.grads = std::max(e.grads, rel_err(g, fx.at(key)));
-  std::printf("torch agreement %s%s: rel. error out %.2e, weights %.2e, gradients (max) %.2e\n", name.c_str(),
-              causal_flag ? " (causal flag)" : "", e.out, e.weights, e.grads);
+  std::printf("torch agreement %s%s%s: rel. error out %.2e, weights %.2e, gradients (max) %.2e\n",
+              name.c_str(), causal_flag ? " (causal flag)" : "", need_weights ? "" : " (fused)", e.out,
+              e.weights, e.grads);
   return e;
 }
 
@@ -432,6 +433,48 @@ TEST_CASE("MultiheadAttention agrees with torch 1.13 with a causal attn_mask", "
   }
 }
 
+TEST_CASE("MultiheadAttention causal is torch's is_causal (top-left) when Tq != Tk", "[attention][torch]") {
+  for (const char* name : {"mha_causal_tq_lt_tk", "mha_causal_tq_gt_tk"})
+    for (bool flag : {false, true})
+      for (bool need_weights : {true, false}) {
+        TorchCase e = check_torch_case(name, 8, 2, false, flag, need_weights);
+        REQUIRE(e.out <= 1e-5);
+        REQUIRE(e.weights <= 1e-5);
+        REQUIRE(e.grads <= 1e-5);
+      }
+}
+
+TEST_CASE("MultiHeadAttention causal is bottom-right (KV cache) when Tq != Tk, as torch ops compute it",
+          "[attention][torch]") {
+  for (const char* name : {"d2l_causal_tq_lt_tk", "d2l_causal_tq_gt_tk"})
+    for (bool need_weights : {true, false}) {
+      auto fx = read_fixture(name);
+      nn::MultiHeadAttention mha(8, 2, 0.0, true);
+      nn::StateDict sd;
+      for (const char* m : {"W_q", "W_k", "W_v", "W_o"})
+        for (const char* p : {".weight", ".bias"}) sd.insert(std::string(m) + p, fx.at(std::string(m) + p));
+      mha.load_state_dict(sd);
+      mha.need_weights = need_weights;
+      Variable q(fx.at("query"), true), k(fx.at("key"), true), v(fx.at("value"), true);
+      Variable out = mha.forward(q, k, v, Tensor(), true);
+      out.backward(fx.at("R"));
+      double g = std::max({rel_err(q.grad(), fx.at("g_query")), rel_err(k.grad(), fx.at("g_key")),
+                           rel_err(v.grad(), fx.at("g_value"))});
+      for (auto& [key, p] : mha.named_parameters()) {
+        // NOTE: the key bias adds q·b_k to a whole row of scores, which softmax ignores: its gradient is 0 up
+        // to rounding in both, so it is compared in absolute terms
+        if (key == "W_k.bias")
+          REQUIRE(allclose(p.grad(), fx.at("g_" + key), 0.0, 1e-6));
+        else
+          g = std::max(g, rel_err(p.grad(), fx.at("g_" + key)));
+      }
+      std::printf("torch-ops agreement %s%s: rel. error out %.2e, gradients (max) %.2e\n", name,
+                  need_weights ? "" : " (fused)", rel_err(out.data(), fx.at("out")), g);
+      REQUIRE(rel_err(out.data(), fx.at("out")) <= 1e-5);
+      REQUIRE(g <= 1e-5);
+    }
+}
+
 TEST_CASE("MultiheadAttention equals MultiHeadAttention with the same weights", "[attention]") {
   Generator g(71);
   nn::MultiheadAttention t(6, 3, 0.0, true, &g);
@@ -440,6 +483,7 @@ TEST_CASE("MultiheadAttention equals MultiHeadAttention with the same weights", 
   nn::init::normal_(t.out_proj->bias.data(), 0, 1, &g);
   nn::MultiHeadAttention d(6, 3, 0.0, true);
   d.to(DType::Float64);
+  d.need_weights = true;
   nn::StateDict sd;
   auto w = ops::chunk(t.in_proj_weight.data(), 3), b = ops::chunk(t.in_proj_bias.data(), 3);
   const char* names[3] = {"W_q", "W_k", "W_v"};

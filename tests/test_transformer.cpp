@@ -65,6 +65,10 @@ TEST_CASE("TransformerDecoderBlock output at t ignores targets after t", "[trans
   Tensor pad = enc2.select(0, 1).narrow(0, 2, 2);
   ops::copy_(pad, rand64({2, 8}, 7));
   REQUIRE(allclose(blk.forward(X, enc2, lens).data(), a, 1e-13, 1e-13));
+  // in training mode the weights are kept only when asked for (need_weights); in eval mode by default
+  REQUIRE_FALSE(blk.self_attention_weights().defined());
+  blk.set_need_weights(true);
+  REQUIRE(allclose(blk.forward(X, enc2, lens).data(), a, 1e-13, 1e-13));
   REQUIRE(blk.self_attention_weights().shape() == Shape({2, 2, 6, 6}));
   REQUIRE(blk.cross_attention_weights().shape() == Shape({2, 2, 6, 4}));
 }

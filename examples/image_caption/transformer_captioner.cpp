@@ -45,6 +45,10 @@ GreedyOutput TransformerCaptioner::greedy(const Variable& memory, int64_t max_le
   Tensor current = ops::full({B, 1}, static_cast<double>(Vocab::kBos), DType::Int64, memory.device());
   Tensor done = ops::zeros({B, 1}, DType::Bool, memory.device());
   std::vector<Tensor> tokens, weights;
+  // the cross-attention maps are returned: ask the last block to keep them (need_weights) during the call
+  auto& cross = decoder->blks.back()->attention2;
+  const std::optional<bool> kept = cross->need_weights;
+  cross->need_weights = true;
   for (int64_t t = 0; t < max_len; ++t) {
     Variable y = decoder->step(embed(current, t), memory, Tensor(), state);  // (B, 1, D)
     Tensor next = ops::argmax(output->forward(y).data(), 2);                 // (B, 1)
@@ -56,6 +60,7 @@ GreedyOutput TransformerCaptioner::greedy(const Variable& memory, int64_t max_le
     current = next;
     if (ops::min(done.to(DType::Int64)).item<int64_t>() == 1) break;
   }
+  cross->need_weights = kept;
   return {ops::stack(tokens, 1), ops::stack(weights, 1)};
 }
 

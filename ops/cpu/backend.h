@@ -1,7 +1,7 @@
 #pragma once
 // The CPU backend: OpenBLAS for GEMM, our own OpenMP kernels for the rest. Each kernel family lives in its
-// own file beside this one (memory.cpp, elementwise.cpp, reduce.cpp, linalg.cpp, nn.cpp, index.cpp,
-// conv_pool.cpp, random.cpp).
+// own file beside this one (attention.cpp, memory.cpp, elementwise.cpp, reduce.cpp, linalg.cpp, nn.cpp,
+// index.cpp, conv_pool.cpp, random.cpp).
 #include "ops/backend.h"
 #include "ops/tensor.h"
 
@@ -31,6 +31,14 @@ class CpuBackend final : public Backend {
   void layer_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& weight, const Tensor& mean,
                            const Tensor& rstd, const Tensor& gx, const Tensor& gweight,
                            const Tensor& gbias) override;
+  void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
+                               const ops::AttentionMask& mask, double scale,
+                               const ops::AttentionDropout& dropout, const Tensor& out,
+                               const Tensor& lse) override;
+  void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                const Tensor& gout, const Tensor& lse, const ops::AttentionMask& mask,
+                                double scale, const ops::AttentionDropout& dropout, const Tensor& gq,
+                                const Tensor& gk, const Tensor& gv) override;
   void index_select(const Tensor& a, const Tensor& index, const Tensor& out, int64_t outer,
                     int64_t inner) override;
   void index_add(const Tensor& out, const Tensor& index, const Tensor& src, int64_t outer, int64_t inner) override;

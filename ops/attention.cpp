@@ -1,0 +1,175 @@
+// Fused attention: argument checks, the one mask conversion, and the (B, ..., T, D) -> (B, H, T, D) plumbing.
+// The tiles themselves live in ops/cpu/attention.cpp.
+#include "ops/attention.h"
+
+#include "ops/backend.h"
+#include "ops/creation.h"
+#include "ops/elementwise.h"
+
+namespace saccade::ops {
+
+namespace {
+
+bool same_leading(const Shape& a, const Shape& b, int n) {
+  for (int i = 0; i < n; ++i)
+    if (a[i] != b[i]) return false;
+  return true;
+}
+
+// x: (B, ..., T, D) -> a (B, H, T, D) view (or copy) with unit stride on D; H = the product of the middle
+// dims.
+Tensor as_4d(const Tensor& x) {
+  const int nd = x.dim();
+  Tensor y = x.dim() == 3 ? x.unsqueeze(1) : x;
+  if (nd > 4) y = y.reshape({x.size(0), -1, x.size(-2), x.size(-1)});
+  // the kernels' GEMMs need a unit stride on D and a row stride >= D (an expanded gradient has stride 0)
+  const bool rows_ok = y.size(2) <= 1 || y.stride(2) >= y.size(3);
+  return (y.size(3) > 1 && y.stride(3) != 1) || !rows_ok ? y.contiguous() : y;
+}
+
+// An uninitialised (B, H, T, D) tensor laid out like x4: heads inside time when x4 comes from splitting
+// heads out of (B, T, H·D) (nn's split_heads), so that merging them back is a view, not a copy.
+Tensor empty_like_4d(const Tensor& x4, int64_t last) {
+  const int64_t B = x4.size(0), H = x4.size(1), T = x4.size(2);
+  if (H > 1 && T > 1 && x4.stride(1) < x4.stride(2))
+    return Tensor::empty({B, T, H, last}, x4.dtype(), x4.device()).permute({0, 2, 1, 3});
+  return Tensor::empty({B, H, T, last}, x4.dtype(), x4.device());
+}
+
+// The mask with its keep tensor viewed as (B, H, Tq, Tk).
+AttentionMask mask_4d(const AttentionMask& m) {
+  AttentionMask r = m;
+  if (m.keep.defined()) r.keep = m.keep.dim() == 3 ? m.keep.unsqueeze(1) : m.keep;
+  if (r.keep.defined() && r.keep.dim() > 4)
+    r.keep = r.keep.reshape({m.keep.size(0), -1, m.keep.size(-2), m.keep.size(-1)});
+  return r;
+}
+
+void check_qkv(const char* op, const Tensor& q, const Tensor& k, const Tensor& v) {
+  SACCADE_CHECK(q.defined() && k.defined() && v.defined(), "{}: got an undefined query, key or value", op);
+  const int nd = q.dim();
+  SACCADE_CHECK(
+      nd >= 3 && k.dim() == nd && v.dim() == nd && same_leading(q.shape(), k.shape(), nd - 2) &&
+          same_leading(q.shape(), v.shape(), nd - 2) && q.size(-1) == k.size(-1) && k.size(-2) == v.size(-2),
+      "{}: q {}, k {} and v {} do not match: expected (B, ..., Tq, D), (B, ..., Tk, D), (B, ..., Tk, "
+      "Dv) of one rank >= 3",
+      op, q.shape(), k.shape(), v.shape());
+  SACCADE_CHECK(is_floating(q.dtype()) && q.dtype() == k.dtype() && q.dtype() == v.dtype(),
+                "{}: q, k and v must have one float dtype, got {}, {}, {}", op, q.dtype(), k.dtype(),
+                v.dtype());
+  check_same_device(op, {&q, &k, &v});
+}
+
+void check_dropout(const char* op, const AttentionDropout& d) {
+  SACCADE_CHECK(d.p >= 0 && d.p < 1, "{}: dropout_p must be in [0, 1), got {}", op, d.p);
+}
+
+Shape scores_shape(const Tensor& q, const Tensor& k) {
+  Shape s = q.shape();
+  s[s.size() - 1] = k.size(-2);
+  return s;
+}
+
+}  // namespace
+
+AttentionMask attention_mask(const Tensor& m, const Shape& x, CausalAlign causal, Device device,
+                             const char* op) {
+  AttentionMask r;
+  r.causal = causal;
+  if (!m.defined()) return r;
+  const int nd = x.size();
+  SACCADE_CHECK(m.device() == device, "{}: the mask is on {} but the attention inputs are on {}", op,
+                m.device(), device);
+  if (m.dtype() == DType::Int64) {
+    const Shape& v = m.shape();
+    SACCADE_CHECK(nd >= 2, "{}: attention scores need (..., Tq, Tk), got shape {}", op, x);
+    SACCADE_CHECK(
+        (v.size() == 1 && v[0] == x[0]) || (v.size() == 2 && nd >= 3 && v[0] == x[0] && v[1] == x[nd - 2]),
+        "{}: valid_lens of shape {} must be (B) or (B, Tq) for attention scores of shape {} (B, ..., Tq, Tk)",
+        op, v, x);
+    r.valid_lens = m.contiguous();
+    return r;
+  }
+  SACCADE_CHECK(
+      m.dtype() == DType::Bool,
+      "{}: expected int64 valid_lens or a bool mask, got {} of shape {} for attention scores of shape {}", op,
+      m.dtype(), m.shape(), x);
+  bool ok = m.dim() <= nd;
+  for (int i = 1; ok && i <= m.dim(); ++i)
+    ok = m.shape()[m.dim() - i] == 1 || m.shape()[m.dim() - i] == x[nd - i];
+  SACCADE_CHECK(ok, "{}: mask of shape {} does not broadcast to the attention scores' shape {}", op,
+                m.shape(), x);
+  r.keep = m.expand(x);
+  return r;
+}
+
+// scores: (B, ..., Tq, Tk) -> Bool broadcastable to it
+Tensor attention_keep_mask(const AttentionMask& m, const Shape& x, Device device) {
+  const int nd = x.size();
+  const int64_t tq = x[nd - 2], tk = x[nd - 1];
+  Tensor keep = m.keep;
+  auto both = [&](const Tensor& a) { return keep.defined() ? logical_and(keep, a) : a; };
+  if (m.valid_lens.defined()) {
+    // k < valid_len with valid_lens as (B, 1, ..., 1) or (B, 1, ..., Tq, 1); a negative length keeps nothing
+    Shape vs = Shape::filled(nd, 1), ks = Shape::filled(nd, 1);
+    vs[0] = x[0];
+    if (m.valid_lens.dim() == 2) vs[nd - 2] = tq;
+    ks[nd - 1] = tk;
+    Tensor pos = arange(0, static_cast<double>(tk), 1, DType::Int64, device).view(ks);
+    keep = both(lt(pos, m.valid_lens.view(vs)));
+  }
+  if (m.causal != CausalAlign::None) {
+    // keep[i, j] = j <= i + shift
+    const int64_t shift = m.causal == CausalAlign::BottomRight ? tk - tq : 0;
+    Tensor rows =
+        add(arange(0, static_cast<double>(tq), 1, DType::Int64, device), static_cast<double>(shift));
+    keep = both(
+        le(arange(0, static_cast<double>(tk), 1, DType::Int64, device).view({1, tk}), rows.view({tq, 1})));
+  }
+  return keep;
+}
+
+// q: (B, ..., Tq, D), k: (B, ..., Tk, D), v: (B, ..., Tk, Dv) -> out (B, ..., Tq, Dv), lse (B, ..., Tq)
+FlashAttentionForward flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                              const AttentionMask& mask, double scale,
+                                              const AttentionDropout& dropout) {
+  const char* op = "flash_attention";
+  check_qkv(op, q, k, v);
+  check_dropout(op, dropout);
+  const Shape s = scores_shape(q, k);
+  SACCADE_CHECK(!mask.keep.defined() || mask.keep.shape() == s, "{}: keep-mask {} for attention scores {}",
+                op, mask.keep.defined() ? mask.keep.shape() : Shape{}, s);
+  Tensor q4 = as_4d(q), k4 = as_4d(k), v4 = as_4d(v);
+  Tensor out4 = empty_like_4d(q4, v4.size(3));
+  Tensor lse = Tensor::empty({q4.size(0), q4.size(1), q4.size(2)}, q.dtype(), q.device());
+  backend(q.device()).flash_attention_forward(q4, k4, v4, mask_4d(mask), scale, dropout, out4, lse);
+  Shape os = q.shape(), ls;
+  os[os.size() - 1] = v.size(-1);
+  for (int i = 0; i + 1 < q.dim(); ++i) ls.push_back(q.size(i));
+  return {out4.reshape(os), lse.view(ls)};
+}
+
+FlashAttentionGrads flash_attention_backward(const Tensor& gout, const Tensor& q, const Tensor& k,
+                                             const Tensor& v, const Tensor& out, const Tensor& lse,
+                                             const AttentionMask& mask, double scale,
+                                             const AttentionDropout& dropout) {
+  const char* op = "flash_attention_backward";
+  check_qkv(op, q, k, v);
+  check_dropout(op, dropout);
+  SACCADE_CHECK(gout.defined() && out.defined() && lse.defined() && gout.shape() == out.shape() &&
+                    out.dim() == q.dim() && out.size(-2) == q.size(-2) && out.size(-1) == v.size(-1) &&
+                    lse.numel() * v.size(-1) == out.numel() && gout.dtype() == q.dtype() &&
+                    out.dtype() == q.dtype() && lse.dtype() == q.dtype(),
+                "{}: gout {}, out {} and lse {} do not fit q {} and v {}", op,
+                gout.defined() ? gout.shape() : Shape{}, out.defined() ? out.shape() : Shape{},
+                lse.defined() ? lse.shape() : Shape{}, q.shape(), v.shape());
+  Tensor q4 = as_4d(q), k4 = as_4d(k), v4 = as_4d(v), o4 = as_4d(out), g4 = as_4d(gout);
+  Tensor gq4 = empty_like_4d(q4, q4.size(3)), gk4 = empty_like_4d(k4, k4.size(3)),
+         gv4 = empty_like_4d(v4, v4.size(3));
+  Tensor lse3 = lse.contiguous().view({q4.size(0), q4.size(1), q4.size(2)});
+  backend(q.device())
+      .flash_attention_backward(q4, k4, v4, o4, g4, lse3, mask_4d(mask), scale, dropout, gq4, gk4, gv4);
+  return {gq4.reshape(q.shape()), gk4.reshape(k.shape()), gv4.reshape(v.shape())};
+}
+
+}  // namespace saccade::ops

@@ -1,0 +1,340 @@
+// CPU kernels of fused attention (FlashAttention, Dao et al. 2022, Algorithms 1-2; the work split of
+// FlashAttention-2, Dao 2023). The steps that led here, each simpler and slower, are in attention_ladder/.
+//
+//   q: (B, H, Tq, D)   k: (B, H, Tk, D)   v: (B, H, Tk, Dv)   out: (B, H, Tq, Dv)   lse: (B, H, Tq)
+//   (any strides on B, H, T; unit stride on D)
+//
+// Forward, per (b, h, tile of Br queries): for each tile of Bc keys that some query of the tile may see,
+//   S = Q Kᵀ · scale;  masked entries -> -inf;  m' = max(m, rowmax S);  P = exp(S - m');
+//   l = l e^(m - m') + rowsum P;   O = O e^(m - m') + dropout(P) V;  m = m'
+// and at the end O /= l, lse = m + log l. Key tiles past the last key any query of the tile may see (causal,
+// valid_lens) are never computed.
+// Backward, per (b, h): for each key tile, for each query tile that sees it, P = exp(S - lse) is recomputed
+// and
+//   dV += dropout(P)ᵀ dO,  dP = dropout(dO Vᵀ),  dS = P ⊙ (dP - Δ),  dQ += scale dS K,  dK += scale dSᵀ Q
+// with Δ_i = dO_i · O_i (FlashAttention-2's D). dK, dV of a key tile stay in a local buffer; dQ of the head
+// is owned by the task, so no two threads write the same memory.
+//
+// The tile products are small GEMMs (cblas_sgemm / cblas_dgemm on one thread: Br·Bc·D <= 64³ keeps OpenBLAS
+// from starting its own threads inside ours).
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "ops/attention.h"
+#include "ops/cpu/backend.h"
+#include "ops/philox.h"
+
+namespace saccade::cpu {
+
+namespace {
+
+using ops::CausalAlign;
+
+// C (m, n) = alpha op(A) op(B) + beta C, row-major, op = transpose when ta / tb.
+void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b,
+          int ldb, float beta, float* c, int ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha,
+              a, lda, b, ldb, beta, c, ldc);
+}
+void gemm(bool ta, bool tb, int m, int n, int k, double alpha, const double* a, int lda, const double* b,
+          int ldb, double beta, double* c, int ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha,
+              a, lda, b, ldb, beta, c, ldc);
+}
+
+// e^x for x <= 0 in float without a libm call, written so that a loop of it vectorises (no branches: GCC 12
+// at -O2 does not if-convert a float select): x = n ln2 + r with n = round(x / ln2) and ln2 split in two
+// (Cody-Waite), e^r by Cephes' expf polynomial (relative error about 1e-7), times 2^n built in the exponent
+// bits. x < -87, -inf and NaN give exactly 0 (keep = 0 selects them away).
+inline float exp_nonpositive(float x) {
+  const uint32_t keep = 0u - static_cast<uint32_t>(x >= -87.0f);
+  const float xc =
+      std::bit_cast<float>((std::bit_cast<uint32_t>(x) & keep) | (std::bit_cast<uint32_t>(-87.0f) & ~keep));
+  const int32_t n = static_cast<int32_t>(xc * 1.44269504088896341f - 0.5f);
+  const float nf = static_cast<float>(n);
+  const float r = xc - nf * 0.693359375f + nf * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float e = p * r * r + r + 1.0f;
+  const float two_n = std::bit_cast<float>(static_cast<uint32_t>(n + 127) << 23);
+  return std::bit_cast<float>(std::bit_cast<uint32_t>(e * two_n) & keep);
+}
+
+// x[c] = e^(x[c] - m) for c < n; returns Σ x[c]. One clone per vector width, picked at run time.
+__attribute__((target_clones("avx512f", "avx2", "default"))) float exp_shifted(float* __restrict x, int64_t n,
+                                                                               float m) {
+#pragma omp simd
+  for (int64_t c = 0; c < n; ++c) x[c] = exp_nonpositive(x[c] - m);
+  float sum = 0;
+  for (int64_t c = 0; c < n; ++c) sum += x[c];
+  return sum;
+}
+double exp_shifted(double* __restrict x, int64_t n, double m) {
+  double sum = 0;
+  for (int64_t c = 0; c < n; ++c) sum += x[c] = std::exp(x[c] - m);
+  return sum;
+}
+
+constexpr int64_t kBr = 64;  // queries per tile
+
+// Keys per tile: Br·Bc·max(D, Dv) <= 64³ (see the file comment), a multiple of 8, at least 8.
+int64_t key_tile(int64_t d, int64_t dv) {
+  const int64_t w = std::max<int64_t>(std::max(d, dv), 1);
+  return std::clamp<int64_t>((64 * 64 / w) / 8 * 8, 8, 64);
+}
+
+// Everything about one (b, h) that the mask decides, without the per-element Bool mask.
+struct RowLimits {
+  const int64_t* valid_lens;  // nullptr, (B) or (B, Tq)
+  bool per_query;
+  CausalAlign causal;
+  int64_t tq, tk;
+
+  // One past the last key query i of batch row b may see.
+  int64_t end(int64_t b, int64_t i) const {
+    int64_t e = tk;
+    if (valid_lens) e = std::min(e, std::max<int64_t>(0, valid_lens[per_query ? b * tq + i : b]));
+    if (causal != CausalAlign::None)
+      e = std::min(e, i + 1 + (causal == CausalAlign::BottomRight ? tk - tq : 0));
+    return std::max<int64_t>(e, 0);
+  }
+};
+
+RowLimits limits_of(const ops::AttentionMask& m, int64_t tq, int64_t tk) {
+  const bool vl = m.valid_lens.defined();
+  return {vl ? m.valid_lens.data<int64_t>() : nullptr, vl && m.valid_lens.dim() == 2, m.causal, tq, tk};
+}
+
+// The Bool keep-mask of one (b, h): keep(i, j), or true everywhere when undefined.
+struct KeepView {
+  const bool* p = nullptr;
+  int64_t si = 0, sj = 0;
+  bool operator()(int64_t i, int64_t j) const { return !p || p[i * si + j * sj]; }
+};
+
+KeepView keep_of(const ops::AttentionMask& m, int64_t b, int64_t h) {
+  if (!m.keep.defined()) return {};
+  const Tensor& k = m.keep;
+  return {k.data<bool>() + b * k.stride(0) + h * k.stride(1), k.stride(2), k.stride(3)};
+}
+
+// Dropout of element (i, j) of one (b, h): the multiplier 0 or 1/(1-p), drawn as ops::dropout draws it.
+template <class T>
+struct DropoutView {
+  double p;
+  uint64_t seed, base;  // base: counter of element (b, h, 0, 0)
+  int64_t tk;
+  T scale;
+  T operator()(int64_t i, int64_t j) const {
+    const uint32_t w = philox4x32_10(seed, base + static_cast<uint64_t>(i * tk + j)).w[0];
+    const T u = static_cast<T>(std::is_same_v<T, float> ? uniform_float(w) : uniform_double(w));
+    return u >= static_cast<T>(p) ? scale : T(0);
+  }
+};
+
+template <class T>
+DropoutView<T> dropout_of(const ops::AttentionDropout& d, int64_t bh, int64_t tq, int64_t tk) {
+  return {d.p, d.seed, d.offset + static_cast<uint64_t>(bh * tq * tk), tk, static_cast<T>(1.0 / (1.0 - d.p))};
+}
+
+// ---- forward ----
+
+// One tile of queries [i0, i0 + nr) of one (b, h): writes out rows and lse.
+template <class T>
+void forward_tile(const T* q, int64_t ldq, const T* k, int64_t ldk, const T* v, int64_t ldv, T* out,
+                  int64_t ldo, T* lse, int64_t i0, int64_t nr, int64_t D, int64_t Dv, int64_t bc, T scale,
+                  const int64_t* row_end, const KeepView& keep, const DropoutView<T>* drop) {
+  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+  std::vector<T> s(static_cast<size_t>(kBr * bc)), o(static_cast<size_t>(kBr * Dv), T(0));
+  std::vector<T> m(static_cast<size_t>(nr), kNegInf), l(static_cast<size_t>(nr), T(0));
+  const int64_t tile_end = *std::max_element(row_end, row_end + nr);
+  for (int64_t j0 = 0; j0 < tile_end; j0 += bc) {
+    const int64_t nc = std::min(bc, tile_end - j0);
+    // S = Q Kᵀ · scale   (nr, nc)
+    gemm(false, true, int(nr), int(nc), int(D), scale, q + i0 * ldq, int(ldq), k + j0 * ldk, int(ldk), T(0),
+         s.data(), int(bc));
+    for (int64_t r = 0; r < nr; ++r) {
+      T* sr = s.data() + r * bc;
+      const int64_t i = i0 + r, end = row_end[r] - j0;
+      T mx = kNegInf;
+      for (int64_t c = 0; c < nc; ++c) {
+        if (c >= end || !keep(i, j0 + c)) sr[c] = kNegInf;
+        mx = std::max(mx, sr[c]);
+      }
+      const T mnew = std::max(m[r], mx);
+      if (mnew == kNegInf) {  // nothing seen yet in this row: P = 0, O and l stay 0
+        std::fill(sr, sr + nc, T(0));
+        continue;
+      }
+      const T alpha = std::exp(m[r] - mnew);  // 0 when m = -inf
+      l[r] = l[r] * alpha + exp_shifted(sr, nc, mnew);
+      m[r] = mnew;
+      if (drop)
+        for (int64_t c = 0; c < nc; ++c) sr[c] *= (*drop)(i, j0 + c);
+      if (alpha != T(1)) {
+        T* orow = o.data() + r * Dv;
+#pragma omp simd
+        for (int64_t d = 0; d < Dv; ++d) orow[d] *= alpha;
+      }
+    }
+    // O += P V   (nr, Dv)
+    gemm(false, false, int(nr), int(Dv), int(nc), T(1), s.data(), int(bc), v + j0 * ldv, int(ldv), T(1),
+         o.data(), int(Dv));
+  }
+  for (int64_t r = 0; r < nr; ++r) {
+    // NOTE: a row with nothing to attend (l = 0) gives zeros and lse = -inf, not NaN
+    const T inv = l[r] > 0 ? T(1) / l[r] : T(0);
+    T* dst = out + (i0 + r) * ldo;
+    const T* src = o.data() + r * Dv;
+#pragma omp simd
+    for (int64_t d = 0; d < Dv; ++d) dst[d] = src[d] * inv;
+    lse[i0 + r] = l[r] > 0 ? m[r] + std::log(l[r]) : kNegInf;
+  }
+}
+
+// ---- backward ----
+
+// One (b, h): writes gq, gk, gv of the head.
+template <class T>
+void backward_head(const T* q, int64_t ldq, const T* k, int64_t ldk, const T* v, int64_t ldv, const T* o,
+                   int64_t ldo, const T* go, int64_t ldgo, const T* lse, T* gq, int64_t ldgq, T* gk,
+                   int64_t ldgk, T* gv, int64_t ldgv, int64_t Tq, int64_t Tk, int64_t D, int64_t Dv,
+                   int64_t bc, T scale, const std::vector<int64_t>& row_end, const KeepView& keep,
+                   const DropoutView<T>* drop) {
+  // Δ_i = dO_i · O_i;  dQ = 0
+  std::vector<T> delta(static_cast<size_t>(Tq));
+  for (int64_t i = 0; i < Tq; ++i) {
+    T acc = 0;
+    const T *gi = go + i * ldgo, *oi = o + i * ldo;
+#pragma omp simd reduction(+ : acc)
+    for (int64_t d = 0; d < Dv; ++d) acc += gi[d] * oi[d];
+    delta[static_cast<size_t>(i)] = acc;
+    std::fill(gq + i * ldgq, gq + i * ldgq + D, T(0));
+  }
+  std::vector<T> p(static_cast<size_t>(kBr * bc)), dp(static_cast<size_t>(kBr * bc));
+  std::vector<T> dk(static_cast<size_t>(bc * D)), dv(static_cast<size_t>(bc * Dv));
+  for (int64_t j0 = 0; j0 < Tk; j0 += bc) {
+    const int64_t nc = std::min(bc, Tk - j0);
+    std::fill(dk.begin(), dk.end(), T(0));
+    std::fill(dv.begin(), dv.end(), T(0));
+    for (int64_t i0 = 0; i0 < Tq; i0 += kBr) {
+      const int64_t nr = std::min(kBr, Tq - i0);
+      if (*std::max_element(row_end.begin() + i0, row_end.begin() + i0 + nr) <= j0) continue;  // sees none
+      // P = exp(Q Kᵀ · scale - lse), masked   (nr, nc)
+      gemm(false, true, int(nr), int(nc), int(D), scale, q + i0 * ldq, int(ldq), k + j0 * ldk, int(ldk), T(0),
+           p.data(), int(bc));
+      // dP = dO Vᵀ   (nr, nc)
+      gemm(false, true, int(nr), int(nc), int(Dv), T(1), go + i0 * ldgo, int(ldgo), v + j0 * ldv, int(ldv),
+           T(0), dp.data(), int(bc));
+      for (int64_t r = 0; r < nr; ++r) {
+        const int64_t i = i0 + r, end = std::clamp<int64_t>(row_end[static_cast<size_t>(i)] - j0, 0, nc);
+        const T li = lse[i], di = delta[static_cast<size_t>(i)];
+        T *pr = p.data() + r * bc, *dpr = dp.data() + r * bc;
+        // P = exp(S - lse) on the keys the row sees, 0 elsewhere (and on rows that see nothing: lse = -inf)
+        if (li == -std::numeric_limits<T>::infinity()) {
+          std::fill(pr, pr + nc, T(0));
+        } else {
+          exp_shifted(pr, end, li);
+          std::fill(pr + end, pr + nc, T(0));
+          if (keep.p)
+            for (int64_t c = 0; c < end; ++c)
+              if (!keep(i, j0 + c)) pr[c] = T(0);
+        }
+        if (drop) {
+          for (int64_t c = 0; c < nc; ++c) {
+            const T z = (*drop)(i, j0 + c);
+            dpr[c] = pr[c] * (dpr[c] * z - di);  // dS
+            pr[c] *= z;                          // dropout(P), for dV
+          }
+        } else {
+#pragma omp simd
+          for (int64_t c = 0; c < nc; ++c) dpr[c] = pr[c] * (dpr[c] - di);  // dS
+        }
+      }
+      // dV += dropout(P)ᵀ dO   (nc, Dv);  dK += scale dSᵀ Q   (nc, D);  dQ += scale dS K   (nr, D)
+      gemm(true, false, int(nc), int(Dv), int(nr), T(1), p.data(), int(bc), go + i0 * ldgo, int(ldgo), T(1),
+           dv.data(), int(Dv));
+      gemm(true, false, int(nc), int(D), int(nr), scale, dp.data(), int(bc), q + i0 * ldq, int(ldq), T(1),
+           dk.data(), int(D));
+      gemm(false, false, int(nr), int(D), int(nc), scale, dp.data(), int(bc), k + j0 * ldk, int(ldk), T(1),
+           gq + i0 * ldgq, int(ldgq));
+    }
+    for (int64_t c = 0; c < nc; ++c) {
+      std::copy(dk.begin() + c * D, dk.begin() + (c + 1) * D, gk + (j0 + c) * ldgk);
+      std::copy(dv.begin() + c * Dv, dv.begin() + (c + 1) * Dv, gv + (j0 + c) * ldgv);
+    }
+  }
+}
+
+// Pointer to row 0 of head (b, h) of a (B, H, T, D) tensor.
+template <class T>
+T* head(const Tensor& t, int64_t b, int64_t h) {
+  return t.data<T>() + b * t.stride(0) + h * t.stride(1);
+}
+
+// The row stride of a (B, H, T, D) tensor as a GEMM leading dimension (any value >= D when T is 1).
+int64_t ld(const Tensor& t) { return t.size(2) > 1 ? t.stride(2) : std::max<int64_t>(t.size(3), 1); }
+
+// Work worth a thread team (the flop count of the tile products); below it the kernel runs on one thread.
+constexpr double kParallelFlops = 1 << 20;
+
+}  // namespace
+
+void CpuBackend::flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                         const ops::AttentionMask& mask, double scale,
+                                         const ops::AttentionDropout& dropout, const Tensor& out,
+                                         const Tensor& lse) {
+  const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), Tk = k.size(2), D = q.size(3), Dv = v.size(3);
+  const int64_t bc = key_tile(D, Dv), ntiles = (Tq + kBr - 1) / kBr, tasks = B * H * ntiles;
+  const RowLimits lim = limits_of(mask, Tq, Tk);
+  const bool big = 2.0 * double(B * H * Tq) * double(Tk) * double(D + Dv) > kParallelFlops && tasks > 1;
+  dispatch_floating(q.dtype(), "flash_attention_forward", [&]<class T>() {
+#pragma omp parallel for schedule(dynamic, 1) if (big && !omp_in_parallel())
+    for (int64_t t = 0; t < tasks; ++t) {
+      const int64_t bh = t / ntiles, b = bh / H, h = bh % H, i0 = (t % ntiles) * kBr;
+      const int64_t nr = std::min(kBr, Tq - i0);
+      int64_t row_end[kBr];
+      for (int64_t r = 0; r < nr; ++r) row_end[r] = lim.end(b, i0 + r);
+      DropoutView<T> dv = dropout_of<T>(dropout, bh, Tq, Tk);
+      forward_tile<T>(head<T>(q, b, h), ld(q), head<T>(k, b, h), ld(k), head<T>(v, b, h), ld(v),
+                      head<T>(out, b, h), ld(out), lse.data<T>() + bh * Tq, i0, nr, D, Dv, bc, T(scale),
+                      row_end, keep_of(mask, b, h), dropout.p > 0 ? &dv : nullptr);
+    }
+  });
+}
+
+void CpuBackend::flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                          const Tensor& out, const Tensor& gout, const Tensor& lse,
+                                          const ops::AttentionMask& mask, double scale,
+                                          const ops::AttentionDropout& dropout, const Tensor& gq,
+                                          const Tensor& gk, const Tensor& gv) {
+  const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), Tk = k.size(2), D = q.size(3), Dv = v.size(3);
+  const int64_t bc = key_tile(D, Dv);
+  const RowLimits lim = limits_of(mask, Tq, Tk);
+  const bool big = 4.0 * double(B * H * Tq) * double(Tk) * double(D + Dv) > kParallelFlops && B * H > 1;
+  dispatch_floating(q.dtype(), "flash_attention_backward", [&]<class T>() {
+#pragma omp parallel for schedule(dynamic, 1) if (big && !omp_in_parallel())
+    for (int64_t bh = 0; bh < B * H; ++bh) {
+      const int64_t b = bh / H, h = bh % H;
+      std::vector<int64_t> row_end(static_cast<size_t>(Tq));
+      for (int64_t i = 0; i < Tq; ++i) row_end[static_cast<size_t>(i)] = lim.end(b, i);
+      DropoutView<T> dv = dropout_of<T>(dropout, bh, Tq, Tk);
+      backward_head<T>(head<T>(q, b, h), ld(q), head<T>(k, b, h), ld(k), head<T>(v, b, h), ld(v),
+                       head<T>(out, b, h), ld(out), head<T>(gout, b, h), ld(gout), lse.data<T>() + bh * Tq,
+                       head<T>(gq, b, h), ld(gq), head<T>(gk, b, h), ld(gk), head<T>(gv, b, h), ld(gv), Tq,
+                       Tk, D, Dv, bc, T(scale), row_end, keep_of(mask, b, h), dropout.p > 0 ? &dv : nullptr);
+    }
+  });
+}
+
+}  // namespace saccade::cpu
