@@ -14,14 +14,12 @@
 
 namespace saccade {
 
-void run_backward(const std::shared_ptr<Node>& root, const Tensor& grad, bool retain_graph) {
-  SACCADE_CHECK(root != nullptr, "backward: nothing requires grad");
-  NoGradGuard no_grad;  // derivative rules compute with ops; they record nothing
+namespace {
 
-  // 1. in-degrees of every node reachable from the root
-  std::unordered_map<Node*, int> deps;
-  std::vector<Node*> stack{root.get()};
-  deps[root.get()] = 0;
+// How many edges point at each node reachable from `root` (the root itself: 0). Iterative depth-first walk.
+std::unordered_map<Node*, int> count_dependencies(Node* root) {
+  std::unordered_map<Node*, int> deps{{root, 0}};
+  std::vector<Node*> stack{root};
   while (!stack.empty()) {
     Node* n = stack.back();
     stack.pop_back();
@@ -32,10 +30,55 @@ void run_backward(const std::shared_ptr<Node>& root, const Tensor& grad, bool re
       if (inserted) stack.push_back(next.get());
     }
   }
+  return deps;
+}
 
-  // 2. Kahn: `ready` holds nodes whose every consumer has run
-  std::unordered_map<Node*, Tensor> grads;
-  grads[root.get()] = grad;
+// The hooks registered on a node (Variable::register_hook, retain_grad) rewrite the gradient arriving there.
+Tensor run_hooks(std::vector<Node::Hook>& hooks, Tensor g) {
+  for (auto& hook : hooks) g = hook(g);
+  return g;
+}
+
+// A leaf's accumulator: run the leaf's own hooks, then add into its grad (the first gradient is copied:
+// g may be shared with other leaves or with the caller). Nothing happens once the leaf is gone.
+void accumulate_into_leaf(const Node& accumulator, const Tensor& g) {
+  std::shared_ptr<VariableImpl> leaf = accumulator.leaf();
+  if (!leaf) return;  // nobody can read this gradient
+  Tensor h = run_hooks(leaf->hooks, g);
+  leaf->grad = leaf->grad.defined() ? ops::add(leaf->grad, h) : h.contiguous().clone();
+}
+
+// The derivative rule of `n`, with the engine's checks on what it returns: one gradient per input, each of
+// that input's shape, and (in anomaly mode) finite.
+std::vector<Tensor> apply_rule(Node& n, const Tensor& g, bool retain_graph) {
+  std::vector<Tensor> outs = n.apply(g);
+  if (!retain_graph) n.release();
+  SACCADE_CHECK(outs.size() == n.next().size(), "backward of {}: returned {} gradients for {} inputs",
+                n.name(), outs.size(), n.next().size());
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const Node* next = n.next()[i].get();
+    if (!next || !outs[i].defined()) continue;
+    SACCADE_CHECK(outs[i].shape() == next->output_shape(),
+                  "backward of {}: gradient of shape {} for input {} of shape {}", n.name(), outs[i].shape(),
+                  i, next->output_shape());
+    if (anomaly_mode_enabled())
+      SACCADE_CHECK(all_finite(outs[i]), "anomaly mode: backward of {} produced a NaN or Inf for input {}",
+                    n.name(), i);
+  }
+  return outs;
+}
+
+}  // namespace
+
+void run_backward(const std::shared_ptr<Node>& root, const Tensor& grad, bool retain_graph) {
+  SACCADE_CHECK(root != nullptr, "backward: nothing requires grad");
+  NoGradGuard no_grad;  // derivative rules compute with ops; they record nothing
+
+  // 1. in-degrees of every node reachable from the root
+  std::unordered_map<Node*, int> deps = count_dependencies(root.get());
+
+  // 2. Kahn: `ready` holds nodes whose every consumer has run; `grads` the sums handed to waiting nodes
+  std::unordered_map<Node*, Tensor> grads{{root.get(), grad}};
   std::vector<Node*> ready{root.get()};
   while (!ready.empty()) {
     Node* n = ready.back();
@@ -45,34 +88,19 @@ void run_backward(const std::shared_ptr<Node>& root, const Tensor& grad, bool re
       g = std::move(it->second);
       grads.erase(it);
     }
-    std::vector<Tensor> outs;
-    if (g.defined()) {  // a node no gradient reached still releases its inputs' in-degrees below
-      for (auto& hook : n->hooks()) g = hook(g);
-      if (n->is_accumulator()) {
-        std::shared_ptr<VariableImpl> owner = n->leaf();
-        if (!owner) continue;  // the leaf is gone: nobody can read this gradient
-        VariableImpl& leaf = *owner;
-        for (auto& hook : leaf.hooks) g = hook(g);
-        // first gradient: a private copy (g may be shared with other leaves or the caller)
-        leaf.grad = leaf.grad.defined() ? ops::add(leaf.grad, g) : g.contiguous().clone();
+    std::vector<Tensor> outs;  // stays empty for a node no gradient reached: it still releases its inputs
+    if (g.defined()) {
+      g = run_hooks(n->hooks(), g);
+      if (n->is_accumulator()) {  // 4. a leaf (accumulators have no inputs)
+        accumulate_into_leaf(*n, g);
         continue;
       }
-      // 3. the derivative rule
-      outs = n->apply(g);
-      if (!retain_graph) n->release();
-      SACCADE_CHECK(outs.size() == n->next().size(), "backward of {}: returned {} gradients for {} inputs",
-                    n->name(), outs.size(), n->next().size());
+      outs = apply_rule(*n, g, retain_graph);  // 3. the derivative rule
     }
     for (size_t i = 0; i < n->next().size(); ++i) {
       Node* next = n->next()[i].get();
       if (!next) continue;
       if (!outs.empty() && outs[i].defined()) {
-        SACCADE_CHECK(outs[i].shape() == next->output_shape(),
-                      "backward of {}: gradient of shape {} for input {} of shape {}", n->name(),
-                      outs[i].shape(), i, next->output_shape());
-        if (anomaly_mode_enabled())
-          SACCADE_CHECK(all_finite(outs[i]),
-                        "anomaly mode: backward of {} produced a NaN or Inf for input {}", n->name(), i);
         Tensor& acc = grads[next];
         acc = acc.defined() ? ops::add(acc, outs[i]) : std::move(outs[i]);
       }

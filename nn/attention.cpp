@@ -145,23 +145,43 @@ AttentionOutput AdditiveAttention::forward_with_weights(const Variable& queries,
                                                         const Tensor& valid_lens_or_mask) {
   ErrorScope scope(name(),
                    {shape_of(queries), shape_of(keys), shape_of(values), shape_of(valid_lens_or_mask)});
+  return forward_projected(queries, project_keys(keys), values, valid_lens_or_mask);
+}
+
+// keys: (B, Tk, k) -> (B, Tk, h)
+Variable AdditiveAttention::project_keys(const Variable& keys) {
+  SACCADE_CHECK(keys.defined(), "AdditiveAttention: got an undefined keys tensor");
+  SACCADE_CHECK(keys.dim() == 3 && keys.size(2) == W_k->in_features(),
+                "AdditiveAttention: expected keys (B, Tk, {}), got {}", W_k->in_features(), keys.shape());
+  return W_k->forward(keys);
+}
+
+// queries: (B, Tq, q), projected_keys: (B, Tk, h), values: (B, Tk, v)
+//   -> output (B, Tq, v), weights (B, Tq, Tk)
+AttentionOutput AdditiveAttention::forward_projected(const Variable& queries, const Variable& projected_keys,
+                                                     const Variable& values,
+                                                     const Tensor& valid_lens_or_mask) {
+  ErrorScope scope(name(), {shape_of(queries), shape_of(projected_keys), shape_of(values),
+                            shape_of(valid_lens_or_mask)});
   const char* op = "AdditiveAttention";
+  const Variable& keys = projected_keys;
   SACCADE_CHECK(queries.defined() && keys.defined() && values.defined(),
                 "{}: got an undefined queries, keys or values tensor", op);
   SACCADE_CHECK(
       queries.dim() == 3 && keys.dim() == 3 && values.dim() == 3,
-      "{}: expected queries (B, Tq, query_size), keys (B, Tk, key_size), values (B, Tk, Dv), got {}, {}, {}",
+      "{}: expected queries (B, Tq, query_size), projected keys (B, Tk, num_hiddens), values (B, Tk, "
+      "Dv), got {}, {}, {}",
       op, queries.shape(), keys.shape(), values.shape());
-  SACCADE_CHECK(queries.size(0) == keys.size(0) && keys.size(0) == values.size(0) &&
-                    keys.size(1) == values.size(1) && queries.size(2) == W_q->in_features() &&
-                    keys.size(2) == W_k->in_features(),
-                "{}: queries {}, keys {}, values {} do not match (B, Tq, {}), (B, Tk, {}), (B, Tk, Dv)", op,
-                queries.shape(), keys.shape(), values.shape(), W_q->in_features(), W_k->in_features());
+  SACCADE_CHECK(
+      queries.size(0) == keys.size(0) && keys.size(0) == values.size(0) && keys.size(1) == values.size(1) &&
+          queries.size(2) == W_q->in_features() && keys.size(2) == W_q->out_features(),
+      "{}: queries {}, projected keys {}, values {} do not match (B, Tq, {}), (B, Tk, {}), (B, Tk, Dv)", op,
+      queries.shape(), keys.shape(), values.shape(), W_q->in_features(), W_q->out_features());
   const ops::AttentionMask mask =
       ops::attention_mask(valid_lens_or_mask, Shape{queries.size(0), queries.size(1), keys.size(1)},
                           ops::CausalAlign::None, queries.device(), op);
   // features: (B, Tq, 1, h) + (B, 1, Tk, h) -> (B, Tq, Tk, h); scores: (B, Tq, Tk)
-  Variable features = tanh(add(unsqueeze(W_q->forward(queries), 2), unsqueeze(W_k->forward(keys), 1)));
+  Variable features = tanh(add(unsqueeze(W_q->forward(queries), 2), unsqueeze(keys, 1)));
   Variable scores = squeeze(w_v->forward(features), -1);
   AttentionOutput r = attend_composed(scores, values, mask, dropout, is_training(), gen_);
   weights_ = r.weights.data();

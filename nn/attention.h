@@ -106,6 +106,18 @@ class AdditiveAttention : public Module {
   /// as the doubly stochastic regularisation of Xu et al. 2015, eq. 14).
   AttentionOutput forward_with_weights(const Variable& queries, const Variable& keys, const Variable& values,
                                        const Tensor& valid_lens_or_mask = Tensor());
+
+  /// W_k keys: keys (B, Tk, key_size) -> projected keys (B, Tk, num_hiddens). The keys' half of the score
+  /// does not depend on the query: a decoder attending over one encoder output at every step projects it
+  /// once and calls forward_projected at each step. Throws saccade::Error naming "AdditiveAttention" and the
+  /// shape for keys that are not (B, Tk, key_size).
+  Variable project_keys(const Variable& keys);
+  /// forward_with_weights with the keys already projected by project_keys: queries (B, Tq, query_size),
+  /// projected_keys (B, Tk, num_hiddens), values (B, Tk, Dv) -> output (B, Tq, Dv) and weights (B, Tq, Tk);
+  /// forward_projected(q, project_keys(k), v, m) computes exactly forward_with_weights(q, k, v, m). Throws as
+  /// forward does.
+  AttentionOutput forward_projected(const Variable& queries, const Variable& projected_keys,
+                                    const Variable& values, const Tensor& valid_lens_or_mask = Tensor());
   /// The weights (B, Tq, Tk) of the last forward (undefined before the first).
   Tensor attention_weights() const { return weights_; }
 

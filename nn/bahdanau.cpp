@@ -23,22 +23,37 @@ BahdanauDecoderCell::BahdanauDecoderCell(int64_t embed_size, int64_t num_hiddens
   rnn = register_module("rnn", std::make_shared<GRUCell>(enc_hiddens_ + embed_size, num_hiddens, true, gen));
 }
 
-// x: (B, E), hidden: (B, H), enc_outputs: (B, Tk, H') -> hidden (B, H), context (B, H'), weights (B, Tk)
 BahdanauStep BahdanauDecoderCell::step(const Variable& x, const Variable& hidden, const Variable& enc_outputs,
                                        const Tensor& enc_valid_lens) {
   ErrorScope scope(name(), {shape_of(x), shape_of(hidden), shape_of(enc_outputs), shape_of(enc_valid_lens)});
+  SACCADE_CHECK(enc_outputs.defined(), "BahdanauDecoderCell: got an undefined enc_outputs");
+  SACCADE_CHECK(enc_outputs.dim() == 3 && enc_outputs.size(2) == enc_hiddens_,
+                "BahdanauDecoderCell: expected enc_outputs (B, Tk, {}), got {}", enc_hiddens_,
+                enc_outputs.shape());
+  return step(x, hidden, enc_outputs, project_keys(enc_outputs), enc_valid_lens);
+}
+
+// x: (B, E), hidden: (B, H), enc_outputs: (B, Tk, H'), enc_keys: (B, Tk, H)
+//   -> hidden (B, H), context (B, H'), weights (B, Tk)
+BahdanauStep BahdanauDecoderCell::step(const Variable& x, const Variable& hidden, const Variable& enc_outputs,
+                                       const Variable& enc_keys, const Tensor& enc_valid_lens) {
+  ErrorScope scope(name(), {shape_of(x), shape_of(hidden), shape_of(enc_outputs), shape_of(enc_keys)});
   const char* op = "BahdanauDecoderCell";
-  SACCADE_CHECK(x.defined() && hidden.defined() && enc_outputs.defined(),
-                "{}: got an undefined input, hidden state or enc_outputs", op);
+  SACCADE_CHECK(x.defined() && hidden.defined() && enc_outputs.defined() && enc_keys.defined(),
+                "{}: got an undefined input, hidden state, enc_outputs or enc_keys", op);
   SACCADE_CHECK(x.dim() == 2 && hidden.dim() == 2 && enc_outputs.dim() == 3 && x.size(0) == hidden.size(0) &&
                     enc_outputs.size(0) == x.size(0) && x.size(1) == embed_size_ &&
                     hidden.size(1) == num_hiddens_ && enc_outputs.size(2) == enc_hiddens_,
                 "{}: expected x (B, {}), hidden (B, {}), enc_outputs (B, Tk, {}), got {}, {}, {}", op,
                 embed_size_, num_hiddens_, enc_hiddens_, x.shape(), hidden.shape(), enc_outputs.shape());
+  SACCADE_CHECK(enc_keys.dim() == 3 && enc_keys.size(0) == x.size(0) &&
+                    enc_keys.size(1) == enc_outputs.size(1) && enc_keys.size(2) == num_hiddens_,
+                "{}: expected enc_keys (B, Tk, {}) = project_keys(enc_outputs of shape {}), got {}", op,
+                num_hiddens_, enc_outputs.shape(), enc_keys.shape());
   check_valid_lens_or_mask(op, enc_valid_lens, Shape{x.size(0), 1, enc_outputs.size(1)});
   // query: (B, 1, H) -> context: (B, 1, H')
   AttentionOutput r =
-      attention->forward_with_weights(unsqueeze(hidden, 1), enc_outputs, enc_outputs, enc_valid_lens);
+      attention->forward_projected(unsqueeze(hidden, 1), enc_keys, enc_outputs, enc_valid_lens);
   Variable c = squeeze(r.output, 1);
   Variable h = rnn->forward(cat({c, x}, -1), hidden);
   Variable w = squeeze(r.weights, 1);

@@ -25,6 +25,7 @@ struct BahdanauStep {
 /// A GRUCell with additive attention over encoder states (d2l 11.4, Seq2SeqAttentionDecoder's step):
 ///   context_t = Σ_j α(h_{t-1}, e_j) e_j,   α = softmax_j(w_vᵀ tanh(W_q h_{t-1} + W_k e_j)) over valid j,
 ///   h_t = GRU([context_t; x_t], h_{t-1})      (context first, as d2l's torch.cat((context, x), dim=-1)).
+/// A decoder loop projects the encoder states once per sequence (project_keys) and passes them to every step.
 /// Children: attention AdditiveAttention(key_size = enc_hiddens, query_size = num_hiddens, num_hiddens,
 /// dropout), rnn GRUCell(enc_hiddens + embed_size, num_hiddens). enc_hiddens defaults (-1) to num_hiddens.
 class BahdanauDecoderCell : public Module {
@@ -40,6 +41,14 @@ class BahdanauDecoderCell : public Module {
   /// shapes for inputs that do not fit.
   BahdanauStep step(const Variable& x, const Variable& hidden, const Variable& enc_outputs,
                     const Tensor& enc_valid_lens = Tensor());
+  /// The encoder states as attention keys, W_k enc_outputs: enc_outputs (B, Tk, enc_hiddens) -> (B, Tk,
+  /// num_hiddens). They do not change during a sequence: compute them once and pass them to every step.
+  Variable project_keys(const Variable& enc_outputs) { return attention->project_keys(enc_outputs); }
+  /// step with the keys already projected by project_keys (enc_keys (B, Tk, num_hiddens)); equal to
+  /// step(x, hidden, enc_outputs, enc_valid_lens) without projecting the encoder states again. Throws as
+  /// step.
+  BahdanauStep step(const Variable& x, const Variable& hidden, const Variable& enc_outputs,
+                    const Variable& enc_keys, const Tensor& enc_valid_lens);
   /// The weights (B, Tk) of the last step (undefined before the first).
   Tensor attention_weights() const { return weights_; }
 

@@ -24,6 +24,7 @@ struct KVCache {
   Variable keys, values;
   /// t, the number of cached positions.
   int64_t length() const { return keys.defined() ? keys.size(2) : 0; }
+  /// Empties the cache (length() becomes 0): call before decoding a new sequence.
   void reset() { keys = values = Variable(); }
 };
 

@@ -8,6 +8,7 @@
 
 namespace saccade {
 
+/// The kind of device a tensor lives on; a Device adds the index (cuda:0, cuda:1, ...).
 enum class DeviceType : uint8_t { CPU, CUDA };
 
 /// A device: the CPU, or CUDA GPU number `index`. Tensors on different devices never mix silently: an op

@@ -170,6 +170,72 @@ TEST_CASE("BahdanauDecoderCell gradcheck", "[transformer][bahdanau][gradcheck]")
                     {x, h, enc}));
 }
 
+// ---- additive attention over projected keys (AdditiveAttention::project_keys, forward_projected) ----
+
+// The scoring as AdditiveAttention::forward and the sat captioner computed it before project_keys existed:
+// scores = w_v tanh(W_q q (B, Tq, 1, h) + W_k k (B, 1, Tk, h)), masked softmax over Tk, weights @ values.
+Variable additive_reference(nn::AdditiveAttention& a, const Variable& q, const Variable& k, const Variable& v,
+                            const Tensor& valid_lens) {
+  Variable f = tanh(add(unsqueeze(a.W_q->forward(q), 2), unsqueeze(a.W_k->forward(k), 1)));
+  return matmul(masked_softmax(squeeze(a.w_v->forward(f), -1), valid_lens), v);
+}
+
+TEST_CASE("AdditiveAttention over projected keys equals the composed scoring, values and gradients",
+          "[transformer][bahdanau]") {
+  Generator g(41);
+  nn::AdditiveAttention att(3, 4, 5, 0.0, &g);
+  att.to(DType::Float64);
+  Variable q(rand64({2, 3, 4}, 42), true), k(rand64({2, 6, 3}, 43), true), v(rand64({2, 6, 2}, 44), true);
+  Tensor lens = i64({2, 5}, {2});
+  Variable keys = att.project_keys(k);
+  REQUIRE(keys.shape() == Shape({2, 6, 5}));
+  nn::AttentionOutput r = att.forward_projected(q, keys, v, lens);
+  Variable ref = additive_reference(att, q, k, v, lens);
+  REQUIRE(allclose(r.output.data(), ref.data(), 1e-12, 1e-12));
+  REQUIRE(allclose(att.forward(q, k, v, lens).data(), ref.data(), 1e-12, 1e-12));
+  // the same gradients reach the inputs and W_k through the projected keys
+  sum(r.output).backward();
+  std::vector<Tensor> grads{q.grad(), k.grad(), v.grad(), att.W_k->weight.grad(), att.W_q->weight.grad()};
+  for (Variable x : {q, k, v, att.W_k->weight, att.W_q->weight}) x.zero_grad();
+  sum(ref).backward();
+  std::vector<Tensor> ref_grads{q.grad(), k.grad(), v.grad(), att.W_k->weight.grad(), att.W_q->weight.grad()};
+  for (size_t i = 0; i < grads.size(); ++i) REQUIRE(allclose(grads[i], ref_grads[i], 1e-12, 1e-12));
+
+  // one query per step over keys projected once (the sat captioner's decoder): the old hand-written step
+  // tanh(keys + q), w_v, softmax, bmm gives the same context and weights
+  Variable h(rand64({2, 4}, 45));
+  nn::AttentionOutput s = att.forward_projected(unsqueeze(h, 1), keys, v);
+  Variable alpha =
+      softmax(reshape(att.w_v->forward(tanh(keys + unsqueeze(att.W_q->forward(h), 1))), {2, 6}), 1);
+  REQUIRE(allclose(squeeze(s.weights, 1).data(), alpha.data(), 1e-12, 1e-12));
+  REQUIRE(allclose(squeeze(s.output, 1).data(), reshape(bmm(unsqueeze(alpha, 1), v), {2, 2}).data(), 1e-12,
+                   1e-12));
+}
+
+TEST_CASE("BahdanauDecoderCell with keys projected once equals projecting at every step",
+          "[transformer][bahdanau]") {
+  Generator g(51);
+  nn::BahdanauDecoderCell cell(3, 4, 5, 0.0, &g);
+  cell.to(DType::Float64);
+  Tensor enc = rand64({2, 6, 5}, 52), lens = i64({3, 6}, {2});
+  Variable keys = cell.project_keys(enc);
+  Variable h1(rand64({2, 4}, 53)), h2 = h1;
+  for (int t = 0; t < 3; ++t) {
+    Tensor x = rand64({2, 3}, 60 + t);
+    nn::BahdanauStep a = cell.step(x, h1, enc, lens), b = cell.step(x, h2, enc, keys, lens);
+    REQUIRE(allclose(a.hidden.data(), b.hidden.data(), 0, 0));
+    REQUIRE(allclose(a.context.data(), b.context.data(), 0, 0));
+    REQUIRE(allclose(a.weights.data(), b.weights.data(), 0, 0));
+    h1 = a.hidden, h2 = b.hidden;
+  }
+  Variable xv(rand64({2, 3}, 70), true), hv(rand64({2, 4}, 71), true), ev(enc, true);
+  REQUIRE(module_gradcheck(
+      [&](const std::vector<Variable>& v) {
+        return cell.step(v[0], v[1], v[2], cell.project_keys(v[2]), lens).hidden;
+      },
+      {xv, hv, ev}, cell));
+}
+
 TEST_CASE("Transformer blocks and the Bahdanau cell reject bad input naming themselves",
           "[transformer][errors]") {
   nn::TransformerEncoderBlock eblk(8, 16, 2, 0.0);
@@ -194,4 +260,13 @@ TEST_CASE("Transformer blocks and the Bahdanau cell reject bad input naming them
   REQUIRE_THROWS_SACCADE(cell.step(x, h, ops::randn({2, 5, 3})), "BahdanauDecoderCell");
   REQUIRE_THROWS_SACCADE(cell.step(x, h, enc, i64({1, 2, 3}, {3})), "BahdanauDecoderCell");
   REQUIRE_THROWS_SACCADE(nn::BahdanauDecoderCell(0, 4), "BahdanauDecoderCell");
+  Variable keys = cell.project_keys(enc);
+  REQUIRE_THROWS_SACCADE(cell.step(x, h, enc, ops::randn({2, 5, 3}), Tensor()), "BahdanauDecoderCell");
+  REQUIRE_THROWS_SACCADE(cell.step(x, h, enc, keys.data().narrow(1, 0, 4), Tensor()), "BahdanauDecoderCell");
+  REQUIRE_THROWS_SACCADE(cell.step(x, h, enc, Variable(), Tensor()), "BahdanauDecoderCell");
+  REQUIRE_THROWS_SACCADE(cell.project_keys(ops::randn({2, 5, 3})), "AdditiveAttention");
+  REQUIRE_THROWS_SACCADE(cell.attention->forward_projected(h.unsqueeze(1), ops::randn({2, 5, 3}), enc),
+                         "AdditiveAttention");
+  REQUIRE_THROWS_SACCADE(cell.attention->forward_projected(h.unsqueeze(1), keys, enc.narrow(1, 0, 4)),
+                         "AdditiveAttention");
 }

@@ -7,34 +7,51 @@
 
 namespace saccade {
 
+/// a + b, broadcast together (torch.add).
 Variable add(const Variable& a, const Variable& b);
+/// a - b, broadcast together (torch.sub).
 Variable sub(const Variable& a, const Variable& b);
+/// a * b elementwise, broadcast together (torch.mul).
 Variable mul(const Variable& a, const Variable& b);
+/// a / b elementwise, broadcast together (true division, torch.div).
 Variable div(const Variable& a, const Variable& b);
 /// a ** b (b differentiable too, where a > 0).
 Variable pow(const Variable& a, const Variable& b);
+/// a + b, a - b, a * b, a / b with a scalar b (no gradient to b).
 Variable add(const Variable& a, double b);
 Variable sub(const Variable& a, double b);
 Variable mul(const Variable& a, double b);
 Variable div(const Variable& a, double b);
+/// a ** exponent with a scalar exponent.
 Variable pow(const Variable& a, double exponent);
-/// b - a, b / a.
+/// b - a and b / a with a scalar b (for `2.0 - x`, `1.0 / x`).
 Variable rsub(const Variable& a, double b);
 Variable rdiv(const Variable& a, double b);
 /// Elementwise max / min; at ties the gradient is split evenly (as PyTorch).
 Variable maximum(const Variable& a, const Variable& b);
 Variable minimum(const Variable& a, const Variable& b);
 
+/// -a.
 Variable neg(const Variable& a);
+/// e^a.
 Variable exp(const Variable& a);
+/// ln a (NaN for a < 0, -inf at 0).
 Variable log(const Variable& a);
+/// √a.
 Variable sqrt(const Variable& a);
+/// 1 / √a.
 Variable rsqrt(const Variable& a);
+/// |a| (gradient 0 at a = 0, as torch).
 Variable abs(const Variable& a);
+/// sin a (radians).
 Variable sin(const Variable& a);
+/// cos a (radians).
 Variable cos(const Variable& a);
+/// tanh a (float32 through a rational approximation within 3.5e-7, ops/elementwise_math.h).
 Variable tanh(const Variable& a);
+/// 1 / (1 + e^-a).
 Variable sigmoid(const Variable& a);
+/// max(a, 0); NaN propagates (as torch.relu).
 Variable relu(const Variable& a);
 /// Exact GELU x Φ(x) (Hendrycks & Gimpel 2016).
 Variable gelu(const Variable& a);
@@ -46,6 +63,7 @@ Variable where(const Tensor& cond, const Variable& a, const Variable& b);
 /// a with `value` where mask (Bool, broadcast to a's shape) is true; no gradient flows to filled entries.
 Variable masked_fill(const Variable& a, const Tensor& mask, double value);
 
+/// The C++ operators call the functions above.
 inline Variable operator+(const Variable& a, const Variable& b) { return add(a, b); }
 inline Variable operator-(const Variable& a, const Variable& b) { return sub(a, b); }
 inline Variable operator*(const Variable& a, const Variable& b) { return mul(a, b); }

@@ -1,8 +1,6 @@
 #include "examples/image_caption/sat.h"
 
 #include "autograd/functions/elementwise.h"
-#include "autograd/functions/linalg.h"
-#include "autograd/functions/nn.h"
 #include "autograd/functions/reduce.h"
 #include "autograd/functions/shape.h"
 #include "examples/common/scenes.h"
@@ -32,19 +30,17 @@ Variable SatCaptioner::encode(const Tensor& images) { return encoder->forward(im
 
 SatCaptioner::Step SatCaptioner::step(const Variable& embedded, const Variable& h, const Variable& keys,
                                       const Variable& memory) {
-  // embedded (B, E), h (B, H), keys (B, L, A), memory (B, L, D)
-  const int64_t B = h.size(0), L = memory.size(1), D = memory.size(2);
-  Variable q = unsqueeze(attention->W_q->forward(h), 1);                       // (B, 1, A)
-  Variable scores = reshape(attention->w_v->forward(tanh(keys + q)), {B, L});  // (B, L)
-  Variable alpha = softmax(scores, 1);                                         // (B, L)
-  Variable context = reshape(bmm(reshape(alpha, {B, 1, L}), memory), {B, D});  // (B, D)
+  // embedded (B, E), h (B, H), keys (B, L, A) = attention->project_keys(memory), memory (B, L, D)
+  // h is the one query: output (B, 1, D), weights (B, 1, L)
+  nn::AttentionOutput a = attention->forward_projected(unsqueeze(h, 1), keys, memory);
+  Variable context = squeeze(a.output, 1), alpha = squeeze(a.weights, 1);  // (B, D), (B, L)
   return {rnn->forward(cat({embedded, context}, 1), h), context, alpha};
 }
 
 Variable SatCaptioner::decode(const Variable& memory, const Tensor& tokens) {
   // memory (B, L, D), tokens (B, T) -> logits (B, T, V)
   const int64_t T = tokens.size(1);
-  Variable keys = attention->W_k->forward(memory);  // (B, L, A), once for all steps
+  Variable keys = attention->project_keys(memory);  // (B, L, A), once for all steps
   Variable embedded = embedding->forward(tokens);   // (B, T, E)
   Variable h = tanh(init_h->forward(mean(memory, {1})));
   std::vector<Variable> outputs;
@@ -58,7 +54,7 @@ Variable SatCaptioner::decode(const Variable& memory, const Tensor& tokens) {
 
 GreedyOutput SatCaptioner::greedy(const Variable& memory, int64_t max_len) {
   const int64_t B = memory.size(0);
-  Variable keys = attention->W_k->forward(memory);
+  Variable keys = attention->project_keys(memory);
   Variable h = tanh(init_h->forward(mean(memory, {1})));
   Tensor current = ops::full({B}, static_cast<double>(Vocab::kBos), DType::Int64, memory.device());
   Tensor done = ops::zeros({B}, DType::Bool, memory.device());

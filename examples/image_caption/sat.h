@@ -6,10 +6,10 @@
 //   h_t = GRU([embed(y_{t-1}), c_t], h_{t-1}),                 logits_t = W_o [h_t, c_t] + b_o,
 // with h_0 = tanh(W_init mean_i(m_i) + b_init) (eq. 5's initialisation from the mean annotation).
 //
-// The attention's parameters live in an nn::AdditiveAttention (W_q, W_k, w_v), but its projection of the
-// keys, W_k m_i, is computed once per caption rather than at every step as AdditiveAttention::forward (and
-// nn::BahdanauDecoderCell) would: over a 49-position grid and ~20 steps that saves ~3 GFLOP per training
-// step of batch 64.
+// The attention is an nn::AdditiveAttention (W_q, W_k, w_v). Its projection of the keys, W_k m_i, does not
+// depend on the step: it is computed once per caption (AdditiveAttention::project_keys) and every step calls
+// forward_projected, rather than forward, which would project the keys again: over a 49-position grid and ~20
+// steps that saves ~3 GFLOP per training step of batch 64.
 #include <cstdint>
 #include <memory>
 
@@ -45,7 +45,8 @@ class SatCaptioner : public Captioner {
   struct Step {
     Variable h, context, alpha;
   };
-  // One decoder step: embedded (B, E), h (B, H), keys = W_k memory (B, L, A), memory (B, L, D).
+  // One decoder step: embedded (B, E), h (B, H), keys = attention->project_keys(memory) (B, L, A),
+  // memory (B, L, D).
   Step step(const Variable& embedded, const Variable& h, const Variable& keys, const Variable& memory);
   Generator gen_;  // the initial weights; held because layers keep a pointer to it (for dropout)
 };

@@ -1,5 +1,9 @@
 // CPU index kernels. All operands contiguous; indices already bounds-checked by the op (ops/index.cpp).
 // Shapes follow ops/backend.h: the indexed dim sits between `outer` and `inner`.
+//   index_select: a (outer, n, inner), index (m) -> out (outer, m, inner)
+//   index_add:    out (outer, n, inner) += src (outer, m, inner) at index (m)
+//   gather:       a (outer, n, inner), index (outer, m, inner) -> out (outer, m, inner)
+//   scatter_add:  out (outer, n, inner) += src (outer, m, inner) at index (outer, m, inner)
 //
 // The accumulating kernels (index_add, scatter_add) are parallelised over (outer, blocks of inner) with the
 // loop over the index inside, so two threads never add into the same element (no races, no atomics) and the

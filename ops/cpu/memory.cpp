@@ -1,4 +1,7 @@
 // CPU memory, copy (with dtype conversion) and fill.
+//
+// Shapes: copy: src, dst (one shape, any strides, any dtypes); fill: out (any strides); arange: out (n)
+// contiguous. Memory: raw byte blocks, 64-byte aligned above 4 KiB.
 #include <cstdlib>
 #include <cstring>
 

@@ -1,4 +1,6 @@
 // CPU random kernels over Philox: element i is made from block offset + i, so threads need no coordination.
+//
+// Shapes: out (n) contiguous float32 or float64; element i uses Philox counter offset + i.
 #include <cmath>
 
 #include "ops/cpu/backend.h"

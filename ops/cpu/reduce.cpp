@@ -1,4 +1,5 @@
-// CPU reductions. a: contiguous, viewed as (outer, k, inner); out: (outer, inner).
+// CPU reductions. a: contiguous, viewed as (outer, k, inner); out: (outer, inner); arg_reduce's values and
+// int64 indices: (outer, inner).
 //
 // As in ops/cpu/elementwise.cpp, the switch on the op sits outside the loops: each op is a lambda, so each
 // loop is compiled for one op and vectorises. A row reduction (inner == 1) keeps kLanes independent partial
