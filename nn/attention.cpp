@@ -24,6 +24,7 @@ bool same_leading(const Shape& a, const Shape& b, int n) {
 }  // namespace
 
 Tensor causal_mask(int64_t tq, int64_t tk, Device device) {
+  ErrorScope scope("causal_mask");
   SACCADE_CHECK(tq >= 0 && tk >= 0, "causal_mask: negative sizes Tq = {}, Tk = {}", tq, tk);
   // keep[i, j] = j <= i + (Tk - Tq)
   Tensor rows =

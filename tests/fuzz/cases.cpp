@@ -342,7 +342,8 @@ const OpCase kCases[] = {
      [](Gen& g) {
        Tensor x = g.coin(0.8) ? g.float_tensor(4) : g.tensor();
        Tensor w = g.coin(0.7) && x.defined() && x.dim() == 4
-                      ? ops::randn({2, x.size(1), 1 + g.below(3), 1 + g.below(3)}, x.dtype())
+                      ? ops::randn({2, x.size(1), 1 + g.below(3), 1 + g.below(3)},
+                                   is_floating(x.dtype()) ? x.dtype() : DType::Float32)
                       : g.tensor();
        ops::conv2d(x, w, Tensor(), {g.stride(), g.stride()},
                    {g.coin(0.8) ? 0 : g.count(), g.coin(0.8) ? 0 : g.count()});
