@@ -59,6 +59,7 @@ Variable layer_norm(const Variable& x, const Shape& normalized_shape, const Vari
 
 // x: any shape; mask: x's shape
 Variable dropout(const Variable& x, double p, bool training, Generator* gen) {
+  ErrorScope scope("dropout");
   // y = x ⊙ m,  m ∈ {0, 1/(1-p)}:  dx = g ⊙ m
   ops::DropoutResult r = ops::dropout(x.data(), p, training, gen);
   if (!r.mask.defined()) return x;

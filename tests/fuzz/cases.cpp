@@ -289,7 +289,7 @@ const OpCase kCases[] = {
        Shape d;
        if (g.coin(0.7)) d.push_back(g.dim());
        Tensor s = ops::sum(t, d, g.coin());
-       expect(s.numel() <= std::max<int64_t>(t.numel(), 1), "sum: result larger than input");
+       if (t.numel() > 0 && d.empty()) expect(s.numel() == 1, "sum: a full reduction has one element");
      }},
     {"mean", [](Gen& g) { ops::mean(g.tensor(), Shape{g.dim()}, g.coin()); }},
     {"max", [](Gen& g) { ops::max(g.tensor(), g.dim(), g.coin()); }},
