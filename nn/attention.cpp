@@ -85,6 +85,7 @@ AttentionOutput attend_from_scores(const Variable& scores, const Variable& value
 AttentionOutput scaled_dot_product_attention(const Variable& q, const Variable& k, const Variable& v,
                                              const Tensor& valid_lens_or_mask, bool causal, double dropout_p,
                                              bool training, Generator* gen) {
+  ErrorScope scope("scaled_dot_product_attention");
   const char* op = "scaled_dot_product_attention";
   SACCADE_CHECK(q.defined() && k.defined() && v.defined(), "{}: got an undefined query, key or value", op);
   const int nd = q.dim();
