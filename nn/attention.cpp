@@ -25,6 +25,7 @@ bool same_leading(const Shape& a, const Shape& b, int n) {
 }  // namespace
 
 Tensor causal_mask(int64_t tq, int64_t tk, Device device) {
+  ErrorScope scope("causal_mask");
   SACCADE_CHECK(tq >= 0 && tk >= 0, "causal_mask: negative sizes Tq = {}, Tk = {}", tq, tk);
   // keep[i, j] = j <= i + (Tk - Tq)
   Tensor rows =
@@ -96,6 +97,7 @@ AttentionOutput attend_from_scores(const Variable& scores, const Variable& value
 AttentionOutput scaled_dot_product_attention(const Variable& q, const Variable& k, const Variable& v,
                                              const Tensor& valid_lens_or_mask, bool causal, double dropout_p,
                                              bool training, Generator* gen, bool need_weights) {
+  ErrorScope scope("scaled_dot_product_attention");
   const char* op = "scaled_dot_product_attention";
   check_qkv(op, q, k, v);
   ops::AttentionMask mask =
@@ -108,6 +110,7 @@ AttentionOutput scaled_dot_product_attention(const Variable& q, const Variable& 
 AttentionOutput scaled_dot_product_attention(const Variable& q, const Variable& k, const Variable& v,
                                              const ops::AttentionMask& mask, double dropout_p, bool training,
                                              Generator* gen, bool need_weights, const char* op) {
+  ErrorScope scope(op);
   check_qkv(op, q, k, v);
   SACCADE_CHECK(dropout_p >= 0 && dropout_p < 1, "{}: dropout_p must be in [0, 1), got {}", op, dropout_p);
   const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));

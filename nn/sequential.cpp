@@ -18,7 +18,6 @@ Sequential& Sequential::push_back(std::shared_ptr<UnaryModule> layer) {
 }
 
 Variable Sequential::forward(const Variable& x) {
-  ErrorScope scope(name(), {shape_of(x)});
   Variable y = x;
   for (size_t i = 0; i < layers_.size(); ++i) {
     try {

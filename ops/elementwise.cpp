@@ -59,7 +59,9 @@ Tensor unary(UnaryOp op, const Tensor& a, double alpha) {
 static Tensor scalar_like(const Tensor& a, double v, const char* op) {
   SACCADE_CHECK(a.defined(), "{}: got an undefined tensor", op);
   DType dt = a.dtype();
-  if (!is_floating(dt)) dt = std::isfinite(v) && v == std::trunc(v) ? DType::Int64 : DType::Float32;
+  // (an integral value beyond int64's range promotes too: converting it would overflow)
+  if (!is_floating(dt))
+    dt = std::isfinite(v) && v == std::trunc(v) && std::abs(v) < 0x1p63 ? DType::Int64 : DType::Float32;
   return scalar_tensor(v, dt, a.device());
 }
 

@@ -123,6 +123,7 @@ Tensor repeat(const Tensor& t, const Shape& repeats) {
   Shape out = x.shape();
   for (int d = 0; d < out.size(); ++d) out[d] = checked_mul(out[d], repeats[d], "repeat");
   check_allocation(out, t.dtype(), t.device(), "repeat");  // before any copy is made
+  if (checked_numel(out, "repeat") == 0) return Tensor::empty(out, t.dtype(), t.device(), "repeat");
   bool copied = false;
   // one dim at a time, by concatenating copies: needs no extra dims, so works up to kMaxDims
   for (int d = 0; d < repeats.size(); ++d) {

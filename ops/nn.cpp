@@ -95,6 +95,7 @@ Tensor attention_keep_mask(const Tensor& x, const Tensor& valid_lens_or_mask, co
 }
 
 Tensor masked_softmax(const Tensor& x, const Tensor& valid_lens_or_mask) {
+  ErrorScope scope("masked_softmax");
   Tensor keep = attention_keep_mask(x, valid_lens_or_mask, "masked_softmax");
   SACCADE_CHECK(x.dim() >= 1, "masked_softmax: expected scores with at least 1 dim, got shape {}", x.shape());
   if (!keep.defined()) return softmax(x, -1);

@@ -211,8 +211,8 @@ TEST_CASE("safetensors: corrupt and truncated files are rejected", "[nn][checkpo
   rejects(le64(uint64_t{1} << 40) + "{}", "exceeds the limit");
   rejects(raw_file("{\"a\": ", ""), "invalid JSON header");
   rejects(raw_file("[1, 2]", ""), "not a JSON object");
-  rejects(raw_file(std::string("{") + entry("a", "F16", "[2]", 0, 4) + "}", f32x2.substr(0, 4)),
-          "unsupported dtype \"F16\"");
+  rejects(raw_file(std::string("{") + entry("a", "F8_E4M3", "[2]", 0, 2) + "}", f32x2.substr(0, 2)),
+          "unsupported dtype \"F8_E4M3\"");
   rejects(raw_file(std::string("{") + entry("a", "F32", "[2]", 0, 16) + "}", f32x2),
           "outside the data buffer");
   rejects(raw_file(std::string("{") + entry("a", "F32", "[3]", 0, 8) + "}", f32x2), "needs 12 bytes");

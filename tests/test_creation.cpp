@@ -68,7 +68,7 @@ TEST_CASE("random: seeded draws are reproducible and in range", "[ops][random]")
 }
 
 TEST_CASE("creation and random: bad input names the op", "[ops][creation][random][errors]") {
-  REQUIRE_THROWS_SACCADE(ops::zeros({2, -1}), "full: negative size in shape [2, -1]");
+  REQUIRE_THROWS_SACCADE(ops::zeros({2, -1}), "zeros: negative size in shape [2, -1]");
   REQUIRE_THROWS_SACCADE(ops::full({-2}, 1.0), "full: negative size");
   REQUIRE_THROWS_SACCADE(ops::arange(0, 5, 0), "arange: step must be nonzero");
   REQUIRE_THROWS_SACCADE(ops::arange(0, 5, -1), "arange: start 0 end 5 and step -1 are inconsistent");

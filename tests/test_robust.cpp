@@ -15,13 +15,14 @@ constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 TEST_CASE("checked sizes: overflowing, negative and absurd shapes are refused by the op called", "[robust]") {
   const int64_t two32 = int64_t{1} << 32;
   REQUIRE_THROWS_SACCADE(ops::zeros({two32, two32}), "zeros: size too large");
-  REQUIRE_THROWS_SACCADE(ops::empty({int64_t{1} << 62}), "empty: cannot allocate");
+  REQUIRE_THROWS_SACCADE(ops::empty({int64_t{1} << 40}), "empty: cannot allocate");
   REQUIRE_THROWS_SACCADE(ops::ones({3, -1}), "ones: negative size");
   REQUIRE_THROWS_SACCADE(ops::full({kMax, 2}, 1.0), "full: size too large");
   REQUIRE_THROWS_SACCADE(ops::rand({kMax}), "rand");
   REQUIRE_THROWS_SACCADE(ops::eye(kMax), "eye");
   REQUIRE_THROWS_SACCADE(ops::eye(3, int64_t{1} << 62), "eye");
-  REQUIRE_THROWS_SACCADE(ops::arange(0, 1e300), "arange: size too large");
+  REQUIRE_THROWS_SACCADE(ops::arange(0, 1e300, 1, DType::Float64), "arange: size too large");
+  REQUIRE_THROWS_SACCADE(ops::arange(0, 1e300), "arange: value 1e+300 cannot be converted to int64");
   REQUIRE_THROWS_SACCADE(ops::linspace(0, 1, kMax), "linspace");
   REQUIRE_THROWS_SACCADE(ops::randperm(kMax), "randperm");
   REQUIRE_THROWS_SACCADE(ops::randint(0, 5, {two32, two32}), "randint");

@@ -18,6 +18,7 @@ Tensor mT(const Tensor& t) { return t.transpose(-1, -2); }
 }  // namespace
 
 Variable matmul(const Variable& a, const Variable& b) {
+  ErrorScope scope("matmul");  // an undefined operand is reported as matmul's
   // a: (*a, M, K) or (K), b: (*b, K, N) or (K) -> (broadcast(*a, *b), M, N) without the dims of 1-d operands
   // y = a @ b:  da = g @ b^T,  db = a^T @ g, after making 1-d operands matrices (a (1, K), b (K, 1)) and g
   // the matching shape; broadcast batch dims are summed back by sum_to. Each gradient needs only the other

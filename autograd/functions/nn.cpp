@@ -13,6 +13,7 @@ using Grads = std::vector<Tensor>;
 
 // x: any shape; y: x's shape
 static Variable softmax_impl(const Variable& x, int64_t dim, bool log, const char* name) {
+  ErrorScope scope(name);
   // softmax y = e^x / Σ e^x:      dx = y ⊙ (g - Σ g ⊙ y)
   // log-softmax y = x - log Σ e^x: dx = g - e^y Σ g
   Tensor y = log ? ops::log_softmax(x.data(), dim) : ops::softmax(x.data(), dim);
@@ -39,6 +40,7 @@ Variable masked_softmax(const Variable& x, const Tensor& valid_lens_or_mask) {
 // x: (..., *normalized_shape); weight, bias: (normalized_shape)
 Variable layer_norm(const Variable& x, const Shape& normalized_shape, const Variable& weight,
                     const Variable& bias, double eps) {
+  ErrorScope scope("layer_norm");
   // y = x̂ ⊙ w + b,  x̂ = (x - μ) rstd:
   //   dx = rstd (ĝ - mean(ĝ) - x̂ mean(ĝ ⊙ x̂)) with ĝ = g ⊙ w,   dw = Σ_rows g ⊙ x̂,   db = Σ_rows g
   Tensor w = weight.defined() ? weight.data() : Tensor(), b = bias.defined() ? bias.data() : Tensor();
@@ -57,6 +59,7 @@ Variable layer_norm(const Variable& x, const Shape& normalized_shape, const Vari
 
 // x: any shape; mask: x's shape
 Variable dropout(const Variable& x, double p, bool training, Generator* gen) {
+  ErrorScope scope("dropout");
   // y = x ⊙ m,  m ∈ {0, 1/(1-p)}:  dx = g ⊙ m
   ops::DropoutResult r = ops::dropout(x.data(), p, training, gen);
   if (!r.mask.defined()) return x;

@@ -150,7 +150,7 @@ const OpCase kCases[] = {
        Tensor t = ops::full(s, v, d);
        expect(t.shape() == s, "full: wrong shape");
        if (is_floating(d) && t.numel() > 0 && std::isfinite(v) && std::abs(v) < 1e30)
-         expect(std::abs(t.to_vector<double>()[0] - v) <= 1e-6 * std::abs(v), "full: wrong value");
+         expect(std::abs(t.to_vector<double>()[0] - v) <= 1e-6 * std::abs(v) + 1e-37, "full: wrong value");
      }},
     {"empty", [](Gen& g) { expect(ops::empty(g.shape(), g.dtype()).defined(), "empty"); }},
     {"zeros_like", [](Gen& g) { ops::zeros_like(g.tensor()); }},
@@ -289,7 +289,7 @@ const OpCase kCases[] = {
        Shape d;
        if (g.coin(0.7)) d.push_back(g.dim());
        Tensor s = ops::sum(t, d, g.coin());
-       expect(s.numel() <= std::max<int64_t>(t.numel(), 1), "sum: result larger than input");
+       if (t.numel() > 0 && d.empty()) expect(s.numel() == 1, "sum: a full reduction has one element");
      }},
     {"mean", [](Gen& g) { ops::mean(g.tensor(), Shape{g.dim()}, g.coin()); }},
     {"max", [](Gen& g) { ops::max(g.tensor(), g.dim(), g.coin()); }},
@@ -342,7 +342,8 @@ const OpCase kCases[] = {
      [](Gen& g) {
        Tensor x = g.coin(0.8) ? g.float_tensor(4) : g.tensor();
        Tensor w = g.coin(0.7) && x.defined() && x.dim() == 4
-                      ? ops::randn({2, x.size(1), 1 + g.below(3), 1 + g.below(3)}, x.dtype())
+                      ? ops::randn({2, x.size(1), 1 + g.below(3), 1 + g.below(3)},
+                                   is_floating(x.dtype()) ? x.dtype() : DType::Float32)
                       : g.tensor();
        ops::conv2d(x, w, Tensor(), {g.stride(), g.stride()},
                    {g.coin(0.8) ? 0 : g.count(), g.coin(0.8) ? 0 : g.count()});

@@ -68,6 +68,9 @@ std::string one_line(std::string s) {
 }
 
 [[noreturn]] void child(const CaseFn& body, int64_t first, int64_t end, uint64_t seed, int fd) {
+  // a crash must end the child; Catch2's handlers (inherited from the parent) would report it as a failure
+  // of the parent's test case
+  for (int sig : {SIGSEGV, SIGABRT, SIGFPE, SIGILL, SIGBUS}) signal(sig, SIG_DFL);
   omp_set_num_threads(1);  // the parent's OpenMP pool does not exist in a forked child
   for (int64_t i = first; i < end; ++i) {
     send(fd, fmt::format("S {}", i));
@@ -131,11 +134,12 @@ Report run_forked(const CaseFn& body, int64_t first, int64_t count, uint64_t see
       while ((nl = buf.find('\n')) != std::string::npos) {
         std::string line = buf.substr(0, nl);
         buf.erase(0, nl + 1);
+        if (line.size() < 2) continue;  // every message is "<tag> <payload>"
         if (line[0] == 'S') {
           current = std::stoll(line.substr(2));
           current_op = "?";
         } else if (line[0] == 'O') {
-          current_op = line.substr(2);
+          current_op.assign(line, 2);
         } else {
           int64_t i = 0;
           int o = 0, used = 0;
