@@ -50,7 +50,6 @@ BahdanauStep BahdanauDecoderCell::step(const Variable& x, const Variable& hidden
                     enc_keys.size(1) == enc_outputs.size(1) && enc_keys.size(2) == num_hiddens_,
                 "{}: expected enc_keys (B, Tk, {}) = project_keys(enc_outputs of shape {}), got {}", op,
                 num_hiddens_, enc_outputs.shape(), enc_keys.shape());
-  check_valid_lens_or_mask(op, enc_valid_lens, Shape{x.size(0), 1, enc_outputs.size(1)});
   // query: (B, 1, H) -> context: (B, 1, H')
   AttentionOutput r =
       attention->forward_projected(unsqueeze(hidden, 1), enc_keys, enc_outputs, enc_valid_lens);

@@ -12,27 +12,11 @@
 // attention_keep_mask(). Neither reads tensor values on the host (no device synchronisation).
 #include <cstdint>
 
+#include "ops/backend.h"  // AttentionMask, AttentionDropout: the kernels' contract
 #include "ops/random.h"
 #include "ops/tensor.h"
 
 namespace saccade::ops {
-
-/// How a causal mask is aligned when Tq != Tk.
-///  - TopLeft:     query i attends to keys j <= i (torch's is_causal, triu(ones(Tq, Tk), 1) masked).
-///  - BottomRight: query i attends to keys j <= i + (Tk - Tq): the queries are the last Tq positions of the
-///                 key sequence (d2l's decoder with a KV cache; nn::causal_mask). Equal to TopLeft when
-///                 Tq == Tk.
-enum class CausalAlign { None, TopLeft, BottomRight };
-
-/// The one form of an attention mask that the kernels take. A key j is attended by query i of batch row b
-/// and head h iff all of:  j < valid_lens[b] (or [b, i]);  the causal rule;  keep[b, h, i, j].
-/// NOTE: a negative valid_len counts as 0 (the row attends to nothing and gives zeros); it is not checked
-/// on the host because that would read the tensor (a device synchronisation on every forward).
-struct AttentionMask {
-  Tensor valid_lens;  ///< int64 (B) or (B, Tq), contiguous; undefined = no length limit
-  Tensor keep;        ///< Bool expanded to the scores' shape (B, ..., Tq, Tk) (stride 0 on broadcast dims)
-  CausalAlign causal = CausalAlign::None;
-};
 
 /// Checks `valid_lens_or_mask` against scores of shape (B, ..., Tq, Tk) and converts it once:
 /// int64 valid_lens (B) or (B, Tq) (keys k >= valid_len masked, d2l 11.3.1), a Bool keep-mask broadcastable
@@ -45,16 +29,6 @@ AttentionMask attention_mask(const Tensor& valid_lens_or_mask, const Shape& scor
 /// The Bool keep-mask (true = attend) equal to `mask` for scores of shape (B, ..., Tq, Tk), broadcastable to
 /// it; undefined when `mask` masks nothing. Used by the composed (reference) path's masked_softmax.
 Tensor attention_keep_mask(const AttentionMask& mask, const Shape& scores_shape, Device device);
-
-/// Dropout on the attention probabilities inside the kernel (inverted dropout, p in [0, 1); p = 0: none).
-/// Element (b, h, i, j) of the (B, ..., Tq, Tk) probabilities is kept iff u >= p, with u the uniform that
-/// ops::rand of that shape draws at counter offset + ((b·H + h)·Tq + i)·Tk + j under `seed`, and kept ones
-/// are scaled by 1/(1-p): exactly the numbers ops::dropout draws for the composed path with the same
-/// generator state.
-struct AttentionDropout {
-  double p = 0.0;
-  uint64_t seed = 0, offset = 0;
-};
 
 /// flash_attention_forward's results: out (B, ..., Tq, Dv) and lse (B, ..., Tq), the per-row
 /// log Σ_j exp(s_ij) of the masked scaled scores (-inf for a row with nothing to attend), q's dtype.

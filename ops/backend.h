@@ -8,31 +8,51 @@
 
 #include "ops/device.h"
 #include "ops/dtype.h"
+#include "ops/tensor.h"
 
 namespace saccade {
 
 class Tensor;
-namespace ops {
-struct AttentionMask;
-struct AttentionDropout;
-}  // namespace ops
 
 /// The elementwise ops of one input (Backend::unary); each one's per-element math is a functor of the same
 /// name in ops/elementwise_math.h. Names for messages: unary_op_name.
 enum class UnaryOp {
-  Neg, Exp, Log, Sqrt, Rsqrt, Abs, Sin, Cos, Tanh, Sigmoid, Relu, Gelu,
-  GeluGrad,   // d gelu(x) / dx (exact, erf-based gelu)
+  Neg,
+  Exp,
+  Log,
+  Sqrt,
+  Rsqrt,
+  Abs,
+  Sin,
+  Cos,
+  Tanh,
+  Sigmoid,
+  Relu,
+  Gelu,
+  GeluGrad,  // d gelu(x) / dx (exact, erf-based gelu)
   Sign,
-  PowScalar,  // x ** alpha
-  LogicalNot, // bool -> bool
+  PowScalar,   // x ** alpha
+  LogicalNot,  // bool -> bool
 };
 
 /// The elementwise ops of two inputs (Backend::binary); math in ops/elementwise_math.h; names from
 /// binary_op_name.
 enum class BinaryOp {
-  Add, Sub, Mul, Div, Pow, Maximum, Minimum,
-  Eq, Ne, Lt, Le, Gt, Ge,  // out is Bool
-  LogicalAnd, LogicalOr,   // Bool x Bool -> Bool
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Pow,
+  Maximum,
+  Minimum,
+  Eq,
+  Ne,
+  Lt,
+  Le,
+  Gt,
+  Ge,  // out is Bool
+  LogicalAnd,
+  LogicalOr,  // Bool x Bool -> Bool
 };
 
 /// The reductions along one dim (Backend::reduce); Max and Min also drive Backend::arg_reduce.
@@ -42,6 +62,39 @@ enum class ReduceOp { Sum, Max, Min, Prod };
 std::string_view unary_op_name(UnaryOp op);
 /// The op's name as users call it ("add", "maximum", "logical_or", ...), for error messages.
 std::string_view binary_op_name(BinaryOp op);
+
+namespace ops {
+
+// The fused attention kernels' contract (ops/attention.h builds these; every backend reads them).
+
+/// How a causal mask is aligned when Tq != Tk.
+///  - TopLeft:     query i attends to keys j <= i (torch's is_causal, triu(ones(Tq, Tk), 1) masked).
+///  - BottomRight: query i attends to keys j <= i + (Tk - Tq): the queries are the last Tq positions of the
+///                 key sequence (d2l's decoder with a KV cache; nn::causal_mask). Equal to TopLeft when
+///                 Tq == Tk.
+enum class CausalAlign { None, TopLeft, BottomRight };
+
+/// The one form of an attention mask that the kernels take. A key j is attended by query i of batch row b
+/// and head h iff all of:  j < valid_lens[b] (or [b, i]);  the causal rule;  keep[b, h, i, j].
+/// NOTE: a negative valid_len counts as 0 (the row attends to nothing and gives zeros); it is not checked
+/// on the host because that would read the tensor (a device synchronisation on every forward).
+struct AttentionMask {
+  Tensor valid_lens;  ///< int64 (B) or (B, Tq), contiguous; undefined = no length limit
+  Tensor keep;        ///< Bool expanded to the scores' shape (B, ..., Tq, Tk) (stride 0 on broadcast dims)
+  CausalAlign causal = CausalAlign::None;
+};
+
+/// Dropout on the attention probabilities inside the kernel (inverted dropout, p in [0, 1); p = 0: none).
+/// Element (b, h, i, j) of the (B, ..., Tq, Tk) probabilities is kept iff u >= p, with u the uniform that
+/// ops::rand of that shape draws at counter offset + ((b·H + h)·Tq + i)·Tk + j under `seed`, and kept ones
+/// are scaled by 1/(1-p): exactly the numbers ops::dropout draws for the composed path with the same
+/// generator state.
+struct AttentionDropout {
+  double p = 0.0;
+  uint64_t seed = 0, offset = 0;
+};
+
+}  // namespace ops
 
 /// One device's kernels: a virtual function per kernel, each documented below with its contract (shapes,
 /// strides, dtypes). An op checks its arguments and allocates the result, then calls
@@ -76,7 +129,8 @@ class Backend {
   virtual void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out);
 
   // ---- reductions: a contiguous, viewed as (outer, k, inner); out contiguous (outer, inner) ----
-  virtual void reduce(ReduceOp op, const Tensor& a, const Tensor& out, int64_t outer, int64_t k, int64_t inner);
+  virtual void reduce(ReduceOp op, const Tensor& a, const Tensor& out, int64_t outer, int64_t k,
+                      int64_t inner);
   /// values (outer, inner) and int64 indices (outer, inner) of the max (Max) or min (Min) along k;
   /// ties give the first index; NaN wins.
   virtual void arg_reduce(ReduceOp op, const Tensor& a, const Tensor& values, const Tensor& indices,
@@ -96,9 +150,9 @@ class Backend {
   virtual void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
                           const Tensor& out, const Tensor& mean, const Tensor& rstd);
   /// gx (rows, n); gweight, gbias (n) or undefined (then not computed).
-  virtual void layer_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& weight, const Tensor& mean,
-                                   const Tensor& rstd, const Tensor& gx, const Tensor& gweight,
-                                   const Tensor& gbias);
+  virtual void layer_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& weight,
+                                   const Tensor& mean, const Tensor& rstd, const Tensor& gx,
+                                   const Tensor& gweight, const Tensor& gbias);
 
   // ---- fused attention (ops/attention.h; CPU: ops/cpu/attention.cpp) ----
   /// q (B, H, Tq, D), k (B, H, Tk, D), v (B, H, Tk, Dv), out (B, H, Tq, Dv): any strides with unit stride on

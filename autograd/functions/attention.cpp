@@ -1,6 +1,8 @@
 // Derivative rule of fused attention, beside its forward. `g` is dL/d(out).
 #include "autograd/functions/attention.h"
 
+#include "autograd/function.h"
+
 namespace saccade {
 
 // q: (B, ..., Tq, D), k: (B, ..., Tk, D), v: (B, ..., Tk, Dv); out: (B, ..., Tq, Dv); lse: (B, ..., Tq)

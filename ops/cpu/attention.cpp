@@ -26,7 +26,6 @@
 #include <limits>
 #include <vector>
 
-#include "ops/attention.h"
 #include "ops/cpu/backend.h"
 #include "ops/philox.h"
 
