@@ -48,3 +48,4 @@
 #include "ops/random.h"
 #include "ops/reduce.h"
 #include "ops/tensor.h"
+#include "ops/threads.h"
