@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
     set_num_threads(threads);
     const double peak = sgemm_gflops(threads);
     std::printf("\n%d thread(s): roofline = one 2048^3 cblas_sgemm, %.1f GFLOP/s\n", threads, peak);
-    std::printf("%-18s %-24s %-24s %-7s %-24s %-7s\n", "(B, T, D, H)", "saccade ms [min-max] roof",
+    std::printf("%-18s %-30s %-30s %-7s %-30s %-7s\n", "(B, T, D, H)", "saccade ms [min-max] roof",
                 "torch ms [min-max] roof", "ratio", "torch PASSIVE ms [min-max]", "ratio");
     for (const Shape4& s : shapes) {
       if (s.T > max_t) continue;
@@ -142,7 +142,7 @@ int main(int argc, char** argv) {
       char name[32];
       std::snprintf(name, sizeof name, "(%lld, %lld, %lld, %lld)", static_cast<long long>(s.B),
                     static_cast<long long>(s.T), static_cast<long long>(s.D), static_cast<long long>(s.H));
-      std::printf("%-18s %-24s %-24s %-7s %-24s %-7s\n", name, cell(ours).c_str(), cell(theirs).c_str(),
+      std::printf("%-18s %-30s %-30s %-7s %-30s %-7s\n", name, cell(ours).c_str(), cell(theirs).c_str(),
                   ratio(theirs).c_str(), cell(passive).c_str(), ratio(passive).c_str());
     }
   }

@@ -89,6 +89,18 @@ TEST_CASE("threads: kernels give the same numbers at 1 and 2 threads", "[ops][th
   REQUIRE(allclose(one[3], two[3], 1e-13, 1e-12));
 }
 
+TEST_CASE("threads: resizing right after starting threads does not hang", "[ops][threads]") {
+  // Regression: a worker that started after the pool was already being stopped used to wait forever (seen
+  // as image_caption --threads 1 hanging at start on a loaded machine).
+  ThreadsGuard guard;
+  for (int i = 0; i < 50; ++i) {
+    set_num_threads(2 + i % 3);
+    set_num_threads(1);
+  }
+  set_num_threads(3);
+  REQUIRE(visits(0, 3000, 1) == std::vector<int>(3000, 1));
+}
+
 TEST_CASE("threads: bad input throws naming the function", "[ops][threads]") {
   REQUIRE_THROWS_SACCADE(set_num_threads(0), "set_num_threads: need at least one thread, got 0");
   REQUIRE_THROWS_SACCADE(set_num_threads(-3), "set_num_threads");

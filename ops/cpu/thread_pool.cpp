@@ -99,7 +99,10 @@ class ThreadPool {
   void start(int n) {
     size_ = n;
     stopping_ = false;
-    for (int t = 1; t < n; ++t) workers_.emplace_back([this, t] { worker(t); });
+    // NOTE: the generation is read here, not by the new thread: a thread that starts late would otherwise
+    // miss a stop() or a region posted before it ran, and wait forever.
+    const uint32_t now = generation_.load(std::memory_order_acquire);
+    for (int t = 1; t < n; ++t) workers_.emplace_back([this, t, now] { worker(t, now); });
   }
 
   void stop() {
@@ -121,8 +124,7 @@ class ThreadPool {
     tls_in_task = false;
   }
 
-  void worker(int t) {
-    uint32_t seen = generation_.load(std::memory_order_acquire);
+  void worker(int t, uint32_t seen) {
     for (;;) {
       seen = wait_while_equal(generation_, seen);
       if (stopping_) return;
