@@ -33,7 +33,7 @@ std::vector<int> visits(int64_t begin, int64_t end, int64_t grain) {
 
 }  // namespace
 
-TEST_CASE("threads: parallel_for visits every index once at any grain and thread count", "[ops][threads]") {
+TEST_CASE("threads: parallel_for visits every index once at any grain and thread count", "[ops][thread_pool]") {
   ThreadsGuard guard;
   for (int nt : {1, 2, 3, 5}) {
     set_num_threads(nt);
@@ -51,7 +51,7 @@ TEST_CASE("threads: parallel_for visits every index once at any grain and thread
 }
 
 TEST_CASE("threads: nested parallel_for runs serially inside a task; exceptions reach the caller",
-          "[ops][threads]") {
+          "[ops][thread_pool]") {
   ThreadsGuard guard;
   set_num_threads(2);
   std::vector<std::atomic<int>> hits(64 * 64);
@@ -72,7 +72,7 @@ TEST_CASE("threads: nested parallel_for runs serially inside a task; exceptions 
   REQUIRE(visits(0, 1000, 1) == std::vector<int>(1000, 1));  // the pool still works afterwards
 }
 
-TEST_CASE("threads: kernels give the same numbers at 1 and 2 threads", "[ops][threads]") {
+TEST_CASE("threads: kernels give the same numbers at 1 and 2 threads", "[ops][thread_pool]") {
   ThreadsGuard guard;
   Tensor a = rand64({300, 700}, 1), b = rand64({700}, 2);  // 210k elements: split across threads
   auto compute = [&] {
@@ -89,7 +89,7 @@ TEST_CASE("threads: kernels give the same numbers at 1 and 2 threads", "[ops][th
   REQUIRE(allclose(one[3], two[3], 1e-13, 1e-12));
 }
 
-TEST_CASE("threads: resizing right after starting threads does not hang", "[ops][threads]") {
+TEST_CASE("threads: resizing right after starting threads does not hang", "[ops][thread_pool]") {
   // Regression: a worker that started after the pool was already being stopped used to wait forever (seen
   // as image_caption --threads 1 hanging at start on a loaded machine).
   ThreadsGuard guard;
@@ -101,7 +101,7 @@ TEST_CASE("threads: resizing right after starting threads does not hang", "[ops]
   REQUIRE(visits(0, 3000, 1) == std::vector<int>(3000, 1));
 }
 
-TEST_CASE("threads: bad input throws naming the function", "[ops][threads]") {
+TEST_CASE("threads: bad input throws naming the function", "[ops][thread_pool]") {
   REQUIRE_THROWS_SACCADE(set_num_threads(0), "set_num_threads: need at least one thread, got 0");
   REQUIRE_THROWS_SACCADE(set_num_threads(-3), "set_num_threads");
 }
