@@ -52,3 +52,4 @@
 #include "ops/random.h"
 #include "ops/reduce.h"
 #include "ops/tensor.h"
+#include "ops/threads.h"

@@ -4,7 +4,6 @@
 //
 // Usage: build/bench/matmul [n ...]   (default n = 64 256 1024 2048)
 #include <cblas.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <chrono>
@@ -42,9 +41,8 @@ int main(int argc, char** argv) {
   if (sizes.empty()) sizes = {64, 256, 1024, 2048};
 
   const char* env = std::getenv("OPENBLAS_CORETYPE");
-  std::printf("OpenBLAS core: %s   OPENBLAS_CORETYPE=%s   OpenBLAS threads: %d   OpenMP threads: %d\n",
-              openblas_get_corename(), env ? env : "(unset)", openblas_get_num_threads(),
-              omp_get_max_threads());
+  std::printf("OpenBLAS core: %s   OPENBLAS_CORETYPE=%s   OpenBLAS threads: %d   saccade threads: %d\n",
+              openblas_get_corename(), env ? env : "(unset)", openblas_get_num_threads(), get_num_threads());
   std::printf("%6s %8s | %14s %14s | %14s %14s | %7s %7s\n", "n", "samples", "saccade best", "saccade med",
               "cblas best", "cblas med", "r best", "r med");
 

@@ -17,6 +17,7 @@
 #include "ops/creation.h"
 #include "ops/random.h"
 #include "ops/reduce.h"
+#include "ops/threads.h"
 
 using namespace saccade;
 using namespace saccade::examples;
@@ -42,7 +43,8 @@ TEST_CASE("caption: sat learns to caption real Fashion-MNIST scenes", "[slow][ca
   }
   // One thread: CTest runs tests two at a time with OMP_NUM_THREADS=2 on a 2-core machine, and spinning
   // threads without a core to run on made this test 5x slower.
-  int previous_threads = set_cpu_threads(1);
+  int previous_threads = get_num_threads();
+  set_num_threads(1);
   ImageSet train = load_fashion_mnist("train");
   ImageSet t10k = load_fashion_mnist("t10k");
   SceneBatch test = make_test_scenes(t10k, 500);
@@ -67,7 +69,7 @@ TEST_CASE("caption: sat learns to caption real Fashion-MNIST scenes", "[slow][ca
   // (uniform attention over the grid). The thresholds leave room for other BLAS kernels' rounding.
   CHECK(r.item_accuracy > 0.3);
   CHECK(r.localization > 0.6);
-  set_cpu_threads(previous_threads);
+  set_num_threads(previous_threads);
 }
 
 TEST_CASE("caption: a resumed run continues exactly as the uninterrupted one", "[slow][caption]") {

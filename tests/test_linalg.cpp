@@ -100,13 +100,29 @@ TEST_CASE("matmul: matrix_layout classifies strided matrices", "[ops][linalg]") 
 }
 
 TEST_CASE("matmul: many small batched matrices and one large product", "[ops][linalg]") {
-  // 64 products of 8x8 (the OpenMP batch loop) and 80x90 @ 90x70 (OpenBLAS's own threads)
+  // 64 products of 8x8 (whole matrices per thread) and 80x90 @ 90x70 (split into slabs of rows)
   Tensor a = rand64({64, 8, 8}, 13), b = rand64({64, 8, 8}, 14);
   REQUIRE(allclose(ops::bmm(a, b), ref_matmul(a, b), 1e-12, 1e-12));
   Tensor c = rand64({80, 90}, 15), d = rand64({90, 70}, 16);
   REQUIRE(allclose(ops::matmul(c, d), ref_matmul(c, d), 1e-10, 1e-10));
   Tensor cf = c.to(DType::Float32), df = d.to(DType::Float32);
   REQUIRE(allclose(ops::matmul(cf, df), ref_matmul(c, d), 1e-4, 1e-4));
+}
+
+TEST_CASE("matmul: GEMMs split into slabs of rows across threads agree with the reference", "[ops][linalg]") {
+  // 2 threads: products above kGemmGrain multiply-adds are cut into row slabs, some crossing matrix
+  // boundaries of a batch; op(a) transposed (a column-major view) and b broadcast over the batch.
+  int previous = get_num_threads();
+  set_num_threads(2);
+  Tensor a = rand64({3, 90, 70}, 21), b = rand64({3, 90, 80}, 22);
+  Tensor at = a.transpose(1, 2);  // (3, 70, 90), column-major matrices
+  REQUIRE(allclose(ops::bmm(at, b), ref_matmul(at, b), 1e-10, 1e-10));
+  Tensor w = rand64({90, 110}, 23);
+  Tensor x = rand64({4, 70, 90}, 24);  // (4, 70, 90) @ (90, 110): one (280, 90) @ (90, 110) GEMM, split
+  REQUIRE(allclose(ops::matmul(x, w), ref_matmul(x, w), 1e-10, 1e-10));
+  Tensor bt = rand64({110, 90}, 25).t();  // b column-major
+  REQUIRE(allclose(ops::matmul(x, bt), ref_matmul(x, bt), 1e-10, 1e-10));
+  set_num_threads(previous);
 }
 
 TEST_CASE("matmul: empty dims", "[ops][linalg]") {

@@ -284,7 +284,7 @@ TEST_CASE("nn_ops: layer_norm gradcheck", "[autograd][nn][gradcheck]") {
 }
 
 TEST_CASE("nn_ops: large float32 rows agree with composed ops", "[ops][nn]") {
-  // big enough for the OpenMP paths and for several column blocks in layer_norm's weight gradient
+  // big enough for the threaded paths and for several column blocks in layer_norm's weight gradient
   Generator gen(50);
   Tensor x = ops::normal({96, 600}, 3.0, 2.0, DType::Float32, Device::cpu(), &gen);
   Tensor w = ops::randn({600}, DType::Float32, Device::cpu(), &gen),

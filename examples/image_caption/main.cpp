@@ -10,7 +10,6 @@
 #include <optional>
 #include <string>
 
-#include <omp.h>
 #include <CLI/CLI.hpp>
 
 #include "distributed/process_group.h"
@@ -20,6 +19,7 @@
 #include "examples/image_caption/training.h"
 #include "nn/checkpoint.h"
 #include "ops/error.h"
+#include "ops/threads.h"
 
 namespace ex = saccade::examples;
 
@@ -56,7 +56,8 @@ int main(int argc, char** argv) {
   app.add_option("--conv2", conv2, "channels of the second conv layer (32)")->check(CLI::PositiveNumber);
   app.add_option("--d-model", d_model, "size of the grid feature vectors (128)")->check(CLI::PositiveNumber);
   app.add_option("--hidden", hidden, "GRU state size of sat (128)")->check(CLI::PositiveNumber);
-  app.add_option("--threads", threads, "CPU threads (OpenMP and OpenBLAS); default: the environment's")
+  app.add_option("--threads", threads,
+                 "CPU threads (saccade::set_num_threads); default: OMP_NUM_THREADS, else all cores")
       ->check(CLI::PositiveNumber);
   app.add_option("--data", data_dir, "directory of the Fashion-MNIST .gz files");
   app.add_flag("--profile", profile, "print the time per step spent in each phase");
@@ -81,10 +82,10 @@ int main(int argc, char** argv) {
         device_name);
     if (checkpoint.empty()) checkpoint = out_dir + "/checkpoint.safetensors";
     std::filesystem::create_directories(out_dir);
-    if (threads > 0) ex::set_cpu_threads(threads);
+    if (threads > 0) saccade::set_num_threads(threads);
     const char* coretype = std::getenv("OPENBLAS_CORETYPE");
     std::printf("device %s, %d CPU threads, OPENBLAS_CORETYPE=%s\n", device.str().c_str(),
-                omp_get_max_threads(), coretype ? coretype : "(unset)");
+                saccade::get_num_threads(), coretype ? coretype : "(unset)");
     if (distributed)
       std::printf("data parallel: %d ranks (%s), global batch %lld\n", dist::world_size(),
                   dist::world().backend().c_str(), static_cast<long long>(batch_size));

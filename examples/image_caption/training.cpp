@@ -1,7 +1,5 @@
 #include "examples/image_caption/training.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -23,8 +21,6 @@
 #include "nn/scheduler.h"
 #include "ops/creation.h"
 #include "ops/error.h"
-
-extern "C" void openblas_set_num_threads(int);  // OpenBLAS's cblas.h; declared here to need no include path
 
 namespace saccade::examples {
 namespace {
@@ -70,14 +66,6 @@ double mean_over_ranks(double value) {
 }
 
 }  // namespace
-
-int set_cpu_threads(int n) {
-  SACCADE_CHECK(n >= 1, "set_cpu_threads: need at least one thread, got {}", n);
-  int previous = omp_get_max_threads();
-  omp_set_num_threads(n);
-  openblas_set_num_threads(n);
-  return previous;
-}
 
 TrainResult train_captioner(Captioner& model, const ImageSet& train_set, const TrainOptions& opts) {
   SACCADE_CHECK(opts.steps >= 1 && opts.batch_size >= 1 && opts.lr > 0 && opts.warmup >= 0,

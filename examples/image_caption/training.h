@@ -14,11 +14,6 @@
 
 namespace saccade::examples {
 
-/// Sets the CPU threads of both pools saccade uses: OpenMP (elementwise kernels, batches of small GEMMs) and
-/// OpenBLAS's own (large GEMMs). Returns the previous OpenMP setting. On a shared, loaded machine one thread
-/// can be faster than two: idle threads spin waiting for a core.
-int set_cpu_threads(int n);
-
 /// Training settings.
 struct TrainOptions {
   int64_t steps = 1000;  ///< total optimizer steps (a resumed run continues up to this number)

@@ -18,7 +18,6 @@
 // The tile products are small GEMMs (cblas_sgemm / cblas_dgemm on one thread: Br·Bc·D <= 64³ keeps OpenBLAS
 // from starting its own threads inside ours).
 #include <cblas.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <bit>
@@ -27,6 +26,7 @@
 #include <vector>
 
 #include "ops/cpu/backend.h"
+#include "ops/cpu/thread_pool.h"
 #include "ops/philox.h"
 
 namespace saccade::cpu {
@@ -298,17 +298,18 @@ void CpuBackend::flash_attention_forward(const Tensor& q, const Tensor& k, const
   const RowLimits lim = limits_of(mask, Tq, Tk);
   const bool big = 2.0 * double(B * H * Tq) * double(Tk) * double(D + Dv) > kParallelFlops && tasks > 1;
   dispatch_floating(q.dtype(), "flash_attention_forward", [&]<class T>() {
-#pragma omp parallel for schedule(dynamic, 1) if (big && !omp_in_parallel())
-    for (int64_t t = 0; t < tasks; ++t) {
-      const int64_t bh = t / ntiles, b = bh / H, h = bh % H, i0 = (t % ntiles) * kBr;
-      const int64_t nr = std::min(kBr, Tq - i0);
-      int64_t row_end[kBr];
-      for (int64_t r = 0; r < nr; ++r) row_end[r] = lim.end(b, i0 + r);
-      DropoutView<T> dv = dropout_of<T>(dropout, bh, Tq, Tk);
-      forward_tile<T>(head<T>(q, b, h), ld(q), head<T>(k, b, h), ld(k), head<T>(v, b, h), ld(v),
-                      head<T>(out, b, h), ld(out), lse.data<T>() + bh * Tq, i0, nr, D, Dv, bc, T(scale),
-                      row_end, keep_of(mask, b, h), dropout.p > 0 ? &dv : nullptr);
-    }
+    parallel_for(0, tasks, big ? 1 : tasks, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t bh = t / ntiles, b = bh / H, h = bh % H, i0 = (t % ntiles) * kBr;
+        const int64_t nr = std::min(kBr, Tq - i0);
+        int64_t row_end[kBr];
+        for (int64_t r = 0; r < nr; ++r) row_end[r] = lim.end(b, i0 + r);
+        DropoutView<T> dv = dropout_of<T>(dropout, bh, Tq, Tk);
+        forward_tile<T>(head<T>(q, b, h), ld(q), head<T>(k, b, h), ld(k), head<T>(v, b, h), ld(v),
+                        head<T>(out, b, h), ld(out), lse.data<T>() + bh * Tq, i0, nr, D, Dv, bc, T(scale),
+                        row_end, keep_of(mask, b, h), dropout.p > 0 ? &dv : nullptr);
+      }
+    });
   });
 }
 
@@ -322,17 +323,19 @@ void CpuBackend::flash_attention_backward(const Tensor& q, const Tensor& k, cons
   const RowLimits lim = limits_of(mask, Tq, Tk);
   const bool big = 4.0 * double(B * H * Tq) * double(Tk) * double(D + Dv) > kParallelFlops && B * H > 1;
   dispatch_floating(q.dtype(), "flash_attention_backward", [&]<class T>() {
-#pragma omp parallel for schedule(dynamic, 1) if (big && !omp_in_parallel())
-    for (int64_t bh = 0; bh < B * H; ++bh) {
-      const int64_t b = bh / H, h = bh % H;
-      std::vector<int64_t> row_end(static_cast<size_t>(Tq));
-      for (int64_t i = 0; i < Tq; ++i) row_end[static_cast<size_t>(i)] = lim.end(b, i);
-      DropoutView<T> dv = dropout_of<T>(dropout, bh, Tq, Tk);
-      backward_head<T>(head<T>(q, b, h), ld(q), head<T>(k, b, h), ld(k), head<T>(v, b, h), ld(v),
-                       head<T>(out, b, h), ld(out), head<T>(gout, b, h), ld(gout), lse.data<T>() + bh * Tq,
-                       head<T>(gq, b, h), ld(gq), head<T>(gk, b, h), ld(gk), head<T>(gv, b, h), ld(gv), Tq,
-                       Tk, D, Dv, bc, T(scale), row_end, keep_of(mask, b, h), dropout.p > 0 ? &dv : nullptr);
-    }
+    parallel_for(0, B * H, big ? 1 : B * H, [&](int64_t bh0, int64_t bh1) {
+      for (int64_t bh = bh0; bh < bh1; ++bh) {
+        const int64_t b = bh / H, h = bh % H;
+        std::vector<int64_t> row_end(static_cast<size_t>(Tq));
+        for (int64_t i = 0; i < Tq; ++i) row_end[static_cast<size_t>(i)] = lim.end(b, i);
+        DropoutView<T> dv = dropout_of<T>(dropout, bh, Tq, Tk);
+        backward_head<T>(head<T>(q, b, h), ld(q), head<T>(k, b, h), ld(k), head<T>(v, b, h), ld(v),
+                         head<T>(out, b, h), ld(out), head<T>(gout, b, h), ld(gout), lse.data<T>() + bh * Tq,
+                         head<T>(gq, b, h), ld(gq), head<T>(gk, b, h), ld(gk), head<T>(gv, b, h), ld(gv), Tq,
+                         Tk, D, Dv, bc, T(scale), row_end, keep_of(mask, b, h),
+                         dropout.p > 0 ? &dv : nullptr);
+      }
+    });
   });
 }
 

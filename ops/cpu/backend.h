@@ -1,6 +1,6 @@
 #pragma once
-// The CPU backend: OpenBLAS for GEMM, our own OpenMP kernels for the rest. Each kernel family lives in its
-// own file beside this one (attention.cpp, memory.cpp, elementwise.cpp, reduce.cpp, linalg.cpp, nn.cpp,
+// The CPU backend: OpenBLAS for GEMM, our own kernels (threads: thread_pool.h) for the rest. Each family has
+// its own file beside this one (attention.cpp, memory.cpp, elementwise.cpp, reduce.cpp, linalg.cpp, nn.cpp,
 // index.cpp, conv_pool.cpp, random.cpp).
 #include "ops/backend.h"
 #include "ops/tensor.h"

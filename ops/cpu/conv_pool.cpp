@@ -1,5 +1,5 @@
 // CPU im2col / col2im and 2-d pooling. All tensors contiguous NCHW; each (n, c) plane is independent, so
-// every kernel is one OpenMP loop over N*C planes (no two iterations write the same memory).
+// every kernel is one parallel_for over N*C planes (no two iterations write the same memory).
 // Window of output (oh, ow): input rows oh*sh - ph + [0, kh), columns ow*sw - pw + [0, kw).
 //
 // Shapes: x, gx: (N, C, H, W); cols: (N, C*kh*kw, OH*OW); out, gy, indices: (N, C, OH, OW), indices int64

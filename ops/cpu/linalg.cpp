@@ -3,21 +3,24 @@
 // column-major ones (transposed views such as w.t()) as CblasTrans with ld = stride(-1); ops/linalg.cpp
 // copied any other.
 //
-// Threads. Debian's OpenBLAS is the pthread build, which runs a GEMM on one thread when M*N*K is at most
-// 65536 * GEMM_MULTITHREAD_THRESHOLD (= 4) = 64^3, and on its own thread pool above that. So:
-// - a batch of small matrices (M*N*K <= 64^3) is split across OpenMP threads, one single-threaded GEMM each:
-//   no oversubscription, and OpenBLAS never enters its pool from inside an OpenMP region (which it warns
-//   about and can hang on);
-// - larger matrices are multiplied one after another, each threaded by OpenBLAS.
+// Threads. OpenBLAS is kept at one thread (ops/cpu/thread_pool.cpp): its pthread pool spins after every
+// threaded call, which on a shared machine takes cores from our own threads. Instead the B*M rows of the
+// output are split across saccade's pool, each piece one single-threaded GEMM: whole matrices of a batch, or
+// slabs of rows of one large matrix (each slab re-packs b, a cost of 1/rows of the slab's work). A piece is
+// at least kGemmGrain multiply-adds (OpenBLAS's own threshold for going parallel), so small products stay on
+// one thread.
 #include <cblas.h>
+
+#include <algorithm>
+
 #include "ops/cpu/backend.h"
-#include "ops/cpu/loop.h"
+#include "ops/cpu/thread_pool.h"
 
 namespace saccade::cpu {
 
 namespace {
 
-constexpr int64_t kBlasSingleThreadMNK = 64 * 64 * 64;
+constexpr int64_t kGemmGrain = 64 * 64 * 64;
 
 void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, const float* a,
           int64_t lda, const float* b, int64_t ldb, float* c) {
@@ -43,18 +46,20 @@ void CpuBackend::bmm(const Tensor& a, const Tensor& b, const Tensor& out) {
     const T* pb = b.data<T>();
     T* pc = out.data<T>();
     // One b for the whole batch and a's rows evenly spaced across batches: a single (B*M, K) @ (K, N) GEMM.
-    if (batch > 1 && sb == 0 && !la.trans && sa == m * la.ld) {
-      gemm(ta, tb, batch * m, n, k, pa, la.ld, pb, lb.ld, pc);
-      return;
-    }
-    auto one = [&](int64_t i) {
-      gemm(ta, tb, m, n, k, pa + i * sa, la.ld, pb + i * sb, lb.ld, pc + i * m * n);
+    const bool one_gemm = batch > 1 && sb == 0 && !la.trans && sa == m * la.ld;
+    const int64_t mats = one_gemm ? 1 : batch, rows = one_gemm ? batch * m : m;
+    const int64_t a_row = la.trans ? 1 : la.ld;  // element step between rows of op(a)
+    // Rows [begin, end) of the (mats * rows) stacked outputs, one GEMM per matrix they touch.
+    auto run = [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end;) {
+        const int64_t i = r / rows, r0 = r % rows, r1 = std::min(rows, r0 + (end - r));
+        gemm(ta, tb, r1 - r0, n, k, pa + i * sa + r0 * a_row, la.ld, pb + i * sb, lb.ld,
+             pc + (i * rows + r0) * n);
+        r += r1 - r0;
+      }
     };
-    if (m * n * k <= kBlasSingleThreadMNK) {
-      parallel_for(batch, m * n * k, one);  // serial below kGrain multiply-adds in all
-    } else {
-      for (int64_t i = 0; i < batch; ++i) one(i);
-    }
+    const int64_t row_cost = std::max<int64_t>(1, n * k);
+    parallel_for(0, mats * rows, (kGemmGrain + row_cost - 1) / row_cost, run);
   });
 }
 

@@ -7,16 +7,17 @@
 // It coalesces dims that are contiguous in every operand, then calls body(ptrs, inner_strides, n) once per
 // innermost run: ptrs[k] points at run start of operand k, inner_strides[k] is its byte stride in the run.
 // A body checks `inner_strides[k] == sizeof(T)` to take a contiguous (vectorisable) fast path.
-// Runs are split across OpenMP threads when there are at least `kGrain` elements.
-#include <omp.h>
-
+// Runs are split across the pool's threads (ops/cpu/thread_pool.h), one thread per `kGrain` elements.
 #include <array>
 #include <cstdint>
 
+#include "ops/cpu/thread_pool.h"
 #include "ops/tensor.h"
 
 namespace saccade::cpu {
 
+/// Elements (or multiply-adds) worth waking one more thread for: ~10-30 microseconds of a simple kernel,
+/// against a wake-up of a few microseconds.
 constexpr int64_t kGrain = 32768;
 
 template <int N, class Body>
@@ -34,7 +35,8 @@ void for_each(const Shape& shape, std::array<const Tensor*, N> ts, Body&& body) 
       merge = st[k][nd - 1] == ts[k]->strides()[d] * shape[d] * static_cast<int64_t>(ts[k]->itemsize());
     if (merge) {
       size[nd - 1] *= shape[d];
-      for (int k = 0; k < N; ++k) st[k][nd - 1] = ts[k]->strides()[d] * static_cast<int64_t>(ts[k]->itemsize());
+      for (int k = 0; k < N; ++k)
+        st[k][nd - 1] = ts[k]->strides()[d] * static_cast<int64_t>(ts[k]->itemsize());
     } else {
       size[nd] = shape[d];
       for (int k = 0; k < N; ++k) st[k][nd] = ts[k]->strides()[d] * static_cast<int64_t>(ts[k]->itemsize());
@@ -74,36 +76,25 @@ void for_each(const Shape& shape, std::array<const Tensor*, N> ts, Body&& body) 
     }
   };
 
-  if (numel < kGrain || omp_get_max_threads() == 1 || omp_in_parallel()) {
-    run(0, outer);
-  } else if (outer == 1) {  // one long run: split it
-#pragma omp parallel
-    {
-      int nt = omp_get_num_threads(), t = omp_get_thread_num();
-      int64_t b = inner * t / nt, e = inner * (t + 1) / nt;
+  if (outer == 1) {  // one long run: split it
+    parallel_for(0, inner, kGrain, [&](int64_t b, int64_t e) {
       std::array<char*, N> p;
       for (int k = 0; k < N; ++k) p[k] = base[k] + b * inner_st[k];
-      if (e > b) body(p.data(), inner_st.data(), e - b);
-    }
+      body(p.data(), inner_st.data(), e - b);
+    });
   } else {
-#pragma omp parallel
-    {
-      int nt = omp_get_num_threads(), t = omp_get_thread_num();
-      int64_t b = outer * t / nt, e = outer * (t + 1) / nt;
-      if (e > b) run(b, e);
-    }
+    parallel_for(0, outer, (kGrain + inner - 1) / inner, run);
   }
 }
 
-/// Parallel loop over [0, n) in chunks, serial below `grain` iterations' worth of `cost_per_item` elements.
+/// Parallel loop over items [0, n): f(i) for each; serial below kGrain items' worth of `cost_per_item`
+/// elements, else one thread per kGrain elements (parallel_for of ops/cpu/thread_pool.h).
 template <class F>
 void parallel_for(int64_t n, int64_t cost_per_item, F&& f) {
-  if (n * cost_per_item < kGrain || n == 1 || omp_in_parallel()) {
-    for (int64_t i = 0; i < n; ++i) f(i);
-    return;
-  }
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) f(i);
+  const int64_t cost = cost_per_item < 1 ? 1 : cost_per_item;
+  parallel_for(0, n, (kGrain + cost - 1) / cost, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) f(i);
+  });
 }
 
 }  // namespace saccade::cpu

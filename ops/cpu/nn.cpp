@@ -1,5 +1,5 @@
 // CPU kernels of the nn primitives: softmax / log-softmax and layer norm, forward and backward.
-// Every tensor is contiguous and row-major; a "row" is the last (normalised) axis. One OpenMP task per row.
+// Every tensor is contiguous and row-major; a "row" is the last (normalised) axis; parallel over rows.
 // float32 rows accumulate their sums in double.
 //
 // Shapes: softmax: x, out, y, gy, gx (rows, n); layer_norm: x, out, gy, gx (rows, n), weight, bias, gweight,

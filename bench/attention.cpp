@@ -1,0 +1,167 @@
+// Causal multi-head self-attention, forward + backward, saccade's nn::MultiheadAttention (torch's layout,
+// need_weights = false, causal) against torch.nn.MultiheadAttention(batch_first=True, need_weights=False,
+// causal bool attn_mask) run by bench/attention_torch.py, at 1 and 2 threads. The two frameworks alternate
+// run by run (torch runs in a long-lived child process, once with its defaults and once with
+// OMP_WAIT_POLICY=PASSIVE). Beside each time, the roofline share: useful FLOP/s, 3 (8 B T D^2 + 2 B T^2 D)
+// per forward+backward over the time, as a share of one 2048^3 cblas_sgemm measured in the same run at the
+// same thread count. Then the peak-memory increment (VmHWM of a fresh process) of one forward+backward at
+// (1, 4096, 256, 4) for both.
+//
+// Usage: build/bench/attention [samples] [max_T]   (default 5 runs per setting; max_T skips larger shapes)
+//        build/bench/attention --peak B T D H      (one forward+backward in this process: prints its peak)
+#include <cblas.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "bench/bench_util.h"
+#include "saccade.h"
+
+using namespace saccade;
+namespace sb = saccade::bench;
+
+namespace {
+
+struct Shape4 {
+  int64_t B, T, D, H;
+};
+
+// Peak resident memory of this process so far (VmHWM), in KiB.
+long peak_kib() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::atol(line.c_str() + 6);
+  return -1;
+}
+
+struct Case {
+  std::shared_ptr<nn::MultiheadAttention> mha;
+  Variable x;
+  explicit Case(const Shape4& s) {
+    Generator g(0);
+    mha = std::make_shared<nn::MultiheadAttention>(s.D, s.H, 0.0, true, &g);
+    x = Variable(ops::randn({s.B, s.T, s.D}, DType::Float32, Device::cpu(), &g), true);
+  }
+  void run() {
+    Variable out =
+        mha->forward(x, x, x, Tensor(), Tensor(), /*need_weights=*/false, true, /*causal=*/true).output;
+    sum(out).backward();
+    mha->zero_grad();
+    x.zero_grad();
+  }
+};
+
+double useful_flops(const Shape4& s) {
+  return 3.0 * (8.0 * s.B * s.T * s.D * s.D + 2.0 * s.B * s.T * s.T * s.D);
+}
+
+// GFLOP/s of one 2048^3 cblas_sgemm on `threads` OpenBLAS threads (then OpenBLAS goes back to saccade's 1).
+double sgemm_gflops(int threads) {
+  const int n = 2048;
+  std::vector<float> a(size_t(n) * n, 1.0f), b(size_t(n) * n, 0.5f), c(size_t(n) * n);
+  openblas_set_num_threads(threads);
+  auto once = [&] {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f,
+                c.data(), n);
+  };
+  once();  // warm-up
+  auto t0 = sb::Clock::now();
+  once();
+  double s = sb::seconds_since(t0);
+  set_num_threads(get_num_threads());  // back to one OpenBLAS thread
+  return 2.0 * n * n * n / s / 1e9;
+}
+
+int peak_mode(char** argv) {
+  Shape4 s{std::atol(argv[2]), std::atol(argv[3]), std::atol(argv[4]), std::atol(argv[5])};
+  set_num_threads(1);
+  Case c(s);
+  long before = peak_kib();
+  c.run();
+  std::printf("peak_mib %.1f\n", (peak_kib() - before) / 1024.0);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 6 && std::strcmp(argv[1], "--peak") == 0) return peak_mode(argv);
+  const int samples = argc > 1 ? std::max(1, std::atoi(argv[1])) : 5;
+  const int64_t max_t = argc > 2 ? std::atol(argv[2]) : 1 << 30;
+  const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+  std::printf("causal MHA forward+backward, float32; %d runs per setting, frameworks alternating\n", samples);
+  std::printf("OpenBLAS core %s, OPENBLAS_CORETYPE=%s, load average %.2f\n", openblas_get_corename(),
+              coretype ? coretype : "(unset)", sb::load_average());
+  const std::string script = std::string(SACCADE_BENCH_DIR) + "/attention_torch.py";
+  sb::TorchServer torch_default(script, ""), torch_passive(script, "OMP_WAIT_POLICY=PASSIVE");
+  if (!torch_default.ok()) std::printf("(/usr/bin/python3 cannot import torch: no PyTorch columns)\n");
+
+  const std::vector<Shape4> shapes = {
+      {32, 64, 128, 8}, {8, 512, 256, 8}, {4, 1024, 256, 4}, {1, 2048, 256, 4}};
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    const double peak = sgemm_gflops(threads);
+    std::printf("\n%d thread(s): roofline = one 2048^3 cblas_sgemm, %.1f GFLOP/s\n", threads, peak);
+    std::printf("%-18s %-30s %-30s %-7s %-30s %-7s\n", "(B, T, D, H)", "saccade ms [min-max] roof",
+                "torch ms [min-max] roof", "ratio", "torch PASSIVE ms [min-max]", "ratio");
+    for (const Shape4& s : shapes) {
+      if (s.T > max_t) continue;
+      Case c(s);
+      c.run();  // warm-up
+      const std::string req = "run " + std::to_string(s.B) + " " + std::to_string(s.T) + " " +
+                              std::to_string(s.D) + " " + std::to_string(s.H) + " " + std::to_string(threads);
+      if (torch_default.ok()) torch_default.ask(req), torch_passive.ask(req);  // their warm-up
+      std::vector<double> ours, theirs, passive;
+      for (int i = 0; i < samples; ++i) {
+        auto t0 = sb::Clock::now();
+        c.run();
+        ours.push_back(1e3 * sb::seconds_since(t0));
+        if (torch_default.ok())
+          theirs.push_back(torch_default.ask(req)), passive.push_back(torch_passive.ask(req));
+      }
+      const double flops = useful_flops(s);
+      auto cell = [&](const std::vector<double>& ms) {
+        if (ms.empty()) return std::string("-");
+        sb::Stats st = sb::stats(ms);
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%.1f [%.1f-%.1f] %.2f", st.median, st.min, st.max,
+                      flops / (st.median * 1e-3) / 1e9 / peak);
+        return std::string(buf);
+      };
+      auto ratio = [&](const std::vector<double>& ms) {
+        if (ms.empty()) return std::string("-");
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.2f", sb::stats(ms).median / sb::stats(ours).median);
+        return std::string(buf);
+      };
+      char name[32];
+      std::snprintf(name, sizeof name, "(%lld, %lld, %lld, %lld)", static_cast<long long>(s.B),
+                    static_cast<long long>(s.T), static_cast<long long>(s.D), static_cast<long long>(s.H));
+      std::printf("%-18s %-30s %-30s %-7s %-30s %-7s\n", name, cell(ours).c_str(), cell(theirs).c_str(),
+                  ratio(theirs).c_str(), cell(passive).c_str(), ratio(passive).c_str());
+    }
+  }
+  std::printf(
+      "(ratio = torch ms / saccade ms: above 1, saccade is faster; roof = share of the sgemm's FLOP/s)\n");
+
+  // Peak memory: each framework in a fresh process.
+  const Shape4 big{1, 4096, 256, 4};
+  if (big.T <= max_t) {
+    const std::string args = "1 4096 256 4";
+    auto ours = sb::key_values(std::string(argv[0]) + " --peak " + args);
+    auto theirs = sb::run_torch(script, "--peak " + args);
+    std::printf("\npeak memory increment of one forward+backward at (1, 4096, 256, 4): saccade %.1f MiB",
+                ours.count("peak_mib") ? ours["peak_mib"] : -1.0);
+    if (theirs.count("peak_mib"))
+      std::printf(", torch %.1f MiB, saccade/torch %.2f", theirs["peak_mib"],
+                  ours["peak_mib"] / theirs["peak_mib"]);
+    std::printf("\n");
+  }
+  std::printf("load average at end %.2f\n", sb::load_average());
+  return 0;
+}

@@ -1,0 +1,146 @@
+#pragma once
+// What the benchmarks share: timing, medians, the machine's load, a CPU-bound competitor process, and the
+// PyTorch twin run through /usr/bin/python3.
+#include <signal.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace saccade::bench {
+
+using Clock = std::chrono::steady_clock;
+
+/// Seconds since t.
+inline double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+/// Median, minimum and maximum of samples (all 0 when empty).
+struct Stats {
+  double median = 0, min = 0, max = 0;
+};
+inline Stats stats(std::vector<double> v) {
+  if (v.empty()) return {};
+  std::sort(v.begin(), v.end());
+  size_t m = v.size() / 2;
+  return {v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]), v.front(), v.back()};
+}
+
+/// The 1-minute load average (/proc/loadavg), or -1.
+inline double load_average() {
+  double l = -1;
+  if (FILE* f = std::fopen("/proc/loadavg", "r")) {
+    if (std::fscanf(f, "%lf", &l) != 1) l = -1;
+    std::fclose(f);
+  }
+  return l;
+}
+
+/// A CPU-bound competitor: `timeout <seconds> sh -c 'while :; do :; done'` in a child process, stopped when
+/// this object goes out of scope (timeout bounds it even if this program dies).
+class BusyProcess {
+ public:
+  explicit BusyProcess(int seconds) {
+    pid_ = fork();
+    if (pid_ == 0) {
+      std::string s = std::to_string(seconds);
+      execlp("timeout", "timeout", s.c_str(), "sh", "-c", "while :; do :; done", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+  }
+  ~BusyProcess() {
+    if (pid_ > 0) {
+      kill(pid_, SIGTERM);  // timeout passes it on to the shell loop
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  BusyProcess(const BusyProcess&) = delete;
+  BusyProcess& operator=(const BusyProcess&) = delete;
+
+ private:
+  pid_t pid_ = -1;
+};
+
+/// Runs the shell command `cmd` and returns the `key value` pairs it printed, one a line; empty when it
+/// failed.
+inline std::map<std::string, double> key_values(const std::string& cmd) {
+  std::map<std::string, double> out;
+  FILE* p = popen((cmd + " 2>/dev/null").c_str(), "r");
+  if (!p) return out;
+  char key[128], line[512];
+  double value;
+  while (std::fgets(line, sizeof line, p))
+    if (std::sscanf(line, "%127s %lf", key, &value) == 2) out[key] = value;
+  if (pclose(p) != 0) out.clear();
+  return out;
+}
+
+/// key_values of `env /usr/bin/python3 script args` (env e.g. "OMP_WAIT_POLICY=PASSIVE"): empty when
+/// python3 or torch is missing.
+inline std::map<std::string, double> run_torch(const std::string& script, const std::string& args,
+                                               const std::string& env = "") {
+  return key_values(env + " /usr/bin/python3 " + script + " " + args);
+}
+
+/// A long-running PyTorch twin: `env /usr/bin/python3 script --serve`, fed one request line at a time on its
+/// stdin and answering one line (a number) on its stdout, so that its runs can alternate with ours run by
+/// run. ok() is false when it could not start.
+class TorchServer {
+ public:
+  TorchServer(const std::string& script, const std::string& env) {
+    int to_child[2], from_child[2];
+    if (pipe(to_child) != 0 || pipe(from_child) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(to_child[0], 0), dup2(from_child[1], 1);
+      close(to_child[1]), close(from_child[0]);
+      std::string cmd = env + " exec /usr/bin/python3 " + script + " --serve 2>/dev/null";
+      execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    close(to_child[0]), close(from_child[1]);
+    in_ = fdopen(to_child[1], "w");
+    out_ = fdopen(from_child[0], "r");
+    ok_ = ask("ping") == 1.0;
+  }
+  ~TorchServer() {
+    if (in_) std::fclose(in_);  // the server exits at end of input
+    if (out_) std::fclose(out_);
+    if (pid_ > 0) waitpid(pid_, nullptr, 0);
+  }
+  TorchServer(const TorchServer&) = delete;
+  TorchServer& operator=(const TorchServer&) = delete;
+
+  bool ok() const { return ok_; }
+  /// Sends one request line, returns the number answered (-1 on failure).
+  double ask(const std::string& request) {
+    if (!in_ || !out_) return -1;
+    std::fprintf(in_, "%s\n", request.c_str());
+    std::fflush(in_);
+    char line[256];
+    double v;
+    if (!std::fgets(line, sizeof line, out_) || std::sscanf(line, "%lf", &v) != 1) return -1;
+    return v;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  FILE* in_ = nullptr;
+  FILE* out_ = nullptr;
+  bool ok_ = false;
+};
+
+/// True when /usr/bin/python3 imports torch.
+inline bool torch_available() {
+  return std::system("/usr/bin/python3 -c 'import torch' > /dev/null 2>&1") == 0;
+}
+
+}  // namespace saccade::bench

@@ -1,0 +1,94 @@
+// One training step of the sat captioner (examples/image_caption: CNN grid encoder, GRU decoder with additive
+// attention over a 7x7 grid; batch 64 of 56x56 scenes, 18 decoder steps): encode, decode, cross-entropy,
+// backward, gradient clipping, Adam. Timed at 1 and 2 threads, on the machine as it is ("idle") and with one
+// CPU-bound process started here (`timeout`-bounded `while :; do :; done`), beside the same model in PyTorch
+// (bench/caption_step_torch.py, same sizes) run under the same conditions.
+//
+// Usage: build/bench/caption_step [samples]   (default 5 timed steps per setting, after one warm-up step)
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench/bench_util.h"
+#include "examples/common/scenes.h"
+#include "examples/image_caption/captioner.h"
+#include "saccade.h"
+
+using namespace saccade;
+namespace ex = saccade::examples;
+namespace sb = saccade::bench;
+
+namespace {
+
+constexpr int64_t kBatch = 64, kSteps = 18;  // 18 decoder steps: the longest caption of a typical batch
+
+struct Setup {
+  std::shared_ptr<ex::Captioner> model = ex::make_captioner(ex::CaptionConfig::defaults("sat"), 0);
+  std::vector<Variable> params = model->parameters();
+  nn::Adam adam{params, nn::AdamOptions{.lr = 3e-3}};
+  Generator gen{1};
+  Tensor images = ops::rand({kBatch, 1, 56, 56}, DType::Float32, Device::cpu(), &gen);
+  Tensor tokens = ops::randint(0, ex::Vocab().size(), {kBatch, kSteps + 1}, Device::cpu(), &gen);
+  Tensor input = tokens.narrow(1, 0, kSteps).contiguous();
+  Tensor target = tokens.narrow(1, 1, kSteps).contiguous().reshape({-1});
+
+  void step() {
+    Variable logits = model->decode(model->encode(images), input);
+    Variable loss = cross_entropy(reshape(logits, {-1, ex::Vocab().size()}), target, ex::Vocab::kPad);
+    adam.zero_grad();
+    loss.backward();
+    nn::clip_grad_norm_(params, 1.0);
+    adam.step();
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int samples = argc > 1 ? std::max(1, std::atoi(argv[1])) : 5;
+  const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+  std::printf("sat captioner training step, batch %lld, %lld decoder steps; %d samples per setting\n",
+              static_cast<long long>(kBatch), static_cast<long long>(kSteps), samples);
+  std::printf("OPENBLAS_CORETYPE=%s   load average at start %.2f\n", coretype ? coretype : "(unset)",
+              sb::load_average());
+  const bool torch = sb::torch_available();
+  const std::string script = std::string(SACCADE_BENCH_DIR) + "/caption_step_torch.py";
+  Setup s;
+  std::printf("\n%-6s %-8s %-28s %-28s %s\n", "setting", "threads", "saccade ms (median [min-max])",
+              "torch ms (median [min-max])", "torch/saccade");
+  double one_thread[2] = {0, 0};
+  for (int busy = 0; busy < 2; ++busy) {
+    for (int threads : {1, 2}) {
+      std::unique_ptr<sb::BusyProcess> competitor;
+      if (busy) competitor = std::make_unique<sb::BusyProcess>(100);
+      set_num_threads(threads);
+      s.step();  // warm-up: allocator, OpenBLAS buffers
+      std::vector<double> ms;
+      for (int i = 0; i < samples; ++i) {
+        auto t0 = sb::Clock::now();
+        s.step();
+        ms.push_back(1e3 * sb::seconds_since(t0));
+      }
+      sb::Stats st = sb::stats(ms);
+      std::map<std::string, double> t;
+      if (torch) t = sb::run_torch(script, std::to_string(threads) + " " + std::to_string(samples));
+      char sac[64], tor[64] = "-", ratio[32] = "-";
+      std::snprintf(sac, sizeof sac, "%.0f [%.0f-%.0f]", st.median, st.min, st.max);
+      if (!t.empty()) {
+        std::snprintf(tor, sizeof tor, "%.0f [%.0f-%.0f]", t["median_ms"], t["min_ms"], t["max_ms"]);
+        std::snprintf(ratio, sizeof ratio, "%.2f", t["median_ms"] / st.median);
+      }
+      std::printf("%-6s %-8d %-28s %-28s %s", busy ? "busy" : "idle", threads, sac, tor, ratio);
+      if (threads == 1)
+        one_thread[busy] = st.median;
+      else
+        std::printf("   saccade 2/1 threads: %.2fx", st.median / one_thread[busy]);
+      std::printf("\n");
+    }
+  }
+  std::printf("\nload average at end %.2f%s\n", sb::load_average(),
+              torch ? "" : "   (/usr/bin/python3 cannot import torch: no PyTorch column)");
+  return 0;
+}
