@@ -13,6 +13,7 @@
 #include "examples/common/idx.h"
 #include "examples/image_caption/captioner.h"
 #include "examples/image_caption/training.h"
+#include "ops/threads.h"
 
 namespace ex = saccade::examples;
 namespace dist = saccade::distributed;
@@ -25,7 +26,7 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--batch-size")) batch = std::atoll(argv[i + 1]);
     if (!std::strcmp(argv[i], "--warmup")) warmup = std::atoll(argv[i + 1]);
   }
-  ex::set_cpu_threads(1);
+  saccade::set_num_threads(1);
   ex::ImageSet train = ex::load_fashion_mnist("train", ex::kFashionMnistDir);
   auto model = ex::make_captioner(ex::CaptionConfig::defaults("sat"), 0);
   ex::TrainOptions opts;

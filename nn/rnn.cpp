@@ -9,6 +9,8 @@
 #include "autograd/functions/shape.h"
 #include "nn/init.h"
 #include "ops/creation.h"
+#include "ops/elementwise.h"
+#include "ops/reduce.h"
 
 namespace saccade::nn {
 
@@ -88,24 +90,26 @@ GRU::GRU(int64_t input_size, int64_t hidden_size, GRUOptions options, Generator*
   SACCADE_CHECK(options.num_layers > 0, "GRU: expected num_layers > 0, got {}", options.num_layers);
   SACCADE_CHECK(options.dropout >= 0 && options.dropout < 1, "GRU: expected dropout in [0, 1), got {}",
                 options.dropout);
-  const int64_t H = hidden_size;
+  const int64_t H = hidden_size, D = num_directions();
   for (int64_t l = 0; l < options.num_layers; ++l) {
-    std::string s = "_l" + std::to_string(l);
-    int64_t in = l == 0 ? input_size : H;
-    weight_ih.push_back(register_parameter("weight_ih" + s, rnn_uniform({3 * H, in}, H, gen)));
-    weight_hh.push_back(register_parameter("weight_hh" + s, rnn_uniform({3 * H, H}, H, gen)));
-    if (options.bias) {
-      bias_ih.push_back(register_parameter("bias_ih" + s, rnn_uniform({3 * H}, H, gen)));
-      bias_hh.push_back(register_parameter("bias_hh" + s, rnn_uniform({3 * H}, H, gen)));
+    for (int64_t d = 0; d < D; ++d) {
+      std::string s = "_l" + std::to_string(l) + (d == 1 ? "_reverse" : "");
+      int64_t in = l == 0 ? input_size : D * H;
+      weight_ih.push_back(register_parameter("weight_ih" + s, rnn_uniform({3 * H, in}, H, gen)));
+      weight_hh.push_back(register_parameter("weight_hh" + s, rnn_uniform({3 * H, H}, H, gen)));
+      if (options.bias) {
+        bias_ih.push_back(register_parameter("bias_ih" + s, rnn_uniform({3 * H}, H, gen)));
+        bias_hh.push_back(register_parameter("bias_hh" + s, rnn_uniform({3 * H}, H, gen)));
+      }
     }
   }
 }
 
-// x: (B, T, in) (batch_first) or (T, B, in) or (T, in); h0: (L, B, H) or (L, H)
-//   -> output: x's layout with H features, h_n: (L, B, H) or (L, H)
-GRUOutput GRU::forward(const Variable& x, const Variable& h0) {
-  ErrorScope scope(name(), {shape_of(x), shape_of(h0)});
-  const int64_t L = options_.num_layers, H = hidden_size_;
+// x: (B, T, in) (batch_first) or (T, B, in) or (T, in); h0: (D L, B, H) or (D L, H); valid_lens: (B)
+//   -> output: x's layout with D H features, h_n: (D L, B, H) or (D L, H)
+GRUOutput GRU::forward(const Variable& x, const Variable& h0, const Tensor& valid_lens) {
+  ErrorScope scope(name(), {shape_of(x), shape_of(h0), shape_of(valid_lens)});
+  const int64_t L = options_.num_layers, H = hidden_size_, D = num_directions();
   SACCADE_CHECK(x.defined(), "GRU: got an undefined input");
   SACCADE_CHECK((x.dim() == 2 || x.dim() == 3) && x.size(-1) == input_size_,
                 "GRU: expected input of shape {} or (T, {}) (input_size = {}), got {}",
@@ -118,27 +122,56 @@ GRUOutput GRU::forward(const Variable& x, const Variable& h0) {
   SACCADE_CHECK(T > 0, "GRU: expected a sequence of at least one step, got input {}", x.shape());
   Variable h;
   if (h0.defined()) {
-    Shape want = unbatched ? Shape{L, H} : Shape{L, B, H};
-    SACCADE_CHECK(h0.shape() == want,
-                  "GRU: expected h0 of shape {} (num_layers, batch, hidden_size) for input {}, got {}", want,
-                  x.shape(), h0.shape());
+    Shape want = unbatched ? Shape{D * L, H} : Shape{D * L, B, H};
+    SACCADE_CHECK(
+        h0.shape() == want,
+        "GRU: expected h0 of shape {} (num_directions * num_layers, batch, hidden_size) for input {}, "
+        "got {}",
+        want, x.shape(), h0.shape());
     h = unbatched ? unsqueeze(h0, 1) : h0;
+  }
+  // keep: Bool (B, T), true at the valid steps; undefined when every step is valid.
+  Tensor keep;
+  if (valid_lens.defined()) {
+    SACCADE_CHECK(!unbatched && valid_lens.dtype() == DType::Int64 && valid_lens.shape() == Shape{B},
+                  "GRU: expected valid_lens int64 of shape ({}) for input {}, got {} {}", B, x.shape(),
+                  dtype_name(valid_lens.dtype()), valid_lens.shape());
+    Tensor lens = valid_lens.to(x.device());
+    const int64_t lo = ops::min(lens).item<int64_t>(), hi = ops::max(lens).item<int64_t>();
+    SACCADE_CHECK(lo >= 0 && hi <= T,
+                  "GRU: expected valid_lens within [0, {}] for input {}, got values in [{}, {}]", T,
+                  x.shape(), lo, hi);
+    keep = ops::lt(ops::arange(T, DType::Int64, x.device()).unsqueeze(0), lens.unsqueeze(1));
   }
 
   std::vector<Variable> finals;
   for (int64_t l = 0; l < L; ++l) {
-    Variable b_ih = options_.bias ? bias_ih[l] : Variable(), b_hh = options_.bias ? bias_hh[l] : Variable();
-    // The input projections of all steps in one product: (B, T, 3H) or (T, B, 3H).
-    Variable gi = linear(seq, weight_ih[l], b_ih);
-    Variable state = h.defined() ? select(h, 0, l) : Variable(ops::zeros({B, H}, x.dtype(), x.device()));
-    std::vector<Variable> outs;
-    outs.reserve(static_cast<size_t>(T));
-    for (int64_t t = 0; t < T; ++t) {
-      state = gru_step(select(gi, td, t), state, weight_hh[l], b_hh);
-      outs.push_back(state);
+    std::vector<Variable> directions;
+    for (int64_t d = 0; d < D; ++d) {
+      const size_t k = static_cast<size_t>(D * l + d);
+      Variable b_ih = options_.bias ? bias_ih[k] : Variable(), b_hh = options_.bias ? bias_hh[k] : Variable();
+      // The input projections of all steps in one product: (B, T, 3H) or (T, B, 3H).
+      Variable gi = linear(seq, weight_ih[k], b_ih);
+      Variable state = h.defined() ? select(h, 0, static_cast<int64_t>(k))
+                                   : Variable(ops::zeros({B, H}, x.dtype(), x.device()));
+      std::vector<Variable> outs(static_cast<size_t>(T));
+      for (int64_t i = 0; i < T; ++i) {
+        const int64_t t = d == 0 ? i : T - 1 - i;
+        Variable next = gru_step(select(gi, td, t), state, weight_hh[k], b_hh);
+        if (keep.defined()) {
+          // Padded steps leave the state as it is and output zeros.
+          Tensor m = keep.select(1, t).unsqueeze(1);  // (B, 1)
+          state = where(m, next, state);
+          outs[static_cast<size_t>(t)] = where(m, next, Variable(ops::zeros({1, 1}, x.dtype(), x.device())));
+        } else {
+          state = next;
+          outs[static_cast<size_t>(t)] = state;
+        }
+      }
+      finals.push_back(state);
+      directions.push_back(stack(outs, td));
     }
-    finals.push_back(state);
-    seq = stack(outs, td);
+    seq = D == 1 ? directions[0] : cat(directions, -1);
     if (l + 1 < L) seq = dropout(seq, options_.dropout, is_training(), options_.dropout_generator);
   }
   Variable h_n = stack(finals, 0);

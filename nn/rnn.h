@@ -45,33 +45,49 @@ struct GRUOptions {
   double dropout = 0.0;
   /// Draws the dropout masks (the default generator when null); must outlive the module.
   Generator* dropout_generator = nullptr;
+  /// A second GRU per layer reads the sequence backwards; the layer's output concatenates both directions'
+  /// states, [forward; reverse], so layers above the first take 2H inputs (as torch).
+  bool bidirectional = false;
 };
 
 /// GRU's results: the last layer's hidden state at every step, and every layer's final hidden state.
+/// With D = 2 directions (bidirectional) else 1:
 struct GRUOutput {
-  Variable output;  // (B, T, H) when batch_first, else (T, B, H); (T, H) for an unbatched input
-  Variable h_n;     // (num_layers, B, H); (num_layers, H) for an unbatched input
+  Variable output;  // (B, T, D H) when batch_first, else (T, B, D H); (T, D H) for an unbatched input
+  Variable h_n;     // (D num_layers, B, H), row D l + d for layer l, direction d; (D num_layers, H) unbatched
 };
 
 /// A stack of GRU layers run over a sequence (torch.nn.GRU; d2l section 10.3): layer l's input at step t is
 /// layer l-1's hidden state at t (after dropout, in training), and each step follows GRUCell's equations.
 ///
-/// Parameters, per layer l (torch's names): `weight_ih_l{l}` (3H, input_size for l = 0, else H),
-/// `weight_hh_l{l}` (3H, H), `bias_ih_l{l}` (3H), `bias_hh_l{l}` (3H), all U(-1/√H, 1/√H) from `gen` in
-/// torch's order (layer by layer).
+/// Bidirectional (Schuster & Paliwal 1997; as the encoder of Bahdanau et al. 2015, section 3.2): each layer
+/// also runs a second GRU from the last step to the first, and the layer's output at t is [h→_t; h←_t].
+///
+/// Parameters, per layer l (torch's names): `weight_ih_l{l}` (3H, input_size for l = 0, else D H),
+/// `weight_hh_l{l}` (3H, H), `bias_ih_l{l}` (3H), `bias_hh_l{l}` (3H), and for the reverse direction the same
+/// with the suffix `_reverse` (`weight_ih_l0_reverse`, ...); all U(-1/√H, 1/√H) from `gen` in torch's order
+/// (layer by layer, forward direction first).
 /// forward: x (B, T, input_size) when batch_first, (T, B, input_size) otherwise, or unbatched (T,
-/// input_size); h0 (num_layers, B, H) (or (num_layers, H) unbatched), undefined for zeros.
+/// input_size); h0 (D num_layers, B, H) (or (D num_layers, H) unbatched), undefined for zeros.
+/// valid_lens: int64 (B), each in [0, T], or undefined (every sequence has T steps). Padded sequences run as
+/// torch's pack_padded_sequence / pad_packed_sequence would: the forward direction's state stops changing
+/// after step valid_len - 1 (so h_n holds the state at each sequence's last valid step), the reverse
+/// direction starts from h0 at each sequence's last valid step (steps past it leave its state at h0), and
+/// the outputs at padded steps are zeros.
 /// Throws saccade::Error naming "GRU" for bad sizes or dropout, an input of the wrong rank, last dim or no
-/// steps, or an h0 of the wrong shape.
+/// steps, an h0 of the wrong shape, or valid_lens that are not int64 (B) within [0, T] (or given for an
+/// unbatched input).
 class GRU : public Module {
  public:
   GRU(int64_t input_size, int64_t hidden_size, GRUOptions options = {}, Generator* gen = nullptr);
-  GRUOutput forward(const Variable& x, const Variable& h0 = Variable());
+  GRUOutput forward(const Variable& x, const Variable& h0 = Variable(), const Tensor& valid_lens = Tensor());
 
   int64_t input_size() const { return input_size_; }
   int64_t hidden_size() const { return hidden_size_; }
+  /// D: 2 when bidirectional, else 1.
+  int64_t num_directions() const { return options_.bidirectional ? 2 : 1; }
   const GRUOptions& options() const { return options_; }
-  /// Per layer; the biases are empty when options.bias is false.
+  /// Per layer and direction, index D l + d; the biases are empty when options.bias is false.
   std::vector<Variable> weight_ih, weight_hh, bias_ih, bias_hh;
 
  private:

@@ -8,10 +8,10 @@
 
 using namespace saccade;
 using saccade::testing::allclose;
-using saccade::testing::rand64;
 using saccade::testing::leaf64;
 using saccade::testing::leaves;
 using saccade::testing::module_gradcheck;
+using saccade::testing::rand64;
 using saccade::testing::TorchCase;
 
 namespace {
@@ -46,6 +46,12 @@ TEST_CASE("rnn: parameter names shapes and init as torch", "[nn][rnn]") {
                                                             "bias_hh_l0", "weight_ih_l1", "weight_hh_l1",
                                                             "bias_ih_l1", "bias_hh_l1"});
   CHECK(gru.state_dict().at("weight_ih_l1").shape() == Shape{12, 4});
+  CHECK(nn::GRU(5, 4, {.bidirectional = true}).state_dict().keys() ==
+        std::vector<std::string>{"weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0",
+                                 "weight_ih_l0_reverse", "weight_hh_l0_reverse", "bias_ih_l0_reverse",
+                                 "bias_hh_l0_reverse"});
+  CHECK(nn::GRU(5, 4, {.num_layers = 2, .bidirectional = true}).state_dict().at("weight_ih_l1").shape() ==
+        Shape{12, 8});
   CHECK(nn::GRU(5, 4, {.bias = false}).state_dict().keys() ==
         std::vector<std::string>{"weight_ih_l0", "weight_hh_l0"});
 
@@ -203,6 +209,40 @@ TEST_CASE("rnn: GRUCell GRU and LSTMCell agree with torch", "[nn][rnn][torch]") 
   }
 }
 
+TEST_CASE("rnn: bidirectional GRU agrees with torch, padded sequences as pack_padded_sequence",
+          "[nn][rnn][torch]") {
+  for (bool padded : {false, true}) {
+    TorchCase c("layers_birnn.safetensors", padded ? "bigru_packed" : "bigru");
+    nn::GRU gru(3, 4, {.num_layers = 2, .bidirectional = true});
+    gru.load_state_dict(c.params());  // weight_ih_l1_reverse (12, 8) etc.: torch's names and layout
+    Variable x(c.in("x"), true), h0(c.in("h0"), true);
+    Tensor lens = padded ? ops::tensor({5, 2, 4}, DType::Int64) : Tensor();
+    nn::GRUOutput o = gru.forward(x, h0, lens);
+    REQUIRE(o.output.shape() == Shape{3, 5, 8});
+    REQUIRE(o.h_n.shape() == Shape{4, 3, 4});
+    CHECK(c.compare("output", o.output.data(), c.out(0)) <= 1e-5);
+    CHECK(c.compare("h_n", o.h_n.data(), c.out(1)) <= 1e-5);
+    c.backward({o.output, o.h_n});
+    CHECK(c.compare_param_grads(gru) <= 1e-5);
+    CHECK(c.compare("grad x", x.grad(), c.at("gin", "x")) <= 1e-5);
+    CHECK(c.compare("grad h0", h0.grad(), c.at("gin", "h0")) <= 1e-5);
+  }
+}
+
+TEST_CASE("rnn: a padded sequence gives what the unpadded one gives alone", "[nn][rnn]") {
+  Generator g(3);
+  nn::GRU gru(2, 3, {.num_layers = 2, .bidirectional = true}, &g);
+  Tensor x = ops::randn({2, 6, 2}, DType::Float32, Device::cpu(), &g);
+  nn::GRUOutput both = gru.forward(Variable(x), Variable(), ops::tensor({6, 4}, DType::Int64));
+  nn::GRUOutput alone = gru.forward(Variable(x.narrow(0, 1, 1).narrow(1, 0, 4)));
+  CHECK(allclose(both.output.data().narrow(0, 1, 1).narrow(1, 0, 4), alone.output.data(), 1e-6, 1e-6));
+  CHECK(allclose(both.h_n.data().narrow(1, 1, 1), alone.h_n.data(), 1e-6, 1e-6));
+  CHECK(ops::max(ops::abs(both.output.data().narrow(0, 1, 1).narrow(1, 4, 2))).item<double>() == 0);
+  // The full-length row is as without valid_lens.
+  nn::GRUOutput full = gru.forward(Variable(x.narrow(0, 0, 1)));
+  CHECK(allclose(both.output.data().narrow(0, 0, 1), full.output.data(), 1e-6, 1e-6));
+}
+
 // ---- float64 gradchecks over inputs and parameters ----
 
 TEST_CASE("rnn: gradcheck of GRUCell GRU and LSTMCell", "[nn][rnn][gradcheck]") {
@@ -224,6 +264,17 @@ TEST_CASE("rnn: gradcheck of GRUCell GRU and LSTMCell", "[nn][rnn][gradcheck]") 
   randomize(tm, 30);
   Variable xt = Variable(rand64({2, 3, 2}, 5).transpose(0, 1), true);  // (T, B, in), non-contiguous
   CHECK(module_gradcheck([&] { return tm.forward(xt).output; }, leaves(tm, {xt})));
+
+  nn::GRU bi(2, 2, {.num_layers = 2, .bidirectional = true});
+  randomize(bi, 50);
+  Variable xb = leaf64({2, 3, 2}, 7), hb = leaf64({4, 2, 2}, 8);
+  Tensor lens = ops::tensor({3, 1}, DType::Int64);
+  CHECK(module_gradcheck(
+      [&] {
+        nn::GRUOutput o = bi.forward(xb, hb, lens);
+        return cat({reshape(o.output, {-1}), reshape(o.h_n, {-1})}, 0);
+      },
+      leaves(bi, {xb, hb})));
 
   nn::LSTMCell lstm(3, 2);
   randomize(lstm, 40);
@@ -256,6 +307,15 @@ TEST_CASE("rnn: bad input names the module", "[nn][rnn][errors]") {
   REQUIRE_THROWS_SACCADE(gru.forward(Variable(ops::ones({2, 5, 3})), Variable(ops::ones({2, 2, 3}))), "GRU");
   REQUIRE_THROWS_SACCADE(nn::GRU(3, 4, {.num_layers = 0}), "GRU");
   REQUIRE_THROWS_SACCADE(nn::GRU(3, 4, {.dropout = 1.0}), "GRU");
+  nn::GRU bi(3, 4, {.bidirectional = true});
+  Variable x(ops::ones({2, 5, 3}));
+  REQUIRE_THROWS_SACCADE(bi.forward(x, Variable(ops::ones({1, 2, 4}))), "GRU");  // needs 2 L rows
+  REQUIRE_THROWS_SACCADE(bi.forward(x, Variable(), ops::tensor({5, 6}, DType::Int64)), "GRU");   // > T
+  REQUIRE_THROWS_SACCADE(bi.forward(x, Variable(), ops::tensor({5, -1}, DType::Int64)), "GRU");  // < 0
+  REQUIRE_THROWS_SACCADE(bi.forward(x, Variable(), ops::tensor({5}, DType::Int64)), "GRU");      // not (B)
+  REQUIRE_THROWS_SACCADE(bi.forward(x, Variable(), ops::tensor({5.0, 2.0})), "GRU");             // float
+  REQUIRE_THROWS_SACCADE(bi.forward(Variable(ops::ones({5, 3})), Variable(), ops::tensor({5}, DType::Int64)),
+                         "GRU");  // unbatched
 
   nn::LSTMCell lstm(3, 4);
   REQUIRE_THROWS_SACCADE(lstm.forward(Variable(ops::ones({2, 4}))), "LSTMCell");

@@ -40,18 +40,19 @@ std::string ProgressBar::format_line(int64_t step, int64_t total, double loss, d
                      static_cast<int>(frac * 100), loss, rate, eta);
 }
 
-void ProgressBar::update(int64_t step, double loss) {
+void ProgressBar::update(int64_t step, double loss, const std::string& extra) {
   auto now = Clock::now();
   double elapsed = std::chrono::duration<double>(now - start_).count();
   double rate = elapsed > 0 ? static_cast<double>(step) / elapsed : 0.0;
   bool last = step >= total_;
+  auto line = [&] { return format_line(step, total_, loss, rate) + (extra.empty() ? "" : "  " + extra); };
   if (tty_) {
     if (!last && now - last_draw_ < std::chrono::milliseconds(100)) return;
-    std::fprintf(out_, "\r%s", format_line(step, total_, loss, rate).c_str());
+    std::fprintf(out_, "\r%s", line().c_str());
     open_line_ = true;
   } else {
     if (!last && step % every_ != 0) return;
-    std::fprintf(out_, "%s\n", format_line(step, total_, loss, rate).c_str());
+    std::fprintf(out_, "%s\n", line().c_str());
   }
   last_draw_ = now;
   std::fflush(out_);

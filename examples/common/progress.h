@@ -15,8 +15,9 @@ class ProgressBar {
   /// `total_steps` > 0; `tty`: -1 asks isatty(out), 0 / 1 force the mode. Throws saccade::Error for
   /// total_steps or print_every < 1.
   explicit ProgressBar(int64_t total_steps, int64_t print_every = 100, std::FILE* out = stdout, int tty = -1);
-  /// Reports that `step` steps (1-based, <= total_steps) are done and the current loss.
-  void update(int64_t step, double loss);
+  /// Reports that `step` steps (1-based, <= total_steps) are done and the current loss; `extra` (e.g.
+  /// "1234 tokens/s") is appended to the line.
+  void update(int64_t step, double loss, const std::string& extra = "");
   /// Ends the in-place line (on a terminal) with a newline; safe to call more than once.
   void finish();
 

@@ -1,0 +1,222 @@
+// g2p: spelling -> pronunciation on the CMU Pronouncing Dictionary, with attention, trained by saccade.
+// Two models: `bahdanau` (bidirectional GRU encoder, GRU decoder with additive attention) and `transformer`.
+// Train and evaluate:    g2p --model bahdanau --steps 3000 --out out/g2p_bahdanau
+// Use a trained model:   g2p --checkpoint out/g2p_bahdanau/best.safetensors --words "saccade attention"
+//                        echo saccade | g2p --checkpoint out/g2p_bahdanau/best.safetensors
+// examples/g2p/README.md gives the settings and the measured results.
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+#include <string>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include "examples/common/cmudict.h"
+#include "examples/common/plots.h"
+#include "examples/g2p/data.h"
+#include "examples/g2p/decoding.h"
+#include "examples/g2p/model.h"
+#include "examples/g2p/training.h"
+#include "nn/checkpoint.h"
+#include "ops/error.h"
+#include "ops/reduce.h"
+#include "ops/threads.h"
+
+namespace ex = saccade::examples;
+using saccade::Tensor;
+
+namespace {
+
+std::string join(const ex::Phones& phones) {
+  std::string s;
+  for (const auto& p : phones) s += (s.empty() ? "" : " ") + p;
+  return s;
+}
+
+void print_score(const char* name, const ex::G2PEval& e) {
+  std::printf("%s_wer %.4f\n%s_per %.4f\n", name, e.score.wer, name, e.score.per);
+  std::printf("  (%s: %lld of %lld words wrong, %lld edits over %lld phones, %.1f s)\n", name,
+              static_cast<long long>(e.score.wrong_words), static_cast<long long>(e.score.words),
+              static_cast<long long>(e.score.edits), static_cast<long long>(e.score.ref_phones), e.seconds);
+  std::fflush(stdout);
+}
+
+// The alignment pictures of `words`: <out>/alignment_<word>.png (heads averaged) and, for the transformer,
+// <out>/alignment_<word>_heads.png (one panel per head). Prints each word's diagonality.
+void write_pictures(ex::G2PModel& model, const ex::G2PVocab& vocab, const std::vector<std::string>& words,
+                    const std::string& out) {
+  std::vector<ex::Phones> predicted = ex::pronounce(model, vocab, words, 1);
+  for (size_t i = 0; i < words.size(); ++i) {
+    const ex::Phones& phones = predicted[i];
+    if (phones.empty()) continue;
+    Tensor w = ex::alignment(model, vocab, words[i], phones);  // (heads, n + 1, S)
+    const int64_t n = static_cast<int64_t>(phones.size()), heads = w.size(0);
+    Tensor mean = saccade::ops::mean(w, {0}).narrow(0, 0, n).contiguous();  // (n, S)
+    std::vector<std::string> letters, rows(phones.begin(), phones.end());
+    for (char c : words[i]) letters.push_back(std::string(1, c));
+    ex::Heatmap h;
+    h.weights = mean;
+    h.title =
+        fmt::format("{} -> {}{}", words[i], join(phones), heads > 1 ? " (last layer, mean of heads)" : "");
+    h.x_label = "letters";
+    h.y_label = "phones";
+    h.row_labels = rows;
+    h.col_labels = letters;
+    h.width = 520, h.height = 480;
+    ex::write_heatmap(fmt::format("{}/alignment_{}.png", out, words[i]), h);
+    if (heads > 1) {
+      ex::Heatmap ph = h;
+      ph.weights = w.narrow(1, 0, n).unsqueeze(0).contiguous();  // (1, heads, n, S)
+      ph.title = fmt::format("{}: cross-attention of the last decoder block, per head", words[i]);
+      ph.width = static_cast<int>(300 * heads), ph.height = 360;
+      ex::write_heatmap(fmt::format("{}/alignment_{}_heads.png", out, words[i]), ph);
+    }
+    ex::Diagonality d = ex::diagonality(mean, n);
+    std::printf("  %-12s -> %-28s attention within ±2 letters of the diagonal %.2f (uniform %.2f)\n",
+                words[i].c_str(), join(phones).c_str(), d.mass, d.chance);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Grapheme-to-phoneme conversion on the CMU Pronouncing Dictionary (bahdanau or transformer)"};
+  std::string model_name = "bahdanau", device_name = "cpu", out_dir = "g2p_out", checkpoint, words,
+              dict_path = ex::kCmuDictPath;
+  int64_t steps = 2500, batch_size = 128, beam = 5, val_every = 500, val_words = 1000, train_words = 0,
+          test_words = 0, d_model = -1, hidden = -1, layers = -1;
+  int threads = 0;
+  double lr = -1, dropout = -1;
+  uint64_t seed = 0;
+  bool resume = false, eval_only = false;
+  app.add_option("--model", model_name, "bahdanau or transformer")
+      ->check(CLI::IsMember({"bahdanau", "transformer"}));
+  app.add_option("--steps", steps, "training steps")->check(CLI::PositiveNumber);
+  app.add_option("--batch-size", batch_size, "pronunciations per step")->check(CLI::PositiveNumber);
+  app.add_option("--lr", lr, "Adam's peak learning rate (default: bahdanau 2e-3, transformer 1e-3)");
+  app.add_option("--seed", seed, "seed of the initial weights, dropout and the batch order");
+  app.add_option("--threads", threads, "CPU threads (OpenMP and OpenBLAS); default: the environment's")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--device", device_name, "cpu, or cuda / cuda:N when built with CUDA");
+  app.add_option("--out", out_dir, "directory for checkpoints and pictures");
+  app.add_option("--beam", beam, "beam width of the second evaluation (1: greedy only)")
+      ->check(CLI::PositiveNumber);
+  app.add_flag("--resume", resume, "continue from OUT/checkpoint.safetensors when it exists");
+  app.add_option("--checkpoint", checkpoint,
+                 "a trained model: pronounce --words (or stdin's words), or evaluate it with --eval-only");
+  app.add_option("--words", words, "words to pronounce with --checkpoint, separated by spaces");
+  app.add_flag("--eval-only", eval_only, "evaluate --checkpoint on the test split");
+  app.add_option("--val-every", val_every, "steps between validations (and checkpoints)");
+  app.add_option("--val-words", val_words, "validation words decoded at each validation");
+  app.add_option("--train-words", train_words, "use only the first N training words (0: all)");
+  app.add_option("--test-words", test_words, "evaluate on the first N test words (0: all)");
+  app.add_option("--d-model", d_model, "transformer width (128)")->check(CLI::PositiveNumber);
+  app.add_option("--hidden", hidden, "bahdanau GRU size (256)")->check(CLI::PositiveNumber);
+  app.add_option("--layers", layers, "transformer blocks per stack (3)")->check(CLI::PositiveNumber);
+  app.add_option("--dropout", dropout, "dropout (0.1)");
+  app.add_option("--dict", dict_path, "the dictionary file (festlex-cmu)");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    saccade::Device device = saccade::Device::parse(device_name);
+    SACCADE_CHECK(device.is_cpu() || saccade::cuda_is_available(),
+                  "g2p: --device {} asked for, but saccade was built without CUDA or no GPU is present",
+                  device_name);
+    if (threads > 0) saccade::set_num_threads(threads);
+
+    // Using a trained model.
+    if (!checkpoint.empty() && !eval_only) {
+      ex::G2PConfig config = ex::G2PConfig::from_metadata(saccade::nn::load_safetensors(checkpoint).metadata);
+      auto model = ex::make_g2p_model(config, seed);
+      model->to(device);
+      saccade::nn::load(*model, checkpoint);
+      ex::G2PVocab vocab = ex::G2PVocab::from_string(config.phones);
+      std::vector<std::string> list;
+      std::istringstream in(words);
+      for (std::string w; in >> w;) list.push_back(w);
+      if (words.empty())
+        for (std::string w; std::cin >> w;) list.push_back(w);
+      if (list.empty()) return 0;
+      std::vector<ex::Phones> out = ex::pronounce(*model, vocab, list, beam);
+      for (size_t i = 0; i < list.size(); ++i) std::printf("%s\t%s\n", list[i].c_str(), join(out[i]).c_str());
+      return 0;
+    }
+
+    std::filesystem::create_directories(out_dir);
+    std::printf("device %s, %d CPU threads\n", device.str().c_str(), saccade::get_num_threads());
+    ex::CmuDict dict = ex::read_cmudict(dict_path);
+    std::vector<ex::DictWord> train = ex::split_words(dict, ex::Split::Train),
+                              val = ex::split_words(dict, ex::Split::Validation),
+                              test = ex::split_words(dict, ex::Split::Test);
+    std::printf("%s: %lld entries, %zu words (%lld dropped); train %zu, validation %zu, test %zu words\n",
+                dict_path.c_str(), static_cast<long long>(dict.entries), dict.words.size(),
+                static_cast<long long>(dict.dropped), train.size(), val.size(), test.size());
+    if (train_words > 0 && train_words < static_cast<int64_t>(train.size()))
+      train.resize(static_cast<size_t>(train_words));
+    if (test_words > 0 && test_words < static_cast<int64_t>(test.size()))
+      test.resize(static_cast<size_t>(test_words));
+
+    ex::G2PConfig config = ex::G2PConfig::defaults(model_name);
+    config.phones = ex::G2PVocab::from_words(dict.words).to_string();
+    if (d_model > 0) config.d_model = d_model;
+    if (hidden > 0) config.hidden = hidden;
+    if (layers > 0) config.layers = layers;
+    if (dropout >= 0) config.dropout = dropout;
+    const std::string last = out_dir + "/checkpoint.safetensors", best = out_dir + "/best.safetensors";
+    const std::string source = eval_only ? checkpoint : last;
+    if (eval_only || (resume && std::filesystem::exists(last)))
+      config = ex::G2PConfig::from_metadata(saccade::nn::load_safetensors(source).metadata);
+    ex::G2PVocab vocab = ex::G2PVocab::from_string(config.phones);
+    auto model = ex::make_g2p_model(config, seed);
+    model->to(device);
+    std::printf("%s, %lld parameters\n", config.describe().c_str(),
+                static_cast<long long>(model->num_parameters()));
+
+    if (eval_only) {
+      saccade::nn::load(*model, checkpoint);
+    } else {
+      ex::G2PTrainOptions opts;
+      opts.steps = steps;
+      opts.batch_size = batch_size;
+      opts.lr = lr > 0 ? lr : (config.model == "bahdanau" ? 2e-3 : 1e-3);
+      opts.seed = seed;
+      opts.device = device;
+      opts.checkpoint = last;
+      opts.best = best;
+      opts.resume = resume;
+      opts.val_every = val_every;
+      opts.val_words = val_words;
+      std::printf("training %lld steps of batch %lld, lr %g, on %zu words\n", static_cast<long long>(steps),
+                  static_cast<long long>(batch_size), opts.lr, train.size());
+      std::fflush(stdout);
+      ex::G2PTrainResult tr = ex::train_g2p(*model, vocab, train, val, opts);
+      if (tr.steps_done > 0)
+        std::printf("trained %lld steps in %.1f s (%.2f steps/s), loss %.4f -> %.4f\n",
+                    static_cast<long long>(tr.steps_done), tr.seconds, tr.steps_done / tr.seconds,
+                    tr.first_loss, tr.final_loss);
+      if (std::filesystem::exists(best)) {
+        saccade::nn::load(*model, best);
+        std::printf("best validation WER %.4f (PER %.4f) at step %lld: evaluating %s\n", tr.best_wer,
+                    tr.best_per, static_cast<long long>(tr.best_step), best.c_str());
+      }
+    }
+
+    std::printf("test split: %zu words\n", test.size());
+    ex::G2PEval greedy = ex::evaluate_g2p(*model, vocab, test, 1);
+    print_score("greedy", greedy);
+    if (beam > 1)
+      print_score(fmt::format("beam{}", beam).c_str(), ex::evaluate_g2p(*model, vocab, test, beam));
+    for (size_t i = 0; i < std::min<size_t>(8, test.size()); ++i)
+      std::printf("  %-14s predicted %-26s reference %s\n", test[i].word.c_str(),
+                  join(greedy.predictions[i]).c_str(), join(test[i].pronunciations[0]).c_str());
+    std::printf("alignment pictures in %s:\n", out_dir.c_str());
+    write_pictures(*model, vocab, {"emphasis", "fixation", "kneading", "bought", "elephants", "exhibition"},
+                   out_dir);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "g2p: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
