@@ -173,3 +173,24 @@ TEST_CASE("safetensors F16 and BF16 tensors load as float32", "[robust]") {
   CHECK(s.tensors.at("a").to_vector<float>() == want);
   CHECK(s.tensors.at("b").to_vector<float>() == std::vector<float>{1, -2, 0.5f, 0x1p-24f, INFINITY});
 }
+
+TEST_CASE("backward through zero-width products: matmul, linear and embedding with K = 0 or D = 0",
+          "[robust]") {
+  // Found by the fuzz test at 10^5 cases: the backward reshaped to {-1, 0}, which cannot infer its -1.
+  Variable x(ops::randn({2, 3, 0}, DType::Float64), true), w(ops::randn({0, 4}, DType::Float64), true);
+  Variable y = matmul(x, w);  // (2, 3, 4) of zeros
+  sum(y).backward();
+  CHECK(x.grad().shape() == Shape({2, 3, 0}));
+  CHECK(w.grad().shape() == Shape({0, 4}));
+  CHECK(ops::sum(ops::abs(w.grad())).item<double>() == 0);
+
+  Variable a(ops::randn({5, 0}, DType::Float64), true), wl(ops::randn({3, 0}, DType::Float64), true);
+  Variable b(ops::randn({3}, DType::Float64), true);
+  sum(linear(a, wl, b)).backward();
+  CHECK(wl.grad().shape() == Shape({3, 0}));
+  CHECK(b.grad().to_vector<double>() == std::vector<double>{5, 5, 5});  // db = Σ_rows g = 5 rows of ones
+
+  Variable table(ops::randn({4, 0}, DType::Float64), true);
+  sum(embedding(table, ops::tensor({1, 3, 3}, DType::Int64))).backward();
+  CHECK(table.grad().shape() == Shape({4, 0}));
+}

@@ -80,7 +80,7 @@ Variable embedding(const Variable& weight, const Tensor& indices, std::optional<
   return make_result("embedding", y, {weight}, [sw, si, padding_idx](const Tensor& g) -> Grads {
     const Tensor& ids = si.get();
     Tensor flat_index = ids.dim() == 0 ? ids.unsqueeze(0) : ids.reshape({-1});  // (N)
-    Tensor rows = g.reshape({-1, sw[1]});                                       // (N, D)
+    Tensor rows = g.reshape({flat_index.numel(), sw[1]});                       // (N, D)
     if (padding_idx)
       rows = ops::masked_fill(rows, ops::eq(flat_index, static_cast<double>(*padding_idx)).unsqueeze(1), 0);
     return {ops::index_add(ops::zeros(sw, g.dtype(), g.device()), 0, flat_index, rows)};

@@ -12,6 +12,14 @@ using Grads = std::vector<Tensor>;
 
 namespace {
 
+// The product of all dims but the last: the rows of a (..., n) tensor seen as a matrix. Written out because
+// reshape({-1, n}) cannot infer the -1 when n is 0.
+int64_t leading_rows(const Shape& s) {
+  int64_t rows = 1;
+  for (int i = 0; i + 1 < s.size(); ++i) rows *= s[i];
+  return rows;
+}
+
 // Swaps the last two dims (a view).
 Tensor mT(const Tensor& t) { return t.transpose(-1, -2); }
 
@@ -48,7 +56,8 @@ Variable matmul(const Variable& a, const Variable& b) {
           if (ys2.size() == 2 && xs2.size() > 2) {
             // (*, M, K) @ (K, N): db sums over every row of a: (rows, K)^T @ (rows, N), one
             // GEMM
-            dy = ops::mm(x2.reshape({-1, xs2.back()}).t(), g2.reshape({-1, ys2.back()}));
+            const int64_t rows = leading_rows(xs2);
+            dy = ops::mm(x2.reshape({rows, xs2.back()}).t(), g2.reshape({rows, ys2.back()}));
           } else {
             dy = ops::sum_to(ops::matmul(mT(x2), g2), ys2);
           }
@@ -98,9 +107,10 @@ Variable linear(const Variable& x, const Variable& weight, const Variable& bias)
   SavedTensor sx = gw ? SavedTensor(xt, "linear") : SavedTensor();
   SavedTensor sw = gx ? SavedTensor(wt, "linear") : SavedTensor();
   return make_result("linear", y, {x, weight, bias}, [sx, sw, gx, gw, gb, in, out](const Tensor& g) -> Grads {
-    Tensor g2 = g.reshape({-1, out});
+    const int64_t rows = leading_rows(g.shape());
+    Tensor g2 = g.reshape({rows, out});
     return {gx ? ops::matmul(g, sw.get()) : Tensor(),
-            gw ? ops::mm(g2.t(), sx.get().reshape({-1, in})) : Tensor(), gb ? ops::sum(g2, {0}) : Tensor()};
+            gw ? ops::mm(g2.t(), sx.get().reshape({rows, in})) : Tensor(), gb ? ops::sum(g2, {0}) : Tensor()};
   });
 }
 
