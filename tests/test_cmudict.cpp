@@ -74,7 +74,11 @@ TEST_CASE("cmudict: the split reproduces DATA.md's check buckets", "[examples][c
   CHECK(split_of("saccade") == Split::Train);
   CHECK(split_bucket("saccade", 1) != split_bucket("saccade", 0));  // the seed is part of the key
   int counts[3] = {0, 0, 0};
-  for (int i = 0; i < 20000; ++i) ++counts[static_cast<int>(split_of("w" + std::to_string(i)))];
+  for (int i = 0; i < 20000; ++i) {
+    std::string word = std::to_string(i);
+    word.insert(word.begin(), 'w');  // (not "w" + ...: GCC 12's -Wstringop-overflow false positive)
+    ++counts[static_cast<int>(split_of(word))];
+  }
   CHECK(std::abs(counts[0] - 18000) < 400);  // 90 / 5 / 5 %
   CHECK(std::abs(counts[2] - 1000) < 150);
 }

@@ -23,7 +23,6 @@
 #include <vector>
 
 #include "ops/error.h"
-#include "ops/threads.h"
 
 namespace saccade::cpu {
 namespace {
@@ -171,16 +170,10 @@ void run_on_pool(int nt, const std::function<void(int)>& body) { pool().run(nt, 
 
 int pool_size() { return pool().size(); }
 
-}  // namespace saccade::cpu
-
-namespace saccade {
-
-void set_num_threads(int n) {
+void set_pool_size(int n) {
   SACCADE_CHECK(n >= 1, "set_num_threads: need at least one thread, got {}", n);
-  cpu::pool().resize(n);
+  pool().resize(n);
   openblas_set_num_threads(1);
 }
 
-int get_num_threads() { return cpu::pool_size(); }
-
-}  // namespace saccade
+}  // namespace saccade::cpu

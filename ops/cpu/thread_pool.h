@@ -26,6 +26,9 @@ void run_on_pool(int nt, const std::function<void(int)>& body);
 
 /// The pool's size: the current thread budget (saccade::get_num_threads()).
 int pool_size();
+/// Resizes the pool to n threads (the caller included) and keeps OpenBLAS at one thread; the body of
+/// saccade::set_num_threads (ops/threads.h). Throws saccade::Error naming set_num_threads when n < 1.
+void set_pool_size(int n);
 
 /// Calls fn(b, e) on disjoint sub-ranges covering [begin, end), in parallel when the range holds at least two
 /// `grain`s: at most (end - begin) / grain threads are used, and the range is handed out in chunks of at

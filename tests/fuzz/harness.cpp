@@ -137,7 +137,8 @@ Report run_forked(const CaseFn& body, int64_t first, int64_t count, uint64_t see
         if (line.size() < 2) continue;  // every message is "<tag> <payload>"
         if (line[0] == 'S') {
           current = std::stoll(line.substr(2));
-          current_op = "?";
+          current_op.clear();
+          current_op.push_back('?');  // (not = "?": GCC 12 -Wstringop-overflow false positive)
         } else if (line[0] == 'O') {
           current_op.assign(line, 2);
         } else {
