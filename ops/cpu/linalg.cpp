@@ -20,7 +20,7 @@ namespace saccade::cpu {
 
 namespace {
 
-constexpr int64_t kGemmGrain = 64 * 64 * 64;
+constexpr int64_t kGemmGrain = 4 * 64 * 64 * 64;
 
 void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, const float* a,
           int64_t lda, const float* b, int64_t ldb, float* c) {

@@ -16,9 +16,10 @@
 
 namespace saccade::cpu {
 
-/// Elements (or multiply-adds) worth waking one more thread for: ~10-30 microseconds of a simple kernel,
-/// against a wake-up of a few microseconds.
-constexpr int64_t kGrain = 32768;
+/// Elements worth waking one more thread for: ~50-100 microseconds of a simple kernel, against a wake-up
+/// of a few microseconds and a sleeping sibling's scheduling delay (measured: bench/caption_step, 2 vs 1
+/// threads, was 1.32x slower at 32k, 0.93-1.08x at 128k).
+constexpr int64_t kGrain = 131072;
 
 template <int N, class Body>
 void for_each(const Shape& shape, std::array<const Tensor*, N> ts, Body&& body) {
