@@ -69,9 +69,16 @@ inline float exp_nonpositive(float x) {
   return std::bit_cast<float>(std::bit_cast<uint32_t>(e * two_n) & keep);
 }
 
-// x[c] = e^(x[c] - m) for c < n; returns Σ x[c]. One clone per vector width, picked at run time.
-__attribute__((target_clones("avx512f", "avx2", "default"))) float exp_shifted(float* __restrict x, int64_t n,
-                                                                               float m) {
+// One clone per vector width, picked at load time by an ifunc resolver. Not under ThreadSanitizer: the
+// resolver runs before the sanitizer's runtime is up and its instrumentation crashes the program at load.
+#if defined(__SANITIZE_THREAD__)
+#define SACCADE_VECTOR_CLONES
+#else
+#define SACCADE_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+
+// x[c] = e^(x[c] - m) for c < n; returns Σ x[c].
+SACCADE_VECTOR_CLONES float exp_shifted(float* __restrict x, int64_t n, float m) {
 #pragma omp simd
   for (int64_t c = 0; c < n; ++c) x[c] = exp_nonpositive(x[c] - m);
   float sum = 0;
