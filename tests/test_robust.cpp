@@ -29,6 +29,10 @@ TEST_CASE("checked sizes: overflowing, negative and absurd shapes are refused by
   // a zero size does not excuse an overflowing product of the others (the strides would overflow)
   REQUIRE_THROWS_SACCADE(ops::zeros({0, two32, two32}), "size too large");
   CHECK(ops::zeros({0, 5}).numel() == 0);
+  // empty, with a huge other dim: the CPU loop returns before forming byte strides (UBSan found
+  // 2^62 * 8 overflowing there, at fuzz case 47048)
+  CHECK(ops::zeros({0, int64_t{1} << 62}, DType::Int64).numel() == 0);
+  CHECK(ops::eye(0, int64_t{1} << 62, DType::Float64).numel() == 0);
   // randint over the whole int64 range: no overflow in high - low
   Generator g(3);
   auto v =

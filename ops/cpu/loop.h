@@ -23,6 +23,10 @@ constexpr int64_t kGrain = 131072;
 
 template <int N, class Body>
 void for_each(const Shape& shape, std::array<const Tensor*, N> ts, Body&& body) {
+  // NOTE: an empty tensor returns before any byte stride is formed: its other dims may be huge (a (0, 2^62)
+  // int64 tensor is valid) and stride * itemsize would overflow.
+  const int64_t numel = shape.numel();
+  if (numel == 0) return;
   // Byte strides per operand, dropping size-1 dims and merging dims contiguous in every operand.
   int nd = 0;
   int64_t size[kMaxDims];
@@ -44,8 +48,6 @@ void for_each(const Shape& shape, std::array<const Tensor*, N> ts, Body&& body) 
       ++nd;
     }
   }
-  int64_t numel = shape.numel();
-  if (numel == 0) return;
   if (nd == 0) {  // a single element
     std::array<int64_t, N> s{};
     body(base.data(), s.data(), int64_t{1});
