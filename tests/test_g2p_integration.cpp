@@ -157,6 +157,23 @@ TEST_CASE("g2p: beam search of width 1 is greedy decoding; wider beams score no 
                          "beam_search");
 }
 
+TEST_CASE("g2p: the config survives a checkpoint's metadata, --stress included", "[g2p]") {
+  G2PConfig c = small_config("transformer");
+  c.stress = true;
+  c.phones = "aa1 ae0 b";
+  G2PConfig back = G2PConfig::from_metadata(c.to_metadata());
+  CHECK(back.model == "transformer");
+  CHECK(back.stress);
+  CHECK(back.d_model == 16);
+  CHECK(back.label_smoothing == c.label_smoothing);
+  CHECK(back.phones == "aa1 ae0 b");
+  nn::Metadata old = small_config("bahdanau").to_metadata();
+  old.erase("stress");  // a checkpoint written before --stress existed was trained without stress
+  CHECK_FALSE(G2PConfig::from_metadata(old).stress);
+  old.erase("hidden");
+  REQUIRE_THROWS_SACCADE(G2PConfig::from_metadata(old), "'hidden'");
+}
+
 TEST_CASE("g2p: diagonality by hand", "[g2p]") {
   // 3 phones over 6 letters: the path puts phone i at letter 2 i + 0.5.
   std::vector<float> on(18, 0.0f);

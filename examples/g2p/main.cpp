@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -90,7 +91,7 @@ int main(int argc, char** argv) {
   int threads = 0;
   double lr = -1, dropout = -1;
   uint64_t seed = 0;
-  bool resume = false, eval_only = false;
+  bool resume = false, eval_only = false, stress = false;
   app.add_option("--model", model_name, "bahdanau or transformer")
       ->check(CLI::IsMember({"bahdanau", "transformer"}));
   app.add_option("--steps", steps, "training steps")->check(CLI::PositiveNumber);
@@ -117,6 +118,9 @@ int main(int argc, char** argv) {
   app.add_option("--layers", layers, "transformer blocks per stack (3)")->check(CLI::PositiveNumber);
   app.add_option("--dropout", dropout, "dropout (0.1)");
   app.add_option("--dict", dict_path, "the dictionary file (festlex-cmu)");
+  app.add_flag("--stress", stress,
+               "keep the stress digit on vowel phones (ae1, ax0): a harder task with more phones; a "
+               "checkpoint remembers it");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -146,7 +150,14 @@ int main(int argc, char** argv) {
 
     std::filesystem::create_directories(out_dir);
     std::printf("device %s, %d CPU threads\n", device.str().c_str(), saccade::get_num_threads());
-    ex::CmuDict dict = ex::read_cmudict(dict_path);
+    const std::string last = out_dir + "/checkpoint.safetensors", best = out_dir + "/best.safetensors";
+    const std::string source = eval_only ? checkpoint : last;
+    const bool from_file = eval_only || (resume && std::filesystem::exists(last));
+    // A model evaluated or resumed from a file keeps the settings it was trained with, --stress included.
+    std::optional<ex::G2PConfig> saved;
+    if (from_file) saved = ex::G2PConfig::from_metadata(saccade::nn::load_safetensors(source).metadata);
+    if (saved) stress = saved->stress;
+    ex::CmuDict dict = ex::read_cmudict(dict_path, stress);
     std::vector<ex::DictWord> train = ex::split_words(dict, ex::Split::Train),
                               val = ex::split_words(dict, ex::Split::Validation),
                               test = ex::split_words(dict, ex::Split::Test);
@@ -160,14 +171,12 @@ int main(int argc, char** argv) {
 
     ex::G2PConfig config = ex::G2PConfig::defaults(model_name);
     config.phones = ex::G2PVocab::from_words(dict.words).to_string();
+    config.stress = stress;
     if (d_model > 0) config.d_model = d_model;
     if (hidden > 0) config.hidden = hidden;
     if (layers > 0) config.layers = layers;
     if (dropout >= 0) config.dropout = dropout;
-    const std::string last = out_dir + "/checkpoint.safetensors", best = out_dir + "/best.safetensors";
-    const std::string source = eval_only ? checkpoint : last;
-    if (eval_only || (resume && std::filesystem::exists(last)))
-      config = ex::G2PConfig::from_metadata(saccade::nn::load_safetensors(source).metadata);
+    if (saved) config = *saved;
     ex::G2PVocab vocab = ex::G2PVocab::from_string(config.phones);
     auto model = ex::make_g2p_model(config, seed);
     model->to(device);

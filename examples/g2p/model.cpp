@@ -52,6 +52,7 @@ nn::Metadata G2PConfig::to_metadata() const {
           {"ffn", std::to_string(ffn)},
           {"dropout", fmt::format("{}", dropout)},
           {"label_smoothing", fmt::format("{}", label_smoothing)},
+          {"stress", stress ? "1" : "0"},
           {"phones", phones}};
 }
 
@@ -66,17 +67,19 @@ G2PConfig G2PConfig::from_metadata(const nn::Metadata& m) {
   c.dropout = get_double(m, "dropout");
   c.label_smoothing = get_double(m, "label_smoothing");
   c.phones = get(m, "phones");
+  // Checkpoints written before --stress existed have no "stress" key: they were trained without stress.
+  c.stress = m.count("stress") > 0 && get_int(m, "stress") != 0;
   return c;
 }
 
 std::string G2PConfig::describe() const {
   if (model == "bahdanau")
-    return fmt::format("model bahdanau, embed {}, bi-GRU encoder {}x2, GRU decoder {}, dropout {}", embed,
-                       hidden, hidden, dropout);
+    return fmt::format("model bahdanau, embed {}, bi-GRU encoder {}x2, GRU decoder {}, dropout {}{}", embed,
+                       hidden, hidden, dropout, stress ? ", phones with stress" : "");
   return fmt::format(
       "model transformer, d_model {}, heads {}, {} encoder + {} decoder blocks, ffn {}, dropout {}, "
-      "label smoothing {}",
-      d_model, heads, layers, layers, ffn, dropout, label_smoothing);
+      "label smoothing {}{}",
+      d_model, heads, layers, layers, ffn, dropout, label_smoothing, stress ? ", phones with stress" : "");
 }
 
 std::shared_ptr<G2PModel> make_g2p_model(const G2PConfig& config, uint64_t seed) {

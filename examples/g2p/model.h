@@ -25,6 +25,7 @@ struct G2PConfig {
   int64_t ffn = 512;               ///< position-wise FFN hidden size (transformer)
   double dropout = 0.1;
   double label_smoothing = 0.0;  ///< of the training loss (torch's cross_entropy label_smoothing)
+  bool stress = false;           ///< phones carry the lexicon's stress digit on vowels ("ae1"): --stress
   std::string phones;            ///< the phone vocabulary, space separated (G2PVocab::to_string)
 
   /// The defaults of `model`; throws saccade::Error for another name.
