@@ -64,7 +64,7 @@ class ProcessGroup {
 };
 
 /// Initialises the communication library from the environment mpirun sets up (MPI_Init_thread, asking for
-/// MPI_THREAD_FUNNELED: only the main thread calls MPI; OpenMP threads never do) and installs a
+/// MPI_THREAD_FUNNELED: only the main thread calls MPI; pool threads never do) and installs a
 /// std::terminate handler that aborts the whole job naming the rank and the exception. Idempotent. Without
 /// MPI (or when the program was not started by mpirun) the world is this one process.
 void init(int* argc = nullptr, char*** argv = nullptr);

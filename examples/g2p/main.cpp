@@ -98,7 +98,7 @@ int main(int argc, char** argv) {
   app.add_option("--batch-size", batch_size, "pronunciations per step")->check(CLI::PositiveNumber);
   app.add_option("--lr", lr, "Adam's peak learning rate (default: bahdanau 2e-3, transformer 1e-3)");
   app.add_option("--seed", seed, "seed of the initial weights, dropout and the batch order");
-  app.add_option("--threads", threads, "CPU threads (OpenMP and OpenBLAS); default: the environment's")
+  app.add_option("--threads", threads, "CPU threads (saccade::set_num_threads); default: the machine's cores")
       ->check(CLI::PositiveNumber);
   app.add_option("--device", device_name, "cpu, or cuda / cuda:N when built with CUDA");
   app.add_option("--out", out_dir, "directory for checkpoints and pictures");

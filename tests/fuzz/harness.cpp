@@ -1,7 +1,6 @@
 // The forked fuzz runner (tests/fuzz/harness.h).
 #include "tests/fuzz/harness.h"
 
-#include <omp.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -71,7 +70,8 @@ std::string one_line(std::string s) {
   // a crash must end the child; Catch2's handlers (inherited from the parent) would report it as a failure
   // of the parent's test case
   for (int sig : {SIGSEGV, SIGABRT, SIGFPE, SIGILL, SIGBUS}) signal(sig, SIG_DFL);
-  omp_set_num_threads(1);  // the parent's OpenMP pool does not exist in a forked child
+  // The parent's pool workers do not exist in a forked child; saccade's pool needs none of them (the caller
+  // runs every task itself and never waits for a worker that did not join), so the child runs on one thread.
   for (int64_t i = first; i < end; ++i) {
     send(fd, fmt::format("S {}", i));
     CaseContext ctx(fd);

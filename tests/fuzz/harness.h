@@ -12,7 +12,7 @@
 //   hang       the case ran longer than the time limit; the child is killed
 // A child runs cases one after another and tells the parent over a pipe which case it starts and how each
 // ended; after a crash or a hang the parent starts a new child at the next case. Children run on one
-// OpenMP / OpenBLAS thread (a forked child must not use a thread pool the parent had started).
+// thread (the parent's pool workers are not copied by fork; saccade's pool never waits for them).
 #include <cstdint>
 #include <functional>
 #include <map>
