@@ -13,17 +13,6 @@
 
 namespace saccade::nn {
 
-namespace {
-
-// "a x b x c" shapes agree on dims [0, n).
-bool same_leading(const Shape& a, const Shape& b, int n) {
-  for (int i = 0; i < n; ++i)
-    if (a[i] != b[i]) return false;
-  return true;
-}
-
-}  // namespace
-
 Tensor causal_mask(int64_t tq, int64_t tk, Device device) {
   ErrorScope scope("causal_mask");
   SACCADE_CHECK(tq >= 0 && tk >= 0, "causal_mask: negative sizes Tq = {}, Tk = {}", tq, tk);
@@ -52,25 +41,7 @@ AttentionOutput attend_composed(const Variable& scores, const Variable& values,
 
 void check_qkv(const char* op, const Variable& q, const Variable& k, const Variable& v) {
   SACCADE_CHECK(q.defined() && k.defined() && v.defined(), "{}: got an undefined query, key or value", op);
-  const int nd = q.dim();
-  SACCADE_CHECK(
-      nd >= 3 && k.dim() == nd && v.dim() == nd,
-      "{}: q {}, k {} and v {} must have one rank >= 3: (B, ..., Tq, D), (B, ..., Tk, D), (B, ..., Tk, Dv)",
-      op, q.shape(), k.shape(), v.shape());
-  SACCADE_CHECK(
-      same_leading(q.shape(), k.shape(), nd - 2) && same_leading(q.shape(), v.shape(), nd - 2) &&
-          q.size(-1) == k.size(-1) && k.size(-2) == v.size(-2),
-      "{}: q {}, k {} and v {} do not match: expected (B, ..., Tq, D), (B, ..., Tk, D), (B, ..., Tk, Dv)", op,
-      q.shape(), k.shape(), v.shape());
-  SACCADE_CHECK(q.dtype() == k.dtype() && q.dtype() == v.dtype(),
-                "{}: q, k and v must have one dtype, got {}, {}, {}", op, q.dtype(), k.dtype(), v.dtype());
-  ops::check_same_device(op, {&q.data(), &k.data(), &v.data()});
-}
-
-Shape scores_shape(const Variable& q, const Variable& k) {
-  Shape s = q.shape();
-  s[s.size() - 1] = k.size(-2);
-  return s;
+  ops::check_attention_inputs(op, q.data(), k.data(), v.data());
 }
 
 }  // namespace
@@ -83,7 +54,7 @@ AttentionOutput attend_from_scores(const Variable& scores, const Variable& value
   const Shape& s = scores.shape();
   const Shape& v = values.shape();
   const int nd = s.size();
-  SACCADE_CHECK(nd >= 2 && v.size() == nd && same_leading(s, v, nd - 2) && v[nd - 2] == s[nd - 1],
+  SACCADE_CHECK(nd >= 2 && v.size() == nd && same_leading_dims(s, v, nd - 2) && v[nd - 2] == s[nd - 1],
                 "{}: scores {} (B, ..., Tq, Tk) and values {} (B, ..., Tk, Dv) do not match", op, s, v);
   SACCADE_CHECK(dropout_p >= 0 && dropout_p < 1, "{}: dropout_p must be in [0, 1), got {}", op, dropout_p);
   ops::check_same_device(op, {&scores.data(), &values.data()});
@@ -101,7 +72,7 @@ AttentionOutput scaled_dot_product_attention(const Variable& q, const Variable& 
   const char* op = "scaled_dot_product_attention";
   check_qkv(op, q, k, v);
   ops::AttentionMask mask =
-      ops::attention_mask(valid_lens_or_mask, scores_shape(q, k),
+      ops::attention_mask(valid_lens_or_mask, ops::attention_scores_shape(q.shape(), k.shape()),
                           causal ? ops::CausalAlign::BottomRight : ops::CausalAlign::None, q.device(), op);
   return scaled_dot_product_attention(q, k, v, mask, dropout_p, training, gen, need_weights, op);
 }
@@ -164,8 +135,8 @@ Variable AdditiveAttention::project_keys(const Variable& keys) {
 AttentionOutput AdditiveAttention::forward_projected(const Variable& queries, const Variable& projected_keys,
                                                      const Variable& values,
                                                      const Tensor& valid_lens_or_mask) {
-  ErrorScope scope(name(), {shape_of(queries), shape_of(projected_keys), shape_of(values),
-                            shape_of(valid_lens_or_mask)});
+  ErrorScope scope(
+      name(), {shape_of(queries), shape_of(projected_keys), shape_of(values), shape_of(valid_lens_or_mask)});
   const char* op = "AdditiveAttention";
   const Variable& keys = projected_keys;
   SACCADE_CHECK(queries.defined() && keys.defined() && values.defined(),

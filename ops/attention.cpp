@@ -10,12 +10,6 @@ namespace saccade::ops {
 
 namespace {
 
-bool same_leading(const Shape& a, const Shape& b, int n) {
-  for (int i = 0; i < n; ++i)
-    if (a[i] != b[i]) return false;
-  return true;
-}
-
 // x: (B, ..., T, D) -> a (B, H, T, D) view (or copy) with unit stride on D; H = the product of the middle
 // dims.
 Tensor as_4d(const Tensor& x) {
@@ -45,12 +39,20 @@ AttentionMask mask_4d(const AttentionMask& m) {
   return r;
 }
 
-void check_qkv(const char* op, const Tensor& q, const Tensor& k, const Tensor& v) {
+void check_dropout(const char* op, const AttentionDropout& d) {
+  SACCADE_CHECK(d.p >= 0 && d.p < 1, "{}: dropout_p must be in [0, 1), got {}", op, d.p);
+}
+
+}  // namespace
+
+// q: (B, ..., Tq, D), k: (B, ..., Tk, D), v: (B, ..., Tk, Dv)
+void check_attention_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor& v) {
   SACCADE_CHECK(q.defined() && k.defined() && v.defined(), "{}: got an undefined query, key or value", op);
   const int nd = q.dim();
   SACCADE_CHECK(
-      nd >= 3 && k.dim() == nd && v.dim() == nd && same_leading(q.shape(), k.shape(), nd - 2) &&
-          same_leading(q.shape(), v.shape(), nd - 2) && q.size(-1) == k.size(-1) && k.size(-2) == v.size(-2),
+      nd >= 3 && k.dim() == nd && v.dim() == nd && same_leading_dims(q.shape(), k.shape(), nd - 2) &&
+          same_leading_dims(q.shape(), v.shape(), nd - 2) && q.size(-1) == k.size(-1) &&
+          k.size(-2) == v.size(-2),
       "{}: q {}, k {} and v {} do not match: expected (B, ..., Tq, D), (B, ..., Tk, D), (B, ..., Tk, "
       "Dv) of one rank >= 3",
       op, q.shape(), k.shape(), v.shape());
@@ -60,17 +62,11 @@ void check_qkv(const char* op, const Tensor& q, const Tensor& k, const Tensor& v
   check_same_device(op, {&q, &k, &v});
 }
 
-void check_dropout(const char* op, const AttentionDropout& d) {
-  SACCADE_CHECK(d.p >= 0 && d.p < 1, "{}: dropout_p must be in [0, 1), got {}", op, d.p);
-}
-
-Shape scores_shape(const Tensor& q, const Tensor& k) {
-  Shape s = q.shape();
-  s[s.size() - 1] = k.size(-2);
+Shape attention_scores_shape(const Shape& q, const Shape& k) {
+  Shape s = q;
+  s[s.size() - 1] = k[k.size() - 2];
   return s;
 }
-
-}  // namespace
 
 AttentionMask attention_mask(const Tensor& m, const Shape& x, CausalAlign causal, Device device,
                              const char* op) {
@@ -134,9 +130,9 @@ FlashAttentionForward flash_attention_forward(const Tensor& q, const Tensor& k, 
                                               const AttentionMask& mask, double scale,
                                               const AttentionDropout& dropout) {
   const char* op = "flash_attention";
-  check_qkv(op, q, k, v);
+  check_attention_inputs(op, q, k, v);
   check_dropout(op, dropout);
-  const Shape s = scores_shape(q, k);
+  const Shape s = attention_scores_shape(q.shape(), k.shape());
   SACCADE_CHECK(!mask.keep.defined() || mask.keep.shape() == s, "{}: keep-mask {} for attention scores {}",
                 op, mask.keep.defined() ? mask.keep.shape() : Shape{}, s);
   Tensor q4 = as_4d(q), k4 = as_4d(k), v4 = as_4d(v);
@@ -154,7 +150,7 @@ FlashAttentionGrads flash_attention_backward(const Tensor& gout, const Tensor& q
                                              const AttentionMask& mask, double scale,
                                              const AttentionDropout& dropout) {
   const char* op = "flash_attention_backward";
-  check_qkv(op, q, k, v);
+  check_attention_inputs(op, q, k, v);
   check_dropout(op, dropout);
   SACCADE_CHECK(gout.defined() && out.defined() && lse.defined() && gout.shape() == out.shape() &&
                     out.dim() == q.dim() && out.size(-2) == q.size(-2) && out.size(-1) == v.size(-1) &&

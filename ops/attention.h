@@ -18,6 +18,15 @@
 
 namespace saccade::ops {
 
+/// Checks the inputs of the attention op `op` (the function or module the user called): q, k, v defined,
+/// shapes as in the file comment, one float dtype, one device. Throws saccade::Error naming `op` and the
+/// three shapes. Every dot-product attention (fused or composed) checks its inputs here, once.
+void check_attention_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor& v);
+
+/// The scores' shape (B, ..., Tq, Tk) of q (B, ..., Tq, D) against k (B, ..., Tk, D) (shapes checked by
+/// check_attention_inputs).
+Shape attention_scores_shape(const Shape& q, const Shape& k);
+
 /// Checks `valid_lens_or_mask` against scores of shape (B, ..., Tq, Tk) and converts it once:
 /// int64 valid_lens (B) or (B, Tq) (keys k >= valid_len masked, d2l 11.3.1), a Bool keep-mask broadcastable
 /// to the scores (true = attend, as torch's boolean attn_mask), or undefined (no mask); `causal` is added as

@@ -79,6 +79,13 @@ class Shape {
 };
 
 /// Row-major strides of a contiguous tensor of `shape`.
+/// True when shapes `a` and `b` agree on dims [0, n) (both must have at least n dims).
+inline bool same_leading_dims(const Shape& a, const Shape& b, int n) {
+  for (int i = 0; i < n; ++i)
+    if (a[i] != b[i]) return false;
+  return true;
+}
+
 inline Shape contiguous_strides(const Shape& shape) {
   Shape s = Shape::filled(shape.size(), 1);
   for (int i = shape.size() - 2; i >= 0; --i) s[i] = s[i + 1] * std::max<int64_t>(shape[i + 1], 1);
