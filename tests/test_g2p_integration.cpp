@@ -105,7 +105,7 @@ TEST_CASE("g2p: step-by-step decoding equals teacher forcing, reorder picks rows
   }
 }
 
-TEST_CASE("g2p: beam search of width 1 is greedy decoding; wider beams score no worse", "[g2p]") {
+TEST_CASE("g2p: beam search of width 1 is greedy decoding, wider beams score no worse", "[g2p]") {
   for (const char* name : {"bahdanau", "transformer"}) {
     INFO(name);
     auto model = make_g2p_model(small_config(name), 11);

@@ -346,7 +346,7 @@ TEST_CASE("init: distributions have the documented bounds and variances", "[nn][
   REQUIRE_NOTHROW(init::kaiming_uniform_(empty));
 }
 
-TEST_CASE("init: same seed same values; bad input throws", "[nn][init]") {
+TEST_CASE("init: same seed same values, bad input throws", "[nn][init]") {
   namespace init = nn::init;
   Tensor a = ops::empty({5, 6}), b = ops::empty({5, 6});
   Generator g1(3), g2(3);

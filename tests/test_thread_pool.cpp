@@ -50,7 +50,7 @@ TEST_CASE("threads: parallel_for visits every index once at any grain and thread
   REQUIRE(calls == 0);
 }
 
-TEST_CASE("threads: nested parallel_for runs serially inside a task; exceptions reach the caller",
+TEST_CASE("threads: nested parallel_for runs serially inside a task, exceptions reach the caller",
           "[ops][thread_pool]") {
   ThreadsGuard guard;
   set_num_threads(2);

@@ -158,7 +158,7 @@ TEST_CASE("ddp: a parameter without a gradient contributes zeros, launched by sy
   }
 }
 
-TEST_CASE("ddp: no_sync accumulates locally; the next step all-reduces the sum", "[ddp]") {
+TEST_CASE("ddp: no_sync accumulates locally, the next step all-reduces the sum", "[ddp]") {
   const int N = dist::world_size(), r = dist::rank();
   Net reference(5), replica(5);
   reference.to(DType::Float64);
