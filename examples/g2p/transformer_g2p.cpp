@@ -5,6 +5,7 @@
 #include "autograd/functions/elementwise.h"
 #include "autograd/functions/shape.h"
 #include "examples/g2p/data.h"
+#include "nn/init.h"
 #include "ops/index.h"
 #include "ops/nn.h"
 
@@ -42,6 +43,12 @@ TransformerG2P::TransformerG2P(const G2PConfig& config, uint64_t seed)
       "decoder", std::make_shared<nn::TransformerDecoder>(D, config.ffn, config.heads, config.layers,
                                                           config.dropout, false, &gen_));
   output = register_module("output", std::make_shared<nn::Linear>(D, V, true, &gen_));
+  // Embeddings drawn from N(0, 1/D), so that after the ×√D of encode/embed_phones they have unit scale, as
+  // the sinusoidal positions do (Vaswani et al. 2017 §3.4; fairseq's init). nn::Embedding's N(0, 1), times
+  // √128 ≈ 11, drowns the positions: measured with the default setting, validation WER 0.94 / 0.86 after
+  // 500 / 1000 steps with N(0, 1), 0.67 / 0.55 with N(0, 1/D).
+  nn::init::normal_(src_embedding->weight.data(), 0, 1 / std::sqrt(static_cast<double>(D)), &gen_);
+  nn::init::normal_(tgt_embedding->weight.data(), 0, 1 / std::sqrt(static_cast<double>(D)), &gen_);
 }
 
 // letters (B, S), lens (B) -> memory (B, S, D)
