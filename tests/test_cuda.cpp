@@ -12,6 +12,9 @@
 #include <vector>
 
 #include "helpers.h"
+#include "nn/conv.h"
+#include "nn/multihead.h"
+#include "nn/rnn.h"
 #include "ops/cuda/allocator.h"
 #include "ops/cuda/api.h"
 
@@ -200,8 +203,14 @@ Tensor randn(const Shape& s, uint64_t seed, DType dt = DType::Float32) {
 }
 
 // Runs f on the CPU and on the GPU and checks that every returned tensor agrees (GPU results copied back).
+// Without a GPU only the CPU half runs (so that the test itself is exercised everywhere); the caller then
+// skips with SKIP_WITHOUT_GPU.
 void both(const std::function<std::vector<Tensor>(Device)>& f, double tol = 1e-5) {
-  const std::vector<Tensor> c = f(kCpu), g = f(kGpu);
+  const std::vector<Tensor> c = f(kCpu);
+  REQUIRE_FALSE(c.empty());
+  for (const Tensor& t : c) CHECK((!t.defined() || t.device() == kCpu));
+  if (!cuda_is_available()) return;
+  const std::vector<Tensor> g = f(kGpu);
   REQUIRE(c.size() == g.size());
   for (size_t i = 0; i < c.size(); ++i) {
     INFO(fmt::format("result {}: shape {}, dtype {}", i, c[i].shape(), c[i].dtype()));
@@ -240,15 +249,7 @@ TEST_CASE("cuda: without a GPU the backend is absent and asking for it throws, n
 }
 
 TEST_CASE("cuda: to() round trips every dtype; copies convert dtypes and follow strides", "[cuda]") {
-  SKIP_WITHOUT_GPU();
   Tensor x = randn({3, 5, 4}, 1);
-  for (DType dt : {DType::Float32, DType::Float64, DType::Int64, DType::Bool}) {
-    Tensor c = ops::mul(x, 3.0).to(dt);
-    Tensor g = c.to(kGpu);
-    CHECK(g.device() == kGpu);
-    CHECK(allclose(g.to(kCpu), c, 0, 0));
-  }
-  CHECK(ops::empty({0, 7}, DType::Float32, kGpu).to(kCpu).numel() == 0);
   both([&](Device d) {
     Tensor t = x.to(d);
     return std::vector<Tensor>{t.permute({2, 0, 1}).contiguous(),     // strided copy
@@ -258,10 +259,17 @@ TEST_CASE("cuda: to() round trips every dtype; copies convert dtypes and follow 
                                t.select(1, 2).contiguous(),
                                ops::zeros({0, 3}, DType::Float32, d).contiguous()};
   });
+  SKIP_WITHOUT_GPU();  // after the CPU half above ran
+  for (DType dt : {DType::Float32, DType::Float64, DType::Int64, DType::Bool}) {
+    Tensor c = ops::mul(x, 3.0).to(dt);
+    Tensor g = c.to(kGpu);
+    CHECK(g.device() == kGpu);
+    CHECK(allclose(g.to(kCpu), c, 0, 0));
+  }
+  CHECK(ops::empty({0, 7}, DType::Float32, kGpu).to(kCpu).numel() == 0);
 }
 
 TEST_CASE("cuda: fill, arange, full, eye", "[cuda]") {
-  SKIP_WITHOUT_GPU();
   both(
       [](Device d) {
         Tensor t = ops::zeros({4, 6}, DType::Float64, d);
@@ -275,10 +283,10 @@ TEST_CASE("cuda: fill, arange, full, eye", "[cuda]") {
                                    ops::ones({2, 2}, DType::Bool, d)};
       },
       0);
+  SKIP_WITHOUT_GPU();  // after the CPU half above ran
 }
 
 TEST_CASE("cuda: unary ops through the shared functors", "[cuda]") {
-  SKIP_WITHOUT_GPU();
   Tensor x = randn({7, 33}, 2), xi = ops::mul(x, 10.0).to(DType::Int64);
   both(
       [&](Device d) {
@@ -310,10 +318,10 @@ TEST_CASE("cuda: unary ops through the shared functors", "[cuda]") {
                                    ops::clamp(a, -0.5, 0.5)};
       },
       2e-6);
+  SKIP_WITHOUT_GPU();  // after the CPU half above ran
 }
 
 TEST_CASE("cuda: binary ops with broadcasting, scalars, strided operands and every dtype", "[cuda]") {
-  SKIP_WITHOUT_GPU();
   Tensor x = randn({4, 1, 5}, 3), y = randn({3, 5}, 4), z = randn({5, 3}, 5);
   both(
       [&](Device d) {
@@ -340,10 +348,10 @@ TEST_CASE("cuda: binary ops with broadcasting, scalars, strided operands and eve
         return r;
       },
       2e-6);
+  SKIP_WITHOUT_GPU();  // after the CPU half above ran
 }
 
 TEST_CASE("cuda: where and masked_fill", "[cuda]") {
-  SKIP_WITHOUT_GPU();
   Tensor x = randn({3, 4}, 6), y = randn({4}, 7);
   both(
       [&](Device d) {
@@ -352,10 +360,10 @@ TEST_CASE("cuda: where and masked_fill", "[cuda]") {
                                    ops::masked_fill(a, ops::lt(b, 0.0), -1e9)};
       },
       0);
+  SKIP_WITHOUT_GPU();  // after the CPU half above ran
 }
 
 TEST_CASE("cuda: reductions along rows, columns and whole tensors; argmax/argmin; NaN propagates", "[cuda]") {
-  SKIP_WITHOUT_GPU();
   Tensor x = randn({6, 37, 5}, 8), big = randn({3, 100000}, 9);
   both(
       [&](Device d) {
@@ -388,10 +396,10 @@ TEST_CASE("cuda: reductions along rows, columns and whole tensors; argmax/argmin
                                    ops::sum(ops::zeros({4, 0}, DType::Float32, d), {1})};
       },
       1e-5);
+  SKIP_WITHOUT_GPU();  // after the CPU half above ran
 }
 
 TEST_CASE("cuda: matmul and bmm through cuBLAS, transposed operands passed as flags", "[cuda]") {
-  SKIP_WITHOUT_GPU();
   Tensor a = randn({4, 33, 17}, 10), b = randn({4, 17, 9}, 11), w = randn({9, 17}, 12), v = randn({17}, 13);
   both(
       [&](Device d) {
@@ -407,6 +415,7 @@ TEST_CASE("cuda: matmul and bmm through cuBLAS, transposed operands passed as fl
             ops::bmm(A.slice(1, 0, 0), B)};                // M = 0
       },
       1e-4);
+  SKIP_WITHOUT_GPU();  // after the CPU half above ran
 }
 
 TEST_CASE("cuda: TF32 is off by default and only used when allowed", "[cuda]") {
@@ -422,7 +431,6 @@ TEST_CASE("cuda: TF32 is off by default and only used when allowed", "[cuda]") {
 }
 
 TEST_CASE("cuda: softmax, log_softmax, layer_norm, cross_entropy forward and backward", "[cuda]") {
-  SKIP_WITHOUT_GPU();
   Tensor x = randn({5, 3, 700}, 16), r = randn({5, 3, 700}, 17), g = randn({700}, 18), bb = randn({700}, 19);
   Tensor target = ops::tensor({1, 0, 699, 5, -100}, DType::Int64);
   both(
@@ -452,11 +460,11 @@ TEST_CASE("cuda: softmax, log_softmax, layer_norm, cross_entropy forward and bac
         return out;
       },
       2e-5);
+  SKIP_WITHOUT_GPU();  // after the CPU half above ran
 }
 
 TEST_CASE("cuda: index_select, index_add, gather, scatter_add, embedding (atomics) and their backward",
           "[cuda]") {
-  SKIP_WITHOUT_GPU();
   Tensor x = randn({6, 5, 4}, 20), src = randn({6, 7, 4}, 21);
   Tensor idx = ops::tensor({4, 0, 0, 2, 4, 4, 1}, DType::Int64);  // repeats: the adds collide
   Generator gi(22);
@@ -482,10 +490,10 @@ TEST_CASE("cuda: index_select, index_add, gather, scatter_add, embedding (atomic
                            ops::ones({3, 2}, DType::Int64, d))};
       },
       1e-5);
+  SKIP_WITHOUT_GPU();  // after the CPU half above ran
 }
 
 TEST_CASE("cuda: the same seed draws the same numbers and the same dropout mask on both devices", "[cuda]") {
-  SKIP_WITHOUT_GPU();
   both(
       [](Device d) {
         Generator g1(42), g2(42), g3(42), g4(7);
@@ -496,6 +504,7 @@ TEST_CASE("cuda: the same seed draws the same numbers and the same dropout mask 
                                    ops::randn({513}, DType::Float64, d, &g3), drop.out, drop.mask};
       },
       1e-12);
+  SKIP_WITHOUT_GPU();  // after the CPU half above ran
   Generator a(5), b(5);
   Tensor mc = ops::dropout(ops::ones({1000}), 0.5, true, &a).mask;
   Tensor mg = ops::dropout(ops::ones({1000}, DType::Float32, kGpu), 0.5, true, &b).mask.to(kCpu);
@@ -504,7 +513,6 @@ TEST_CASE("cuda: the same seed draws the same numbers and the same dropout mask 
 
 TEST_CASE("cuda: conv2d, max_pool2d, avg_pool2d forward and backward (im2col + cuBLAS, col2im, atomics)",
           "[cuda]") {
-  SKIP_WITHOUT_GPU();
   Tensor x = randn({2, 3, 11, 9}, 23), w = randn({4, 3, 3, 2}, 24), bias = randn({4}, 25);
   both(
       [&](Device d) {
@@ -519,11 +527,11 @@ TEST_CASE("cuda: conv2d, max_pool2d, avg_pool2d forward and backward (im2col + c
         return out;
       },
       1e-4);
+  SKIP_WITHOUT_GPU();  // after the CPU half above ran
 }
 
 TEST_CASE("cuda: fused attention forward and backward against the CPU kernel, every mask kind, dropout",
           "[cuda]") {
-  SKIP_WITHOUT_GPU();
   using ops::CausalAlign;
   Tensor q = randn({2, 3, 17, 8}, 26), k = randn({2, 3, 23, 8}, 27), v = randn({2, 3, 23, 5}, 28);
   Tensor r = randn({2, 3, 17, 5}, 29);
@@ -569,6 +577,47 @@ TEST_CASE("cuda: fused attention forward and backward against the CPU kernel, ev
         return std::vector<Tensor>{f.out, f.lse, g.gq, g.gk, g.gv};
       },
       1e-4);
+  SKIP_WITHOUT_GPU();  // after the CPU half above ran
+}
+
+TEST_CASE("cuda: modules (multi-head attention, GRU, Conv2d) agree with the CPU, forward and gradients",
+          "[cuda]") {
+  Tensor x = randn({3, 7, 16}, 40), r = randn({3, 7, 16}, 41), img = randn({2, 3, 9, 9}, 42);
+  Tensor lens = ops::tensor({7, 3, 5}, DType::Int64);
+  // out, then every parameter's gradient, of sum(f(model) ⊙ R) with the model built from seed 43 on `d`
+  both(
+      [&](Device d) {
+        std::vector<Tensor> res;
+        auto collect = [&](nn::Module& m, const Variable& out, const Tensor& weights) {
+          sum(mul(out, Variable(weights))).backward();
+          res.push_back(out.data());
+          for (const Variable& p : m.parameters()) res.push_back(p.grad());
+        };
+        {
+          Generator g(43);
+          nn::MultiHeadAttention mha(16, 4, 0.0, true, -1, -1, -1, &g);
+          mha.to(d);
+          Variable q(x.to(d));
+          collect(mha, mha.forward(q, q, q, lens.to(d), /*causal=*/true), r.to(d));
+        }
+        {
+          Generator g(43);
+          nn::GRU gru(16, 8, {}, &g);
+          gru.to(d);
+          auto o = gru.forward(Variable(x.to(d)), Variable(), lens.to(d));  // batch-first, ragged lengths
+          collect(gru, o.output, ops::ones(o.output.shape(), DType::Float32, d));
+        }
+        {
+          Generator g(43);
+          nn::Conv2d conv(3, 5, 3, 2, 1, true, &g);
+          conv.to(d);
+          Variable out = conv(Variable(img.to(d)));
+          collect(conv, out, ops::ones(out.shape(), DType::Float32, d));
+        }
+        return res;
+      },
+      1e-4);
+  SKIP_WITHOUT_GPU();  // after the CPU half above ran
 }
 
 TEST_CASE("cuda: ops on tensors of different devices throw; nothing is copied silently", "[cuda]") {
