@@ -548,26 +548,33 @@ TEST_CASE("cuda: fused attention forward and backward against the CPU kernel, ev
       {Tensor(), CausalAlign::None, 0},          {lens, CausalAlign::None, 0},
       {lens_q, CausalAlign::TopLeft, 0},         {keep, CausalAlign::BottomRight, 0},
       {Tensor(), CausalAlign::BottomRight, 0.2}, {keep, CausalAlign::None, 0.3}};
-  for (size_t c = 0; c < cases.size(); ++c) {
-    INFO("case " << c);
-    for (DType dt : {DType::Float32, DType::Float64}) {
-      both(
-          [&](Device d) {
-            // q as a transposed view of (B, Tq, H, D): non-contiguous heads, unit last stride
-            Variable vq(q.to(dt).permute({0, 2, 1, 3}).contiguous().permute({0, 2, 1, 3}).to(d), true);
-            Variable vk(k.to(dt).to(d), true), vv(v.to(dt).to(d), true);
-            Tensor m = cases[c].mask.defined() ? cases[c].mask.to(d) : Tensor();
-            auto mask = ops::attention_mask(m, {2, 3, 17, 23}, cases[c].causal, d, "test");
-            Generator gen(99);
-            Variable out = flash_attention(vq, vk, vv, mask, 0.35, cases[c].p, cases[c].p > 0, &gen);
-            out.backward(r.to(dt).to(d));
-            return std::vector<Tensor>{out.data(), vq.grad(), vk.grad(), vv.grad()};
-          },
-          dt == DType::Float32 ? 2e-5 : 1e-10);
+  // the tiled forward (the default) and the readable per-row one
+  for (bool readable : {false, true}) {
+    cuda::set_readable_attention(readable);
+    INFO("readable forward: " << readable);
+    for (size_t c = 0; c < cases.size(); ++c) {
+      INFO("case " << c);
+      for (DType dt : {DType::Float32, DType::Float64}) {
+        both(
+            [&](Device d) {
+              // q as a transposed view of (B, Tq, H, D): non-contiguous heads, unit last stride
+              Variable vq(q.to(dt).permute({0, 2, 1, 3}).contiguous().permute({0, 2, 1, 3}).to(d), true);
+              Variable vk(k.to(dt).to(d), true), vv(v.to(dt).to(d), true);
+              Tensor m = cases[c].mask.defined() ? cases[c].mask.to(d) : Tensor();
+              auto mask = ops::attention_mask(m, {2, 3, 17, 23}, cases[c].causal, d, "test");
+              Generator gen(99);
+              Variable out = flash_attention(vq, vk, vv, mask, 0.35, cases[c].p, cases[c].p > 0, &gen);
+              out.backward(r.to(dt).to(d));
+              return std::vector<Tensor>{out.data(), vq.grad(), vk.grad(), vv.grad()};
+            },
+            dt == DType::Float32 ? 2e-5 : 1e-10);
+      }
     }
   }
-  // a longer sequence, causal, against the CPU
-  Tensor lq = randn({1, 2, 300, 64}, 32), lk = randn({1, 2, 300, 64}, 33), lv = randn({1, 2, 300, 64}, 34);
+  cuda::set_readable_attention(false);
+  // a longer sequence, causal, against the CPU (several query tiles, the last one partial)
+  // (head dims 96 and 128: the tiled kernel's 128-wide variant, zero-padded)
+  Tensor lq = randn({1, 2, 300, 96}, 32), lk = randn({1, 2, 300, 96}, 33), lv = randn({1, 2, 300, 128}, 34);
   both(
       [&](Device d) {
         auto mask = ops::attention_mask(Tensor(), {1, 2, 300, 300}, CausalAlign::TopLeft, d, "test");

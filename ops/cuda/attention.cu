@@ -22,7 +22,9 @@
 // like out: any strides with unit last stride; lse (B, H, Tq) contiguous; valid_lens int64 (B) or (B, Tq);
 // keep Bool (B, H, Tq, Tk) view.
 #include <cmath>
+#include <cstdint>
 
+#include "ops/cuda/api.h"
 #include "ops/cuda/backend.h"
 #include "ops/cuda/loop.cuh"
 #include "ops/philox.h"
@@ -139,6 +141,77 @@ __global__ void attention_forward_rows(Rows<const T> q, Rows<const T> k, Rows<co
   }
 }
 
+// ---- the tiled forward: key/value tiles in shared memory, one query row per thread in registers ----
+//
+// Block: kBr = 64 threads, the query rows [i0, i0 + 64) of one (b, h). The block walks key tiles of kBc rows:
+// all threads copy the tile of K and V into shared memory (zero-padded to kD columns and past Tk), then each
+// thread runs the per-key online softmax of the readable kernel over the tile, its q row and output row held
+// in registers (kD of each: head dims are padded to kD = 64 or 128 with zeros, which add nothing). Key tiles
+// past the last key any row of the block may see (causal, valid_lens) are never loaded. Shared memory:
+// 2 · kBc · kD · sizeof(T) = 32 KiB (kBc = 16384 / (kD sizeof(T))). Not yet: tensor-core tile products
+// (FlashAttention-2's warp-level MMA) and a tiled backward.
+constexpr int kBr = 64;
+
+template <class T>
+struct MaxI64 {
+  __device__ int64_t operator()(int64_t a, int64_t b) const { return a > b ? a : b; }
+};
+
+template <class T, int kD>
+__global__ void attention_forward_tiled(Rows<const T> q, Rows<const T> k, Rows<const T> v, Rows<T> out,
+                                        T* lse, Masking<T> mk, int64_t tiles, int64_t D, int64_t Dv,
+                                        T scale) {
+  constexpr int kBc = 16384 / (kD * static_cast<int>(sizeof(T)));
+  __shared__ T ks[kBc][kD];
+  __shared__ T vs[kBc][kD];
+  const int64_t bh = blockIdx.x / tiles, i0 = (blockIdx.x % tiles) * kBr;
+  const int64_t b = bh / mk.H, h = bh % mk.H, i = i0 + threadIdx.x;
+  const bool row = i < mk.Tq;
+  T qr[kD], o[kD];
+  const T* qi = row ? q.row(b, h, i) : nullptr;
+#pragma unroll
+  for (int d = 0; d < kD; ++d) {
+    qr[d] = row && d < D ? qi[d] * scale : T(0);
+    o[d] = 0;
+  }
+  const T neg_inf = -static_cast<T>(INFINITY);
+  T m = neg_inf, l = 0;
+  const int64_t end = row ? mk.end(b, i) : 0;
+  const int64_t block_end = block_reduce(end, MaxI64<T>{}, int64_t{0});  // keys past this: no row sees them
+  for (int64_t j0 = 0; j0 < block_end; j0 += kBc) {
+    __syncthreads();  // the previous tile is no longer read
+    for (int idx = threadIdx.x; idx < kBc * kD; idx += blockDim.x) {
+      const int r = idx / kD, d = idx % kD;
+      const bool in = j0 + r < mk.Tk;
+      ks[r][d] = in && d < D ? k.row(b, h, j0 + r)[d] : T(0);
+      vs[r][d] = in && d < Dv ? v.row(b, h, j0 + r)[d] : T(0);
+    }
+    __syncthreads();
+    const int64_t n = end - j0 < kBc ? end - j0 : kBc;  // this row's keys in the tile (may be <= 0)
+    for (int c = 0; c < n; ++c) {
+      const int64_t j = j0 + c;
+      if (!mk.kept(b, h, i, j)) continue;
+      T s = 0;
+#pragma unroll
+      for (int d = 0; d < kD; ++d) s += qr[d] * ks[c][d];
+      const T m_new = max(m, s);
+      const T cor = exp(m - m_new), e = exp(s - m_new);
+      l = l * cor + e;
+      const T ze = mk.dropout(b, h, i, j) * e;
+#pragma unroll
+      for (int d = 0; d < kD; ++d) o[d] = o[d] * cor + ze * vs[c][d];
+      m = m_new;
+    }
+  }
+  if (!row) return;
+  T* oi = out.row(b, h, i);
+  const T inv = l > 0 ? T(1) / l : T(0);
+#pragma unroll
+  for (int d = 0; d < kD; ++d)
+    if (d < Dv) oi[d] = o[d] * inv;
+  lse[(bh)*mk.Tq + i] = l > 0 ? m + log(l) : neg_inf;
+}
+
 // One thread per query row t = (b, h, i); gk and gv were zeroed by the caller.
 template <class T>
 __global__ void attention_backward_rows(Rows<const T> q, Rows<const T> k, Rows<const T> v, Rows<const T> out,
@@ -180,10 +253,22 @@ void CudaBackend::flash_attention_forward(const Tensor& q, const Tensor& k, cons
   const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), Tk = k.size(2), D = q.size(3), Dv = v.size(3);
   const int64_t rows = B * H * Tq;
   if (rows == 0) return;
+  const int64_t tiles = (Tq + kBr - 1) / kBr;
+  const bool tiled = !readable_attention() && D <= 128 && Dv <= 128 && B * H * tiles <= INT32_MAX;
   dispatch_floating(q.dtype(), "flash_attention_forward", [&]<class T>() {
-    attention_forward_rows<T><<<blocks_for(rows, 128), 128, 0, stream()>>>(
-        const_rows_of<T>(q), const_rows_of<T>(k), const_rows_of<T>(v), rows_of<T>(out), lse.data<T>(),
-        masking_of<T>(mask, dropout, H, Tq, Tk), B, D, Dv, static_cast<T>(scale));
+    const Masking<T> mk = masking_of<T>(mask, dropout, H, Tq, Tk);
+    if (tiled && D <= 64 && Dv <= 64)
+      attention_forward_tiled<T, 64><<<static_cast<unsigned>(B * H * tiles), kBr, 0, stream()>>>(
+          const_rows_of<T>(q), const_rows_of<T>(k), const_rows_of<T>(v), rows_of<T>(out), lse.data<T>(), mk,
+          tiles, D, Dv, static_cast<T>(scale));
+    else if (tiled)
+      attention_forward_tiled<T, 128><<<static_cast<unsigned>(B * H * tiles), kBr, 0, stream()>>>(
+          const_rows_of<T>(q), const_rows_of<T>(k), const_rows_of<T>(v), rows_of<T>(out), lse.data<T>(), mk,
+          tiles, D, Dv, static_cast<T>(scale));
+    else
+      attention_forward_rows<T><<<blocks_for(rows, 128), 128, 0, stream()>>>(
+          const_rows_of<T>(q), const_rows_of<T>(k), const_rows_of<T>(v), rows_of<T>(out), lse.data<T>(), mk,
+          B, D, Dv, static_cast<T>(scale));
     SACCADE_CUDA_CHECK_LAUNCH("flash_attention_forward");
   });
 }
