@@ -248,7 +248,7 @@ TEST_CASE("cuda: without a GPU the backend is absent and asking for it throws, n
   CHECK_FALSE(cuda::allow_tf32());
 }
 
-TEST_CASE("cuda: to() round trips every dtype; copies convert dtypes and follow strides", "[cuda]") {
+TEST_CASE("cuda: to() round trips every dtype, copies convert dtypes and follow strides", "[cuda]") {
   Tensor x = randn({3, 5, 4}, 1);
   both([&](Device d) {
     Tensor t = x.to(d);
@@ -363,7 +363,7 @@ TEST_CASE("cuda: where and masked_fill", "[cuda]") {
   SKIP_WITHOUT_GPU();  // after the CPU half above ran
 }
 
-TEST_CASE("cuda: reductions along rows, columns and whole tensors; argmax/argmin; NaN propagates", "[cuda]") {
+TEST_CASE("cuda: reductions along rows, columns and whole tensors, argmax/argmin, NaN propagates", "[cuda]") {
   Tensor x = randn({6, 37, 5}, 8), big = randn({3, 100000}, 9);
   both(
       [&](Device d) {
@@ -627,7 +627,7 @@ TEST_CASE("cuda: modules (multi-head attention, GRU, Conv2d) agree with the CPU,
   SKIP_WITHOUT_GPU();  // after the CPU half above ran
 }
 
-TEST_CASE("cuda: ops on tensors of different devices throw; nothing is copied silently", "[cuda]") {
+TEST_CASE("cuda: ops on tensors of different devices throw, nothing is copied silently", "[cuda]") {
   SKIP_WITHOUT_GPU();
   Tensor c = ops::ones({2, 3}), g = ops::ones({2, 3}, DType::Float32, kGpu);
   REQUIRE_THROWS_AS(ops::add(c, g), Error);
