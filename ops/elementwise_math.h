@@ -1,7 +1,8 @@
 #pragma once
 // The per-element math of the elementwise kernels, one small functor per op, shared by every device: the CPU
-// kernels (ops/cpu/elementwise.cpp) hand them to their loops now, CUDA kernels will call the same functors
-// from device code, so the CPU tests cover the math and the GPU tests only the launch.
+// kernels (ops/cpu/elementwise.cpp) hand them to their loops, the CUDA kernels (ops/cuda/elementwise.cu) call
+// the same functors from device code, so the CPU tests cover the math and the GPU tests only the launch. At
+// the end, with_unary_functor / with_binary_functor: the one switch from an op enum to its functor.
 //
 // x, y: one element each of a or b (T = float, double or int64_t unless stated); the result is one element of
 // out (T, or uint8_t 0/1 for comparisons and logic). NaN handling follows PyTorch: relu, maximum and minimum
@@ -9,6 +10,8 @@
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
+
+#include "ops/backend.h"
 #if !defined(__CUDA_ARCH__)
 #include <bit>
 #endif
@@ -238,5 +241,105 @@ template <class T>
 struct LogicalOr {
   SACCADE_HOST_DEVICE uint8_t operator()(T x, T y) const { return x || y; }
 };
+
+// ---- from the op enums (ops/backend.h) to the functors: the one switch every device's kernels use ----
+
+/// Calls run(f) with the functor of unary `op` on elements of type T (float, double or int64_t; `alpha` is
+/// PowScalar's exponent) and returns true; returns false, calling nothing, when `op` is not defined for T
+/// (the caller throws naming the op and dtype). LogicalNot (bool only) is the caller's.
+template <class T, class Run>
+bool with_unary_functor(UnaryOp op, double alpha, Run&& run) {
+  if constexpr (std::is_integral_v<T>) {
+    switch (op) {
+      case UnaryOp::Neg:
+        return run(Neg<T>{}), true;
+      case UnaryOp::Abs:
+        return run(Abs<T>{}), true;
+      case UnaryOp::Relu:
+        return run(Relu<T>{}), true;
+      case UnaryOp::Sign:
+        return run(Sign<T>{}), true;
+      case UnaryOp::PowScalar:  // exponent checked non-negative and integral by the op
+        return run(PowInt{static_cast<uint64_t>(alpha)}), true;
+      default:
+        return false;
+    }
+  } else {
+    switch (op) {
+      case UnaryOp::Neg:
+        return run(Neg<T>{}), true;
+      case UnaryOp::Exp:
+        return run(Exp<T>{}), true;
+      case UnaryOp::Log:
+        return run(Log<T>{}), true;
+      case UnaryOp::Sqrt:
+        return run(Sqrt<T>{}), true;
+      case UnaryOp::Rsqrt:
+        return run(Rsqrt<T>{}), true;
+      case UnaryOp::Abs:
+        return run(Abs<T>{}), true;
+      case UnaryOp::Sin:
+        return run(Sin<T>{}), true;
+      case UnaryOp::Cos:
+        return run(Cos<T>{}), true;
+      case UnaryOp::Tanh:
+        return run(Tanh<T>{}), true;
+      case UnaryOp::Sigmoid:
+        return run(Sigmoid<T>{}), true;
+      case UnaryOp::Relu:
+        return run(Relu<T>{}), true;
+      case UnaryOp::Gelu:
+        return run(Gelu<T>{}), true;
+      case UnaryOp::GeluGrad:
+        return run(GeluGrad<T>{}), true;
+      case UnaryOp::Sign:
+        return run(Sign<T>{}), true;
+      case UnaryOp::PowScalar:
+        if (alpha == 2) return run(Square<T>{}), true;
+        return run(PowScalar<T>{static_cast<T>(alpha)}), true;
+      case UnaryOp::LogicalNot:
+        return false;
+    }
+  }
+  return false;
+}
+
+/// Calls arith(f) with the functor of binary `op` on elements of type T when its result is a T (+ - * / pow
+/// maximum minimum), or test(f) when it is a bool stored as uint8_t (comparisons, logical and/or).
+template <class T, class Arith, class Test>
+void with_binary_functor(BinaryOp op, Arith&& arith, Test&& test) {
+  switch (op) {
+    case BinaryOp::Add:
+      return arith(Add<T>{});
+    case BinaryOp::Sub:
+      return arith(Sub<T>{});
+    case BinaryOp::Mul:
+      return arith(Mul<T>{});
+    case BinaryOp::Div:
+      return arith(Div<T>{});
+    case BinaryOp::Pow:
+      return arith(Pow<T>{});
+    case BinaryOp::Maximum:
+      return arith(Maximum<T>{});
+    case BinaryOp::Minimum:
+      return arith(Minimum<T>{});
+    case BinaryOp::Eq:
+      return test(Eq<T>{});
+    case BinaryOp::Ne:
+      return test(Ne<T>{});
+    case BinaryOp::Lt:
+      return test(Lt<T>{});
+    case BinaryOp::Le:
+      return test(Le<T>{});
+    case BinaryOp::Gt:
+      return test(Gt<T>{});
+    case BinaryOp::Ge:
+      return test(Ge<T>{});
+    case BinaryOp::LogicalAnd:
+      return test(LogicalAnd<T>{});
+    case BinaryOp::LogicalOr:
+      return test(LogicalOr<T>{});
+  }
+}
 
 }  // namespace saccade::math

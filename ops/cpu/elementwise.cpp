@@ -60,123 +60,25 @@ void binary_loop(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
   });
 }
 
-template <class T>
-void unary_float(UnaryOp op, const Tensor& a, const Tensor& out, double alpha) {
-  auto run = [&](auto f) { unary_loop<T, T>(a, out, f); };
-  switch (op) {
-    case UnaryOp::Neg:
-      return run(math::Neg<T>{});
-    case UnaryOp::Exp:
-      return run(math::Exp<T>{});
-    case UnaryOp::Log:
-      return run(math::Log<T>{});
-    case UnaryOp::Sqrt:
-      return run(math::Sqrt<T>{});
-    case UnaryOp::Rsqrt:
-      return run(math::Rsqrt<T>{});
-    case UnaryOp::Abs:
-      return run(math::Abs<T>{});
-    case UnaryOp::Sin:
-      return run(math::Sin<T>{});
-    case UnaryOp::Cos:
-      return run(math::Cos<T>{});
-    case UnaryOp::Tanh:
-      return run(math::Tanh<T>{});
-    case UnaryOp::Sigmoid:
-      return run(math::Sigmoid<T>{});
-    case UnaryOp::Relu:
-      return run(math::Relu<T>{});
-    case UnaryOp::Gelu:
-      return run(math::Gelu<T>{});
-    case UnaryOp::GeluGrad:
-      return run(math::GeluGrad<T>{});
-    case UnaryOp::Sign:
-      return run(math::Sign<T>{});
-    case UnaryOp::PowScalar:
-      if (alpha == 2) return run(math::Square<T>{});
-      return run(math::PowScalar<T>{static_cast<T>(alpha)});
-    case UnaryOp::LogicalNot:
-      break;
-  }
-  throw Error(fmt::format("{}: not defined for {} tensors", unary_op_name(op), a.dtype()));
-}
-
-void unary_int(UnaryOp op, const Tensor& a, const Tensor& out, double alpha) {
-  using T = int64_t;
-  auto run = [&](auto f) { unary_loop<T, T>(a, out, f); };
-  switch (op) {
-    case UnaryOp::Neg:
-      return run(math::Neg<T>{});
-    case UnaryOp::Abs:
-      return run(math::Abs<T>{});
-    case UnaryOp::Relu:
-      return run(math::Relu<T>{});
-    case UnaryOp::Sign:
-      return run(math::Sign<T>{});
-    case UnaryOp::PowScalar:  // exponent checked non-negative and integral by the op
-      return run(math::PowInt{static_cast<uint64_t>(alpha)});
-    default:
-      break;
-  }
-  throw Error(fmt::format("{}: not defined for int64 tensors", unary_op_name(op)));
-}
-
-template <class T>
-void binary_typed(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
-  auto arith = [&](auto f) { binary_loop<T, T>(a, b, out, f); };
-  auto test = [&](auto f) { binary_loop<T, uint8_t>(a, b, out, f); };
-  switch (op) {
-    case BinaryOp::Add:
-      return arith(math::Add<T>{});
-    case BinaryOp::Sub:
-      return arith(math::Sub<T>{});
-    case BinaryOp::Mul:
-      return arith(math::Mul<T>{});
-    case BinaryOp::Div:
-      return arith(math::Div<T>{});
-    case BinaryOp::Pow:
-      return arith(math::Pow<T>{});
-    case BinaryOp::Maximum:
-      return arith(math::Maximum<T>{});
-    case BinaryOp::Minimum:
-      return arith(math::Minimum<T>{});
-    case BinaryOp::Eq:
-      return test(math::Eq<T>{});
-    case BinaryOp::Ne:
-      return test(math::Ne<T>{});
-    case BinaryOp::Lt:
-      return test(math::Lt<T>{});
-    case BinaryOp::Le:
-      return test(math::Le<T>{});
-    case BinaryOp::Gt:
-      return test(math::Gt<T>{});
-    case BinaryOp::Ge:
-      return test(math::Ge<T>{});
-    case BinaryOp::LogicalAnd:
-      return test(math::LogicalAnd<T>{});
-    case BinaryOp::LogicalOr:
-      return test(math::LogicalOr<T>{});
-  }
-}
-
 }  // namespace
 
 void CpuBackend::unary(UnaryOp op, const Tensor& a, const Tensor& out, double alpha) {
-  switch (a.dtype()) {
-    case DType::Float32:
-      return unary_float<float>(op, a, out, alpha);
-    case DType::Float64:
-      return unary_float<double>(op, a, out, alpha);
-    case DType::Int64:
-      return unary_int(op, a, out, alpha);
-    case DType::Bool:
-      SACCADE_CHECK(op == UnaryOp::LogicalNot, "{}: not defined for bool tensors", unary_op_name(op));
-      return unary_loop<uint8_t, uint8_t>(a, out, math::LogicalNot{});
+  if (a.dtype() == DType::Bool) {
+    SACCADE_CHECK(op == UnaryOp::LogicalNot, "{}: not defined for bool tensors", unary_op_name(op));
+    return unary_loop<uint8_t, uint8_t>(a, out, math::LogicalNot{});
   }
+  const bool defined = dispatch_numeric(a.dtype(), unary_op_name(op).data(), [&]<class T>() {
+    return math::with_unary_functor<T>(op, alpha, [&](auto f) { unary_loop<T, T>(a, out, f); });
+  });
+  SACCADE_CHECK(defined, "{}: not defined for {} tensors", unary_op_name(op), a.dtype());
 }
 
 void CpuBackend::binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
-  dispatch_all(a.dtype(), binary_op_name(op).data(), [&]<class T>() { binary_typed<T>(op, a, b, out); });
+  dispatch_all(a.dtype(), binary_op_name(op).data(), [&]<class T>() {
+    math::with_binary_functor<T>(
+        op, [&](auto f) { binary_loop<T, T>(a, b, out, f); },
+        [&](auto f) { binary_loop<T, uint8_t>(a, b, out, f); });
+  });
 }
 
 void CpuBackend::where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {

@@ -1,0 +1,92 @@
+// The caching allocator's bookkeeping (allocator.h): plain C++, no CUDA, so that the CPU tests cover it.
+#include "ops/cuda/allocator.h"
+
+#include "ops/error.h"
+
+namespace saccade::cuda {
+
+size_t CachingAllocator::round_size(size_t nbytes) {
+  if (nbytes == 0) return 0;
+  const size_t r = nbytes <= kSmallSize ? kSmallRound : kLargeRound;
+  return (nbytes + r - 1) / r * r;
+}
+
+CachingAllocator::~CachingAllocator() { empty_cache_locked(); }
+
+CachingAllocator::FreeList& CachingAllocator::free_list(StreamId stream, size_t size) {
+  return free_[{stream, size > kSmallSize}];
+}
+
+void* CachingAllocator::allocate(size_t nbytes, StreamId stream, const char* device) {
+  if (nbytes == 0) return nullptr;
+  const size_t size = round_size(nbytes);
+  std::lock_guard<std::mutex> lock(mu_);
+  void* p = nullptr;
+  // 1. best fit from this stream's free list: the smallest cached block >= size, if not too large
+  FreeList& fl = free_list(stream, size);
+  auto it = fl.lower_bound(size);
+  if (it != fl.end() && it->first <= size * kMaxOversize) {
+    p = it->second;
+    fl.erase(it);
+    ++stats_.cache_hit_count;
+    stats_.bytes_cached -= static_cast<int64_t>(blocks_.at(p).size);
+  } else {
+    // 2. a fresh raw block; 3. on failure give the whole cache back and try once more
+    p = raw_.raw_alloc(size);
+    if (p == nullptr && stats_.bytes_cached > 0) {
+      empty_cache_locked();
+      p = raw_.raw_alloc(size);
+    }
+    SACCADE_CHECK(
+        p != nullptr,
+        "allocate: out of memory on {}: requested {} bytes (rounded to {}), {} bytes in use, {} bytes "
+        "cached (freed and retried)",
+        device, nbytes, size, stats_.bytes_in_use, stats_.bytes_cached);
+    ++stats_.raw_alloc_count;
+    blocks_[p] = Block{size, stream, false};
+  }
+  Block& b = blocks_.at(p);
+  b.in_use = true;
+  ++stats_.alloc_count;
+  stats_.bytes_in_use += static_cast<int64_t>(b.size);
+  if (stats_.bytes_in_use > stats_.peak_bytes_in_use) stats_.peak_bytes_in_use = stats_.bytes_in_use;
+  return p;
+}
+
+void CachingAllocator::deallocate(void* p) {
+  if (p == nullptr) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = blocks_.find(p);
+  SACCADE_CHECK(it != blocks_.end() && it->second.in_use,
+                "deallocate: pointer {} was not handed out by the CUDA caching allocator (or freed twice)",
+                p);
+  Block& b = it->second;
+  b.in_use = false;
+  stats_.bytes_in_use -= static_cast<int64_t>(b.size);
+  stats_.bytes_cached += static_cast<int64_t>(b.size);
+  free_list(b.stream, b.size).emplace(b.size, p);
+}
+
+void CachingAllocator::empty_cache() {
+  std::lock_guard<std::mutex> lock(mu_);
+  empty_cache_locked();
+}
+
+void CachingAllocator::empty_cache_locked() {
+  for (auto& [key, fl] : free_) {
+    for (auto& [size, p] : fl) {
+      raw_.raw_free(p, size);
+      blocks_.erase(p);
+      ++stats_.raw_free_count;
+      stats_.bytes_cached -= static_cast<int64_t>(size);
+    }
+    fl.clear();
+  }
+}
+
+AllocatorStats CachingAllocator::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+}  // namespace saccade::cuda

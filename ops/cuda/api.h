@@ -1,0 +1,25 @@
+#pragma once
+// The user-facing controls of the CUDA backend (no CUDA headers: any program may include this). In a build
+// without CUDA, or with no GPU present, each throws saccade::Error ("cuda: ... not available"), except
+// allow_tf32/set_allow_tf32, which only keep a flag.
+#include "ops/cuda/allocator.h"
+
+namespace saccade::cuda {
+
+/// The caching allocator's counters (ops/cuda/allocator.h): raw cudaMalloc calls, bytes in use and cached.
+AllocatorStats memory_stats();
+/// Returns every cached, unused block of device memory to the driver (torch.cuda.empty_cache()).
+void empty_cache();
+/// Waits until every kernel queued on the current stream has finished (torch.cuda.synchronize()).
+void synchronize();
+/// Whether float32 matmul / bmm may run on TF32 tensor cores (10-bit mantissa products, float32 accumulate;
+/// ~1e-3 relative error). Off by default, as torch.backends.cuda.matmul.allow_tf32.
+bool allow_tf32();
+void set_allow_tf32(bool allow);
+/// Whether the fused attention forward uses the readable one-thread-per-row kernel instead of the tiled one
+/// (ops/cuda/attention.cu; the backward is the readable kernel either way). Off by default; the tests run
+/// both.
+bool readable_attention();
+void set_readable_attention(bool readable);
+
+}  // namespace saccade::cuda

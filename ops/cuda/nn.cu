@@ -1,0 +1,203 @@
+// CUDA kernels of the nn primitives: softmax / log-softmax and layer norm, forward and backward.
+// Every tensor is contiguous and row-major; a "row" is the last (normalised) axis. One block per row
+// (grid-strided over rows): each thread folds a strided slice of the row, block_reduce (loop.cuh) combines
+// the partials. Sums accumulate in double for float32 rows, as on the CPU (ops/cpu/nn.cpp).
+//
+// Shapes: softmax: x, out, y, gy, gx (rows, n); layer_norm: x, out, gy, gx (rows, n), weight, bias, gweight,
+// gbias (n) or undefined, mean, rstd (rows) float.
+#include <cmath>
+
+#include "ops/cuda/backend.h"
+#include "ops/cuda/loop.cuh"
+
+namespace saccade::cuda {
+
+namespace {
+
+template <class T>
+using Acc = std::conditional_t<std::is_same_v<T, float>, double, T>;
+
+template <class T>
+struct Max {  // NaN wins, as in the CPU's row max
+  __device__ T operator()(T a, T b) const { return (b > a || b != b) ? b : a; }
+};
+template <class T>
+struct Plus {
+  __device__ T operator()(T a, T b) const { return a + b; }
+};
+
+// x, y: (rows, n). softmax_i = exp(x_i - m) / Σ exp(x_j - m), m = max x; log: x_i - m - log Σ.
+// A row all -inf gives zeros; a NaN anywhere gives a NaN row.
+template <class T>
+__global__ void softmax_kernel(const T* x, T* y, int64_t rows, int64_t n, bool log, T neg_inf) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* xr = x + r * n;
+    T* yr = y + r * n;
+    T m = neg_inf;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) m = Max<T>{}(m, xr[i]);
+    m = block_reduce(m, Max<T>{}, neg_inf);
+    if (m == neg_inf) {  // fully masked row: zeros (and a zero gradient)
+      for (int64_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] = T(0);
+      continue;
+    }
+    Acc<T> s = 0;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += exp(xr[i] - m);
+    s = block_reduce(s, Plus<Acc<T>>{}, Acc<T>(0));
+    if (log) {
+      const T shift = m + static_cast<T>(::log(s));
+      for (int64_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] = xr[i] - shift;
+    } else {
+      const T inv = static_cast<T>(Acc<T>(1) / s);
+      for (int64_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] = exp(xr[i] - m) * inv;
+    }
+  }
+}
+
+//   softmax:      gx = y ⊙ (gy - Σ_j gy_j y_j)
+//   log-softmax:  gx = gy - exp(y) Σ_j gy_j
+template <class T>
+__global__ void softmax_backward_kernel(const T* y, const T* gy, T* gx, int64_t rows, int64_t n, bool log) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* yr = y + r * n;
+    const T* gr = gy + r * n;
+    T* out = gx + r * n;
+    Acc<T> dot = 0;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) dot += log ? Acc<T>(gr[i]) : Acc<T>(gr[i]) * yr[i];
+    const T d = static_cast<T>(block_reduce(dot, Plus<Acc<T>>{}, Acc<T>(0)));
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+      out[i] = log ? gr[i] - exp(yr[i]) * d : yr[i] * (gr[i] - d);
+  }
+}
+
+//   y = (x - μ) · rstd · w + b,   μ = mean(x),  rstd = 1 / sqrt(var(x) + eps)   (biased variance; two passes)
+template <class T>
+__global__ void layer_norm_kernel(const T* x, const T* w, const T* b, double eps, T* y, T* mean, T* rstd,
+                                  int64_t rows, int64_t n) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* xr = x + r * n;
+    T* yr = y + r * n;
+    double s = 0;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += xr[i];
+    s = block_reduce(s, Plus<double>{}, 0.0);
+    const double mu = n > 0 ? s / static_cast<double>(n) : 0.0;
+    double ss = 0;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += (xr[i] - mu) * (xr[i] - mu);
+    ss = block_reduce(ss, Plus<double>{}, 0.0);
+    const double var = n > 0 ? ss / static_cast<double>(n) : 0.0;
+    const T m = static_cast<T>(mu), rs = static_cast<T>(1.0 / ::sqrt(var + eps));
+    if (threadIdx.x == 0) mean[r] = m, rstd[r] = rs;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+      T v = (xr[i] - m) * rs;
+      if (w) v *= w[i];
+      if (b) v += b[i];
+      yr[i] = v;
+    }
+  }
+}
+
+//   x̂ = (x - μ) rstd,  ĝ = gy ⊙ w:   gx = rstd (ĝ - mean(ĝ) - x̂ mean(ĝ ⊙ x̂))
+template <class T>
+__global__ void layer_norm_backward_gx_kernel(const T* gy, const T* x, const T* w, const T* mean,
+                                              const T* rstd, T* gx, int64_t rows, int64_t n) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* gr = gy + r * n;
+    const T* xr = x + r * n;
+    T* out = gx + r * n;
+    const T m = mean[r], rs = rstd[r];
+    Acc<T> sg = 0, sgx = 0;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+      const T gh = w ? gr[i] * w[i] : gr[i];
+      sg += gh;
+      sgx += Acc<T>(gh) * ((xr[i] - m) * rs);
+    }
+    sg = block_reduce(sg, Plus<Acc<T>>{}, Acc<T>(0));
+    sgx = block_reduce(sgx, Plus<Acc<T>>{}, Acc<T>(0));
+    const T mg = static_cast<T>(sg / static_cast<Acc<T>>(n)),
+            mgx = static_cast<T>(sgx / static_cast<Acc<T>>(n));
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+      const T gh = w ? gr[i] * w[i] : gr[i];
+      out[i] = rs * (gh - mg - (xr[i] - m) * rs * mgx);
+    }
+  }
+}
+
+//   gw = Σ_rows gy ⊙ x̂,   gb = Σ_rows gy: one thread per column, rows in order (coalesced across columns).
+template <class T>
+__global__ void layer_norm_backward_gwb_kernel(const T* gy, const T* x, const T* mean, const T* rstd, T* gw,
+                                               T* gb, int64_t rows, int64_t n) {
+  for (int64_t c = first_index(); c < n; c += grid_stride()) {
+    Acc<T> aw = 0, ab = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      const T g = gy[r * n + c];
+      aw += Acc<T>(g) * ((x[r * n + c] - mean[r]) * rstd[r]);
+      ab += g;
+    }
+    if (gw) gw[c] = static_cast<T>(aw);
+    if (gb) gb[c] = static_cast<T>(ab);
+  }
+}
+
+template <class T>
+const T* ptr_or_null(const Tensor& t) {
+  return t.defined() ? t.data<T>() : nullptr;
+}
+template <class T>
+T* mut_or_null(const Tensor& t) {
+  return t.defined() ? t.data<T>() : nullptr;
+}
+
+}  // namespace
+
+void CudaBackend::softmax(const Tensor& x, const Tensor& out, bool log) {
+  const int64_t rows = x.shape()[0], n = x.shape()[1];
+  if (rows * n == 0) return;
+  dispatch_floating(x.dtype(), "softmax", [&]<class T>() {
+    softmax_kernel<T><<<blocks_for(rows, 1), kThreads, 0, stream()>>>(
+        x.data<T>(), out.data<T>(), rows, n, log, -std::numeric_limits<T>::infinity());
+    SACCADE_CUDA_CHECK_LAUNCH(log ? "log_softmax" : "softmax");
+  });
+}
+
+void CudaBackend::softmax_backward(const Tensor& y, const Tensor& gy, const Tensor& gx, bool log) {
+  const int64_t rows = y.shape()[0], n = y.shape()[1];
+  if (rows * n == 0) return;
+  dispatch_floating(y.dtype(), "softmax_backward", [&]<class T>() {
+    softmax_backward_kernel<T><<<blocks_for(rows, 1), kThreads, 0, stream()>>>(y.data<T>(), gy.data<T>(),
+                                                                               gx.data<T>(), rows, n, log);
+    SACCADE_CUDA_CHECK_LAUNCH("softmax_backward");
+  });
+}
+
+void CudaBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                             const Tensor& out, const Tensor& mean, const Tensor& rstd) {
+  const int64_t rows = mean.numel(), n = x.shape().back();
+  if (rows == 0) return;
+  dispatch_floating(x.dtype(), "layer_norm", [&]<class T>() {
+    layer_norm_kernel<T><<<blocks_for(rows, 1), kThreads, 0, stream()>>>(
+        x.data<T>(), ptr_or_null<T>(weight), ptr_or_null<T>(bias), eps, out.data<T>(), mean.data<T>(),
+        rstd.data<T>(), rows, n);
+    SACCADE_CUDA_CHECK_LAUNCH("layer_norm");
+  });
+}
+
+void CudaBackend::layer_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& weight,
+                                      const Tensor& mean, const Tensor& rstd, const Tensor& gx,
+                                      const Tensor& gweight, const Tensor& gbias) {
+  const int64_t rows = mean.numel(), n = x.shape().back();
+  dispatch_floating(x.dtype(), "layer_norm_backward", [&]<class T>() {
+    if (gx.defined() && rows * n > 0) {
+      layer_norm_backward_gx_kernel<T><<<blocks_for(rows, 1), kThreads, 0, stream()>>>(
+          gy.data<T>(), x.data<T>(), ptr_or_null<T>(weight), mean.data<T>(), rstd.data<T>(), gx.data<T>(),
+          rows, n);
+      SACCADE_CUDA_CHECK_LAUNCH("layer_norm_backward");
+    }
+    if ((gweight.defined() || gbias.defined()) && n > 0) {
+      layer_norm_backward_gwb_kernel<T><<<blocks_for(n), kThreads, 0, stream()>>>(
+          gy.data<T>(), x.data<T>(), mean.data<T>(), rstd.data<T>(), mut_or_null<T>(gweight),
+          mut_or_null<T>(gbias), rows, n);
+      SACCADE_CUDA_CHECK_LAUNCH("layer_norm_backward");
+    }
+  });
+}
+
+}  // namespace saccade::cuda
