@@ -4,7 +4,12 @@
 // CPU-bound process started here (`timeout`-bounded `while :; do :; done`), beside the same model in PyTorch
 // (bench/caption_step_torch.py, same sizes) run under the same conditions.
 //
-// Usage: build/bench/caption_step [samples]   (default 5 timed steps per setting, after one warm-up step)
+// Usage: build/bench/caption_step [samples] [composed]   (default 5 timed steps per setting, after one
+// warm-up step; `composed` scores the additive attention through nn::additive_scores_composed, the reference
+// path, instead of the fused kernel; `notorch` skips the PyTorch column; `idle` skips the rows with a
+// competing process)
+#include <sys/resource.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -21,6 +26,12 @@ namespace ex = saccade::examples;
 namespace sb = saccade::bench;
 
 namespace {
+
+// Sets use_fused on every AdditiveAttention in `m`.
+void set_fused(nn::Module& m, bool fused) {
+  if (auto* a = dynamic_cast<nn::AdditiveAttention*>(&m)) a->use_fused = fused;
+  for (const auto& c : m.children()) set_fused(*c, fused);
+}
 
 constexpr int64_t kBatch = 64, kSteps = 18;  // 18 decoder steps: the longest caption of a typical batch
 
@@ -53,13 +64,21 @@ int main(int argc, char** argv) {
               static_cast<long long>(kBatch), static_cast<long long>(kSteps), samples);
   std::printf("OPENBLAS_CORETYPE=%s   load average at start %.2f\n", coretype ? coretype : "(unset)",
               sb::load_average());
-  const bool torch = sb::torch_available();
+  bool composed = false, torch = true, idle_only = false;
+  for (int i = 2; i < argc; ++i) {
+    composed = composed || std::string(argv[i]) == "composed";
+    torch = torch && std::string(argv[i]) != "notorch";
+    idle_only = idle_only || std::string(argv[i]) == "idle";
+  }
+  torch = torch && sb::torch_available();
   const std::string script = std::string(SACCADE_BENCH_DIR) + "/caption_step_torch.py";
   Setup s;
+  set_fused(*s.model, !composed);
+  std::printf("additive-attention scores: %s\n", composed ? "composed (reference)" : "fused");
   std::printf("\n%-6s %-8s %-28s %-28s %s\n", "setting", "threads", "saccade ms (median [min-max])",
               "torch ms (median [min-max])", "torch/saccade");
   double one_thread[2] = {0, 0};
-  for (int busy = 0; busy < 2; ++busy) {
+  for (int busy = 0; busy < (idle_only ? 1 : 2); ++busy) {
     for (int threads : {1, 2}) {
       std::unique_ptr<sb::BusyProcess> competitor;
       if (busy) competitor = std::make_unique<sb::BusyProcess>(100);
@@ -88,6 +107,9 @@ int main(int argc, char** argv) {
       std::printf("\n");
     }
   }
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  std::printf("\npeak RSS of this process %.0f MiB", static_cast<double>(ru.ru_maxrss) / 1024.0);
   std::printf("\nload average at end %.2f%s\n", sb::load_average(),
               torch ? "" : "   (/usr/bin/python3 cannot import torch: no PyTorch column)");
   return 0;

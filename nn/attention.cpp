@@ -93,6 +93,18 @@ AttentionOutput scaled_dot_product_attention(const Variable& q, const Variable& 
 
 // ---- AdditiveAttention ----
 
+// qp: (B, Tq, A), kp: (B, L, A), w_v: (A) -> (B, Tq, L)
+Variable additive_scores_composed(const Variable& qp, const Variable& kp, const Variable& w_v) {
+  const char* op = "additive_scores_composed";
+  ErrorScope scope(op);
+  SACCADE_CHECK(qp.defined() && kp.defined() && w_v.defined(),
+                "{}: got an undefined projected query, projected key or w_v", op);
+  ops::check_additive_scores(op, qp.data(), kp.data(), w_v.data());
+  // features: (B, Tq, 1, A) + (B, 1, L, A) -> (B, Tq, L, A); scores: features @ w_v -> (B, Tq, L)
+  Variable features = tanh(add(unsqueeze(qp, 2), unsqueeze(kp, 1)));
+  return squeeze(linear(features, unsqueeze(w_v, 0), Variable()), -1);
+}
+
 AdditiveAttention::AdditiveAttention(int64_t key_size, int64_t query_size, int64_t num_hiddens,
                                      double dropout, Generator* gen)
     : Module("AdditiveAttention"), dropout(dropout), gen_(gen) {
@@ -154,9 +166,10 @@ AttentionOutput AdditiveAttention::forward_projected(const Variable& queries, co
   const ops::AttentionMask mask =
       ops::attention_mask(valid_lens_or_mask, Shape{queries.size(0), queries.size(1), keys.size(1)},
                           ops::CausalAlign::None, queries.device(), op);
-  // features: (B, Tq, 1, h) + (B, 1, Tk, h) -> (B, Tq, Tk, h); scores: (B, Tq, Tk)
-  Variable features = tanh(add(unsqueeze(W_q->forward(queries), 2), unsqueeze(keys, 1)));
-  Variable scores = squeeze(w_v->forward(features), -1);
+  // qp: (B, Tq, h), w: (h); scores: (B, Tq, Tk)
+  Variable qp = W_q->forward(queries), w = reshape(w_v->weight, {-1});
+  Variable scores =
+      use_fused ? additive_attention_scores(qp, keys, w) : additive_scores_composed(qp, keys, w);
   AttentionOutput r = attend_composed(scores, values, mask, dropout, is_training(), gen_);
   weights_ = r.weights.data();
   return r;

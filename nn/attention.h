@@ -85,11 +85,20 @@ AttentionOutput scaled_dot_product_attention(const Variable& q, const Variable& 
                                              Generator* gen, bool need_weights,
                                              const char* op = "scaled_dot_product_attention");
 
+/// The additive-attention scores composed from ops (the readable reference of the fused
+/// saccade::additive_attention_scores): qp (B, Tq, A) = W_q queries, kp (B, L, A) = W_k keys, w_v (A) ->
+///   scores[b, i, l] = w_vᵀ tanh(qp[b, i] + kp[b, l])   (B, Tq, L),
+/// through the broadcast sum (B, Tq, L, A), its tanh and a matmul with w_v, all three kept for backward.
+/// Throws saccade::Error naming "additive_scores_composed" and the shapes when they do not match.
+Variable additive_scores_composed(const Variable& qp, const Variable& kp, const Variable& w_v);
+
 /// Additive attention (Bahdanau et al. 2015, eq. 6; d2l 11.3.2): the score of query q and key k is
 ///   a(q, k) = w_vᵀ tanh(W_q q + W_k k),
 /// then masked softmax over keys, dropout on the weights, weighted sum of the values.
 /// Parameters (torch layouts, no biases, as d2l): W_q.weight (num_hiddens, query_size),
 /// W_k.weight (num_hiddens, key_size), w_v.weight (1, num_hiddens).
+/// The scores go through the fused saccade::additive_attention_scores when `use_fused` (the default: see
+/// the member), else through additive_scores_composed; both give the same numbers and gradients.
 class AdditiveAttention : public Module {
  public:
   /// Linear layers initialised as torch.nn.Linear's default from `gen` (the default generator when null),
@@ -123,6 +132,10 @@ class AdditiveAttention : public Module {
 
   std::shared_ptr<Linear> W_q, W_k, w_v;
   double dropout;
+  /// Scores through the fused kernel (true, the default: it keeps no (B, Tq, L, A) temporaries for backward
+  /// and was faster on the captioner's training step, bench/caption_step; nn/README.md has the figures) or
+  /// through additive_scores_composed (false: the readable reference).
+  bool use_fused = true;
 
  private:
   Generator* gen_;

@@ -168,4 +168,46 @@ FlashAttentionGrads flash_attention_backward(const Tensor& gout, const Tensor& q
   return {gq4.reshape(q.shape()), gk4.reshape(k.shape()), gv4.reshape(v.shape())};
 }
 
+// ---- additive attention scores ----
+
+void check_additive_scores(const char* op, const Tensor& qp, const Tensor& kp, const Tensor& w_v) {
+  SACCADE_CHECK(qp.defined() && kp.defined() && w_v.defined(),
+                "{}: got an undefined projected query, projected key or w_v", op);
+  SACCADE_CHECK(qp.dim() == 3 && kp.dim() == 3 && w_v.dim() == 1 && qp.size(0) == kp.size(0) &&
+                    qp.size(2) == kp.size(2) && w_v.size(0) == qp.size(2),
+                "{}: qp {}, kp {} and w_v {} do not match: expected (B, Tq, A), (B, L, A), (A)", op,
+                qp.shape(), kp.shape(), w_v.shape());
+  SACCADE_CHECK(is_floating(qp.dtype()) && qp.dtype() == kp.dtype() && qp.dtype() == w_v.dtype(),
+                "{}: qp, kp and w_v must have one float dtype, got {}, {}, {}", op, qp.dtype(), kp.dtype(),
+                w_v.dtype());
+  check_same_device(op, {&qp, &kp, &w_v});
+}
+
+// qp: (B, Tq, A), kp: (B, L, A), w_v: (A) -> (B, Tq, L)
+Tensor additive_attention_scores(const Tensor& qp, const Tensor& kp, const Tensor& w_v) {
+  check_additive_scores("additive_attention_scores", qp, kp, w_v);
+  Tensor scores = Tensor::empty({qp.size(0), qp.size(1), kp.size(1)}, qp.dtype(), qp.device());
+  backend(qp.device()).additive_attention_scores(qp.contiguous(), kp.contiguous(), w_v.contiguous(), scores);
+  return scores;
+}
+
+AdditiveScoresGrads additive_attention_scores_backward(const Tensor& gscores, const Tensor& qp,
+                                                       const Tensor& kp, const Tensor& w_v) {
+  const char* op = "additive_attention_scores_backward";
+  check_additive_scores(op, qp, kp, w_v);
+  const Shape s{qp.size(0), qp.size(1), kp.size(1)};
+  SACCADE_CHECK(gscores.defined() && gscores.shape() == s && gscores.dtype() == qp.dtype(),
+                "{}: gscores {} {} does not fit scores {} {}", op,
+                gscores.defined() ? gscores.shape() : Shape{},
+                gscores.defined() ? gscores.dtype() : qp.dtype(), s, qp.dtype());
+  check_same_device(op, {&gscores, &qp});
+  AdditiveScoresGrads r{Tensor::empty(qp.shape(), qp.dtype(), qp.device()),
+                        Tensor::empty(kp.shape(), kp.dtype(), kp.device()),
+                        Tensor::empty(w_v.shape(), w_v.dtype(), w_v.device())};
+  backend(qp.device())
+      .additive_attention_scores_backward(gscores.contiguous(), qp.contiguous(), kp.contiguous(),
+                                          w_v.contiguous(), r.gqp, r.gkp, r.gw_v);
+  return r;
+}
+
 }  // namespace saccade::ops

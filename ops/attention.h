@@ -66,4 +66,32 @@ FlashAttentionGrads flash_attention_backward(const Tensor& gout, const Tensor& q
                                              const AttentionMask& mask, double scale,
                                              const AttentionDropout& dropout = {});
 
+// ---- additive attention scores (Bahdanau et al. 2015, eq. 6; d2l 11.3.2) ----
+
+/// scores[b, i, l] = Σ_a w_v[a] tanh(qp[b, i, a] + kp[b, l, a]): the additive-attention scores of projected
+/// queries qp = W_q q (B, Tq, A) against projected keys kp = W_k k (B, L, A), fused: one pass over
+/// (B, Tq, L, A) that never materialises the broadcast sum or its tanh. Returns (B, Tq, L) of qp's dtype
+/// (float32 or float64); any strides (copied to contiguous when not). The mask and the softmax come after,
+/// as in the composed path. Throws saccade::Error naming "additive_attention_scores" and the shapes for
+/// ranks other than 3/3/1, mismatched B or A, dtypes or devices.
+Tensor additive_attention_scores(const Tensor& qp, const Tensor& kp, const Tensor& w_v);
+
+/// The argument checks of additive_attention_scores, for it and the composed reference path: throws
+/// saccade::Error naming `op` and the shapes unless qp (B, Tq, A), kp (B, L, A), w_v (A) are defined, of one
+/// float dtype and on one device.
+void check_additive_scores(const char* op, const Tensor& qp, const Tensor& kp, const Tensor& w_v);
+
+/// Gradients of additive_attention_scores: gqp (B, Tq, A), gkp (B, L, A), gw_v (A).
+struct AdditiveScoresGrads {
+  Tensor gqp, gkp, gw_v;
+};
+
+/// The backward of additive_attention_scores from gscores = dL/d(scores) (B, Tq, L); with t = tanh(qp + kp)
+/// recomputed, not stored:
+///   gw_v[a] = Σ_{b,i,l} g t,   gqp[b,i,a] = Σ_l g w_v[a] (1 - t²),   gkp[b,l,a] = Σ_i g w_v[a] (1 - t²).
+/// Throws as additive_attention_scores, naming "additive_attention_scores_backward", also for a gscores
+/// that is not (B, Tq, L).
+AdditiveScoresGrads additive_attention_scores_backward(const Tensor& gscores, const Tensor& qp,
+                                                       const Tensor& kp, const Tensor& w_v);
+
 }  // namespace saccade::ops

@@ -131,6 +131,13 @@ void Backend::flash_attention_backward(const Tensor&, const Tensor&, const Tenso
                                        const Tensor&) {
   missing("flash_attention_backward");
 }
+void Backend::additive_attention_scores(const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
+  missing("additive_attention_scores");
+}
+void Backend::additive_attention_scores_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                                 const Tensor&, const Tensor&, const Tensor&) {
+  missing("additive_attention_scores_backward");
+}
 void Backend::fill(const Tensor&, double) { missing("fill"); }
 void Backend::arange(const Tensor&, double, double) { missing("arange"); }
 void Backend::unary(UnaryOp, const Tensor&, const Tensor&, double) { missing("unary"); }

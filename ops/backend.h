@@ -168,6 +168,17 @@ class Backend {
                                         double scale, const ops::AttentionDropout& dropout, const Tensor& gq,
                                         const Tensor& gk, const Tensor& gv);
 
+  // ---- fused additive-attention scores (ops/attention.h; CPU: ops/cpu/additive_attention.cpp) ----
+  /// qp (B, Tq, A), kp (B, L, A), w_v (A), scores (B, Tq, L), all contiguous, one float dtype:
+  /// scores[b, i, l] = Σ_a w_v[a] tanh(qp[b, i, a] + kp[b, l, a]), written.
+  virtual void additive_attention_scores(const Tensor& qp, const Tensor& kp, const Tensor& w_v,
+                                         const Tensor& scores);
+  /// gscores (B, Tq, L) and the inputs as above; writes gqp, gkp, gw_v (contiguous, the inputs' shapes), with
+  /// t = tanh(qp + kp) recomputed: gw_v = Σ g t, gqp = Σ_l g w_v (1 - t²), gkp = Σ_i g w_v (1 - t²).
+  virtual void additive_attention_scores_backward(const Tensor& gscores, const Tensor& qp, const Tensor& kp,
+                                                  const Tensor& w_v, const Tensor& gqp, const Tensor& gkp,
+                                                  const Tensor& gw_v);
+
   // ---- indexing (index is contiguous int64; bounds already checked by the op) ----
   /// a viewed as (outer, n, inner) contiguous; index (m); out (outer, m, inner): out[o,j,i] =
   /// a[o,index[j],i].

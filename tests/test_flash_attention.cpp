@@ -12,6 +12,7 @@
 #include "ops/cpu/attention_ladder/naive.h"
 #include "ops/cpu/attention_ladder/online.h"
 #include "ops/cpu/attention_ladder/tiled.h"
+#include "ops/cpu/flash_tiles.h"
 
 using namespace saccade;
 using saccade::testing::allclose;
@@ -97,6 +98,28 @@ TEST_CASE("fused attention equals the composed path for every mask kind", "[atte
       agree(q, k, v, mask_of(Tensor(), s), tol, 0.6);
     }
   }
+}
+
+TEST_CASE("fused attention with either kind of tile products equals the composed path",
+          "[attention][flash][tiles]") {
+  // odd sizes that divide no tile, D != Dv, D above the loops' 64-float (32-double) register row, masks,
+  // causal, dropout, non-contiguous heads
+  for (cpu::TileProducts how : {cpu::TileProducts::Loops, cpu::TileProducts::Gemm}) {
+    cpu::TileProductsGuard guard(how);
+    REQUIRE(cpu::tile_products(64) == how);
+    for (DType dt : {DType::Float64, DType::Float32}) {
+      const double tol = dt == DType::Float64 ? 1e-10 : 1e-5;
+      for (auto [D, Dv] : {std::pair<int64_t, int64_t>{9, 5}, {33, 70}, {128, 128}}) {
+        const int64_t B = 2, H = 2, Tq = 67, Tk = 75;
+        const Shape s{B, H, Tq, Tk};
+        Tensor q = randn({B, H, Tq, D}, dt, 41), k = randn({B, H, Tk, D}, dt, 42),
+               v = randn({B, Tk, H, Dv}, dt, 43).permute({0, 2, 1, 3});
+        agree(q, k, v, mask_of(Tensor(), s), tol);
+        agree(q, k, v, mask_of(i64({30, 75}, {2}), s, CausalAlign::BottomRight), tol, 0.2);
+      }
+    }
+  }
+  REQUIRE(cpu::tile_products(64) != cpu::TileProducts::Auto);  // the guard is gone: the default per head dim
 }
 
 TEST_CASE("fused attention takes non-contiguous inputs and any rank >= 3", "[attention][flash]") {

@@ -35,4 +35,21 @@ Variable flash_attention(const Variable& q, const Variable& k, const Variable& v
   });
 }
 
+// qp: (B, Tq, A), kp: (B, L, A), w_v: (A) -> scores (B, Tq, L)
+Variable additive_attention_scores(const Variable& qp, const Variable& kp, const Variable& w_v) {
+  // scores = Σ_a w_v tanh(qp + kp), t = tanh(qp + kp):
+  //   dw_v = Σ g t,  dqp = Σ_l g w_v (1 - t²),  dkp = Σ_i g w_v (1 - t²)
+  const char* op = "additive_attention_scores";
+  SACCADE_CHECK(qp.defined() && kp.defined() && w_v.defined(),
+                "{}: got an undefined projected query, projected key or w_v", op);
+  Tensor scores = ops::additive_attention_scores(qp.data(), kp.data(), w_v.data());
+  SavedTensor sq(qp.data(), op), sk(kp.data(), op), sw(w_v.data(), op);
+  return make_result(op, scores, {qp, kp, w_v}, [sq, sk, sw](const Tensor& g) {
+    const Tensor& q = sq.get();
+    ops::AdditiveScoresGrads r =
+        ops::additive_attention_scores_backward(g.to(q.dtype()), q, sk.get(), sw.get());
+    return std::vector<Tensor>{r.gqp, r.gkp, r.gw_v};
+  });
+}
+
 }  // namespace saccade

@@ -1,5 +1,6 @@
 #pragma once
-// Differentiable fused attention: one derivative rule that calls the backward kernel (ops/attention.h).
+// Differentiable fused attention: one derivative rule per fused kernel (ops/attention.h), each calling its
+// backward kernel.
 #include "autograd/variable.h"
 #include "ops/attention.h"
 
@@ -14,5 +15,13 @@ namespace saccade {
 Variable flash_attention(const Variable& q, const Variable& k, const Variable& v,
                          const ops::AttentionMask& mask, double scale, double dropout_p = 0.0,
                          bool training = false, Generator* gen = nullptr);
+
+/// The additive-attention scores (Bahdanau et al. 2015, eq. 6; d2l 11.3.2), fused:
+///   scores[b, i, l] = Σ_a w_v[a] tanh(qp[b, i, a] + kp[b, l, a]),
+/// qp (B, Tq, A) = W_q queries, kp (B, L, A) = W_k keys, w_v (A) -> (B, Tq, L); differentiable in all three.
+/// Saves only its inputs (backward recomputes the tanh). Equal to the composed
+/// squeeze(tanh(qp[:, :, None] + kp[:, None]) @ w_v) (nn::additive_scores_composed). Throws saccade::Error
+/// naming "additive_attention_scores" and the shapes for mismatched shapes, dtypes or devices.
+Variable additive_attention_scores(const Variable& qp, const Variable& kp, const Variable& w_v);
 
 }  // namespace saccade

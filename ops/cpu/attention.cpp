@@ -16,7 +16,8 @@
 // is owned by the task, so no two threads write the same memory.
 //
 // The tile products are small GEMMs (cblas_sgemm / cblas_dgemm on one thread: Br·Bc·D <= 64³ keeps OpenBLAS
-// from starting its own threads inside ours).
+// from starting its own threads inside ours); loop_gemm, the same products in plain vectorised loops, is the
+// measured alternative (flash_tiles.h, bench/flash_tiles).
 #include <cblas.h>
 
 #include <algorithm>
@@ -26,6 +27,8 @@
 #include <vector>
 
 #include "ops/cpu/backend.h"
+#include "ops/cpu/flash_tiles.h"
+#include "ops/cpu/simd.h"
 #include "ops/cpu/thread_pool.h"
 #include "ops/philox.h"
 
@@ -35,17 +38,85 @@ namespace {
 
 using ops::CausalAlign;
 
-// C (m, n) = alpha op(A) op(B) + beta C, row-major, op = transpose when ta / tb.
-void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b,
-          int ldb, float beta, float* c, int ldc) {
+// C (m, n) = alpha op(A) op(B) + beta C, row-major, op = transpose when ta / tb (beta is 0 or 1 here).
+void blas_gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b,
+               int ldb, float beta, float* c, int ldc) {
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha,
               a, lda, b, ldb, beta, c, ldc);
 }
-void gemm(bool ta, bool tb, int m, int n, int k, double alpha, const double* a, int lda, const double* b,
-          int ldb, double beta, double* c, int ldc) {
+void blas_gemm(bool ta, bool tb, int m, int n, int k, double alpha, const double* a, int lda, const double* b,
+               int ldb, double beta, double* c, int ldc) {
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha,
               a, lda, b, ldb, beta, c, ldc);
 }
+
+// The same product with loops the compiler vectorises: each row of C is built W columns at a time in a
+// fixed-size accumulator (W = 64 floats or 32 doubles), as a sum over p of a[i, p] times row p of B. op(B) =
+// Bᵀ (tb) is first copied transposed into `bt` (k·n; tiles are small) so that the inner loop always reads B
+// with unit stride. NOTE: GCC 12 keeps `acc` in L1 (a load, a multiply-add and a store per vector), not in
+// registers; a variant vectorising over j with four rows' sums per lane (the register-blocked form of a
+// GEMM micro-kernel) came out 2-3x slower still, as GCC vectorised the sum over p with gathers instead.
+template <class T>
+[[gnu::always_inline]] inline void loop_gemm_body(bool ta, bool tb, int m, int n, int k, T alpha, const T* a,
+                                                  int lda, const T* b, int ldb, T beta, T* c, int ldc,
+                                                  T* bt) {
+  constexpr int W = 256 / sizeof(T);
+  if (tb) {  // b is (n, k): bt = bᵀ (k, n)
+    for (int j = 0; j < n; ++j)
+      for (int p = 0; p < k; ++p) bt[p * n + j] = b[j * ldb + p];
+    b = bt;
+    ldb = n;
+  }
+  for (int i = 0; i < m; ++i) {
+    T* ci = c + static_cast<int64_t>(i) * ldc;
+    for (int j0 = 0; j0 < n; j0 += W) {
+      const int w = std::min(W, n - j0);
+      T acc[W] = {};
+      for (int p = 0; p < k; ++p) {
+        const T aip = ta ? a[static_cast<int64_t>(p) * lda + i] : a[static_cast<int64_t>(i) * lda + p];
+        const T* bp = b + static_cast<int64_t>(p) * ldb + j0;
+        if (w == W) {
+#pragma omp simd
+          for (int j = 0; j < W; ++j) acc[j] += aip * bp[j];
+        } else {
+          for (int j = 0; j < w; ++j) acc[j] += aip * bp[j];
+        }
+      }
+      // NOTE: beta = 0 ignores C (it may be uninitialised), as BLAS does
+      for (int j = 0; j < w; ++j) ci[j0 + j] = alpha * acc[j] + (beta == T(0) ? T(0) : beta * ci[j0 + j]);
+    }
+  }
+}
+SACCADE_VECTOR_CLONES void loop_gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a,
+                                     int lda, const float* b, int ldb, float beta, float* c, int ldc,
+                                     float* bt) {
+  loop_gemm_body(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bt);
+}
+SACCADE_VECTOR_CLONES void loop_gemm(bool ta, bool tb, int m, int n, int k, double alpha, const double* a,
+                                     int lda, const double* b, int ldb, double beta, double* c, int ldc,
+                                     double* bt) {
+  loop_gemm_body(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bt);
+}
+
+// The tile products of one task, through OpenBLAS or through loop_gemm (flash_tiles.h), with the scratch
+// that loop_gemm's transposed operand needs.
+template <class T>
+struct TileGemm {
+  bool loops;
+  std::vector<T> bt;
+  TileGemm(TileProducts how, int64_t scratch) : loops(how == TileProducts::Loops) {
+    if (loops) bt.resize(static_cast<size_t>(scratch));
+  }
+  void operator()(bool ta, bool tb, int m, int n, int k, T alpha, const T* a, int lda, const T* b, int ldb,
+                  T beta, T* c, int ldc) {
+    if (loops)
+      loop_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bt.data());
+    else
+      blas_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
+};
+
+thread_local TileProducts t_tile_products = TileProducts::Auto;
 
 // e^x for x <= 0 in float without a libm call, written so that a loop of it vectorises (no branches: GCC 12
 // at -O2 does not if-convert a float select): x = n ln2 + r with n = round(x / ln2) and ln2 split in two
@@ -68,14 +139,6 @@ inline float exp_nonpositive(float x) {
   const float two_n = std::bit_cast<float>(static_cast<uint32_t>(n + 127) << 23);
   return std::bit_cast<float>(std::bit_cast<uint32_t>(e * two_n) & keep);
 }
-
-// One clone per vector width, picked at load time by an ifunc resolver. Not under ThreadSanitizer: the
-// resolver runs before the sanitizer's runtime is up and its instrumentation crashes the program at load.
-#if defined(__SANITIZE_THREAD__)
-#define SACCADE_VECTOR_CLONES
-#else
-#define SACCADE_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
 
 // x[c] = e^(x[c] - m) for c < n; returns Σ x[c].
 SACCADE_VECTOR_CLONES float exp_shifted(float* __restrict x, int64_t n, float m) {
@@ -159,7 +222,8 @@ DropoutView<T> dropout_of(const ops::AttentionDropout& d, int64_t bh, int64_t tq
 template <class T>
 void forward_tile(const T* q, int64_t ldq, const T* k, int64_t ldk, const T* v, int64_t ldv, T* out,
                   int64_t ldo, T* lse, int64_t i0, int64_t nr, int64_t D, int64_t Dv, int64_t bc, T scale,
-                  const int64_t* row_end, const KeepView& keep, const DropoutView<T>* drop) {
+                  const int64_t* row_end, const KeepView& keep, const DropoutView<T>* drop,
+                  TileGemm<T>& gemm) {
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
   std::vector<T> s(static_cast<size_t>(kBr * bc)), o(static_cast<size_t>(kBr * Dv), T(0));
   std::vector<T> m(static_cast<size_t>(nr), kNegInf), l(static_cast<size_t>(nr), T(0));
@@ -216,7 +280,7 @@ void backward_head(const T* q, int64_t ldq, const T* k, int64_t ldk, const T* v,
                    int64_t ldo, const T* go, int64_t ldgo, const T* lse, T* gq, int64_t ldgq, T* gk,
                    int64_t ldgk, T* gv, int64_t ldgv, int64_t Tq, int64_t Tk, int64_t D, int64_t Dv,
                    int64_t bc, T scale, const std::vector<int64_t>& row_end, const KeepView& keep,
-                   const DropoutView<T>* drop) {
+                   const DropoutView<T>* drop, TileGemm<T>& gemm) {
   // Δ_i = dO_i · O_i;  dQ = 0
   std::vector<T> delta(static_cast<size_t>(Tq));
   for (int64_t i = 0; i < Tq; ++i) {
@@ -296,6 +360,15 @@ constexpr double kParallelFlops = 1 << 20;
 
 }  // namespace
 
+TileProductsGuard::TileProductsGuard(TileProducts how) : prev_(t_tile_products) { t_tile_products = how; }
+TileProductsGuard::~TileProductsGuard() { t_tile_products = prev_; }
+
+// sgemm at every head dim: bench/flash_tiles (fwd+bwd, (4, 4, 512, D), float32, 1 thread, under load) timed
+// the loops 2.2-2.7x slower than sgemm at D = 32 and 64 and 3.3-3.5x at D = 128, causal or not.
+TileProducts tile_products(int64_t /*d*/) {
+  return t_tile_products != TileProducts::Auto ? t_tile_products : TileProducts::Gemm;
+}
+
 void CpuBackend::flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                                          const ops::AttentionMask& mask, double scale,
                                          const ops::AttentionDropout& dropout, const Tensor& out,
@@ -303,9 +376,11 @@ void CpuBackend::flash_attention_forward(const Tensor& q, const Tensor& k, const
   const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), Tk = k.size(2), D = q.size(3), Dv = v.size(3);
   const int64_t bc = key_tile(D, Dv), ntiles = (Tq + kBr - 1) / kBr, tasks = B * H * ntiles;
   const RowLimits lim = limits_of(mask, Tq, Tk);
+  const TileProducts how = tile_products(std::max(D, Dv));
   const bool big = 2.0 * double(B * H * Tq) * double(Tk) * double(D + Dv) > kParallelFlops && tasks > 1;
   dispatch_floating(q.dtype(), "flash_attention_forward", [&]<class T>() {
     parallel_for(0, tasks, big ? 1 : tasks, [&](int64_t t0, int64_t t1) {
+      TileGemm<T> gemm(how, bc * std::max(D, Dv));
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t bh = t / ntiles, b = bh / H, h = bh % H, i0 = (t % ntiles) * kBr;
         const int64_t nr = std::min(kBr, Tq - i0);
@@ -314,7 +389,7 @@ void CpuBackend::flash_attention_forward(const Tensor& q, const Tensor& k, const
         DropoutView<T> dv = dropout_of<T>(dropout, bh, Tq, Tk);
         forward_tile<T>(head<T>(q, b, h), ld(q), head<T>(k, b, h), ld(k), head<T>(v, b, h), ld(v),
                         head<T>(out, b, h), ld(out), lse.data<T>() + bh * Tq, i0, nr, D, Dv, bc, T(scale),
-                        row_end, keep_of(mask, b, h), dropout.p > 0 ? &dv : nullptr);
+                        row_end, keep_of(mask, b, h), dropout.p > 0 ? &dv : nullptr, gemm);
       }
     });
   });
@@ -328,9 +403,11 @@ void CpuBackend::flash_attention_backward(const Tensor& q, const Tensor& k, cons
   const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), Tk = k.size(2), D = q.size(3), Dv = v.size(3);
   const int64_t bc = key_tile(D, Dv);
   const RowLimits lim = limits_of(mask, Tq, Tk);
+  const TileProducts how = tile_products(std::max(D, Dv));
   const bool big = 4.0 * double(B * H * Tq) * double(Tk) * double(D + Dv) > kParallelFlops && B * H > 1;
   dispatch_floating(q.dtype(), "flash_attention_backward", [&]<class T>() {
     parallel_for(0, B * H, big ? 1 : B * H, [&](int64_t bh0, int64_t bh1) {
+      TileGemm<T> gemm(how, std::max(bc, kBr) * std::max(D, Dv));
       for (int64_t bh = bh0; bh < bh1; ++bh) {
         const int64_t b = bh / H, h = bh % H;
         std::vector<int64_t> row_end(static_cast<size_t>(Tq));
@@ -339,8 +416,8 @@ void CpuBackend::flash_attention_backward(const Tensor& q, const Tensor& k, cons
         backward_head<T>(head<T>(q, b, h), ld(q), head<T>(k, b, h), ld(k), head<T>(v, b, h), ld(v),
                          head<T>(out, b, h), ld(out), head<T>(gout, b, h), ld(gout), lse.data<T>() + bh * Tq,
                          head<T>(gq, b, h), ld(gq), head<T>(gk, b, h), ld(gk), head<T>(gv, b, h), ld(gv), Tq,
-                         Tk, D, Dv, bc, T(scale), row_end, keep_of(mask, b, h),
-                         dropout.p > 0 ? &dv : nullptr);
+                         Tk, D, Dv, bc, T(scale), row_end, keep_of(mask, b, h), dropout.p > 0 ? &dv : nullptr,
+                         gemm);
       }
     });
   });

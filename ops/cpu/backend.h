@@ -1,7 +1,7 @@
 #pragma once
 // The CPU backend: OpenBLAS for GEMM, our own kernels (threads: thread_pool.h) for the rest. Each family has
-// its own file beside this one (attention.cpp, memory.cpp, elementwise.cpp, reduce.cpp, linalg.cpp, nn.cpp,
-// index.cpp, conv_pool.cpp, random.cpp).
+// its own file beside this one (attention.cpp, additive_attention.cpp, memory.cpp, elementwise.cpp,
+// reduce.cpp, linalg.cpp, nn.cpp, index.cpp, conv_pool.cpp, random.cpp).
 #include "ops/backend.h"
 #include "ops/tensor.h"
 
@@ -39,6 +39,11 @@ class CpuBackend final : public Backend {
                                 const Tensor& gout, const Tensor& lse, const ops::AttentionMask& mask,
                                 double scale, const ops::AttentionDropout& dropout, const Tensor& gq,
                                 const Tensor& gk, const Tensor& gv) override;
+  void additive_attention_scores(const Tensor& qp, const Tensor& kp, const Tensor& w_v,
+                                 const Tensor& scores) override;
+  void additive_attention_scores_backward(const Tensor& gscores, const Tensor& qp, const Tensor& kp,
+                                          const Tensor& w_v, const Tensor& gqp, const Tensor& gkp,
+                                          const Tensor& gw_v) override;
   void index_select(const Tensor& a, const Tensor& index, const Tensor& out, int64_t outer,
                     int64_t inner) override;
   void index_add(const Tensor& out, const Tensor& index, const Tensor& src, int64_t outer, int64_t inner) override;
