@@ -40,6 +40,7 @@
 #include "nn/transformer_layers.h"
 #include "nn/unary_module.h"
 #include "ops/attention.h"
+#include "ops/caching_allocator.h"
 #include "ops/conv.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"

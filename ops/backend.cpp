@@ -25,6 +25,9 @@ Backend& backend(Device device) {
   return *b;
 }
 
+AllocatorStats memory_stats(Device device) { return backend(device).memory_stats(); }
+void empty_cache(Device device) { backend(device).empty_cache(); }
+
 #ifndef SACCADE_WITH_CUDA
 Backend* detail::cuda_backend() { return nullptr; }
 #endif

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "ops/caching_allocator.h"
 #include "ops/device.h"
 #include "ops/dtype.h"
 #include "ops/tensor.h"
@@ -111,6 +112,10 @@ class Backend {
   /// Raw byte copies between this device and host memory.
   virtual void copy_to_host(void* host_dst, const void* src, size_t nbytes) = 0;
   virtual void copy_from_host(void* dst, const void* host_src, size_t nbytes) = 0;
+  /// The counters of the device's caching allocator (ops/caching_allocator.h).
+  virtual AllocatorStats memory_stats() const = 0;
+  /// Returns the allocator's cached, unused blocks to their source (cudaFree, free).
+  virtual void empty_cache() = 0;
 
   // ---- copy and fill ----
   /// dst[i] = cast(src[i]); same shape, any strides, any dtypes (both on this device).

@@ -14,13 +14,16 @@ class CpuBackend final : public Backend {
   void deallocate(void* p, size_t nbytes) override;
   void copy_to_host(void* host_dst, const void* src, size_t nbytes) override;
   void copy_from_host(void* dst, const void* host_src, size_t nbytes) override;
+  AllocatorStats memory_stats() const override;
+  void empty_cache() override;
   void copy(const Tensor& src, const Tensor& dst) override;
   void fill(const Tensor& out, double value) override;
   void arange(const Tensor& out, double start, double step) override;
   void unary(UnaryOp op, const Tensor& a, const Tensor& out, double alpha) override;
   void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) override;
   void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) override;
-  void reduce(ReduceOp op, const Tensor& a, const Tensor& out, int64_t outer, int64_t k, int64_t inner) override;
+  void reduce(ReduceOp op, const Tensor& a, const Tensor& out, int64_t outer, int64_t k,
+              int64_t inner) override;
   void arg_reduce(ReduceOp op, const Tensor& a, const Tensor& values, const Tensor& indices, int64_t outer,
                   int64_t k, int64_t inner) override;
   void bmm(const Tensor& a, const Tensor& b, const Tensor& out) override;
@@ -46,7 +49,8 @@ class CpuBackend final : public Backend {
                                           const Tensor& gw_v) override;
   void index_select(const Tensor& a, const Tensor& index, const Tensor& out, int64_t outer,
                     int64_t inner) override;
-  void index_add(const Tensor& out, const Tensor& index, const Tensor& src, int64_t outer, int64_t inner) override;
+  void index_add(const Tensor& out, const Tensor& index, const Tensor& src, int64_t outer,
+                 int64_t inner) override;
   void gather(const Tensor& a, const Tensor& index, const Tensor& out, int64_t outer, int64_t inner) override;
   void scatter_add(const Tensor& out, const Tensor& index, const Tensor& src, int64_t outer,
                    int64_t inner) override;
@@ -55,7 +59,8 @@ class CpuBackend final : public Backend {
   void max_pool2d(const Tensor& x, const Tensor& out, const Tensor& indices, int kh, int kw, int sh, int sw,
                   int ph, int pw) override;
   void max_pool2d_backward(const Tensor& gy, const Tensor& indices, const Tensor& gx) override;
-  void avg_pool2d(const Tensor& x, const Tensor& out, int kh, int kw, int sh, int sw, int ph, int pw) override;
+  void avg_pool2d(const Tensor& x, const Tensor& out, int kh, int kw, int sh, int sw, int ph,
+                  int pw) override;
   void avg_pool2d_backward(const Tensor& gy, const Tensor& gx, int kh, int kw, int sh, int sw, int ph,
                            int pw) override;
   void uniform(const Tensor& out, uint64_t seed, uint64_t offset, double low, double high) override;

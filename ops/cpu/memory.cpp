@@ -1,14 +1,12 @@
 // CPU memory, copy (with dtype conversion) and fill.
 //
 // Shapes: copy: src, dst (one shape, any strides, any dtypes); fill: out (any strides); arange: out (n)
-// contiguous. Memory: raw byte blocks, 64-byte aligned above 4 KiB; freed blocks of 64 KiB and more are kept
-// for reuse (block_cache).
+// contiguous. Memory: raw byte blocks, 64-byte aligned above 4 KiB; blocks of 64 KiB and more come from the
+// caching allocator (ops/caching_allocator.h, CachePolicy::cpu), which keeps freed ones for reuse.
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
-#include <unordered_map>
-#include <vector>
 
+#include "ops/caching_allocator.h"
 #include "ops/cpu/backend.h"
 #include "ops/cpu/loop.h"
 
@@ -18,13 +16,14 @@ namespace cpu {
 
 namespace {
 
-// Freed blocks of kCacheMin bytes or more are kept, by size, for the next allocation of that size (up to
-// kCacheBytes in all), instead of going back to glibc. Why: glibc serves such blocks by mmap or from the top
-// of its heap and returns them to the kernel when freed (munmap, trim), so a training step that allocates
-// the same tensors every step touched fresh pages every step: bench/caption_step took ~10⁴ page faults per
-// step (perf stat), a fifth of its time in the kernel's fault path (perf record), and the faults of two
-// threads serialise on the process's memory map. A step allocates the same sizes each time, so exact sizes
-// are reused almost always.
+// Blocks of kCacheMin bytes or more go through the caching allocator, which keeps freed ones (by exact
+// rounded size, up to kCacheBytes in all) for the next allocation of that size instead of giving them back
+// to glibc. Why: glibc serves such blocks by mmap or from the top of its heap and returns them to the kernel
+// when freed (munmap, trim), so a training step that allocates the same tensors every step touched fresh
+// pages every step: bench/caption_step took ~10⁴ page faults per step (perf stat), a fifth of its time in
+// the kernel's fault path (perf record), and the faults of two threads serialise on the process's memory
+// map. A step allocates the same sizes each time, so exact sizes are reused almost always. Smaller blocks
+// stay with malloc (its thread caches are faster than a lock and two map lookups).
 constexpr size_t kCacheMin = size_t{64} << 10;
 #if defined(__SANITIZE_ADDRESS__)
 constexpr size_t kCacheBytes =
@@ -33,55 +32,42 @@ constexpr size_t kCacheBytes =
 constexpr size_t kCacheBytes = size_t{256} << 20;
 #endif
 
-struct BlockCache {
-  std::mutex mutex;
-  std::unordered_map<size_t, std::vector<void*>> free;  // rounded size -> free blocks of that size
-  size_t bytes = 0;                                     // Σ sizes of the free blocks held
+// Raw CPU memory: 64-byte aligned blocks from glibc (nullptr when out of memory, as RawMemory asks).
+class AlignedRawMemory final : public RawMemory {
+ public:
+  void* raw_alloc(size_t nbytes) override { return std::aligned_alloc(64, nbytes); }
+  void raw_free(void* p, size_t) override { std::free(p); }
 };
 
 // NOTE: never destroyed: tensors held by other static objects may be freed after static destruction.
-BlockCache& block_cache() {
-  static BlockCache* cache = new BlockCache;
-  return *cache;
+CachingAllocator& large_blocks() {
+  static CachingAllocator* allocator =
+      new CachingAllocator(*new AlignedRawMemory, CachePolicy::cpu(kCacheBytes));
+  return *allocator;
 }
-
-size_t rounded(size_t nbytes) { return (nbytes + 63) / 64 * 64; }
 
 }  // namespace
 
 void* CpuBackend::allocate(size_t nbytes) {
-  // Small blocks: plain malloc (16-byte aligned, glibc's fast path; aligned_alloc's slow path costs more than
-  // a small op's arithmetic). Large blocks: 64-byte alignment for full-width vector loads; the largest from
-  // the block cache when one of that size was freed.
-  void* p = nullptr;
-  if (nbytes >= kCacheMin) {
-    BlockCache& c = block_cache();
-    std::lock_guard<std::mutex> lock(c.mutex);
-    auto it = c.free.find(rounded(nbytes));
-    if (it != c.free.end() && !it->second.empty()) {
-      p = it->second.back();
-      it->second.pop_back();
-      c.bytes -= rounded(nbytes);
-      return p;
-    }
-  }
-  p = nbytes <= 4096 ? std::malloc(nbytes) : std::aligned_alloc(64, rounded(nbytes));
+  // Large blocks: 64-byte aligned (full-width vector loads), cached. Small blocks: plain malloc (16-byte
+  // aligned, glibc's fast path; aligned_alloc's slow path costs more than a small op's arithmetic); 4 KiB to
+  // 64 KiB: aligned_alloc.
+  if (nbytes >= kCacheMin) return large_blocks().allocate(nbytes, 0, "cpu");
+  void* p = nbytes <= 4096 ? std::malloc(nbytes) : std::aligned_alloc(64, (nbytes + 63) / 64 * 64);
   SACCADE_CHECK(p != nullptr, "allocate: out of memory allocating {} bytes on cpu", nbytes);
   return p;
 }
 
 void CpuBackend::deallocate(void* p, size_t nbytes) {
   if (nbytes >= kCacheMin) {
-    BlockCache& c = block_cache();
-    std::lock_guard<std::mutex> lock(c.mutex);
-    if (c.bytes + rounded(nbytes) <= kCacheBytes) {
-      c.free[rounded(nbytes)].push_back(p);
-      c.bytes += rounded(nbytes);
-      return;
-    }
+    large_blocks().deallocate(p);
+    return;
   }
   std::free(p);
 }
+
+AllocatorStats CpuBackend::memory_stats() const { return large_blocks().stats(); }
+void CpuBackend::empty_cache() { large_blocks().empty_cache(); }
 
 void CpuBackend::copy_to_host(void* dst, const void* src, size_t n) { std::memcpy(dst, src, n); }
 void CpuBackend::copy_from_host(void* dst, const void* src, size_t n) { std::memcpy(dst, src, n); }

@@ -2,11 +2,11 @@
 // The user-facing controls of the CUDA backend (no CUDA headers: any program may include this). In a build
 // without CUDA, or with no GPU present, each throws saccade::Error ("cuda: ... not available"), except
 // allow_tf32/set_allow_tf32, which only keep a flag.
-#include "ops/cuda/allocator.h"
+#include "ops/caching_allocator.h"
 
 namespace saccade::cuda {
 
-/// The caching allocator's counters (ops/cuda/allocator.h): raw cudaMalloc calls, bytes in use and cached.
+/// The caching allocator's counters (ops/caching_allocator.h): raw cudaMalloc calls, bytes in use and cached.
 AllocatorStats memory_stats();
 /// Returns every cached, unused block of device memory to the driver (torch.cuda.empty_cache()).
 void empty_cache();

@@ -48,7 +48,8 @@ class CudaRawMemory final : public RawMemory {
 // ---- the backend object ----
 
 CudaBackend::CudaBackend()
-    : raw_(std::make_unique<CudaRawMemory>()), allocator_(std::make_unique<CachingAllocator>(*raw_)) {
+    : raw_(std::make_unique<CudaRawMemory>()),
+      allocator_(std::make_unique<CachingAllocator>(*raw_, CachePolicy::cuda())) {
   SACCADE_CUDA_CHECK("cuda", cudaSetDevice(0));
 }
 
@@ -68,6 +69,8 @@ void* CudaBackend::allocate(size_t nbytes) {
 }
 
 void CudaBackend::deallocate(void* p, size_t) { allocator_->deallocate(p); }
+AllocatorStats CudaBackend::memory_stats() const { return allocator_->stats(); }
+void CudaBackend::empty_cache() { allocator_->empty_cache(); }
 
 // Both copies wait for the stream: the host buffer may be read or freed as soon as they return.
 // (Pageable host memory; a pinned staging buffer would let large copies overlap with kernels.)

@@ -1,8 +1,8 @@
 #pragma once
 // The CUDA backend: cuBLAS for GEMM, our own kernels for the rest, memory from the caching allocator
-// (allocator.h), every call checked (error.h). Each kernel family has its own file beside this one, named
-// like its CPU twin in ops/cpu/ (memory.cu, elementwise.cu, reduce.cu, linalg.cpp, nn.cu, index.cu,
-// conv_pool.cu, random.cu, attention.cu); loop.cuh is the twin of ops/cpu/loop.h.
+// (ops/caching_allocator.h), every call checked (error.h). Each kernel family has its own file beside this
+// one, named like its CPU twin in ops/cpu/ (memory.cu, elementwise.cu, reduce.cu, linalg.cpp, nn.cu,
+// index.cu, conv_pool.cu, random.cu, attention.cu); loop.cuh is the twin of ops/cpu/loop.h.
 //
 // One device (cuda:0) and one current stream (a global; the legacy default stream unless set_stream was
 // called): every kernel is queued on it, so kernels run in the order the ops were called and a block the
@@ -14,7 +14,7 @@
 #include <mutex>
 
 #include "ops/backend.h"
-#include "ops/cuda/allocator.h"
+#include "ops/caching_allocator.h"
 #include "ops/tensor.h"
 
 namespace saccade::cuda {
@@ -28,6 +28,8 @@ class CudaBackend final : public Backend {
   void deallocate(void* p, size_t nbytes) override;
   void copy_to_host(void* host_dst, const void* src, size_t nbytes) override;
   void copy_from_host(void* dst, const void* host_src, size_t nbytes) override;
+  AllocatorStats memory_stats() const override;
+  void empty_cache() override;
   void copy(const Tensor& src, const Tensor& dst) override;
   void fill(const Tensor& out, double value) override;
   void arange(const Tensor& out, double start, double step) override;

@@ -1,20 +1,21 @@
-// The caching allocator's bookkeeping (allocator.h): plain C++, no CUDA, so that the CPU tests cover it.
-#include "ops/cuda/allocator.h"
+// The caching allocator's bookkeeping (caching_allocator.h): plain C++, no CUDA, so that the CPU tests cover
+// it.
+#include "ops/caching_allocator.h"
 
 #include "ops/error.h"
 
-namespace saccade::cuda {
+namespace saccade {
 
-size_t CachingAllocator::round_size(size_t nbytes) {
+size_t CachingAllocator::round_size(size_t nbytes) const {
   if (nbytes == 0) return 0;
-  const size_t r = nbytes <= kSmallSize ? kSmallRound : kLargeRound;
+  const size_t r = nbytes <= policy_.small_size ? policy_.small_round : policy_.large_round;
   return (nbytes + r - 1) / r * r;
 }
 
 CachingAllocator::~CachingAllocator() { empty_cache_locked(); }
 
 CachingAllocator::FreeList& CachingAllocator::free_list(StreamId stream, size_t size) {
-  return free_[{stream, size > kSmallSize}];
+  return free_[{stream, size > policy_.small_size}];
 }
 
 void* CachingAllocator::allocate(size_t nbytes, StreamId stream, const char* device) {
@@ -25,7 +26,7 @@ void* CachingAllocator::allocate(size_t nbytes, StreamId stream, const char* dev
   // 1. best fit from this stream's free list: the smallest cached block >= size, if not too large
   FreeList& fl = free_list(stream, size);
   auto it = fl.lower_bound(size);
-  if (it != fl.end() && it->first <= size * kMaxOversize) {
+  if (it != fl.end() && it->first <= size * policy_.max_oversize) {
     p = it->second;
     fl.erase(it);
     ++stats_.cache_hit_count;
@@ -58,11 +59,17 @@ void CachingAllocator::deallocate(void* p) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = blocks_.find(p);
   SACCADE_CHECK(it != blocks_.end() && it->second.in_use,
-                "deallocate: pointer {} was not handed out by the CUDA caching allocator (or freed twice)",
-                p);
+                "deallocate: pointer {} was not handed out by this caching allocator (or freed twice)", p);
   Block& b = it->second;
   b.in_use = false;
   stats_.bytes_in_use -= static_cast<int64_t>(b.size);
+  if (static_cast<size_t>(stats_.bytes_cached) + b.size > policy_.max_cached_bytes) {
+    // the cache is full: this block goes back to its source
+    raw_.raw_free(p, b.size);
+    ++stats_.raw_free_count;
+    blocks_.erase(it);
+    return;
+  }
   stats_.bytes_cached += static_cast<int64_t>(b.size);
   free_list(b.stream, b.size).emplace(b.size, p);
 }
@@ -89,4 +96,4 @@ AllocatorStats CachingAllocator::stats() const {
   return stats_;
 }
 
-}  // namespace saccade::cuda
+}  // namespace saccade
