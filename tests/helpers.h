@@ -10,11 +10,12 @@
 namespace saccade::testing {
 
 /// True when a and b have the same shape and |a - b| <= atol + rtol |b| everywhere (compared in float64).
+/// NaNs match NaNs and infinities the same infinity (as numpy.allclose with equal_nan).
 inline bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8) {
   if (!(a.shape() == b.shape())) return false;
   auto x = a.to_vector<double>(), y = b.to_vector<double>();
   for (size_t i = 0; i < x.size(); ++i) {
-    if (std::isnan(x[i]) && std::isnan(y[i])) continue;
+    if ((std::isnan(x[i]) && std::isnan(y[i])) || x[i] == y[i]) continue;
     if (!(std::abs(x[i] - y[i]) <= atol + rtol * std::abs(y[i]))) return false;
   }
   return true;

@@ -16,9 +16,8 @@ void synchronize();
 /// ~1e-3 relative error). Off by default, as torch.backends.cuda.matmul.allow_tf32.
 bool allow_tf32();
 void set_allow_tf32(bool allow);
-/// Whether the fused attention forward uses the readable one-thread-per-row kernel instead of the tiled one
-/// (ops/cuda/attention.cu; the backward is the readable kernel either way). Off by default; the tests run
-/// both.
+/// Whether fused attention (forward and backward) uses the readable one-thread-per-row kernels instead of the
+/// tiled ones (ops/cuda/attention.cu). Off by default; the tests run both.
 bool readable_attention();
 void set_readable_attention(bool readable);
 

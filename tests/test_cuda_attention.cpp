@@ -1,0 +1,254 @@
+// The CUDA fused attention kernels (ops/cuda/attention.cu) against each other and against the CPU's fused
+// kernel (ops/cpu/attention.cpp): the tiled backward (FlashAttention-2's Algorithm 2) and the readable
+// one-thread-per-row backward, each from the same GPU forward, and the tiled and readable forwards, over
+// every mask kind (valid_lens (B) and (B, Tq), Bool keep-masks, both causal alignments), dropout with one
+// seed, Tq != Tk, sizes that do not divide the tiles, head dims 16 / 64 / 128, odd ones (40 / 24, 100 / 72)
+// and one past the tiled kernels' 128 (the readable fallback), float32 and float64, empty sizes and rows that
+// see no key. Without a GPU each case runs its CPU half (and checks what the CPU alone can: rows that see
+// nothing give zeros), then warns "skipped: no CUDA GPU present" and passes.
+#include <vector>
+
+#include "helpers.h"
+#include "ops/attention.h"
+#include "ops/cuda/api.h"
+
+using namespace saccade;
+using ops::CausalAlign;
+using saccade::testing::allclose;
+
+namespace {
+
+const Device kCpu = Device::cpu();
+const Device kGpu = Device::cuda();
+
+// True (after one warning) when there is no GPU to test on.
+bool no_gpu() {
+  if (cuda_is_available()) return false;
+  WARN("skipped: no CUDA GPU present (or saccade was built without CUDA)");
+  return true;
+}
+
+// Restores the tiled kernels (the default) when a test leaves, even by a failed REQUIRE.
+struct ReadableGuard {
+  explicit ReadableGuard(bool readable) { cuda::set_readable_attention(readable); }
+  ~ReadableGuard() { cuda::set_readable_attention(false); }
+};
+
+// One attention problem: q (B, H, Tq, D), k (B, H, Tk, D), v (B, H, Tk, Dv), gout (B, H, Tq, Dv), float64
+// on the CPU (cast to the dtype under test), a mask in the user's form and dropout.
+struct Problem {
+  int64_t B = 0, H = 0, Tq = 0, Tk = 0, D = 0, Dv = 0;
+  Tensor mask;  // undefined, int64 valid_lens (B) / (B, Tq), or Bool broadcastable to (B, H, Tq, Tk)
+  CausalAlign causal = CausalAlign::None;
+  double p = 0;  // dropout
+  Tensor q, k, v, gout;
+};
+
+Problem make_problem(int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t Dv, uint64_t seed) {
+  Generator g(seed);
+  Problem pr;
+  pr.B = B, pr.H = H, pr.Tq = Tq, pr.Tk = Tk, pr.D = D, pr.Dv = Dv;
+  pr.q = ops::randn({B, H, Tq, D}, DType::Float64, kCpu, &g);
+  pr.k = ops::randn({B, H, Tk, D}, DType::Float64, kCpu, &g);
+  pr.v = ops::randn({B, H, Tk, Dv}, DType::Float64, kCpu, &g);
+  pr.gout = ops::randn({B, H, Tq, Dv}, DType::Float64, kCpu, &g);
+  return pr;
+}
+
+// out, lse, gq, gk, gv
+struct Result {
+  Tensor out, lse, gq, gk, gv;
+};
+
+ops::AttentionMask mask_on(const Problem& pr, Device d) {
+  return ops::attention_mask(pr.mask.defined() ? pr.mask.to(d) : Tensor(), {pr.B, pr.H, pr.Tq, pr.Tk},
+                             pr.causal, d, "test");
+}
+
+ops::AttentionDropout dropout_of(const Problem& pr) { return {pr.p, 1234, 77}; }
+
+// Forward and backward on device d in dtype dt, scale 1/sqrt(D).
+Result run(const Problem& pr, Device d, DType dt) {
+  const double scale = 1.0 / std::sqrt(static_cast<double>(pr.D > 0 ? pr.D : 1));
+  Tensor q = pr.q.to(dt).to(d), k = pr.k.to(dt).to(d), v = pr.v.to(dt).to(d), g = pr.gout.to(dt).to(d);
+  const ops::AttentionMask m = mask_on(pr, d);
+  auto f = ops::flash_attention_forward(q, k, v, m, scale, dropout_of(pr));
+  auto gr = ops::flash_attention_backward(g, q, k, v, f.out, f.lse, m, scale, dropout_of(pr));
+  return {f.out, f.lse, gr.gq, gr.gk, gr.gv};
+}
+
+// The backward on the GPU from a given forward (out, lse on the GPU), with the readable or the tiled kernel.
+ops::FlashAttentionGrads gpu_backward(const Problem& pr, DType dt, const Result& fwd, bool readable) {
+  ReadableGuard guard(readable);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(pr.D > 0 ? pr.D : 1));
+  Tensor q = pr.q.to(dt).to(kGpu), k = pr.k.to(dt).to(kGpu), v = pr.v.to(dt).to(kGpu);
+  return ops::flash_attention_backward(pr.gout.to(dt).to(kGpu), q, k, v, fwd.out, fwd.lse, mask_on(pr, kGpu),
+                                       scale, dropout_of(pr));
+}
+
+bool close(const Tensor& gpu, const Tensor& cpu, DType dt) {
+  const double tol = dt == DType::Float32 ? 1e-4 : 1e-10;
+  return gpu.device() == kGpu && allclose(gpu.to(kCpu), cpu, tol, tol);
+}
+
+// The whole comparison for one problem and dtype: the CPU kernel, then (with a GPU) the tiled forward and
+// backward, the readable backward from the same forward, and the readable forward, all against the CPU.
+void check_problem(const Problem& pr, DType dt) {
+  INFO("B " << pr.B << " H " << pr.H << " Tq " << pr.Tq << " Tk " << pr.Tk << " D " << pr.D << " Dv " << pr.Dv
+            << " causal " << int(pr.causal) << " dropout " << pr.p << " dtype " << dtype_name(dt));
+  const Result c = run(pr, kCpu, dt);
+  REQUIRE(c.gq.shape() == pr.q.shape());
+  REQUIRE(c.gk.shape() == pr.k.shape());
+  REQUIRE(c.gv.shape() == pr.v.shape());
+  if (!cuda_is_available()) return;
+  Result t;
+  {
+    ReadableGuard guard(false);
+    t = run(pr, kGpu, dt);
+  }
+  CHECK(close(t.out, c.out, dt));
+  CHECK(close(t.lse, c.lse, dt));
+  CHECK(close(t.gq, c.gq, dt));
+  CHECK(close(t.gk, c.gk, dt));
+  CHECK(close(t.gv, c.gv, dt));
+  // the readable backward from the tiled forward's out and lse, against the tiled one and the CPU
+  const auto r = gpu_backward(pr, dt, t, true);
+  CHECK(close(r.gq, c.gq, dt));
+  CHECK(close(r.gk, c.gk, dt));
+  CHECK(close(r.gv, c.gv, dt));
+  const double tol = dt == DType::Float32 ? 1e-4 : 1e-10;
+  CHECK(allclose(t.gq.to(kCpu), r.gq.to(kCpu), tol, tol));
+  CHECK(allclose(t.gk.to(kCpu), r.gk.to(kCpu), tol, tol));
+  CHECK(allclose(t.gv.to(kCpu), r.gv.to(kCpu), tol, tol));
+  // the readable forward
+  Result rf;
+  {
+    ReadableGuard guard(true);
+    rf = run(pr, kGpu, dt);
+  }
+  CHECK(close(rf.out, c.out, dt));
+  CHECK(close(rf.lse, c.lse, dt));
+}
+
+// The mask cases of one (B = 2, H, Tq, Tk): every kind, each causal alignment, dropout with and without a
+// mask. Batch row 1 of the valid_lens cases sees nothing; the keep-mask hides every key of query 3.
+std::vector<Problem> mask_cases(const Problem& base) {
+  const int64_t Tq = base.Tq, Tk = base.Tk;
+  Generator g(7);
+  Tensor lens = ops::tensor({static_cast<double>(Tk) - 3, 0.0}, DType::Int64);
+  Tensor lens_q = ops::randint(0, Tk + 1, {2, Tq}, kCpu, &g);
+  // query 3 (every batch row and head) sees no key
+  Tensor keep = ops::logical_and(ops::gt(ops::randn({2, 1, Tq, Tk}, DType::Float32, kCpu, &g), -0.5),
+                                 ops::ne(ops::arange(static_cast<double>(Tq)), 3.0).view({1, 1, Tq, 1}));
+  std::vector<Problem> cases;
+  auto add = [&](Tensor mask, CausalAlign causal, double p) {
+    Problem pr = base;
+    pr.mask = mask, pr.causal = causal, pr.p = p;
+    cases.push_back(pr);
+  };
+  add(Tensor(), CausalAlign::None, 0);
+  add(lens, CausalAlign::None, 0);
+  add(lens_q, CausalAlign::None, 0);
+  add(keep, CausalAlign::None, 0);
+  add(Tensor(), CausalAlign::TopLeft, 0);
+  add(Tensor(), CausalAlign::BottomRight, 0);
+  add(lens_q, CausalAlign::BottomRight, 0);
+  add(Tensor(), CausalAlign::None, 0.3);
+  add(keep, CausalAlign::TopLeft, 0.2);
+  add(lens, CausalAlign::BottomRight, 0.5);
+  return cases;
+}
+
+}  // namespace
+
+TEST_CASE("cuda attention: tiled backward = readable backward = CPU, every mask kind, dropout, Tq != Tk",
+          "[cuda][flash]") {
+  // Tq and Tk divide no tile (32, 16 or 8 rows); Tq < Tk and Tq > Tk (bottom-right causal: the first rows
+  // of the latter see nothing)
+  for (auto [Tq, Tk] : {std::pair<int64_t, int64_t>{37, 45}, {45, 37}}) {
+    for (auto [D, Dv] : {std::pair<int64_t, int64_t>{40, 24}, {64, 64}}) {
+      for (const Problem& pr : mask_cases(make_problem(2, 3, Tq, Tk, D, Dv, 100 + Tq + D)))
+        for (DType dt : {DType::Float32, DType::Float64}) check_problem(pr, dt);
+    }
+  }
+  if (no_gpu()) return;
+}
+
+TEST_CASE("cuda attention: tiled backward at head dims 16, 64, 128, odd ones and past 128", "[cuda][flash]") {
+  // (16, 16) -> kD 32, (100, 72) and (128, 128) -> kD 128, (160, 96): the readable fallback
+  for (auto [D, Dv] : {std::pair<int64_t, int64_t>{16, 16}, {16, 40}, {100, 72}, {128, 128}, {160, 96}}) {
+    Problem pr = make_problem(2, 2, 33, 50, D, Dv, 200 + D + Dv);
+    for (CausalAlign causal : {CausalAlign::None, CausalAlign::BottomRight}) {
+      pr.causal = causal;
+      pr.p = causal == CausalAlign::None ? 0.1 : 0.0;
+      for (DType dt : {DType::Float32, DType::Float64}) check_problem(pr, dt);
+    }
+  }
+  if (no_gpu()) return;
+}
+
+TEST_CASE("cuda attention: longer sequences, several key and query tiles, causal skipping", "[cuda][flash]") {
+  Problem pr = make_problem(1, 2, 300, 300, 64, 64, 300);
+  pr.causal = CausalAlign::TopLeft;
+  check_problem(pr, DType::Float32);
+  Problem pr2 = make_problem(2, 2, 129, 257, 128, 128, 301);  // kD 128: 16-row tiles (float), 8 (double)
+  pr2.mask = ops::tensor({200.0, 17.0}, DType::Int64);
+  pr2.p = 0.25;
+  for (DType dt : {DType::Float32, DType::Float64}) check_problem(pr2, dt);
+  if (no_gpu()) return;
+}
+
+TEST_CASE("cuda attention: rows that see nothing give zeros and zero gradients on both devices",
+          "[cuda][flash]") {
+  // batch row 1: valid_len 0; batch row 0 with bottom-right causal and Tq > Tk: queries 0..3 see no key
+  Problem pr = make_problem(2, 2, 20, 16, 32, 32, 400);
+  pr.mask = ops::tensor({16.0, 0.0}, DType::Int64);
+  pr.causal = CausalAlign::BottomRight;
+  for (DType dt : {DType::Float32, DType::Float64}) {
+    for (Device d : {kCpu, kGpu}) {
+      if (d == kGpu && !cuda_is_available()) continue;
+      for (bool readable : {false, true}) {
+        ReadableGuard guard(readable && d == kGpu);
+        const Result r = run(pr, d, dt);
+        const Tensor zq = ops::zeros({2, 20, 32}, DType::Float64),
+                     zk = ops::zeros({2, 16, 32}, DType::Float64);
+        // batch row 1 entirely: out, gq, gk, gv zero (gk, gv: its keys are seen by no query)
+        CHECK(allclose(r.out.select(0, 1).to(kCpu).to(DType::Float64), zq, 0, 0));
+        CHECK(allclose(r.gq.select(0, 1).to(kCpu).to(DType::Float64), zq, 0, 0));
+        CHECK(allclose(r.gk.select(0, 1).to(kCpu).to(DType::Float64), zk, 0, 0));
+        CHECK(allclose(r.gv.select(0, 1).to(kCpu).to(DType::Float64), zk, 0, 0));
+        // batch row 0, queries 0..3 (end = i + 1 + Tk - Tq <= 0): zero output and gradient, lse = -inf
+        const Tensor first = r.gq.select(0, 0).narrow(1, 0, 4).to(kCpu).to(DType::Float64);
+        CHECK(allclose(first, ops::zeros({2, 4, 32}, DType::Float64), 0, 0));
+        const std::vector<double> lse = r.lse.select(0, 0).narrow(1, 0, 4).to(kCpu).to_vector<double>();
+        for (double x : lse) CHECK((std::isinf(x) && x < 0));
+      }
+    }
+  }
+  if (no_gpu()) return;
+}
+
+TEST_CASE("cuda attention: empty sizes give empty or zero results on both devices", "[cuda][flash]") {
+  // B = 0, Tq = 0, Tk = 0 (every row sees nothing: zeros, lse -inf, zero gq)
+  for (auto [B, Tq, Tk] : {std::tuple<int64_t, int64_t, int64_t>{0, 5, 7}, {2, 0, 7}, {2, 5, 0}}) {
+    const Problem pr = make_problem(B, 2, Tq, Tk, 16, 8, 500);
+    for (DType dt : {DType::Float32, DType::Float64}) {
+      INFO("B " << B << " Tq " << Tq << " Tk " << Tk);
+      const Result c = run(pr, kCpu, dt);
+      CHECK(c.gq.shape() == pr.q.shape());
+      CHECK(c.gk.shape() == pr.k.shape());
+      CHECK(c.gv.shape() == pr.v.shape());
+      if (!cuda_is_available()) continue;
+      for (bool readable : {false, true}) {
+        ReadableGuard guard(readable);
+        const Result g = run(pr, kGpu, dt);
+        CHECK(close(g.out, c.out, dt));
+        CHECK(close(g.lse, c.lse, dt));
+        CHECK(close(g.gq, c.gq, dt));
+        CHECK(close(g.gk, c.gk, dt));
+        CHECK(close(g.gv, c.gv, dt));
+      }
+    }
+  }
+  if (no_gpu()) return;
+}
