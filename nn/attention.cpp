@@ -168,10 +168,9 @@ AttentionOutput AdditiveAttention::forward_projected(const Variable& queries, co
                           ops::CausalAlign::None, queries.device(), op);
   // qp: (B, Tq, h), w: (h); scores: (B, Tq, Tk)
   Variable qp = W_q->forward(queries), w = reshape(w_v->weight, {-1});
-  // NOTE: the fused op has a CPU kernel only (ops/cuda/README.md lists it as not written yet); on a GPU the
-  // composed path runs.
-  Variable scores = use_fused && qp.device().is_cpu() ? additive_attention_scores(qp, keys, w)
-                                                      : additive_scores_composed(qp, keys, w);
+  // fused on every device (CPU: ops/cpu/additive_attention.cpp, CUDA: ops/cuda/additive_attention.cu)
+  Variable scores =
+      use_fused ? additive_attention_scores(qp, keys, w) : additive_scores_composed(qp, keys, w);
   AttentionOutput r = attend_composed(scores, values, mask, dropout, is_training(), gen_);
   weights_ = r.weights.data();
   return r;

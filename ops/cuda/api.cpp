@@ -1,4 +1,4 @@
-// The parts of api.h that every build has (the TF32 and readable-attention flags), and the rest for a build
+// The parts of api.h that every build has (the TF32 and readable-kernel flags), and the rest for a build
 // without CUDA, where each throws. With CUDA, memory_stats / empty_cache / synchronize live in backend.cpp.
 #include "ops/cuda/api.h"
 
@@ -9,13 +9,15 @@
 namespace saccade::cuda {
 
 namespace {
-std::atomic<bool> tf32{false}, readable{false};
+std::atomic<bool> tf32{false}, readable{false}, readable_reduce{false};
 }
 
 bool allow_tf32() { return tf32.load(std::memory_order_relaxed); }
 void set_allow_tf32(bool allow) { tf32.store(allow, std::memory_order_relaxed); }
 bool readable_attention() { return readable.load(std::memory_order_relaxed); }
 void set_readable_attention(bool r) { readable.store(r, std::memory_order_relaxed); }
+bool readable_reductions() { return readable_reduce.load(std::memory_order_relaxed); }
+void set_readable_reductions(bool r) { readable_reduce.store(r, std::memory_order_relaxed); }
 
 #ifndef SACCADE_WITH_CUDA
 namespace {

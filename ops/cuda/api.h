@@ -20,5 +20,10 @@ void set_allow_tf32(bool allow);
 /// tiled ones (ops/cuda/attention.cu). Off by default; the tests run both.
 bool readable_attention();
 void set_readable_attention(bool readable);
+/// Whether the reductions (ops/cuda/reduce.cu) use their readable kernels only: reduce in one pass (no
+/// split of long rows over several blocks), arg_reduce one thread per output (no block-per-row kernel). Off
+/// by default; the tests run both.
+bool readable_reductions();
+void set_readable_reductions(bool readable);
 
 }  // namespace saccade::cuda

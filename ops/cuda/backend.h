@@ -2,7 +2,8 @@
 // The CUDA backend: cuBLAS for GEMM, our own kernels for the rest, memory from the caching allocator
 // (ops/caching_allocator.h), every call checked (error.h). Each kernel family has its own file beside this
 // one, named like its CPU twin in ops/cpu/ (memory.cu, elementwise.cu, reduce.cu, linalg.cpp, nn.cu,
-// index.cu, conv_pool.cu, random.cu, attention.cu); loop.cuh is the twin of ops/cpu/loop.h.
+// index.cu, conv_pool.cu, random.cu, attention.cu, additive_attention.cu); loop.cuh is the twin of
+// ops/cpu/loop.h.
 //
 // One device (cuda:0) and one current stream (a global; the legacy default stream unless set_stream was
 // called): every kernel is queued on it, so kernels run in the order the ops were called and a block the
@@ -56,6 +57,11 @@ class CudaBackend final : public Backend {
                                 const Tensor& gout, const Tensor& lse, const ops::AttentionMask& mask,
                                 double scale, const ops::AttentionDropout& dropout, const Tensor& gq,
                                 const Tensor& gk, const Tensor& gv) override;
+  void additive_attention_scores(const Tensor& qp, const Tensor& kp, const Tensor& w_v,
+                                 const Tensor& scores) override;
+  void additive_attention_scores_backward(const Tensor& gscores, const Tensor& qp, const Tensor& kp,
+                                          const Tensor& w_v, const Tensor& gqp, const Tensor& gkp,
+                                          const Tensor& gw_v) override;
   void index_select(const Tensor& a, const Tensor& index, const Tensor& out, int64_t outer,
                     int64_t inner) override;
   void index_add(const Tensor& out, const Tensor& index, const Tensor& src, int64_t outer,
