@@ -12,7 +12,7 @@ torch.nn.MultiheadAttention(batch_first=True), need_weights=False, a causal bool
       float32, scale 1/sqrt(64), a fixed random output gradient; one request a line, one answer a line:
       ping                      -> 1
       version                   -> torch's version and the GPU's name
-      run BACKEND T CAUSAL      -> warm-up (and calibration) of one shape; ms of one call, -1 when BACKEND
+      run BACKEND T CAUSAL      -> warm-up and calibration of one shape; ms of one call, -1 when BACKEND
                                    refuses it (BACKEND: default, flash, efficient, cudnn, math; CAUSAL 0 or 1)
       time BACKEND T CAUSAL     -> ms per call over ~0.2 s of calls, synchronised before and after
       which T CAUSAL            -> the backend torch's default choice ran (read from the CUDA kernels'
@@ -156,6 +156,7 @@ def serve_cuda():
                 continue
             with sdpa_context(backend):
                 if words[0] == "run":
+                    case.timed(1)  # warm-up
                     ms = case.timed(1)
                     case.reps = max(1, int(200 / max(ms, 1e-3)))
                     print(f"{ms:.4f}", flush=True)
