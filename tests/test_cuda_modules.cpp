@@ -214,7 +214,8 @@ struct TempFile {
   ~TempFile() { std::filesystem::remove(path); }
 };
 
-// A GRU and its Adam, built on the CPU from `seed`, moved to `d`, after one training step there.
+// A GRU and its Adam, built on the CPU from `seed`, moved to `d`, after one training step there (gradients
+// dropped after it).
 struct Trained {
   std::unique_ptr<nn::GRU> gru;
   std::unique_ptr<nn::Adam> adam;
@@ -226,6 +227,7 @@ struct Trained {
     if (!step) return;
     sum(gru->forward(Variable(randn({2, 3, 5}, seed + 1).to(d))).output).backward();
     adam->step();
+    gru->zero_grad();
   }
 };
 
