@@ -9,6 +9,7 @@
 //
 // Usage: build/bench/attention [samples] [max_T]   (default 5 runs per setting; max_T skips larger shapes)
 //        build/bench/attention --peak B T D H      (one forward+backward in this process: prints its peak)
+//        build/bench/attention --device cuda [samples] [max_T]   (the GPU table: bench/attention_cuda.cpp)
 #include <cblas.h>
 
 #include <cstdio>
@@ -89,17 +90,30 @@ int peak_mode(char** argv) {
 
 }  // namespace
 
+// bench/attention_cuda.cpp: the --device cuda table.
+int attention_cuda_main(int samples, int64_t max_t);
+
 int main(int argc, char** argv) {
   if (argc == 6 && std::strcmp(argv[1], "--peak") == 0) return peak_mode(argv);
-  const int samples = argc > 1 ? std::max(1, std::atoi(argv[1])) : 5;
-  const int64_t max_t = argc > 2 ? std::atol(argv[2]) : 1 << 30;
+  int first = 1;  // the first of [samples] [max_T]
+  if (argc >= 3 && std::strcmp(argv[1], "--device") == 0) {
+    const std::string device = argv[2];
+    if (device != "cpu" && device != "cuda") return std::fprintf(stderr, "--device: cpu or cuda\n"), 2;
+    first = 3;
+    if (device == "cuda")
+      return attention_cuda_main(argc > first ? std::max(1, std::atoi(argv[first])) : 5,
+                                 argc > first + 1 ? std::atol(argv[first + 1]) : int64_t{1} << 30);
+  }
+  const int samples = argc > first ? std::max(1, std::atoi(argv[first])) : 5;
+  const int64_t max_t = argc > first + 1 ? std::atol(argv[first + 1]) : 1 << 30;
   const char* coretype = std::getenv("OPENBLAS_CORETYPE");
   std::printf("causal MHA forward+backward, float32; %d runs per setting, frameworks alternating\n", samples);
   std::printf("OpenBLAS core %s, OPENBLAS_CORETYPE=%s, load average %.2f\n", openblas_get_corename(),
               coretype ? coretype : "(unset)", sb::load_average());
   const std::string script = std::string(SACCADE_BENCH_DIR) + "/attention_torch.py";
   sb::TorchServer torch_default(script, ""), torch_passive(script, "OMP_WAIT_POLICY=PASSIVE");
-  if (!torch_default.ok()) std::printf("(/usr/bin/python3 cannot import torch: no PyTorch columns)\n");
+  if (!torch_default.ok())
+    std::printf("(%s cannot import torch: no PyTorch columns)\n", sb::python().c_str());
 
   const std::vector<Shape4> shapes = {
       {32, 64, 128, 8}, {8, 512, 256, 8}, {4, 1024, 256, 4}, {1, 2048, 256, 4}};

@@ -7,6 +7,16 @@ torch.nn.MultiheadAttention(batch_first=True), need_weights=False, a causal bool
       run B T D H threads      -> ms of one forward+backward (the module is built once per shape)
   /usr/bin/python3 bench/attention_torch.py --peak B T D H   prints `peak_mib X`: the VmHWM increment of one
                                                              forward+backward in this fresh process
+  python3 bench/attention_torch.py --serve-cuda              the GPU twin of bench/attention --device cuda:
+      torch.nn.functional.scaled_dot_product_attention forward + backward on CUDA, q, k, v (8, 8, T, 64),
+      float32, scale 1/sqrt(64), a fixed random output gradient; one request a line, one answer a line:
+      ping                      -> 1
+      version                   -> torch's version and the GPU's name
+      run BACKEND T CAUSAL      -> warm-up and calibration of one shape; ms of one call, -1 when BACKEND
+                                   refuses it (BACKEND: default, flash, efficient, cudnn, math; CAUSAL 0 or 1)
+      time BACKEND T CAUSAL     -> ms per call over ~0.2 s of calls, synchronised before and after
+      which T CAUSAL            -> the backend torch's default choice ran (read from the CUDA kernels'
+                                   names with torch.profiler) and the name of its main kernel
 """
 import sys
 import time
@@ -64,9 +74,105 @@ def peak(B, T, D, H):
     print(f"peak_mib {(vm_hwm_kib() - before) / 1024:.1f}")
 
 
+class CudaCase:
+    """One shape on the GPU; `reps` calls per timed sample, set by run()."""
+
+    def __init__(self, T, causal):
+        g = torch.Generator(device="cuda").manual_seed(0)
+        make = lambda: torch.randn(8, 8, T, 64, device="cuda", generator=g)  # noqa: E731
+        self.q, self.k, self.v = (make().requires_grad_() for _ in range(3))
+        self.gout = make()
+        self.causal = causal
+        self.reps = 1
+
+    def once(self):
+        out = torch.nn.functional.scaled_dot_product_attention(self.q, self.k, self.v, is_causal=self.causal)
+        out.backward(self.gout)
+        self.q.grad = self.k.grad = self.v.grad = None
+
+    def timed(self, reps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            self.once()
+        torch.cuda.synchronize()
+        return 1e3 * (time.perf_counter() - t0) / reps
+
+
+def sdpa_context(backend):
+    """The context that forces `backend` (a no-op context for "default")."""
+    import contextlib
+
+    if backend == "default":
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    names = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
+             "cudnn": SDPBackend.CUDNN_ATTENTION, "math": SDPBackend.MATH}
+    return sdpa_kernel([names[backend]])
+
+
+def which_backend(case):
+    """The backend of torch's default choice, from the names of the CUDA kernels one forward ran."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with torch.no_grad(), profile(activities=[ProfilerActivity.CUDA]) as prof:
+        torch.nn.functional.scaled_dot_product_attention(case.q, case.k, case.v, is_causal=case.causal)
+        torch.cuda.synchronize()
+    kernels = [e.key for e in prof.key_averages() if e.device_type == torch.autograd.DeviceType.CUDA]
+    for backend, marks in (("flash", ("flash",)), ("efficient", ("fmha", "efficient", "mem_eff")),
+                           ("cudnn", ("cudnn",))):
+        for k in kernels:
+            if any(m in k.lower() for m in marks):
+                return f"{backend} ({k[:60]})"
+    return "math (" + ", ".join(k[:30] for k in kernels[:3]) + ")"
+
+
+def serve_cuda():
+    cases = {}
+    for line in sys.stdin:
+        words = line.split()
+        try:
+            if not words:
+                continue
+            if words[0] == "ping":
+                print(1 if torch.cuda.is_available() else 0, flush=True)
+                continue
+            if words[0] == "version":
+                print(f"{torch.__version__} on {torch.cuda.get_device_name()}", flush=True)
+                continue
+            if words[0] == "which":
+                T, causal = int(words[1]), words[2] == "1"
+            else:
+                backend, T, causal = words[1], int(words[2]), words[3] == "1"
+            key = (T, causal)
+            if key not in cases:
+                cases.clear()
+                torch.cuda.empty_cache()
+                cases[key] = CudaCase(T, causal)
+            case = cases[key]
+            if words[0] == "which":
+                print(which_backend(case), flush=True)
+                continue
+            with sdpa_context(backend):
+                if words[0] == "run":
+                    case.timed(1)  # warm-up
+                    ms = case.timed(1)
+                    case.reps = max(1, int(200 / max(ms, 1e-3)))
+                    print(f"{ms:.4f}", flush=True)
+                else:
+                    print(f"{case.timed(case.reps):.4f}", flush=True)
+        except Exception as e:  # noqa: BLE001 (a refused shape, out of memory, an older torch without the API)
+            sys.stderr.write(f"attention_torch.py: {line.strip()}: {e}\n")
+            torch.cuda.empty_cache()
+            print(-1, flush=True)
+
+
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--serve":
         serve()
+    elif len(sys.argv) > 1 and sys.argv[1] == "--serve-cuda":
+        serve_cuda()
     elif len(sys.argv) == 6 and sys.argv[1] == "--peak":
         peak(*map(int, sys.argv[2:6]))
     else:

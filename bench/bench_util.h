@@ -1,6 +1,6 @@
 #pragma once
 // What the benchmarks share: timing, medians, the machine's load, a CPU-bound competitor process, and the
-// PyTorch twin run through /usr/bin/python3.
+// PyTorch twin run through python() ($SACCADE_PYTHON, else /usr/bin/python3).
 #include <signal.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -83,26 +83,33 @@ inline std::map<std::string, double> key_values(const std::string& cmd) {
   return out;
 }
 
-/// key_values of `env /usr/bin/python3 script args` (env e.g. "OMP_WAIT_POLICY=PASSIVE"): empty when
+/// The command that runs the PyTorch twins' Python: $SACCADE_PYTHON when set (e.g. the GPU machine's torch
+/// venv; it may start with `env ...`), else /usr/bin/python3.
+inline std::string python() {
+  const char* p = std::getenv("SACCADE_PYTHON");
+  return p && *p ? p : "/usr/bin/python3";
+}
+
+/// key_values of `env python() script args` (env e.g. "OMP_WAIT_POLICY=PASSIVE"): empty when
 /// python3 or torch is missing.
 inline std::map<std::string, double> run_torch(const std::string& script, const std::string& args,
                                                const std::string& env = "") {
-  return key_values(env + " /usr/bin/python3 " + script + " " + args);
+  return key_values(env + " " + python() + " " + script + " " + args);
 }
 
-/// A long-running PyTorch twin: `env /usr/bin/python3 script --serve`, fed one request line at a time on its
-/// stdin and answering one line (a number) on its stdout, so that its runs can alternate with ours run by
-/// run. ok() is false when it could not start.
+/// A long-running PyTorch twin: `env python() script <mode>` (mode "--serve" unless given), fed one request
+/// line at a time on its stdin and answering one line (usually a number) on its stdout, so that its runs can
+/// alternate with ours run by run. It must answer "ping" with 1; ok() is false when it could not start.
 class TorchServer {
  public:
-  TorchServer(const std::string& script, const std::string& env) {
+  TorchServer(const std::string& script, const std::string& env, const std::string& mode = "--serve") {
     int to_child[2], from_child[2];
     if (pipe(to_child) != 0 || pipe(from_child) != 0) return;
     pid_ = fork();
     if (pid_ == 0) {
       dup2(to_child[0], 0), dup2(from_child[1], 1);
       close(to_child[1]), close(from_child[0]);
-      std::string cmd = env + " exec /usr/bin/python3 " + script + " --serve 2>/dev/null";
+      std::string cmd = env + " exec " + python() + " " + script + " " + mode + " 2>/dev/null";
       execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
       _exit(127);
     }
@@ -120,15 +127,21 @@ class TorchServer {
   TorchServer& operator=(const TorchServer&) = delete;
 
   bool ok() const { return ok_; }
-  /// Sends one request line, returns the number answered (-1 on failure).
-  double ask(const std::string& request) {
-    if (!in_ || !out_) return -1;
+  /// Sends one request line, returns the line answered without its newline ("" on failure).
+  std::string ask_text(const std::string& request) {
+    if (!in_ || !out_) return "";
     std::fprintf(in_, "%s\n", request.c_str());
     std::fflush(in_);
-    char line[256];
+    char line[512];
+    if (!std::fgets(line, sizeof line, out_)) return "";
+    std::string s(line);
+    while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+    return s;
+  }
+  /// Sends one request line, returns the number answered (-1 on failure).
+  double ask(const std::string& request) {
     double v;
-    if (!std::fgets(line, sizeof line, out_) || std::sscanf(line, "%lf", &v) != 1) return -1;
-    return v;
+    return std::sscanf(ask_text(request).c_str(), "%lf", &v) == 1 ? v : -1;
   }
 
  private:
@@ -138,9 +151,11 @@ class TorchServer {
   bool ok_ = false;
 };
 
-/// True when /usr/bin/python3 imports torch.
-inline bool torch_available() {
-  return std::system("/usr/bin/python3 -c 'import torch' > /dev/null 2>&1") == 0;
+/// True when python() imports torch (and, with `cuda`, torch sees a CUDA GPU).
+inline bool torch_available(bool cuda = false) {
+  const std::string check =
+      cuda ? "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" : "import torch";
+  return std::system((python() + " -c '" + check + "' > /dev/null 2>&1").c_str()) == 0;
 }
 
 }  // namespace saccade::bench

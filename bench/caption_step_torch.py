@@ -6,8 +6,9 @@ encoding; GRU decoder (embedding 64, hidden 128) with additive attention (W_k pr
 attention hidden 128) over the 49 grid vectors, output Linear(128 + 128 -> 19); batch 64, 18 decoder
 steps; cross-entropy ignoring <pad>, backward, clip_grad_norm_(1), Adam.
 
-  /usr/bin/python3 bench/caption_step_torch.py threads samples
-prints `median_ms X`, `min_ms Y`, `max_ms Z` over `samples` timed steps after one warm-up step.
+  /usr/bin/python3 bench/caption_step_torch.py threads samples [cuda]
+prints `median_ms X`, `min_ms Y`, `max_ms Z` over `samples` timed steps after one warm-up step (with `cuda`:
+the model and the batch on the GPU, two warm-up steps, each step ended by torch.cuda.synchronize()).
 """
 import math
 import statistics
@@ -71,12 +72,14 @@ class Sat(nn.Module):
 
 def main():
     threads, samples = int(sys.argv[1]), int(sys.argv[2])
+    device = sys.argv[3] if len(sys.argv) > 3 else "cpu"
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    model = Sat()
+    model = Sat().to(device)
     adam = torch.optim.Adam(model.parameters(), lr=3e-3)
-    images = torch.rand(B, 1, 56, 56)
-    tokens = torch.randint(0, V, (B, STEPS + 1))
+    images = torch.rand(B, 1, 56, 56).to(device)
+    tokens = torch.randint(0, V, (B, STEPS + 1)).to(device)
     inputs, target = tokens[:, :STEPS], tokens[:, 1:].reshape(-1)
 
     def step():
@@ -87,11 +90,14 @@ def main():
         nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         adam.step()
 
-    step()  # warm-up
+    for _ in range(2 if device == "cuda" else 1):  # warm-up
+        step()
+    sync()
     ms = []
     for _ in range(samples):
         t0 = time.perf_counter()
         step()
+        sync()
         ms.append(1e3 * (time.perf_counter() - t0))
     print(f"median_ms {statistics.median(ms):.1f}")
     print(f"min_ms {min(ms):.1f}")

@@ -10,7 +10,7 @@
 #include <map>
 #include <vector>
 
-#include "helpers.h"
+#include "cuda_helpers.h"
 #include "nn/conv.h"
 #include "nn/multihead.h"
 #include "nn/rnn.h"
@@ -21,48 +21,10 @@ using saccade::testing::allclose;
 
 // ---- the GPU ----
 
-namespace {
-
-// True (after one warning) when there is no GPU to test on.
-bool no_gpu() {
-  if (cuda_is_available()) return false;
-  WARN("skipped: no CUDA GPU present (or saccade was built without CUDA)");
-  return true;
-}
-#define SKIP_WITHOUT_GPU() \
-  if (no_gpu()) return
-
-const Device kGpu = Device::cuda();
-const Device kCpu = Device::cpu();
-
-Tensor randn(const Shape& s, uint64_t seed, DType dt = DType::Float32) {
-  Generator g(seed);
-  return ops::randn(s, dt, kCpu, &g);
-}
-
-// Runs f on the CPU and on the GPU and checks that every returned tensor agrees (GPU results copied back).
-// Without a GPU only the CPU half runs (so that the test itself is exercised everywhere); the caller then
-// skips with SKIP_WITHOUT_GPU.
-void both(const std::function<std::vector<Tensor>(Device)>& f, double tol = 1e-5) {
-  const std::vector<Tensor> c = f(kCpu);
-  REQUIRE_FALSE(c.empty());
-  for (const Tensor& t : c) CHECK((!t.defined() || t.device() == kCpu));
-  if (!cuda_is_available()) return;
-  const std::vector<Tensor> g = f(kGpu);
-  REQUIRE(c.size() == g.size());
-  for (size_t i = 0; i < c.size(); ++i) {
-    INFO(fmt::format("result {}: shape {}, dtype {}", i, c[i].shape(), c[i].dtype()));
-    if (!c[i].defined()) {
-      CHECK_FALSE(g[i].defined());
-      continue;
-    }
-    CHECK(g[i].device() == kGpu);
-    CHECK(g[i].dtype() == c[i].dtype());
-    CHECK(allclose(g[i].to(kCpu), c[i], tol, tol));
-  }
-}
-
-}  // namespace
+using saccade::testing::both;
+using saccade::testing::kCpu;
+using saccade::testing::kGpu;
+using saccade::testing::randn;
 
 TEST_CASE("cuda: without a GPU the backend is absent and asking for it throws, never crashes", "[cuda]") {
   if (cuda_is_available()) {

@@ -499,8 +499,10 @@ TEST_CASE("png: write and read back", "[examples][png]") {
   REQUIRE_THROWS_SACCADE(read_png(dir.file("missing.png")), "missing.png");
 }
 
+#ifdef SACCADE_HAVE_PLPLOT  // built with PLplot (examples/common/CMakeLists.txt)
 TEST_CASE("plots: line plot and heatmaps are PNGs of the asked size", "[examples][plots]") {
   TempDir dir;
+  REQUIRE(plots_available());
   NwData d = make_nw_data(0);
   auto vec = [](const Tensor& t) { return t.to_vector<double>(); };
   LinePlot plot{"Nadaraya-Watson", "x", "y", {}, 640, 480};
@@ -580,6 +582,17 @@ TEST_CASE("plots: attention overlay puts the heat over the attended cell", "[exa
   REQUIRE_THROWS_SACCADE(write_attention_overlay(dir.file("x.png"), ops::zeros({3, 4, 4}), {"a"}, att),
                          "image");
 }
+
+#else
+TEST_CASE("plots: without PLplot the writers skip their files and say so", "[examples][plots]") {
+  TempDir dir;
+  REQUIRE_FALSE(plots_available());
+  Heatmap h;
+  h.weights = ops::rand({3, 4}, DType::Float32);
+  write_heatmap(dir.file("h.png"), h);
+  REQUIRE_FALSE(fs::exists(dir.file("h.png")));
+}
+#endif  // SACCADE_HAVE_PLPLOT
 
 // ---- progress
 // -------------------------------------------------------------------------------------------------

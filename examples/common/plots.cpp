@@ -1,12 +1,46 @@
 #include "examples/common/plots.h"
 
+#ifdef SACCADE_HAVE_PLPLOT
 #include <plplot/plplot.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 
 namespace saccade::examples {
+
+std::vector<double> upsample_bilinear(const std::vector<double>& grid, int64_t g, int64_t h, int64_t w) {
+  SACCADE_CHECK(g > 0 && h > 0 && w > 0 && static_cast<int64_t>(grid.size()) == g * g,
+                "upsample_bilinear: a {}x{} grid needs {} values, got {}", g, g, g * g, grid.size());
+  // Source coordinate of output pixel i: (i + 0.5) * g / n - 0.5, clamped to [0, g - 1].
+  auto coord = [g](int64_t i, int64_t n, int64_t& i0, int64_t& i1, double& f) {
+    double s = std::clamp((i + 0.5) * static_cast<double>(g) / static_cast<double>(n) - 0.5, 0.0,
+                          static_cast<double>(g - 1));
+    i0 = static_cast<int64_t>(std::floor(s));
+    i1 = std::min(i0 + 1, g - 1);
+    f = s - static_cast<double>(i0);
+  };
+  std::vector<double> out(static_cast<size_t>(h * w));
+  for (int64_t y = 0; y < h; ++y) {
+    int64_t r0, r1;
+    double fy;
+    coord(y, h, r0, r1, fy);
+    for (int64_t x = 0; x < w; ++x) {
+      int64_t c0, c1;
+      double fx;
+      coord(x, w, c0, c1, fx);
+      double top = grid[r0 * g + c0] * (1 - fx) + grid[r0 * g + c1] * fx;
+      double bot = grid[r1 * g + c0] * (1 - fx) + grid[r1 * g + c1] * fx;
+      out[y * w + x] = top * (1 - fy) + bot * fy;
+    }
+  }
+  return out;
+}
+
+#ifdef SACCADE_HAVE_PLPLOT
+
+bool plots_available() { return true; }
 
 namespace {
 
@@ -189,34 +223,6 @@ void write_heatmap(const std::string& path, const Heatmap& h) {
   plbox("bc", 0, 0, "bcmstv", 0, 0);
 }
 
-std::vector<double> upsample_bilinear(const std::vector<double>& grid, int64_t g, int64_t h, int64_t w) {
-  SACCADE_CHECK(g > 0 && h > 0 && w > 0 && static_cast<int64_t>(grid.size()) == g * g,
-                "upsample_bilinear: a {}x{} grid needs {} values, got {}", g, g, g * g, grid.size());
-  // Source coordinate of output pixel i: (i + 0.5) * g / n - 0.5, clamped to [0, g - 1].
-  auto coord = [g](int64_t i, int64_t n, int64_t& i0, int64_t& i1, double& f) {
-    double s = std::clamp((i + 0.5) * static_cast<double>(g) / static_cast<double>(n) - 0.5, 0.0,
-                          static_cast<double>(g - 1));
-    i0 = static_cast<int64_t>(std::floor(s));
-    i1 = std::min(i0 + 1, g - 1);
-    f = s - static_cast<double>(i0);
-  };
-  std::vector<double> out(static_cast<size_t>(h * w));
-  for (int64_t y = 0; y < h; ++y) {
-    int64_t r0, r1;
-    double fy;
-    coord(y, h, r0, r1, fy);
-    for (int64_t x = 0; x < w; ++x) {
-      int64_t c0, c1;
-      double fx;
-      coord(x, w, c0, c1, fx);
-      double top = grid[r0 * g + c0] * (1 - fx) + grid[r0 * g + c1] * fx;
-      double bot = grid[r1 * g + c0] * (1 - fx) + grid[r1 * g + c1] * fx;
-      out[y * w + x] = top * (1 - fy) + bot * fy;
-    }
-  }
-  return out;
-}
-
 void write_attention_overlay(const std::string& path, const Tensor& image,
                              const std::vector<std::string>& words, const Tensor& attention, int panel_px) {
   SACCADE_CHECK(image.defined() && (image.dim() == 2 || (image.dim() == 3 && image.size(0) == 1)),
@@ -266,5 +272,24 @@ void write_attention_overlay(const std::string& path, const Tensor& image,
     plmtex("b", 1.4, 0.5, 0.5, words[t].c_str());
   }
 }
+
+#else  // built without PLplot: nothing is drawn, each call says so
+
+bool plots_available() { return false; }
+
+namespace {
+void skipped(const char* op, const std::string& path) {
+  std::fprintf(stderr, "%s: %s not drawn (saccade's examples were built without PLplot)\n", op, path.c_str());
+}
+}  // namespace
+
+void write_line_plot(const std::string& path, const LinePlot&) { skipped("write_line_plot", path); }
+void write_heatmap(const std::string& path, const Heatmap&) { skipped("write_heatmap", path); }
+void write_attention_overlay(const std::string& path, const Tensor&, const std::vector<std::string>&,
+                             const Tensor&, int) {
+  skipped("write_attention_overlay", path);
+}
+
+#endif  // SACCADE_HAVE_PLPLOT
 
 }  // namespace saccade::examples

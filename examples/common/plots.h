@@ -1,13 +1,18 @@
 #pragma once
 // PNG pictures drawn with PLplot (its pngcairo driver, headless): line plots with a legend, attention
 // heatmaps with a colour scale, and the captioning attention overlay. Every function throws saccade::Error
-// naming the file when it cannot be written or the inputs do not fit.
+// naming the file when it cannot be written or the inputs do not fit. In a build without PLplot (CMake warns;
+// e.g. the GPU machines, which have no package manager) the three writers draw nothing: each prints one line
+// to stderr naming the file it skipped, and plots_available() is false.
 #include <string>
 #include <vector>
 
 #include "ops/tensor.h"
 
 namespace saccade::examples {
+
+/// Whether saccade's examples were built with PLplot (false: the writers below skip their files).
+bool plots_available();
 
 /// One curve of a line plot. Points: markers only (e.g. training samples).
 struct Series {

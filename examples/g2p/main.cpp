@@ -220,7 +220,9 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < std::min<size_t>(8, test.size()); ++i)
       std::printf("  %-14s predicted %-26s reference %s\n", test[i].word.c_str(),
                   join(greedy.predictions[i]).c_str(), join(test[i].pronunciations[0]).c_str());
-    std::printf("alignment pictures in %s:\n", out_dir.c_str());
+    std::printf(ex::plots_available() ? "alignment pictures in %s:\n"
+                                      : "alignments (pictures not drawn: built without PLplot; %s):\n",
+                out_dir.c_str());
     write_pictures(*model, vocab, {"emphasis", "fixation", "kneading", "bought", "elephants", "exhibition"},
                    out_dir);
   } catch (const std::exception& e) {

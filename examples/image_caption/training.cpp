@@ -244,7 +244,7 @@ std::vector<std::string> write_caption_pictures(const std::string& dir, const Sc
     written.push_back(scene_path);
     std::vector<std::string> words;
     for (int64_t id : result.generated[i]) words.push_back(vocab.token(id));
-    if (words.empty()) continue;
+    if (words.empty() || !plots_available()) continue;  // without PLplot: the scenes only
     std::string overlay_path = fmt::format("{}/attention_{}.png", dir, i);
     write_attention_overlay(overlay_path, image, words, result.attention[i]);
     written.push_back(overlay_path);

@@ -68,8 +68,8 @@ EvalResult evaluate_captioner(Captioner& model, const SceneBatch& test, Device d
 void print_metrics(std::FILE* out, const EvalResult& result);
 
 /// Writes, for the first `count` scenes of `test`, `<dir>/scene_<i>.png` (the scene) and
-/// `<dir>/attention_<i>.png` (write_attention_overlay: one panel per generated word with its attention map).
-/// Returns the paths written.
+/// `<dir>/attention_<i>.png` (write_attention_overlay: one panel per generated word with its attention map;
+/// not in a build without PLplot). Returns the paths written.
 std::vector<std::string> write_caption_pictures(const std::string& dir, const SceneBatch& test,
                                                 const EvalResult& result, int64_t count);
 

@@ -174,7 +174,7 @@ int main(int argc, char** argv) {
     save_heatmap("attention_parametric_long.png",
                  heat(long_run.fit.attention, "Parametric NW after " + std::to_string(epochs) +
                                                   " epochs, w " + fmt_width(long_run.w)));
-    std::printf("\nwrote");
+    std::printf(ex::plots_available() ? "\nwrote" : "\nnot drawn (built without PLplot):");
     for (const std::string& f : written) std::printf(" %s", f.c_str());
     std::printf("\n");
   } catch (const std::exception& e) {

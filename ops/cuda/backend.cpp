@@ -1,11 +1,13 @@
 // The CUDA backend's host side: finding the GPU, device memory through the caching allocator, host<->device
-// byte copies, the cuBLAS handle, error messages, and the user-facing controls of api.h. No kernels here.
+// byte copies (pinned staging above 1 MiB), the cuBLAS handle, error messages, and the user-facing controls
+// of api.h. No kernels here.
 #include "ops/cuda/backend.h"
 
 #include <atomic>
 
 #include "ops/cuda/api.h"
 #include "ops/cuda/error.h"
+#include "ops/cuda/staging.h"
 
 namespace saccade {
 
@@ -45,6 +47,62 @@ class CudaRawMemory final : public RawMemory {
 
 }  // namespace
 
+// The two pinned buffers and their events, driven by the chunk loop of staging.h on the current stream.
+struct PinnedStaging final : StagingEngine {
+  char* buffers[2] = {nullptr, nullptr};
+  cudaEvent_t events[2] = {nullptr, nullptr};
+  cudaStream_t stream = nullptr;
+
+  // Throws (after freeing what it made) when the driver refuses pinned memory or events.
+  PinnedStaging() {
+    try {
+      for (int i = 0; i < 2; ++i) {
+        void* p = nullptr;
+        SACCADE_CUDA_CHECK("to", cudaHostAlloc(&p, kStagingChunk, cudaHostAllocDefault));
+        buffers[i] = static_cast<char*>(p);
+        SACCADE_CUDA_CHECK("to", cudaEventCreateWithFlags(&events[i], cudaEventDisableTiming));
+      }
+    } catch (const Error&) {
+      release();
+      throw;
+    }
+  }
+  ~PinnedStaging() override { release(); }
+  void release() {
+    for (int i = 0; i < 2; ++i) {
+      if (buffers[i]) (void)cudaFreeHost(buffers[i]);
+      if (events[i]) (void)cudaEventDestroy(events[i]);
+      buffers[i] = nullptr, events[i] = nullptr;
+    }
+  }
+
+  void async_to_device(void* dst, int slot, size_t n) override {
+    SACCADE_CUDA_CHECK("to", cudaMemcpyAsync(dst, buffers[slot], n, cudaMemcpyHostToDevice, stream));
+  }
+  void async_to_host(int slot, const void* src, size_t n) override {
+    SACCADE_CUDA_CHECK("to", cudaMemcpyAsync(buffers[slot], src, n, cudaMemcpyDeviceToHost, stream));
+  }
+  void record(int slot) override { SACCADE_CUDA_CHECK("to", cudaEventRecord(events[slot], stream)); }
+  void wait(int slot) override { SACCADE_CUDA_CHECK("to", cudaEventSynchronize(events[slot])); }
+  void synchronize() override { SACCADE_CUDA_CHECK("to", cudaStreamSynchronize(stream)); }
+  char* buffer(int slot) override { return buffers[slot]; }
+};
+
+// The staging buffers, made on first use (nullptr, and pageable copies from then on, when the driver refuses
+// pinned memory). Called with staging_mu_ held.
+static PinnedStaging* staging_for(std::unique_ptr<PinnedStaging>& staging, bool& tried, cudaStream_t stream) {
+  if (!tried) {
+    tried = true;
+    try {
+      staging = std::make_unique<PinnedStaging>();
+    } catch (const Error&) {
+      staging.reset();
+    }
+  }
+  if (staging) staging->stream = stream;
+  return staging.get();
+}
+
 // ---- the backend object ----
 
 CudaBackend::CudaBackend()
@@ -72,16 +130,28 @@ void CudaBackend::deallocate(void* p, size_t) { allocator_->deallocate(p); }
 AllocatorStats CudaBackend::memory_stats() const { return allocator_->stats(); }
 void CudaBackend::empty_cache() { allocator_->empty_cache(); }
 
-// Both copies wait for the stream: the host buffer may be read or freed as soon as they return.
-// (Pageable host memory; a pinned staging buffer would let large copies overlap with kernels.)
+// ---- host<->device copies ----
+
+// Both copies wait for the stream: the host buffer may be read or freed as soon as they return. Small copies
+// go from pageable memory; large ones through the pinned staging buffers (staging.h).
 void CudaBackend::copy_to_host(void* host_dst, const void* src, size_t nbytes) {
   if (nbytes == 0) return;
+  if (nbytes >= kStagingThreshold) {
+    std::lock_guard<std::mutex> lock(staging_mu_);
+    if (PinnedStaging* s = staging_for(staging_, staging_tried_, stream_))
+      return staged_copy_to_host(*s, host_dst, src, nbytes);
+  }
   SACCADE_CUDA_CHECK("to", cudaMemcpyAsync(host_dst, src, nbytes, cudaMemcpyDeviceToHost, stream_));
   SACCADE_CUDA_CHECK("to", cudaStreamSynchronize(stream_));
 }
 
 void CudaBackend::copy_from_host(void* dst, const void* host_src, size_t nbytes) {
   if (nbytes == 0) return;
+  if (nbytes >= kStagingThreshold) {
+    std::lock_guard<std::mutex> lock(staging_mu_);
+    if (PinnedStaging* s = staging_for(staging_, staging_tried_, stream_))
+      return staged_copy_from_host(*s, dst, host_src, nbytes);
+  }
   SACCADE_CUDA_CHECK("to", cudaMemcpyAsync(dst, host_src, nbytes, cudaMemcpyHostToDevice, stream_));
   SACCADE_CUDA_CHECK("to", cudaStreamSynchronize(stream_));
 }

@@ -7,7 +7,8 @@
 //
 // One device (cuda:0) and one current stream (a global; the legacy default stream unless set_stream was
 // called): every kernel is queued on it, so kernels run in the order the ops were called and a block the
-// allocator reuses on that stream is never still being read. Copies to the host synchronise the stream.
+// allocator reuses on that stream is never still being read. Copies to the host synchronise the stream;
+// copies of 1 MiB or more go through two pinned staging buffers (staging.h).
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
@@ -19,6 +20,8 @@
 #include "ops/tensor.h"
 
 namespace saccade::cuda {
+
+struct PinnedStaging;  // backend.cpp: the two pinned buffers of large host<->device copies (staging.h)
 
 class CudaBackend final : public Backend {
  public:
@@ -94,6 +97,9 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   std::mutex cublas_mu_;
+  std::unique_ptr<PinnedStaging> staging_;  // made on the first large copy; null: pinned memory refused
+  bool staging_tried_ = false;
+  std::mutex staging_mu_;  // one staged copy at a time (they share the buffers)
 };
 
 /// The one CudaBackend; only call it after detail::cuda_backend() returned non-null (the kernels do: an op

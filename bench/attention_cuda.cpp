@@ -1,0 +1,149 @@
+// bench/attention --device cuda: saccade's fused attention forward + backward on the GPU
+// (nn::scaled_dot_product_attention with need_weights = false, which calls saccade::flash_attention) against
+// torch.nn.functional.scaled_dot_product_attention on CUDA (bench/attention_torch.py --serve-cuda) at the
+// same shapes: q, k, v (B, H, T, D) = (8, 8, T, 64), T = 512, 2048, 8192, causal and not, float32, a fixed
+// random output gradient. torch runs in a long-lived child process fed one request a line; the frameworks
+// alternate sample by sample. torch is timed with its default backend choice (the script names the kernel it
+// ran, read with torch.profiler) and with each backend forced by torch.nn.attention.sdpa_kernel: flash,
+// efficient, math (a backend that refuses the shape or dtype, or runs out of memory, prints "n/a").
+//
+// A sample = `reps` calls between two cuda::synchronize() (reps chosen so that a sample takes ~0.2 s, at
+// least 1); each cell: median ms per call [min-max] over the samples, after one warm-up call, and TFLOP/s.
+// FLOPs as FlashAttention's benchmarks count them: forward 4 B H T^2 D (halved when causal), forward +
+// backward 3.5x that. ratio = torch ms / saccade ms (above 1: saccade is faster; the goal is >= 0.8
+// against torch's default).
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "bench/bench_util.h"
+#include "ops/cuda/api.h"
+#include "saccade.h"
+
+using namespace saccade;
+namespace sb = saccade::bench;
+
+namespace {
+
+constexpr int64_t kB = 8, kH = 8, kD = 64;
+constexpr double kSampleSeconds = 0.2;  // aim of one sample's length
+constexpr double kCellSeconds =
+    30.0;  // at most this long per framework and shape (slow kernels: fewer samples)
+
+double forward_flops(int64_t T, bool causal) {
+  return 4.0 * kB * kH * double(T) * double(T) * kD * (causal ? 0.5 : 1.0);
+}
+
+// One shape on the GPU: leaves q, k, v and the output gradient, made on the CPU from fixed seeds and copied.
+struct CudaCase {
+  Variable q, k, v;
+  Tensor gout;
+  bool causal;
+  CudaCase(int64_t T, bool causal_) : causal(causal_) {
+    Generator g(0);
+    auto make = [&] {
+      return ops::randn({kB, kH, T, kD}, DType::Float32, Device::cpu(), &g).to(Device::cuda());
+    };
+    q = Variable(make(), true), k = Variable(make(), true), v = Variable(make(), true);
+    gout = make();
+  }
+  // One forward + backward; the gradients are dropped (torch: .grad = None) so that none accumulates.
+  void run() {
+    Variable out = nn::scaled_dot_product_attention(q, k, v, Tensor(), causal, 0.0, false, nullptr,
+                                                    /*need_weights=*/false)
+                       .output;
+    out.backward(gout);
+    q.zero_grad(), k.zero_grad(), v.zero_grad();
+  }
+  // ms per call of `reps` calls, synchronised before and after.
+  double sample(int reps) {
+    cuda::synchronize();
+    auto t0 = sb::Clock::now();
+    for (int i = 0; i < reps; ++i) run();
+    cuda::synchronize();
+    return 1e3 * sb::seconds_since(t0) / reps;
+  }
+};
+
+std::string cell(const std::vector<double>& ms, double flops) {
+  if (ms.empty()) return "n/a";
+  sb::Stats st = sb::stats(ms);
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%.3f [%.3f-%.3f] %.1f TF/s", st.median, st.min, st.max,
+                flops / (st.median * 1e-3) / 1e12);
+  return buf;
+}
+
+std::string ratio(const std::vector<double>& theirs, const std::vector<double>& ours) {
+  if (theirs.empty() || ours.empty()) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", sb::stats(theirs).median / sb::stats(ours).median);
+  return buf;
+}
+
+}  // namespace
+
+/// `attention --device cuda [samples] [max_T]`: the table described at the top of this file. Returns the exit
+/// status (1 when there is no GPU).
+int attention_cuda_main(int samples, int64_t max_t) {
+  if (!cuda_is_available()) {
+    std::printf("attention --device cuda: no CUDA GPU present (or saccade was built without CUDA)\n");
+    return 1;
+  }
+  std::printf(
+      "fused attention forward+backward on the GPU, float32, (B, H, D) = (%lld, %lld, %lld); up to %d "
+      "samples per cell, frameworks alternating\n",
+      static_cast<long long>(kB), static_cast<long long>(kH), static_cast<long long>(kD), samples);
+  std::printf("saccade: nn::scaled_dot_product_attention (fused), readable forward kernel: %s, TF32: %s\n",
+              cuda::readable_attention() ? "yes" : "no", cuda::allow_tf32() ? "allowed" : "off");
+  const std::string script = std::string(SACCADE_BENCH_DIR) + "/attention_torch.py";
+  sb::TorchServer torch(script, "", "--serve-cuda");
+  if (torch.ok())
+    std::printf("torch: %s\n", torch.ask_text("version").c_str());
+  else
+    std::printf("(%s cannot import torch with CUDA: no PyTorch columns)\n", sb::python().c_str());
+  const std::vector<std::string> backends = {"default", "flash", "efficient", "math"};
+  std::printf("\n%-6s %-6s %-34s", "T", "causal", "saccade ms [min-max] TFLOP/s");
+  for (const auto& b : backends) std::printf(" %-34s %-5s", ("torch " + b).c_str(), "ratio");
+  std::printf(" torch default ran\n");
+
+  for (int64_t T : {512, 2048, 8192}) {
+    if (T > max_t) continue;
+    for (bool causal : {false, true}) {
+      const double flops = 3.5 * forward_flops(T, causal);
+      CudaCase c(T, causal);
+      c.run();  // warm-up: the allocator's blocks, the first launch of each kernel
+      cuda::synchronize();
+      auto t0 = sb::Clock::now();
+      c.run();  // one timed call sets the number of calls per sample
+      cuda::synchronize();
+      const double first = sb::seconds_since(t0);
+      const int reps = std::max(1, static_cast<int>(kSampleSeconds / std::max(first, 1e-6)));
+      const int n = std::clamp(static_cast<int>(kCellSeconds / (first * reps)), 1, samples);
+      const std::string req = std::to_string(T) + " " + (causal ? "1" : "0");
+      std::vector<std::vector<double>> theirs(backends.size());
+      std::vector<bool> works(backends.size(), torch.ok());
+      for (size_t b = 0; b < backends.size(); ++b)  // their warm-up; -1: the backend refused or failed
+        if (works[b]) works[b] = torch.ask("run " + backends[b] + " " + req) > 0;
+      std::vector<double> ours;
+      for (int i = 0; i < n; ++i) {
+        ours.push_back(c.sample(reps));
+        for (size_t b = 0; b < backends.size(); ++b) {
+          if (!works[b]) continue;
+          const double ms = torch.ask("time " + backends[b] + " " + req);
+          if (ms > 0) theirs[b].push_back(ms);
+        }
+      }
+      std::printf("%-6lld %-6s %-34s", static_cast<long long>(T), causal ? "yes" : "no",
+                  cell(ours, flops).c_str());
+      for (size_t b = 0; b < backends.size(); ++b)
+        std::printf(" %-34s %-5s", cell(theirs[b], flops).c_str(), ratio(theirs[b], ours).c_str());
+      std::printf(" %s\n", torch.ok() ? torch.ask_text("which " + req).c_str() : "-");
+      std::fflush(stdout);
+    }
+  }
+  std::printf(
+      "(ratio = torch ms / saccade ms; FLOPs: forward+backward = 3.5 x 4 B H T^2 D, halved when causal)\n");
+  return 0;
+}
