@@ -84,10 +84,10 @@ int cuda_main(int samples, bool torch) {
     return 1e3 * sb::seconds_since(t0);
   };
   timed_step(), timed_step();  // warm-up: the allocator's blocks, cuBLAS's handle and workspace, Adam's state
-  const cuda::AllocatorStats before = cuda::memory_stats();
+  const AllocatorStats before = cuda::memory_stats();
   std::vector<double> ms;
   for (int i = 0; i < samples; ++i) ms.push_back(timed_step());
-  const cuda::AllocatorStats after = cuda::memory_stats();
+  const AllocatorStats after = cuda::memory_stats();
   sb::Stats st = sb::stats(ms);
   std::map<std::string, double> t;
   if (torch) t = sb::run_torch(script, "1 " + std::to_string(samples) + " cuda");

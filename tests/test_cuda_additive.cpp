@@ -11,6 +11,7 @@
 #include <limits>
 #include <vector>
 
+#include "cuda_helpers.h"
 #include "helpers.h"
 #include "nn/attention.h"
 #include "nn/bahdanau.h"
@@ -85,19 +86,10 @@ TEST_CASE("arg_reduce takes the block-per-row kernel for long last-dim rows only
 
 namespace {
 
-const Device kGpu = Device::cuda();
-const Device kCpu = Device::cpu();
-
-bool no_gpu() {
-  if (cuda_is_available()) return false;
-  WARN("skipped: no CUDA GPU present (or saccade was built without CUDA)");
-  return true;
-}
-
-Tensor randn(const Shape& s, uint64_t seed, DType dt = DType::Float32) {
-  Generator g(seed);
-  return ops::randn(s, dt, kCpu, &g);
-}
+using saccade::testing::kCpu;
+using saccade::testing::kGpu;
+using saccade::testing::no_gpu;
+using saccade::testing::randn;
 
 // x·scale truncated to integers, as float32: a few distinct values, so many ties.
 Tensor small_ints(const Tensor& x, double scale) {

@@ -8,6 +8,7 @@
 // nothing give zeros), then warns "skipped: no CUDA GPU present" and passes.
 #include <vector>
 
+#include "cuda_helpers.h"
 #include "helpers.h"
 #include "ops/attention.h"
 #include "ops/cuda/api.h"
@@ -18,15 +19,9 @@ using saccade::testing::allclose;
 
 namespace {
 
-const Device kCpu = Device::cpu();
-const Device kGpu = Device::cuda();
-
-// True (after one warning) when there is no GPU to test on.
-bool no_gpu() {
-  if (cuda_is_available()) return false;
-  WARN("skipped: no CUDA GPU present (or saccade was built without CUDA)");
-  return true;
-}
+using saccade::testing::kCpu;
+using saccade::testing::kGpu;
+using saccade::testing::no_gpu;
 
 // Restores the tiled kernels (the default) when a test leaves, even by a failed REQUIRE.
 struct ReadableGuard {
