@@ -4,7 +4,6 @@
 //    same-seed dropout mask on both devices; device-mismatch errors; no cudaMalloc in a training loop's
 //    steady state. Without a GPU each prints one warning and passes; only the "no GPU" behaviour itself is
 //    checked.
-#include <chrono>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -466,39 +465,4 @@ TEST_CASE("cuda: a training loop's steady state makes no cudaMalloc calls", "[cu
   CHECK(last < first);  // it trained
   cuda::empty_cache();
   CHECK(cuda::memory_stats().bytes_cached == 0);
-}
-
-// Not a test: timings for scripts/gpu_run's bench stage (hidden tag, never run by CTest or CI). Prints the
-// fused attention's forward and forward+backward time per call and TFLOP/s (4 B H T² D flops forward, 2.5x
-// that for forward+backward, halved when causal) for B = 8, H = 8, D = 64, float32.
-TEST_CASE("cuda bench: fused attention forward and backward", "[.][cuda-bench]") {
-  SKIP_WITHOUT_GPU();
-  using Clock = std::chrono::steady_clock;
-  for (int64_t T : {512, 2048}) {
-    for (bool causal : {false, true}) {
-      const Shape s{8, 8, T, 64};
-      Tensor q = randn(s, 50).to(kGpu), k = randn(s, 51).to(kGpu), v = randn(s, 52).to(kGpu);
-      auto mask = ops::attention_mask(
-          Tensor(), s, causal ? ops::CausalAlign::TopLeft : ops::CausalAlign::None, kGpu, "bench");
-      auto time = [&](bool backward) {
-        auto once = [&] {
-          auto f = ops::flash_attention_forward(q, k, v, mask, 0.125);
-          if (backward) ops::flash_attention_backward(f.out, q, k, v, f.out, f.lse, mask, 0.125);
-        };
-        once();
-        cuda::synchronize();
-        const int reps = T <= 512 ? 10 : 3;
-        const auto t0 = Clock::now();
-        for (int i = 0; i < reps; ++i) once();
-        cuda::synchronize();
-        return std::chrono::duration<double>(Clock::now() - t0).count() / reps;
-      };
-      const double flops = 4.0 * 8 * 8 * double(T) * double(T) * 64 * (causal ? 0.5 : 1.0);
-      const double tf = time(false), tfb = time(true);
-      WARN(fmt::format(
-          "attention T={} causal={}: forward {:.3f} ms ({:.2f} TFLOP/s), forward+backward {:.3f} ms "
-          "({:.2f} TFLOP/s)",
-          T, causal, tf * 1e3, flops / tf / 1e12, tfb * 1e3, 2.5 * flops / tfb / 1e12));
-    }
-  }
 }
