@@ -31,11 +31,6 @@ namespace {
 
 constexpr int kScoreThreads = 256;  // 8 warps per query row in the forward
 
-template <class T>
-struct Plus {
-  __device__ T operator()(T x, T y) const { return x + y; }
-};
-
 // scores (B·Tq, L): row r = b·Tq + i.
 template <class T>
 __global__ void additive_scores_kernel(const T* __restrict__ q, const T* __restrict__ k,

@@ -302,11 +302,6 @@ int bwd_head_dim(int64_t D, int64_t Dv) {
   return d <= 32 ? 32 : d <= 64 ? 64 : d <= 128 ? 128 : 0;
 }
 
-template <class T>
-struct SumOp {
-  __device__ T operator()(T a, T b) const { return a + b; }
-};
-
 // One warp per query row t = (b, h, i): delta[t] = gout_t · out_t.
 template <class T>
 __global__ void attention_backward_delta(Rows<const T> out, Rows<const T> gout, T* delta, int64_t rows,
@@ -319,7 +314,7 @@ __global__ void attention_backward_delta(Rows<const T> out, Rows<const T> gout, 
     const T* g = gout.row(b, h, i);
     T s = 0;
     for (int64_t d = lane; d < Dv; d += 32) s += g[d] * o[d];
-    s = warp_reduce(s, SumOp<T>{});
+    s = warp_reduce(s, Plus<T>{});
     if (lane == 0) delta[t] = s;
   }
 }

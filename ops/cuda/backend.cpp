@@ -171,8 +171,8 @@ CudaBackend& require(const char* op) {
 }
 }  // namespace
 
-AllocatorStats memory_stats() { return require("memory_stats").allocator().stats(); }
-void empty_cache() { require("empty_cache").allocator().empty_cache(); }
+AllocatorStats memory_stats() { return require("memory_stats").memory_stats(); }
+void empty_cache() { require("empty_cache").empty_cache(); }
 void synchronize() {
   SACCADE_CUDA_CHECK("synchronize", cudaStreamSynchronize(require("synchronize").stream()));
 }

@@ -89,7 +89,6 @@ class CudaBackend final : public Backend {
   void set_stream(cudaStream_t s) { stream_ = s; }
   /// The cuBLAS handle (made on first use), bound to the current stream. `op` names the caller in errors.
   cublasHandle_t cublas(const char* op);
-  CachingAllocator& allocator() { return *allocator_; }
 
  private:
   std::unique_ptr<RawMemory> raw_;

@@ -106,6 +106,12 @@ void for_each(const char* op, const Shape& shape, const Tensor* const (&ts)[N], 
 
 // ---- block reductions ----
 
+/// a + b: the sum, as a functor for warp_reduce / block_reduce.
+template <class T>
+struct Plus {
+  __device__ T operator()(T a, T b) const { return a + b; }
+};
+
 /// The combination of all lanes' `v` under `op` (an associative functor), returned to every lane of the warp.
 /// __shfl_xor_sync for any T it takes, and for one-byte types (bool) through int.
 template <class T>

@@ -21,10 +21,6 @@ template <class T>
 struct Max {  // NaN wins, as in the CPU's row max
   __device__ T operator()(T a, T b) const { return (b > a || b != b) ? b : a; }
 };
-template <class T>
-struct Plus {
-  __device__ T operator()(T a, T b) const { return a + b; }
-};
 
 // x, y: (rows, n). softmax_i = exp(x_i - m) / Σ exp(x_j - m), m = max x; log: x_i - m - log Σ.
 // A row all -inf gives zeros; a NaN anywhere gives a NaN row.

@@ -30,10 +30,6 @@ namespace saccade::cuda {
 namespace {
 
 template <class Acc>
-struct SumOp {
-  __device__ Acc operator()(Acc s, Acc v) const { return s + v; }
-};
-template <class Acc>
 struct ProdOp {
   __device__ Acc operator()(Acc s, Acc v) const { return s * v; }
 };
@@ -126,7 +122,7 @@ void reduce_typed(ReduceOp op, const Tensor& a, const Tensor& out, int64_t outer
   using Lim = std::numeric_limits<T>;
   switch (op) {
     case ReduceOp::Sum:
-      return reduce_launch<T, Acc>(a, out, outer, k, inner, Acc(0), SumOp<Acc>{});
+      return reduce_launch<T, Acc>(a, out, outer, k, inner, Acc(0), Plus<Acc>{});
     case ReduceOp::Prod:
       return reduce_launch<T, Acc>(a, out, outer, k, inner, Acc(1), ProdOp<Acc>{});
     case ReduceOp::Max:
@@ -165,45 +161,41 @@ struct ArgBest {
   int64_t index;
 };
 template <class T>
-__device__ ArgBest<T> arg_better(ArgBest<T> a, ArgBest<T> b, bool is_max) {
-  const bool a_nan = a.value != a.value, b_nan = b.value != b.value;
-  bool take_b;
-  if (a_nan || b_nan)
-    take_b = a_nan && b_nan ? b.index < a.index : b_nan;
-  else if (a.value == b.value)
-    take_b = b.index < a.index;
-  else
-    take_b = is_max ? b.value > a.value : b.value < a.value;
-  return take_b ? b : a;
+struct ArgBetter {
+  bool is_max;
+  __device__ ArgBest<T> operator()(ArgBest<T> a, ArgBest<T> b) const {
+    const bool a_nan = a.value != a.value, b_nan = b.value != b.value;
+    bool take_b;
+    if (a_nan || b_nan)
+      take_b = a_nan && b_nan ? b.index < a.index : b_nan;
+    else if (a.value == b.value)
+      take_b = b.index < a.index;
+    else
+      take_b = is_max ? b.value > a.value : b.value < a.value;
+    return take_b ? b : a;
+  }
+};
+// A (value, index) pair through the warp shuffle of loop.cuh, one member at a time (found by warp_reduce).
+template <class T>
+__device__ ArgBest<T> shfl_xor(ArgBest<T> v, int offset) {
+  return {cuda::shfl_xor(v.value, offset), cuda::shfl_xor(v.index, offset)};
 }
 
 // x: (rows, k) -> values, indices: (rows); one block per row (grid-strided over rows), k >= 1.
 template <class T>
 __global__ void arg_reduce_rows_kernel(const T* x, T* values, int64_t* indices, int64_t rows, int64_t k,
                                        bool is_max) {
-  __shared__ T part_value[32];
-  __shared__ int64_t part_index[32];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  const ArgBetter<T> better{is_max};
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* row = x + r * k;
     // each thread: the best of its slice j = tid, tid + blockDim, ... (in order, as the CPU's scan); a
-    // thread with no element starts from element 0, which every block has (k >= 1)
-    ArgBest<T> best{row[0], 0};
-    for (int64_t j = threadIdx.x; j < k; j += blockDim.x)
-      best = arg_better(best, ArgBest<T>{row[j], j}, is_max);
-    for (int offset = 16; offset > 0; offset /= 2)
-      best = arg_better(best, ArgBest<T>{shfl_xor(best.value, offset), shfl_xor(best.index, offset)}, is_max);
-    __syncthreads();  // the previous row's partials are read
-    if (lane == 0) part_value[warp] = best.value, part_index[warp] = best.index;
-    __syncthreads();
-    if (warp == 0) {
-      best = lane < warps ? ArgBest<T>{part_value[lane], part_index[lane]}
-                          : ArgBest<T>{part_value[0], part_index[0]};
-      for (int offset = 16; offset > 0; offset /= 2)
-        best =
-            arg_better(best, ArgBest<T>{shfl_xor(best.value, offset), shfl_xor(best.index, offset)}, is_max);
-      if (lane == 0) values[r] = best.value, indices[r] = best.index;
-    }
+    // thread with no element starts from element 0, which every row has (k >= 1). Element 0 is also the
+    // block reduction's filler: combining with a real candidate never changes the best.
+    const ArgBest<T> first{row[0], 0};
+    ArgBest<T> best = first;
+    for (int64_t j = threadIdx.x; j < k; j += blockDim.x) best = better(best, ArgBest<T>{row[j], j});
+    best = block_reduce(best, better, first);
+    if (threadIdx.x == 0) values[r] = best.value, indices[r] = best.index;
   }
 }
 
