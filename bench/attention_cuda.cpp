@@ -12,6 +12,7 @@
 // FLOPs as FlashAttention's benchmarks count them: forward 4 B H T^2 D (halved when causal), forward +
 // backward 3.5x that. ratio = torch ms / saccade ms (above 1: saccade is faster; the goal is >= 0.8
 // against torch's default).
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -82,6 +83,52 @@ std::string ratio(const std::vector<double>& theirs, const std::vector<double>& 
   return buf;
 }
 
+// The kernels' ladder: saccade's own forward and backward kernels at one shape (B, H, T) = (8, 8, 2048), not
+// causal, each dtype and head dim: readable (one thread per row), tiled (attention.cu: one row or one score a
+// thread) and fast (attention_fast.cu: register-tiled, float32 only). Median ms of `samples` calls each.
+void kernel_ladder(int samples) {
+  constexpr int64_t T = 2048;
+  std::printf("kernel ladder, (B, H, T) = (%lld, %lld, %lld), not causal: forward ms / backward ms (median of %d)\n",
+              static_cast<long long>(kB), static_cast<long long>(kH), static_cast<long long>(T), samples);
+  std::printf("%-8s %-4s %-24s %-24s %-24s\n", "dtype", "D", "readable", "tiled", "fast");
+  for (DType dt : {DType::Float32, DType::Float64})
+    for (int64_t D : {64, 128}) {
+      Generator g(1);
+      auto make = [&] { return ops::randn({kB, kH, T, D}, dt, Device::cpu(), &g).to(Device::cuda()); };
+      const Tensor q = make(), k = make(), v = make(), gout = make();
+      const auto mask = ops::attention_mask(Tensor(), {kB, kH, T, T}, ops::CausalAlign::None, Device::cuda(), "bench");
+      const double scale = 1.0 / std::sqrt(double(D));
+      std::printf("%-8s %-4lld", dt == DType::Float32 ? "float32" : "float64", static_cast<long long>(D));
+      for (int kind = 0; kind < 3; ++kind) {
+        if (kind == 2 && dt != DType::Float32) {
+          std::printf(" %-24s", "-");
+          continue;
+        }
+        cuda::set_readable_attention(kind == 0);
+        cuda::set_fast_attention(kind == 2);
+        std::vector<double> fwd, bwd;
+        for (int i = 0; i <= samples; ++i) {  // the first call is a warm-up
+          cuda::synchronize();
+          auto t0 = sb::Clock::now();
+          auto f = ops::flash_attention_forward(q, k, v, mask, scale);
+          cuda::synchronize();
+          const double tf = 1e3 * sb::seconds_since(t0);
+          t0 = sb::Clock::now();
+          auto grads = ops::flash_attention_backward(gout, q, k, v, f.out, f.lse, mask, scale);
+          cuda::synchronize();
+          if (i > 0) fwd.push_back(tf), bwd.push_back(1e3 * sb::seconds_since(t0));
+        }
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%.2f / %.2f", sb::stats(fwd).median, sb::stats(bwd).median);
+        std::printf(" %-24s", buf);
+      }
+      std::printf("\n");
+    }
+  cuda::set_readable_attention(false);
+  cuda::set_fast_attention(true);
+  std::printf("\n");
+}
+
 }  // namespace
 
 /// `attention --device cuda [samples] [max_T]`: the table described at the top of this file. Returns the exit
@@ -97,6 +144,7 @@ int attention_cuda_main(int samples, int64_t max_t) {
       static_cast<long long>(kB), static_cast<long long>(kH), static_cast<long long>(kD), samples);
   std::printf("saccade: nn::scaled_dot_product_attention (fused), readable forward kernel: %s, TF32: %s\n",
               cuda::readable_attention() ? "yes" : "no", cuda::allow_tf32() ? "allowed" : "off");
+  kernel_ladder(std::min(samples, 5));
   const std::string script = std::string(SACCADE_BENCH_DIR) + "/attention_torch.py";
   sb::TorchServer torch(script, "", "--serve-cuda");
   if (torch.ok())

@@ -23,10 +23,17 @@ using saccade::testing::kCpu;
 using saccade::testing::kGpu;
 using saccade::testing::no_gpu;
 
-// Restores the tiled kernels (the default) when a test leaves, even by a failed REQUIRE.
+// Restores the default kernels (tiled; register-tiled for float32) when a test leaves, even by a failed
+// REQUIRE. fast = false selects the first tiled kernels of attention.cu for float32 too.
 struct ReadableGuard {
-  explicit ReadableGuard(bool readable) { cuda::set_readable_attention(readable); }
-  ~ReadableGuard() { cuda::set_readable_attention(false); }
+  explicit ReadableGuard(bool readable, bool fast = true) {
+    cuda::set_readable_attention(readable);
+    cuda::set_fast_attention(fast);
+  }
+  ~ReadableGuard() {
+    cuda::set_readable_attention(false);
+    cuda::set_fast_attention(true);
+  }
 };
 
 // One attention problem: q (B, H, Tq, D), k (B, H, Tk, D), v (B, H, Tk, Dv), gout (B, H, Tq, Dv), float64
@@ -115,6 +122,19 @@ void check_problem(const Problem& pr, DType dt) {
   CHECK(allclose(t.gq.to(kCpu), r.gq.to(kCpu), tol, tol));
   CHECK(allclose(t.gk.to(kCpu), r.gk.to(kCpu), tol, tol));
   CHECK(allclose(t.gv.to(kCpu), r.gv.to(kCpu), tol, tol));
+  // float32: the default ran the register-tiled kernels (attention_fast.cu); the first tiled ones too
+  if (dt == DType::Float32) {
+    Result t1;
+    {
+      ReadableGuard guard(false, false);
+      t1 = run(pr, kGpu, dt);
+    }
+    CHECK(close(t1.out, c.out, dt));
+    CHECK(close(t1.lse, c.lse, dt));
+    CHECK(close(t1.gq, c.gq, dt));
+    CHECK(close(t1.gk, c.gk, dt));
+    CHECK(close(t1.gv, c.gv, dt));
+  }
   // the readable forward
   Result rf;
   {
@@ -186,6 +206,11 @@ TEST_CASE("cuda attention: longer sequences, several key and query tiles, causal
   Problem pr = make_problem(1, 2, 300, 300, 64, 64, 300);
   pr.causal = CausalAlign::TopLeft;
   check_problem(pr, DType::Float32);
+  // the register-tiled kernels' 64-row tiles: several of each, the last partial, Tq != Tk, bottom-right
+  Problem pr3 = make_problem(2, 3, 200, 333, 64, 48, 302);
+  pr3.causal = CausalAlign::BottomRight;
+  pr3.p = 0.1;
+  check_problem(pr3, DType::Float32);
   Problem pr2 = make_problem(2, 2, 129, 257, 128, 128, 301);  // kD 128: 16-row tiles (float), 8 (double)
   pr2.mask = ops::tensor({200.0, 17.0}, DType::Int64);
   pr2.p = 0.25;

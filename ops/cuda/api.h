@@ -20,6 +20,11 @@ void set_allow_tf32(bool allow);
 /// tiled ones (ops/cuda/attention.cu). Off by default; the tests run both.
 bool readable_attention();
 void set_readable_attention(bool readable);
+/// Whether float32 fused attention with head dims <= 128 uses the register-tiled kernels
+/// (ops/cuda/attention_fast.cu) rather than the first tiled ones of attention.cu (one query row or one score
+/// a thread). On by default; readable_attention() takes precedence. The tests and bench/attention run all.
+bool fast_attention();
+void set_fast_attention(bool fast);
 /// Whether the reductions (ops/cuda/reduce.cu) use their readable kernels only: reduce in one pass (no
 /// split of long rows over several blocks), arg_reduce one thread per output (no block-per-row kernel). Off
 /// by default; the tests run both.

@@ -25,6 +25,7 @@
 #include <cstdint>
 
 #include "ops/cuda/api.h"
+#include "ops/cuda/attention.cuh"
 #include "ops/cuda/backend.h"
 #include "ops/cuda/loop.cuh"
 #include "ops/philox.h"
@@ -32,74 +33,6 @@
 namespace saccade::cuda {
 
 namespace {
-
-// A (B, H, T, D) tensor with unit last stride: row (b, h, t) starts at p + b sb + h sh + t st.
-template <class T>
-struct Rows {
-  T* p;
-  int64_t sb, sh, st;
-  __device__ T* row(int64_t b, int64_t h, int64_t t) const { return p + b * sb + h * sh + t * st; }
-};
-
-template <class T>
-Rows<T> rows_of(const Tensor& t) {
-  return {t.data<T>(), t.stride(0), t.stride(1), t.stride(2)};
-}
-template <class T>
-Rows<const T> const_rows_of(const Tensor& t) {
-  return {t.data<T>(), t.stride(0), t.stride(1), t.stride(2)};
-}
-
-// Everything the mask and dropout decide about element (b, h, i, j) of the (B, H, Tq, Tk) weights.
-template <class T>
-struct Masking {
-  const int64_t* valid_lens;  // nullptr, (B) or (B, Tq)
-  bool per_query;
-  ops::CausalAlign causal;
-  const uint8_t* keep;  // nullptr or Bool (B, H, Tq, Tk) with strides ks[4]
-  int64_t ks[4];
-  int64_t H, Tq, Tk;
-  double p;  // dropout probability (0: none)
-  uint64_t seed, offset;
-  T drop_scale;  // 1 / (1 - p)
-
-  /// One past the last key query i of batch row b may see.
-  __device__ int64_t end(int64_t b, int64_t i) const {
-    int64_t e = Tk;
-    if (valid_lens) e = min(e, max(int64_t{0}, valid_lens[per_query ? b * Tq + i : b]));
-    if (causal != ops::CausalAlign::None)
-      e = min(e, i + 1 + (causal == ops::CausalAlign::BottomRight ? Tk - Tq : 0));
-    return max(e, int64_t{0});
-  }
-  __device__ bool kept(int64_t b, int64_t h, int64_t i, int64_t j) const {
-    return !keep || keep[b * ks[0] + h * ks[1] + i * ks[2] + j * ks[3]];
-  }
-  /// The dropout multiplier: 0 or 1/(1-p), as ops::dropout draws element (b, h, i, j); 1 without dropout.
-  __device__ T dropout(int64_t b, int64_t h, int64_t i, int64_t j) const {
-    if (p <= 0) return T(1);
-    const uint64_t counter = offset + static_cast<uint64_t>(((b * H + h) * Tq + i) * Tk + j);
-    const uint32_t w = philox4x32_10(seed, counter).w[0];
-    const T u = static_cast<T>(std::is_same_v<T, float> ? uniform_float(w) : uniform_double(w));
-    return u >= static_cast<T>(p) ? drop_scale : T(0);
-  }
-};
-
-template <class T>
-Masking<T> masking_of(const ops::AttentionMask& m, const ops::AttentionDropout& d, int64_t H, int64_t Tq,
-                      int64_t Tk) {
-  Masking<T> r{};
-  r.valid_lens = m.valid_lens.defined() ? m.valid_lens.data<int64_t>() : nullptr;
-  r.per_query = m.valid_lens.defined() && m.valid_lens.dim() == 2;
-  r.causal = m.causal;
-  if (m.keep.defined()) {
-    r.keep = static_cast<const uint8_t*>(m.keep.raw_data());
-    for (int k = 0; k < 4; ++k) r.ks[k] = m.keep.stride(k);
-  }
-  r.H = H, r.Tq = Tq, r.Tk = Tk;
-  r.p = d.p, r.seed = d.seed, r.offset = d.offset;
-  r.drop_scale = static_cast<T>(d.p > 0 ? 1.0 / (1.0 - d.p) : 1.0);
-  return r;
-}
 
 template <class T>
 __device__ T dot(const T* a, const T* b, int64_t n) {
@@ -439,6 +372,11 @@ void CudaBackend::flash_attention_forward(const Tensor& q, const Tensor& k, cons
   const bool tiled = !readable_attention() && D <= 128 && Dv <= 128 && B * H * tiles <= INT32_MAX;
   dispatch_floating(q.dtype(), "flash_attention_forward", [&]<class T>() {
     const Masking<T> mk = masking_of<T>(mask, dropout, H, Tq, Tk);
+    if constexpr (std::is_same_v<T, float>) {  // the register-tiled kernel (attention_fast.cu)
+      if (fast_attention() && !readable_attention() &&
+          flash_attention_forward_fast(q, k, v, mk, static_cast<float>(scale), out, lse))
+        return;
+    }
     if (tiled && D <= 64 && Dv <= 64)
       attention_forward_tiled<T, 64><<<static_cast<unsigned>(B * H * tiles), kBr, 0, stream()>>>(
           const_rows_of<T>(q), const_rows_of<T>(k), const_rows_of<T>(v), rows_of<T>(out), lse.data<T>(), mk,
@@ -488,6 +426,11 @@ void CudaBackend::flash_attention_backward(const Tensor& q, const Tensor& k, con
     attention_backward_delta<T><<<blocks_for(rows * 32, 256), 256, 0, stream()>>>(
         const_rows_of<T>(out), const_rows_of<T>(gout), delta.data<T>(), rows, H, Tq, Dv);
     SACCADE_CUDA_CHECK_LAUNCH("flash_attention_backward");
+    if constexpr (std::is_same_v<T, float>) {  // the register-tiled kernel (attention_fast.cu)
+      if (fast_attention() &&
+          flash_attention_backward_fast(q, k, v, gout, lse, delta, mk, static_cast<float>(scale), gq, gk, gv))
+        return;
+    }
     if (kd == 32)
       launch_backward_tiled<T, 32>(q, k, v, gout, lse, delta, gq, gk, gv, mk, blocks, key_tiles, T(scale));
     else if (kd == 64)

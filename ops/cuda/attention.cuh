@@ -1,0 +1,96 @@
+// What the CUDA attention kernels share (attention.cu: the readable and the first tiled kernels;
+// attention_fast.cu: the register-tiled float32 kernels): strided row access to (B, H, T, D) tensors, the
+// mask and dropout decisions for one element (b, h, i, j) of the (B, H, Tq, Tk) weights, and the fast
+// kernels' launchers.
+#pragma once
+
+#include <cstdint>
+
+#include "ops/attention.h"
+#include "ops/cuda/loop.cuh"
+#include "ops/philox.h"
+#include "ops/tensor.h"
+
+namespace saccade::cuda {
+
+// A (B, H, T, D) tensor with unit last stride: row (b, h, t) starts at p + b sb + h sh + t st.
+template <class T>
+struct Rows {
+  T* p;
+  int64_t sb, sh, st;
+  __device__ T* row(int64_t b, int64_t h, int64_t t) const { return p + b * sb + h * sh + t * st; }
+};
+
+template <class T>
+Rows<T> rows_of(const Tensor& t) {
+  return {t.data<T>(), t.stride(0), t.stride(1), t.stride(2)};
+}
+template <class T>
+Rows<const T> const_rows_of(const Tensor& t) {
+  return {t.data<T>(), t.stride(0), t.stride(1), t.stride(2)};
+}
+
+// Everything the mask and dropout decide about element (b, h, i, j) of the (B, H, Tq, Tk) weights.
+template <class T>
+struct Masking {
+  const int64_t* valid_lens;  // nullptr, (B) or (B, Tq)
+  bool per_query;
+  ops::CausalAlign causal;
+  const uint8_t* keep;  // nullptr or Bool (B, H, Tq, Tk) with strides ks[4]
+  int64_t ks[4];
+  int64_t H, Tq, Tk;
+  double p;  // dropout probability (0: none)
+  uint64_t seed, offset;
+  T drop_scale;  // 1 / (1 - p)
+
+  /// One past the last key query i of batch row b may see.
+  __device__ int64_t end(int64_t b, int64_t i) const {
+    int64_t e = Tk;
+    if (valid_lens) e = min(e, max(int64_t{0}, valid_lens[per_query ? b * Tq + i : b]));
+    if (causal != ops::CausalAlign::None)
+      e = min(e, i + 1 + (causal == ops::CausalAlign::BottomRight ? Tk - Tq : 0));
+    return max(e, int64_t{0});
+  }
+  __device__ bool kept(int64_t b, int64_t h, int64_t i, int64_t j) const {
+    return !keep || keep[b * ks[0] + h * ks[1] + i * ks[2] + j * ks[3]];
+  }
+  /// The dropout multiplier: 0 or 1/(1-p), as ops::dropout draws element (b, h, i, j); 1 without dropout.
+  __device__ T dropout(int64_t b, int64_t h, int64_t i, int64_t j) const {
+    if (p <= 0) return T(1);
+    const uint64_t counter = offset + static_cast<uint64_t>(((b * H + h) * Tq + i) * Tk + j);
+    const uint32_t w = philox4x32_10(seed, counter).w[0];
+    const T u = static_cast<T>(std::is_same_v<T, float> ? uniform_float(w) : uniform_double(w));
+    return u >= static_cast<T>(p) ? drop_scale : T(0);
+  }
+};
+
+template <class T>
+Masking<T> masking_of(const ops::AttentionMask& m, const ops::AttentionDropout& d, int64_t H, int64_t Tq,
+                      int64_t Tk) {
+  Masking<T> r{};
+  r.valid_lens = m.valid_lens.defined() ? m.valid_lens.data<int64_t>() : nullptr;
+  r.per_query = m.valid_lens.defined() && m.valid_lens.dim() == 2;
+  r.causal = m.causal;
+  if (m.keep.defined()) {
+    r.keep = static_cast<const uint8_t*>(m.keep.raw_data());
+    for (int k = 0; k < 4; ++k) r.ks[k] = m.keep.stride(k);
+  }
+  r.H = H, r.Tq = Tq, r.Tk = Tk;
+  r.p = d.p, r.seed = d.seed, r.offset = d.offset;
+  r.drop_scale = static_cast<T>(d.p > 0 ? 1.0 / (1.0 - d.p) : 1.0);
+  return r;
+}
+
+/// The register-tiled float32 forward (attention_fast.cu) for head dims D, Dv <= 128; false (nothing launched)
+/// when it does not apply (another dtype, larger head dims, too many blocks). Arguments as
+/// CudaBackend::flash_attention_forward.
+bool flash_attention_forward_fast(const Tensor& q, const Tensor& k, const Tensor& v, const Masking<float>& mk,
+                                  float scale, const Tensor& out, const Tensor& lse);
+
+/// The register-tiled float32 backward pass 2 (attention_fast.cu), after delta = rowsum(dO ⊙ O) and with gq
+/// zeroed; false (nothing launched) when it does not apply. Arguments as CudaBackend::flash_attention_backward.
+bool flash_attention_backward_fast(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gout,
+                                   const Tensor& lse, const Tensor& delta, const Masking<float>& mk, float scale,
+                                   const Tensor& gq, const Tensor& gk, const Tensor& gv);
+
+}  // namespace saccade::cuda
