@@ -88,15 +88,17 @@ std::string ratio(const std::vector<double>& theirs, const std::vector<double>& 
 // thread) and fast (attention_fast.cu: register-tiled, float32 only). Median ms of `samples` calls each.
 void kernel_ladder(int samples) {
   constexpr int64_t T = 2048;
-  std::printf("kernel ladder, (B, H, T) = (%lld, %lld, %lld), not causal: forward ms / backward ms (median of %d)\n",
-              static_cast<long long>(kB), static_cast<long long>(kH), static_cast<long long>(T), samples);
+  std::printf(
+      "kernel ladder, (B, H, T) = (%lld, %lld, %lld), not causal: forward ms / backward ms (median of %d)\n",
+      static_cast<long long>(kB), static_cast<long long>(kH), static_cast<long long>(T), samples);
   std::printf("%-8s %-4s %-24s %-24s %-24s\n", "dtype", "D", "readable", "tiled", "fast");
   for (DType dt : {DType::Float32, DType::Float64})
     for (int64_t D : {64, 128}) {
       Generator g(1);
       auto make = [&] { return ops::randn({kB, kH, T, D}, dt, Device::cpu(), &g).to(Device::cuda()); };
       const Tensor q = make(), k = make(), v = make(), gout = make();
-      const auto mask = ops::attention_mask(Tensor(), {kB, kH, T, T}, ops::CausalAlign::None, Device::cuda(), "bench");
+      const auto mask =
+          ops::attention_mask(Tensor(), {kB, kH, T, T}, ops::CausalAlign::None, Device::cuda(), "bench");
       const double scale = 1.0 / std::sqrt(double(D));
       std::printf("%-8s %-4lld", dt == DType::Float32 ? "float32" : "float64", static_cast<long long>(D));
       for (int kind = 0; kind < 3; ++kind) {

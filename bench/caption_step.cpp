@@ -83,9 +83,9 @@ int cuda_main(int samples, bool torch) {
     cuda::synchronize();
     return 1e3 * sb::seconds_since(t0);
   };
-  // Warm-up to the fixed point: the allocator's blocks, cuBLAS's handle and workspace, Adam's state. The cache
-  // serves a request from a block up to 2x its size without splitting, so which blocks the early steps get may
-  // still shift; the fixed point is the first whole step without a cudaMalloc (at most 20 steps).
+  // Warm-up to the fixed point: the allocator's blocks, cuBLAS's handle and workspace, Adam's state. The
+  // cache serves a request from a block up to 2x its size without splitting, so which blocks the early steps
+  // get may still shift; the fixed point is the first whole step without a cudaMalloc (at most 20 steps).
   timed_step();
   int warmup = 1;
   for (; warmup < 20; ++warmup) {
@@ -111,7 +111,8 @@ int cuda_main(int samples, bool torch) {
   }
   std::printf("%-6s %-28s %-28s %s\n", "cuda", sac, tor, ratio);
   std::printf(
-      "\nsteady state, %d steps after %d warm-up steps (the last without a cudaMalloc): %lld cudaMalloc calls, "
+      "\nsteady state, %d steps after %d warm-up steps (the last without a cudaMalloc): %lld cudaMalloc "
+      "calls, "
       "%lld allocations served, %lld from the cache\n",
       samples, warmup, static_cast<long long>(after.raw_alloc_count - before.raw_alloc_count),
       static_cast<long long>(after.alloc_count - before.alloc_count),

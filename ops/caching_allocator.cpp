@@ -12,7 +12,12 @@ size_t CachingAllocator::round_size(size_t nbytes) const {
   return (nbytes + r - 1) / r * r;
 }
 
-CachingAllocator::~CachingAllocator() { empty_cache_locked(); }
+CachingAllocator::~CachingAllocator() {
+  try {
+    empty_cache_locked();
+  } catch (...) {  // NOTE: a destructor must not throw; what could not be given back is left to the process
+  }
+}
 
 CachingAllocator::FreeList& CachingAllocator::free_list(StreamId stream, size_t size) {
   return free_[{stream, size > policy_.small_size}];
@@ -80,14 +85,18 @@ void CachingAllocator::empty_cache() {
 }
 
 void CachingAllocator::empty_cache_locked() {
+  // NOTE: each block leaves the lists right after its raw_free succeeds, so that when a raw_free throws the
+  // blocks already given back are gone from the books (a later call never frees them twice) and the one that
+  // failed, with the rest, stays cached for the next try.
   for (auto& [key, fl] : free_) {
-    for (auto& [size, p] : fl) {
+    while (!fl.empty()) {
+      const auto [size, p] = *fl.begin();
       raw_.raw_free(p, size);
+      fl.erase(fl.begin());
       blocks_.erase(p);
       ++stats_.raw_free_count;
       stats_.bytes_cached -= static_cast<int64_t>(size);
     }
-    fl.clear();
   }
 }
 

@@ -19,6 +19,7 @@ class FakeMemory final : public RawMemory {
   size_t budget = SIZE_MAX;  // raw bytes that may be live at once
   size_t live = 0;
   int allocs = 0, frees = 0;
+  int fail_free_at = -1;  // raw_free throws (freeing nothing) when `frees` equals this
   std::map<void*, size_t> blocks;
 
   void* raw_alloc(size_t n) override {
@@ -31,7 +32,8 @@ class FakeMemory final : public RawMemory {
     return p;
   }
   void raw_free(void* p, size_t n) override {
-    REQUIRE(blocks.count(p) == 1);
+    if (frees == fail_free_at) throw Error("raw_free: the fake device refused");
+    REQUIRE(blocks.count(p) == 1);  // never a block freed twice, or one never handed out
     REQUIRE(blocks[p] == n);
     blocks.erase(p);
     live -= n;
@@ -224,4 +226,33 @@ TEST_CASE("CPU memory_stats and empty_cache: large blocks are counted, cached an
   CHECK(memory_stats().bytes_cached == 0);
   // a device this build or machine lacks is an error, not a crash
   if (!cuda_is_available()) REQUIRE_THROWS_SACCADE(memory_stats(Device::cuda()), "backend");
+}
+
+TEST_CASE("caching allocator: empty_cache that fails partway frees nothing twice on the next call",
+          "[allocator]") {
+  FakeMemory raw;
+  CachingAllocator a(raw);
+  std::vector<void*> ps;
+  for (size_t n : {size_t{512}, size_t{1024}, size_t{4096}, size_t{8192}, size_t{4} << 20})
+    ps.push_back(a.allocate(n));
+  for (void* p : ps) a.deallocate(p);
+  REQUIRE(a.stats().bytes_cached > 0);
+  raw.fail_free_at = 2;  // the third raw_free throws
+  CHECK_THROWS_AS(a.empty_cache(), Error);
+  CHECK(raw.frees == 2);
+  CHECK(a.stats().raw_free_count == 2);
+  CHECK(raw.blocks.size() == 3);
+  // what the books still hold is exactly what the fake device still has
+  int64_t live = 0;
+  for (const auto& [p, n] : raw.blocks) live += static_cast<int64_t>(n);
+  CHECK(a.stats().bytes_cached == live);
+  raw.fail_free_at = -1;
+  a.empty_cache();  // FakeMemory REQUIREs that no block is freed twice
+  CHECK(raw.blocks.empty());
+  CHECK(a.stats().bytes_cached == 0);
+  CHECK(a.stats().raw_free_count == 5);
+  // the cache still works afterwards
+  void* p = a.allocate(1000);
+  a.deallocate(p);
+  CHECK(a.stats().bytes_cached == 1024);
 }

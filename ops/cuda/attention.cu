@@ -15,8 +15,10 @@
 // every query row: atomicAdd (so their float rounding order is not fixed).
 //
 // Beside it, the tiled kernels (below): a forward with key/value tiles in shared memory and a backward after
-// FlashAttention-2's Algorithm 2 (Dao 2023), one block per key tile. They are the default;
-// cuda::set_readable_attention(true) selects the readable ones, which the tests compare them with.
+// FlashAttention-2's Algorithm 2 (Dao 2023), one block per key tile. They are the default for float64 and
+// for head dims past 128; float32 with head dims <= 128 takes the register-tiled kernels of attention_fast.cu
+// (cuda::set_fast_attention(false) brings it back here). cuda::set_readable_attention(true) selects the
+// readable ones, which the tests compare all of them with.
 //
 // Shapes: q (B, H, Tq, D), k (B, H, Tk, D), v (B, H, Tk, Dv), out (B, H, Tq, Dv), gq/gk/gv like q/k/v, gout
 // like out: any strides with unit last stride; lse (B, H, Tq) contiguous; valid_lens int64 (B) or (B, Tq);

@@ -81,16 +81,17 @@ Masking<T> masking_of(const ops::AttentionMask& m, const ops::AttentionDropout& 
   return r;
 }
 
-/// The register-tiled float32 forward (attention_fast.cu) for head dims D, Dv <= 128; false (nothing launched)
-/// when it does not apply (another dtype, larger head dims, too many blocks). Arguments as
+/// The register-tiled float32 forward (attention_fast.cu) for head dims D, Dv <= 128; false (nothing
+/// launched) when it does not apply (another dtype, larger head dims, too many blocks). Arguments as
 /// CudaBackend::flash_attention_forward.
 bool flash_attention_forward_fast(const Tensor& q, const Tensor& k, const Tensor& v, const Masking<float>& mk,
                                   float scale, const Tensor& out, const Tensor& lse);
 
 /// The register-tiled float32 backward pass 2 (attention_fast.cu), after delta = rowsum(dO ⊙ O) and with gq
-/// zeroed; false (nothing launched) when it does not apply. Arguments as CudaBackend::flash_attention_backward.
+/// zeroed; false (nothing launched) when it does not apply. Arguments as
+/// CudaBackend::flash_attention_backward.
 bool flash_attention_backward_fast(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gout,
-                                   const Tensor& lse, const Tensor& delta, const Masking<float>& mk, float scale,
-                                   const Tensor& gq, const Tensor& gk, const Tensor& gv);
+                                   const Tensor& lse, const Tensor& delta, const Masking<float>& mk,
+                                   float scale, const Tensor& gq, const Tensor& gk, const Tensor& gv);
 
 }  // namespace saccade::cuda

@@ -1,10 +1,10 @@
 // CUDA fused attention, the fast float32 kernels: FlashAttention-2 (Dao 2023, Algorithms 1 and 2) with the
-// tile products register-tiled as in a SIMT GEMM. The tiled kernels of attention.cu give each thread one query
-// row (forward) or one score (backward), so every multiply-add waits on a shared-memory load; here a thread
-// owns a small block of every product (4 x 4 scores, 4 x kD/16 outputs) and reads its operands as 16-byte
-// vectors, so one load feeds four to sixteen multiply-adds. The maths, the masks, the dropout (Philox, as
-// ops::dropout draws it) and the outputs are those of the readable kernel (attention.cu's header); the tests
-// compare all three.
+// tile products register-tiled as in a SIMT GEMM. The tiled kernels of attention.cu give each thread one
+// query row (forward) or one score (backward), so every multiply-add waits on a shared-memory load; here a
+// thread owns a small block of every product (4 x 4 scores, 4 x kD/16 outputs) and reads its operands as
+// 16-byte vectors, so one load feeds four to sixteen multiply-adds. The maths, the masks, the dropout
+// (Philox, as ops::dropout draws it) and the outputs are those of the readable kernel (attention.cu's
+// header); the tests compare all three.
 //
 // Shapes: q (B, H, Tq, D), k (B, H, Tk, D), v (B, H, Tk, Dv), out / gout (B, H, Tq, Dv), lse / delta
 // (B, H, Tq) contiguous; any strides with unit last stride. float32 only, D, Dv <= 128, padded with zeros
@@ -21,8 +21,8 @@
 // Backward pass 2, one block of 256 threads per (b, h, 64-key tile), walking the query tiles of 32 rows that
 // see it: S and dP (32 x 64: 2 rows x 4 strided keys a thread), P = exp(S - lse), dS = P (Z dP - Δ); then
 // dV += (Z P)ᵀ dO and dK += dSᵀ Q (64 x kD: 4 keys x kD/16 columns a thread, kept in registers for the whole
-// walk) and dQ += dS K (32 x kD: 2 rows x kD/16 columns, added to gq with atomicAdd as FlashAttention-2 does).
-// Shared memory is dynamic (70-128 KiB: more than a block may use without opting in).
+// walk) and dQ += dS K (32 x kD: 2 rows x kD/16 columns, added to gq with atomicAdd as FlashAttention-2
+// does). Shared memory is dynamic (68-128 KiB: more than a block may use without opting in).
 #include <cmath>
 #include <cstdint>
 
@@ -193,9 +193,8 @@ __global__ void __launch_bounds__(kThreadsFast, kD == 64 ? 2 : 1)
 template <int kD>
 constexpr int bwd_smem_bytes() {
   constexpr int L = kD + 4;
-  return static_cast<int>(sizeof(float)) *
-             (2 * kTile * L + 2 * kBwdRows * L + 2 * kBwdRows * (kTile + 4) + kTile * (kBwdRows + 4) +
-              2 * kBwdRows) +
+  return static_cast<int>(sizeof(float)) * (2 * kTile * L + 2 * kBwdRows * L + 2 * kBwdRows * (kTile + 4) +
+                                            kTile * (kBwdRows + 4) + 2 * kBwdRows) +
          static_cast<int>(sizeof(int64_t)) * kBwdRows;
 }
 
@@ -207,15 +206,15 @@ __global__ void __launch_bounds__(kThreadsFast, kD == 64 ? 2 : 1)
                             int64_t Dv, float scale) {
   constexpr int L = kD + 4, LS = kTile + 4, LT = kBwdRows + 4, G = kD / 64;
   extern __shared__ float4 smem4[];
-  float* ks = reinterpret_cast<float*>(smem4);  // (64 keys, kD)
-  float* vs = ks + kTile * L;                   // (64 keys, kD)
-  float* qs = vs + kTile * L;                   // (32 rows, kD)
-  float* gos = qs + kBwdRows * L;               // (32 rows, kD): dO
-  float* ps = gos + kBwdRows * L;               // (32 rows, 64 keys): Z ⊙ P
-  float* dss = ps + kBwdRows * LS;              // (32 rows, 64 keys): dS
-  float* dst = dss + kBwdRows * LS;             // (64 keys, 32 rows): dSᵀ
-  float* lse_s = dst + kTile * LT;              // (32)
-  float* delta_s = lse_s + kBwdRows;            // (32)
+  float* ks = reinterpret_cast<float*>(smem4);                      // (64 keys, kD)
+  float* vs = ks + kTile * L;                                       // (64 keys, kD)
+  float* qs = vs + kTile * L;                                       // (32 rows, kD)
+  float* gos = qs + kBwdRows * L;                                   // (32 rows, kD): dO
+  float* ps = gos + kBwdRows * L;                                   // (32 rows, 64 keys): Z ⊙ P
+  float* dss = ps + kBwdRows * LS;                                  // (32 rows, 64 keys): dS
+  float* dst = dss + kBwdRows * LS;                                 // (64 keys, 32 rows): dSᵀ
+  float* lse_s = dst + kTile * LT;                                  // (32)
+  float* delta_s = lse_s + kBwdRows;                                // (32)
   int64_t* end_s = reinterpret_cast<int64_t*>(delta_s + kBwdRows);  // (32), 8-byte aligned: 32 floats before
   const float neg_inf = -INFINITY;
   const int tid = threadIdx.x, ty = tid / 16, tx = tid % 16;
@@ -403,8 +402,8 @@ bool flash_attention_forward_fast(const Tensor& q, const Tensor& k, const Tensor
 }
 
 bool flash_attention_backward_fast(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gout,
-                                   const Tensor& lse, const Tensor& delta, const Masking<float>& mk, float scale,
-                                   const Tensor& gq, const Tensor& gk, const Tensor& gv) {
+                                   const Tensor& lse, const Tensor& delta, const Masking<float>& mk,
+                                   float scale, const Tensor& gq, const Tensor& gk, const Tensor& gv) {
   const int kd = fast_head_dim(q, v);
   const int64_t key_tiles = (mk.Tk + kTile - 1) / kTile, blocks = q.size(0) * mk.H * key_tiles;
   if (kd == 0 || blocks > INT32_MAX) return false;
