@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "ops/attention.h"
+#include "ops/backend.h"
 #include "ops/cuda/loop.cuh"
 #include "ops/philox.h"
 #include "ops/tensor.h"
