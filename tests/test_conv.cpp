@@ -154,7 +154,8 @@ TEST_CASE("pooling: gradcheck", "[autograd][conv]") {
   REQUIRE(gradcheck(favg({2, 3}, {1, 2}, {1, 1}), {leaf(rand64({1, 4, 5, 2}, 25).permute({0, 3, 1, 2}))}));
 }
 
-TEST_CASE("conv2d with no output channels: an empty result and zero gradients (as torch)", "[autograd][conv]") {
+TEST_CASE("conv2d with no output channels: an empty result and zero gradients (as torch)",
+          "[autograd][conv]") {
   // the weight was flattened with reshape({0, -1}), ambiguous for O = 0 (found by the fuzz test)
   Variable x(testing::rand64({2, 3, 4, 4}), true), w(ops::zeros({0, 3, 2, 2}, DType::Float64), true);
   Variable y = conv2d(x, w, Variable(), {1, 1}, {1, 1});

@@ -325,6 +325,13 @@ TEST_CASE(
                     {Variable(pos64({4}, 5), true), Variable(ops::tensor({0, 1, 2, 3}, DType::Int64))}));
 }
 
+TEST_CASE("elementwise: masked_fill names itself for a value the dtype cannot hold", "[ops][elementwise]") {
+  // found by the fuzz test (seed 3): the error named only scalar_tensor
+  const Tensor x = ops::zeros({2}, DType::Int64), m = ops::ones({2}, DType::Bool);
+  REQUIRE_THROWS_SACCADE(ops::masked_fill(x, m, 0x1p63), "masked_fill > scalar_tensor: value");
+  REQUIRE(ops::masked_fill(x, m, 7).to_vector<int64_t>() == std::vector<int64_t>{7, 7});
+}
+
 TEST_CASE("elementwise: gradcheck of the scalar forms", "[autograd][elementwise]") {
   check_unary("add scalar", [](const auto& v) { return add(v[0], 1.5); });
   check_unary("sub scalar", [](const auto& v) { return sub(v[0], 1.5); });
