@@ -5,6 +5,12 @@
 
 namespace saccade {
 
+void detail::undefined_argument(const char* op, int position, const char* what, int64_t element) {
+  throw Error(element < 0 ? fmt::format("{}: got an undefined {} (argument {})", op, what, position)
+                          : fmt::format("{}: got an undefined {} (argument {}, element {})", op, what,
+                                        position, element));
+}
+
 const Tensor& SavedTensor::get() const {
   SACCADE_CHECK(t_.version() == version_,
                 "{}: a tensor of shape {} saved for backward was modified by an in-place operation "

@@ -19,6 +19,45 @@
 
 namespace saccade {
 
+namespace detail {
+/// Throws "`op`: got an undefined `what` (argument `position`)" (", element `element`" when >= 0).
+[[noreturn]] void undefined_argument(const char* op, int position, const char* what, int64_t element = -1);
+inline void check_argument(const char* op, int position, const Variable& v) {
+  // a Variable made from an undefined Tensor (Variable(Tensor())) is as unusable as Variable()
+  if (!v.defined() || !v.impl()->data.defined()) [[unlikely]]
+    undefined_argument(op, position, "Variable");
+}
+inline void check_argument(const char* op, int position, const Tensor& t) {
+  if (!t.defined()) [[unlikely]]
+    undefined_argument(op, position, "tensor");
+}
+inline void check_argument(const char* op, int position, const std::vector<Variable>& vs) {
+  for (size_t i = 0; i < vs.size(); ++i)
+    if (!vs[i].defined() || !vs[i].impl()->data.defined()) [[unlikely]]
+      undefined_argument(op, position, "Variable", static_cast<int64_t>(i));
+}
+// sizes, dims, flags: checked by the op. (For a Variable, Tensor or vector argument the overloads above are
+// exact matches too, and a non-template wins a tie.)
+template <class T>
+inline void check_argument(const char*, int, const T&) {}
+}  // namespace detail
+
+/// The one check of the arguments a saccade:: function was given, its first line: pass the function's
+/// arguments in the order of its signature, up to the last one that must be defined (optional Variables such
+/// as a bias come after it, or are left out). Each Variable and Tensor among them must be defined, and each
+/// Variable must hold a defined Tensor; a std::vector<Variable> must hold only such Variables. Other
+/// arguments (dims, sizes, flags) only count positions. Throws saccade::Error naming `op` and the first
+/// undefined argument, counted from 1:
+///
+///     check_defined("add", a, b);      // "add: got an undefined Variable (argument 2)"
+///     check_defined("cat", xs);        // "cat: got an undefined Variable (argument 1, element 0)"
+///     check_defined("where", c, a, b); // "where: got an undefined tensor (argument 1)"
+template <class... Args>
+void check_defined(const char* op, const Args&... args) {
+  int position = 0;
+  (detail::check_argument(op, ++position, args), ...);
+}
+
 /// A tensor saved for backward together with its storage's version at save time. get() throws saccade::Error
 /// naming the op if the tensor was modified in place since (the gradient would silently be wrong), as
 /// PyTorch's saved-variable version check.

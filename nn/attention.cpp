@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "autograd/function.h"
 #include "autograd/functions/attention.h"
 #include "autograd/functions/elementwise.h"
 #include "autograd/functions/linalg.h"
@@ -40,7 +41,7 @@ AttentionOutput attend_composed(const Variable& scores, const Variable& values,
 }
 
 void check_qkv(const char* op, const Variable& q, const Variable& k, const Variable& v) {
-  SACCADE_CHECK(q.defined() && k.defined() && v.defined(), "{}: got an undefined query, key or value", op);
+  check_defined(op, q, k, v);
   ops::check_attention_inputs(op, q.data(), k.data(), v.data());
 }
 
@@ -50,7 +51,7 @@ void check_qkv(const char* op, const Variable& q, const Variable& k, const Varia
 AttentionOutput attend_from_scores(const Variable& scores, const Variable& values,
                                    const Tensor& valid_lens_or_mask, bool causal, double dropout_p,
                                    bool training, Generator* gen, const char* op) {
-  SACCADE_CHECK(scores.defined() && values.defined(), "{}: got an undefined scores or values tensor", op);
+  check_defined(op, scores, values);
   const Shape& s = scores.shape();
   const Shape& v = values.shape();
   const int nd = s.size();
@@ -97,8 +98,7 @@ AttentionOutput scaled_dot_product_attention(const Variable& q, const Variable& 
 Variable additive_scores_composed(const Variable& qp, const Variable& kp, const Variable& w_v) {
   const char* op = "additive_scores_composed";
   ErrorScope scope(op);
-  SACCADE_CHECK(qp.defined() && kp.defined() && w_v.defined(),
-                "{}: got an undefined projected query, projected key or w_v", op);
+  check_defined(op, qp, kp, w_v);
   ops::check_additive_scores(op, qp.data(), kp.data(), w_v.data());
   // features: (B, Tq, 1, A) + (B, 1, L, A) -> (B, Tq, L, A); scores: features @ w_v -> (B, Tq, L)
   Variable features = tanh(add(unsqueeze(qp, 2), unsqueeze(kp, 1)));

@@ -44,6 +44,20 @@ Optimizer::Optimizer(std::string name, std::vector<ParamGroup> groups, double lr
   state_.resize(total);
 }
 
+void Optimizer::check_grads() const {
+  size_t i = 0;
+  for (const Group& group : groups_)
+    for (const Variable& v : group.params) {
+      const Tensor& g = v.grad();
+      SACCADE_CHECK(
+          !g.defined() || (g.dtype() == v.dtype() && g.shape() == v.shape() && g.device() == v.device()),
+          "{}: the gradient of parameter {} is {} of shape {} on {}; expected {} of shape {} on {} (the "
+          "parameter's)",
+          name_, i, g.dtype(), g.shape(), g.device(), v.dtype(), v.shape(), v.device());
+      ++i;
+    }
+}
+
 void Optimizer::zero_grad() {
   for (Group& g : groups_)
     for (Variable& p : g.params) p.zero_grad();
@@ -188,6 +202,7 @@ SGD::SGD(std::vector<ParamGroup> groups, SGDOptions options)
 }
 
 void SGD::step() {
+  check_grads();
   NoGradGuard no_grad;
   size_t i = 0;
   for (Group& group : groups_) {
@@ -233,6 +248,7 @@ Adam::Adam(const char* name, std::vector<ParamGroup> groups, AdamOptions options
 }
 
 void Adam::step() {
+  check_grads();
   NoGradGuard no_grad;
   const double beta1 = options_.beta1, beta2 = options_.beta2;
   size_t i = 0;
@@ -281,7 +297,12 @@ double clip_grad_norm_(const std::vector<Variable>& params, double max_norm, dou
   NoGradGuard no_grad;
   std::vector<Tensor> grads;
   for (const Variable& p : params)
-    if (p.defined() && p.grad().defined()) grads.push_back(p.grad());
+    if (p.defined() && p.grad().defined()) {
+      SACCADE_CHECK(is_floating(p.grad().dtype()),
+                    "clip_grad_norm_: expected float gradients, got {} of shape {}", p.grad().dtype(),
+                    p.grad().shape());
+      grads.push_back(p.grad());
+    }
   if (grads.empty()) return 0;
   // One fused norm, one sync: each gradient's partial (max |g|, or Σ |g|^p) stays on the device as a float64
   // scalar; the partials are reduced together and read once.

@@ -67,6 +67,10 @@ class Optimizer {
   Optimizer(std::string name, std::vector<ParamGroup> groups, double lr, double weight_decay);
   /// The state keys this optimizer may store; "step" is 0-d int64, the others have the parameter's shape.
   virtual std::vector<std::string> state_keys() const = 0;
+  /// The first line of every step(): throws saccade::Error naming the optimizer, before any parameter is
+  /// updated, when a defined gradient differs from its parameter in dtype, shape or device (a bool or int64
+  /// tensor given to set_grad, say), instead of an error from inside the update naming an inner op.
+  void check_grads() const;
 
   struct Group {
     std::vector<Variable> params;
@@ -150,7 +154,8 @@ class AdamW : public Adam {
 /// Rescales the gradients of `params` so that their joint norm is at most `max_norm` (as
 /// torch.nn.utils.clip_grad_norm_ in 1.13): total = ‖(‖g_1‖_p, ..., ‖g_n‖_p)‖_p over the defined gradients
 /// (p = ∞: the largest |g|), then every gradient is multiplied by min(1, max_norm / (total + 1e-6)).
-/// Returns total (0 when no gradient is defined). Throws saccade::Error for norm_type <= 0.
+/// Returns total (0 when no gradient is defined). Throws saccade::Error for norm_type <= 0 or a gradient that
+/// is not float.
 double clip_grad_norm_(const std::vector<Variable>& params, double max_norm, double norm_type = 2);
 
 }  // namespace saccade::nn

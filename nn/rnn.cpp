@@ -23,12 +23,23 @@ Tensor rnn_uniform(const Shape& shape, int64_t hidden_size, Generator* gen) {
   return init::uniform_(t, -k, k, gen);
 }
 
-void check_sizes(const char* module, int64_t input_size, int64_t hidden_size) {
+// Refuses sizes before anything is allocated or initialised: non-positive sizes, products that overflow, and
+// parameters that cannot all be held in memory (which would otherwise be allocated and drawn, for seconds,
+// layer by layer, until one did not fit). `gates`: 3 (GRU) or 4 (LSTM) stacked gate weights of hidden_size
+// rows each; layer l > 0 of `num_directions` takes the previous layer's num_directions * hidden_size
+// features.
+void check_sizes(const char* module, int64_t input_size, int64_t hidden_size, int64_t gates,
+                 int64_t num_layers = 1, int64_t num_directions = 1, bool bias = true) {
   SACCADE_CHECK(input_size > 0 && hidden_size > 0,
                 "{}: expected positive sizes, got input_size = {}, hidden_size = {}", module, input_size,
                 hidden_size);
-  checked_mul(4, hidden_size,
-              module);  // the stacked gate weights have 3 (GRU) or 4 (LSTM) * hidden_size rows
+  const int64_t rows = checked_mul(gates, hidden_size, module), D = num_directions;
+  const int64_t upper = checked_mul(num_layers - 1, D, module);  // weight_ih of layers 1.. (per direction)
+  check_allocation({{D, {rows, input_size}},
+                    {upper, {rows, checked_mul(D, hidden_size, module)}},
+                    {checked_mul(num_layers, D, module), {rows, hidden_size}},
+                    {bias ? checked_mul(checked_mul(2, num_layers, module), D, module) : 0, {rows}}},
+                   DType::Float32, Device::cpu(), module);
 }
 
 // Checks x (B, in) or (in) and a state (B, H) or (H) (undefined: zeros of that shape); returns the state.
@@ -65,7 +76,7 @@ Variable gru_step(const Variable& gi, const Variable& h, const Variable& w_hh, c
 GRUCell::GRUCell(int64_t input_size, int64_t hidden_size, bool bias, Generator* gen)
     : Module("GRUCell"), input_size_(input_size), hidden_size_(hidden_size) {
   ErrorScope scope(name());
-  check_sizes("GRUCell", input_size, hidden_size);
+  check_sizes("GRUCell", input_size, hidden_size, 3, 1, 1, bias);
   weight_ih = register_parameter("weight_ih", rnn_uniform({3 * hidden_size, input_size}, hidden_size, gen));
   weight_hh = register_parameter("weight_hh", rnn_uniform({3 * hidden_size, hidden_size}, hidden_size, gen));
   if (bias) {
@@ -86,11 +97,11 @@ Variable GRUCell::forward(const Variable& x, const Variable& h) {
 GRU::GRU(int64_t input_size, int64_t hidden_size, GRUOptions options, Generator* gen)
     : Module("GRU"), input_size_(input_size), hidden_size_(hidden_size), options_(options) {
   ErrorScope scope(name());
-  check_sizes("GRU", input_size, hidden_size);
   SACCADE_CHECK(options.num_layers > 0, "GRU: expected num_layers > 0, got {}", options.num_layers);
   SACCADE_CHECK(options.dropout >= 0 && options.dropout < 1, "GRU: expected dropout in [0, 1), got {}",
                 options.dropout);
   const int64_t H = hidden_size, D = num_directions();
+  check_sizes("GRU", input_size, hidden_size, 3, options.num_layers, D, options.bias);
   for (int64_t l = 0; l < options.num_layers; ++l) {
     for (int64_t d = 0; d < D; ++d) {
       std::string s = "_l" + std::to_string(l) + (d == 1 ? "_reverse" : "");
@@ -184,7 +195,7 @@ GRUOutput GRU::forward(const Variable& x, const Variable& h0, const Tensor& vali
 LSTMCell::LSTMCell(int64_t input_size, int64_t hidden_size, bool bias, Generator* gen)
     : Module("LSTMCell"), input_size_(input_size), hidden_size_(hidden_size) {
   ErrorScope scope(name());
-  check_sizes("LSTMCell", input_size, hidden_size);
+  check_sizes("LSTMCell", input_size, hidden_size, 4, 1, 1, bias);
   weight_ih = register_parameter("weight_ih", rnn_uniform({4 * hidden_size, input_size}, hidden_size, gen));
   weight_hh = register_parameter("weight_hh", rnn_uniform({4 * hidden_size, hidden_size}, hidden_size, gen));
   if (bias) {

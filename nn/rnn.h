@@ -21,8 +21,9 @@ namespace saccade::nn {
 /// in that order, as torch.
 /// forward: x (B, input_size) and h (B, H) -> h' (B, H); or unbatched x (input_size), h (H) -> (H). An
 /// undefined h means zeros.
-/// Throws saccade::Error naming "GRUCell" for non-positive sizes, an input that is not 1-d or 2-d or whose
-/// last dim is not input_size, or a hidden state that is not (B, H).
+/// Throws saccade::Error naming "GRUCell" for non-positive sizes or sizes whose parameters cannot be held in
+/// memory (refused before anything is allocated), an input that is not 1-d or 2-d or whose last dim is not
+/// input_size, or a hidden state that is not (B, H).
 class GRUCell : public Module {
  public:
   GRUCell(int64_t input_size, int64_t hidden_size, bool bias = true, Generator* gen = nullptr);
@@ -74,8 +75,9 @@ struct GRUOutput {
 /// after step valid_len - 1 (so h_n holds the state at each sequence's last valid step), the reverse
 /// direction starts from h0 at each sequence's last valid step (steps past it leave its state at h0), and
 /// the outputs at padded steps are zeros.
-/// Throws saccade::Error naming "GRU" for bad sizes or dropout, an input of the wrong rank, last dim or no
-/// steps, an h0 of the wrong shape, or valid_lens that are not int64 (B) within [0, T] (or given for an
+/// Throws saccade::Error naming "GRU" for bad sizes (non-positive, or parameters of all layers that cannot be
+/// held in memory: refused before anything is allocated) or dropout, an input of the wrong rank, last dim or
+/// no steps, an h0 of the wrong shape, or valid_lens that are not int64 (B) within [0, T] (or given for an
 /// unbatched input).
 class GRU : public Module {
  public:
@@ -109,8 +111,9 @@ struct LSTMState {
 /// `bias_ih` (4H), `bias_hh` (4H) (none when `bias` is false), all U(-1/√H, 1/√H) from `gen`.
 /// forward: x (B, input_size) and state {h (B, H), c (B, H)} -> {h', c'}; or unbatched. Undefined h or c
 /// mean zeros.
-/// Throws saccade::Error naming "LSTMCell" for non-positive sizes, an input of the wrong rank or last dim, or
-/// a state that is not (B, H).
+/// Throws saccade::Error naming "LSTMCell" for non-positive sizes or sizes whose parameters cannot be held in
+/// memory (refused before anything is allocated), an input of the wrong rank or last dim, or a state that is
+/// not (B, H).
 class LSTMCell : public Module {
  public:
   LSTMCell(int64_t input_size, int64_t hidden_size, bool bias = true, Generator* gen = nullptr);

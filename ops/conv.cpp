@@ -87,7 +87,8 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2 s
   }
   Window w = make_window("conv2d", x.shape(), {weight.size(2), weight.size(3)}, stride, padding, false);
   Tensor cols = im2col(x.contiguous(), w);
-  Tensor out = matmul(weight.reshape({o, -1}), cols);  // (O, CKK) @ (N, CKK, L): one weight for every n
+  // (O, CKK) @ (N, CKK, L): one weight for every n (CKK spelled out: -1 is ambiguous when O is 0)
+  Tensor out = matmul(weight.reshape({o, cols.size(1)}), cols);
   if (bias.defined()) add_(out, bias.view({o, 1}));
   return out.view({n, o, w.oh, w.ow});
 }
@@ -114,7 +115,8 @@ Conv2dGrads conv2d_backward(const Tensor& grad_out, const Tensor& x, const Tenso
   }
   if (need_input) {
     // dcols = W^T (CKK, O) @ g[n] (O, L), scattered back onto the input by col2im.
-    Tensor dcols = matmul(weight.reshape({o, -1}).t(), g);
+    const int64_t ckk = checked_mul(checked_mul(x.size(1), w.kh, "conv2d_backward"), w.kw, "conv2d_backward");
+    Tensor dcols = matmul(weight.reshape({o, ckk}).t(), g);
     r.grad_input = Tensor::empty(x.shape(), x.dtype(), x.device());
     backend(x.device()).col2im(dcols, r.grad_input, w.kh, w.kw, w.sh, w.sw, w.ph, w.pw);
   }

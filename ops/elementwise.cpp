@@ -163,9 +163,13 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
   SACCADE_CHECK(broadcast_shapes(a.shape(), mask.shape(), "masked_fill") == a.shape(),
                 "masked_fill: mask of shape {} does not broadcast to the input's shape {}", mask.shape(),
                 a.shape());
+  Tensor fill;
+  {
+    ErrorScope scope("masked_fill");  // a value a.dtype() cannot hold: "masked_fill > scalar_tensor: ..."
+    fill = scalar_tensor(value, a.dtype(), a.device());
+  }
   Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device());
-  backend(a.device())
-      .where(mask.expand(a.shape()), scalar_tensor(value, a.dtype(), a.device()).expand(a.shape()), a, out);
+  backend(a.device()).where(mask.expand(a.shape()), fill.expand(a.shape()), a, out);
   return out;
 }
 

@@ -120,22 +120,30 @@ Tensor repeat(const Tensor& t, const Shape& repeats) {
   for (int64_t r : repeats) SACCADE_CHECK(r >= 0, "repeat: negative repeat count in {}", repeats);
   Tensor x = t;
   while (x.dim() < repeats.size()) x = x.unsqueeze(0);  // leading size-1 dims
-  Shape out = x.shape();
-  for (int d = 0; d < out.size(); ++d) out[d] = checked_mul(out[d], repeats[d], "repeat");
-  check_allocation(out, t.dtype(), t.device(), "repeat");  // before any copy is made
-  if (checked_numel(out, "repeat") == 0) return Tensor::empty(out, t.dtype(), t.device(), "repeat");
-  bool copied = false;
-  // one dim at a time, by concatenating copies: needs no extra dims, so works up to kMaxDims
-  for (int d = 0; d < repeats.size(); ++d) {
-    if (repeats[d] == 1) continue;
-    if (repeats[d] == 0) {
-      x = x.narrow(d, 0, 0);
-      continue;
+  Shape out_shape = x.shape();
+  for (int d = 0; d < out_shape.size(); ++d) out_shape[d] = checked_mul(out_shape[d], repeats[d], "repeat");
+  // the one allocation, checked (a new tensor, never a view of t, as torch)
+  Tensor out = Tensor::empty(out_shape, t.dtype(), t.device(), "repeat");
+  if (out.numel() == 0) return out;
+  // x goes to the corner block; then, dim after dim, the filled part is copied after itself, doubling until
+  // it covers the dim: O(log r_d) copies per dim whatever the counts, no extra dims (so up to kMaxDims), no
+  // list of r_d pieces
+  const Shape& in = x.shape();
+  // the region of out made of dims < d whole, [start, start + length) of dim d, x's extent in dims > d
+  auto block = [&](int d, int64_t start, int64_t length) {
+    Tensor v = out;
+    for (int k = 0; k < out_shape.size(); ++k)
+      v = k < d ? v : k == d ? v.narrow(k, start, length) : v.narrow(k, 0, in[k]);
+    return v;
+  };
+  backend(out.device()).copy(x, out.dim() == 0 ? out : block(0, 0, in[0]));
+  for (int d = 0; d < out_shape.size(); ++d)
+    for (int64_t filled = in[d]; filled < out_shape[d];) {
+      const int64_t n = std::min(filled, out_shape[d] - filled);
+      backend(out.device()).copy(block(d, 0, n), block(d, filled, n));
+      filled += n;
     }
-    x = cat(std::vector<Tensor>(static_cast<size_t>(repeats[d]), x), d);
-    copied = true;
-  }
-  return copied ? x : x.clone();  // a new tensor, never a view of t (as torch)
+  return out;
 }
 
 // t: (.., n, ..) -> (.., n * repeats, ..)

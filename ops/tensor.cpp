@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <numeric>
+#include <string>
 
 #include "ops/backend.h"
 
@@ -73,8 +74,28 @@ int64_t check_allocation(const Shape& shape, DType dtype, Device device, const c
   return nbytes;
 }
 
+int64_t check_allocation(std::initializer_list<TensorCount> tensors, DType dtype, Device device,
+                         const char* op) {
+  int64_t total = 0;
+  for (const TensorCount& t : tensors) {
+    SACCADE_CHECK(t.count >= 0, "{}: negative tensor count {} for shape {}", op, t.count, t.shape);
+    const int64_t n = checked_mul(t.count, checked_numel(t.shape, op), op);
+    SACCADE_CHECK(!__builtin_add_overflow(total, n, &total),
+                  "{}: size too large: more than 2^63 elements in all", op);
+  }
+  const int64_t nbytes = checked_mul(total, static_cast<int64_t>(dtype_size(dtype)), op);
+  if (nbytes <= device_capacity(device)) return nbytes;
+  std::string list;
+  for (const TensorCount& t : tensors)
+    list += fmt::format("{}{} x {}", list.empty() ? "" : ", ", t.count, t.shape);
+  throw Error(fmt::format("{}: cannot allocate {} bytes for {} of {} on {} (the device holds {} bytes)", op,
+                          nbytes, list, dtype, device, device_capacity(device)));
+}
+
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, const char* op) {
   const int64_t nbytes = check_allocation(shape, dtype, device, op);
+  // the allocator's out-of-memory error names the op that asked: "linspace > allocate: out of memory ..."
+  ErrorScope scope(op);
   auto storage = std::make_shared<Storage>(std::max<size_t>(static_cast<size_t>(nbytes), 1), device);
   return Tensor(std::move(storage), shape, contiguous_strides(shape), 0, dtype);
 }

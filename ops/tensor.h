@@ -5,6 +5,7 @@
 // Read this file first: every op in ops/ takes and returns Tensors, and autograd's Variable wraps one.
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <vector>
 
@@ -25,7 +26,8 @@ class Tensor {
   Tensor(std::shared_ptr<Storage> storage, Shape shape, Shape strides, int64_t offset, DType dtype);
   /// A new contiguous tensor of `shape` with uninitialised memory. Throws saccade::Error naming `op` (the
   /// public op that asked) for a negative size, a shape of more than 2^63 elements, or more bytes than the
-  /// device holds (the CPU: its physical memory), never std::bad_alloc.
+  /// device holds (the CPU: its physical memory), never std::bad_alloc; when the allocator then runs out
+  /// anyway, its error gets `op` in front ("linspace > allocate: out of memory on cpu: ...").
   static Tensor empty(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu(),
                       const char* op = "empty");
 
@@ -106,9 +108,22 @@ class Tensor {
 
 /// Checks that a tensor of `shape` and `dtype` could be allocated on `device`: sizes non-negative, at most
 /// 2^63 elements, at most the device's memory in bytes (the CPU: its physical memory). Returns the bytes.
-/// Throws saccade::Error naming `op` otherwise. Tensor::empty calls it; an op that builds its result in
-/// pieces (repeat) calls it before the first piece.
+/// Throws saccade::Error naming `op` otherwise. Tensor::empty calls it.
 int64_t check_allocation(const Shape& shape, DType dtype, Device device, const char* op);
+
+/// `count` tensors of `shape`: one entry of the list the overload below checks.
+struct TensorCount {
+  int64_t count;
+  Shape shape;
+};
+/// Checks, before any of them is allocated, that all of `tensors` (each entry: `count` tensors of `shape`,
+/// e.g. one weight per layer) could be held together on `device`: counts and sizes non-negative, the total
+/// bytes within int64 and within the device's memory. Returns the total bytes. The one check of a module's
+/// parameters against memory, made before anything is allocated or initialised (nn/rnn.cpp). Throws
+/// saccade::Error naming `op`: "GRU: cannot allocate 1099511627776 bytes for 3 x [3, 4], 2 x [3] of float32
+/// on cpu (the device holds 24000000000 bytes)", or "GRU: size too large (...)" on overflow.
+int64_t check_allocation(std::initializer_list<TensorCount> tensors, DType dtype, Device device,
+                         const char* op);
 
 namespace detail {
 [[noreturn]] void dtype_mismatch(const char* what, DType have, DType want);

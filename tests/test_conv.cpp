@@ -154,6 +154,18 @@ TEST_CASE("pooling: gradcheck", "[autograd][conv]") {
   REQUIRE(gradcheck(favg({2, 3}, {1, 2}, {1, 1}), {leaf(rand64({1, 4, 5, 2}, 25).permute({0, 3, 1, 2}))}));
 }
 
+TEST_CASE("conv2d with no output channels: an empty result and zero gradients (as torch)",
+          "[autograd][conv]") {
+  // the weight was flattened with reshape({0, -1}), ambiguous for O = 0 (found by the fuzz test)
+  Variable x(testing::rand64({2, 3, 4, 4}), true), w(ops::zeros({0, 3, 2, 2}, DType::Float64), true);
+  Variable y = conv2d(x, w, Variable(), {1, 1}, {1, 1});
+  REQUIRE(y.shape() == Shape{2, 0, 5, 5});
+  sum(y).backward();
+  REQUIRE(x.grad().shape() == x.shape());
+  CHECK(ops::max(ops::abs(x.grad())).item<double>() == 0);
+  CHECK(w.grad().shape() == w.shape());
+}
+
 TEST_CASE("conv2d and pooling: bad input throws naming the op", "[ops][conv]") {
   Tensor x = ops::ones({1, 2, 4, 4}), w = ops::ones({3, 2, 3, 3});
   REQUIRE_THROWS_SACCADE(ops::conv2d(ops::ones({2, 4, 4}), w, Tensor()), "conv2d: expected a 4-d input");

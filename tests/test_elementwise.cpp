@@ -301,6 +301,37 @@ TEST_CASE("elementwise: gradcheck of the binary functions", "[autograd][elementw
                     {Variable(rand64({2, 3})), Variable(pos64({3}, 3), true)}));
 }
 
+TEST_CASE(
+    "elementwise: pow of an int64 Variable and a float Variable promotes, forward and backward (as torch)",
+    "[autograd][elementwise]") {
+  // the exponent's gradient used to take log of the int64 base: "log: not defined for int64 tensors"
+  const Tensor base = ops::tensor({1, 2, 3, 0}, DType::Int64);
+  Variable e(ops::tensor({0.5, 1.5, -0.5, 2}, DType::Float64), true);
+  Variable y = pow(Variable(base), e);
+  CHECK(y.dtype() == DType::Float64);
+  sum(y).backward();
+  // d/db a^b = a^b log a (0 at a = 0 with b >= 0, as torch)
+  CHECK(allclose(
+      e.grad(),
+      ops::tensor({0, std::pow(2, 1.5) * std::log(2), std::pow(3, -0.5) * std::log(3), 0}, DType::Float64)));
+  REQUIRE(gradcheck([](const auto& v) { return pow(v[0], v[1]); },
+                    {Variable(base), Variable(ops::tensor({0.5, 1.5, -0.5, 2}, DType::Float64), true)}));
+  // a float32 exponent gets a float32 gradient
+  Variable e32(ops::tensor({0.5, 1.5}), true);
+  sum(pow(Variable(ops::tensor({2, 3}, DType::Int64)), e32)).backward();
+  CHECK(e32.grad().dtype() == DType::Float32);
+  // and the other way round: a float base with an int64 exponent
+  REQUIRE(gradcheck([](const auto& v) { return pow(v[0], v[1]); },
+                    {Variable(pos64({4}, 5), true), Variable(ops::tensor({0, 1, 2, 3}, DType::Int64))}));
+}
+
+TEST_CASE("elementwise: masked_fill names itself for a value the dtype cannot hold", "[ops][elementwise]") {
+  // found by the fuzz test (seed 3): the error named only scalar_tensor
+  const Tensor x = ops::zeros({2}, DType::Int64), m = ops::ones({2}, DType::Bool);
+  REQUIRE_THROWS_SACCADE(ops::masked_fill(x, m, 0x1p63), "masked_fill > scalar_tensor: value");
+  REQUIRE(ops::masked_fill(x, m, 7).to_vector<int64_t>() == std::vector<int64_t>{7, 7});
+}
+
 TEST_CASE("elementwise: gradcheck of the scalar forms", "[autograd][elementwise]") {
   check_unary("add scalar", [](const auto& v) { return add(v[0], 1.5); });
   check_unary("sub scalar", [](const auto& v) { return sub(v[0], 1.5); });

@@ -287,3 +287,34 @@ TEST_CASE("scheduler: groups, jumps and bad arguments", "[nn][scheduler]") {
   REQUIRE_THROWS_SACCADE(nn::LinearWarmup(opt, -1), "LinearWarmup: warmup_steps");
   REQUIRE_THROWS_SACCADE(nn::LinearWarmup(opt, 2, 0.5, -3), "LinearWarmup: cosine_steps");
 }
+
+TEST_CASE("optimizers name themselves for a gradient that does not match its parameter", "[optim]") {
+  // a bool gradient reached Adam's update and was reported by an inner op ("mul")
+  const std::pair<std::string, MakeOptimizer> opts[] = {
+      {"SGD",
+       [](const auto& p) {
+         return std::make_unique<nn::SGD>(p, nn::SGDOptions{0.1, 0.9});
+       }},
+      {"Adam", [](const auto& p) { return std::make_unique<nn::Adam>(p); }},
+      {"AdamW", [](const auto& p) { return std::make_unique<nn::AdamW>(p); }},
+  };
+  for (const auto& [name, make] : opts) {
+    INFO(name);
+    Variable ok(ops::ones({2}), true), p(ops::ones({3}), true);
+    ok.set_grad(ops::ones({2}));
+    auto opt = make({ok, p});
+    p.set_grad(ops::ones({3}, DType::Bool));
+    REQUIRE_THROWS_SACCADE(opt->step(), name +
+                                            ": the gradient of parameter 1 is bool of shape [3] on cpu; "
+                                            "expected float32 of shape [3] on cpu");
+    p.set_grad(ops::ones({3}, DType::Float64));
+    REQUIRE_THROWS_SACCADE(opt->step(), name + ": the gradient of parameter 1 is float64");
+    // nothing was updated, not even the parameter before the bad one
+    CHECK(ok.data().to_vector<float>() == std::vector<float>{1, 1});
+    CHECK(p.data().to_vector<float>() == std::vector<float>{1, 1, 1});
+  }
+  Variable p(ops::ones({3}), true);
+  p.set_grad(ops::ones({3}, DType::Bool));
+  REQUIRE_THROWS_SACCADE(nn::clip_grad_norm_({p}, 1.0),
+                         "clip_grad_norm_: expected float gradients, got bool");
+}

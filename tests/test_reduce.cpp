@@ -291,6 +291,32 @@ TEST_CASE("reduce: backward details", "[autograd][reduce]") {
   REQUIRE_THROWS_SACCADE(var(Variable(ops::zeros({2}, DType::Float64)), {1}), "var: dim 1 out of range");
 }
 
+TEST_CASE("reduce: a 0-d Variable reduced over dim 0 or -1 (as torch) has gradient ones",
+          "[autograd][reduce]") {
+  // the backward used to unsqueeze the 0-d gradient to [1] and fail: "expand: cannot expand shape [1] to []"
+  using R = std::function<Variable(const Variable&, const Shape&, bool)>;
+  const std::pair<const char*, R> fs[] = {
+      {"sum", [](const Variable& x, const Shape& d, bool k) { return sum(x, d, k); }},
+      {"mean", [](const Variable& x, const Shape& d, bool k) { return mean(x, d, k); }},
+      {"amax", [](const Variable& x, const Shape& d, bool k) { return amax(x, d, k); }},
+      {"amin", [](const Variable& x, const Shape& d, bool k) { return amin(x, d, k); }},
+      {"logsumexp", [](const Variable& x, const Shape& d, bool k) { return logsumexp(x, d, k); }},
+  };
+  for (const auto& [name, f] : fs)
+    for (int64_t d : {0, -1})
+      for (bool keepdim : {false, true}) {
+        INFO(name << " dim " << d << " keepdim " << keepdim);
+        Variable x(ops::scalar_tensor(1.5, DType::Float64), true);
+        Variable y = f(x, {d}, keepdim);
+        CHECK(y.shape() == Shape{});
+        y.backward();
+        REQUIRE(x.grad().shape() == Shape{});
+        CHECK(x.grad().item<double>() == 1);
+        REQUIRE(gradcheck([&](const std::vector<Variable>& v) { return f(v[0], {d}, keepdim); },
+                          {Variable(rand64({}), true)}));
+      }
+}
+
 TEST_CASE("reduce: large inputs take the threaded and blocked paths", "[ops][reduce]") {
   // 300 x 301 > the parallel grain; 301 columns > the kernel's block of 256 partial results
   Tensor x = ops::rand({300, 301}, DType::Float32);

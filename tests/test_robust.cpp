@@ -133,6 +133,11 @@ TEST_CASE("cross_entropy accepts (N, C, d...) logits like F.cross_entropy", "[ro
   CHECK(gradcheck([&](const std::vector<Variable>& in) { return cross_entropy(in[0], target); }, {x}));
   REQUIRE_THROWS_SACCADE(cross_entropy(x, ops::zeros({2, 3}, DType::Int64)),
                          "cross_entropy: expected target of shape [2, 4]");
+  // no classes: refused by cross_entropy itself (the flattening reshape({-1, 0}) used to fail first,
+  // misnamed)
+  Variable none(ops::zeros({3, 0, 3}), true);
+  REQUIRE_THROWS_WITH(cross_entropy(none, ops::zeros({3, 3}, DType::Int64)),
+                      Catch::StartsWith("cross_entropy: "));
 }
 
 TEST_CASE("Module::to returns the module for chaining", "[robust]") {

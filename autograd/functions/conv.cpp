@@ -9,6 +9,7 @@ using Grads = std::vector<Tensor>;
 
 Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias, Size2 stride,
                 Size2 padding) {
+  check_defined("conv2d", x, weight);
   // x: (N, C, H, W), weight: (O, C, kh, kw), bias: (O) -> (N, O, OH, OW)
   // y = W ⋆ x + b, i.e. y[n] = W (O, C*kh*kw) @ im2col(x)[n] + b:
   //   dx = col2im(W^T @ g[n]),  dW = Σ_n g[n] @ im2col(x)[n]^T,  db = Σ_{n,oh,ow} g
@@ -24,6 +25,7 @@ Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias,
 }
 
 Variable max_pool2d(const Variable& x, Size2 kernel, Size2 stride, Size2 padding) {
+  check_defined("max_pool2d", x);
   // x: (N, C, H, W) -> (N, C, OH, OW)
   // y = max over each window:  dx[argmax] += g (the indices are ours, never written in place)
   ops::ValuesIndices r = ops::max_pool2d(x.data(), kernel, stride, padding);
@@ -35,6 +37,7 @@ Variable max_pool2d(const Variable& x, Size2 kernel, Size2 stride, Size2 padding
 }
 
 Variable avg_pool2d(const Variable& x, Size2 kernel, Size2 stride, Size2 padding) {
+  check_defined("avg_pool2d", x);
   // x: (N, C, H, W) -> (N, C, OH, OW)
   // y = Σ_window x / (kh kw):  dx[window] += g / (kh kw)
   const Shape xs = x.shape();

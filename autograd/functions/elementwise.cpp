@@ -30,6 +30,7 @@ struct InputInfo {
 // ---- binary ----
 
 Variable add(const Variable& a, const Variable& b) {
+  check_defined("add", a, b);
   // a: (...), b: (...) broadcast together
   // y = a + b:  da = g,  db = g
   InputInfo ia(a), ib(b);
@@ -39,6 +40,7 @@ Variable add(const Variable& a, const Variable& b) {
 }
 
 Variable sub(const Variable& a, const Variable& b) {
+  check_defined("sub", a, b);
   // y = a - b:  da = g,  db = -g
   InputInfo ia(a), ib(b);
   return make_result("sub", ops::sub(a.data(), b.data()), {a, b}, [ia, ib](const Tensor& g) -> Grads {
@@ -47,6 +49,7 @@ Variable sub(const Variable& a, const Variable& b) {
 }
 
 Variable mul(const Variable& a, const Variable& b) {
+  check_defined("mul", a, b);
   // y = a * b:  da = g * b,  db = g * a
   // only the other input is saved: a needs b, b needs a
   InputInfo ia(a), ib(b);
@@ -58,6 +61,7 @@ Variable mul(const Variable& a, const Variable& b) {
 }
 
 Variable div(const Variable& a, const Variable& b) {
+  check_defined("div", a, b);
   // y = a / b:  da = g / b,  db = -g * a / b^2
   InputInfo ia(a), ib(b);
   SavedTensor sa(a.data(), "div"), sb(b.data(), "div");
@@ -69,12 +73,15 @@ Variable div(const Variable& a, const Variable& b) {
 }
 
 Variable pow(const Variable& a, const Variable& b) {
+  check_defined("pow", a, b);
   // y = a^b:  da = g * b * a^(b-1),  db = g * y * log(a)   (db = 0 where a = 0 and b >= 0, as torch)
   Tensor y = ops::pow(a.data(), b.data());
   InputInfo ia(a), ib(b);
   SavedTensor sa(a.data(), "pow"), sb(b.data(), "pow"), sy(y, "pow");
   return make_result("pow", y, {a, b}, [sa, sb, sy, ia, ib](const Tensor& g) -> Grads {
-    const Tensor &x = sa.get(), &e = sb.get();
+    // in the result's (promoted) dtype: an int64 base of a float exponent needs a float log(a)
+    const DType dt = sy.get().dtype();
+    const Tensor x = sa.get().to(dt), e = sb.get().to(dt);
     Tensor da, db;
     if (ia.needs) da = ia.grad(ops::mul(g, ops::mul(e, ops::pow(x, ops::sub(e, 1.0)))));
     if (ib.needs) {
@@ -86,26 +93,32 @@ Variable pow(const Variable& a, const Variable& b) {
 }
 
 Variable add(const Variable& a, double b) {
+  check_defined("add", a);
   return make_result("add", ops::add(a.data(), b), {a}, [](const Tensor& g) -> Grads { return {g}; });
 }
 Variable sub(const Variable& a, double b) {
+  check_defined("sub", a);
   return make_result("sub", ops::sub(a.data(), b), {a}, [](const Tensor& g) -> Grads { return {g}; });
 }
 Variable mul(const Variable& a, double b) {
+  check_defined("mul", a);
   // y = a * c:  da = g * c
   return make_result("mul", ops::mul(a.data(), b), {a},
                      [b](const Tensor& g) -> Grads { return {ops::mul(g, b)}; });
 }
 Variable div(const Variable& a, double b) {
+  check_defined("div", a);
   return make_result("div", ops::div(a.data(), b), {a},
                      [b](const Tensor& g) -> Grads { return {ops::div(g, b)}; });
 }
 Variable rsub(const Variable& a, double b) {
+  check_defined("rsub", a);
   // y = c - a:  da = -g
   return make_result("rsub", ops::rsub(a.data(), b), {a},
                      [](const Tensor& g) -> Grads { return {ops::neg(g)}; });
 }
 Variable rdiv(const Variable& a, double b) {
+  check_defined("rdiv", a);
   // y = c / a:  da = -g * y / a
   Tensor y = ops::rdiv(a.data(), b);
   SavedTensor sa(a.data(), "rdiv"), sy(y, "rdiv");
@@ -114,6 +127,7 @@ Variable rdiv(const Variable& a, double b) {
   });
 }
 Variable pow(const Variable& a, double e) {
+  check_defined("pow", a);
   // y = a^e:  da = g * e * a^(e-1)   (0 for e = 0, also at a = 0)
   SavedTensor sa(a.data(), "pow");
   return make_result("pow", ops::pow(a.data(), e), {a}, [sa, e](const Tensor& g) -> Grads {
@@ -125,6 +139,7 @@ Variable pow(const Variable& a, double e) {
 // y = max(a, b): the gradient goes to the larger input; ties split it in half.
 static Variable extremum(const Variable& a, const Variable& b, bool is_max) {
   const char* name = is_max ? "maximum" : "minimum";
+  check_defined(name, a, b);
   InputInfo ia(a), ib(b);
   SavedTensor sa(a.data(), name), sb(b.data(), name);
   Tensor y = is_max ? ops::maximum(a.data(), b.data()) : ops::minimum(a.data(), b.data());
@@ -143,10 +158,12 @@ Variable minimum(const Variable& a, const Variable& b) { return extremum(a, b, f
 // ---- unary ----
 
 Variable neg(const Variable& a) {
+  check_defined("neg", a);
   return make_result("neg", ops::neg(a.data()), {a}, [](const Tensor& g) -> Grads { return {ops::neg(g)}; });
 }
 
 Variable exp(const Variable& a) {
+  check_defined("exp", a);
   // y = e^a:  da = g * y
   Tensor y = ops::exp(a.data());
   SavedTensor sy(y, "exp");
@@ -154,6 +171,7 @@ Variable exp(const Variable& a) {
 }
 
 Variable log(const Variable& a) {
+  check_defined("log", a);
   // y = ln a:  da = g / a
   SavedTensor sa(a.data(), "log");
   return make_result("log", ops::log(a.data()), {a},
@@ -161,6 +179,7 @@ Variable log(const Variable& a) {
 }
 
 Variable sqrt(const Variable& a) {
+  check_defined("sqrt", a);
   // y = √a:  da = g / (2 y)
   Tensor y = ops::sqrt(a.data());
   SavedTensor sy(y, "sqrt");
@@ -169,6 +188,7 @@ Variable sqrt(const Variable& a) {
 }
 
 Variable rsqrt(const Variable& a) {
+  check_defined("rsqrt", a);
   // y = a^(-1/2):  da = -g y^3 / 2
   Tensor y = ops::rsqrt(a.data());
   SavedTensor sy(y, "rsqrt");
@@ -179,6 +199,7 @@ Variable rsqrt(const Variable& a) {
 }
 
 Variable abs(const Variable& a) {
+  check_defined("abs", a);
   // y = |a|:  da = g sign(a)   (0 at a = 0)
   SavedTensor sa(a.data(), "abs");
   return make_result("abs", ops::abs(a.data()), {a},
@@ -186,6 +207,7 @@ Variable abs(const Variable& a) {
 }
 
 Variable sin(const Variable& a) {
+  check_defined("sin", a);
   // y = sin a:  da = g cos a
   SavedTensor sa(a.data(), "sin");
   return make_result("sin", ops::sin(a.data()), {a},
@@ -193,6 +215,7 @@ Variable sin(const Variable& a) {
 }
 
 Variable cos(const Variable& a) {
+  check_defined("cos", a);
   // y = cos a:  da = -g sin a
   SavedTensor sa(a.data(), "cos");
   return make_result("cos", ops::cos(a.data()), {a},
@@ -200,6 +223,7 @@ Variable cos(const Variable& a) {
 }
 
 Variable tanh(const Variable& a) {
+  check_defined("tanh", a);
   // y = tanh a:  da = g (1 - y^2)
   Tensor y = ops::tanh(a.data());
   SavedTensor sy(y, "tanh");
@@ -210,6 +234,7 @@ Variable tanh(const Variable& a) {
 }
 
 Variable sigmoid(const Variable& a) {
+  check_defined("sigmoid", a);
   // y = 1 / (1 + e^-a):  da = g y (1 - y)
   Tensor y = ops::sigmoid(a.data());
   SavedTensor sy(y, "sigmoid");
@@ -220,6 +245,7 @@ Variable sigmoid(const Variable& a) {
 }
 
 Variable relu(const Variable& a) {
+  check_defined("relu", a);
   // y = max(a, 0):  da = g where y > 0
   Tensor y = ops::relu(a.data());
   SavedTensor sy(y, "relu");
@@ -229,6 +255,7 @@ Variable relu(const Variable& a) {
 }
 
 Variable gelu(const Variable& a) {
+  check_defined("gelu", a);
   // y = a Φ(a):  da = g (Φ(a) + a φ(a))
   SavedTensor sa(a.data(), "gelu");
   return make_result("gelu", ops::gelu(a.data()), {a},
@@ -236,6 +263,7 @@ Variable gelu(const Variable& a) {
 }
 
 Variable clamp(const Variable& a, std::optional<double> lo, std::optional<double> hi) {
+  check_defined("clamp", a);
   // y = min(max(a, lo), hi):  da = g where lo <= a <= hi
   SavedTensor sa(a.data(), "clamp");
   return make_result("clamp", ops::clamp(a.data(), lo, hi), {a}, [sa, lo, hi](const Tensor& g) -> Grads {
@@ -250,6 +278,7 @@ Variable clamp(const Variable& a, std::optional<double> lo, std::optional<double
 // ---- selection ----
 
 Variable where(const Tensor& cond, const Variable& a, const Variable& b) {
+  check_defined("where", cond, a, b);
   // cond, a, b: broadcast together
   // y = cond ? a : b:  da = g where cond,  db = g where !cond
   InputInfo ia(a), ib(b);
@@ -263,6 +292,7 @@ Variable where(const Tensor& cond, const Variable& a, const Variable& b) {
 }
 
 Variable masked_fill(const Variable& a, const Tensor& mask, double value) {
+  check_defined("masked_fill", a, mask);
   // a: (...), mask: broadcastable to a
   // y = mask ? value : a:  da = g where !mask
   Tensor y = ops::masked_fill(a.data(), mask, value);

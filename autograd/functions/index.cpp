@@ -12,6 +12,7 @@ namespace saccade {
 using Grads = std::vector<Tensor>;
 
 Variable index_select(const Variable& a, int64_t dim, const Tensor& index) {
+  check_defined("index_select", a, dim, index);
   // a: (.., n, ..), index: (m) -> y (.., m, ..)
   // y[.., j, ..] = a[.., index[j], ..]:  da = index_add(zeros(a.shape), dim, index, g)
   Tensor y = ops::index_select(a.data(), dim, index);
@@ -23,6 +24,7 @@ Variable index_select(const Variable& a, int64_t dim, const Tensor& index) {
 }
 
 Variable gather(const Variable& a, int64_t dim, const Tensor& index) {
+  check_defined("gather", a, dim, index);
   // a: (S..), index: (I..) -> y (I..)
   // y[..j..] = a[..index[..j..]..] (along dim):  da = scatter_add(zeros(a.shape), dim, index, g)
   Tensor y = ops::gather(a.data(), dim, index);
@@ -34,6 +36,7 @@ Variable gather(const Variable& a, int64_t dim, const Tensor& index) {
 }
 
 Variable scatter_add(const Variable& a, int64_t dim, const Tensor& index, const Variable& src) {
+  check_defined("scatter_add", a, dim, index, src);
   // a: (S..), index: (I..), src: (R..) -> y (S..)
   // y = a + scatter(src at index):  da = g,  dsrc[..j..] = g[..index[..j..]..] for j inside index's shape,
   // zero for the entries of src that index does not reach
@@ -55,6 +58,7 @@ Variable scatter_add(const Variable& a, int64_t dim, const Tensor& index, const 
 }
 
 Variable index_add(const Variable& a, int64_t dim, const Tensor& index, const Variable& src) {
+  check_defined("index_add", a, dim, index, src);
   // a: (.., n, ..), index: (m), src: (.., m, ..) -> y (.., n, ..)
   // y = a;  y[.., index[j], ..] += src[.., j, ..]:  da = g,  dsrc = index_select(g, dim, index)
   Tensor y = ops::index_add(a.data(), dim, index, src.data());
@@ -66,6 +70,7 @@ Variable index_add(const Variable& a, int64_t dim, const Tensor& index, const Va
 }
 
 Variable embedding(const Variable& weight, const Tensor& indices, std::optional<int64_t> padding_idx) {
+  check_defined("embedding", weight, indices);
   // weight: (V, D), indices: (I..) -> y (I.., D)
   // y[i..] = weight[indices[i..]]:  dweight = index_add(zeros(V, D), 0, indices, g) over rows != padding_idx
   Tensor y = ops::embedding(weight.data(), indices);

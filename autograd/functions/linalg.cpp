@@ -26,7 +26,7 @@ Tensor mT(const Tensor& t) { return t.transpose(-1, -2); }
 }  // namespace
 
 Variable matmul(const Variable& a, const Variable& b) {
-  ErrorScope scope("matmul");  // an undefined operand is reported as matmul's
+  check_defined("matmul", a, b);
   // a: (*a, M, K) or (K), b: (*b, K, N) or (K) -> (broadcast(*a, *b), M, N) without the dims of 1-d operands
   // y = a @ b:  da = g @ b^T,  db = a^T @ g, after making 1-d operands matrices (a (1, K), b (K, 1)) and g
   // the matching shape; broadcast batch dims are summed back by sum_to. Each gradient needs only the other
@@ -68,6 +68,7 @@ Variable matmul(const Variable& a, const Variable& b) {
 }
 
 Variable bmm(const Variable& a, const Variable& b) {
+  check_defined("bmm", a, b);
   // a: (B, M, K), b: (B, K, N) -> (B, M, N)
   // y = a @ b:  da = g @ b^T,  db = a^T @ g
   SavedTensor sa(a.data(), "bmm"), sb(b.data(), "bmm");
@@ -78,6 +79,7 @@ Variable bmm(const Variable& a, const Variable& b) {
 }
 
 Variable mm(const Variable& a, const Variable& b) {
+  check_defined("mm", a, b);
   // a: (M, K), b: (K, N) -> (M, N)
   // y = a @ b:  da = g @ b^T,  db = a^T @ g
   SavedTensor sa(a.data(), "mm"), sb(b.data(), "mm");
@@ -88,6 +90,7 @@ Variable mm(const Variable& a, const Variable& b) {
 }
 
 Variable linear(const Variable& x, const Variable& weight, const Variable& bias) {
+  check_defined("linear", x, weight);
   // x: (*, in), weight: (out, in), bias: (out) -> (*, out)
   const Tensor &xt = x.data(), &wt = weight.data();
   SACCADE_CHECK(

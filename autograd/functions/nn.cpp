@@ -13,6 +13,7 @@ using Grads = std::vector<Tensor>;
 
 // x: any shape; y: x's shape
 static Variable softmax_impl(const Variable& x, int64_t dim, bool log, const char* name) {
+  check_defined(name, x);
   ErrorScope scope(name);
   // softmax y = e^x / Σ e^x:      dx = y ⊙ (g - Σ g ⊙ y)
   // log-softmax y = x - log Σ e^x: dx = g - e^y Σ g
@@ -28,6 +29,7 @@ Variable log_softmax(const Variable& x, int64_t dim) { return softmax_impl(x, di
 
 // x: (B, ..., Tq, Tk); valid_lens: (B) or (B, Tq) int64, or a Bool mask broadcastable to x
 Variable masked_softmax(const Variable& x, const Tensor& valid_lens_or_mask) {
+  check_defined("masked_softmax", x);
   // y = softmax(x with -inf where masked):  dx = y ⊙ (g - Σ g ⊙ y), which is 0 wherever y = 0, so masked
   // positions and fully masked rows (all zeros) get zero gradient.
   Tensor y = ops::masked_softmax(x.data(), valid_lens_or_mask);
@@ -40,6 +42,7 @@ Variable masked_softmax(const Variable& x, const Tensor& valid_lens_or_mask) {
 // x: (..., *normalized_shape); weight, bias: (normalized_shape)
 Variable layer_norm(const Variable& x, const Shape& normalized_shape, const Variable& weight,
                     const Variable& bias, double eps) {
+  check_defined("layer_norm", x);
   ErrorScope scope("layer_norm");
   // y = x̂ ⊙ w + b,  x̂ = (x - μ) rstd:
   //   dx = rstd (ĝ - mean(ĝ) - x̂ mean(ĝ ⊙ x̂)) with ĝ = g ⊙ w,   dw = Σ_rows g ⊙ x̂,   db = Σ_rows g
@@ -59,6 +62,7 @@ Variable layer_norm(const Variable& x, const Shape& normalized_shape, const Vari
 
 // x: any shape; mask: x's shape
 Variable dropout(const Variable& x, double p, bool training, Generator* gen) {
+  check_defined("dropout", x);
   ErrorScope scope("dropout");
   // y = x ⊙ m,  m ∈ {0, 1/(1-p)}:  dx = g ⊙ m
   ops::DropoutResult r = ops::dropout(x.data(), p, training, gen);
@@ -70,7 +74,8 @@ Variable dropout(const Variable& x, double p, bool training, Generator* gen) {
 // logits: (N, C); target: (N) int64; loss: () or (N)
 Variable cross_entropy(const Variable& logits, const Tensor& target, int64_t ignore_index,
                        Reduction reduction, double label_smoothing) {
-  if (logits.defined() && target.defined() && logits.dim() > 2) {
+  check_defined("cross_entropy", logits, target);
+  if (logits.dim() > 2) {
     // logits (N, C, d...), target (N, d...): classes to the last dim, the rest flattened -> (M, C), (M)
     Shape want = logits.shape();
     want.erase(1);
@@ -79,7 +84,8 @@ Variable cross_entropy(const Variable& logits, const Tensor& target, int64_t ign
     Shape perm{0};
     for (int d = 2; d < logits.dim(); ++d) perm.push_back(d);
     perm.push_back(1);
-    Variable z = reshape(permute(logits, perm), {-1, logits.size(1)});
+    // (M, C) with M spelled out: -1 is ambiguous when C is 0
+    Variable z = reshape(permute(logits, perm), {target.numel(), logits.size(1)});
     Variable loss = cross_entropy(z, target.reshape({-1}), ignore_index, reduction, label_smoothing);
     return reduction == Reduction::None ? reshape(loss, target.shape()) : loss;
   }
@@ -101,6 +107,7 @@ Variable cross_entropy(const Variable& logits, const Tensor& target, int64_t ign
 
 // a, b: same shape; loss: () or a's shape
 Variable mse_loss(const Variable& a, const Variable& b, Reduction reduction) {
+  check_defined("mse_loss", a, b);
   // loss = reduce((a - b)^2):  da = 2 (a - b) g / (n for Mean),  db = -da
   Tensor loss = ops::mse_loss(a.data(), b.data(), reduction);
   Tensor d = ops::sub(a.data(), b.data());

@@ -13,7 +13,10 @@ namespace saccade {
 using Grads = std::vector<Tensor>;
 
 // g has the reduced shape (keepdim or not); returns it as a keepdim view expanded to `shape`.
+// NOTE: a 0-d input reduced over dim 0 or -1 (as torch allows) gives a 0-d g: it already has the input's
+// shape.
 static Tensor expand_back(const Tensor& g, const Shape& shape, const Shape& dims, bool keepdim) {
+  if (shape.size() == 0) return g;
   Tensor r = g;
   if (!keepdim) {
     Shape ds;
@@ -29,6 +32,7 @@ static Tensor expand_back(const Tensor& g, const Shape& shape, const Shape& dims
 }
 
 Variable sum(const Variable& a, const Shape& dims, bool keepdim) {
+  check_defined("sum", a);
   // y = Σ_dims a:  da = g expanded over dims
   Shape s = a.shape();
   return make_result("sum", ops::sum(a.data(), dims, keepdim), {a},
@@ -39,6 +43,7 @@ Variable sum(const Variable& a, const Shape& dims, bool keepdim) {
 Variable sum(const Variable& a) { return sum(a, {}, false); }
 
 Variable mean(const Variable& a, const Shape& dims, bool keepdim) {
+  check_defined("mean", a);
   // y = Σ_dims a / n:  da = g / n expanded over dims
   Shape s = a.shape();
   Tensor y = ops::mean(a.data(), dims, keepdim);
@@ -51,6 +56,7 @@ Variable mean(const Variable& a) { return mean(a, {}, false); }
 
 // y = max_dims a:  da = g * [a == y] / (number of ties)
 static Variable extremum(const Variable& a, const Shape& dims, bool keepdim, bool is_max, const char* name) {
+  check_defined(name, a);
   Tensor y = is_max ? ops::amax(a.data(), dims, keepdim) : ops::amin(a.data(), dims, keepdim);
   SavedTensor sa(a.data(), name), sy(y, name);
   Shape s = a.shape();
@@ -72,6 +78,7 @@ Variable amin(const Variable& a, const Shape& dims, bool keepdim) {
 // y = a[index] along dim:  da = zeros with g scattered to the index
 static VariableIndices arg_extremum(const Variable& a, int64_t dim, bool keepdim, bool is_max) {
   const char* name = is_max ? "max" : "min";
+  check_defined(name, a);
   ops::ValuesIndices r = is_max ? ops::max(a.data(), dim, keepdim) : ops::min(a.data(), dim, keepdim);
   Shape s = a.shape();
   int d = a.dim() == 0 ? 0 : normalize_dim(dim, a.dim(), name);
@@ -97,9 +104,10 @@ VariableIndices min(const Variable& a, int64_t dim, bool keepdim) {
 }
 
 Variable var(const Variable& a, const Shape& dims, bool unbiased, bool keepdim) {
+  check_defined("var", a);
   // composed: Σ (a - mean)^2 / (n - 1); the engine chains the rules of sub, mul, sum
-  SACCADE_CHECK(a.defined() && is_floating(a.dtype()), "var: expected a float tensor, got {} of shape {}",
-                a.defined() ? dtype_name(a.dtype()) : "undefined", a.defined() ? a.shape() : Shape{});
+  SACCADE_CHECK(is_floating(a.dtype()), "var: expected a float tensor, got {} of shape {}", a.dtype(),
+                a.shape());
   double n = 1;
   if (dims.empty() || a.dim() == 0) {
     n = static_cast<double>(a.numel());
@@ -111,6 +119,7 @@ Variable var(const Variable& a, const Shape& dims, bool unbiased, bool keepdim) 
 }
 
 Variable logsumexp(const Variable& a, const Shape& dims, bool keepdim) {
+  check_defined("logsumexp", a);
   // y = log Σ e^a:  da = g * e^(a - y) = g * softmax(a)
   // NOTE: a row of all -inf (y = -inf) gets a zero gradient, not torch's NaN: e^(a - 0) = 0 there.
   Tensor y = ops::logsumexp(a.data(), dims, keepdim);

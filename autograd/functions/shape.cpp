@@ -46,6 +46,7 @@ Tensor sum_blocks(const Tensor& g, int d, int64_t r, int64_t s) {
 // ---- views ----
 
 Variable reshape(const Variable& a, const Shape& shape) {
+  check_defined("reshape", a);
   // y = reshape(a):  da = reshape(g, a.shape)
   Shape sa = a.shape();
   return make_result("reshape", a.data().reshape(shape), {a},
@@ -53,6 +54,7 @@ Variable reshape(const Variable& a, const Shape& shape) {
 }
 
 Variable view(const Variable& a, const Shape& shape) {
+  check_defined("view", a);
   // y = view(a):  da = reshape(g, a.shape)
   Shape sa = a.shape();
   return make_result("view", a.data().view(shape), {a},
@@ -60,6 +62,7 @@ Variable view(const Variable& a, const Shape& shape) {
 }
 
 Variable permute(const Variable& a, const Shape& dims) {
+  check_defined("permute", a);
   // y = permute(a, p), y dim i = a dim p[i]:  da = permute(g, p^-1), p^-1[p[i]] = i
   Tensor y = a.data().permute(dims);
   Shape inverse = Shape::filled(dims.size(), 0);
@@ -68,17 +71,20 @@ Variable permute(const Variable& a, const Shape& dims) {
 }
 
 Variable transpose(const Variable& a, int64_t d0, int64_t d1) {
+  check_defined("transpose", a);
   // y = transpose(a, d0, d1):  da = transpose(g, d0, d1)
   return make_result("transpose", a.data().transpose(d0, d1), {a},
                      [d0, d1](const Tensor& g) -> Grads { return {g.transpose(d0, d1)}; });
 }
 
 Variable t(const Variable& a) {
+  check_defined("t", a);
   // y = a^T:  da = g^T
   return make_result("t", a.data().t(), {a}, [](const Tensor& g) -> Grads { return {g.t()}; });
 }
 
 Variable squeeze(const Variable& a) {
+  check_defined("squeeze", a);
   // y = squeeze(a):  da = reshape(g, a.shape)
   Shape sa = a.shape();
   return make_result("squeeze", a.data().squeeze(), {a},
@@ -86,6 +92,7 @@ Variable squeeze(const Variable& a) {
 }
 
 Variable squeeze(const Variable& a, int64_t dim) {
+  check_defined("squeeze", a);
   // y = squeeze(a, dim):  da = reshape(g, a.shape)
   Shape sa = a.shape();
   return make_result("squeeze", a.data().squeeze(dim), {a},
@@ -93,6 +100,7 @@ Variable squeeze(const Variable& a, int64_t dim) {
 }
 
 Variable unsqueeze(const Variable& a, int64_t dim) {
+  check_defined("unsqueeze", a);
   // y = unsqueeze(a, dim):  da = reshape(g, a.shape)
   Shape sa = a.shape();
   return make_result("unsqueeze", a.data().unsqueeze(dim), {a},
@@ -100,6 +108,7 @@ Variable unsqueeze(const Variable& a, int64_t dim) {
 }
 
 Variable expand(const Variable& a, const Shape& shape) {
+  check_defined("expand", a);
   // y = expand(a) (y[i] = a[i mod broadcast]):  da = sum of g over the broadcast dims
   Shape sa = a.shape();
   return make_result("expand", a.data().expand(shape), {a},
@@ -107,6 +116,7 @@ Variable expand(const Variable& a, const Shape& shape) {
 }
 
 Variable flatten(const Variable& a, int64_t start_dim, int64_t end_dim) {
+  check_defined("flatten", a);
   // y = flatten(a):  da = reshape(g, a.shape)
   Shape sa = a.shape();
   return make_result("flatten", a.data().flatten(start_dim, end_dim), {a},
@@ -114,6 +124,7 @@ Variable flatten(const Variable& a, int64_t start_dim, int64_t end_dim) {
 }
 
 Variable narrow(const Variable& a, int64_t dim, int64_t start, int64_t length) {
+  check_defined("narrow", a);
   // y = a[.., start:start+length, ..]:  da = zeros with g at [.., start:start+length, ..]
   Shape sa = a.shape();
   return make_result("narrow", a.data().narrow(dim, start, length), {a}, [=](const Tensor& g) -> Grads {
@@ -122,6 +133,7 @@ Variable narrow(const Variable& a, int64_t dim, int64_t start, int64_t length) {
 }
 
 Variable slice(const Variable& a, int64_t dim, int64_t start, int64_t end, int64_t step) {
+  check_defined("slice", a);
   // y = a[.., start:end:step, ..]:  da = zeros with g at [.., start:end:step, ..]
   Shape sa = a.shape();
   return make_result("slice", a.data().slice(dim, start, end, step), {a}, [=](const Tensor& g) -> Grads {
@@ -130,6 +142,7 @@ Variable slice(const Variable& a, int64_t dim, int64_t start, int64_t end, int64
 }
 
 Variable select(const Variable& a, int64_t dim, int64_t index) {
+  check_defined("select", a);
   // y = a[.., index, ..]:  da = zeros with g at [.., index, ..]
   Shape sa = a.shape();
   return make_result("select", a.data().select(dim, index), {a}, [=](const Tensor& g) -> Grads {
@@ -138,6 +151,7 @@ Variable select(const Variable& a, int64_t dim, int64_t index) {
 }
 
 Variable contiguous(const Variable& a) {
+  check_defined("contiguous", a);
   // y = a (copied to row-major order):  da = g
   return make_result("contiguous", a.data().contiguous(), {a}, [](const Tensor& g) -> Grads { return {g}; });
 }
@@ -163,6 +177,7 @@ Variable Variable::to(Device device) const {
 // ---- joins ----
 
 Variable cat(const std::vector<Variable>& xs, int64_t dim) {
+  check_defined("cat", xs);
   // xs: k tensors (.., n_i, ..) -> y (.., Σ n_i, ..)
   // y = [x_0, ..., x_k-1] along dim:  dx_i = g[.., o_i : o_i + n_i, ..] with o_i = Σ_{j<i} n_j
   std::vector<Tensor> ts;
@@ -190,6 +205,7 @@ Variable cat(const std::vector<Variable>& xs, int64_t dim) {
 }
 
 Variable stack(const std::vector<Variable>& xs, int64_t dim) {
+  check_defined("stack", xs);
   // xs: k tensors (S..) -> y (S0.., k, ..Sd);  y = stack(xs):  dx_i = g.select(dim, i)
   std::vector<Tensor> ts;
   for (const Variable& x : xs) ts.push_back(x.defined() ? x.data() : Tensor());
@@ -225,21 +241,25 @@ static std::vector<Variable> pieces(const Variable& a, const std::vector<Tensor>
 }
 
 std::vector<Variable> split(const Variable& a, int64_t split_size, int64_t dim) {
+  check_defined("split", a);
   std::vector<Tensor> parts = ops::split(a.data(), split_size, dim);
   return pieces(a, parts, normalize_dim(dim, a.dim(), "split"), "split");
 }
 
 std::vector<Variable> split(const Variable& a, const std::vector<int64_t>& sizes, int64_t dim) {
+  check_defined("split", a);
   std::vector<Tensor> parts = ops::split(a.data(), sizes, dim);
   return pieces(a, parts, normalize_dim(dim, a.dim(), "split"), "split");
 }
 
 std::vector<Variable> chunk(const Variable& a, int64_t chunks, int64_t dim) {
+  check_defined("chunk", a);
   std::vector<Tensor> parts = ops::chunk(a.data(), chunks, dim);
   return pieces(a, parts, normalize_dim(dim, a.dim(), "chunk"), "chunk");
 }
 
 Variable repeat(const Variable& a, const Shape& repeats) {
+  check_defined("repeat", a);
   // a: (S0.., Sd) (padded with leading 1s to repeats.size()) -> y (r0 * S0, ..., rd * Sd)
   // y = tile(a, r):  da = Σ over the r_d blocks of every dim d of g
   Shape sa = a.shape();
@@ -253,6 +273,7 @@ Variable repeat(const Variable& a, const Shape& repeats) {
 }
 
 Variable repeat_interleave(const Variable& a, int64_t repeats, int64_t dim) {
+  check_defined("repeat_interleave", a);
   // a: (.., n, ..) -> y (.., n * r, ..);  y[.., j*r + k, ..] = a[.., j, ..]:  da[.., j, ..] = Σ_k g[.., j*r +
   // k, ..]
   Tensor y = ops::repeat_interleave(a.data(), repeats, dim);
@@ -266,12 +287,14 @@ Variable repeat_interleave(const Variable& a, int64_t repeats, int64_t dim) {
 }
 
 Variable tril(const Variable& a, int64_t k) {
+  check_defined("tril", a);
   // y = tril(a, k):  da = tril(g, k)
   return make_result("tril", ops::tril(a.data(), k), {a},
                      [k](const Tensor& g) -> Grads { return {ops::tril(g, k)}; });
 }
 
 Variable triu(const Variable& a, int64_t k) {
+  check_defined("triu", a);
   // y = triu(a, k):  da = triu(g, k)
   return make_result("triu", ops::triu(a.data(), k), {a},
                      [k](const Tensor& g) -> Grads { return {ops::triu(g, k)}; });

@@ -392,6 +392,39 @@ const OpCase kCases[] = {
            nn::scaled_dot_product_attention(q, k, v, m, g.coin(), g.coin(0.8) ? 0 : g.prob(), g.coin())
                .output);
      }},
+    // ... with undefined Variables now and then (each must be named by the function called), int64 and bool
+    // operands, 0-d inputs reduced over dim 0 or -1
+    {"add", [](Gen& g) { backward_if_possible(add(g.var(g.tensor()), g.var(g.tensor()))); }},
+    {"pow", [](Gen& g) { backward_if_possible(pow(g.var(g.tensor()), g.var(g.tensor()))); }},
+    {"where", [](Gen& g) { backward_if_possible(where(g.tensor(), g.var(g.tensor()), g.var(g.tensor()))); }},
+    {"sum",
+     [](Gen& g) {
+       Variable x = g.var(g.tensor());
+       backward_if_possible(g.coin(0.2) ? sum(x) : sum(x, {g.dim()}, g.coin()));
+     }},
+    {"mean", [](Gen& g) { backward_if_possible(mean(g.var(g.tensor()), {g.dim()}, g.coin())); }},
+    {"conv2d",
+     [](Gen& g) {
+       Variable x = g.var(g.coin(0.8) ? g.float_tensor(4) : g.tensor());
+       Variable w = g.var(g.coin(0.7) && x.defined() && x.dim() == 4
+                              ? ops::randn({2, x.size(1), 1 + g.below(2), 1 + g.below(2)},
+                                           is_floating(x.dtype()) ? x.dtype() : DType::Float32)
+                              : g.tensor());
+       backward_if_possible(conv2d(x, w));
+     }},
+    {"cross_entropy",
+     [](Gen& g) {
+       Variable logits = g.var(g.coin(0.8) ? g.float_tensor(2) : g.tensor());
+       backward_if_possible(
+           cross_entropy(logits, g.index_tensor(logits.defined() && logits.dim() > 1 ? logits.size(1) : 3)));
+     }},
+    {"Adam",
+     [](Gen& g) {
+       Variable p(g.float_tensor(2).to(DType::Float32), true);
+       nn::Adam opt({p});
+       p.set_grad(g.tensor_of(p.shape(), g.coin(0.7) ? DType::Float32 : g.dtype()));
+       opt.step();
+     }},
     // nn modules: constructor arguments, then a forward
     {"Linear",
      [](Gen& g) {
