@@ -98,6 +98,23 @@ TEST_CASE("the byte tokenizer round-trips any bytes", "[examples][gpt]") {
   REQUIRE_THROWS_AS(make_tokenizer("bpe-unknown"), saccade::Error);
 }
 
+TEST_CASE("the SentencePiece BPE tokenizer trains, saves, reloads and round-trips", "[examples][gpt]") {
+  TempDir dir("saccade_bpe");
+  std::string text;
+  const char* words[] = {"the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran", "far", "away", "home"};
+  for (int i = 0; i < 3000; ++i) text += std::string(words[(i * 7 + i / 5) % 12]) + (i % 9 == 8 ? "\n" : " ");
+  SentencePieceTokenizer::train(text, 280, tokenizer_path(dir.path.string()));
+  std::unique_ptr<Tokenizer> tok = make_tokenizer("bpe", dir.path.string());
+  REQUIRE(tok->vocab_size() == 280);
+  REQUIRE(tok->name() == "bpe");
+  const std::string s = "the cat ran home\n%\n  two  spaces, Caf\xc3\xa9 \xe2\x82\xac and unseen {}|\n";
+  std::vector<int64_t> ids = tok->encode(s);
+  REQUIRE(tok->decode(ids) == s);  // byte fallback: nothing is lost
+  REQUIRE(ids.size() < s.size());  // merges learnt from the text
+  REQUIRE_THROWS_AS(tok->decode({280}), saccade::Error);
+  REQUIRE_THROWS_AS(make_tokenizer("bpe", dir.file("missing")), saccade::Error);
+}
+
 TEST_CASE("windows: random ones are next-token pairs, scoring ones cover the stream once",
           "[examples][gpt]") {
   std::vector<int64_t> t(50);
