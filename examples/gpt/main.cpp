@@ -12,12 +12,14 @@
 
 #include <CLI/CLI.hpp>
 
+#include "autograd/grad_mode.h"
 #include "distributed/process_group.h"
 #include "examples/common/plots.h"
 #include "examples/gpt/data.h"
 #include "examples/gpt/generate.h"
 #include "examples/gpt/tokenizer.h"
 #include "examples/gpt/training.h"
+#include "ops/creation.h"
 #include "ops/error.h"
 #include "ops/threads.h"
 
@@ -27,8 +29,11 @@ namespace dist = saccade::distributed;
 namespace {
 
 // Prints `text` after the prompt as the tokens come (B = 1), or every sample at the end.
-void run_samples(ex::GPT& model, const ex::Tokenizer& tok, const std::vector<std::string>& prompts,
-                 const ex::SamplingOptions& opts, int64_t num_samples) {
+// Returns the first prompt's first sample (prompt and new tokens).
+std::vector<int64_t> run_samples(ex::GPT& model, const ex::Tokenizer& tok,
+                                 const std::vector<std::string>& prompts, const ex::SamplingOptions& opts,
+                                 int64_t num_samples) {
+  std::vector<int64_t> first;
   for (const std::string& prompt : prompts) {
     int64_t dropped = 0;
     std::vector<int64_t> ids = ex::fit_prompt(tok.encode(prompt), model.config().context, &dropped);
@@ -49,10 +54,50 @@ void run_samples(ex::GPT& model, const ex::Tokenizer& tok, const std::vector<std
                      num_samples == 1 ? std::function<void(const std::vector<int64_t>&)>(stream)
                                       : std::function<void(const std::vector<int64_t>&)>());
     if (num_samples == 1) std::printf("\n");
+    if (first.empty()) {
+      first = ids;
+      first.insert(first.end(), g.tokens[0].begin(), g.tokens[0].end());
+    }
     for (int64_t s = 0; num_samples > 1 && s < num_samples; ++s)
       std::printf("%s\n--- sample %lld\n%s%s\n", s == 0 ? "" : "", static_cast<long long>(s), prompt.c_str(),
                   tok.decode(g.tokens[s]).c_str());
   }
+  return first;
+}
+
+// The attention of every head of block `layer` over the last (at most 48) tokens of `ids`, as one PNG of
+// H panels (queries down, keys across), each token labelled by its text.
+void write_attention_picture(const std::string& path, ex::GPT& model, const ex::Tokenizer& tok,
+                             const std::vector<int64_t>& ids, int64_t layer) {
+  const int64_t n_layer = model.config().n_layer, H = model.config().n_head;
+  if (layer < 0) layer += n_layer;
+  SACCADE_CHECK(layer >= 0 && layer < n_layer, "gpt: --attention-layer {} outside the {} blocks", layer,
+                n_layer);
+  const int64_t T = std::min<int64_t>({48, model.config().context, static_cast<int64_t>(ids.size())});
+  std::vector<int64_t> tail(ids.end() - T, ids.end());
+  model.eval();
+  model.set_need_weights(true);  // the composed path keeps the weights
+  {
+    saccade::NoGradGuard no_grad;
+    saccade::Tensor x = saccade::ops::from_vector(tail, {1, T}).to(model.wte->weight.device());
+    model.forward(x);
+  }
+  saccade::Tensor w = model.attention_weights()[layer].to(saccade::Device::cpu());  // (1, H, T, T)
+  model.set_need_weights(std::nullopt);
+  ex::Heatmap map;
+  map.weights = H % 2 == 0 && H > 2 ? w.reshape({2, H / 2, T, T}) : w;
+  map.title = fmt::format("block {}: attention of each of the {} heads", layer, H);
+  for (int64_t id : tail) {
+    std::string s = tok.decode({id});
+    for (char& c : s)
+      if (static_cast<unsigned char>(c) < 32 || static_cast<unsigned char>(c) > 126)
+        c = c == '\n' ? '/' : '?';
+    map.row_labels.push_back(s == " " ? "_" : s);
+  }
+  map.col_labels = map.row_labels;
+  map.width = 1400, map.height = 1400;
+  ex::write_heatmap(path, map);
+  std::printf("wrote %s\n", path.c_str());
 }
 
 void write_loss_plot(const std::string& path, const ex::GPTTrainResult& r) {
@@ -85,7 +130,8 @@ int main(int argc, char** argv) {
   ex::GPTTrainOptions topts;
   ex::SamplingOptions sopts;
   uint64_t model_seed = 0;
-  int64_t sample_tokens = 300, num_samples = 1, vocab_size = 2048;
+  int64_t sample_tokens = 300, num_samples = 1, vocab_size = 2048, attention_layer = -1;
+  std::string attention_png;
   bool distributed = false;
   std::vector<std::string> prompts;
   auto common = [&](CLI::App* sub) {
@@ -134,6 +180,10 @@ int main(int argc, char** argv) {
   sample->add_option("--max-new-tokens", sopts.max_new_tokens, "tokens to generate")
       ->check(CLI::NonNegativeNumber);
   sample->add_option("--seed", sopts.seed, "seed of the sampling");
+  sample->add_option("--attention-png", attention_png,
+                     "write the attention of each head over the sample here");
+  sample->add_option("--attention-layer", attention_layer,
+                     "the block drawn by --attention-png (-1: the last)");
   sample->add_option("--num-samples", num_samples, "samples per prompt (one batch, one KV cache per block)")
       ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
@@ -158,7 +208,9 @@ int main(int argc, char** argv) {
       std::printf("%s, from %s\n", model->config().describe().c_str(), checkpoint.c_str());
       if (prompts.empty())
         prompts.emplace_back(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-      run_samples(*model, *tok, prompts, sopts, num_samples);
+      std::vector<int64_t> passage = run_samples(*model, *tok, prompts, sopts, num_samples);
+      if (!attention_png.empty())
+        write_attention_picture(attention_png, *model, *tok, passage, attention_layer);
       return 0;
     }
     ex::FortunesCorpus corpus = ex::load_fortunes(data_dir);

@@ -30,7 +30,7 @@ LMScore evaluate_lm(GPT& model, const std::vector<int64_t>& tokens, double bytes
 
 /// Training settings (defaults: the README's run).
 struct GPTTrainOptions {
-  int64_t steps = 2000;
+  int64_t steps = 1500;
   int64_t batch_size = 32;  ///< windows per optimizer step (global, over ranks and accumulation)
   int64_t grad_accum = 1;   ///< micro-batches per step (batch_size must be a multiple)
   double lr = 2e-3;         ///< AdamW's peak learning rate
