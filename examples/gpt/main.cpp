@@ -43,10 +43,17 @@ std::vector<int64_t> run_samples(ex::GPT& model, const ex::Tokenizer& tok,
                    ids.size() + dropped, static_cast<long long>(model.config().context),
                    static_cast<long long>(ids.size()));
     std::vector<std::vector<int64_t>> batch(num_samples, ids);
-    std::printf("---\n%s", tok.decode(ids).c_str());
+    // streaming: decode the whole sample and print what is new (a subword's bytes may complete later)
+    std::vector<int64_t> shown = ids;
+    std::string printed = tok.decode(ids);
+    if (num_samples == 1) std::printf("---\n%s", printed.c_str());
     std::fflush(stdout);
     auto stream = [&](const std::vector<int64_t>& next) {
-      std::fputs(tok.decode({next[0]}).c_str(), stdout);
+      shown.push_back(next[0]);
+      std::string text = tok.decode(shown);
+      if (text.size() > printed.size() && text.compare(0, printed.size(), printed) == 0)
+        std::fputs(text.c_str() + printed.size(), stdout);
+      printed = text;
       std::fflush(stdout);
     };
     ex::Generation g =
@@ -59,7 +66,7 @@ std::vector<int64_t> run_samples(ex::GPT& model, const ex::Tokenizer& tok,
       first.insert(first.end(), g.tokens[0].begin(), g.tokens[0].end());
     }
     for (int64_t s = 0; num_samples > 1 && s < num_samples; ++s)
-      std::printf("%s\n--- sample %lld\n%s%s\n", s == 0 ? "" : "", static_cast<long long>(s), prompt.c_str(),
+      std::printf("--- sample %lld\n%s%s\n", static_cast<long long>(s), tok.decode(ids).c_str(),
                   tok.decode(g.tokens[s]).c_str());
   }
   return first;
