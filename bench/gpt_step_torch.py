@@ -2,7 +2,9 @@
 """The PyTorch twin of bench/gpt_step.cpp: the default GPT of examples/gpt (GPT-2's architecture: token and
 learned position embeddings, 4 pre-LayerNorm blocks of causal 4-head self-attention with separate q, k, v, o
 Linear layers (biases) and a GELU MLP (4x), final LayerNorm, output tied to the token embedding; d_model 128,
-context 128, vocabulary 256, float32, dropout 0.1 while training).
+context 128, vocabulary 256, float32, dropout 0.1 while training), with saccade's parameter names, so
+`{k: v for k, v in safetensors.torch.load_file(path).items() if not k.startswith("optimizer.")}` of a gpt
+checkpoint loads into GPT() with load_state_dict(strict=True).
 
   python3 bench/gpt_step_torch.py train threads samples batch
       one training step: forward, cross-entropy, backward, clip_grad_norm_(1), AdamW (weight decay on the
@@ -38,29 +40,42 @@ def attend(q, k, v, causal, p, training):
     return F.dropout(torch.softmax(s, -1), p, training) @ v
 
 
-class Block(nn.Module):
+class Attention(nn.Module):  # saccade's nn::MultiHeadAttention: W_q, W_k, W_v, W_o with biases
+    def __init__(self):
+        super().__init__()
+        self.W_q, self.W_k, self.W_v, self.W_o = (nn.Linear(D, D) for _ in range(4))
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c_fc, self.c_proj = nn.Linear(D, 4 * D), nn.Linear(4 * D, D)
+
+
+class Block(nn.Module):  # nn::GPTBlock, with its state_dict names
     def __init__(self, p):
         super().__init__()
-        self.ln_1, self.ln_2 = nn.LayerNorm(D), nn.LayerNorm(D)
-        self.W_q, self.W_k, self.W_v, self.W_o = (nn.Linear(D, D) for _ in range(4))
-        self.c_fc, self.c_proj = nn.Linear(D, 4 * D), nn.Linear(4 * D, D)
+        self.ln_1, self.attn, self.ln_2, self.mlp = nn.LayerNorm(D), Attention(), nn.LayerNorm(D), MLP()
         self.p = p
 
     def forward(self, x, cache=None):
         B, Tn, _ = x.shape
-        a = self.ln_1(x)
+        a, at = self.ln_1(x), self.attn
         split = lambda t: t.view(B, Tn, H, D // H).transpose(1, 2)
-        q, k, v = split(self.W_q(a)), split(self.W_k(a)), split(self.W_v(a))
+        q, k, v = split(at.W_q(a)), split(at.W_k(a)), split(at.W_v(a))
         if cache is not None:
             if cache:
                 k, v = torch.cat([cache[0], k], 2), torch.cat([cache[1], v], 2)
             cache[:] = [k, v]
         y = attend(q, k, v, Tn > 1, self.p, self.training).transpose(1, 2).reshape(B, Tn, D)
-        x = x + F.dropout(self.W_o(y), self.p, self.training)
-        return x + F.dropout(self.c_proj(F.gelu(self.c_fc(self.ln_2(x)))), self.p, self.training)
+        x = x + F.dropout(at.W_o(y), self.p, self.training)
+        return x + F.dropout(self.mlp.c_proj(F.gelu(self.mlp.c_fc(self.ln_2(x)))), self.p, self.training)
 
 
 class GPT(nn.Module):
+    """examples/gpt's GPT with its state_dict names: a checkpoint's model tensors load strictly (the output
+    layer is wte.weight itself, so there is no lm_head.weight to tie)."""
+
     def __init__(self, p=0.1):
         super().__init__()
         self.wte, self.wpe = nn.Embedding(V, D), nn.Embedding(T, D)
