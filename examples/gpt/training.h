@@ -33,8 +33,8 @@ struct GPTTrainOptions {
   int64_t steps = 1500;
   int64_t batch_size = 32;  ///< windows per optimizer step (global, over ranks and accumulation)
   int64_t grad_accum = 1;   ///< micro-batches per step (batch_size must be a multiple)
-  double lr = 2e-3;         ///< AdamW's peak learning rate
-  double min_lr = 2e-4;     ///< the end of the cosine decay
+  double lr = 4e-3;         ///< AdamW's peak learning rate
+  double min_lr = 4e-4;     ///< the end of the cosine decay
   int64_t warmup = 100;     ///< linear warmup steps (from lr / 10)
   double weight_decay = 0.1;
   double beta2 = 0.99;
