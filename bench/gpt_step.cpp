@@ -1,9 +1,9 @@
 // One training step of the default GPT of examples/gpt (4 layers, 4 heads, d_model 128, context 128, bytes;
-// batch 32 windows; dropout 0.1): forward, cross-entropy, backward, clipping, AdamW; and greedy generation
-// with the KV cache (batch 1, a 1-token prompt, 127 new tokens), each at 1 and 2 threads beside the same
-// model in PyTorch (bench/gpt_step_torch.py, eager; its generation loops over past_key_values-style tensors)
-// run right after under the same conditions. Which PyTorch: $SACCADE_PYTHON (default /usr/bin/python3,
-// Debian's 1.13), e.g. SACCADE_PYTHON=/work/.venv-bench/bin/python for 2.x.
+// batch 32 windows; dropout 0.1, GPTConfig's default): forward, cross-entropy, backward, clipping, AdamW; and
+// greedy generation with the KV cache (batch 1, a 1-token prompt, 127 new tokens), each at 1 and 2 threads
+// beside the same model in PyTorch (bench/gpt_step_torch.py, eager; its generation loops over
+// past_key_values-style tensors) run right after under the same conditions. Which PyTorch: $SACCADE_PYTHON
+// (default /usr/bin/python3, Debian's 1.13), e.g. SACCADE_PYTHON=/work/.venv-bench/bin/python for 2.x.
 //
 // Usage: build/bench/gpt_step [samples] [notorch]   (default 5 timed runs per setting, after one warm-up)
 #include <cstdio>
