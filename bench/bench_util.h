@@ -34,6 +34,20 @@ inline Stats stats(std::vector<double> v) {
   return {v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]), v.front(), v.back()};
 }
 
+/// Milliseconds of each of `samples` calls of f(), after one untimed warm-up call (allocator, OpenBLAS
+/// buffers).
+template <class F>
+std::vector<double> time_ms(int samples, F&& f) {
+  f();
+  std::vector<double> ms;
+  for (int i = 0; i < samples; ++i) {
+    auto t0 = Clock::now();
+    f();
+    ms.push_back(1e3 * seconds_since(t0));
+  }
+  return ms;
+}
+
 /// The 1-minute load average (/proc/loadavg), or -1.
 inline double load_average() {
   double l = -1;

@@ -154,14 +154,7 @@ int main(int argc, char** argv) {
       std::unique_ptr<sb::BusyProcess> competitor;
       if (busy) competitor = std::make_unique<sb::BusyProcess>(100);
       set_num_threads(threads);
-      s.step();  // warm-up: allocator, OpenBLAS buffers
-      std::vector<double> ms;
-      for (int i = 0; i < samples; ++i) {
-        auto t0 = sb::Clock::now();
-        s.step();
-        ms.push_back(1e3 * sb::seconds_since(t0));
-      }
-      sb::Stats st = sb::stats(ms);
+      sb::Stats st = sb::stats(sb::time_ms(samples, [&] { s.step(); }));
       std::map<std::string, double> t;
       if (torch) t = sb::run_torch(script, std::to_string(threads) + " " + std::to_string(samples));
       char sac[64], tor[64] = "-", ratio[32] = "-";

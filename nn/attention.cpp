@@ -207,7 +207,21 @@ Variable DotProductAttention::forward(const Variable& queries, const Variable& k
   AttentionOutput r =
       scaled_dot_product_attention(queries, keys, values, mask, dropout, is_training(), gen_, keep, op);
   weights_ = keep ? r.weights.data() : Tensor();
+  weights_skipped_ = !keep;
   return r.output;
+}
+
+Tensor DotProductAttention::attention_weights() const {
+  return kept_attention_weights(weights_, weights_skipped_, "DotProductAttention::attention_weights");
+}
+
+Tensor kept_attention_weights(const Tensor& weights, bool skipped, const char* accessor) {
+  SACCADE_CHECK(!skipped,
+                "{}: the last forward kept no attention weights: it ran in training mode, where the fused "
+                "kernel (FlashAttention) never forms them. Call eval() before that forward, or set "
+                "need_weights = true (the composed path, O(T^2) memory) to keep them",
+                accessor);
+  return weights;
 }
 
 }  // namespace saccade::nn

@@ -155,8 +155,10 @@ class DotProductAttention : public Module {
   /// "DotProductAttention" and the shapes for wrong ranks, mismatched D, B or Tk, or a bad mask.
   Variable forward(const Variable& queries, const Variable& keys, const Variable& values,
                    const Tensor& valid_lens_or_mask = Tensor(), bool causal = false);
-  /// The weights (B, Tq, Tk) of the last forward; undefined before the first and when it did not keep them.
-  Tensor attention_weights() const { return weights_; }
+  /// The weights (B, Tq, Tk) of the last forward; undefined before the first. Throws saccade::Error naming
+  /// "DotProductAttention::attention_weights" when the last forward did not keep them (a training-mode
+  /// forward ran the fused kernel, which never forms them): call eval() or set need_weights = true first.
+  Tensor attention_weights() const;
 
   double dropout;
   /// Keep the weights of each forward (true), never (false), or only in eval mode (unset, the default).
@@ -165,7 +167,12 @@ class DotProductAttention : public Module {
  private:
   Generator* gen_;
   Tensor weights_;
+  bool weights_skipped_ = false;  // the last forward took the fused kernel
 };
+
+/// The weights a module kept, or a saccade::Error naming `accessor` and saying why there are none and how to
+/// get them when its last forward took the fused kernel (`skipped`). The attention modules' accessors.
+Tensor kept_attention_weights(const Tensor& weights, bool skipped, const char* accessor);
 
 /// Checks that `mask` (undefined, int64 valid_lens or a Bool mask) fits scores of shape (B, ..., Tq, Tk),
 /// throwing saccade::Error naming `module` (used by the modules to report bad input under their own name).

@@ -77,7 +77,12 @@ Variable MultiHeadAttention::attend(const Variable& queries, const Variable& k, 
   const bool keep = keeps_weights(need_weights, is_training());
   AttentionOutput r = scaled_dot_product_attention(q, k, v, am, dropout, is_training(), gen_, keep, op);
   weights_ = keep ? r.weights.data() : Tensor();
+  weights_skipped_ = !keep;
   return W_o->forward(merge_heads(r.output));
+}
+
+Tensor MultiHeadAttention::attention_weights() const {
+  return kept_attention_weights(weights_, weights_skipped_, "MultiHeadAttention::attention_weights");
 }
 
 // queries: (B, Tq, q), keys: (B, Tk, k), values: (B, Tk, v) -> (B, Tq, num_hiddens)

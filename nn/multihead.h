@@ -61,9 +61,10 @@ class MultiHeadAttention : public Module {
   Variable forward_cached(const Variable& queries, const Variable& new_keys, const Variable& new_values,
                           KVCache& cache, const Tensor& valid_lens_or_mask = Tensor(), bool causal = true);
 
-  /// The weights (B, H, Tq, Tk) of the last forward, per head; undefined before the first and when it did
-  /// not keep them.
-  Tensor attention_weights() const { return weights_; }
+  /// The weights (B, H, Tq, Tk) of the last forward, per head; undefined before the first. Throws
+  /// saccade::Error naming "MultiHeadAttention::attention_weights" when the last forward did not keep them
+  /// (a training-mode forward ran the fused kernel): call eval() or set need_weights = true first.
+  Tensor attention_weights() const;
 
   int64_t num_hiddens() const { return num_hiddens_; }
   int64_t num_heads() const { return num_heads_; }
@@ -80,6 +81,7 @@ class MultiHeadAttention : public Module {
   int64_t num_hiddens_, num_heads_;
   Generator* gen_;
   Tensor weights_;
+  bool weights_skipped_ = false;  // the last forward took the fused kernel
 };
 
 /// The result of MultiheadAttention::forward: output (B, Tq, E) and the weights, (B, Tq, Tk) averaged over

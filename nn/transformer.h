@@ -34,7 +34,8 @@ class TransformerEncoderBlock : public Module {
   /// Throws saccade::Error naming "TransformerEncoderBlock" for an X of another shape; the attention's
   /// errors for a bad mask.
   Variable forward(const Variable& X, const Tensor& valid_lens_or_mask = Tensor());
-  /// The self-attention weights (B, H, T, T) of the last forward (undefined when not kept).
+  /// The self-attention weights (B, H, T, T) of the last forward (throws saccade::Error when not kept:
+  /// MultiHeadAttention::attention_weights).
   Tensor attention_weights() const { return attention->attention_weights(); }
   /// Whether the attention layers keep their weights for the *_weights() accessors: true, false (always the
   /// fused kernel), or unset (the default: in eval mode only). See MultiHeadAttention::need_weights.
@@ -64,8 +65,8 @@ class TransformerDecoderBlock : public Module {
   /// Bool mask broadcastable to (B, H, Tn, Tk), or undefined. Errors as forward.
   Variable step(const Variable& X, const Variable& enc_outputs, const Tensor& enc_valid_lens, KVCache& cache);
 
-  /// The last self-attention weights (B, H, T, T) and encoder-decoder weights (B, H, T, Tk) (undefined when
-  /// not kept).
+  /// The last self-attention weights (B, H, T, T) and encoder-decoder weights (B, H, T, Tk) (throw
+  /// saccade::Error when not kept: MultiHeadAttention::attention_weights).
   Tensor self_attention_weights() const { return attention1->attention_weights(); }
   Tensor cross_attention_weights() const { return attention2->attention_weights(); }
   /// Whether the attention layers keep their weights for the *_weights() accessors: true, false (always the

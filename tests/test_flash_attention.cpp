@@ -199,16 +199,34 @@ TEST_CASE("modules take the fused path unless the weights are kept", "[attention
   nn::MultiHeadAttention mha(12, 3, 0.0, true, -1, -1, -1, &g);
   mha.to(DType::Float64);
   Tensor X = rand64({2, 9, 12}, 42), lens = i64({9, 4}, {2});
-  mha.train();  // need_weights unset: training keeps no weights (fused)
+  mha.train();                                       // need_weights unset: training keeps no weights (fused)
+  REQUIRE_FALSE(mha.attention_weights().defined());  // before the first forward
   Tensor fused = mha.forward(X, X, X, lens, true).data();
-  REQUIRE_FALSE(mha.attention_weights().defined());
+  // the fused kernel formed no weights: asking for them says why and how (not an undefined tensor)
+  REQUIRE_THROWS_WITH(mha.attention_weights(), Catch::Contains("MultiHeadAttention::attention_weights") &&
+                                                   Catch::Contains("eval()") &&
+                                                   Catch::Contains("need_weights = true"));
   mha.eval();  // eval keeps them for plotting (composed)
   Tensor composed = mha.forward(X, X, X, lens, true).data();
   REQUIRE(mha.attention_weights().shape() == Shape({2, 3, 9, 9}));
   REQUIRE(allclose(fused, composed, 1e-12, 1e-12));
   mha.need_weights = false;
   REQUIRE(allclose(mha.forward(X, X, X, lens, true).data(), composed, 1e-12, 1e-12));
-  REQUIRE_FALSE(mha.attention_weights().defined());
+  REQUIRE_THROWS_AS(mha.attention_weights(), saccade::Error);
+  // the same trap in DotProductAttention, and its two ways out
+  nn::DotProductAttention dpa;
+  Tensor q = rand64({2, 5, 4}, 43);
+  dpa.train();
+  dpa.forward(q, q, q);
+  REQUIRE_THROWS_WITH(dpa.attention_weights(),
+                      Catch::Contains("DotProductAttention::attention_weights") && Catch::Contains("eval()"));
+  dpa.need_weights = true;
+  dpa.forward(q, q, q);
+  REQUIRE(dpa.attention_weights().shape() == Shape({2, 5, 5}));
+  dpa.need_weights.reset();
+  dpa.eval();
+  dpa.forward(q, q, q);
+  REQUIRE(dpa.attention_weights().shape() == Shape({2, 5, 5}));
 }
 
 // ---- the reader's ladder ----

@@ -66,7 +66,7 @@ TEST_CASE("TransformerDecoderBlock output at t ignores targets after t", "[trans
   ops::copy_(pad, rand64({2, 8}, 7));
   REQUIRE(allclose(blk.forward(X, enc2, lens).data(), a, 1e-13, 1e-13));
   // in training mode the weights are kept only when asked for (need_weights); in eval mode by default
-  REQUIRE_FALSE(blk.self_attention_weights().defined());
+  REQUIRE_THROWS_WITH(blk.self_attention_weights(), Catch::Contains("need_weights = true"));
   blk.set_need_weights(true);
   REQUIRE(allclose(blk.forward(X, enc2, lens).data(), a, 1e-13, 1e-13));
   REQUIRE(blk.self_attention_weights().shape() == Shape({2, 2, 6, 6}));
@@ -107,7 +107,11 @@ TEST_CASE("TransformerEncoder stacks its blocks", "[transformer]") {
   Tensor lens = i64({2, 3}, {2});
   Tensor expect = enc.blks[1]->forward(enc.blks[0]->forward(X, lens), lens).data();
   REQUIRE(allclose(enc.forward(X, lens).data(), expect, 1e-14, 1e-14));
+  REQUIRE_THROWS_AS(enc.attention_weights(), saccade::Error);  // training mode ran the fused kernel
+  enc.eval();
+  enc.forward(X, lens);
   REQUIRE(enc.attention_weights().size() == 2);
+  REQUIRE(enc.attention_weights()[1].shape() == Shape({2, 4, 3, 3}));
   REQUIRE(enc.state_dict().keys().front() == "blks.0.attention.W_q.weight");
 }
 

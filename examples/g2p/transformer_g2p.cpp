@@ -69,7 +69,7 @@ Variable TransformerG2P::forward(const Tensor& letters, const Tensor& lens, cons
   return output->forward(decoder->forward(embed_phones(phones_in, 0), memory, lens));
 }
 
-Tensor TransformerG2P::last_alignment() const { return decoder->cross_attention_weights().back(); }
+Tensor TransformerG2P::last_alignment() const { return decoder->blks.back()->cross_attention_weights(); }
 
 std::unique_ptr<DecodeState> TransformerG2P::start(const Tensor& letters, const Tensor& lens) {
   auto s = std::make_unique<TransformerState>();

@@ -55,7 +55,7 @@ GreedyOutput TransformerCaptioner::greedy(const Variable& memory, int64_t max_le
     next = ops::where(done, ops::full_like(next, static_cast<double>(Vocab::kPad)), next);
     tokens.push_back(next.reshape({B}));
     // The last block's cross-attention (B, heads, 1, L), averaged over the heads -> (B, L).
-    weights.push_back(ops::mean(decoder->cross_attention_weights().back(), {1, 2}));
+    weights.push_back(ops::mean(cross->attention_weights(), {1, 2}));
     done = ops::logical_or(done, ops::eq(next, static_cast<double>(Vocab::kEos)));
     current = next;
     if (ops::min(done.to(DType::Int64)).item<int64_t>() == 1) break;

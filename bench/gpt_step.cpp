@@ -1,0 +1,113 @@
+// One training step of the default GPT of examples/gpt (4 layers, 4 heads, d_model 128, context 128, bytes;
+// batch 32 windows; dropout 0.1, GPTConfig's default): forward, cross-entropy, backward, clipping, AdamW; and
+// greedy generation with the KV cache (batch 1, a 1-token prompt, 127 new tokens), each at 1 and 2 threads
+// beside the same model in PyTorch (bench/gpt_step_torch.py, eager; its generation loops over
+// past_key_values-style tensors) run right after under the same conditions. Which PyTorch: $SACCADE_PYTHON
+// (default /usr/bin/python3, Debian's 1.13), e.g. SACCADE_PYTHON=/work/.venv-bench/bin/python for 2.x.
+//
+// Usage: build/bench/gpt_step [samples] [notorch]   (default 5 timed runs per setting, after one warm-up)
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "bench/bench_util.h"
+#include "examples/gpt/generate.h"
+#include "examples/gpt/model.h"
+#include "saccade.h"
+
+extern "C" char* openblas_get_corename();
+
+using namespace saccade;
+namespace ex = saccade::examples;
+namespace sb = saccade::bench;
+
+namespace {
+
+constexpr int64_t kBatch = 32, kNewTokens = 127;
+
+struct Setup {
+  ex::GPT model{ex::GPTConfig{}, 0};
+  std::vector<Variable> params = model.parameters();
+  nn::AdamW adamw{{nn::ParamGroup{model.decayed_parameters(), std::nullopt, 0.1},
+                   nn::ParamGroup{model.undecayed_parameters(), std::nullopt, 0.0}},
+                  nn::AdamOptions{.lr = 1e-3, .beta2 = 0.99, .weight_decay = 0.1}};
+  Generator gen{1};
+  Tensor x = ops::randint(0, 256, {kBatch, 128}, Device::cpu(), &gen);
+  Tensor y = ops::randint(0, 256, {kBatch * 128}, Device::cpu(), &gen);
+
+  void step() {
+    model.train();
+    Variable loss = cross_entropy(reshape(model.forward(x), {kBatch * 128, 256}), y);
+    adamw.zero_grad();
+    loss.backward();
+    nn::clip_grad_norm_(params, 1.0);
+    adamw.step();
+  }
+  double generate() {  // tokens per second
+    auto t0 = sb::Clock::now();
+    ex::generate(model, {{10}}, ex::SamplingOptions{.max_new_tokens = kNewTokens, .temperature = 0});
+    return kNewTokens / sb::seconds_since(t0);
+  }
+};
+
+std::string cell(const sb::Stats& s, const char* fmt) {
+  char a[32], b[32], c[32];
+  std::snprintf(a, sizeof a, fmt, s.median), std::snprintf(b, sizeof b, fmt, s.min),
+      std::snprintf(c, sizeof c, fmt, s.max);
+  return std::string(a) + " [" + b + "-" + c + "]";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int samples = argc > 1 ? std::max(1, std::atoi(argv[1])) : 5;
+  bool torch = !(argc > 2 && std::string(argv[2]) == "notorch") && sb::torch_available();
+  const std::string script = std::string(SACCADE_BENCH_DIR) + "/gpt_step_torch.py";
+  std::string torch_version = "-";
+  if (torch) {
+    FILE* p = popen((sb::python() + " -c 'import torch; print(torch.__version__)' 2>/dev/null").c_str(), "r");
+    char line[128] = "";
+    if (p && std::fgets(line, sizeof line, p))
+      torch_version = std::string(line).substr(0, std::string(line).find('\n'));
+    if (p) pclose(p);
+  }
+  std::printf(
+      "GPT (examples/gpt defaults: 4 layers, 4 heads, d_model 128, context 128, vocab 256), %d samples\n",
+      samples);
+  std::printf("OpenBLAS core %s; PyTorch %s (%s); load average at start %.2f\n", openblas_get_corename(),
+              torch_version.c_str(), sb::python().c_str(), sb::load_average());
+  Setup s;
+  std::printf("\n%-22s %-8s %-26s %-26s %s\n", "what", "threads", "saccade (median [min-max])",
+              "torch (median [min-max])", "ratio (>1: saccade faster)");
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    sb::Stats st = sb::stats(sb::time_ms(samples, [&] { s.step(); }));
+    std::map<std::string, double> t;
+    if (torch)
+      t = sb::run_torch(script, "train " + std::to_string(threads) + " " + std::to_string(samples) + " " +
+                                    std::to_string(kBatch));
+    std::string tc = t.empty() ? "-" : cell({t["median_ms"], t["min_ms"], t["max_ms"]}, "%.1f");
+    std::printf("%-22s %-8d %-26s %-26s %s\n", "train step (ms)", threads, cell(st, "%.1f").c_str(),
+                tc.c_str(), t.empty() ? "-" : fmt::format("{:.2f}", t["median_ms"] / st.median).c_str());
+    s.generate();
+    std::vector<double> rates;
+    for (int i = 0; i < samples; ++i) rates.push_back(s.generate());
+    sb::Stats g = sb::stats(rates);
+    std::map<std::string, double> tg;
+    if (torch)
+      tg = sb::run_torch(script, "generate " + std::to_string(threads) + " " + std::to_string(samples) + " " +
+                                     std::to_string(kNewTokens));
+    std::string gc =
+        tg.empty()
+            ? "-"
+            : cell({tg["median_tokens_per_s"], tg["min_tokens_per_s"], tg["max_tokens_per_s"]}, "%.0f");
+    std::printf("%-22s %-8d %-26s %-26s %s\n", "generate (tokens/s)", threads, cell(g, "%.0f").c_str(),
+                gc.c_str(),
+                tg.empty() ? "-" : fmt::format("{:.2f}", g.median / tg["median_tokens_per_s"]).c_str());
+  }
+  std::printf("\nload average at end %.2f%s\n", sb::load_average(),
+              torch ? "" : "   (python cannot import torch: no PyTorch column)");
+  return 0;
+}

@@ -1,0 +1,115 @@
+#include "examples/gpt/generate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "autograd/grad_mode.h"
+#include "ops/creation.h"
+#include "ops/error.h"
+
+namespace saccade::examples {
+
+int64_t sample_token(const float* logits, int64_t V, const SamplingOptions& o, std::mt19937_64& rng) {
+  SACCADE_CHECK(V >= 1 && o.temperature >= 0 && o.top_k >= 0 && o.top_p > 0 && o.top_p <= 1,
+                "sample_token: need V >= 1, temperature >= 0, top_k >= 0 and top_p in (0, 1], got V {}, "
+                "temperature {}, top_k {}, top_p {}",
+                V, o.temperature, o.top_k, o.top_p);
+  if (o.temperature == 0) return std::max_element(logits, logits + V) - logits;
+  // candidates by decreasing logit (ties: lower id first)
+  std::vector<int64_t> ids(V);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::stable_sort(ids.begin(), ids.end(), [&](int64_t a, int64_t b) { return logits[a] > logits[b]; });
+  int64_t keep = o.top_k > 0 ? std::min(o.top_k, V) : V;
+  std::vector<double> p(keep);
+  const double top = logits[ids[0]];
+  double total = 0;
+  for (int64_t i = 0; i < keep; ++i) total += p[i] = std::exp((logits[ids[i]] - top) / o.temperature);
+  if (o.top_p < 1) {  // the smallest prefix with probability >= top_p
+    double cum = 0;
+    int64_t n = 0;
+    while (n < keep && cum < o.top_p * total) cum += p[n++];
+    keep = std::max<int64_t>(n, 1);
+    total = std::accumulate(p.begin(), p.begin() + keep, 0.0);
+  }
+  const double u = static_cast<double>(rng() >> 11) * 0x1.0p-53 * total;
+  double cum = 0;
+  for (int64_t i = 0; i < keep; ++i)
+    if ((cum += p[i]) > u) return ids[i];
+  return ids[keep - 1];
+}
+
+std::vector<int64_t> fit_prompt(const std::vector<int64_t>& prompt, int64_t context, int64_t* truncated) {
+  SACCADE_CHECK(!prompt.empty(), "generate: the prompt is empty (give at least one token)");
+  const int64_t drop = std::max<int64_t>(0, static_cast<int64_t>(prompt.size()) - context);
+  if (truncated) *truncated = drop;
+  return std::vector<int64_t>(prompt.begin() + drop, prompt.end());
+}
+
+namespace {
+
+// rows: B sequences of one length T -> int64 (B, T) on `device`
+Tensor to_ids(const std::vector<std::vector<int64_t>>& rows, int64_t begin, int64_t end, Device device) {
+  const int64_t B = static_cast<int64_t>(rows.size()), T = end - begin;
+  Tensor t = ops::empty({B, T}, DType::Int64);
+  for (int64_t b = 0; b < B; ++b)
+    std::copy(rows[b].begin() + begin, rows[b].begin() + end, t.data<int64_t>() + b * T);
+  return t.to(device);
+}
+
+}  // namespace
+
+Generation generate(GPT& model, const std::vector<std::vector<int64_t>>& prompts, const SamplingOptions& o,
+                    bool use_cache, bool keep_logits,
+                    const std::function<void(const std::vector<int64_t>&)>& on_tokens) {
+  const GPTConfig& c = model.config();
+  SACCADE_CHECK(!prompts.empty(), "generate: no prompts");
+  SACCADE_CHECK(o.max_new_tokens >= 0, "generate: max_new_tokens must be >= 0, got {}", o.max_new_tokens);
+  const size_t T0 = prompts[0].size();
+  for (const auto& p : prompts) {
+    SACCADE_CHECK(!p.empty(), "generate: the prompt is empty (give at least one token)");
+    SACCADE_CHECK(p.size() == T0, "generate: a batch of prompts must have one length, got {} and {} tokens",
+                  T0, p.size());
+    SACCADE_CHECK(static_cast<int64_t>(p.size()) <= c.context,
+                  "generate: a prompt of {} tokens is longer than the context of {} (fit_prompt crops it)",
+                  p.size(), c.context);
+    for (int64_t id : p)
+      SACCADE_CHECK(id >= 0 && id < c.vocab_size, "generate: token {} outside the vocabulary of {}", id,
+                    c.vocab_size);
+  }
+  const int64_t B = static_cast<int64_t>(prompts.size()), V = c.vocab_size;
+  const Device device = model.wte->weight.device();
+  std::vector<std::vector<int64_t>> seq = prompts;
+  Generation out;
+  out.tokens.resize(B);
+  std::mt19937_64 rng(o.seed);
+  const bool was_training = model.is_training();
+  model.eval();
+  NoGradGuard no_grad;
+  GPT::State state = model.init_state();
+  for (int64_t n = 0; n < o.max_new_tokens; ++n) {
+    const int64_t len = static_cast<int64_t>(seq[0].size());
+    Variable logits;  // (B, t, V)
+    if (!use_cache) {
+      logits = model.forward(to_ids(seq, std::max<int64_t>(0, len - c.context), len, device));
+    } else {
+      if (state.length() >= c.context) state = model.init_state();  // full: refill from the last context / 2
+      const int64_t from =
+          state.length() == 0 ? std::max<int64_t>(0, len - std::max<int64_t>(c.context / 2, 1)) : len - 1;
+      logits = model.step(to_ids(seq, n == 0 ? len - static_cast<int64_t>(T0) : from, len, device), state);
+    }
+    Tensor last = logits.data().select(1, logits.size(1) - 1).to(Device::cpu()).contiguous();  // (B, V)
+    if (keep_logits) out.logits.push_back(last.clone());
+    std::vector<int64_t> next(B);
+    for (int64_t b = 0; b < B; ++b) {
+      next[b] = sample_token(last.data<float>() + b * V, V, o, rng);
+      seq[b].push_back(next[b]);
+      out.tokens[b].push_back(next[b]);
+    }
+    if (on_tokens) on_tokens(next);
+  }
+  model.train(was_training);
+  return out;
+}
+
+}  // namespace saccade::examples

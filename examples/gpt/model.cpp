@@ -1,0 +1,144 @@
+#include "examples/gpt/model.h"
+
+#include <fmt/format.h>
+
+#include "autograd/functions/elementwise.h"
+#include "autograd/functions/linalg.h"
+#include "nn/init.h"
+#include "ops/creation.h"
+#include "ops/error.h"
+
+namespace saccade::examples {
+
+void GPTConfig::check() const {
+  SACCADE_CHECK(
+      vocab_size >= 1 && context >= 1 && n_layer >= 1 && n_head >= 1 && d_model >= 1 &&
+          d_model % n_head == 0 && dropout >= 0 && dropout < 1,
+      "GPTConfig: need positive sizes, n_head dividing d_model and dropout in [0, 1), got vocab {}, "
+      "context {}, n_layer {}, n_head {}, d_model {}, dropout {}",
+      vocab_size, context, n_layer, n_head, d_model, dropout);
+}
+
+std::string GPTConfig::describe() const {
+  return fmt::format("gpt: {} layers, {} heads, d_model {}, context {}, vocab {} ({}), dropout {}", n_layer,
+                     n_head, d_model, context, vocab_size, tokenizer, dropout);
+}
+
+nn::Metadata GPTConfig::to_metadata() const {
+  return {{"model", "gpt"},
+          {"vocab_size", std::to_string(vocab_size)},
+          {"context", std::to_string(context)},
+          {"n_layer", std::to_string(n_layer)},
+          {"n_head", std::to_string(n_head)},
+          {"d_model", std::to_string(d_model)},
+          {"dropout", fmt::format("{}", dropout)},
+          {"tokenizer", tokenizer}};
+}
+
+GPTConfig GPTConfig::from_metadata(const nn::Metadata& m) {
+  auto it = m.find("model");
+  SACCADE_CHECK(it != m.end() && it->second == "gpt",
+                "GPTConfig::from_metadata: not a gpt checkpoint (metadata \"model\" is '{}')",
+                it == m.end() ? "" : it->second);
+  auto get = [&](const char* key) -> const std::string& {
+    auto f = m.find(key);
+    SACCADE_CHECK(f != m.end(), "GPTConfig::from_metadata: the checkpoint has no \"{}\"", key);
+    return f->second;
+  };
+  GPTConfig c;
+  try {
+    c.vocab_size = std::stoll(get("vocab_size"));
+    c.context = std::stoll(get("context"));
+    c.n_layer = std::stoll(get("n_layer"));
+    c.n_head = std::stoll(get("n_head"));
+    c.d_model = std::stoll(get("d_model"));
+    c.dropout = std::stod(get("dropout"));
+  } catch (const std::logic_error& e) {  // std::invalid_argument, std::out_of_range
+    SACCADE_CHECK(false, "GPTConfig::from_metadata: a malformed size in the checkpoint ({})", e.what());
+  }
+  c.tokenizer = get("tokenizer");
+  c.check();
+  return c;
+}
+
+GPT::GPT(const GPTConfig& config, uint64_t seed)
+    : Module("GPT"), config_(config), gen_(std::make_unique<Generator>(seed)) {
+  ErrorScope scope(name());
+  config.check();
+  const int64_t d = config.d_model;
+  wte =
+      register_module("wte", std::make_shared<nn::Embedding>(config.vocab_size, d, std::nullopt, gen_.get()));
+  wpe = register_module("wpe", std::make_shared<nn::Embedding>(config.context, d, std::nullopt, gen_.get()));
+  drop = register_module("drop", std::make_shared<nn::Dropout>(config.dropout, gen_.get()));
+  auto list = register_module("h", std::make_shared<Module>("ModuleList"));  // children h.0, h.1, ...
+  for (int64_t i = 0; i < config.n_layer; ++i)
+    h.push_back(list->register_module(
+        std::to_string(i), std::make_shared<nn::GPTBlock>(d, config.n_head, config.dropout, gen_.get())));
+  ln_f = register_module("ln_f", std::make_shared<nn::LayerNorm>(d));
+  nn::init::normal_(wte->weight.data(), 0.0, 0.02, gen_.get());
+  nn::init::normal_(wpe->weight.data(), 0.0, 0.02, gen_.get());
+  for (auto& b : h) nn::gpt2_init_(*b, config.n_layer, gen_.get());
+}
+
+// idx: (B, T) int64 at positions [start, start + T) -> (B, T, d)
+Variable GPT::embed(const Tensor& idx, int64_t start) {
+  SACCADE_CHECK(idx.defined() && idx.dim() == 2 && idx.dtype() == DType::Int64,
+                "GPT: expected token ids int64 (B, T), got {}", idx.defined() ? idx.shape() : Shape{});
+  const int64_t T = idx.size(1);
+  SACCADE_CHECK(T >= 1 && start + T <= config_.context,
+                "GPT: positions [{}, {}) of ids {} pass the context of {} (crop the input to its last {} "
+                "tokens)",
+                start, start + T, idx.shape(), config_.context, config_.context);
+  Tensor pos =
+      ops::arange(static_cast<double>(start), static_cast<double>(start + T), 1, DType::Int64, idx.device());
+  return drop->forward(wte->forward(idx) + wpe->forward(pos));
+}
+
+// x: (B, T, d) -> (B, T, V)
+Variable GPT::head(const Variable& x) { return linear(ln_f->forward(x), wte->weight); }
+
+Variable GPT::forward(const Tensor& idx) {
+  ErrorScope scope(name(), {nn::shape_of(idx)});
+  Variable x = embed(idx, 0);
+  for (auto& b : h) x = b->forward(x);
+  return head(x);
+}
+
+Variable GPT::step(const Tensor& idx, State& state) {
+  ErrorScope scope("GPT::step", {nn::shape_of(idx)});
+  SACCADE_CHECK(state.caches.size() == h.size(), "GPT::step: a state of {} caches for {} blocks",
+                state.caches.size(), h.size());
+  Variable x = embed(idx, state.length());
+  for (size_t i = 0; i < h.size(); ++i) x = h[i]->step(x, state.caches[i]);
+  return head(x);
+}
+
+void GPT::set_need_weights(std::optional<bool> need) {
+  for (auto& b : h) b->attn->need_weights = need;
+}
+
+std::vector<Tensor> GPT::attention_weights() const {
+  std::vector<Tensor> w;
+  for (auto& b : h) w.push_back(b->attention_weights());
+  return w;
+}
+
+std::vector<Variable> GPT::decayed_parameters() const {
+  std::vector<Variable> out;
+  for (auto& b : h)
+    for (auto& [name, p] : b->named_parameters())
+      if (p.dim() >= 2) out.push_back(p);
+  return out;
+}
+
+std::vector<Variable> GPT::undecayed_parameters() const {
+  std::vector<Variable> decayed = decayed_parameters(), out;
+  for (const Variable& p : parameters()) {
+    bool d = false;
+    for (const Variable& q : decayed) d = d || q.impl() == p.impl();
+    if (!d) out.push_back(p);
+  }
+  return out;
+}
+
+}  // namespace saccade::examples

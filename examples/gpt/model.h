@@ -1,0 +1,97 @@
+#pragma once
+// GPT: a decoder-only Transformer language model with GPT-2's architecture (Radford et al. 2019,
+// section 2.3): token and learned position embeddings, n_layer pre-LayerNorm blocks (nn::GPTBlock: causal
+// multi-head self-attention and a GELU MLP), a final LayerNorm and an output layer tied to the token
+// embedding.
+//
+// Tied weights: the output layer has no parameter of its own; it multiplies by wte.weight, so state_dict()
+// (and every checkpoint) holds the matrix once, under "wte.weight" (the HF / safetensors convention:
+// safetensors refuses two names sharing storage). Loading writes wte.weight, and the output layer reads it:
+// the tie cannot break. In PyTorch, a GPT with lm_head.weight = wte.weight loads the file with strict=False
+// (or by assigning lm_head.weight after load_state_dict), as transformers' GPT2LMHeadModel does.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "nn/checkpoint.h"
+#include "nn/embedding.h"
+#include "nn/gpt_block.h"
+#include "nn/normalization.h"
+#include "ops/random.h"
+
+namespace saccade::examples {
+
+/// The sizes of a GPT.
+struct GPTConfig {
+  int64_t vocab_size = 256;  ///< tokens (256 for the byte tokenizer)
+  int64_t context = 128;     ///< block size: the most positions the model sees at once
+  int64_t n_layer = 4, n_head = 4, d_model = 128;
+  double dropout = 0.1;            ///< on the embeddings, the attention weights and the residual branches
+  std::string tokenizer = "byte";  ///< the tokenizer the model was trained with (make_tokenizer)
+
+  /// Throws saccade::Error naming "GPTConfig" for sizes < 1, n_head not dividing d_model or dropout outside
+  /// [0, 1).
+  void check() const;
+  /// "gpt: 4 layers, 4 heads, d_model 128, context 128, vocab 256 (byte), dropout 0.1"
+  std::string describe() const;
+  /// The checkpoint metadata ("model": "gpt", "vocab_size", ...), and back. from_metadata throws
+  /// saccade::Error naming "GPTConfig::from_metadata" for a checkpoint of another model (no "model": "gpt")
+  /// or missing / malformed sizes.
+  nn::Metadata to_metadata() const;
+  static GPTConfig from_metadata(const nn::Metadata& metadata);
+};
+
+/// The GPT module. Children: wte Embedding(vocab, d), wpe Embedding(context, d), drop (Dropout), h.0 ...
+/// h.<n_layer - 1> (nn::GPTBlock), ln_f LayerNorm(d): nanoGPT's names without its "transformer." prefix.
+class GPT : public nn::Module {
+ public:
+  /// The decoding state of one batch of sequences: one self-attention KV cache per block.
+  struct State {
+    std::vector<nn::KVCache> caches;
+    int64_t length() const { return caches.empty() ? 0 : caches[0].length(); }
+  };
+
+  /// Initialised as GPT-2 (embeddings and Linear weights N(0, 0.02²), residual projections
+  /// N(0, (0.02/√(2 n_layer))²), biases 0, LayerNorms 1 and 0) from Generator(seed), which then draws the
+  /// dropout masks. Throws what config.check() throws.
+  GPT(const GPTConfig& config, uint64_t seed = 0);
+
+  /// Logits of the next token at every position: idx int64 (B, T), 1 <= T <= context, ids in
+  /// [0, vocab_size) -> (B, T, vocab_size). Throws saccade::Error naming "GPT" and the shape for another
+  /// rank, T outside [1, context] or an id out of range.
+  Variable forward(const Tensor& idx);
+  /// Incremental: idx (B, Tn) at positions [state.length(), state.length() + Tn) -> logits (B, Tn, vocab),
+  /// equal (up to float rounding) to those rows of forward over the whole prefix; appends to the caches.
+  /// Throws saccade::Error naming "GPT::step" when the positions would pass the context.
+  Variable step(const Tensor& idx, State& state);
+  State init_state() const { return State{std::vector<nn::KVCache>(h.size())}; }
+
+  /// Whether the attention layers keep their weights (see nn::MultiHeadAttention::need_weights).
+  void set_need_weights(std::optional<bool> need);
+  /// Each block's last self-attention weights (B, H, T, T) (throws when they were not kept).
+  std::vector<Tensor> attention_weights() const;
+
+  const GPTConfig& config() const { return config_; }
+  /// The generator of the init and of the dropout masks (its offset goes into checkpoints, for exact
+  /// resumes).
+  Generator& generator() { return *gen_; }
+  /// The parameters AdamW decays (the Linear weights of the blocks) and the rest (biases, LayerNorms,
+  /// embeddings: GPT-2 / nanoGPT's split, with the embeddings undecayed).
+  std::vector<Variable> decayed_parameters() const;
+  std::vector<Variable> undecayed_parameters() const;
+
+  std::shared_ptr<nn::Embedding> wte, wpe;
+  std::shared_ptr<nn::Dropout> drop;
+  std::vector<std::shared_ptr<nn::GPTBlock>> h;
+  std::shared_ptr<nn::LayerNorm> ln_f;
+
+ private:
+  Variable head(const Variable& x);  // ln_f, then the tied output layer
+  Variable embed(const Tensor& idx, int64_t start);
+  GPTConfig config_;
+  std::unique_ptr<Generator> gen_;
+};
+
+}  // namespace saccade::examples

@@ -1,0 +1,97 @@
+#include "examples/gpt/tokenizer.h"
+
+#include <sentencepiece_processor.h>
+#include <sentencepiece_trainer.h>
+
+#include <filesystem>
+#include <fstream>
+#include <unordered_map>
+
+#include "ops/error.h"
+
+namespace saccade::examples {
+
+std::vector<int64_t> ByteTokenizer::encode(const std::string& text) const {
+  std::vector<int64_t> ids(text.size());
+  for (size_t i = 0; i < text.size(); ++i) ids[i] = static_cast<unsigned char>(text[i]);
+  return ids;
+}
+
+std::string ByteTokenizer::decode(const std::vector<int64_t>& ids) const {
+  std::string s(ids.size(), '\0');
+  for (size_t i = 0; i < ids.size(); ++i) {
+    SACCADE_CHECK(ids[i] >= 0 && ids[i] < 256, "ByteTokenizer::decode: id {} at {} is not a byte", ids[i], i);
+    s[i] = static_cast<char>(ids[i]);
+  }
+  return s;
+}
+
+struct SentencePieceTokenizer::Impl {
+  sentencepiece::SentencePieceProcessor sp;
+};
+
+SentencePieceTokenizer::SentencePieceTokenizer(const std::string& path) : impl_(std::make_unique<Impl>()) {
+  const auto status = impl_->sp.Load(path);
+  SACCADE_CHECK(status.ok(), "SentencePieceTokenizer: cannot load {}: {}", path, status.ToString());
+}
+
+SentencePieceTokenizer::~SentencePieceTokenizer() = default;
+
+void SentencePieceTokenizer::train(const std::string& text, int64_t vocab_size, const std::string& path) {
+  SACCADE_CHECK(vocab_size >= 260, "SentencePieceTokenizer::train: vocab_size must be at least 260, got {}",
+                vocab_size);
+  const std::string input = path + ".input.txt", prefix = path + ".tmp";
+  std::ofstream(input, std::ios::binary) << text;
+  const auto status = sentencepiece::SentencePieceTrainer::Train(
+      std::unordered_map<std::string, std::string>{{"input", input},
+                                                   {"model_prefix", prefix},
+                                                   {"model_type", "bpe"},
+                                                   {"vocab_size", std::to_string(vocab_size)},
+                                                   {"byte_fallback", "true"},
+                                                   {"character_coverage", "1.0"},
+                                                   {"normalization_rule_name", "identity"},
+                                                   {"remove_extra_whitespaces", "false"},
+                                                   {"add_dummy_prefix", "false"},
+                                                   {"allow_whitespace_only_pieces", "true"},
+                                                   {"max_sentence_length", "16384"},
+                                                   {"num_threads", "2"},
+                                                   {"minloglevel", "2"}});
+  std::filesystem::remove(input);
+  std::filesystem::remove(prefix + ".vocab");
+  SACCADE_CHECK(status.ok(), "SentencePieceTokenizer::train: {}", status.ToString());
+  std::filesystem::rename(prefix + ".model", path);
+}
+
+std::vector<int64_t> SentencePieceTokenizer::encode(const std::string& text) const {
+  std::vector<int> ids;
+  const auto status = impl_->sp.Encode(text, &ids);
+  SACCADE_CHECK(status.ok(), "SentencePieceTokenizer::encode: {}", status.ToString());
+  return std::vector<int64_t>(ids.begin(), ids.end());
+}
+
+std::string SentencePieceTokenizer::decode(const std::vector<int64_t>& ids) const {
+  std::vector<int> v;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    SACCADE_CHECK(ids[i] >= 0 && ids[i] < vocab_size(),
+                  "SentencePieceTokenizer::decode: id {} at {} is not in "
+                  "the vocabulary of {}",
+                  ids[i], i, vocab_size());
+    v.push_back(static_cast<int>(ids[i]));
+  }
+  std::string text;
+  const auto status = impl_->sp.Decode(v, &text);
+  SACCADE_CHECK(status.ok(), "SentencePieceTokenizer::decode: {}", status.ToString());
+  return text;
+}
+
+int64_t SentencePieceTokenizer::vocab_size() const { return impl_->sp.GetPieceSize(); }
+
+std::string tokenizer_path(const std::string& dir) { return dir + "/tokenizer.model"; }
+
+std::unique_ptr<Tokenizer> make_tokenizer(const std::string& name, const std::string& dir) {
+  if (name == "bpe") return std::make_unique<SentencePieceTokenizer>(tokenizer_path(dir));
+  SACCADE_CHECK(name == "byte", "make_tokenizer: unknown tokenizer '{}' (known: byte, bpe)", name);
+  return std::make_unique<ByteTokenizer>();
+}
+
+}  // namespace saccade::examples

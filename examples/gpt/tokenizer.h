@@ -1,0 +1,64 @@
+#pragma once
+// Tokenizers of the GPT example: text <-> token ids. The default is bytes (vocabulary 256, DATA.md: every
+// byte value, so the validation stream's 4 unseen byte values still have ids).
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace saccade::examples {
+
+/// Text to token ids and back.
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+  /// The token ids of `text` (each in [0, vocab_size())).
+  virtual std::vector<int64_t> encode(const std::string& text) const = 0;
+  /// The text of `ids`. Throws saccade::Error naming the tokenizer for an id outside [0, vocab_size()).
+  virtual std::string decode(const std::vector<int64_t>& ids) const = 0;
+  virtual int64_t vocab_size() const = 0;
+  /// "byte" or "bpe" (the checkpoint's metadata "tokenizer").
+  virtual std::string name() const = 0;
+};
+
+/// One token per byte: id = the byte's value (0..255); decode(encode(s)) == s for any bytes.
+class ByteTokenizer : public Tokenizer {
+ public:
+  std::vector<int64_t> encode(const std::string& text) const override;
+  std::string decode(const std::vector<int64_t>& ids) const override;
+  int64_t vocab_size() const override { return 256; }
+  std::string name() const override { return "byte"; }
+};
+
+/// A SentencePiece BPE model (Kudo & Richardson 2018; Sennrich et al. 2016) through Debian's
+/// libsentencepiece: identity normalisation (no NFKC, spaces kept as they are) and byte fallback, so any
+/// bytes encode and decode(encode(s)) == s for valid UTF-8 s (newlines become byte tokens <0x0A>: the trainer
+/// reads its input line by line).
+class SentencePieceTokenizer : public Tokenizer {
+ public:
+  /// Loads the model file `path` (as written by train). Throws saccade::Error naming
+  /// "SentencePieceTokenizer" and the file when it cannot be read.
+  explicit SentencePieceTokenizer(const std::string& path);
+  ~SentencePieceTokenizer() override;
+  /// Trains a BPE model of `vocab_size` pieces (>= 260: 256 byte pieces, <unk>, <s>, </s> and merges) on the
+  /// lines of `text` and writes it to `path` (atomically: `path`.tmp renamed). Throws saccade::Error naming
+  /// "SentencePieceTokenizer::train" with SentencePiece's message when training fails.
+  static void train(const std::string& text, int64_t vocab_size, const std::string& path);
+  std::vector<int64_t> encode(const std::string& text) const override;
+  std::string decode(const std::vector<int64_t>& ids) const override;
+  int64_t vocab_size() const override;
+  std::string name() const override { return "bpe"; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// The file a "bpe" tokenizer lives in beside its checkpoints: `dir`/tokenizer.model.
+std::string tokenizer_path(const std::string& dir);
+
+/// The tokenizer called `name`: "byte", or "bpe" loaded from tokenizer_path(dir). Throws saccade::Error
+/// naming "make_tokenizer" for an unknown name, and SentencePieceTokenizer's errors.
+std::unique_ptr<Tokenizer> make_tokenizer(const std::string& name, const std::string& dir = ".");
+
+}  // namespace saccade::examples

@@ -1,0 +1,78 @@
+#pragma once
+// Training and scoring a GPT on a token stream: random windows, AdamW with weight decay on the block matrices
+// only, linear warmup then cosine decay, gradient clipping, gradient accumulation, data parallelism
+// (distributed/), best and last checkpoints (safetensors, atomic) and exact resumes; validation loss in nats
+// per token and bits per byte (DATA.md's metric).
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "examples/gpt/model.h"
+#include "ops/device.h"
+
+namespace saccade::examples {
+
+/// The validation figures.
+struct LMScore {
+  double nats_per_token = 0;  ///< mean cross-entropy of the predicted tokens
+  double bits_per_byte = 0;   ///< total loss in bits / bytes of text the predicted tokens hold
+  int64_t tokens = 0;         ///< tokens predicted
+};
+
+/// Scores `model` (eval mode, no gradients; its mode is restored) on `tokens` in the windows of
+/// eval_window_starts (every token but the first predicted once, with the context since its window began),
+/// `batch` windows at a time, over the first `max_tokens` predicted tokens (-1: the whole stream).
+/// bits_per_byte = total nats / ln 2 / (tokens · bytes_per_token) (1 for bytes; stream bytes / tokens for a
+/// subword tokenizer). Throws saccade::Error naming "evaluate_lm" for a stream of fewer than 2 tokens.
+LMScore evaluate_lm(GPT& model, const std::vector<int64_t>& tokens, double bytes_per_token = 1.0,
+                    int64_t max_tokens = -1, int64_t batch = 16);
+
+/// Training settings (defaults: the README's run).
+struct GPTTrainOptions {
+  int64_t steps = 1500;
+  int64_t batch_size = 32;  ///< windows per optimizer step (global, over ranks and accumulation)
+  int64_t grad_accum = 1;   ///< micro-batches per step (batch_size must be a multiple)
+  double lr = 4e-3;         ///< AdamW's peak learning rate
+  double min_lr = 4e-4;     ///< the end of the cosine decay
+  int64_t warmup = 100;     ///< linear warmup steps (from lr / 10)
+  double weight_decay = 0.1;
+  double beta2 = 0.99;
+  double clip = 1.0;  ///< max global gradient norm
+  uint64_t seed = 0;  ///< of the window stream (the init and dropout use the model's own generator)
+  Device device = Device::cpu();
+  std::string out_dir;           ///< last.safetensors and best.safetensors go here ("" = no checkpoints)
+  int64_t eval_every = 250;      ///< steps between validation scores (and checkpoints); 0 = at the end only
+  int64_t eval_tokens = 65536;   ///< validation tokens scored during training (-1 = all)
+  double bytes_per_token = 1.0;  ///< of the validation stream (see evaluate_lm)
+  bool resume = false;           ///< continue from out_dir/last.safetensors when it exists
+  int64_t stop_at = -1;      ///< stop after this step (scored and saved), as an interrupted run (-1: none)
+  bool distributed = false;  ///< data parallel over distributed::world() (each rank: its share of a batch)
+  int64_t print_every = 50;  ///< progress line interval when not on a terminal
+  std::FILE* log = stdout;   ///< progress output (nullptr: silent)
+};
+
+/// What a training run did.
+struct GPTTrainResult {
+  int64_t start_step = 0, steps_done = 0;
+  double seconds = 0, tokens_per_second = 0;
+  double final_loss = 0;  ///< mean training loss (nats / token) of the last min(50, steps_done) steps
+  LMScore best;           ///< the best validation score seen (at eval points)
+  std::vector<double> loss_steps, losses;            ///< training loss per step (this call's steps)
+  std::vector<double> val_steps, val_bits_per_byte;  ///< validation at each eval point
+};
+
+/// Trains `model` (already on opts.device, its Generator drawing the dropout masks) on windows of `train`,
+/// scoring on `valid` every opts.eval_every steps and at the end; writes out_dir/last.safetensors (model,
+/// optimizer, step, config, window count, dropout generator offset) at every eval point and at the end, and
+/// out_dir/best.safetensors when the validation improves. A resumed run (opts.resume, the file present)
+/// continues exactly as the uninterrupted one. Throws saccade::Error naming "train_gpt" for bad options and
+/// what load_checkpoint throws for a checkpoint of another model.
+GPTTrainResult train_gpt(GPT& model, const std::vector<int64_t>& train, const std::vector<int64_t>& valid,
+                         const GPTTrainOptions& opts);
+
+/// Loads a checkpoint's model into a new GPT built from its metadata (device `device`). Throws
+/// saccade::Error for a file that is not a gpt checkpoint or does not fit its own config.
+std::shared_ptr<GPT> load_gpt(const std::string& path, Device device = Device::cpu());
+
+}  // namespace saccade::examples

@@ -1,0 +1,297 @@
+// examples/gpt: the fortunes rules of DATA.md on files the test writes (and, when installed, the real
+// streams' counts and SHA-256), the byte tokenizer, the GPT model (tied output layer, GPT-2 init, decay
+// groups), KV-cache generation against full recomputation, sampling, learning a short text, exact resumes,
+// checkpoints and bad input. Compiled only when examples/gpt/CMakeLists.txt defined the macro below.
+#ifdef SACCADE_HAVE_GPT
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "examples/common/cmudict.h"
+#include "examples/gpt/data.h"
+#include "examples/gpt/generate.h"
+#include "examples/gpt/tokenizer.h"
+#include "examples/gpt/training.h"
+#include "helpers.h"
+#include "nn/linear.h"
+#include "temp_dir.h"
+
+using namespace saccade;
+using namespace saccade::examples;
+using namespace saccade::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+void write(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+GPTConfig tiny(double dropout = 0.0) {
+  GPTConfig c;
+  c.context = 16, c.n_layer = 2, c.n_head = 2, c.d_model = 32, c.dropout = dropout;
+  return c;
+}
+
+std::vector<int64_t> ids_of(const std::string& s) { return ByteTokenizer().encode(s); }
+
+}  // namespace
+
+TEST_CASE("fortunes: files, documents, dedup and the hash split of DATA.md", "[examples][gpt]") {
+  TempDir dir("saccade_fortunes");
+  // read: regular files without '.', in byte order ("B" < "a"); skipped: "a.dat", "a.u8" and a symlink
+  write(dir.file("a"), "one\n%\n\n\ntwo\n\n%\n   \n%\nthree\n%\n%\none\n%\nquote 7\n%\n");
+  write(dir.file("B"), "%\nfour\nfive\n%\nsix");
+  write(dir.file("a.dat"), "skipped\n%\n");
+  write(dir.file("a.u8"), "skipped\n%\n");
+  fs::create_symlink(dir.file("a"), dir.file("link"));
+  std::vector<std::string> files = fortune_files(dir.path.string());
+  REQUIRE(files == std::vector<std::string>{dir.file("B"), dir.file("a")});
+  // documents: pieces between lines that are exactly "%", stripped of '\n', blank ones dropped
+  REQUIRE(split_documents("one\n%\n\n\ntwo\n\n%\n   \n%\nthree\n%\n%\n") ==
+          std::vector<std::string>{"one", "two", "three"});
+  REQUIRE(split_documents("a\n%%\nb\n% \nc") == std::vector<std::string>{"a\n%%\nb\n% \nc"});
+  REQUIRE(split_documents("\n x \n") == std::vector<std::string>{" x "});
+  FortunesCorpus c = load_fortunes(dir.path.string());
+  REQUIRE(c.documents == 7);  // "four\nfive", "six" (B), then one, two, three, one, quote 7 (a)
+  REQUIRE(c.distinct == 6);
+  // buckets (FNV-1a 64 of "0:" + document, splitmix64, % 100), computed independently: "quote 7" is 91
+  REQUIRE(split_bucket("quote 7") == 91);
+  REQUIRE(split_bucket("one") == 12);
+  REQUIRE(c.train == "four\nfive\n%\nsix\n%\none\n%\ntwo\n%\nthree\n%\n");
+  REQUIRE(c.valid == "quote 7\n%\n");
+  REQUIRE(c.train_documents == 5);
+  REQUIRE(c.valid_documents == 1);
+  REQUIRE_THROWS_AS(fortune_files(dir.file("missing")), saccade::Error);
+}
+
+TEST_CASE("sha256_hex gives FIPS 180-4's test vectors", "[examples][gpt]") {
+  REQUIRE(sha256_hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  REQUIRE(sha256_hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+TEST_CASE("fortunes: the real streams give DATA.md's counts and check values", "[examples][gpt][slow]") {
+  if (!fs::exists(kFortunesDir)) {
+    WARN(kFortunesDir << " not found (Debian package fortunes): skipped");
+    return;
+  }
+  REQUIRE(fortune_files().size() == 43);
+  FortunesCorpus c = load_fortunes();
+  REQUIRE(c.documents == 15217);
+  REQUIRE(c.distinct == 15134);
+  REQUIRE(c.train_documents == 13654);
+  REQUIRE(c.valid_documents == 1480);
+  REQUIRE(c.train.size() == 2300639);
+  REQUIRE(c.valid.size() == 265064);
+  REQUIRE(sha256_hex(c.train).substr(0, 16) == "e93876d4ad62d6b0");
+  REQUIRE(sha256_hex(c.valid).substr(0, 16) == "f1a4752f6edcb6a3");
+}
+
+TEST_CASE("GPT: a small model trained briefly on the real fortunes beats the byte unigram",
+          "[examples][gpt][slow]") {
+  if (!fs::exists(kFortunesDir)) {
+    WARN(kFortunesDir << " not found (Debian package fortunes): skipped");
+    return;
+  }
+  FortunesCorpus c = load_fortunes();
+  ByteTokenizer tok;
+  GPTConfig cfg;
+  cfg.context = 64, cfg.n_layer = 2, cfg.n_head = 2, cfg.d_model = 64, cfg.dropout = 0.0;
+  GPT m(cfg, 0);
+  GPTTrainOptions o;
+  o.steps = 300, o.batch_size = 16, o.lr = 3e-3, o.min_lr = 3e-4, o.warmup = 30, o.eval_every = 0;
+  o.eval_tokens = 16384, o.log = nullptr;
+  GPTTrainResult r = train_gpt(m, tok.encode(c.train), tok.encode(c.valid), o);
+  // the unigram entropy of the bytes is 4.8 bits; uniform guessing is 8
+  INFO("validation " << r.best.bits_per_byte << " bits/byte on 16384 tokens");
+  REQUIRE(r.best.bits_per_byte < 4.2);
+}
+
+TEST_CASE("the byte tokenizer round-trips any bytes", "[examples][gpt]") {
+  ByteTokenizer tok;
+  std::string s = "Caf\xc3\xa9 \x00\xff%\n";
+  s += std::string(1, '\0');
+  REQUIRE(tok.decode(tok.encode(s)) == s);
+  REQUIRE(tok.encode("A\xff") == std::vector<int64_t>{65, 255});
+  REQUIRE_THROWS_AS(tok.decode({256}), saccade::Error);
+  REQUIRE_THROWS_AS(make_tokenizer("bpe-unknown"), saccade::Error);
+}
+
+TEST_CASE("the SentencePiece BPE tokenizer trains, saves, reloads and round-trips", "[examples][gpt]") {
+  TempDir dir("saccade_bpe");
+  std::string text;
+  const char* words[] = {"the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran", "far", "away", "home"};
+  for (int i = 0; i < 3000; ++i) text += std::string(words[(i * 7 + i / 5) % 12]) + (i % 9 == 8 ? "\n" : " ");
+  SentencePieceTokenizer::train(text, 280, tokenizer_path(dir.path.string()));
+  std::unique_ptr<Tokenizer> tok = make_tokenizer("bpe", dir.path.string());
+  REQUIRE(tok->vocab_size() == 280);
+  REQUIRE(tok->name() == "bpe");
+  const std::string s = "the cat ran home\n%\n  two  spaces, Caf\xc3\xa9 \xe2\x82\xac and unseen {}|\n";
+  std::vector<int64_t> ids = tok->encode(s);
+  REQUIRE(tok->decode(ids) == s);  // byte fallback: nothing is lost
+  REQUIRE(ids.size() < s.size());  // merges learnt from the text
+  REQUIRE_THROWS_AS(tok->decode({280}), saccade::Error);
+  REQUIRE_THROWS_AS(make_tokenizer("bpe", dir.file("missing")), saccade::Error);
+}
+
+TEST_CASE("windows: random ones are next-token pairs, scoring ones cover the stream once",
+          "[examples][gpt]") {
+  std::vector<int64_t> t(50);
+  for (int64_t i = 0; i < 50; ++i) t[i] = i;
+  std::mt19937_64 rng(3);
+  Batch b = random_windows(t, 4, 8, rng);
+  REQUIRE(b.x.shape() == Shape({4, 8}));
+  for (int64_t r = 0; r < 4; ++r)
+    for (int64_t j = 0; j < 8; ++j)
+      REQUIRE(b.y.data<int64_t>()[r * 8 + j] == b.x.data<int64_t>()[r * 8 + j] + 1);
+  REQUIRE(eval_window_starts(50, 16) == std::vector<int64_t>{0, 16, 32, 48});  // 49 predictions: 16+16+16+1
+  REQUIRE_THROWS_AS(random_windows(t, 1, 50, rng), saccade::Error);
+}
+
+TEST_CASE("GPT: tied output layer, GPT-2 init, decay groups, names", "[examples][gpt]") {
+  GPTConfig c = tiny();
+  c.d_model = 48, c.n_head = 4, c.n_layer = 3;
+  GPT m(c, 1);
+  nn::StateDict sd = m.state_dict();
+  // the output matrix is stored once, as wte.weight (V, d): no lm_head, no other (V, d) tensor
+  int vd = 0;
+  for (const auto& [name, t] : sd) vd += t.shape() == Shape({256, 48});
+  REQUIRE(vd == 1);
+  REQUIRE(sd.contains("wte.weight"));
+  REQUIRE(sd.at("wpe.weight").shape() == Shape({16, 48}));
+  REQUIRE(sd.at("h.2.mlp.c_fc.weight").shape() == Shape({192, 48}));  // torch's Linear layout (out, in)
+  REQUIRE(sd.at("h.0.attn.W_o.weight").shape() == Shape({48, 48}));
+  // the output layer's gradient reaches wte.weight rows of tokens that are not in the input
+  Tensor idx = ops::full({1, 4}, 7, DType::Int64);
+  Variable loss = cross_entropy(reshape(m.forward(idx), {4, 256}), ops::full({4}, 9, DType::Int64));
+  loss.backward();
+  Tensor g = m.wte->weight.grad();
+  REQUIRE(ops::sum(ops::abs(g.select(0, 9))).item<double>() > 0);
+  // GPT-2 init: N(0, 0.02²), residual projections N(0, (0.02 / √(2 · 3))²), biases 0
+  auto std_of = [](const Tensor& t) { return std::sqrt(ops::mean(t * t).item<double>()); };
+  REQUIRE(std_of(m.h[0]->attn->W_q->weight.data()) == Approx(0.02).epsilon(0.05));
+  REQUIRE(std_of(m.h[0]->attn->W_o->weight.data()) == Approx(0.02 / std::sqrt(6.0)).epsilon(0.05));
+  REQUIRE(std_of(m.h[1]->mlp->c_proj->weight.data()) == Approx(0.02 / std::sqrt(6.0)).epsilon(0.05));
+  REQUIRE(ops::sum(ops::abs(m.h[0]->mlp->c_fc->bias.data())).item<double>() == 0);
+  // decay: the 6 matrices of each block; not biases, LayerNorms or embeddings
+  REQUIRE(m.decayed_parameters().size() == 18);
+  REQUIRE(m.decayed_parameters().size() + m.undecayed_parameters().size() == m.parameters().size());
+  for (const Variable& p : m.undecayed_parameters())
+    REQUIRE((p.dim() == 1 || p.impl() == m.wte->weight.impl() || p.impl() == m.wpe->weight.impl()));
+}
+
+TEST_CASE("GPT: tied weights survive save and load as one tensor", "[examples][gpt]") {
+  TempDir dir("saccade_gpt");
+  GPT a(tiny(), 1), b(tiny(), 2);
+  nn::save(a, dir.file("m.safetensors"), a.config().to_metadata());
+  nn::Safetensors file = nn::load_safetensors(dir.file("m.safetensors"));
+  REQUIRE_FALSE(file.tensors.contains("lm_head.weight"));
+  REQUIRE(file.tensors.size() == a.state_dict().size());
+  std::shared_ptr<GPT> c = load_gpt(dir.file("m.safetensors"));
+  Tensor idx = ops::full({2, 5}, 3, DType::Int64);
+  a.eval(), c->eval();
+  REQUIRE(allclose(c->forward(idx).data(), a.forward(idx).data(), 0, 0));
+  // still tied after loading: changing the embedding changes the output layer
+  Tensor before = c->forward(idx).data().clone();
+  Tensor row = c->wte->weight.data().select(0, 100);
+  ops::mul_(row, 2.0);
+  REQUIRE_FALSE(allclose(c->forward(idx).data().select(2, 100), before.select(2, 100), 1e-3, 1e-6));
+  // a checkpoint of another model or of another size is refused
+  nn::Linear lin(3, 4);
+  nn::save(lin, dir.file("lin.safetensors"));
+  REQUIRE_THROWS_WITH(load_gpt(dir.file("lin.safetensors")), Catch::Contains("not a gpt checkpoint"));
+  GPTConfig wide = tiny();
+  wide.d_model = 48;
+  GPT w(wide, 0);
+  nn::save(w, dir.file("w.safetensors"), wide.to_metadata());
+  REQUIRE_THROWS_AS(nn::load(b, dir.file("w.safetensors")), saccade::Error);
+}
+
+TEST_CASE("GPT: KV-cache generation equals recomputing the whole context", "[examples][gpt]") {
+  GPT m(tiny(), 5);
+  const std::vector<std::vector<int64_t>> prompts{ids_of("The "), ids_of("A fo")};
+  SamplingOptions greedy{.max_new_tokens = 12, .temperature = 0};
+  Generation cached = generate(m, prompts, greedy, true, true);
+  Generation full = generate(m, prompts, greedy, false, true);
+  REQUIRE(cached.tokens == full.tokens);  // bit for bit
+  REQUIRE(cached.logits.size() == 12);
+  for (size_t i = 0; i < cached.logits.size(); ++i)
+    REQUIRE(allclose(cached.logits[i], full.logits[i], 1e-4, 1e-5));
+  // sampling: one seed, one sample; the cache changes nothing there either
+  SamplingOptions s{.max_new_tokens = 12, .temperature = 1.0, .top_k = 50, .top_p = 0.95, .seed = 7};
+  REQUIRE(generate(m, prompts, s).tokens == generate(m, prompts, s).tokens);
+  REQUIRE(generate(m, prompts, s).tokens == generate(m, prompts, s, false).tokens);
+  s.seed = 8;
+  REQUIRE(generate(m, prompts, s).tokens != generate(m, prompts, greedy).tokens);
+  // past the context the cache refills itself and generation goes on
+  REQUIRE(
+      generate(m, {ids_of("x")}, SamplingOptions{.max_new_tokens = 40, .temperature = 0}).tokens[0].size() ==
+      40);
+}
+
+TEST_CASE("sample_token: greedy, top-k and top-p", "[examples][gpt]") {
+  const float logits[4] = {1.0f, 3.0f, 2.0f, 3.0f};
+  std::mt19937_64 rng(0);
+  REQUIRE(sample_token(logits, 4, {.temperature = 0}, rng) == 1);  // the first maximum
+  for (int i = 0; i < 50; ++i) {
+    int64_t k = sample_token(logits, 4, {.temperature = 1, .top_k = 2}, rng);
+    REQUIRE((k == 1 || k == 3));
+    REQUIRE(sample_token(logits, 4, {.temperature = 1, .top_p = 0.3}, rng) == 1);  // one token holds 0.42
+  }
+  REQUIRE_THROWS_AS(sample_token(logits, 4, {.top_p = 0}, rng), saccade::Error);
+  REQUIRE_THROWS_AS(sample_token(logits, 4, {.temperature = -1}, rng), saccade::Error);
+}
+
+TEST_CASE("GPT: bad input gets a clear error", "[examples][gpt]") {
+  GPT m(tiny(), 0);
+  REQUIRE_THROWS_WITH(generate(m, {{}}, {}), Catch::Contains("empty"));
+  REQUIRE_THROWS_WITH(fit_prompt({}, 16), Catch::Contains("empty"));
+  int64_t dropped = 0;
+  std::vector<int64_t> long_prompt(20, 65);
+  REQUIRE(fit_prompt(long_prompt, 16, &dropped).size() == 16);
+  REQUIRE(dropped == 4);
+  REQUIRE_THROWS_WITH(generate(m, {long_prompt}, {}), Catch::Contains("longer than the context"));
+  REQUIRE_THROWS_WITH(generate(m, {ids_of("ab"), ids_of("abc")}, {}), Catch::Contains("one length"));
+  REQUIRE_THROWS_WITH(m.forward(ops::zeros({1, 17}, DType::Int64)), Catch::Contains("context of 16"));
+  REQUIRE_THROWS_AS(m.forward(ops::full({1, 2}, 256, DType::Int64)), saccade::Error);
+  GPTConfig bad = tiny();
+  bad.n_head = 3;
+  REQUIRE_THROWS_AS(GPT(bad), saccade::Error);
+}
+
+TEST_CASE("GPT: a tiny model learns a short text, and a resumed run continues exactly", "[examples][gpt]") {
+  std::string text;
+  for (int i = 0; i < 40; ++i) text += "the cat sat on the mat. ";
+  std::vector<int64_t> ids = ids_of(text);
+  GPTTrainOptions o;
+  o.steps = 150, o.batch_size = 8, o.lr = 1e-2, o.min_lr = 1e-3, o.warmup = 5, o.eval_every = 0;
+  o.log = nullptr;
+  GPT m(tiny(), 3);
+  GPTTrainResult r = train_gpt(m, ids, ids, o);
+  // a period-24 text: after 60 steps the next byte is nearly certain (uniform would be ln 256 = 5.5 nats)
+  INFO("validation loss " << r.best.nats_per_token);
+  REQUIRE(r.best.nats_per_token < 0.3);
+
+  TempDir dir("saccade_gpt_resume");
+  o.steps = 6, o.eval_every = 3, o.grad_accum = 2, o.out_dir = dir.file("straight");
+  GPT a(tiny(0.1), 4);
+  train_gpt(a, ids, ids, o);
+  o.out_dir = dir.file("resumed");
+  GPT b(tiny(0.1), 4);
+  o.stop_at = 2;  // interrupted after step 2 (between two eval points: the checkpoint of step 2 is its own)
+  train_gpt(b, ids, ids, o);
+  GPT b2(tiny(0.1), 99);  // a fresh process: another init, restored from the checkpoint
+  o.stop_at = -1, o.resume = true;
+  GPTTrainResult rb = train_gpt(b2, ids, ids, o);
+  REQUIRE(rb.start_step == 2);
+  for (const auto& [name, t] : a.state_dict()) REQUIRE(allclose(b2.state_dict().at(name), t, 0, 0));
+  REQUIRE(fs::exists(dir.file("resumed/best.safetensors")));
+  // resuming into a model of another size is refused
+  GPTConfig wide = tiny(0.1);
+  wide.d_model = 48;
+  GPT w(wide, 0);
+  REQUIRE_THROWS_AS(train_gpt(w, ids, ids, o), saccade::Error);
+}
+
+#endif  // SACCADE_HAVE_GPT
