@@ -3,10 +3,10 @@
 // ops/elementwise.h, autograd/node.h, autograd/variable.h, autograd/function.h, autograd/engine.cpp,
 // autograd/functions/*.
 #include "autograd/dot.h"
-#include "autograd/functions/attention.h"
 #include "autograd/engine.h"
 #include "autograd/format.h"
 #include "autograd/function.h"
+#include "autograd/functions/attention.h"
 #include "autograd/functions/conv.h"
 #include "autograd/functions/elementwise.h"
 #include "autograd/functions/index.h"
@@ -40,6 +40,7 @@
 #include "nn/transformer_layers.h"
 #include "nn/unary_module.h"
 #include "ops/attention.h"
+#include "ops/blas.h"
 #include "ops/caching_allocator.h"
 #include "ops/conv.h"
 #include "ops/creation.h"

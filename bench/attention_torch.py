@@ -5,6 +5,9 @@ torch.nn.MultiheadAttention(batch_first=True), need_weights=False, a causal bool
   /usr/bin/python3 bench/attention_torch.py --serve          one request a line on stdin, one answer a line:
       ping                     -> 1
       run B T D H threads      -> ms of one forward+backward (the module is built once per shape)
+      sdpa B T D H threads     -> ms of one forward+backward of bare
+                                  torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True),
+                                  q, k, v (B, H, T, D/H); -1 where torch has none (1.13)
   /usr/bin/python3 bench/attention_torch.py --peak B T D H   prints `peak_mib X`: the VmHWM increment of one
                                                              forward+backward in this fresh process
   python3 bench/attention_torch.py --serve-cuda              the GPU twin of bench/attention --device cuda:
@@ -46,6 +49,18 @@ class Case:
         self.x.grad = None
 
 
+class SdpaCase:
+    def __init__(self, B, T, D, H):
+        torch.manual_seed(0)
+        self.qkv = [torch.randn(B, H, T, D // H, requires_grad=True) for _ in range(3)]
+
+    def run(self):
+        out = torch.nn.functional.scaled_dot_product_attention(*self.qkv, is_causal=True)
+        out.sum().backward()
+        for t in self.qkv:
+            t.grad = None
+
+
 def serve():
     cases = {}
     for line in sys.stdin:
@@ -57,10 +72,15 @@ def serve():
             continue
         B, T, D, H, threads = map(int, words[1:6])
         torch.set_num_threads(threads)
-        key = (B, T, D, H)
+        sdpa = words[0] == "sdpa"
+        if sdpa and not hasattr(torch.nn.functional, "scaled_dot_product_attention"):
+            print(-1, flush=True)
+            continue
+        key = (sdpa, B, T, D, H)
         if key not in cases:
-            cases.clear()
-            cases[key] = Case(B, T, D, H)
+            if len(cases) > 1:
+                cases.clear()
+            cases[key] = (SdpaCase if sdpa else Case)(B, T, D, H)
         t0 = time.perf_counter()
         cases[key].run()
         print(f"{1e3 * (time.perf_counter() - t0):.3f}", flush=True)

@@ -165,6 +165,21 @@ class TorchServer {
   bool ok_ = false;
 };
 
+#ifdef SACCADE_BENCH_DIR
+/// One line on the PyTorch python() runs (bench/torch_info.py: version, BLAS and its core, CPU capability,
+/// threads), or a line saying it cannot import torch.
+inline std::string torch_info() {
+  std::string line;
+  if (FILE* p = popen((python() + " " + SACCADE_BENCH_DIR + "/torch_info.py 2>/dev/null").c_str(), "r")) {
+    char buf[512];
+    if (std::fgets(buf, sizeof buf, p)) line = buf;
+    pclose(p);
+  }
+  while (!line.empty() && line.back() == '\n') line.pop_back();
+  return line.empty() ? python() + " cannot import torch" : line;
+}
+#endif
+
 /// True when python() imports torch (and, with `cuda`, torch sees a CUDA GPU).
 inline bool torch_available(bool cuda = false) {
   const std::string check =

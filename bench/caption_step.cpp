@@ -127,12 +127,11 @@ int cuda_main(int samples, bool torch) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  use_best_blas_core(argv);
   const int samples = argc > 1 ? std::max(1, std::atoi(argv[1])) : 5;
-  const char* coretype = std::getenv("OPENBLAS_CORETYPE");
   std::printf("sat captioner training step, batch %lld, %lld decoder steps; %d samples per setting\n",
               static_cast<long long>(kBatch), static_cast<long long>(kSteps), samples);
-  std::printf("OPENBLAS_CORETYPE=%s   load average at start %.2f\n", coretype ? coretype : "(unset)",
-              sb::load_average());
+  std::printf("%s\nload average at start %.2f\n", blas_info_line().c_str(), sb::load_average());
   bool composed = false, torch = true, idle_only = false, gpu = false;
   for (int i = 2; i < argc; ++i) {
     composed = composed || std::string(argv[i]) == "composed";
@@ -142,6 +141,7 @@ int main(int argc, char** argv) {
   }
   if (gpu) return cuda_main(samples, torch);
   torch = torch && sb::torch_available();
+  if (torch) std::printf("%s\n", sb::torch_info().c_str());
   const std::string script = std::string(SACCADE_BENCH_DIR) + "/caption_step_torch.py";
   Setup s;
   set_fused(*s.model, !composed);

@@ -2,16 +2,20 @@
 // the compiler vectorises (ops/cpu/flash_tiles.h), at head dims 32, 64 and 128: forward + backward of
 // ops::flash_attention_forward / _backward on (B, H, T, D), float32, causal and not, median of `samples`
 // runs alternating the two variants. Issue 8 item 1 asked which wins; the kernel's default per head dim
-// (tile_products in ops/cpu/attention.cpp) follows these figures.
+// (tile_products in ops/cpu/attention.cpp) follows these figures. The loops run at each vector width this
+// CPU has (cpu::IsaGuard: AVX-512, AVX2, baseline), the sgemm calls on the OpenBLAS core in use (set another
+// with OPENBLAS_CORETYPE=Haswell / Prescott to compare core types; the program does not re-execute itself).
 //
 // Usage: build/bench/flash_tiles [samples] [threads]   (default 7 samples, 1 thread)
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "bench/bench_util.h"
 #include "ops/cpu/flash_tiles.h"
+#include "ops/cpu/simd.h"
 #include "saccade.h"
 
 using namespace saccade;
@@ -19,9 +23,11 @@ namespace sb = saccade::bench;
 
 namespace {
 
+// One forward+backward with the tile products `how`, loops compiled for at most `isa`.
 double fwd_bwd_ms(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
-                  const ops::AttentionMask& mask, cpu::TileProducts how) {
+                  const ops::AttentionMask& mask, cpu::TileProducts how, cpu::Isa isa) {
   cpu::TileProductsGuard guard(how);
+  cpu::IsaGuard width(isa);
   const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
   auto t0 = sb::Clock::now();
   ops::FlashAttentionForward f = ops::flash_attention_forward(q, k, v, mask, scale);
@@ -35,11 +41,22 @@ int main(int argc, char** argv) {
   const int samples = argc > 1 ? std::max(1, std::atoi(argv[1])) : 7;
   const int threads = argc > 2 ? std::max(1, std::atoi(argv[2])) : 1;
   set_num_threads(threads);
-  const char* coretype = std::getenv("OPENBLAS_CORETYPE");
-  std::printf("flash attention fwd+bwd, float32, %d thread(s), %d samples; OPENBLAS_CORETYPE=%s; load %.2f\n",
-              threads, samples, coretype ? coretype : "(unset)", sb::load_average());
-  std::printf("%-18s %-7s %-24s %-24s %s\n", "(B, H, T, D)", "causal", "sgemm ms (median [min])",
-              "loops ms (median [min])", "loops/sgemm");
+  std::printf("flash attention fwd+bwd, float32, %d thread(s), %d samples; load %.2f\n%s\n", threads, samples,
+              sb::load_average(), blas_info_line().c_str());
+  // The variants: sgemm tiles (the loops around them at the CPU's width), then loops at each width.
+  struct Variant {
+    cpu::TileProducts how;
+    cpu::Isa isa;
+    std::string name;
+  };
+  std::vector<Variant> variants{{cpu::TileProducts::Gemm, cpu::cpu_isa(), "sgemm"}};
+  for (cpu::Isa isa : {cpu::Isa::Avx512, cpu::Isa::Avx2, cpu::Isa::Baseline})
+    if (isa <= cpu::cpu_isa())
+      variants.push_back(
+          {cpu::TileProducts::Loops, isa, std::string("loops ") + cpu::vector_level_name(isa)});
+  std::printf("%-18s %-7s", "(B, H, T, D)", "causal");
+  for (const Variant& v : variants) std::printf(" %-26s", (v.name + " ms (median [min])").c_str());
+  std::printf(" best loops/sgemm\n");
   const int64_t B = 4, H = 4, T = 512;
   for (int64_t D : {32, 64, 128}) {
     for (bool causal : {false, true}) {
@@ -50,20 +67,24 @@ int main(int argc, char** argv) {
       Tensor g = ops::randn({B, H, T, D}, DType::Float32, Device::cpu(), &gen);
       ops::AttentionMask mask;
       mask.causal = causal ? ops::CausalAlign::TopLeft : ops::CausalAlign::None;
-      std::vector<double> gemm_ms, loop_ms;
-      fwd_bwd_ms(q, k, v, g, mask, cpu::TileProducts::Gemm);  // warm-up
-      fwd_bwd_ms(q, k, v, g, mask, cpu::TileProducts::Loops);
-      for (int i = 0; i < samples; ++i) {
-        gemm_ms.push_back(fwd_bwd_ms(q, k, v, g, mask, cpu::TileProducts::Gemm));
-        loop_ms.push_back(fwd_bwd_ms(q, k, v, g, mask, cpu::TileProducts::Loops));
-      }
-      sb::Stats a = sb::stats(gemm_ms), b = sb::stats(loop_ms);
-      char shape[32], x[32], y[32];
+      std::vector<std::vector<double>> ms(variants.size());
+      for (const Variant& x : variants) fwd_bwd_ms(q, k, v, g, mask, x.how, x.isa);  // warm-up
+      for (int i = 0; i < samples; ++i)
+        for (size_t j = 0; j < variants.size(); ++j)
+          ms[j].push_back(fwd_bwd_ms(q, k, v, g, mask, variants[j].how, variants[j].isa));
+      char shape[32];
       std::snprintf(shape, sizeof shape, "(%lld, %lld, %lld, %lld)", (long long)B, (long long)H, (long long)T,
                     (long long)D);
-      std::snprintf(x, sizeof x, "%.1f [%.1f]", a.median, a.min);
-      std::snprintf(y, sizeof y, "%.1f [%.1f]", b.median, b.min);
-      std::printf("%-18s %-7s %-24s %-24s %.2f\n", shape, causal ? "yes" : "no", x, y, b.median / a.median);
+      std::printf("%-18s %-7s", shape, causal ? "yes" : "no");
+      double best_loops = 1e300;
+      for (size_t j = 0; j < variants.size(); ++j) {
+        const sb::Stats st = sb::stats(ms[j]);
+        if (j > 0) best_loops = std::min(best_loops, st.median);
+        char cell[48];
+        std::snprintf(cell, sizeof cell, "%.1f [%.1f]", st.median, st.min);
+        std::printf(" %-26s", cell);
+      }
+      std::printf(" %.2f\n", best_loops / sb::stats(ms[0]).median);
     }
   }
   std::printf("load at end %.2f\n", sb::load_average());

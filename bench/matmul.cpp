@@ -40,9 +40,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) sizes.push_back(std::atoll(argv[i]));
   if (sizes.empty()) sizes = {64, 256, 1024, 2048};
 
-  const char* env = std::getenv("OPENBLAS_CORETYPE");
-  std::printf("OpenBLAS core: %s   OPENBLAS_CORETYPE=%s   OpenBLAS threads: %d   saccade threads: %d\n",
-              openblas_get_corename(), env ? env : "(unset)", openblas_get_num_threads(), get_num_threads());
+  std::printf("%s\n", blas_info_line().c_str());  // the core as found: this program does not re-execute
   std::printf("%6s %8s | %14s %14s | %14s %14s | %7s %7s\n", "n", "samples", "saccade best", "saccade med",
               "cblas best", "cblas med", "r best", "r med");
 

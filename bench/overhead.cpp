@@ -56,6 +56,7 @@ std::pair<double, double> torch_figures(long iters) {
 
 int main(int argc, char** argv) {
   const long iters = argc > 1 ? std::atol(argv[1]) : 200000;
+  std::printf("%s\n", blas_info_line().c_str());
   Variable a(ops::randn({16}), true), b(ops::randn({16}), true);
   Tensor ta = a.data(), tb = b.data();
 

@@ -13,6 +13,7 @@ namespace {
 
 struct BahdanauState : DecodeState {
   Variable memory, hidden;  // (N, S, 2H), (N, H)
+  Variable keys;            // (N, S, H): W_k memory, projected once per word
   Tensor lens;              // (N)
 };
 
@@ -48,10 +49,12 @@ Variable BahdanauG2P::forward(const Tensor& letters, const Tensor& lens, const T
   Encoded enc = encode(letters, lens);
   Variable embedded = dropout(tgt_embedding->forward(phones_in), config_.dropout, is_training(), &gen_);
   Variable h = enc.hidden;
+  // W_k memory once for all steps (it was projected again at every step: half the step's GEMM FLOPs)
+  Variable keys = decoder->project_keys(enc.memory);
   std::vector<Variable> outs;
   std::vector<Tensor> weights;
   for (int64_t t = 0; t < phones_in.size(1); ++t) {
-    nn::BahdanauStep s = decoder->step(select(embedded, 1, t), h, enc.memory, lens);
+    nn::BahdanauStep s = decoder->step(select(embedded, 1, t), h, enc.memory, keys, lens);
     h = s.hidden;
     outs.push_back(cat({s.hidden, s.context}, 1));
     weights.push_back(s.weights.data());
@@ -66,6 +69,7 @@ std::unique_ptr<DecodeState> BahdanauG2P::start(const Tensor& letters, const Ten
   Encoded enc = encode(letters, lens);
   s->memory = enc.memory;
   s->hidden = enc.hidden;
+  s->keys = decoder->project_keys(enc.memory);
   s->lens = lens;
   return s;
 }
@@ -73,7 +77,7 @@ std::unique_ptr<DecodeState> BahdanauG2P::start(const Tensor& letters, const Ten
 // tokens (N) -> log-probabilities (N, V)
 Tensor BahdanauG2P::step(DecodeState& state, const Tensor& tokens) {
   auto& s = dynamic_cast<BahdanauState&>(state);
-  nn::BahdanauStep r = decoder->step(tgt_embedding->forward(tokens), s.hidden, s.memory, s.lens);
+  nn::BahdanauStep r = decoder->step(tgt_embedding->forward(tokens), s.hidden, s.memory, s.keys, s.lens);
   s.hidden = r.hidden;
   Tensor logits = output->forward(cat({r.hidden, r.context}, 1)).data();
   return ops::log_softmax(logits, 1).to(Device::cpu()).contiguous();
@@ -84,6 +88,7 @@ void BahdanauG2P::reorder(DecodeState& state, const Tensor& rows) {
   Tensor r = rows.to(s.hidden.device());
   s.memory = Variable(ops::index_select(s.memory.data(), 0, r));
   s.hidden = Variable(ops::index_select(s.hidden.data(), 0, r));
+  s.keys = Variable(ops::index_select(s.keys.data(), 0, r));
   s.lens = ops::index_select(s.lens, 0, rows.to(s.lens.device()));
 }
 

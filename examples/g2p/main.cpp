@@ -21,6 +21,7 @@
 #include "examples/g2p/model.h"
 #include "examples/g2p/training.h"
 #include "nn/checkpoint.h"
+#include "ops/blas.h"
 #include "ops/error.h"
 #include "ops/reduce.h"
 #include "ops/threads.h"
@@ -83,6 +84,7 @@ void write_pictures(ex::G2PModel& model, const ex::G2PVocab& vocab, const std::v
 }  // namespace
 
 int main(int argc, char** argv) {
+  saccade::use_best_blas_core(argv);  // OpenBLAS at the CPU's width (ops/blas.h); may re-execute once
   CLI::App app{"Grapheme-to-phoneme conversion on the CMU Pronouncing Dictionary (bahdanau or transformer)"};
   std::string model_name = "bahdanau", device_name = "cpu", out_dir = "g2p_out", checkpoint, words,
               dict_path = ex::kCmuDictPath;
@@ -149,7 +151,8 @@ int main(int argc, char** argv) {
     }
 
     std::filesystem::create_directories(out_dir);
-    std::printf("device %s, %d CPU threads\n", device.str().c_str(), saccade::get_num_threads());
+    std::printf("device %s, %d CPU threads\n%s\n", device.str().c_str(), saccade::get_num_threads(),
+                saccade::blas_info_line().c_str());
     const std::string last = out_dir + "/checkpoint.safetensors", best = out_dir + "/best.safetensors";
     const std::string source = eval_only ? checkpoint : last;
     const bool from_file = eval_only || (resume && std::filesystem::exists(last));

@@ -19,6 +19,7 @@
 #include "examples/gpt/generate.h"
 #include "examples/gpt/tokenizer.h"
 #include "examples/gpt/training.h"
+#include "ops/blas.h"
 #include "ops/creation.h"
 #include "ops/error.h"
 #include "ops/threads.h"
@@ -126,6 +127,7 @@ void write_loss_plot(const std::string& path, const ex::GPTTrainResult& r) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  saccade::use_best_blas_core(argv);  // OpenBLAS at the CPU's width (ops/blas.h); may re-execute once
   mallopt(M_MMAP_THRESHOLD, 1 << 30);  // keep big freed blocks in the heap (see image_caption/main.cpp)
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   CLI::App app{"A GPT (GPT-2's architecture) trained on Debian's fortunes and sampled with a KV cache"};
@@ -209,7 +211,8 @@ int main(int argc, char** argv) {
                   "gpt: --device {} asked for, but saccade was built without CUDA or no GPU is present",
                   device_name);
     if (threads > 0) saccade::set_num_threads(threads);
-    std::printf("device %s, %d CPU threads\n", device.str().c_str(), saccade::get_num_threads());
+    std::printf("device %s, %d CPU threads\n%s\n", device.str().c_str(), saccade::get_num_threads(),
+                saccade::blas_info_line().c_str());
     if (*sample) {
       if (checkpoint.empty()) checkpoint = out_dir + "/best.safetensors";
       std::shared_ptr<ex::GPT> model = ex::load_gpt(checkpoint, device);

@@ -18,12 +18,14 @@
 #include "examples/image_caption/captioner.h"
 #include "examples/image_caption/training.h"
 #include "nn/checkpoint.h"
+#include "ops/blas.h"
 #include "ops/error.h"
 #include "ops/threads.h"
 
 namespace ex = saccade::examples;
 
 int main(int argc, char** argv) {
+  saccade::use_best_blas_core(argv);  // OpenBLAS at the CPU's width (ops/blas.h); may re-execute once
   // Keep freed blocks in the heap: by default glibc returns big blocks (the im2col buffers of a batch are
   // tens of MB) to the kernel and every step page-faults them back in, ~15% of a training step's CPU time
   // here.
@@ -83,9 +85,8 @@ int main(int argc, char** argv) {
     if (checkpoint.empty()) checkpoint = out_dir + "/checkpoint.safetensors";
     std::filesystem::create_directories(out_dir);
     if (threads > 0) saccade::set_num_threads(threads);
-    const char* coretype = std::getenv("OPENBLAS_CORETYPE");
-    std::printf("device %s, %d CPU threads, OPENBLAS_CORETYPE=%s\n", device.str().c_str(),
-                saccade::get_num_threads(), coretype ? coretype : "(unset)");
+    std::printf("device %s, %d CPU threads\n%s\n", device.str().c_str(), saccade::get_num_threads(),
+                saccade::blas_info_line().c_str());
     if (distributed)
       std::printf("data parallel: %d ranks (%s), global batch %lld\n", dist::world_size(),
                   dist::world().backend().c_str(), static_cast<long long>(batch_size));

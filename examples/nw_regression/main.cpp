@@ -10,6 +10,7 @@
 #include "examples/common/nw_data.h"
 #include "examples/common/plots.h"
 #include "examples/nw_regression/nw_regression.h"
+#include "ops/blas.h"
 #include "ops/join.h"
 #include "ops/tensor.h"
 
@@ -46,6 +47,7 @@ std::string fmt_width(double w) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  saccade::use_best_blas_core(argv);  // OpenBLAS at the CPU's width (ops/blas.h); may re-execute once
   CLI::App app{"Nadaraya-Watson attention pooling on d2l's toy regression (y = 2 sin x + x^0.8 + noise)"};
   uint64_t seed = 0;
   int64_t epochs = 50;
@@ -65,6 +67,7 @@ int main(int argc, char** argv) {
   try {
     std::filesystem::create_directories(out);
     const ex::NwData d = ex::make_nw_data(seed);
+    std::printf("%s\n", saccade::blas_info_line().c_str());
     std::printf(
         "Nadaraya-Watson regression (d2l 10.2): %lld training points, %lld test queries, seed %llu\n\n",
         static_cast<long long>(d.x_train.numel()), static_cast<long long>(d.x_test.numel()),

@@ -38,13 +38,6 @@ template <class T>
     s[l] = acc;
   }
 }
-SACCADE_VECTOR_CLONES void score_row_f(const float* q, const float* k, const float* w, float* s, int64_t L,
-                                       int64_t A) {
-  score_row(q, k, w, s, L, A);
-}
-void score_row_d(const double* q, const double* k, const double* w, double* s, int64_t L, int64_t A) {
-  score_row(q, k, w, s, L, A);
-}
 
 // One query row's share of the backward: g (L) the row of gscores; adds into gq (A), gk (L, A), gw (A).
 template <class T>
@@ -67,29 +60,16 @@ template <class T>
     }
   }
 }
-SACCADE_VECTOR_CLONES void backward_row_f(const float* q, const float* k, const float* w, const float* g,
-                                          float* gq, float* gk, float* gw, int64_t L, int64_t A) {
-  backward_row(q, k, w, g, gq, gk, gw, L, A);
-}
-void backward_row_d(const double* q, const double* k, const double* w, const double* g, double* gq,
-                    double* gk, double* gw, int64_t L, int64_t A) {
-  backward_row(q, k, w, g, gq, gk, gw, L, A);
-}
 
+// The rows at the machine's vector width (simd.h).
 template <class T>
 void score_row_any(const T* q, const T* k, const T* w, T* s, int64_t L, int64_t A) {
-  if constexpr (std::is_same_v<T, float>)
-    score_row_f(q, k, w, s, L, A);
-  else
-    score_row_d(q, k, w, s, L, A);
+  with_isa([&] { score_row(q, k, w, s, L, A); });
 }
 template <class T>
 void backward_row_any(const T* q, const T* k, const T* w, const T* g, T* gq, T* gk, T* gw, int64_t L,
                       int64_t A) {
-  if constexpr (std::is_same_v<T, float>)
-    backward_row_f(q, k, w, g, gq, gk, gw, L, A);
-  else
-    backward_row_d(q, k, w, g, gq, gk, gw, L, A);
+  with_isa([&] { backward_row(q, k, w, g, gq, gk, gw, L, A); });
 }
 
 }  // namespace

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "ops/cpu/backend.h"
+#include "ops/cpu/blas_check.h"
 #include "ops/cpu/flash_tiles.h"
 #include "ops/cpu/simd.h"
 #include "ops/cpu/thread_pool.h"
@@ -87,15 +88,11 @@ template <class T>
     }
   }
 }
-SACCADE_VECTOR_CLONES void loop_gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a,
-                                     int lda, const float* b, int ldb, float beta, float* c, int ldc,
-                                     float* bt) {
-  loop_gemm_body(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bt);
-}
-SACCADE_VECTOR_CLONES void loop_gemm(bool ta, bool tb, int m, int n, int k, double alpha, const double* a,
-                                     int lda, const double* b, int ldb, double beta, double* c, int ldc,
-                                     double* bt) {
-  loop_gemm_body(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bt);
+// loop_gemm_body at the machine's vector width (simd.h).
+template <class T>
+void loop_gemm(bool ta, bool tb, int m, int n, int k, T alpha, const T* a, int lda, const T* b, int ldb,
+               T beta, T* c, int ldc, T* bt) {
+  with_isa([&] { loop_gemm_body(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bt); });
 }
 
 // The tile products of one task, through OpenBLAS or through loop_gemm (flash_tiles.h), with the scratch
@@ -141,12 +138,14 @@ inline float exp_nonpositive(float x) {
 }
 
 // x[c] = e^(x[c] - m) for c < n; returns Σ x[c].
-SACCADE_VECTOR_CLONES float exp_shifted(float* __restrict x, int64_t n, float m) {
+float exp_shifted(float* __restrict x, int64_t n, float m) {
+  return with_isa([&] {
 #pragma omp simd
-  for (int64_t c = 0; c < n; ++c) x[c] = exp_nonpositive(x[c] - m);
-  float sum = 0;
-  for (int64_t c = 0; c < n; ++c) sum += x[c];
-  return sum;
+    for (int64_t c = 0; c < n; ++c) x[c] = exp_nonpositive(x[c] - m);
+    float sum = 0;
+    for (int64_t c = 0; c < n; ++c) sum += x[c];
+    return sum;
+  });
 }
 double exp_shifted(double* __restrict x, int64_t n, double m) {
   double sum = 0;
@@ -378,6 +377,7 @@ void CpuBackend::flash_attention_forward(const Tensor& q, const Tensor& k, const
   const RowLimits lim = limits_of(mask, Tq, Tk);
   const TileProducts how = tile_products(std::max(D, Dv));
   const bool big = 2.0 * double(B * H * Tq) * double(Tk) * double(D + Dv) > kParallelFlops && tasks > 1;
+  blas_first_use();
   dispatch_floating(q.dtype(), "flash_attention_forward", [&]<class T>() {
     parallel_for(0, tasks, big ? 1 : tasks, [&](int64_t t0, int64_t t1) {
       TileGemm<T> gemm(how, bc * std::max(D, Dv));
@@ -405,6 +405,7 @@ void CpuBackend::flash_attention_backward(const Tensor& q, const Tensor& k, cons
   const RowLimits lim = limits_of(mask, Tq, Tk);
   const TileProducts how = tile_products(std::max(D, Dv));
   const bool big = 4.0 * double(B * H * Tq) * double(Tk) * double(D + Dv) > kParallelFlops && B * H > 1;
+  blas_first_use();
   dispatch_floating(q.dtype(), "flash_attention_backward", [&]<class T>() {
     parallel_for(0, B * H, big ? 1 : B * H, [&](int64_t bh0, int64_t bh1) {
       TileGemm<T> gemm(how, std::max(bc, kBr) * std::max(D, Dv));

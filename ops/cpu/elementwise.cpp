@@ -3,7 +3,8 @@
 //
 // Each op's per-element math is a functor from ops/elementwise_math.h (shared with the CUDA kernels); the
 // switch on the op sits outside the loops, so every op gets its own loop instantiation and the contiguous
-// (and tensor-op-scalar) runs vectorise where the op allows (+ - * /, max/min, comparisons, neg/abs/relu,
+// (and tensor-op-scalar) runs vectorise, at the machine's vector width (with_isa, simd.h), where the op
+// allows (+ - * /, max/min, comparisons, neg/abs/relu,
 // ...; transcendental ones call libm per element, except float tanh).
 //
 // Shapes: a, b, cond, out: (shape of out), any strides (stride 0 on broadcast dims); a, b, out share a
@@ -12,6 +13,7 @@
 
 #include "ops/cpu/backend.h"
 #include "ops/cpu/loop.h"
+#include "ops/cpu/simd.h"
 #include "ops/elementwise_math.h"
 
 namespace saccade::cpu {
@@ -30,7 +32,9 @@ void unary_loop(const Tensor& a, const Tensor& out, F f) {
     const T* x = reinterpret_cast<const T*>(p[0]);
     R* y = reinterpret_cast<R*>(p[1]);
     if (s[0] == sizeof(T) && s[1] == sizeof(R)) {
-      for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
+      with_isa([&] {
+        for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
+      });
       return;
     }
     for (int64_t i = 0; i < n; ++i) *reinterpret_cast<R*>(p[1] + i * s[1]) = f(at<T>(p[0], s[0], i));
@@ -46,13 +50,19 @@ void binary_loop(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
     const T* y = reinterpret_cast<const T*>(p[1]);
     R* z = reinterpret_cast<R*>(p[2]);
     if (s[0] == w && s[1] == w && s[2] == wr) {
-      for (int64_t i = 0; i < n; ++i) z[i] = f(x[i], y[i]);
+      with_isa([&] {
+        for (int64_t i = 0; i < n; ++i) z[i] = f(x[i], y[i]);
+      });
     } else if (s[0] == w && s[1] == 0 && s[2] == wr) {  // tensor op scalar (bias, scaling)
       const T c = y[0];
-      for (int64_t i = 0; i < n; ++i) z[i] = f(x[i], c);
+      with_isa([&] {
+        for (int64_t i = 0; i < n; ++i) z[i] = f(x[i], c);
+      });
     } else if (s[0] == 0 && s[1] == w && s[2] == wr) {  // scalar op tensor (rsub, rdiv)
       const T c = x[0];
-      for (int64_t i = 0; i < n; ++i) z[i] = f(c, y[i]);
+      with_isa([&] {
+        for (int64_t i = 0; i < n; ++i) z[i] = f(c, y[i]);
+      });
     } else {
       for (int64_t i = 0; i < n; ++i)
         *reinterpret_cast<R*>(p[2] + i * s[2]) = f(at<T>(p[0], s[0], i), at<T>(p[1], s[1], i));

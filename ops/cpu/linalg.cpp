@@ -14,6 +14,7 @@
 #include <algorithm>
 
 #include "ops/cpu/backend.h"
+#include "ops/cpu/blas_check.h"
 #include "ops/cpu/thread_pool.h"
 
 namespace saccade::cpu {
@@ -37,6 +38,7 @@ void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t 
 }  // namespace
 
 void CpuBackend::bmm(const Tensor& a, const Tensor& b, const Tensor& out) {
+  blas_first_use();
   const MatrixLayout la = matrix_layout(a), lb = matrix_layout(b);
   const int64_t batch = out.size(0), m = out.size(1), n = out.size(2), k = a.size(2);
   const int64_t sa = a.size(0) == 1 ? 0 : a.stride(0), sb = b.size(0) == 1 ? 0 : b.stride(0);

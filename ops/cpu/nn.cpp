@@ -1,6 +1,7 @@
 // CPU kernels of the nn primitives: softmax / log-softmax and layer norm, forward and backward.
 // Every tensor is contiguous and row-major; a "row" is the last (normalised) axis; parallel over rows.
-// float32 rows accumulate their sums in double.
+// float32 rows accumulate their sums in double. Each row runs at the machine's vector width (with_isa,
+// simd.h).
 //
 // Shapes: softmax: x, out, y, gy, gx (rows, n); layer_norm: x, out, gy, gx (rows, n), weight, bias, gweight,
 // gbias (n) or undefined, mean, rstd (rows) float.
@@ -10,6 +11,7 @@
 
 #include "ops/cpu/backend.h"
 #include "ops/cpu/loop.h"
+#include "ops/cpu/simd.h"
 
 namespace saccade::cpu {
 
@@ -23,33 +25,35 @@ void CpuBackend::softmax(const Tensor& x, const Tensor& out, bool log) {
     const T* px = x.data<T>();
     T* py = out.data<T>();
     parallel_for(rows, n, [&](int64_t r) {
-      const T* xr = px + r * n;
-      T* yr = py + r * n;
-      T m = -std::numeric_limits<T>::infinity();
-      bool nan = false;
-      for (int64_t i = 0; i < n; ++i) {
-        m = xr[i] > m ? xr[i] : m;
-        nan = nan || xr[i] != xr[i];
-      }
-      if (m == -std::numeric_limits<T>::infinity() && !nan) {
-        // NOTE: a fully masked row (all -inf) gives zeros, not NaN (its gradient is then zero too).
-        for (int64_t i = 0; i < n; ++i) yr[i] = T(0);
-        return;
-      }
-      if (nan) m = std::numeric_limits<T>::quiet_NaN();  // NaN propagates to the whole row, as in PyTorch
-      Acc<T> s = 0;
-      for (int64_t i = 0; i < n; ++i) {
-        T e = std::exp(xr[i] - m);
-        if (!log) yr[i] = e;
-        s += e;
-      }
-      if (log) {
-        const T shift = m + static_cast<T>(std::log(s));
-        for (int64_t i = 0; i < n; ++i) yr[i] = xr[i] - shift;
-      } else {
-        const T inv = static_cast<T>(Acc<T>(1) / s);
-        for (int64_t i = 0; i < n; ++i) yr[i] *= inv;
-      }
+      with_isa([&] {
+        const T* xr = px + r * n;
+        T* yr = py + r * n;
+        T m = -std::numeric_limits<T>::infinity();
+        bool nan = false;
+        for (int64_t i = 0; i < n; ++i) {
+          m = xr[i] > m ? xr[i] : m;
+          nan = nan || xr[i] != xr[i];
+        }
+        if (m == -std::numeric_limits<T>::infinity() && !nan) {
+          // NOTE: a fully masked row (all -inf) gives zeros, not NaN (its gradient is then zero too).
+          for (int64_t i = 0; i < n; ++i) yr[i] = T(0);
+          return;
+        }
+        if (nan) m = std::numeric_limits<T>::quiet_NaN();  // NaN propagates to the whole row, as in PyTorch
+        Acc<T> s = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          T e = std::exp(xr[i] - m);
+          if (!log) yr[i] = e;
+          s += e;
+        }
+        if (log) {
+          const T shift = m + static_cast<T>(std::log(s));
+          for (int64_t i = 0; i < n; ++i) yr[i] = xr[i] - shift;
+        } else {
+          const T inv = static_cast<T>(Acc<T>(1) / s);
+          for (int64_t i = 0; i < n; ++i) yr[i] *= inv;
+        }
+      });
     });
   });
 }
@@ -64,19 +68,21 @@ void CpuBackend::softmax_backward(const Tensor& y, const Tensor& gy, const Tenso
     const T* pg = gy.data<T>();
     T* pgx = gx.data<T>();
     parallel_for(rows, n, [&](int64_t r) {
-      const T* yr = py + r * n;
-      const T* gr = pg + r * n;
-      T* out = pgx + r * n;
-      Acc<T> dot = 0;
-      if (log) {
-        for (int64_t i = 0; i < n; ++i) dot += gr[i];
-        const T d = static_cast<T>(dot);
-        for (int64_t i = 0; i < n; ++i) out[i] = gr[i] - std::exp(yr[i]) * d;
-      } else {
-        for (int64_t i = 0; i < n; ++i) dot += Acc<T>(gr[i]) * yr[i];
-        const T d = static_cast<T>(dot);
-        for (int64_t i = 0; i < n; ++i) out[i] = yr[i] * (gr[i] - d);
-      }
+      with_isa([&] {
+        const T* yr = py + r * n;
+        const T* gr = pg + r * n;
+        T* out = pgx + r * n;
+        Acc<T> dot = 0;
+        if (log) {
+          for (int64_t i = 0; i < n; ++i) dot += gr[i];
+          const T d = static_cast<T>(dot);
+          for (int64_t i = 0; i < n; ++i) out[i] = gr[i] - std::exp(yr[i]) * d;
+        } else {
+          for (int64_t i = 0; i < n; ++i) dot += Acc<T>(gr[i]) * yr[i];
+          const T d = static_cast<T>(dot);
+          for (int64_t i = 0; i < n; ++i) out[i] = yr[i] * (gr[i] - d);
+        }
+      });
     });
   });
 }
@@ -94,30 +100,32 @@ void CpuBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor&
     T* pm = mean.data<T>();
     T* pr = rstd.data<T>();
     parallel_for(rows, n, [&](int64_t r) {
-      const T* xr = px + r * n;
-      T* yr = py + r * n;
-      // two passes in double: exact enough for float32 rows of any length, and both loops vectorise
-      double s = 0;
-      for (int64_t i = 0; i < n; ++i) s += xr[i];
-      const double mu = n > 0 ? s / static_cast<double>(n) : 0.0;
-      double ss = 0;
-      for (int64_t i = 0; i < n; ++i) {
-        const double d = xr[i] - mu;
-        ss += d * d;
-      }
-      const double var = n > 0 ? ss / static_cast<double>(n) : 0.0;
-      const T m = static_cast<T>(mu), rs = static_cast<T>(1.0 / std::sqrt(var + eps));
-      pm[r] = m;
-      pr[r] = rs;
-      if (w && b) {
-        for (int64_t i = 0; i < n; ++i) yr[i] = (xr[i] - m) * rs * w[i] + b[i];
-      } else if (w) {
-        for (int64_t i = 0; i < n; ++i) yr[i] = (xr[i] - m) * rs * w[i];
-      } else if (b) {
-        for (int64_t i = 0; i < n; ++i) yr[i] = (xr[i] - m) * rs + b[i];
-      } else {
-        for (int64_t i = 0; i < n; ++i) yr[i] = (xr[i] - m) * rs;
-      }
+      with_isa([&] {
+        const T* xr = px + r * n;
+        T* yr = py + r * n;
+        // two passes in double: exact enough for float32 rows of any length, and both loops vectorise
+        double s = 0;
+        for (int64_t i = 0; i < n; ++i) s += xr[i];
+        const double mu = n > 0 ? s / static_cast<double>(n) : 0.0;
+        double ss = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          const double d = xr[i] - mu;
+          ss += d * d;
+        }
+        const double var = n > 0 ? ss / static_cast<double>(n) : 0.0;
+        const T m = static_cast<T>(mu), rs = static_cast<T>(1.0 / std::sqrt(var + eps));
+        pm[r] = m;
+        pr[r] = rs;
+        if (w && b) {
+          for (int64_t i = 0; i < n; ++i) yr[i] = (xr[i] - m) * rs * w[i] + b[i];
+        } else if (w) {
+          for (int64_t i = 0; i < n; ++i) yr[i] = (xr[i] - m) * rs * w[i];
+        } else if (b) {
+          for (int64_t i = 0; i < n; ++i) yr[i] = (xr[i] - m) * rs + b[i];
+        } else {
+          for (int64_t i = 0; i < n; ++i) yr[i] = (xr[i] - m) * rs;
+        }
+      });
     });
   });
 }
@@ -138,22 +146,24 @@ void CpuBackend::layer_norm_backward(const Tensor& gy, const Tensor& x, const Te
     if (gx.defined()) {
       T* pgx = gx.data<T>();
       parallel_for(rows, n, [&](int64_t r) {
-        const T* gr = pg + r * n;
-        const T* xr = px + r * n;
-        T* out = pgx + r * n;
-        const T m = pm[r], rs = pr[r];
-        Acc<T> sg = 0, sgx = 0;
-        for (int64_t i = 0; i < n; ++i) {
-          const T gh = w ? gr[i] * w[i] : gr[i];
-          sg += gh;
-          sgx += Acc<T>(gh) * ((xr[i] - m) * rs);
-        }
-        const T mg = static_cast<T>(sg / static_cast<Acc<T>>(n)),
-                mgx = static_cast<T>(sgx / static_cast<Acc<T>>(n));
-        for (int64_t i = 0; i < n; ++i) {
-          const T gh = w ? gr[i] * w[i] : gr[i];
-          out[i] = rs * (gh - mg - (xr[i] - m) * rs * mgx);
-        }
+        with_isa([&] {
+          const T* gr = pg + r * n;
+          const T* xr = px + r * n;
+          T* out = pgx + r * n;
+          const T m = pm[r], rs = pr[r];
+          Acc<T> sg = 0, sgx = 0;
+          for (int64_t i = 0; i < n; ++i) {
+            const T gh = w ? gr[i] * w[i] : gr[i];
+            sg += gh;
+            sgx += Acc<T>(gh) * ((xr[i] - m) * rs);
+          }
+          const T mg = static_cast<T>(sg / static_cast<Acc<T>>(n)),
+                  mgx = static_cast<T>(sgx / static_cast<Acc<T>>(n));
+          for (int64_t i = 0; i < n; ++i) {
+            const T gh = w ? gr[i] * w[i] : gr[i];
+            out[i] = rs * (gh - mg - (xr[i] - m) * rs * mgx);
+          }
+        });
       });
     }
     if (!gweight.defined() && !gbias.defined()) return;

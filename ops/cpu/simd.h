@@ -1,12 +1,85 @@
 #pragma once
-// SACCADE_VECTOR_CLONES: compile a function once per vector width (AVX-512, AVX2, baseline x86-64) and pick
-// the clone at load time (GCC's target_clones, an ifunc resolver), so one build uses the widest vector unit
-// of the machine it runs on without -march=native. Put it on a non-template function whose loops vectorise
-// (`#pragma omp simd`); helpers it calls must be inline so they are compiled inside each clone.
-// Not under ThreadSanitizer: the resolver runs before the sanitizer's runtime is up and its instrumentation
-// crashes the program at load.
-#if defined(__SANITIZE_THREAD__) || !defined(__x86_64__)
-#define SACCADE_VECTOR_CLONES
+// Runtime dispatch of saccade's own loops to the widest vector unit of the machine they run on, so one build
+// (plain x86-64, no -march=native) uses AVX-512 or AVX2 where the CPU has them, whatever OpenBLAS guessed.
+//
+//   with_isa([&] { for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]); });
+//
+// runs the lambda compiled three times: for AVX-512 (F, BW, VL, DQ, with FMA; 512-bit vectors preferred),
+// for AVX2+FMA, and for baseline x86-64 (SSE2), and calls the one kernel_isa() names. `flatten` inlines
+// everything the lambda calls (the per-element functors, inline helpers) into each copy, so the loops inside
+// are vectorised for that width; calls the compiler cannot inline (cblas, libm, std::function) stay calls.
+// A test or a benchmark can lower the width for a scope with IsaGuard, so every width the machine runs is
+// checked against the baseline one (tests/test_isa_dispatch.cpp). Off x86-64, with_isa just calls f.
+// The dispatch is a branch on a relaxed atomic per call: call it around a loop, never inside one.
+#include <atomic>
+
+#include "ops/cpu/blas_check.h"
+
+namespace saccade::cpu {
+
+/// A width the kernels can be compiled for (the widths blas_check.h names: Baseline, Avx2, Avx512).
+using Isa = VectorLevel;
+
+/// The widest Isa this CPU runs (cpu_vector_level(), computed once).
+Isa cpu_isa();
+
+namespace detail {
+extern std::atomic<int> g_isa_cap;  // IsaGuard's cap, as an int; Avx512 when no guard
+}  // namespace detail
+
+/// The width with_isa uses now: cpu_isa(), lowered by a live IsaGuard.
+inline Isa kernel_isa() {
+  const int cap = detail::g_isa_cap.load(std::memory_order_relaxed);
+  const Isa c = cpu_isa();
+  return static_cast<int>(c) < cap ? c : static_cast<Isa>(cap);
+}
+
+/// While it lives, with_isa uses at most `cap` in every thread of the process (tests and benchmarks only:
+/// it is process-wide, so make it while no kernel runs). Restores the previous cap.
+class IsaGuard {
+ public:
+  explicit IsaGuard(Isa cap) : prev_(detail::g_isa_cap.exchange(static_cast<int>(cap))) {}
+  ~IsaGuard() { detail::g_isa_cap.store(prev_); }
+  IsaGuard(const IsaGuard&) = delete;
+  IsaGuard& operator=(const IsaGuard&) = delete;
+
+ private:
+  int prev_;
+};
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+template <class F>
+[[gnu::target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,prefer-vector-width=512"),
+  gnu::flatten]] inline auto
+isa_avx512(F& f) {
+  return f();
+}
+template <class F>
+[[gnu::target("avx2,fma"), gnu::flatten]] inline auto isa_avx2(F& f) {
+  return f();
+}
+template <class F>
+[[gnu::flatten]] inline auto isa_baseline(F& f) {
+  return f();
+}
+
+/// Calls f() compiled for kernel_isa() (see the file comment); returns what f returns.
+template <class F>
+inline auto with_isa(F&& f) {
+  switch (kernel_isa()) {
+    case Isa::Avx512:
+      return isa_avx512(f);
+    case Isa::Avx2:
+      return isa_avx2(f);
+    default:
+      return isa_baseline(f);
+  }
+}
 #else
-#define SACCADE_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+template <class F>
+inline auto with_isa(F&& f) {
+  return f();
+}
 #endif
+
+}  // namespace saccade::cpu

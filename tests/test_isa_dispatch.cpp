@@ -1,0 +1,154 @@
+// saccade's own kernels at each vector width this machine runs (ops/cpu/simd.h: with_isa, IsaGuard): every
+// width agrees with a readable reference computed here in double or through the composed path: elementwise
+// (tanh, exp, add, scalar multiply: what the optimizers' updates are made of), softmax, layer norm, the fused
+// additive scores and flash attention with either kind of tile products, forward and backward.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "helpers.h"
+#include "nn/attention.h"
+#include "ops/cpu/flash_tiles.h"
+#include "ops/cpu/simd.h"
+#include "ops/nn.h"
+
+using namespace saccade;
+using cpu::Isa;
+using saccade::testing::allclose;
+
+namespace {
+
+Tensor randn(const Shape& s, DType dt, uint64_t seed) {
+  Generator g(seed);
+  return ops::randn(s, dt, Device::cpu(), &g);
+}
+
+// The widths this machine runs, narrowest first.
+std::vector<Isa> widths() {
+  std::vector<Isa> w;
+  for (Isa i : {Isa::Baseline, Isa::Avx2, Isa::Avx512})
+    if (i <= cpu::cpu_isa()) w.push_back(i);
+  return w;
+}
+
+// The largest |got - want| / (|want| + 1) over two equal-length vectors.
+double max_err(const std::vector<double>& got, const std::vector<double>& want) {
+  REQUIRE(got.size() == want.size());
+  double e = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    e = std::max(e, std::abs(got[i] - want[i]) / (std::abs(want[i]) + 1));
+  return e;
+}
+
+struct Grads {
+  Tensor out, g0, g1, g2;
+};
+
+Grads additive(bool fused, const Tensor& q, const Tensor& k, const Tensor& w) {
+  Variable vq(q, true), vk(k, true), vw(w, true);
+  Variable s = fused ? additive_attention_scores(vq, vk, vw) : nn::additive_scores_composed(vq, vk, vw);
+  s.backward(randn(s.shape(), q.dtype(), 99));
+  return {s.data(), vq.grad(), vk.grad(), vw.grad()};
+}
+
+Grads attention(bool fused, const Tensor& q, const Tensor& k, const Tensor& v) {
+  Variable vq(q, true), vk(k, true), vv(v, true);
+  auto mask = ops::attention_mask(Tensor(), {q.size(0), q.size(1), q.size(2), k.size(2)},
+                                  ops::CausalAlign::TopLeft, Device::cpu(), "test");
+  auto r = nn::scaled_dot_product_attention(vq, vk, vv, mask, 0, false, nullptr, /*need_weights=*/!fused);
+  r.output.backward(randn(r.output.shape(), q.dtype(), 98));
+  return {r.output.data(), vq.grad(), vk.grad(), vv.grad()};
+}
+
+void close(const Grads& a, const Grads& b, double tol) {
+  CHECK(allclose(a.out, b.out, tol, tol));
+  CHECK(allclose(a.g0, b.g0, tol, tol));
+  CHECK(allclose(a.g1, b.g1, tol, tol));
+  CHECK(allclose(a.g2, b.g2, tol, tol));
+}
+
+}  // namespace
+
+TEST_CASE("isa dispatch: the machine's widths are named and a guard lowers and restores", "[ops][isa]") {
+  const Isa top = cpu::kernel_isa();
+  CHECK(top == cpu::cpu_isa());
+  {
+    cpu::IsaGuard g(Isa::Baseline);
+    CHECK(cpu::kernel_isa() == Isa::Baseline);
+  }
+  CHECK(cpu::kernel_isa() == top);
+  CHECK(std::string(cpu::vector_level_name(Isa::Avx512)) == "AVX-512");
+}
+
+TEST_CASE("isa dispatch: elementwise kernels agree with double arithmetic at every width", "[ops][isa]") {
+  const int64_t n = 1037;  // not a multiple of any vector width: the loops' tails run too
+  Tensor a = randn({n}, DType::Float32, 1), b = randn({n}, DType::Float32, 2);
+  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
+  std::vector<double> tanh_ref(n), exp_ref(n), add_ref(n), axpy_ref(n);
+  for (int64_t i = 0; i < n; ++i) {
+    tanh_ref[i] = std::tanh(x[i]);
+    exp_ref[i] = std::exp(x[i]);
+    add_ref[i] = static_cast<float>(x[i] + y[i]);
+    axpy_ref[i] = static_cast<float>(x[i] + static_cast<float>(y[i] * -0.25f));  // Adam's add_(p, u, -lr)
+  }
+  for (Isa isa : widths()) {
+    cpu::IsaGuard g(isa);
+    INFO("width " << cpu::vector_level_name(isa));
+    CHECK(max_err(ops::tanh(a).to_vector<double>(), tanh_ref) < 4e-7);
+    CHECK(max_err(ops::exp(a).to_vector<double>(), exp_ref) < 2e-7);
+    CHECK(max_err(ops::add(a, b).to_vector<double>(), add_ref) == 0);
+    Tensor p = a.clone();
+    ops::add_(p, b, -0.25);
+    CHECK(max_err(p.to_vector<double>(), axpy_ref) == 0);
+  }
+}
+
+TEST_CASE("isa dispatch: softmax and layer norm rows agree with double arithmetic at every width",
+          "[ops][isa]") {
+  const int64_t rows = 5, n = 333;
+  Tensor x = randn({rows, n}, DType::Float32, 3);
+  const std::vector<double> v = x.to_vector<double>();
+  std::vector<double> sm(v.size()), ln(v.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    double m = -INFINITY, s = 0, mu = 0, var = 0;
+    for (int64_t i = 0; i < n; ++i) m = std::max(m, v[r * n + i]), mu += v[r * n + i] / n;
+    for (int64_t i = 0; i < n; ++i)
+      s += std::exp(v[r * n + i] - m), var += std::pow(v[r * n + i] - mu, 2) / n;
+    for (int64_t i = 0; i < n; ++i) {
+      sm[r * n + i] = std::exp(v[r * n + i] - m) / s;
+      ln[r * n + i] = (v[r * n + i] - mu) / std::sqrt(var + 1e-5);
+    }
+  }
+  for (Isa isa : widths()) {
+    cpu::IsaGuard g(isa);
+    INFO("width " << cpu::vector_level_name(isa));
+    CHECK(max_err(ops::softmax(x, 1).to_vector<double>(), sm) < 1e-6);
+    CHECK(max_err(ops::layer_norm(x, Shape{n}).to_vector<double>(), ln) < 1e-5);
+  }
+}
+
+TEST_CASE("isa dispatch: fused additive scores agree with the composed path at every width", "[ops][isa]") {
+  Tensor q = randn({3, 4, 37}, DType::Float32, 4), k = randn({3, 11, 37}, DType::Float32, 5),
+         w = randn({37}, DType::Float32, 6);
+  const Grads ref = additive(false, q, k, w);
+  for (Isa isa : widths()) {
+    cpu::IsaGuard g(isa);
+    INFO("width " << cpu::vector_level_name(isa));
+    close(additive(true, q, k, w), ref, 1e-5);
+  }
+}
+
+TEST_CASE(
+    "isa dispatch: flash attention with either tile products agrees with the composed path at every width",
+    "[ops][isa][attention]") {
+  Tensor q = randn({2, 2, 70, 24}, DType::Float32, 7), k = randn({2, 2, 70, 24}, DType::Float32, 8),
+         v = randn({2, 2, 70, 24}, DType::Float32, 9);
+  const Grads ref = attention(false, q, k, v);
+  for (Isa isa : widths())
+    for (cpu::TileProducts how : {cpu::TileProducts::Gemm, cpu::TileProducts::Loops}) {
+      cpu::IsaGuard g(isa);
+      cpu::TileProductsGuard t(how);
+      INFO("width " << cpu::vector_level_name(isa) << ", loops " << (how == cpu::TileProducts::Loops));
+      close(attention(true, q, k, v), ref, 2e-5);
+    }
+}
