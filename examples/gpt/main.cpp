@@ -127,7 +127,7 @@ void write_loss_plot(const std::string& path, const ex::GPTTrainResult& r) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  saccade::use_best_blas_core(argv);  // OpenBLAS at the CPU's width (ops/blas.h); may re-execute once
+  saccade::use_best_blas_core(argv);   // OpenBLAS at the CPU's width (ops/blas.h); may re-execute once
   mallopt(M_MMAP_THRESHOLD, 1 << 30);  // keep big freed blocks in the heap (see image_caption/main.cpp)
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   CLI::App app{"A GPT (GPT-2's architecture) trained on Debian's fortunes and sampled with a KV cache"};
