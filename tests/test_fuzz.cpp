@@ -248,6 +248,9 @@ TEST_CASE("every saccade:: function names itself and the argument for an undefin
 
 // ---- issue #21: absurd sizes give a saccade::Error naming the op, at once ----
 
+// NOTE: AddressSanitizer reserves terabytes of address space for its shadow memory, so an address-space
+// limit cannot be set under it; these cases run in the Release build.
+#if !defined(__SANITIZE_ADDRESS__)
 namespace {
 // Runs f in a forked child limited to the address space it has now plus `headroom` bytes, for at most
 // `timeout_s` seconds: a request that the capacity check lets through (less than the machine's memory) then
@@ -296,9 +299,6 @@ int64_t quarter_of_memory(int64_t bytes_each) {
 }
 }  // namespace
 
-// NOTE: AddressSanitizer reserves terabytes of address space for its shadow memory, so an address-space
-// limit cannot be set under it; these cases run in the Release build.
-#if !defined(__SANITIZE_ADDRESS__)
 TEST_CASE("an allocation that fails names the op that asked (linspace eye repeat repeat_interleave)",
           "[fuzz][robust]") {
   using Catch::Contains;
