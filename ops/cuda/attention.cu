@@ -89,11 +89,6 @@ __global__ void attention_forward_rows(Rows<const T> q, Rows<const T> k, Rows<co
 constexpr int kBr = 64;
 constexpr int kChunk = 8;  // keys per online-softmax rescale; divides every kBc (16 to 128)
 
-template <class T>
-struct MaxI64 {
-  __device__ int64_t operator()(int64_t a, int64_t b) const { return a > b ? a : b; }
-};
-
 template <class T, int kD>
 __global__ void attention_forward_tiled(Rows<const T> q, Rows<const T> k, Rows<const T> v, Rows<T> out,
                                         T* lse, Masking<T> mk, int64_t tiles, int64_t D, int64_t Dv,
@@ -115,7 +110,7 @@ __global__ void attention_forward_tiled(Rows<const T> q, Rows<const T> k, Rows<c
   const T neg_inf = -static_cast<T>(INFINITY);
   T m = neg_inf, l = 0;
   const int64_t end = row ? mk.end(b, i) : 0;
-  const int64_t block_end = block_reduce(end, MaxI64<T>{}, int64_t{0});  // keys past this: no row sees them
+  const int64_t block_end = block_reduce(end, Larger<int64_t>{}, int64_t{0});  // keys past this: no row sees them
   for (int64_t j0 = 0; j0 < block_end; j0 += kBc) {
     __syncthreads();  // the previous tile is no longer read
     for (int idx = threadIdx.x; idx < kBc * kD; idx += blockDim.x) {

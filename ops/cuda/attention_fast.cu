@@ -62,18 +62,6 @@ __device__ void load_tile(float* dst, int ld, const Rows<const float>& src, int6
   }
 }
 
-template <class T>
-struct MaxOp {
-  __device__ T operator()(T a, T b) const { return a > b ? a : b; }
-};
-
-// The combination over the 16 threads of a half-warp (the ones sharing tid / 16).
-template <class Op>
-__device__ float half_warp_reduce(float v, Op op) {
-  for (int offset = 8; offset > 0; offset /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
-  return v;
-}
-
 template <int kD>
 constexpr int fwd_smem_bytes() {
   return static_cast<int>(sizeof(float)) * (3 * kTile * (kD + 4) + kTile * (kTile + 4));
@@ -106,7 +94,7 @@ __global__ void __launch_bounds__(kThreadsFast, kD == 64 ? 2 : 1)
 #pragma unroll
     for (int c = 0; c < 4 * G; ++c) o[i][c] = 0;
   }
-  const int64_t block_end = block_reduce(my_end, MaxOp<int64_t>{}, int64_t{0});  // no row sees a key past it
+  const int64_t block_end = block_reduce(my_end, Larger<int64_t>{}, int64_t{0});  // no row sees a key past it
   for (int64_t j0 = 0; j0 < block_end; j0 += kTile) {
     __syncthreads();  // the previous tile's K, V, Pᵀ are no longer read (and Q is written, first time)
     load_tile<kD>(ks, L, k, b, h, j0, kTile, mk.Tk, D, 1.0f);
@@ -136,7 +124,7 @@ __global__ void __launch_bounds__(kThreadsFast, kD == 64 ? 2 : 1)
         if (c >= end[i] || !mk.kept(b, h, r, c)) s[i][j] = neg_inf;  // masked, or past this row's end
         mx = max(mx, s[i][j]);
       }
-      const float m_new = max(m[i], half_warp_reduce(mx, MaxOp<float>{}));
+      const float m_new = max(m[i], warp_reduce(mx, Larger<float>{}, 16));
       // NOTE: a row that has seen nothing yet (m_new = -inf) keeps o = 0, l = 0: no exp(-inf - -inf)
       const float cor = m_new == neg_inf ? 1.0f : expf(m[i] - m_new);
       float sum = 0;
@@ -146,7 +134,7 @@ __global__ void __launch_bounds__(kThreadsFast, kD == 64 ? 2 : 1)
         sum += p;
         pz[i][j] = p > 0 && mk.p > 0 ? p * mk.dropout(b, h, r, j0 + tx + 16 * j) : p;
       }
-      l[i] = l[i] * cor + half_warp_reduce(sum, Plus<float>{});
+      l[i] = l[i] * cor + warp_reduce(sum, Plus<float>{}, 16);
       m[i] = m_new;
 #pragma unroll
       for (int c = 0; c < 4 * G; ++c) o[i][c] *= cor;

@@ -112,6 +112,13 @@ struct Plus {
   __device__ T operator()(T a, T b) const { return a + b; }
 };
 
+/// The larger of a and b (b when neither is: NaN-blind, unlike the NaN-winning max of the reductions), as a
+/// functor for warp_reduce / block_reduce: row ends (int64) and running score maxima.
+template <class T>
+struct Larger {
+  __device__ T operator()(T a, T b) const { return a > b ? a : b; }
+};
+
 /// The combination of all lanes' `v` under `op` (an associative functor), returned to every lane of the warp.
 /// __shfl_xor_sync for any T it takes, and for one-byte types (bool) through int.
 template <class T>
@@ -122,9 +129,10 @@ __device__ T shfl_xor(T v, int offset) {
     return __shfl_xor_sync(0xffffffffu, v, offset);
 }
 
+/// With `lanes` = 16, 8, ... (a power of two), the combination over each aligned group of that many lanes.
 template <class T, class Op>
-__device__ T warp_reduce(T v, Op op) {
-  for (int offset = 16; offset > 0; offset /= 2) v = op(v, shfl_xor(v, offset));
+__device__ T warp_reduce(T v, Op op, int lanes = 32) {
+  for (int offset = lanes / 2; offset > 0; offset /= 2) v = op(v, shfl_xor(v, offset));
   return v;
 }
 
