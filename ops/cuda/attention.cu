@@ -110,7 +110,8 @@ __global__ void attention_forward_tiled(Rows<const T> q, Rows<const T> k, Rows<c
   const T neg_inf = -static_cast<T>(INFINITY);
   T m = neg_inf, l = 0;
   const int64_t end = row ? mk.end(b, i) : 0;
-  const int64_t block_end = block_reduce(end, Larger<int64_t>{}, int64_t{0});  // keys past this: no row sees them
+  const int64_t block_end =
+      block_reduce(end, Larger<int64_t>{}, int64_t{0});  // keys past this: no row sees them
   for (int64_t j0 = 0; j0 < block_end; j0 += kBc) {
     __syncthreads();  // the previous tile is no longer read
     for (int idx = threadIdx.x; idx < kBc * kD; idx += blockDim.x) {
