@@ -10,6 +10,7 @@
 #include "helpers.h"
 #include "nn/attention.h"
 #include "ops/cpu/flash_tiles.h"
+#include "ops/cpu/random.h"
 #include "ops/cpu/simd.h"
 #include "ops/nn.h"
 #include "ops/philox.h"
@@ -182,6 +183,16 @@ TEST_CASE("isa dispatch: uniform draws and attention dropout are the same at eve
     CHECK(ops::rand({n}, DType::Float32, Device::cpu(), &gen).to_vector<float>() == want);
     Generator gen64(5);
     CHECK(ops::rand({n}, DType::Float64, Device::cpu(), &gen64).to_vector<double>() == want64);
+    // dropout multipliers of short runs (whole vectors and tails) across the carry into the counter's high
+    // word
+    for (int64_t len : {1, 15, 16, 17, 40}) {
+      const uint64_t first = (uint64_t(1) << 32) - 20;
+      std::vector<float> got(static_cast<size_t>(len));
+      cpu::dropout_multipliers<float>(9, first, len, 0.4f, 2.5f, got.data());
+      for (int64_t c = 0; c < len; ++c)
+        CHECK(got[static_cast<size_t>(c)] ==
+              (uniform_float(philox4x32_10(9, first + static_cast<uint64_t>(c)).w[0]) >= 0.4f ? 2.5f : 0.0f));
+    }
     close(attention(true, q, k, v, 0.3), ref, 2e-5);
   }
 }
