@@ -183,6 +183,16 @@ TEST_CASE("isa dispatch: uniform draws and attention dropout are the same at eve
     CHECK(ops::rand({n}, DType::Float32, Device::cpu(), &gen).to_vector<float>() == want);
     Generator gen64(5);
     CHECK(ops::rand({n}, DType::Float64, Device::cpu(), &gen64).to_vector<double>() == want64);
+    // ops::dropout (the CPU's one pass) against the composed formula ge(rand, p) / (1 - p) it replaced
+    for (DType dt : {DType::Float32, DType::Float64}) {
+      Tensor x = randn({3, 347}, dt, 11).t();  // non-contiguous
+      Generator gd(21), gr(21);
+      ops::DropoutResult r = ops::dropout(x, 0.3, true, &gd);
+      Tensor mask = ops::mul(ops::ge(ops::rand(x.shape(), dt, Device::cpu(), &gr), 0.3).to(dt), 1.0 / 0.7);
+      CHECK(allclose(r.mask, mask, 0, 0));
+      CHECK(allclose(r.out, ops::mul(x, mask), 0, 0));
+      CHECK(gd.offset() == gr.offset());
+    }
     // dropout multipliers of short runs (whole vectors and tails) across the carry into the counter's high
     // word
     for (int64_t len : {1, 15, 16, 17, 40}) {

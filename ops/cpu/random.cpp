@@ -138,6 +138,29 @@ void CpuBackend::uniform(const Tensor& out, uint64_t seed, uint64_t offset, doub
   });
 }
 
+// x, out, mask: (n) contiguous; the multipliers and the product a block at a time, while the block is in
+// cache.
+void CpuBackend::dropout(const Tensor& x, uint64_t seed, uint64_t offset, double p, const Tensor& out,
+                         const Tensor& mask) {
+  dispatch_floating(x.dtype(), "dropout", [&]<class T>() {
+    const T *xs = x.data<T>(), pt = static_cast<T>(p), scale = static_cast<T>(1.0 / (1.0 - p));
+    T *o = out.data<T>(), *m = mask.data<T>();
+    parallel_for(0, x.numel(), kGrain / 16, [&](int64_t b, int64_t e) {
+      constexpr int64_t kBlock = 4096;
+      for (int64_t i0 = b; i0 < e; i0 += kBlock) {
+        const int64_t len = std::min(kBlock, e - i0);
+        dropout_multipliers<T>(seed, offset + static_cast<uint64_t>(i0), len, pt, scale, m + i0);
+        with_isa([=] {
+          const T* __restrict xi = xs + i0, * __restrict mi = m + i0;
+          T* __restrict oi = o + i0;
+#pragma omp simd
+          for (int64_t c = 0; c < len; ++c) oi[c] = xi[c] * mi[c];
+        });
+      }
+    });
+  });
+}
+
 void CpuBackend::normal(const Tensor& out, uint64_t seed, uint64_t offset, double mean, double std) {
   dispatch_floating(out.dtype(), "normal", [&]<class T>() {
     T* o = out.data<T>();
