@@ -135,6 +135,22 @@ double exp_shifted(double* __restrict x, int64_t n, double m) {
   return sum;
 }
 
+// max(-inf, x[0], ..., x[n - 1]) (NaN entries may or may not win).
+float row_max(const float* __restrict x, int64_t n) {
+  return with_isa([=] {
+    const float* __restrict y = x;
+    float mx = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : mx)
+    for (int64_t c = 0; c < n; ++c) mx = std::max(mx, y[c]);
+    return mx;
+  });
+}
+double row_max(const double* x, int64_t n) {
+  double mx = -std::numeric_limits<double>::infinity();
+  for (int64_t c = 0; c < n; ++c) mx = std::max(mx, x[c]);
+  return mx;
+}
+
 constexpr int64_t kBr = 64;  // queries per tile
 
 // Keys per tile: Br·Bc·max(D, Dv) <= 64³ (see the file comment), a multiple of 8, at least 8.
@@ -218,11 +234,12 @@ void forward_tile(const T* q, int64_t ldq, const T* k, int64_t ldk, const T* v, 
     for (int64_t r = 0; r < nr; ++r) {
       T* sr = s.data() + r * bc;
       const int64_t i = i0 + r, end = row_end[r] - j0;
-      T mx = kNegInf;
-      for (int64_t c = 0; c < nc; ++c) {
-        if (c >= end || !keep(i, j0 + c)) sr[c] = kNegInf;
-        mx = std::max(mx, sr[c]);
-      }
+      const int64_t seen = std::clamp<int64_t>(end, 0, nc);
+      std::fill(sr + seen, sr + nc, kNegInf);
+      if (keep.p)
+        for (int64_t c = 0; c < seen; ++c)
+          if (!keep(i, j0 + c)) sr[c] = kNegInf;
+      const T mx = row_max(sr, seen);
       const T mnew = std::max(m[r], mx);
       if (mnew == kNegInf) {  // nothing seen yet in this row: P = 0, O and l stay 0
         std::fill(sr, sr + nc, T(0));
@@ -301,7 +318,9 @@ void backward_head(const T* q, int64_t ldq, const T* k, int64_t ldk, const T* v,
         if (li == -std::numeric_limits<T>::infinity()) {
           std::fill(pr, pr + nc, T(0));
         } else {
-          exp_shifted(pr, end, li);
+          // whole vectors (a tail left to the scalar epilogue costs more than the extra lanes; the scores
+          // past `end` are finite, their values are overwritten)
+          exp_shifted(pr, std::min<int64_t>(nc, (end + 15) / 16 * 16), li);
           std::fill(pr + end, pr + nc, T(0));
           if (keep.p)
             for (int64_t c = 0; c < end; ++c)
