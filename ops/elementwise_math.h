@@ -91,7 +91,7 @@ SACCADE_HOST_DEVICE inline float exp_nonpositive(float x) {
 /// erf for float, vectorisable: the rational x P(x²) / Q(x²) of Eigen's generic_fast_erf_float (a [13/8]
 /// minimax fit, as in TensorFlow and XLA) on x clamped to +-4 (where erf rounds to +-1 in float), evaluated
 /// in double: in float its rounding errors reach 4.7e-7 (8 ulp near 1), in double the result is within 1e-7
-/// of erf over every float (the fit's own 6.5e-8 plus the final rounding; tests/test_elementwise.cpp). NaN
+/// of erf over every float (the fit's own 6.5e-8 plus the final rounding; tests/test_cpu_fast_paths.cpp). NaN
 /// propagates. Why: libm's erff is a scalar call per element and was 9 % of examples/gpt's training step
 /// (GELU, forward and backward). The clamp selects on the bits as integers, as tanh_float does.
 SACCADE_HOST_DEVICE inline float erf_float(float x) {
