@@ -118,6 +118,7 @@ void write_loss_plot(const std::string& path, const std::vector<ex::TrainLogRow>
   if (!ex::plots_available() || log.empty()) return;
   ex::LinePlot plot;
   plot.title = "GPT on fortunes", plot.x_label = "step", plot.y_label = "bits per byte";
+  plot.legend_right = true;
   ex::Series train{{}, {}, "training loss (bits/token)"};
   ex::Series valid{{}, {}, "validation (bits/byte)", ex::Series::Style::Dashed};
   for (const ex::TrainLogRow& row : log) {
@@ -140,7 +141,7 @@ void write_curves(const std::string& path, const std::vector<std::string>& logs,
                 "gpt curves: {} --label for {} logs (give one per log, or none)", labels.size(), logs.size());
   ex::LinePlot plot;
   plot.title = title, plot.x_label = "training time (s)", plot.y_label = "validation bits per byte";
-  plot.width = 900;
+  plot.width = 900, plot.legend_right = true;
   for (size_t i = 0; i < logs.size(); ++i) {
     ex::Series s{{}, {}, labels.empty() ? logs[i] : labels[i]};
     s.style = i % 2 ? ex::Series::Style::Dashed : ex::Series::Style::Line;
