@@ -113,17 +113,19 @@ void write_attention_picture(const std::string& path, ex::GPT& model, const ex::
   std::printf("wrote %s\n", path.c_str());
 }
 
-// The training loss (bits per token) and validation (bits per byte) of the whole run (log.csv) against steps.
-void write_loss_plot(const std::string& path, const std::vector<ex::TrainLogRow>& log) {
+// The training loss and the validation of the whole run (log.csv) against steps, both in bits per byte: the
+// training loss (nats per token) over ln 2 and the training stream's bytes per token.
+void write_loss_plot(const std::string& path, const std::vector<ex::TrainLogRow>& log,
+                     double train_bytes_per_token) {
   if (!ex::plots_available() || log.empty()) return;
   ex::LinePlot plot;
   plot.title = "GPT on fortunes", plot.x_label = "step", plot.y_label = "bits per byte";
   plot.legend_right = true;
-  ex::Series train{{}, {}, "training loss (bits/token)"};
+  ex::Series train{{}, {}, "training loss (bits/byte)"};
   ex::Series valid{{}, {}, "validation (bits/byte)", ex::Series::Style::Dashed};
   for (const ex::TrainLogRow& row : log) {
     train.x.push_back(static_cast<double>(row.step));
-    train.y.push_back(row.train_loss / std::log(2.0));
+    train.y.push_back(row.train_loss / std::log(2.0) / train_bytes_per_token);
     if (!std::isnan(row.val_bits_per_byte)) {
       valid.x.push_back(static_cast<double>(row.step));
       valid.y.push_back(row.val_bits_per_byte);
@@ -323,7 +325,8 @@ int main(int argc, char** argv) {
           "training loss %.4f nats/token\n",
           static_cast<long long>(r.steps_done), r.seconds, r.wall_seconds, r.steps_done / r.seconds,
           r.tokens_per_second, r.final_loss);
-      write_loss_plot(out_dir + "/loss.png", r.log);
+      write_loss_plot(out_dir + "/loss.png", r.log,
+                      static_cast<double>(corpus.train.size()) / static_cast<double>(train_ids.size()));
     }
     std::shared_ptr<ex::GPT> best = ex::load_gpt(out_dir + "/best.safetensors", device);
     ex::LMScore s = ex::evaluate_lm(*best, valid_ids, topts.bytes_per_token);
