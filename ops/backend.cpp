@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "ops/elementwise.h"
 #include "ops/tensor.h"
 
 namespace saccade {
@@ -189,5 +190,12 @@ void Backend::avg_pool2d_backward(const Tensor&, const Tensor&, int, int, int, i
 }
 void Backend::uniform(const Tensor&, uint64_t, uint64_t, double, double) { missing("uniform"); }
 void Backend::normal(const Tensor&, uint64_t, uint64_t, double, double) { missing("normal"); }
+void Backend::dropout(const Tensor& x, uint64_t seed, uint64_t offset, double p, const Tensor& out,
+                      const Tensor& mask) {
+  Tensor u = Tensor::empty(x.shape(), x.dtype(), x.device());
+  uniform(u, seed, offset, 0.0, 1.0);
+  copy(ops::mul(ops::ge(u, p).to(x.dtype()), 1.0 / (1.0 - p)), mask);
+  binary(BinaryOp::Mul, x, mask, out);
+}
 
 }  // namespace saccade

@@ -218,6 +218,12 @@ class Backend {
   virtual void uniform(const Tensor& out, uint64_t seed, uint64_t offset, double low, double high);
   /// out (contiguous float) = N(mean, std^2) by Box-Muller.
   virtual void normal(const Tensor& out, uint64_t seed, uint64_t offset, double mean, double std);
+  /// Inverted dropout of contiguous float x: mask[i] = 1/(1-p) in x's dtype where u_i >= p (u_i = U[0, 1) of
+  /// counter offset + i as `uniform` draws it, compared in x's dtype), else 0; out = x ⊙ mask (out and mask
+  /// contiguous, x's shape and dtype). The default composes `uniform` with the elementwise kernels (every
+  /// device draws the same mask); the CPU makes it in one pass.
+  virtual void dropout(const Tensor& x, uint64_t seed, uint64_t offset, double p, const Tensor& out,
+                       const Tensor& mask);
 
  protected:
   [[noreturn]] void missing(const char* kernel) const;

@@ -67,6 +67,48 @@ SACCADE_HOST_DEVICE inline float tanh_float(float x) {
   return c * (p / q);
 }
 
+/// e^x for float x <= 0, written so that a loop of it vectorises (no libm call, no branch: GCC 12 does not
+/// if-convert a float select): x = n ln2 + r with n = round(x / ln2) and ln2 split in two (Cody-Waite), e^r
+/// by Cephes' expf polynomial (relative error about 1e-7), times 2^n built in the exponent bits. x < -87,
+/// -inf and NaN give exactly 0 (`keep` selects them away); x > 0 is outside the contract.
+SACCADE_HOST_DEVICE inline float exp_nonpositive(float x) {
+  const uint32_t keep = 0u - static_cast<uint32_t>(x >= -87.0f);
+  const float xc = bits_float((float_bits(x) & keep) | (float_bits(-87.0f) & ~keep));
+  const int32_t n = static_cast<int32_t>(xc * 1.44269504088896341f - 0.5f);
+  const float nf = static_cast<float>(n);
+  const float r = xc - nf * 0.693359375f + nf * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float e = p * r * r + r + 1.0f;
+  const float two_n = bits_float(static_cast<uint32_t>(n + 127) << 23);
+  return bits_float(float_bits(e * two_n) & keep);
+}
+
+/// erf for float, vectorisable: the rational x P(x²) / Q(x²) of Eigen's generic_fast_erf_float (a [13/8]
+/// minimax fit, as in TensorFlow and XLA) on x clamped to +-4 (where erf rounds to +-1 in float), evaluated
+/// in double: in float its rounding errors reach 4.7e-7 (8 ulp near 1), in double the result is within 1e-7
+/// of erf over every float (the fit's own 6.5e-8 plus the final rounding; tests/test_elementwise.cpp). NaN
+/// propagates. Why: libm's erff is a scalar call per element and was 9 % of examples/gpt's training step
+/// (GELU, forward and backward). The clamp selects on the bits as integers, as tanh_float does.
+SACCADE_HOST_DEVICE inline float erf_float(float x) {
+  constexpr double a1 = -1.60960333262415e-02, a3 = -2.95459980854025e-03, a5 = -7.34990630326855e-04,
+                   a7 = -5.69250639462346e-05, a9 = -2.10102402082508e-06, a11 = 2.77068142495902e-08,
+                   a13 = -2.72614225801306e-10;
+  constexpr double b0 = -1.42647390514189e-02, b2 = -7.37332916720468e-03, b4 = -1.68282697438203e-03,
+                   b6 = -2.13374055278905e-04, b8 = -1.45660718464996e-05;
+  constexpr uint32_t kClamp = 0x40800000u, kInf = 0x7f800000u;  // the bits of 4.0f and +inf
+  const uint32_t bits = float_bits(x), mag = bits & 0x7fffffffu;
+  const uint32_t clamped = (mag > kClamp) & (mag <= kInf) ? kClamp : mag;  // NaN (mag > kInf) passes through
+  const double c = bits_float((bits & 0x80000000u) | clamped), c2 = c * c;
+  const double p = c * ((((((a13 * c2 + a11) * c2 + a9) * c2 + a7) * c2 + a5) * c2 + a3) * c2 + a1);
+  const double q = (((b8 * c2 + b6) * c2 + b4) * c2 + b2) * c2 + b0;
+  return static_cast<float>(p / q);
+}
+
 // ---- unary: out = f(x) ----
 
 template <class T>
@@ -127,19 +169,30 @@ template <class T>
 struct Relu {
   SACCADE_HOST_DEVICE T operator()(T x) const { return !(x <= T(0)) ? x : T(0); }
 };
+/// Whether T's math takes the vectorisable float functions above (erf_float, exp_nonpositive): float on the
+/// host. CUDA keeps its own erff / expf (erf_float's double arithmetic is slow on most GPUs).
+template <class T>
+inline constexpr bool kVectorFloat =
+#if defined(__CUDA_ARCH__)
+    false;
+#else
+    std::is_same_v<T, float>;
+#endif
 /// Exact gelu, x Φ(x) = x (1 + erf(x / √2)) / 2 (Hendrycks & Gimpel 2016, eq. 1).
 template <class T>
 struct Gelu {
   SACCADE_HOST_DEVICE T operator()(T x) const {
-    return T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440)));
+    const T u = x * T(0.70710678118654752440);
+    return T(0.5) * x * (T(1) + (kVectorFloat<T> ? T(erf_float(float(u))) : std::erf(u)));
   }
 };
 /// d/dx [x Φ(x)] = Φ(x) + x φ(x).
 template <class T>
 struct GeluGrad {
   SACCADE_HOST_DEVICE T operator()(T x) const {
-    return T(0.5) * (T(1) + std::erf(x * T(0.70710678118654752440))) +
-           x * T(0.39894228040143267794) * std::exp(T(-0.5) * x * x);
+    const T u = x * T(0.70710678118654752440), h = T(-0.5) * x * x;
+    return T(0.5) * (T(1) + (kVectorFloat<T> ? T(erf_float(float(u))) : std::erf(u))) +
+           x * T(0.39894228040143267794) * (kVectorFloat<T> ? T(exp_nonpositive(float(h))) : std::exp(h));
   }
 };
 /// -1, 0 or 1 (0 for NaN).

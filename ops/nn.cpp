@@ -193,9 +193,12 @@ DropoutResult dropout(const Tensor& x, double p, bool training, Generator* gen) 
   check_float("dropout", x);
   SACCADE_CHECK(p >= 0 && p < 1, "dropout: p must be in [0, 1), got {} (input shape {})", p, x.shape());
   if (!training || p == 0) return {x, Tensor()};
-  Tensor keep = ge(rand(x.shape(), x.dtype(), x.device(), gen), p);
-  Tensor mask = mul(keep.to(x.dtype()), 1.0 / (1.0 - p));
-  return {mul(x, mask), mask};
+  // the mask ops::rand's numbers make: the same counters, so a generator's offset advances as for rand
+  Tensor xc = x.contiguous(), out = Tensor::empty(x.shape(), x.dtype(), x.device(), "dropout"),
+         mask = Tensor::empty(x.shape(), x.dtype(), x.device(), "dropout");
+  Generator::Draw d = (gen ? *gen : default_generator()).reserve(static_cast<uint64_t>(x.numel()));
+  backend(x.device()).dropout(xc, d.seed, d.offset, p, out, mask);
+  return {out, mask};
 }
 
 // ---- losses ----

@@ -1,13 +1,18 @@
 // The CPU kernels' fast paths added for the captioning example (ops/cpu/elementwise.cpp): the vectorised
-// float32 tanh (Eigen's rational approximation) and the scalar-first / sub / div loops of the binary kernel.
-// Expected values come from double-precision std::tanh and plain arithmetic computed here.
+// float32 tanh (Eigen's rational approximation) and the scalar-first / sub / div loops of the binary kernel;
+// and for the GPT example, the vectorised float32 erf (gelu) and e^x on x <= 0 (gelu's derivative, the fused
+// attention's softmax). Expected values come from double-precision libm and plain arithmetic computed here.
+#include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <vector>
 
 #include "helpers.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
+#include "ops/elementwise_math.h"
 
 using namespace saccade;
 
@@ -42,6 +47,33 @@ TEST_CASE("cpu fast paths: float tanh within 4e-7 relative of tanh", "[ops][elem
   std::vector<double> dv = ops::tanh(d).to_vector<double>();
   CHECK(dv[0] == std::tanh(0.5));
   CHECK(dv[1] == std::tanh(-3.0));
+}
+
+TEST_CASE("cpu fast paths: float erf within 1e-7 of erf, e^x (x <= 0) within 2e-7 relative",
+          "[ops][elementwise][gelu]") {
+  // every 97th float from 0 to +inf, both signs: the fit's range, the clamp at 4 and beyond
+  double worst = 0;
+  for (uint32_t b = 0; b < 0x7f800000u; b += 97)
+    for (float x : {std::bit_cast<float>(b), -std::bit_cast<float>(b)}) {
+      const float got = math::erf_float(x);
+      const double err = std::abs(got - std::erf(static_cast<double>(x)));
+      worst = std::max(worst, err);
+      if (err > 1e-7) FAIL_CHECK("x = " << x << " erf_float " << got << " erf " << std::erf(double(x)));
+      CHECK((std::signbit(got) == std::signbit(x) && std::abs(got) <= 1.0f));
+    }
+  INFO("largest |erf_float - erf| " << worst);
+  CHECK(worst > 0);
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  CHECK(math::erf_float(inf) == 1.0f);
+  CHECK(math::erf_float(-inf) == -1.0f);
+  CHECK(std::isnan(math::erf_float(nan)));
+  // e^x on x <= 0: relative 2e-7 down to the clamp at -87, exactly 0 below it, for -inf and NaN
+  for (double x = -87; x <= 0; x += 0.00731) {
+    const double want = std::exp(static_cast<double>(static_cast<float>(x)));
+    CHECK(std::abs(math::exp_nonpositive(static_cast<float>(x)) - want) <= 2e-7 * want);
+  }
+  CHECK(math::exp_nonpositive(0.0f) == 1.0f);
+  for (float x : {-87.5f, -1e30f, -inf, nan}) CHECK(math::exp_nonpositive(x) == 0.0f);
 }
 
 TEST_CASE("cpu fast paths: scalar-first and tensor-scalar sub and div", "[ops][elementwise]") {

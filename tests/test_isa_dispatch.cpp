@@ -1,7 +1,8 @@
 // saccade's own kernels at each vector width this machine runs (ops/cpu/simd.h: with_isa, IsaGuard): every
 // width agrees with a readable reference computed here in double or through the composed path: elementwise
-// (tanh, exp, add, scalar multiply: what the optimizers' updates are made of), softmax, layer norm, the fused
-// additive scores and flash attention with either kind of tile products, forward and backward.
+// (tanh, exp, add, scalar multiply: what the optimizers' updates are made of; gelu and its derivative),
+// softmax, layer norm, the fused additive scores and flash attention with either kind of tile products,
+// forward and backward, with and without dropout; the uniform draws against Philox computed here.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -9,8 +10,10 @@
 #include "helpers.h"
 #include "nn/attention.h"
 #include "ops/cpu/flash_tiles.h"
+#include "ops/cpu/random.h"
 #include "ops/cpu/simd.h"
 #include "ops/nn.h"
+#include "ops/philox.h"
 
 using namespace saccade;
 using cpu::Isa;
@@ -51,11 +54,13 @@ Grads additive(bool fused, const Tensor& q, const Tensor& k, const Tensor& w) {
   return {s.data(), vq.grad(), vk.grad(), vw.grad()};
 }
 
-Grads attention(bool fused, const Tensor& q, const Tensor& k, const Tensor& v) {
+// Causal attention, with dropout p drawn from a fresh generator (the same mask at every call).
+Grads attention(bool fused, const Tensor& q, const Tensor& k, const Tensor& v, double p = 0) {
   Variable vq(q, true), vk(k, true), vv(v, true);
   auto mask = ops::attention_mask(Tensor(), {q.size(0), q.size(1), q.size(2), k.size(2)},
                                   ops::CausalAlign::TopLeft, Device::cpu(), "test");
-  auto r = nn::scaled_dot_product_attention(vq, vk, vv, mask, 0, false, nullptr, /*need_weights=*/!fused);
+  Generator gen(17);
+  auto r = nn::scaled_dot_product_attention(vq, vk, vv, mask, p, p > 0, &gen, /*need_weights=*/!fused);
   r.output.backward(randn(r.output.shape(), q.dtype(), 98));
   return {r.output.data(), vq.grad(), vk.grad(), vv.grad()};
 }
@@ -84,8 +89,11 @@ TEST_CASE("isa dispatch: elementwise kernels agree with double arithmetic at eve
   const int64_t n = 1037;  // not a multiple of any vector width: the loops' tails run too
   Tensor a = randn({n}, DType::Float32, 1), b = randn({n}, DType::Float32, 2);
   const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
-  std::vector<double> tanh_ref(n), exp_ref(n), add_ref(n), axpy_ref(n);
+  std::vector<double> tanh_ref(n), exp_ref(n), add_ref(n), axpy_ref(n), gelu_ref(n), gelu_grad_ref(n);
   for (int64_t i = 0; i < n; ++i) {
+    const double phi = 0.5 * (1 + std::erf(x[i] / std::sqrt(2.0)));
+    gelu_ref[i] = x[i] * phi;
+    gelu_grad_ref[i] = phi + x[i] * std::exp(-0.5 * x[i] * x[i]) / std::sqrt(2 * M_PI);
     tanh_ref[i] = std::tanh(x[i]);
     exp_ref[i] = std::exp(x[i]);
     add_ref[i] = static_cast<float>(x[i] + y[i]);
@@ -96,6 +104,8 @@ TEST_CASE("isa dispatch: elementwise kernels agree with double arithmetic at eve
     INFO("width " << cpu::vector_level_name(isa));
     CHECK(max_err(ops::tanh(a).to_vector<double>(), tanh_ref) < 4e-7);
     CHECK(max_err(ops::exp(a).to_vector<double>(), exp_ref) < 2e-7);
+    CHECK(max_err(ops::gelu(a).to_vector<double>(), gelu_ref) < 3e-7);
+    CHECK(max_err(ops::gelu_grad(a).to_vector<double>(), gelu_grad_ref) < 3e-7);
     CHECK(max_err(ops::add(a, b).to_vector<double>(), add_ref) == 0);
     Tensor p = a.clone();
     ops::add_(p, b, -0.25);
@@ -151,4 +161,48 @@ TEST_CASE(
       INFO("width " << cpu::vector_level_name(isa) << ", loops " << (how == cpu::TileProducts::Loops));
       close(attention(true, q, k, v), ref, 2e-5);
     }
+}
+
+TEST_CASE("isa dispatch: uniform draws and attention dropout are the same at every width", "[ops][isa]") {
+  // rand: element i is uniform_float(word 0 of Philox block offset + i), exactly (ops/philox.h)
+  const int64_t n = 1037;
+  std::vector<float> want(n);
+  for (int64_t i = 0; i < n; ++i)
+    want[i] = uniform_float(philox4x32_10(5, 3 + static_cast<uint64_t>(i)).w[0]);
+  std::vector<double> want64(n);
+  for (int64_t i = 0; i < n; ++i) want64[i] = uniform_double(philox4x32_10(5, static_cast<uint64_t>(i)).w[0]);
+  // fused attention with dropout against the composed path, which draws its mask through ops::rand
+  Tensor q = randn({2, 2, 70, 24}, DType::Float32, 7), k = randn({2, 2, 70, 24}, DType::Float32, 8),
+         v = randn({2, 2, 70, 24}, DType::Float32, 9);
+  const Grads ref = attention(false, q, k, v, 0.3);
+  for (Isa isa : widths()) {
+    cpu::IsaGuard g(isa);
+    INFO("width " << cpu::vector_level_name(isa));
+    Generator gen(5);
+    gen.reserve(3);
+    CHECK(ops::rand({n}, DType::Float32, Device::cpu(), &gen).to_vector<float>() == want);
+    Generator gen64(5);
+    CHECK(ops::rand({n}, DType::Float64, Device::cpu(), &gen64).to_vector<double>() == want64);
+    // ops::dropout (the CPU's one pass) against the composed formula ge(rand, p) / (1 - p) it replaced
+    for (DType dt : {DType::Float32, DType::Float64}) {
+      Tensor x = randn({3, 347}, dt, 11).t();  // non-contiguous
+      Generator gd(21), gr(21);
+      ops::DropoutResult r = ops::dropout(x, 0.3, true, &gd);
+      Tensor mask = ops::mul(ops::ge(ops::rand(x.shape(), dt, Device::cpu(), &gr), 0.3).to(dt), 1.0 / 0.7);
+      CHECK(allclose(r.mask, mask, 0, 0));
+      CHECK(allclose(r.out, ops::mul(x, mask), 0, 0));
+      CHECK(gd.offset() == gr.offset());
+    }
+    // dropout multipliers of short runs (whole vectors and tails) across the carry into the counter's high
+    // word
+    for (int64_t len : {1, 15, 16, 17, 40}) {
+      const uint64_t first = (uint64_t(1) << 32) - 20;
+      std::vector<float> got(static_cast<size_t>(len));
+      cpu::dropout_multipliers<float>(9, first, len, 0.4f, 2.5f, got.data());
+      for (int64_t c = 0; c < len; ++c)
+        CHECK(got[static_cast<size_t>(c)] ==
+              (uniform_float(philox4x32_10(9, first + static_cast<uint64_t>(c)).w[0]) >= 0.4f ? 2.5f : 0.0f));
+    }
+    close(attention(true, q, k, v, 0.3), ref, 2e-5);
+  }
 }

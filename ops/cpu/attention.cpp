@@ -29,8 +29,10 @@
 #include "ops/cpu/backend.h"
 #include "ops/cpu/blas_check.h"
 #include "ops/cpu/flash_tiles.h"
+#include "ops/cpu/random.h"
 #include "ops/cpu/simd.h"
 #include "ops/cpu/thread_pool.h"
+#include "ops/elementwise_math.h"
 #include "ops/philox.h"
 
 namespace saccade::cpu {
@@ -115,35 +117,15 @@ struct TileGemm {
 
 thread_local TileProducts t_tile_products = TileProducts::Auto;
 
-// e^x for x <= 0 in float without a libm call, written so that a loop of it vectorises (no branches: GCC 12
-// at -O2 does not if-convert a float select): x = n ln2 + r with n = round(x / ln2) and ln2 split in two
-// (Cody-Waite), e^r by Cephes' expf polynomial (relative error about 1e-7), times 2^n built in the exponent
-// bits. x < -87, -inf and NaN give exactly 0 (keep = 0 selects them away).
-inline float exp_nonpositive(float x) {
-  const uint32_t keep = 0u - static_cast<uint32_t>(x >= -87.0f);
-  const float xc =
-      std::bit_cast<float>((std::bit_cast<uint32_t>(x) & keep) | (std::bit_cast<uint32_t>(-87.0f) & ~keep));
-  const int32_t n = static_cast<int32_t>(xc * 1.44269504088896341f - 0.5f);
-  const float nf = static_cast<float>(n);
-  const float r = xc - nf * 0.693359375f + nf * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const float e = p * r * r + r + 1.0f;
-  const float two_n = std::bit_cast<float>(static_cast<uint32_t>(n + 127) << 23);
-  return std::bit_cast<float>(std::bit_cast<uint32_t>(e * two_n) & keep);
-}
-
-// x[c] = e^(x[c] - m) for c < n; returns Σ x[c].
+// x[c] = e^(x[c] - m) for c < n; returns Σ x[c] (summed in vector lanes: a serial sum of each row was a
+// chain of dependent adds, 12 % of the kernels' time at T = 128).
 float exp_shifted(float* __restrict x, int64_t n, float m) {
-  return with_isa([&] {
-#pragma omp simd
-    for (int64_t c = 0; c < n; ++c) x[c] = exp_nonpositive(x[c] - m);
+  // NOTE: the lambda copies its arguments: loads through captured references keep GCC from vectorising
+  return with_isa([=] {
+    float* __restrict y = x;
     float sum = 0;
-    for (int64_t c = 0; c < n; ++c) sum += x[c];
+#pragma omp simd reduction(+ : sum)
+    for (int64_t c = 0; c < n; ++c) sum += y[c] = math::exp_nonpositive(y[c] - m);
     return sum;
   });
 }
@@ -151,6 +133,22 @@ double exp_shifted(double* __restrict x, int64_t n, double m) {
   double sum = 0;
   for (int64_t c = 0; c < n; ++c) sum += x[c] = std::exp(x[c] - m);
   return sum;
+}
+
+// max(-inf, x[0], ..., x[n - 1]) (NaN entries may or may not win).
+float row_max(const float* __restrict x, int64_t n) {
+  return with_isa([=] {
+    const float* __restrict y = x;
+    float mx = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : mx)
+    for (int64_t c = 0; c < n; ++c) mx = std::max(mx, y[c]);
+    return mx;
+  });
+}
+double row_max(const double* x, int64_t n) {
+  double mx = -std::numeric_limits<double>::infinity();
+  for (int64_t c = 0; c < n; ++c) mx = std::max(mx, x[c]);
+  return mx;
 }
 
 constexpr int64_t kBr = 64;  // queries per tile
@@ -196,17 +194,17 @@ KeepView keep_of(const ops::AttentionMask& m, int64_t b, int64_t h) {
   return {k.data<bool>() + b * k.stride(0) + h * k.stride(1), k.stride(2), k.stride(3)};
 }
 
-// Dropout of element (i, j) of one (b, h): the multiplier 0 or 1/(1-p), drawn as ops::dropout draws it.
+// Dropout of one (b, h): the multipliers 0 or 1/(1-p) of a run of keys of one query row, drawn as
+// ops::dropout draws them (counter base + i·Tk + j, random.h).
 template <class T>
 struct DropoutView {
   double p;
   uint64_t seed, base;  // base: counter of element (b, h, 0, 0)
   int64_t tk;
   T scale;
-  T operator()(int64_t i, int64_t j) const {
-    const uint32_t w = philox4x32_10(seed, base + static_cast<uint64_t>(i * tk + j)).w[0];
-    const T u = static_cast<T>(std::is_same_v<T, float> ? uniform_float(w) : uniform_double(w));
-    return u >= static_cast<T>(p) ? scale : T(0);
+  // m[c] = the multiplier of element (i, j0 + c) for c < n.
+  void row(int64_t i, int64_t j0, int64_t n, T* m) const {
+    dropout_multipliers<T>(seed, base + static_cast<uint64_t>(i * tk + j0), n, static_cast<T>(p), scale, m);
   }
 };
 
@@ -226,6 +224,7 @@ void forward_tile(const T* q, int64_t ldq, const T* k, int64_t ldk, const T* v, 
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
   std::vector<T> s(static_cast<size_t>(kBr * bc)), o(static_cast<size_t>(kBr * Dv), T(0));
   std::vector<T> m(static_cast<size_t>(nr), kNegInf), l(static_cast<size_t>(nr), T(0));
+  std::vector<T> z(drop ? static_cast<size_t>(bc) : 0);  // one row's dropout multipliers
   const int64_t tile_end = *std::max_element(row_end, row_end + nr);
   for (int64_t j0 = 0; j0 < tile_end; j0 += bc) {
     const int64_t nc = std::min(bc, tile_end - j0);
@@ -235,11 +234,12 @@ void forward_tile(const T* q, int64_t ldq, const T* k, int64_t ldk, const T* v, 
     for (int64_t r = 0; r < nr; ++r) {
       T* sr = s.data() + r * bc;
       const int64_t i = i0 + r, end = row_end[r] - j0;
-      T mx = kNegInf;
-      for (int64_t c = 0; c < nc; ++c) {
-        if (c >= end || !keep(i, j0 + c)) sr[c] = kNegInf;
-        mx = std::max(mx, sr[c]);
-      }
+      const int64_t seen = std::clamp<int64_t>(end, 0, nc);
+      std::fill(sr + seen, sr + nc, kNegInf);
+      if (keep.p)
+        for (int64_t c = 0; c < seen; ++c)
+          if (!keep(i, j0 + c)) sr[c] = kNegInf;
+      const T mx = row_max(sr, seen);
       const T mnew = std::max(m[r], mx);
       if (mnew == kNegInf) {  // nothing seen yet in this row: P = 0, O and l stay 0
         std::fill(sr, sr + nc, T(0));
@@ -248,8 +248,12 @@ void forward_tile(const T* q, int64_t ldq, const T* k, int64_t ldk, const T* v, 
       const T alpha = std::exp(m[r] - mnew);  // 0 when m = -inf
       l[r] = l[r] * alpha + exp_shifted(sr, nc, mnew);
       m[r] = mnew;
-      if (drop)
-        for (int64_t c = 0; c < nc; ++c) sr[c] *= (*drop)(i, j0 + c);
+      if (drop) {
+        const int64_t seen = std::clamp<int64_t>(end, 0, nc);  // P = 0 past the row's last key
+        drop->row(i, j0, seen, z.data());
+#pragma omp simd
+        for (int64_t c = 0; c < seen; ++c) sr[c] *= z[static_cast<size_t>(c)];
+      }
       if (alpha != T(1)) {
         T* orow = o.data() + r * Dv;
 #pragma omp simd
@@ -292,6 +296,7 @@ void backward_head(const T* q, int64_t ldq, const T* k, int64_t ldk, const T* v,
   }
   std::vector<T> p(static_cast<size_t>(kBr * bc)), dp(static_cast<size_t>(kBr * bc));
   std::vector<T> dk(static_cast<size_t>(bc * D)), dv(static_cast<size_t>(bc * Dv));
+  std::vector<T> z(drop ? static_cast<size_t>(bc) : 0);  // one row's dropout multipliers
   for (int64_t j0 = 0; j0 < Tk; j0 += bc) {
     const int64_t nc = std::min(bc, Tk - j0);
     std::fill(dk.begin(), dk.end(), T(0));
@@ -313,17 +318,21 @@ void backward_head(const T* q, int64_t ldq, const T* k, int64_t ldk, const T* v,
         if (li == -std::numeric_limits<T>::infinity()) {
           std::fill(pr, pr + nc, T(0));
         } else {
-          exp_shifted(pr, end, li);
+          // whole vectors (a tail left to the scalar epilogue costs more than the extra lanes; the scores
+          // past `end` are finite, their values are overwritten)
+          exp_shifted(pr, std::min<int64_t>(nc, (end + 15) / 16 * 16), li);
           std::fill(pr + end, pr + nc, T(0));
           if (keep.p)
             for (int64_t c = 0; c < end; ++c)
               if (!keep(i, j0 + c)) pr[c] = T(0);
         }
         if (drop) {
+          drop->row(i, j0, end, z.data());
+          std::fill(z.begin() + end, z.begin() + nc, T(0));  // P = 0 there: dS = 0, dropout(P) = 0
+#pragma omp simd
           for (int64_t c = 0; c < nc; ++c) {
-            const T z = (*drop)(i, j0 + c);
-            dpr[c] = pr[c] * (dpr[c] * z - di);  // dS
-            pr[c] *= z;                          // dropout(P), for dV
+            dpr[c] = pr[c] * (dpr[c] * z[static_cast<size_t>(c)] - di);  // dS
+            pr[c] *= z[static_cast<size_t>(c)];                          // dropout(P), for dV
           }
         } else {
 #pragma omp simd

@@ -64,6 +64,8 @@ class CpuBackend final : public Backend {
   void avg_pool2d_backward(const Tensor& gy, const Tensor& gx, int kh, int kw, int sh, int sw, int ph,
                            int pw) override;
   void uniform(const Tensor& out, uint64_t seed, uint64_t offset, double low, double high) override;
+  void dropout(const Tensor& x, uint64_t seed, uint64_t offset, double p, const Tensor& out,
+               const Tensor& mask) override;
   void normal(const Tensor& out, uint64_t seed, uint64_t offset, double mean, double std) override;
 };
 

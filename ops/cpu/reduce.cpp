@@ -10,6 +10,7 @@
 
 #include "ops/cpu/backend.h"
 #include "ops/cpu/loop.h"
+#include "ops/cpu/simd.h"
 
 namespace saccade::cpu {
 
@@ -36,19 +37,23 @@ void reduce_loop(const T* x, T* y, int64_t outer, int64_t k, int64_t inner, Acc 
     });
     return;
   }
+  // the columns' accumulators at the machine's vector width (the bias gradients of linear layers, Σ over
+  // rows)
   parallel_for(outer, k * inner, [&](int64_t o) {
-    const T* src = x + o * k * inner;
-    T* dst = y + o * inner;
-    for (int64_t i0 = 0; i0 < inner; i0 += kBlock) {
-      const int64_t m = std::min(kBlock, inner - i0);
-      Acc acc[kBlock];
-      for (int64_t i = 0; i < m; ++i) acc[i] = init;
-      for (int64_t j = 0; j < k; ++j) {
-        const T* r = src + j * inner + i0;
-        for (int64_t i = 0; i < m; ++i) acc[i] = f(acc[i], static_cast<Acc>(r[i]));
+    with_isa([&] {
+      const T* src = x + o * k * inner;
+      T* dst = y + o * inner;
+      for (int64_t i0 = 0; i0 < inner; i0 += kBlock) {
+        const int64_t m = std::min(kBlock, inner - i0);
+        Acc acc[kBlock];
+        for (int64_t i = 0; i < m; ++i) acc[i] = init;
+        for (int64_t j = 0; j < k; ++j) {
+          const T* r = src + j * inner + i0;
+          for (int64_t i = 0; i < m; ++i) acc[i] = f(acc[i], static_cast<Acc>(r[i]));
+        }
+        for (int64_t i = 0; i < m; ++i) dst[i0 + i] = static_cast<T>(acc[i]);
       }
-      for (int64_t i = 0; i < m; ++i) dst[i0 + i] = static_cast<T>(acc[i]);
-    }
+    });
   });
 }
 
