@@ -230,6 +230,30 @@ TEST_CASE("GPT: KV-cache generation equals recomputing the whole context", "[exa
       40);
 }
 
+TEST_CASE("GPT: prompts of unequal lengths share a batch and continue as they do alone", "[examples][gpt]") {
+  GPT m(tiny(), 6);
+  // lengths 1, 4, 9 and 13 of a context of 16: the longest feeds into a full cache and its refill
+  const std::vector<std::vector<int64_t>> prompts{ids_of("The cat sat o"), ids_of("x"), ids_of("A fo"),
+                                                  ids_of("%\nQuotes ")};
+  SamplingOptions greedy{.max_new_tokens = 20, .temperature = 0};
+  for (bool cache : {true, false}) {
+    std::vector<std::vector<int64_t>> seen(prompts.size());
+    Generation mixed = generate(m, prompts, greedy, cache, false, [&](const std::vector<int64_t>& next) {
+      for (size_t b = 0; b < next.size(); ++b)
+        if (next[b] >= 0) seen[b].push_back(next[b]);
+    });
+    REQUIRE(mixed.tokens == seen);  // on_tokens saw every row's tokens once, -1 elsewhere
+    for (size_t b = 0; b < prompts.size(); ++b) {
+      INFO("prompt " << b << (cache ? " with" : " without") << " the cache");
+      REQUIRE(mixed.tokens[b].size() == 20);
+      REQUIRE(mixed.tokens[b] == generate(m, {prompts[b]}, greedy, cache).tokens[0]);
+    }
+  }
+  // a seed gives one sample for the mixed batch too
+  SamplingOptions s{.max_new_tokens = 10, .temperature = 1.0, .seed = 3};
+  REQUIRE(generate(m, prompts, s).tokens == generate(m, prompts, s).tokens);
+}
+
 TEST_CASE("sample_token: greedy, top-k and top-p", "[examples][gpt]") {
   const float logits[4] = {1.0f, 3.0f, 2.0f, 3.0f};
   std::mt19937_64 rng(0);
@@ -252,12 +276,68 @@ TEST_CASE("GPT: bad input gets a clear error", "[examples][gpt]") {
   REQUIRE(fit_prompt(long_prompt, 16, &dropped).size() == 16);
   REQUIRE(dropped == 4);
   REQUIRE_THROWS_WITH(generate(m, {long_prompt}, {}), Catch::Contains("longer than the context"));
-  REQUIRE_THROWS_WITH(generate(m, {ids_of("ab"), ids_of("abc")}, {}), Catch::Contains("one length"));
   REQUIRE_THROWS_WITH(m.forward(ops::zeros({1, 17}, DType::Int64)), Catch::Contains("context of 16"));
   REQUIRE_THROWS_AS(m.forward(ops::full({1, 2}, 256, DType::Int64)), saccade::Error);
   GPTConfig bad = tiny();
   bad.n_head = 3;
   REQUIRE_THROWS_AS(GPT(bad), saccade::Error);
+}
+
+TEST_CASE("scheduled_lr: warmup then cosine over the steps, or over the time limit", "[examples][gpt]") {
+  GPTTrainOptions o;
+  o.steps = 110, o.warmup = 10, o.lr = 1e-2, o.min_lr = 1e-3;
+  REQUIRE(scheduled_lr(o, 1) == Approx(1e-3));               // lr / 10
+  REQUIRE(scheduled_lr(o, 6) == Approx(1e-3 + 0.5 * 9e-3));  // halfway up
+  REQUIRE(scheduled_lr(o, 11) == Approx(1e-2));              // the first cosine step
+  REQUIRE(scheduled_lr(o, 61) == Approx(5.5e-3));            // halfway down: (lr + min_lr) / 2
+  REQUIRE(scheduled_lr(o, 111) == Approx(1e-3));             // the end
+  o.time_limit = 100;  // the warmup stays in steps; the decay follows the clock from warmup_end = 20 s
+  REQUIRE(scheduled_lr(o, 6, 3.0, 0) == Approx(1e-3 + 0.5 * 9e-3));
+  REQUIRE(scheduled_lr(o, 11, 20.0, 20.0) == Approx(1e-2));
+  REQUIRE(scheduled_lr(o, 12, 60.0, 20.0) == Approx(5.5e-3));
+  REQUIRE(scheduled_lr(o, 500, 100.0, 20.0) == Approx(1e-3));
+  REQUIRE(scheduled_lr(o, 501, 130.0, 20.0) == Approx(1e-3));  // past the limit: min_lr
+}
+
+TEST_CASE("the training log round-trips as CSV and refuses malformed files", "[examples][gpt]") {
+  TempDir dir("saccade_gpt_log");
+  std::vector<TrainLogRow> rows{{1, 0.25, 1e-3, 5.5, NAN}, {2, 0.5, 2e-3, 5.25, 7.125}};
+  write_train_log(dir.file("log.csv"), rows);
+  REQUIRE_FALSE(fs::exists(dir.file("log.csv.tmp")));
+  std::vector<TrainLogRow> back = read_train_log(dir.file("log.csv"));
+  REQUIRE(back.size() == 2);
+  REQUIRE(back[0].step == 1);
+  REQUIRE(back[0].seconds == 0.25);
+  REQUIRE(back[0].lr == 1e-3);
+  REQUIRE(back[0].train_loss == 5.5);
+  REQUIRE(std::isnan(back[0].val_bits_per_byte));
+  REQUIRE(back[1].val_bits_per_byte == 7.125);
+  write(dir.file("bad.csv"), "step,seconds,lr,train_loss,val_bits_per_byte\n1,0.5,0.001,x,\n");
+  REQUIRE_THROWS_WITH(read_train_log(dir.file("bad.csv")), Catch::Contains("line 2"));
+  write(dir.file("other.csv"), "a,b\n");
+  REQUIRE_THROWS_WITH(read_train_log(dir.file("other.csv")), Catch::Contains("header"));
+  REQUIRE_THROWS_AS(read_train_log(dir.file("missing.csv")), saccade::Error);
+}
+
+TEST_CASE("GPT: a time limit stops the run after the step that reaches it", "[examples][gpt]") {
+  std::string text;
+  for (int i = 0; i < 10; ++i) text += "the cat sat on the mat. ";
+  TempDir dir("saccade_gpt_time");
+  GPTTrainOptions o;
+  o.steps = 1000, o.batch_size = 2, o.eval_every = 0, o.log = nullptr, o.out_dir = dir.path.string();
+  o.time_limit = 1e-9;  // any step takes longer
+  GPT m(tiny(), 1);
+  GPTTrainResult r = train_gpt(m, ids_of(text), ids_of(text), o);
+  REQUIRE(r.steps_done == 1);
+  REQUIRE(r.log.size() == 1);
+  REQUIRE(r.log[0].seconds >= 1e-9);
+  REQUIRE(std::isfinite(r.log[0].val_bits_per_byte));  // scored at the stop
+  REQUIRE(read_train_log(dir.file("log.csv")).size() == 1);
+  REQUIRE(fs::exists(dir.file("init.safetensors")));  // the weights before the first step
+  // the saved clock: a resumed run is already out of time and takes no step
+  o.resume = true;
+  GPT m2(tiny(), 1);
+  REQUIRE(train_gpt(m2, ids_of(text), ids_of(text), o).steps_done == 0);
 }
 
 TEST_CASE("GPT: a tiny model learns a short text, and a resumed run continues exactly", "[examples][gpt]") {
@@ -286,6 +366,21 @@ TEST_CASE("GPT: a tiny model learns a short text, and a resumed run continues ex
   GPTTrainResult rb = train_gpt(b2, ids, ids, o);
   REQUIRE(rb.start_step == 2);
   for (const auto& [name, t] : a.state_dict()) REQUIRE(allclose(b2.state_dict().at(name), t, 0, 0));
+  // the log keeps the whole run: steps 1-2 from the first session, 3-6 from the second, the same losses
+  std::vector<TrainLogRow> straight = read_train_log(dir.file("straight/log.csv"));
+  std::vector<TrainLogRow> resumed = read_train_log(dir.file("resumed/log.csv"));
+  REQUIRE(rb.log.size() == 6);
+  REQUIRE(resumed.size() == 6);
+  REQUIRE(straight.size() == 6);
+  for (size_t i = 0; i < 6; ++i) {
+    REQUIRE(resumed[i].step == static_cast<int64_t>(i) + 1);
+    REQUIRE(resumed[i].train_loss == straight[i].train_loss);
+    REQUIRE(resumed[i].lr == straight[i].lr);
+  }
+  REQUIRE_FALSE(std::isnan(resumed[1].val_bits_per_byte));  // the interrupted session's last score
+  REQUIRE(std::isnan(straight[1].val_bits_per_byte));
+  REQUIRE(resumed[5].val_bits_per_byte == straight[5].val_bits_per_byte);
+  REQUIRE(resumed[5].seconds > resumed[1].seconds);  // the clock goes on from the checkpoint's
   REQUIRE(fs::exists(dir.file("resumed/best.safetensors")));
   // resuming into a model of another size is refused
   GPTConfig wide = tiny(0.1);

@@ -156,10 +156,10 @@ void write_line_plot(const std::string& path, const LinePlot& plot) {
   pllsty(1);
   PLFLT legend_w = 0, legend_h = 0;
   pllegend(&legend_w, &legend_h, PL_LEGEND_BACKGROUND | PL_LEGEND_BOUNDING_BOX,
-           PL_POSITION_TOP | PL_POSITION_LEFT | PL_POSITION_INSIDE, 0.02, 0.02, 0.08, 0, 1, 1, 0, 0, n,
-           opts.data(), 1.0, 0.8, 2.0, 0.0, colours.data(), text.data(), nullptr, nullptr, nullptr, nullptr,
-           colours.data(), styles.data(), widths.data(), colours.data(), symbol_scales.data(),
-           symbol_numbers.data(), symbols.data());
+           PL_POSITION_TOP | (plot.legend_right ? PL_POSITION_RIGHT : PL_POSITION_LEFT) | PL_POSITION_INSIDE,
+           0.02, 0.02, 0.08, 0, 1, 1, 0, 0, n, opts.data(), 1.0, 0.8, 2.0, 0.0, colours.data(), text.data(),
+           nullptr, nullptr, nullptr, nullptr, colours.data(), styles.data(), widths.data(), colours.data(),
+           symbol_scales.data(), symbol_numbers.data(), symbols.data());
 }
 
 void write_heatmap(const std::string& path, const Heatmap& h) {

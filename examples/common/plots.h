@@ -27,9 +27,10 @@ struct LinePlot {
   std::string title, x_label = "x", y_label = "y";
   std::vector<Series> series;
   int width = 800, height = 600;  ///< pixels
+  bool legend_right = false;      ///< the legend in the top right corner (falling curves), else top left
 };
 
-/// Writes `plot` as a width x height PNG; the axes span the data; the legend sits in the top left corner.
+/// Writes `plot` as a width x height PNG; the axes span the data; the legend sits in a top corner.
 void write_line_plot(const std::string& path, const LinePlot& plot);
 
 /// Attention weights as heatmaps (as d2l.show_heatmaps): `weights` (Q, K) or (R, C, Q, K), a grid of R x C

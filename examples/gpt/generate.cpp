@@ -65,11 +65,8 @@ Generation generate(GPT& model, const std::vector<std::vector<int64_t>>& prompts
   const GPTConfig& c = model.config();
   SACCADE_CHECK(!prompts.empty(), "generate: no prompts");
   SACCADE_CHECK(o.max_new_tokens >= 0, "generate: max_new_tokens must be >= 0, got {}", o.max_new_tokens);
-  const size_t T0 = prompts[0].size();
   for (const auto& p : prompts) {
     SACCADE_CHECK(!p.empty(), "generate: the prompt is empty (give at least one token)");
-    SACCADE_CHECK(p.size() == T0, "generate: a batch of prompts must have one length, got {} and {} tokens",
-                  T0, p.size());
     SACCADE_CHECK(static_cast<int64_t>(p.size()) <= c.context,
                   "generate: a prompt of {} tokens is longer than the context of {} (fit_prompt crops it)",
                   p.size(), c.context);
@@ -78,8 +75,17 @@ Generation generate(GPT& model, const std::vector<std::vector<int64_t>>& prompts
                     c.vocab_size);
   }
   const int64_t B = static_cast<int64_t>(prompts.size()), V = c.vocab_size;
+  auto by_length = [](const auto& a, const auto& b) { return a.size() < b.size(); };
+  const int64_t shortest =
+      static_cast<int64_t>(std::min_element(prompts.begin(), prompts.end(), by_length)->size());
+  const int64_t longest =
+      static_cast<int64_t>(std::max_element(prompts.begin(), prompts.end(), by_length)->size());
   const Device device = model.wte->weight.device();
-  std::vector<std::vector<int64_t>> seq = prompts;
+  // Rows advance in lockstep, one position per step after a prefill of the shortest prompt; a row whose
+  // prompt is longer is fed its own next prompt token until it runs out. Every row sees exactly the
+  // positions and tokens it would see alone, so unequal prompts share one batch and one KV cache.
+  std::vector<std::vector<int64_t>> seq(B);
+  for (int64_t b = 0; b < B; ++b) seq[b].assign(prompts[b].begin(), prompts[b].begin() + shortest);
   Generation out;
   out.tokens.resize(B);
   std::mt19937_64 rng(o.seed);
@@ -87,24 +93,31 @@ Generation generate(GPT& model, const std::vector<std::vector<int64_t>>& prompts
   model.eval();
   NoGradGuard no_grad;
   GPT::State state = model.init_state();
-  for (int64_t n = 0; n < o.max_new_tokens; ++n) {
-    const int64_t len = static_cast<int64_t>(seq[0].size());
-    Variable logits;  // (B, t, V)
+  const int64_t steps = o.max_new_tokens == 0 ? 0 : longest - shortest + o.max_new_tokens;
+  for (int64_t n = 0; n < steps; ++n) {
+    const int64_t len = shortest + n;  // every row's length
+    Variable logits;                   // (B, t, V)
     if (!use_cache) {
       logits = model.forward(to_ids(seq, std::max<int64_t>(0, len - c.context), len, device));
     } else {
       if (state.length() >= c.context) state = model.init_state();  // full: refill from the last context / 2
       const int64_t from =
           state.length() == 0 ? std::max<int64_t>(0, len - std::max<int64_t>(c.context / 2, 1)) : len - 1;
-      logits = model.step(to_ids(seq, n == 0 ? len - static_cast<int64_t>(T0) : from, len, device), state);
+      logits = model.step(to_ids(seq, from, len, device), state);
     }
     Tensor last = logits.data().select(1, logits.size(1) - 1).to(Device::cpu()).contiguous();  // (B, V)
     if (keep_logits) out.logits.push_back(last.clone());
-    std::vector<int64_t> next(B);
+    std::vector<int64_t> next(B, -1);
     for (int64_t b = 0; b < B; ++b) {
-      next[b] = sample_token(last.data<float>() + b * V, V, o, rng);
-      seq[b].push_back(next[b]);
-      out.tokens[b].push_back(next[b]);
+      const auto& p = prompts[b];
+      if (len < static_cast<int64_t>(p.size())) {  // still reading its prompt
+        seq[b].push_back(p[len]);
+        continue;
+      }
+      const int64_t id = sample_token(last.data<float>() + b * V, V, o, rng);
+      seq[b].push_back(id);
+      if (static_cast<int64_t>(out.tokens[b].size()) < o.max_new_tokens)
+        out.tokens[b].push_back(next[b] = id);
     }
     if (on_tokens) on_tokens(next);
   }

@@ -40,13 +40,17 @@ struct Generation {
 std::vector<int64_t> fit_prompt(const std::vector<int64_t>& prompt, int64_t context,
                                 int64_t* truncated = nullptr);
 
-/// Generates options.max_new_tokens tokens after each of `prompts` (B prompts of one length, 1..context
-/// tokens: a batch shares its KV caches) in eval mode without gradients (the mode is restored after).
-/// use_cache: one KV cache per block, the prompt prefilled in one step, then one position per step; when the
-/// cache reaches the context it is refilled from the last context / 2 tokens. Otherwise every step runs the
-/// model over the last `context` tokens (the reference). `on_tokens` gets each step's B new tokens as they
-/// come. Throws saccade::Error naming "generate" for no prompts, prompts of different lengths, an empty or
-/// too long prompt, or a token outside the vocabulary.
+/// Generates options.max_new_tokens tokens after each of `prompts` (B prompts of 1..context tokens, of any
+/// lengths: a batch shares its KV caches) in eval mode without gradients (the mode is restored after).
+/// The rows advance in lockstep: the first min-length positions in one step, then one position per step, a
+/// row with a longer prompt reading its own next prompt token where the others sample, so each row's tokens
+/// are those it gets alone (up to float rounding of the batched products: greedy tokens equal, tested), in
+/// longest - shortest + max_new_tokens steps (a row that is done keeps decoding; what it draws is dropped).
+/// use_cache: one KV cache per block; when the cache reaches the context it is refilled from the last
+/// context / 2 tokens. Otherwise every step runs the model over the last `context` tokens (the reference).
+/// `on_tokens` gets each step's B new tokens as they come (-1 for a row that added none: still in its prompt,
+/// or done); keep_logits keeps each step's (B, V) logits, one per step. Throws saccade::Error naming
+/// "generate" for no prompts, an empty or too long prompt, or a token outside the vocabulary.
 Generation generate(GPT& model, const std::vector<std::vector<int64_t>>& prompts,
                     const SamplingOptions& options, bool use_cache = true, bool keep_logits = false,
                     const std::function<void(const std::vector<int64_t>&)>& on_tokens = {});

@@ -3,6 +3,7 @@
 // checkpoint. examples/gpt/README.md gives the commands and the measured results.
 #include <malloc.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -29,12 +30,13 @@ namespace dist = saccade::distributed;
 
 namespace {
 
-// Prints `text` after the prompt as the tokens come (B = 1), or every sample at the end.
-// Returns the first prompt's first sample (prompt and new tokens).
+// Samples `num_samples` continuations of every prompt in one batch (prompts of any lengths, one KV cache per
+// block): printed as the tokens come when there is one row, else every row at the end. Returns the first
+// prompt's first sample (prompt and new tokens).
 std::vector<int64_t> run_samples(ex::GPT& model, const ex::Tokenizer& tok,
                                  const std::vector<std::string>& prompts, const ex::SamplingOptions& opts,
                                  int64_t num_samples) {
-  std::vector<int64_t> first;
+  std::vector<std::vector<int64_t>> batch;
   for (const std::string& prompt : prompts) {
     int64_t dropped = 0;
     std::vector<int64_t> ids = ex::fit_prompt(tok.encode(prompt), model.config().context, &dropped);
@@ -43,33 +45,36 @@ std::vector<int64_t> run_samples(ex::GPT& model, const ex::Tokenizer& tok,
                    "gpt: the prompt has %zu tokens, more than the context of %lld: kept its last %lld\n",
                    ids.size() + dropped, static_cast<long long>(model.config().context),
                    static_cast<long long>(ids.size()));
-    std::vector<std::vector<int64_t>> batch(num_samples, ids);
-    // streaming: decode the whole sample and print what is new (a subword's bytes may complete later)
-    std::vector<int64_t> shown = ids;
-    std::string printed = tok.decode(ids);
-    if (num_samples == 1) std::printf("---\n%s", printed.c_str());
-    std::fflush(stdout);
-    auto stream = [&](const std::vector<int64_t>& next) {
-      shown.push_back(next[0]);
-      std::string text = tok.decode(shown);
-      if (text.size() > printed.size() && text.compare(0, printed.size(), printed) == 0)
-        std::fputs(text.c_str() + printed.size(), stdout);
-      printed = text;
-      std::fflush(stdout);
-    };
-    ex::Generation g =
-        ex::generate(model, batch, opts, true, false,
-                     num_samples == 1 ? std::function<void(const std::vector<int64_t>&)>(stream)
-                                      : std::function<void(const std::vector<int64_t>&)>());
-    if (num_samples == 1) std::printf("\n");
-    if (first.empty()) {
-      first = ids;
-      first.insert(first.end(), g.tokens[0].begin(), g.tokens[0].end());
-    }
-    for (int64_t s = 0; num_samples > 1 && s < num_samples; ++s)
-      std::printf("--- sample %lld\n%s%s\n", static_cast<long long>(s), tok.decode(ids).c_str(),
-                  tok.decode(g.tokens[s]).c_str());
+    batch.insert(batch.end(), num_samples, ids);
   }
+  // streaming: decode the whole sample and print what is new (a subword's bytes may complete later)
+  std::vector<int64_t> shown = batch[0];
+  std::string printed = tok.decode(shown);
+  const bool streaming = batch.size() == 1;
+  if (streaming) std::printf("---\n%s", printed.c_str());
+  std::fflush(stdout);
+  auto stream = [&](const std::vector<int64_t>& next) {
+    if (next[0] < 0) return;
+    shown.push_back(next[0]);
+    std::string text = tok.decode(shown);
+    if (text.size() > printed.size() && text.compare(0, printed.size(), printed) == 0)
+      std::fputs(text.c_str() + printed.size(), stdout);
+    printed = text;
+    std::fflush(stdout);
+  };
+  ex::Generation g = ex::generate(model, batch, opts, true, false,
+                                  streaming ? std::function<void(const std::vector<int64_t>&)>(stream)
+                                            : std::function<void(const std::vector<int64_t>&)>());
+  if (streaming) std::printf("\n");
+  for (size_t r = 0; !streaming && r < batch.size(); ++r) {
+    if (num_samples == 1)
+      std::printf("---\n");
+    else
+      std::printf("--- sample %lld\n", static_cast<long long>(r % num_samples));
+    std::printf("%s%s\n", tok.decode(batch[r]).c_str(), tok.decode(g.tokens[r]).c_str());
+  }
+  std::vector<int64_t> first = batch[0];
+  first.insert(first.end(), g.tokens[0].begin(), g.tokens[0].end());
   return first;
 }
 
@@ -108,20 +113,48 @@ void write_attention_picture(const std::string& path, ex::GPT& model, const ex::
   std::printf("wrote %s\n", path.c_str());
 }
 
-void write_loss_plot(const std::string& path, const ex::GPTTrainResult& r) {
-  if (!ex::plots_available() || r.losses.empty()) return;
+// The training loss and the validation of the whole run (log.csv) against steps, both in bits per byte: the
+// training loss (nats per token) over ln 2 and the training stream's bytes per token.
+void write_loss_plot(const std::string& path, const std::vector<ex::TrainLogRow>& log,
+                     double train_bytes_per_token) {
+  if (!ex::plots_available() || log.empty()) return;
   ex::LinePlot plot;
   plot.title = "GPT on fortunes", plot.x_label = "step", plot.y_label = "bits per byte";
-  ex::Series train;
-  train.label = "training loss (bits/token)";
-  for (size_t i = 0; i < r.losses.size(); ++i) {
-    train.x.push_back(r.loss_steps[i]);
-    train.y.push_back(r.losses[i] / std::log(2.0));
+  plot.legend_right = true;
+  ex::Series train{{}, {}, "training loss (bits/byte)"};
+  ex::Series valid{{}, {}, "validation (bits/byte)", ex::Series::Style::Dashed};
+  for (const ex::TrainLogRow& row : log) {
+    train.x.push_back(static_cast<double>(row.step));
+    train.y.push_back(row.train_loss / std::log(2.0) / train_bytes_per_token);
+    if (!std::isnan(row.val_bits_per_byte)) {
+      valid.x.push_back(static_cast<double>(row.step));
+      valid.y.push_back(row.val_bits_per_byte);
+    }
   }
-  plot.series.push_back(train);
-  plot.series.push_back(
-      {r.val_steps, r.val_bits_per_byte, "validation (bits/byte)", ex::Series::Style::Dashed});
+  plot.series = {train, valid};
   ex::write_line_plot(path, plot);
+}
+
+// The validation curves (bits per byte against training seconds) of several runs' logs in one PNG: saccade's
+// and bench/gpt_twin.py's at equal time.
+void write_curves(const std::string& path, const std::vector<std::string>& logs,
+                  std::vector<std::string> labels, const std::string& title) {
+  SACCADE_CHECK(labels.empty() || labels.size() == logs.size(),
+                "gpt curves: {} --label for {} logs (give one per log, or none)", labels.size(), logs.size());
+  ex::LinePlot plot;
+  plot.title = title, plot.x_label = "training time (s)", plot.y_label = "validation bits per byte";
+  plot.width = 900, plot.legend_right = true;
+  for (size_t i = 0; i < logs.size(); ++i) {
+    ex::Series s{{}, {}, labels.empty() ? logs[i] : labels[i]};
+    s.style = i % 2 ? ex::Series::Style::Dashed : ex::Series::Style::Line;
+    for (const ex::TrainLogRow& row : ex::read_train_log(logs[i]))
+      if (!std::isnan(row.val_bits_per_byte))
+        s.x.push_back(row.seconds), s.y.push_back(row.val_bits_per_byte);
+    SACCADE_CHECK(!s.x.empty(), "gpt curves: {} holds no validation score", logs[i]);
+    plot.series.push_back(s);
+  }
+  ex::write_line_plot(path, plot);
+  std::printf("wrote %s\n", path.c_str());
 }
 
 }  // namespace
@@ -161,7 +194,12 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"byte", "bpe"}));
   train->add_option("--vocab-size", vocab_size, "pieces of the bpe tokenizer (1000-4000)")
       ->check(CLI::Range(260, 65536));
-  train->add_option("--steps", topts.steps, "optimizer steps")->check(CLI::PositiveNumber);
+  train->add_option("--steps", topts.steps, "optimizer steps (with --time-limit: the most)")
+      ->check(CLI::PositiveNumber);
+  train
+      ->add_option("--time-limit", topts.time_limit,
+                   "seconds of training (scoring excluded); the cosine decay then runs over time (0: none)")
+      ->check(CLI::NonNegativeNumber);
   train->add_option("--batch-size", topts.batch_size, "windows per step (over ranks and accumulation)")
       ->check(CLI::PositiveNumber);
   train->add_option("--grad-accum", topts.grad_accum, "micro-batches per step")->check(CLI::PositiveNumber);
@@ -198,7 +236,25 @@ int main(int argc, char** argv) {
                      "the block drawn by --attention-png (-1: the last)");
   sample->add_option("--num-samples", num_samples, "samples per prompt (one batch, one KV cache per block)")
       ->check(CLI::PositiveNumber);
+  std::vector<std::string> curve_logs, curve_labels;
+  std::string curves_png = "curves.png", curves_title = "GPT on fortunes: validation at equal training time";
+  CLI::App* curves =
+      app.add_subcommand("curves", "draw the validation curves of runs' log.csv files in one PNG");
+  curves->add_option("logs", curve_logs, "log.csv files (gpt train's OUT/log.csv, bench/gpt_twin.py's)")
+      ->required();
+  curves->add_option("--label", curve_labels, "legend text of each log (in order)");
+  curves->add_option("--png", curves_png, "the picture to write")->capture_default_str();
+  curves->add_option("--title", curves_title, "the picture's title")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  if (*curves) {
+    try {
+      write_curves(curves_png, curve_logs, curve_labels, curves_title);
+      return 0;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "gpt: %s\n", e.what());
+      return 1;
+    }
+  }
 
   std::optional<dist::Environment> env;
   if (distributed) {
@@ -265,11 +321,12 @@ int main(int argc, char** argv) {
     if (!dist::is_main_process()) return 0;
     if (r.steps_done > 0) {
       std::printf(
-          "trained %lld steps in %.1f s (%.2f steps/s, %.0f tokens/s), final training loss %.4f "
-          "nats/token\n",
-          static_cast<long long>(r.steps_done), r.seconds, r.steps_done / r.seconds, r.tokens_per_second,
-          r.final_loss);
-      write_loss_plot(out_dir + "/loss.png", r);
+          "trained %lld steps in %.1f s (%.1f s with scoring and saving; %.2f steps/s, %.0f tokens/s), final "
+          "training loss %.4f nats/token\n",
+          static_cast<long long>(r.steps_done), r.seconds, r.wall_seconds, r.steps_done / r.seconds,
+          r.tokens_per_second, r.final_loss);
+      write_loss_plot(out_dir + "/loss.png", r.log,
+                      static_cast<double>(corpus.train.size()) / static_cast<double>(train_ids.size()));
     }
     std::shared_ptr<ex::GPT> best = ex::load_gpt(out_dir + "/best.safetensors", device);
     ex::LMScore s = ex::evaluate_lm(*best, valid_ids, topts.bytes_per_token);

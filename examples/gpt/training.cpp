@@ -4,8 +4,11 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <numbers>
 #include <optional>
 #include <random>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -19,7 +22,6 @@
 #include "examples/common/progress.h"
 #include "examples/gpt/data.h"
 #include "nn/optim.h"
-#include "nn/scheduler.h"
 #include "ops/creation.h"
 #include "ops/error.h"
 
@@ -32,6 +34,12 @@ uint64_t metadata_u64(const nn::Metadata& m, const std::string& key) {
   auto it = m.find(key);
   SACCADE_CHECK(it != m.end(), "train_gpt: the checkpoint has no \"{}\"", key);
   return std::stoull(it->second);
+}
+
+// checkpoints of earlier versions have no training clock: 0
+double metadata_seconds(const nn::Metadata& m, const std::string& key) {
+  auto it = m.find(key);
+  return it == m.end() ? 0.0 : std::stod(it->second);
 }
 
 double mean_over_ranks(double value) {
@@ -78,15 +86,76 @@ LMScore evaluate_lm(GPT& model, const std::vector<int64_t>& tokens, double bytes
   return s;
 }
 
+double scheduled_lr(const GPTTrainOptions& o, int64_t step, double seconds, double warmup_end) {
+  const int64_t W = std::min(o.warmup, o.steps - 1), epoch = step - 1;
+  if (epoch < W) return o.lr * (0.1 + 0.9 * static_cast<double>(epoch) / static_cast<double>(W));
+  double q = o.time_limit > 0
+                 ? (seconds - warmup_end) / std::max(o.time_limit - warmup_end, 1e-9)
+                 : static_cast<double>(epoch - W) / static_cast<double>(std::max<int64_t>(o.steps - W, 1));
+  q = std::clamp(q, 0.0, 1.0);
+  return o.min_lr + (o.lr - o.min_lr) * (1 + std::cos(std::numbers::pi * q)) / 2;
+}
+
+void write_train_log(const std::string& path, const std::vector<TrainLogRow>& rows) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << "step,seconds,lr,train_loss,val_bits_per_byte\n";
+    for (const TrainLogRow& r : rows) {
+      out << fmt::format("{},{:.3f},{:.6g},{:.6f},", r.step, r.seconds, r.lr, r.train_loss);
+      if (!std::isnan(r.val_bits_per_byte)) out << fmt::format("{:.6f}", r.val_bits_per_byte);
+      out << '\n';
+    }
+    out.flush();
+    SACCADE_CHECK(out.good(), "write_train_log: cannot write {}", tmp);
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  SACCADE_CHECK(!ec, "write_train_log: cannot rename {} to {}: {}", tmp, path, ec.message());
+}
+
+std::vector<TrainLogRow> read_train_log(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  SACCADE_CHECK(in.good(), "read_train_log: cannot read {}", path);
+  std::string line;
+  std::getline(in, line);
+  SACCADE_CHECK(
+      line == "step,seconds,lr,train_loss,val_bits_per_byte",
+      "read_train_log: {} line 1 is not the header \"step,seconds,lr,train_loss,val_bits_per_byte\"", path);
+  std::vector<TrainLogRow> rows;
+  for (int64_t n = 2; std::getline(in, line); ++n) {
+    if (line.empty()) continue;
+    std::vector<std::string> f;
+    std::stringstream ss(line);
+    for (std::string field; std::getline(ss, field, ',');) f.push_back(field);
+    if (line.back() == ',') f.emplace_back();
+    TrainLogRow r;
+    try {
+      SACCADE_CHECK(f.size() == 5, "");
+      size_t used = 0;
+      r.step = std::stoll(f[0], &used);
+      SACCADE_CHECK(used == f[0].size(), "");
+      r.seconds = std::stod(f[1]), r.lr = std::stod(f[2]), r.train_loss = std::stod(f[3]);
+      r.val_bits_per_byte = f[4].empty() ? NAN : std::stod(f[4]);
+    } catch (const std::exception&) {
+      SACCADE_CHECK(false,
+                    "read_train_log: {} line {} is not \"step,seconds,lr,train_loss,val_bits_per_byte\": {}",
+                    path, n, line);
+    }
+    rows.push_back(r);
+  }
+  return rows;
+}
+
 GPTTrainResult train_gpt(GPT& model, const std::vector<int64_t>& train, const std::vector<int64_t>& valid,
                          const GPTTrainOptions& o) {
   SACCADE_CHECK(
       o.steps >= 1 && o.batch_size >= 1 && o.grad_accum >= 1 && o.batch_size % o.grad_accum == 0 &&
-          o.lr > 0 && o.min_lr >= 0 && o.warmup >= 0 && o.eval_every >= 0,
+          o.lr > 0 && o.min_lr >= 0 && o.warmup >= 0 && o.eval_every >= 0 && o.time_limit >= 0,
       "train_gpt: need steps >= 1, batch_size a positive multiple of grad_accum, lr > 0, min_lr >= 0, "
-      "warmup >= 0 and eval_every >= 0, got steps {}, batch_size {}, grad_accum {}, lr {}, min_lr "
-      "{}, warmup {}, eval_every {}",
-      o.steps, o.batch_size, o.grad_accum, o.lr, o.min_lr, o.warmup, o.eval_every);
+      "warmup >= 0, eval_every >= 0 and time_limit >= 0, got steps {}, batch_size {}, grad_accum {}, lr {}, "
+      "min_lr {}, warmup {}, eval_every {}, time_limit {}",
+      o.steps, o.batch_size, o.grad_accum, o.lr, o.min_lr, o.warmup, o.eval_every, o.time_limit);
   const int64_t T = model.config().context, micro = o.batch_size / o.grad_accum;
   const int world = o.distributed ? distributed::world_size() : 1;
   SACCADE_CHECK(micro >= world, "train_gpt: a micro-batch of {} windows cannot be split over {} ranks", micro,
@@ -94,18 +163,20 @@ GPTTrainResult train_gpt(GPT& model, const std::vector<int64_t>& train, const st
   nn::AdamW adamw({nn::ParamGroup{model.decayed_parameters(), std::nullopt, o.weight_decay},
                    nn::ParamGroup{model.undecayed_parameters(), std::nullopt, 0.0}},
                   nn::AdamOptions{.lr = o.lr, .beta2 = o.beta2, .weight_decay = o.weight_decay});
-  const int64_t warmup = std::min(o.warmup, o.steps - 1);
-  nn::LinearWarmup schedule(adamw, warmup, 0.1, std::max<int64_t>(o.steps - warmup, 1), o.min_lr);
   std::vector<Variable> params = model.parameters();
 
-  const std::string last_path = o.out_dir.empty() ? "" : o.out_dir + "/last.safetensors";
-  const std::string best_path = o.out_dir.empty() ? "" : o.out_dir + "/best.safetensors";
+  const std::string dir = o.out_dir.empty() ? "" : o.out_dir + "/";
+  const std::string last_path = dir.empty() ? "" : dir + "last.safetensors";
+  const std::string best_path = dir.empty() ? "" : dir + "best.safetensors";
+  const std::string log_path = dir.empty() ? "" : dir + "log.csv";
   if (!o.out_dir.empty()) std::filesystem::create_directories(o.out_dir);
   GPTTrainResult r;
   r.best.bits_per_byte = INFINITY;
   uint64_t windows = 0;
+  double trained = 0, warmup_end = 0;  // training seconds so far; at the first cosine step
   const uint64_t seed = model.generator().seed();
-  if (o.resume && !last_path.empty() && std::filesystem::exists(last_path)) {
+  const bool resuming = o.resume && !last_path.empty() && std::filesystem::exists(last_path);
+  if (resuming) {
     GPTConfig saved = GPTConfig::from_metadata(nn::load_safetensors(last_path).metadata);
     SACCADE_CHECK(saved.to_metadata() == model.config().to_metadata(),
                   "train_gpt: {} holds a different model ({}) than this one ({})", last_path,
@@ -117,8 +188,14 @@ GPTTrainResult train_gpt(GPT& model, const std::vector<int64_t>& train, const st
     g.advance(metadata_u64(info.metadata, "dropout_offset"));
     model.generator() = g;
     r.best.bits_per_byte = std::stod(info.metadata.at("best_bits_per_byte"));
-    schedule.set_last_epoch(info.step);
+    trained = metadata_seconds(info.metadata, "train_seconds");
+    warmup_end = metadata_seconds(info.metadata, "warmup_end_seconds");
+    if (std::filesystem::exists(log_path))  // the rows up to the checkpoint: the earlier sessions' curve
+      for (const TrainLogRow& row : read_train_log(log_path))
+        if (row.step <= info.step) r.log.push_back(row);
     if (o.log) distributed::print(o.log, "resumed from {} at step {}\n", last_path, info.step);
+  } else if (!dir.empty() && distributed::is_main_process()) {
+    nn::save(model, dir + "init.safetensors", model.config().to_metadata());
   }
   std::mt19937_64 rng(o.seed);
   rng.discard(windows);
@@ -135,14 +212,15 @@ GPTTrainResult train_gpt(GPT& model, const std::vector<int64_t>& train, const st
     meta["dropout_offset"] = std::to_string(model.generator().offset());
     meta["best_bits_per_byte"] = fmt::format("{}", r.best.bits_per_byte);
     meta["window_seed"] = std::to_string(o.seed);
+    meta["train_seconds"] = fmt::format("{}", trained);
+    meta["warmup_end_seconds"] = fmt::format("{}", warmup_end);
     distributed::save_checkpoint(path, model, adamw, step, meta);
   };
   auto score = [&](int64_t step) {
     LMScore s;
     if (distributed::is_main_process()) s = evaluate_lm(model, valid, o.bytes_per_token, o.eval_tokens);
     if (o.distributed) s.bits_per_byte = mean_over_ranks(s.bits_per_byte) * world;  // rank 0's figure
-    r.val_steps.push_back(static_cast<double>(step));
-    r.val_bits_per_byte.push_back(s.bits_per_byte);
+    r.log.back().val_bits_per_byte = s.bits_per_byte;
     if (o.log)
       distributed::print(o.log, "step {}: validation {:.4f} nats/token, {:.4f} bits/byte ({} tokens)\n", step,
                          s.nats_per_token, s.bits_per_byte, s.tokens);
@@ -153,13 +231,18 @@ GPTTrainResult train_gpt(GPT& model, const std::vector<int64_t>& train, const st
   };
 
   const int64_t last = o.stop_at > 0 ? std::min(o.stop_at, o.steps) : o.steps;
-  const int64_t todo = last - r.start_step;
-  if (todo <= 0) return r;
+  if (last <= r.start_step || (o.time_limit > 0 && trained >= o.time_limit)) return r;
   model.train();
-  ProgressBar bar(todo, o.print_every, o.log ? o.log : stdout, o.log ? -1 : 0);
+  ProgressBar bar(last - r.start_step, o.print_every, o.log ? o.log : stdout, o.log ? -1 : 0);
   double ema = 0;
   const auto start = Clock::now();
-  for (int64_t step = r.start_step + 1; step <= last; ++step) {
+  const double trained_before = trained;
+  int64_t step = r.start_step + 1;
+  for (;; ++step) {
+    const auto step_start = Clock::now();
+    if (step == std::min(o.warmup, o.steps - 1) + 1) warmup_end = trained;
+    const double lr = scheduled_lr(o, step, trained, warmup_end);
+    for (size_t g = 0; g < adamw.num_groups(); ++g) adamw.set_lr(g, lr);
     adamw.zero_grad();
     double loss_value = 0;
     for (int64_t m = 0; m < o.grad_accum; ++m) {
@@ -183,27 +266,36 @@ GPTTrainResult train_gpt(GPT& model, const std::vector<int64_t>& train, const st
     }
     nn::clip_grad_norm_(params, o.clip);
     adamw.step();
-    schedule.step();
+    trained += std::chrono::duration<double>(Clock::now() - step_start).count();
+    // every rank stops at the same step: the first whose clock reaches the limit decides
+    const bool out_of_time =
+        o.time_limit > 0 &&
+        (o.distributed ? mean_over_ranks(trained >= o.time_limit ? 1.0 : 0.0) > 0 : trained >= o.time_limit);
     ema = step == r.start_step + 1 ? loss_value : 0.95 * ema + 0.05 * loss_value;
-    r.loss_steps.push_back(static_cast<double>(step));
-    r.losses.push_back(loss_value);
-    const double secs = std::chrono::duration<double>(Clock::now() - start).count();
-    const double tps = static_cast<double>((step - r.start_step) * o.batch_size * T) / secs;
+    r.log.push_back(TrainLogRow{step, trained, lr, loss_value, NAN});
+    const double tps =
+        static_cast<double>((step - r.start_step) * o.batch_size * T) / (trained - trained_before);
     if (o.log && distributed::is_main_process())
-      bar.update(step - r.start_step, ema, fmt::format("{:.0f} tokens/s", tps));
-    const bool at_eval = (o.eval_every > 0 && step % o.eval_every == 0) || step == last;
+      bar.update(step - r.start_step, ema,
+                 o.time_limit > 0
+                     ? fmt::format("{:.0f} tokens/s, {:.0f} of {:.0f} s", tps, trained, o.time_limit)
+                     : fmt::format("{:.0f} tokens/s", tps));
+    const bool at_eval = (o.eval_every > 0 && step % o.eval_every == 0) || step == last || out_of_time;
     if (at_eval) {
       if (o.log && distributed::is_main_process()) bar.finish();
       score(step);
       save(last_path, step);
+      if (!log_path.empty() && distributed::is_main_process()) write_train_log(log_path, r.log);
       model.train();
     }
+    if (step == last || out_of_time) break;
   }
-  r.steps_done = todo;
-  r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  r.tokens_per_second = static_cast<double>(todo * o.batch_size * T) / r.seconds;
-  const size_t n = std::min<size_t>(r.losses.size(), 50);
-  for (size_t i = r.losses.size() - n; i < r.losses.size(); ++i) r.final_loss += r.losses[i] / n;
+  r.steps_done = step - r.start_step;
+  r.seconds = trained - trained_before;
+  r.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  r.tokens_per_second = static_cast<double>(r.steps_done * o.batch_size * T) / r.seconds;
+  const size_t n = std::min<size_t>(static_cast<size_t>(r.steps_done), 50);
+  for (size_t i = r.log.size() - n; i < r.log.size(); ++i) r.final_loss += r.log[i].train_loss / n;
   return r;
 }
 

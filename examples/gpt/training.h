@@ -1,8 +1,10 @@
 #pragma once
 // Training and scoring a GPT on a token stream: random windows, AdamW with weight decay on the block matrices
-// only, linear warmup then cosine decay, gradient clipping, gradient accumulation, data parallelism
-// (distributed/), best and last checkpoints (safetensors, atomic) and exact resumes; validation loss in nats
-// per token and bits per byte (DATA.md's metric).
+// only, linear warmup then cosine decay (over the steps, or over a wall-time budget), gradient clipping,
+// gradient accumulation, data parallelism (distributed/), best and last checkpoints (safetensors, atomic),
+// exact resumes and a CSV log of the whole run; validation loss in nats per token and bits per byte
+// (DATA.md's metric).
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -30,7 +32,8 @@ LMScore evaluate_lm(GPT& model, const std::vector<int64_t>& tokens, double bytes
 
 /// Training settings (defaults: the README's run).
 struct GPTTrainOptions {
-  int64_t steps = 1500;
+  int64_t steps = 1500;     ///< optimizer steps (with time_limit: the most steps; the schedule is over time)
+  double time_limit = 0;    ///< seconds of training (0: none; see scheduled_lr), scoring time excluded
   int64_t batch_size = 32;  ///< windows per optimizer step (global, over ranks and accumulation)
   int64_t grad_accum = 1;   ///< micro-batches per step (batch_size must be a multiple)
   double lr = 4e-3;         ///< AdamW's peak learning rate
@@ -52,22 +55,54 @@ struct GPTTrainOptions {
   std::FILE* log = stdout;   ///< progress output (nullptr: silent)
 };
 
+/// The learning rate of optimizer step `step` (1-based): linear warmup from lr / 10 over the first
+/// W = min(warmup, steps - 1) steps, base (0.1 + 0.9 (step - 1) / W) · lr, then cosine decay to min_lr,
+/// min_lr + (lr - min_lr) (1 + cos(π q)) / 2, where the progress q is
+///   - without a time limit: (step - 1 - W) / max(steps - W, 1) (torch's LinearLR then CosineAnnealingLR);
+///   - with time_limit > 0: (seconds - warmup_end) / (time_limit - warmup_end), clamped to [0, 1]: `seconds`
+///     is the training time before the step begins and `warmup_end` that time at the first cosine step, so
+///     a faster implementation takes more steps along the same curve and both end at min_lr.
+/// bench/gpt_twin.py's `scheduled_lr` is the same function. Units: seconds.
+double scheduled_lr(const GPTTrainOptions& opts, int64_t step, double seconds = 0, double warmup_end = 0);
+
+/// One row of a run's log (OUT/log.csv; bench/gpt_twin.py writes the same format): one per optimizer step.
+struct TrainLogRow {
+  int64_t step = 0;
+  double seconds = 0;              ///< training time at the end of the step, scoring and saving excluded
+  double lr = 0;                   ///< the step's learning rate
+  double train_loss = 0;           ///< the step's mean training loss, nats / token
+  double val_bits_per_byte = NAN;  ///< validation after the step (NaN: not scored at this step)
+};
+
+/// Writes `rows` as CSV, header "step,seconds,lr,train_loss,val_bits_per_byte" (an unscored step leaves the
+/// last field empty), atomically (`path`.tmp renamed). Throws saccade::Error naming "write_train_log" and the
+/// file when it cannot be written.
+void write_train_log(const std::string& path, const std::vector<TrainLogRow>& rows);
+/// Reads what write_train_log wrote. Throws saccade::Error naming "read_train_log", the file and the line for
+/// a missing file, another header or a malformed row.
+std::vector<TrainLogRow> read_train_log(const std::string& path);
+
 /// What a training run did.
 struct GPTTrainResult {
-  int64_t start_step = 0, steps_done = 0;
-  double seconds = 0, tokens_per_second = 0;
-  double final_loss = 0;  ///< mean training loss (nats / token) of the last min(50, steps_done) steps
-  LMScore best;           ///< the best validation score seen (at eval points)
-  std::vector<double> loss_steps, losses;            ///< training loss per step (this call's steps)
-  std::vector<double> val_steps, val_bits_per_byte;  ///< validation at each eval point
+  int64_t start_step = 0, steps_done = 0;  ///< this call's first step - 1 and the steps it took
+  double seconds = 0;                      ///< this call's training time (scoring and saving excluded)
+  double wall_seconds = 0;                 ///< this call's time, scoring and saving included
+  double tokens_per_second = 0;            ///< of this call's training time
+  double final_loss = 0;         ///< mean training loss (nats / token) of the last min(50, steps_done) steps
+  LMScore best;                  ///< the best validation score seen (at eval points)
+  std::vector<TrainLogRow> log;  ///< the whole run's rows (a resumed run's earlier ones from OUT/log.csv)
 };
 
 /// Trains `model` (already on opts.device, its Generator drawing the dropout masks) on windows of `train`,
-/// scoring on `valid` every opts.eval_every steps and at the end; writes out_dir/last.safetensors (model,
-/// optimizer, step, config, window count, dropout generator offset) at every eval point and at the end, and
-/// out_dir/best.safetensors when the validation improves. A resumed run (opts.resume, the file present)
-/// continues exactly as the uninterrupted one. Throws saccade::Error naming "train_gpt" for bad options and
-/// what load_checkpoint throws for a checkpoint of another model.
+/// scoring on `valid` every opts.eval_every steps and at the end; writes out_dir/init.safetensors (the model
+/// before its first step, for a twin to start from the same weights) on a fresh run, out_dir/last.safetensors
+/// (model, optimizer, step, config, window count, dropout generator offset, training seconds) and
+/// out_dir/log.csv (write_train_log, the whole run) at every eval point and at the end, and
+/// out_dir/best.safetensors when the validation improves. With opts.time_limit the run stops after the step
+/// that reaches it (or at opts.steps). A resumed run (opts.resume, the file present) continues exactly as the
+/// uninterrupted one (without a time limit: with one, where it stops depends on the clock) and keeps the
+/// earlier rows of log.csv. Throws saccade::Error naming "train_gpt" for bad options and what
+/// load_checkpoint throws for a checkpoint of another model.
 GPTTrainResult train_gpt(GPT& model, const std::vector<int64_t>& train, const std::vector<int64_t>& valid,
                          const GPTTrainOptions& opts);
 
