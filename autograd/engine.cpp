@@ -4,12 +4,16 @@
 //      (in-degree reached zero), summing what they handed;
 //   3. a node's derivative rule turns its output gradient into one gradient per input, passed down its edges;
 //   4. accumulator nodes add into leaf grads.
+// Sums are made in place once the engine owns the sum (it allocated it); a gradient a rule returned is never
+// written, since rules may hand one tensor to several inputs. A view of part of its input (Node::part) hands
+// on only its part, which is added into that part of the input's gradient.
 // No recursion: both passes use explicit stacks, so a chain of 10^5 ops is fine.
 #include "autograd/engine.h"
 
 #include <unordered_map>
 
 #include "autograd/grad_mode.h"
+#include "ops/creation.h"
 #include "ops/elementwise.h"
 
 namespace saccade {
@@ -58,14 +62,42 @@ std::vector<Tensor> apply_rule(Node& n, const Tensor& g, bool retain_graph) {
   for (size_t i = 0; i < outs.size(); ++i) {
     const Node* next = n.next()[i].get();
     if (!next || !outs[i].defined()) continue;
-    SACCADE_CHECK(outs[i].shape() == next->output_shape(),
-                  "backward of {}: gradient of shape {} for input {} of shape {}", n.name(), outs[i].shape(),
-                  i, next->output_shape());
+    // a part view's rule returns the gradient of its part: its own output's shape
+    const Shape& want = n.part() ? n.output_shape() : next->output_shape();
+    SACCADE_CHECK(outs[i].shape() == want, "backward of {}: gradient of shape {} for input {} of shape {}",
+                  n.name(), outs[i].shape(), i, want);
     if (anomaly_mode_enabled())
       SACCADE_CHECK(all_finite(outs[i]), "anomaly mode: backward of {} produced a NaN or Inf for input {}",
                     n.name(), i);
   }
   return outs;
+}
+
+// The gradient summed so far for a node that still waits for some of its consumers.
+struct PendingGrad {
+  Tensor sum;
+  bool owned = false;  // allocated by the engine, so adding into it in place changes nothing else
+};
+
+// Adds `g`, the gradient `from` hands to its input `to`, into that input's pending sum.
+void accumulate(PendingGrad& acc, Tensor g, const Node& from, const Node& to) {
+  if (const Node::PartFn& part = from.part()) {  // g covers part(input) only
+    if (!acc.sum.defined()) {
+      acc.sum = ops::zeros(to.output_shape(), g.dtype(), g.device());
+    } else if (!acc.owned) {
+      acc.sum = acc.sum.clone();
+    }
+    acc.owned = true;
+    Tensor dst = part(acc.sum);
+    ops::add_(dst, g);
+  } else if (!acc.sum.defined()) {
+    acc.sum = std::move(g);  // not owned: the rule may have handed the same tensor elsewhere
+  } else if (acc.owned) {
+    ops::add_(acc.sum, g);
+  } else {
+    acc.sum = ops::add(acc.sum, g);
+    acc.owned = true;
+  }
 }
 
 }  // namespace
@@ -78,14 +110,14 @@ void run_backward(const std::shared_ptr<Node>& root, const Tensor& grad, bool re
   std::unordered_map<Node*, int> deps = count_dependencies(root.get());
 
   // 2. Kahn: `ready` holds nodes whose every consumer has run; `grads` the sums handed to waiting nodes
-  std::unordered_map<Node*, Tensor> grads{{root.get(), grad}};
+  std::unordered_map<Node*, PendingGrad> grads{{root.get(), {grad}}};
   std::vector<Node*> ready{root.get()};
   while (!ready.empty()) {
     Node* n = ready.back();
     ready.pop_back();
     Tensor g;
     if (auto it = grads.find(n); it != grads.end()) {
-      g = std::move(it->second);
+      g = std::move(it->second.sum);
       grads.erase(it);
     }
     std::vector<Tensor> outs;  // stays empty for a node no gradient reached: it still releases its inputs
@@ -100,10 +132,7 @@ void run_backward(const std::shared_ptr<Node>& root, const Tensor& grad, bool re
     for (size_t i = 0; i < n->next().size(); ++i) {
       Node* next = n->next()[i].get();
       if (!next) continue;
-      if (!outs.empty() && outs[i].defined()) {
-        Tensor& acc = grads[next];
-        acc = acc.defined() ? ops::add(acc, outs[i]) : std::move(outs[i]);
-      }
+      if (!outs.empty() && outs[i].defined()) accumulate(grads[next], std::move(outs[i]), *n, *next);
       if (--deps[next] == 0) ready.push_back(next);
     }
   }

@@ -23,6 +23,9 @@ class Node {
   /// grad of the output -> grads of the inputs, one per input (undefined where an input needs none).
   using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_output)>;
   using Hook = std::function<Tensor(const Tensor&)>;
+  /// For a view that picks a part of its one input (select, narrow, slice, split, chunk): maps a tensor of
+  /// the input's shape to the view of that part. See set_part.
+  using PartFn = std::function<Tensor(const Tensor& whole)>;
 
   Node(std::string name, std::vector<std::shared_ptr<Node>> next, BackwardFn fn, Shape output_shape,
        DType dtype, Device device)
@@ -50,6 +53,13 @@ class Node {
   void release() { fn_ = nullptr; }
   bool released() const { return !fn_ && !is_accumulator_; }
 
+  /// Marks this node as a view of part of its one input: its rule returns the gradient of that part only (the
+  /// shape of this node's output), and the engine adds it into part(gradient of the input), which it makes
+  /// once as zeros. So T selects of one (B, T, n) tensor cost one zeros of it, not T zeros and T - 1 sums.
+  void set_part(PartFn part) { part_ = std::move(part); }
+  /// The part this node's gradient covers (empty: the whole input, the usual case).
+  const PartFn& part() const { return part_; }
+
   /// Hooks run on the gradient arriving at this node's output before it is used (Variable::register_hook).
   std::vector<Hook>& hooks() { return hooks_; }
 
@@ -67,6 +77,7 @@ class Node {
   DType dtype_;
   Device device_;
   std::vector<Hook> hooks_;
+  PartFn part_;
   // Accumulators: the leaf owns its accumulator (so it lives as long as the leaf and is made once), and the
   // accumulator refers back weakly, so the two never form a cycle.
   std::weak_ptr<VariableImpl> leaf_;

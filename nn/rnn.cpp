@@ -57,19 +57,25 @@ Variable check_step(const char* module, const Variable& x, const Variable& h, in
   return h;
 }
 
-// One GRU step from the input projection gi = x W_ih^T + b_ih (B, 3H) and the state h (B, H):
-// r, z = σ(gi_r + gh_r), σ(gi_z + gh_z);  n = tanh(gi_n + r ⊙ gh_n);  h' = (1 - z) ⊙ n + z ⊙ h = n + z ⊙ (h -
-// n).
+// One GRU step from the input projection gi = x W_ih^T + b_ih (B, 3H) or (3H) and the state h (B, H) or (H),
+// its gate math fused (gru_gates; the reference is gru_gates_composed).
 Variable gru_step(const Variable& gi, const Variable& h, const Variable& w_hh, const Variable& b_hh) {
   Variable gh = linear(h, w_hh, b_hh);
+  if (gi.dim() == 1) return squeeze(gru_gates(unsqueeze(gi, 0), unsqueeze(gh, 0), unsqueeze(h, 0)), 0);
+  return gru_gates(gi, gh, h);
+}
+
+}  // namespace
+
+// r, z = σ(gi_r + gh_r), σ(gi_z + gh_z);  n = tanh(gi_n + r ⊙ gh_n);  h' = (1 - z) ⊙ n + z ⊙ h = n + z ⊙ (h -
+// n).
+Variable gru_gates_composed(const Variable& gi, const Variable& gh, const Variable& h) {
   std::vector<Variable> i = chunk(gi, 3, -1), g = chunk(gh, 3, -1);
   Variable r = sigmoid(i[0] + g[0]);
   Variable z = sigmoid(i[1] + g[1]);
   Variable n = tanh(i[2] + r * g[2]);
   return n + z * (h - n);
 }
-
-}  // namespace
 
 // ---- GRUCell ----
 

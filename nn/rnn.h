@@ -10,6 +10,11 @@
 
 namespace saccade::nn {
 
+/// The gate math of one GRU step composed of autograd ops (chunk, sigmoid, tanh, products): gi, gh (B, 3H) or
+/// (3H) laid out [r | z | n], h (B, H) or (H) -> h'. The readable reference that GRUCell and GRU's fused
+/// saccade::gru_gates (autograd/functions/nn.h) is tested against.
+Variable gru_gates_composed(const Variable& gi, const Variable& gh, const Variable& h);
+
 /// One step of a gated recurrent unit (Cho et al. 2014; torch.nn.GRUCell, d2l section 10.2):
 ///   r = σ(W_ir x + b_ir + W_hr h + b_hr)
 ///   z = σ(W_iz x + b_iz + W_hz h + b_hz)

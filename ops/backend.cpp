@@ -198,4 +198,37 @@ void Backend::dropout(const Tensor& x, uint64_t seed, uint64_t offset, double p,
   binary(BinaryOp::Mul, x, mask, out);
 }
 
+// r = σ(gi_r + gh_r), z = σ(gi_z + gh_z), n = tanh(gi_n + r ⊙ gh_n), h' = n + z ⊙ (h - n)
+void Backend::gru_gates(const Tensor& gi, const Tensor& gh, const Tensor& h, const Tensor& out,
+                        const Tensor& saved) {
+  const int64_t H = h.size(1);
+  auto part = [H](const Tensor& t, int64_t k) { return t.narrow(1, k * H, H); };
+  Tensor r = ops::sigmoid(ops::add(part(gi, 0), part(gh, 0)));
+  Tensor z = ops::sigmoid(ops::add(part(gi, 1), part(gh, 1)));
+  Tensor n = ops::tanh(ops::add(part(gi, 2), ops::mul(r, part(gh, 2))));
+  copy(ops::add(n, ops::mul(z, ops::sub(h, n))), out);
+  copy(r, part(saved, 0));
+  copy(z, part(saved, 1));
+  copy(n, part(saved, 2));
+}
+
+// a_n = gy (1 - z)(1 - n²), a_r = a_n gh_n r (1 - r), a_z = gy (h - n) z (1 - z):
+// ggi = [a_r, a_z, a_n], ggh = [a_r, a_z, a_n r], gx_h = gy z
+void Backend::gru_gates_backward(const Tensor& gy, const Tensor& gh, const Tensor& h, const Tensor& saved,
+                                 const Tensor& ggi, const Tensor& ggh, const Tensor& gx_h) {
+  const int64_t H = h.size(1);
+  auto part = [H](const Tensor& t, int64_t k) { return t.narrow(1, k * H, H); };
+  const Tensor r = part(saved, 0), z = part(saved, 1), n = part(saved, 2);
+  Tensor a_n = ops::mul(ops::mul(gy, ops::rsub(z, 1.0)), ops::rsub(ops::mul(n, n), 1.0));
+  Tensor a_r = ops::mul(ops::mul(a_n, part(gh, 2)), ops::mul(r, ops::rsub(r, 1.0)));
+  Tensor a_z = ops::mul(ops::mul(gy, ops::sub(h, n)), ops::mul(z, ops::rsub(z, 1.0)));
+  for (const Tensor* g : {&ggi, &ggh}) {
+    copy(a_r, part(*g, 0));
+    copy(a_z, part(*g, 1));
+  }
+  copy(a_n, part(ggi, 2));
+  copy(ops::mul(a_n, r), part(ggh, 2));
+  copy(ops::mul(gy, z), gx_h);
+}
+
 }  // namespace saccade

@@ -213,6 +213,17 @@ class Backend {
   virtual void avg_pool2d_backward(const Tensor& gy, const Tensor& gx, int kh, int kw, int sh, int sw, int ph,
                                    int pw);
 
+  // ---- GRU gates (ops::gru_gates) ----
+  /// gi, gh, saved: (B, 3H) contiguous, h, out: (B, H) contiguous, one float dtype: out = h', saved = [r, z,
+  /// n] as ops::gru_gates defines them. The default composes the elementwise kernels; the CPU makes it in one
+  /// pass.
+  virtual void gru_gates(const Tensor& gi, const Tensor& gh, const Tensor& h, const Tensor& out,
+                         const Tensor& saved);
+  /// gy, h, gx_h: (B, H), gh, saved, ggi, ggh: (B, 3H), all contiguous, one float dtype: the gradients of
+  /// ops::gru_gates_backward into ggi, ggh and gx_h. Default composed, CPU one pass.
+  virtual void gru_gates_backward(const Tensor& gy, const Tensor& gh, const Tensor& h, const Tensor& saved,
+                                  const Tensor& ggi, const Tensor& ggh, const Tensor& gx_h);
+
   // ---- random numbers: counter-based Philox4x32-10 (ops/philox.h); element i uses counter offset + i ----
   /// out (contiguous float) = U[low, high).
   virtual void uniform(const Tensor& out, uint64_t seed, uint64_t offset, double low, double high);

@@ -187,6 +187,53 @@ LayerNormGrads layer_norm_backward(const Tensor& gy, const Tensor& x, const Shap
   return r;
 }
 
+// ---- GRU gates ----
+
+namespace {
+
+// Checks gi, gh (B, 3H) [and saved, (B, 3H)] and h (B, H) of one float dtype and device; returns H.
+int64_t check_gru_gates(const char* op, const Tensor& gi, const Tensor& gh, const Tensor& h) {
+  check_float(op, gi, "gi");
+  check_float(op, gh, "gh");
+  check_float(op, h, "h");
+  check_same_device(op, {&gi, &gh, &h});
+  const int64_t H = h.dim() == 2 ? h.size(1) : 0;
+  const Shape want{h.dim() == 2 ? h.size(0) : 0, 3 * H};
+  SACCADE_CHECK(
+      h.dim() == 2 && gi.shape() == want && gh.shape() == gi.shape() && gi.dtype() == h.dtype() &&
+          gh.dtype() == h.dtype(),
+      "{}: expected gi and gh (B, 3H) and h (B, H) of one dtype, got gi {} ({}), gh {} ({}), h {} ({})", op,
+      gi.shape(), gi.dtype(), gh.shape(), gh.dtype(), h.shape(), h.dtype());
+  return H;
+}
+
+}  // namespace
+
+GruGates gru_gates(const Tensor& gi, const Tensor& gh, const Tensor& h) {
+  check_gru_gates("gru_gates", gi, gh, h);
+  GruGates r{Tensor::empty(h.shape(), h.dtype(), h.device()),
+             Tensor::empty(gi.shape(), h.dtype(), h.device())};
+  backend(h.device()).gru_gates(gi.contiguous(), gh.contiguous(), h.contiguous(), r.h, r.saved);
+  return r;
+}
+
+GruGatesGrads gru_gates_backward(const Tensor& gy, const Tensor& gh, const Tensor& h, const Tensor& saved) {
+  const char* op = "gru_gates_backward";
+  check_gru_gates(op, saved, gh, h);
+  check_float(op, gy, "gradient");
+  check_same_device(op, {&gy, &h});
+  SACCADE_CHECK(gy.shape() == h.shape() && gy.dtype() == h.dtype(),
+                "{}: gradient {} ({}) must match the state h {} ({})", op, gy.shape(), gy.dtype(), h.shape(),
+                h.dtype());
+  GruGatesGrads r{Tensor::empty(gh.shape(), h.dtype(), h.device()),
+                  Tensor::empty(gh.shape(), h.dtype(), h.device()),
+                  Tensor::empty(h.shape(), h.dtype(), h.device())};
+  backend(h.device())
+      .gru_gates_backward(gy.contiguous(), gh.contiguous(), h.contiguous(), saved.contiguous(), r.ggi, r.ggh,
+                          r.gh);
+  return r;
+}
+
 // ---- dropout ----
 
 DropoutResult dropout(const Tensor& x, double p, bool training, Generator* gen) {

@@ -70,6 +70,28 @@ LayerNormGrads layer_norm_backward(const Tensor& gy, const Tensor& x, const Shap
                                    const Tensor& weight, const Tensor& mean, const Tensor& rstd,
                                    bool weight_grad, bool bias_grad);
 
+// ---- GRU gates ----
+
+/// gru_gates' results: the next state h' (B, H), and saved (B, 3H) = [r, z, n] for gru_gates_backward.
+struct GruGates {
+  Tensor h, saved;
+};
+/// The gate math of one GRU step (Cho et al. 2014; torch.nn.GRUCell after its two products) from the input
+/// projection gi = x W_ih^T + b_ih and the state projection gh = h W_hh^T + b_hh, both (B, 3H) laid out
+/// [r | z | n], and the state h (B, H):
+///   r = σ(gi_r + gh_r),  z = σ(gi_z + gh_z),  n = tanh(gi_n + r ⊙ gh_n),  h' = n + z ⊙ (h - n).
+/// One pass on the CPU (the composed ops elsewhere). float32/64, one dtype and device. Throws saccade::Error
+/// naming "gru_gates" and the shapes for other shapes, dtypes or mixed devices.
+GruGates gru_gates(const Tensor& gi, const Tensor& gh, const Tensor& h);
+/// gru_gates_backward's results: gradients of gi, gh (B, 3H) and h (B, H).
+struct GruGatesGrads {
+  Tensor ggi, ggh, gh;
+};
+/// The backward of gru_gates: gy = dL/dh' (B, H), gh and h as given to gru_gates, saved = its [r, z, n].
+/// ggi = [a_r, a_z, a_n], ggh = [a_r, a_z, a_n ⊙ r] with a_n = gy (1 - z)(1 - n²),
+/// a_r = a_n gh_n r (1 - r), a_z = gy (h - n) z (1 - z); and dh = gy ⊙ z. Errors as gru_gates.
+GruGatesGrads gru_gates_backward(const Tensor& gy, const Tensor& gh, const Tensor& h, const Tensor& saved);
+
 // ---- dropout ----
 
 /// out and the scale it applied: out = x ⊙ mask.

@@ -140,3 +140,28 @@ TEST_CASE("engine: 10^4 forward/backward iterations keep memory flat", "[autogra
   INFO("resident before " << before << " kB, after " << after << " kB");
   REQUIRE(after - before < 2048);
 }
+
+TEST_CASE("engine: part views add into one gradient of their input", "[autograd][engine]") {
+  // h is consumed by select, narrow, slice, chunk and split views (some twice, one part gradient arriving
+  // into a sum the engine does not own: h + h hands one tensor to both edges) and by whole-tensor ops, in
+  // both orders: every path must reach x, as if each view had placed its gradient into zeros of h's shape.
+  Tensor x0 = rand64({2, 5, 6});
+  auto f = [](const std::vector<Variable>& in) {
+    Variable h = in[0] * 1.5;
+    Variable y = select(h, 1, 0) * 2.0 + select(h, 1, 3) + select(h, 1, 3) * select(h, 1, 4);
+    std::vector<Variable> c = chunk(h, 3, -1);
+    std::vector<Variable> s = split(h, {1, 4}, 1);
+    Variable z = sum(c[0] * c[2]) + sum(narrow(h, 1, 1, 3) * 3.0) + sum(slice(h, 2, 0, 6, 2)) + sum(h + h);
+    return sum(y) + z + sum(exp(s[1])) + sum(h * h);
+  };
+  REQUIRE(gradcheck(f, {Variable(x0, true)}));
+
+  // the same gradient as the rule it replaced: each view's g placed into zeros of x's shape, then summed
+  Variable x(x0, true);
+  (sum(select(x, 1, 2) * 2.0) + sum(narrow(x, 1, 1, 2)) + sum(x)).backward();
+  Tensor want = ops::ones({2, 5, 6}, DType::Float64);
+  Tensor at2 = want.select(1, 2), at12 = want.narrow(1, 1, 2);
+  ops::add_(at2, ops::full({2, 6}, 2.0, DType::Float64));
+  ops::add_(at12, ops::ones({2, 2, 6}, DType::Float64));
+  REQUIRE(allclose(x.grad(), want));
+}

@@ -1,14 +1,15 @@
 // saccade's own kernels at each vector width this machine runs (ops/cpu/simd.h: with_isa, IsaGuard): every
 // width agrees with a readable reference computed here in double or through the composed path: elementwise
 // (tanh, exp, add, scalar multiply: what the optimizers' updates are made of; gelu and its derivative),
-// softmax, layer norm, the fused additive scores and flash attention with either kind of tile products,
-// forward and backward, with and without dropout; the uniform draws against Philox computed here.
+// softmax, layer norm, the GRU gates, the fused additive scores and flash attention with either kind of tile
+// products, forward and backward, with and without dropout; the uniform draws against Philox computed here.
 #include <cmath>
 #include <string>
 #include <vector>
 
 #include "helpers.h"
 #include "nn/attention.h"
+#include "nn/rnn.h"
 #include "ops/cpu/flash_tiles.h"
 #include "ops/cpu/random.h"
 #include "ops/cpu/simd.h"
@@ -52,6 +53,15 @@ Grads additive(bool fused, const Tensor& q, const Tensor& k, const Tensor& w) {
   Variable s = fused ? additive_attention_scores(vq, vk, vw) : nn::additive_scores_composed(vq, vk, vw);
   s.backward(randn(s.shape(), q.dtype(), 99));
   return {s.data(), vq.grad(), vk.grad(), vw.grad()};
+}
+
+// One GRU step's gates; gi is a step of a (B, T, 3H) projection (a strided view, as in nn::GRU).
+Grads gru(bool fused, const Tensor& gi_all, const Tensor& gh, const Tensor& h) {
+  Variable vi(gi_all, true), vg(gh, true), vh(h, true);
+  Variable gi = select(vi, 1, 1);
+  Variable y = fused ? gru_gates(gi, vg, vh) : nn::gru_gates_composed(gi, vg, vh);
+  y.backward(randn(y.shape(), h.dtype(), 98));
+  return {y.data(), vi.grad(), vg.grad(), vh.grad()};
 }
 
 // Causal attention, with dropout p drawn from a fresh generator (the same mask at every call).
@@ -145,6 +155,18 @@ TEST_CASE("isa dispatch: fused additive scores agree with the composed path at e
     cpu::IsaGuard g(isa);
     INFO("width " << cpu::vector_level_name(isa));
     close(additive(true, q, k, w), ref, 1e-5);
+  }
+}
+
+TEST_CASE("isa dispatch: fused GRU gates agree with the composed path at every width", "[ops][isa][rnn]") {
+  // H = 37: every width has a remainder; gates beyond ±10 saturate σ and tanh
+  Tensor gi = ops::mul(randn({5, 3, 111}, DType::Float32, 10), 4.0), gh = randn({5, 111}, DType::Float32, 11),
+         h = randn({5, 37}, DType::Float32, 12);
+  const Grads ref = gru(false, gi, gh, h);
+  for (Isa isa : widths()) {
+    cpu::IsaGuard g(isa);
+    INFO("width " << cpu::vector_level_name(isa));
+    close(gru(true, gi, gh, h), ref, 2e-6);
   }
 }
 

@@ -125,6 +125,20 @@ TEST_CASE("matmul: GEMMs split into slabs of rows across threads agree with the 
   set_num_threads(previous);
 }
 
+TEST_CASE("matmul: a product with fewer rows than columns split into column blocks agrees with the reference",
+          "[ops][linalg]") {
+  // 2 threads: (60, 300) @ (300, 230) is one GEMM of 4.1M multiply-adds with rows < columns, cut into blocks
+  // of 64 columns (the last one short), b row-major and column-major (w.t(), as linear passes it)
+  int previous = get_num_threads();
+  set_num_threads(2);
+  Tensor x = rand64({60, 300}, 31), w = rand64({300, 230}, 32), wt = rand64({230, 300}, 33).t();
+  REQUIRE(allclose(ops::matmul(x, w), ref_matmul(x, w), 1e-10, 1e-10));
+  REQUIRE(allclose(ops::matmul(x, wt), ref_matmul(x, wt), 1e-10, 1e-10));
+  Tensor xf = x.to(DType::Float32), wf = wt.to(DType::Float32);
+  REQUIRE(allclose(ops::matmul(xf, wf), ref_matmul(x, wt).to(DType::Float32), 1e-4, 1e-4));
+  set_num_threads(previous);
+}
+
 TEST_CASE("matmul: empty dims", "[ops][linalg]") {
   Tensor z = ops::matmul(ops::ones({3, 0}), ops::ones({0, 2}));  // K = 0: a sum of nothing
   REQUIRE(allclose(z, ops::zeros({3, 2})));

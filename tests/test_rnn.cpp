@@ -4,6 +4,7 @@
 
 #include "helpers.h"
 #include "module_gradcheck.h"
+#include "ops/backend.h"
 #include "torch_case.h"
 
 using namespace saccade;
@@ -324,4 +325,35 @@ TEST_CASE("rnn: bad input names the module", "[nn][rnn][errors]") {
       "LSTMCell");
   REQUIRE_THROWS_SACCADE(lstm.forward(Variable(ops::ones({2, 3})), {Variable(ops::ones({2, 2})), Variable()}),
                          "LSTMCell");
+}
+
+TEST_CASE("rnn: fused GRU gates match the composed ones in float64 and pass gradcheck", "[nn][rnn]") {
+  Tensor gi = rand64({4, 18}, 1), gh = rand64({4, 18}, 2), h = rand64({4, 6}, 3);
+  Variable vi(gi, true), vg(gh, true), vh(h, true);
+  Variable fused = gru_gates(vi, vg, vh), composed = nn::gru_gates_composed(vi, vg, vh);
+  REQUIRE(allclose(fused.data(), composed.data(), 1e-12, 1e-12));
+  REQUIRE(gradcheck([](const std::vector<Variable>& in) { return gru_gates(in[0], in[1], in[2]); },
+                    {Variable(gi, true), Variable(gh, true), Variable(h, true)}));
+  // the default (composed) backend kernels, which CUDA runs, against the CPU's fused ones
+  ops::GruGates f = ops::gru_gates(gi, gh, h);
+  Tensor out = Tensor::empty(h.shape(), DType::Float64), saved = Tensor::empty(gi.shape(), DType::Float64);
+  backend(Device::cpu()).Backend::gru_gates(gi, gh, h, out, saved);
+  REQUIRE(allclose(out, f.h, 1e-12, 1e-12));
+  REQUIRE(allclose(saved, f.saved, 1e-12, 1e-12));
+  Tensor gy = rand64({4, 6}, 4);
+  ops::GruGatesGrads r = ops::gru_gates_backward(gy, gh, h, f.saved);
+  Tensor ggi = Tensor::empty(gi.shape(), DType::Float64), ggh = Tensor::empty(gi.shape(), DType::Float64),
+         dh = Tensor::empty(h.shape(), DType::Float64);
+  backend(Device::cpu()).Backend::gru_gates_backward(gy, gh, h, f.saved, ggi, ggh, dh);
+  REQUIRE(allclose(ggi, r.ggi, 1e-12, 1e-12));
+  REQUIRE(allclose(ggh, r.ggh, 1e-12, 1e-12));
+  REQUIRE(allclose(dh, r.gh, 1e-12, 1e-12));
+}
+
+TEST_CASE("rnn: GRU gates refuse mismatched shapes and dtypes", "[nn][rnn]") {
+  Tensor gi = rand64({4, 18}), h = rand64({4, 6});
+  REQUIRE_THROWS_SACCADE(ops::gru_gates(gi, rand64({4, 15}), h), "gru_gates");
+  REQUIRE_THROWS_SACCADE(ops::gru_gates(gi, gi, rand64({3, 6})), "gru_gates");
+  REQUIRE_THROWS_SACCADE(ops::gru_gates(gi, gi.to(DType::Float32), h), "gru_gates");
+  REQUIRE_THROWS_SACCADE(ops::gru_gates_backward(rand64({4, 5}), gi, h, gi), "gru_gates_backward");
 }

@@ -71,6 +71,22 @@ Variable dropout(const Variable& x, double p, bool training, Generator* gen) {
   return make_result("dropout", r.out, {x}, [mask](const Tensor& g) -> Grads { return {ops::mul(g, mask)}; });
 }
 
+// gi, gh: (B, 3H) [r | z | n], h: (B, H) -> h': (B, H)
+Variable gru_gates(const Variable& gi, const Variable& gh, const Variable& h) {
+  check_defined("gru_gates", gi, gh, h);
+  ErrorScope scope("gru_gates");
+  // r = σ(gi_r + gh_r), z = σ(gi_z + gh_z), n = tanh(gi_n + r ⊙ gh_n), h' = n + z ⊙ (h - n):
+  //   dh = g z,  a_n = g (1 - z)(1 - n²),  a_r = a_n gh_n r (1 - r),  a_z = g (h - n) z (1 - z),
+  //   dgi = [a_r, a_z, a_n],  dgh = [a_r, a_z, a_n r]
+  ops::GruGates f = ops::gru_gates(gi.data(), gh.data(), h.data());
+  SavedTensor sgh(gh.data(), "gru_gates"), sh(h.data(), "gru_gates");
+  Tensor saved = f.saved;
+  return make_result("gru_gates", f.h, {gi, gh, h}, [sgh, sh, saved](const Tensor& g) -> Grads {
+    ops::GruGatesGrads r = ops::gru_gates_backward(g, sgh.get(), sh.get(), saved);
+    return {r.ggi, r.ggh, r.gh};
+  });
+}
+
 // logits: (N, C); target: (N) int64; loss: () or (N)
 Variable cross_entropy(const Variable& logits, const Tensor& target, int64_t ignore_index,
                        Reduction reduction, double label_smoothing) {

@@ -26,6 +26,11 @@ Variable layer_norm(const Variable& x, const Shape& normalized_shape, const Vari
 /// rest by 1/(1-p); the gradient is masked and scaled the same way. Returns x itself when !training or p ==
 /// 0.
 Variable dropout(const Variable& x, double p, bool training = true, Generator* gen = nullptr);
+/// The gate math of one GRU step (ops::gru_gates; torch.nn.GRUCell after its two products): gi, gh (B, 3H)
+/// laid out [r | z | n], h (B, H) -> h' (B, H) = n + z ⊙ (h - n). Fused on the CPU; the composed reference
+/// is nn::gru_gates_composed. Throws saccade::Error naming "gru_gates" and the shapes for mismatched shapes,
+/// dtypes or devices.
+Variable gru_gates(const Variable& gi, const Variable& gh, const Variable& h);
 /// Cross-entropy of logits (N, C) against int64 class indices target (N), or of logits (N, C, d1, ...)
 /// against target (N, d1, ...) (a loss per position; None returns target's shape), with ignore_index and
 /// label_smoothing exactly as torch.nn.functional.cross_entropy (torch 1.13). Differentiable in logits.

@@ -1,7 +1,8 @@
 // Derivative rules of the views and joins, each beside its forward. `g` is dL/d(output).
 // A view's backward undoes the view on g (reshape back, inverse permute, sum over broadcast dims), or, for
-// views that pick a part of the input (narrow, slice, select, split), places g into zeros of the input's
-// shape.
+// views that pick a part of the input (narrow, slice, select, split, chunk), hands g on as the gradient of
+// that part: the engine adds it into the part of the input's gradient (Node::set_part), as if g had been
+// placed into zeros of the input's shape.
 #include "autograd/functions/shape.h"
 
 #include "autograd/function.h"
@@ -16,14 +17,11 @@ using Grads = std::vector<Tensor>;
 
 namespace {
 
-// zeros of `shape` with g copied into the part of it that `part` selects: the backward of every view that
-// picks a part of its input.
-template <class Part>
-Tensor place(const Tensor& g, const Shape& shape, Part part) {
-  Tensor z = ops::zeros(shape, g.dtype(), g.device());
-  Tensor dst = part(z);
-  ops::copy_(dst, g);
-  return z;
+// Records y, a view of the part of `a` that `part` picks: da = zeros of a's shape with g at part(da).
+Variable part_result(const char* op, Tensor y, const Variable& a, Node::PartFn part) {
+  Variable out = make_result(op, std::move(y), {a}, [](const Tensor& g) -> Grads { return {g}; });
+  if (out.grad_fn()) out.grad_fn()->set_part(std::move(part));
+  return out;
 }
 
 // g: (.., r * s, ..) at dim d -> (.., s, ..): the sum of the r blocks of dim d (zeros when r is 0).
@@ -126,28 +124,22 @@ Variable flatten(const Variable& a, int64_t start_dim, int64_t end_dim) {
 Variable narrow(const Variable& a, int64_t dim, int64_t start, int64_t length) {
   check_defined("narrow", a);
   // y = a[.., start:start+length, ..]:  da = zeros with g at [.., start:start+length, ..]
-  Shape sa = a.shape();
-  return make_result("narrow", a.data().narrow(dim, start, length), {a}, [=](const Tensor& g) -> Grads {
-    return {place(g, sa, [&](const Tensor& z) { return z.narrow(dim, start, length); })};
-  });
+  return part_result("narrow", a.data().narrow(dim, start, length), a,
+                     [=](const Tensor& z) { return z.narrow(dim, start, length); });
 }
 
 Variable slice(const Variable& a, int64_t dim, int64_t start, int64_t end, int64_t step) {
   check_defined("slice", a);
   // y = a[.., start:end:step, ..]:  da = zeros with g at [.., start:end:step, ..]
-  Shape sa = a.shape();
-  return make_result("slice", a.data().slice(dim, start, end, step), {a}, [=](const Tensor& g) -> Grads {
-    return {place(g, sa, [&](const Tensor& z) { return z.slice(dim, start, end, step); })};
-  });
+  return part_result("slice", a.data().slice(dim, start, end, step), a,
+                     [=](const Tensor& z) { return z.slice(dim, start, end, step); });
 }
 
 Variable select(const Variable& a, int64_t dim, int64_t index) {
   check_defined("select", a);
   // y = a[.., index, ..]:  da = zeros with g at [.., index, ..]
-  Shape sa = a.shape();
-  return make_result("select", a.data().select(dim, index), {a}, [=](const Tensor& g) -> Grads {
-    return {place(g, sa, [&](const Tensor& z) { return z.select(dim, index); })};
-  });
+  return part_result("select", a.data().select(dim, index), a,
+                     [=](const Tensor& z) { return z.select(dim, index); });
 }
 
 Variable contiguous(const Variable& a) {
@@ -223,18 +215,16 @@ Variable stack(const std::vector<Variable>& xs, int64_t dim) {
   });
 }
 
-// One Variable per piece; each piece's backward places its gradient into zeros of a's shape.
+// One Variable per piece, each a part view of a.
 static std::vector<Variable> pieces(const Variable& a, const std::vector<Tensor>& parts, int d,
                                     const char* op) {
   std::vector<Variable> out;
-  Shape sa = a.shape();
   int64_t start = 0;
   for (const Tensor& p : parts) {
     int64_t length = p.shape()[d];
     // y = a[.., start:start+length, ..]:  da = zeros with g at [.., start:start+length, ..]
-    out.push_back(make_result(op, p, {a}, [sa, d, start, length](const Tensor& g) -> Grads {
-      return {place(g, sa, [&](const Tensor& z) { return z.narrow(d, start, length); })};
-    }));
+    out.push_back(
+        part_result(op, p, a, [d, start, length](const Tensor& z) { return z.narrow(d, start, length); }));
     start += length;
   }
   return out;

@@ -67,6 +67,10 @@ class CpuBackend final : public Backend {
   void dropout(const Tensor& x, uint64_t seed, uint64_t offset, double p, const Tensor& out,
                const Tensor& mask) override;
   void normal(const Tensor& out, uint64_t seed, uint64_t offset, double mean, double std) override;
+  void gru_gates(const Tensor& gi, const Tensor& gh, const Tensor& h, const Tensor& out,
+                 const Tensor& saved) override;
+  void gru_gates_backward(const Tensor& gy, const Tensor& gh, const Tensor& h, const Tensor& saved,
+                          const Tensor& ggi, const Tensor& ggh, const Tensor& gx_h) override;
 };
 
 }  // namespace saccade::cpu

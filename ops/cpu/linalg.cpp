@@ -8,7 +8,9 @@
 // output are split across saccade's pool, each piece one single-threaded GEMM: whole matrices of a batch, or
 // slabs of rows of one large matrix (each slab re-packs b, a cost of 1/rows of the slab's work). A piece is
 // at least kGemmGrain multiply-adds (OpenBLAS's own threshold for going parallel), so small products stay on
-// one thread.
+// one thread. A single product with fewer rows than columns (an RNN step: (128, 256) @ (256, 768), and
+// g @ W in its backward) is split by columns instead: each piece then packs its own share of b, not all of
+// it, and the smaller a is packed twice.
 #include <cblas.h>
 
 #include <algorithm>
@@ -24,15 +26,15 @@ namespace {
 constexpr int64_t kGemmGrain = 4 * 64 * 64 * 64;
 
 void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, const float* a,
-          int64_t lda, const float* b, int64_t ldb, float* c) {
+          int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc) {
   cblas_sgemm(CblasRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f, a,
-              static_cast<int>(lda), b, static_cast<int>(ldb), 0.0f, c, static_cast<int>(n));
+              static_cast<int>(lda), b, static_cast<int>(ldb), 0.0f, c, static_cast<int>(ldc));
 }
 
 void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, const double* a,
-          int64_t lda, const double* b, int64_t ldb, double* c) {
+          int64_t lda, const double* b, int64_t ldb, double* c, int64_t ldc) {
   cblas_dgemm(CblasRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0, a,
-              static_cast<int>(lda), b, static_cast<int>(ldb), 0.0, c, static_cast<int>(n));
+              static_cast<int>(lda), b, static_cast<int>(ldb), 0.0, c, static_cast<int>(ldc));
 }
 
 }  // namespace
@@ -56,10 +58,20 @@ void CpuBackend::bmm(const Tensor& a, const Tensor& b, const Tensor& out) {
       for (int64_t r = begin; r < end;) {
         const int64_t i = r / rows, r0 = r % rows, r1 = std::min(rows, r0 + (end - r));
         gemm(ta, tb, r1 - r0, n, k, pa + i * sa + r0 * a_row, la.ld, pb + i * sb, lb.ld,
-             pc + (i * rows + r0) * n);
+             pc + (i * rows + r0) * n, n);
         r += r1 - r0;
       }
     };
+    if (mats == 1 && rows < n) {  // column blocks of kColBlock (a multiple of every vector width)
+      constexpr int64_t kColBlock = 64;
+      const int64_t blocks = (n + kColBlock - 1) / kColBlock,
+                    block_cost = std::max<int64_t>(1, kColBlock * rows * k);
+      parallel_for(0, blocks, (kGemmGrain + block_cost - 1) / block_cost, [&](int64_t b0, int64_t b1) {
+        const int64_t j0 = b0 * kColBlock, j1 = std::min(n, b1 * kColBlock);
+        gemm(ta, tb, rows, j1 - j0, k, pa, la.ld, pb + (lb.trans ? j0 * lb.ld : j0), lb.ld, pc + j0, n);
+      });
+      return;
+    }
     const int64_t row_cost = std::max<int64_t>(1, n * k);
     parallel_for(0, mats * rows, (kGemmGrain + row_cost - 1) / row_cost, run);
   });
