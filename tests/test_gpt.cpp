@@ -224,6 +224,15 @@ TEST_CASE("GPT: KV-cache generation equals recomputing the whole context", "[exa
   REQUIRE(generate(m, prompts, s).tokens == generate(m, prompts, s, false).tokens);
   s.seed = 8;
   REQUIRE(generate(m, prompts, s).tokens != generate(m, prompts, greedy).tokens);
+  // a prompt longer than half the context is prefilled whole (the refill keeps only context / 2 tokens)
+  const std::vector<std::vector<int64_t>> long_prompt{ids_of("%\nThe cat sat o")};
+  REQUIRE(long_prompt[0].size() == 15);  // of a context of 16
+  // (two new tokens fill the context; after that the cache refills and the two paths see different windows)
+  const SamplingOptions two{.max_new_tokens = 2, .temperature = 0};
+  Generation cached_long = generate(m, long_prompt, two, true, true);
+  Generation full_long = generate(m, long_prompt, two, false, true);
+  REQUIRE(cached_long.tokens == full_long.tokens);
+  for (size_t i = 0; i < 2; ++i) REQUIRE(allclose(cached_long.logits[i], full_long.logits[i], 1e-4, 1e-5));
   // past the context the cache refills itself and generation goes on
   REQUIRE(
       generate(m, {ids_of("x")}, SamplingOptions{.max_new_tokens = 40, .temperature = 0}).tokens[0].size() ==

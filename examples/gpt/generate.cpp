@@ -101,8 +101,11 @@ Generation generate(GPT& model, const std::vector<std::vector<int64_t>>& prompts
       logits = model.forward(to_ids(seq, std::max<int64_t>(0, len - c.context), len, device));
     } else {
       if (state.length() >= c.context) state = model.init_state();  // full: refill from the last context / 2
-      const int64_t from =
-          state.length() == 0 ? std::max<int64_t>(0, len - std::max<int64_t>(c.context / 2, 1)) : len - 1;
+      // the first step prefills every row's common prompt start (at most the context); a refill keeps the
+      // last context / 2 tokens; otherwise one new position
+      const int64_t from = state.length() != 0 ? len - 1
+                           : n == 0            ? 0
+                                    : std::max<int64_t>(0, len - std::max<int64_t>(c.context / 2, 1));
       logits = model.step(to_ids(seq, from, len, device), state);
     }
     Tensor last = logits.data().select(1, logits.size(1) - 1).to(Device::cpu()).contiguous();  // (B, V)
