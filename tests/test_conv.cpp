@@ -1,7 +1,10 @@
 // conv2d, max_pool2d, avg_pool2d: hand values, PyTorch fixtures (tests/fixtures/make_conv.py), gradchecks,
 // bad input.
+#include <cmath>
 #include <fstream>
+#include <limits>
 #include <map>
+#include <random>
 #include <sstream>
 
 #include "helpers.h"
@@ -84,6 +87,44 @@ TEST_CASE("conv2d: matches PyTorch fixtures forward and backward", "[ops][conv]"
     REQUIRE(allclose(vx.grad(), fx(name + ".gx"), 1e-10, 1e-10));
     REQUIRE(allclose(vw.grad(), fx(name + ".gw"), 1e-10, 1e-10));
     if (has_bias) REQUIRE(allclose(vb.grad(), fx(name + ".gb"), 1e-10, 1e-10));
+  }
+}
+
+TEST_CASE("max_pool2d's 2x2 stride-2 fast path equals the general window loop", "[ops][conv]") {
+  // the readable rule: each window row by row, the first maximum, a NaN wins (the last NaN); H and W odd, so
+  // the last row and column belong to no window
+  auto reference = [](const std::vector<double>& x, int64_t planes, int64_t H, int64_t W) {
+    std::vector<double> v;
+    std::vector<int64_t> ix;
+    for (int64_t p = 0; p < planes; ++p)
+      for (int64_t oh = 0; oh < H / 2; ++oh)
+        for (int64_t ow = 0; ow < W / 2; ++ow) {
+          double best = -std::numeric_limits<double>::infinity();
+          int64_t at = 2 * oh * W + 2 * ow;
+          for (int64_t h = 2 * oh; h < 2 * oh + 2; ++h)
+            for (int64_t w = 2 * ow; w < 2 * ow + 2; ++w) {
+              const double e = x[p * H * W + h * W + w];
+              if (e > best || std::isnan(e)) best = e, at = h * W + w;
+            }
+          v.push_back(best), ix.push_back(at);
+        }
+    return std::pair{v, ix};
+  };
+  const int64_t N = 2, C = 3, H = 7, W = 9;
+  std::vector<double> x(N * C * H * W);
+  std::mt19937 rng(11);
+  for (auto& e : x) e = static_cast<double>(rng() % 5) - 2;  // few levels: many ties
+  x[3] = x[40] = x[41] = std::nan("");
+  x[70] = x[71] = x[70 + W] = x[71 + W] = -std::numeric_limits<double>::infinity();
+  const auto [want_v, want_i] = reference(x, N * C, H, W);
+  for (DType dt : {DType::Float32, DType::Float64}) {
+    INFO(dt);
+    ops::ValuesIndices r = ops::max_pool2d(ops::from_vector(x, {N, C, H, W}).to(dt), {2, 2});
+    REQUIRE(r.values.shape() == Shape{N, C, H / 2, W / 2});
+    REQUIRE(r.indices.to_vector<int64_t>() == want_i);
+    const std::vector<double> got = r.values.to(DType::Float64).to_vector<double>();
+    for (size_t i = 0; i < got.size(); ++i)
+      REQUIRE((got[i] == want_v[i] || (std::isnan(got[i]) && std::isnan(want_v[i]))));
   }
 }
 

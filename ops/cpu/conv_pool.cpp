@@ -46,6 +46,34 @@ void plane_cols(T* plane, T* rows, int64_t H, int64_t W, int64_t OH, int64_t OW,
   }
 }
 
+// The common 2x2 window, stride 2, no padding, without the general loop's bounds and branches: the four
+// values in the general loop's order (row by row), each taken with a select where it is larger or NaN, so
+// the result and its index are the general loop's (the first maximum; a NaN wins, the last NaN).
+// src: one (H, W) plane; out, idx: its (OH, OW) outputs, OH <= H / 2, OW <= W / 2.
+template <class T>
+void max_pool_2x2(const T* src, T* out, int64_t* idx, int64_t W, int64_t OH, int64_t OW) {
+  for (int64_t oh = 0; oh < OH; ++oh) {
+    const T* r0 = src + 2 * oh * W;
+    const T* r1 = r0 + W;
+    T* o = out + oh * OW;
+    int64_t* ix = idx + oh * OW;
+    for (int64_t ow = 0; ow < OW; ++ow) {
+      const T a = r0[2 * ow], b = r0[2 * ow + 1], c = r1[2 * ow], d = r1[2 * ow + 1];
+      T best = a;
+      int64_t k = 2 * oh * W + 2 * ow;  // a's flat index; b = k + 1, c = k + W, d = k + W + 1
+      const int64_t base = k;
+      const bool tb = b > best || b != b;
+      best = tb ? b : best, k = tb ? base + 1 : k;
+      const bool tc = c > best || c != c;
+      best = tc ? c : best, k = tc ? base + W : k;
+      const bool td = d > best || d != d;
+      best = td ? d : best, k = td ? base + W + 1 : k;
+      o[ow] = best;
+      ix[ow] = k;
+    }
+  }
+}
+
 }  // namespace
 
 void CpuBackend::im2col(const Tensor& x, const Tensor& cols, int kh, int kw, int sh, int sw, int ph, int pw) {
@@ -86,6 +114,10 @@ void CpuBackend::max_pool2d(const Tensor& x, const Tensor& out, const Tensor& in
     int64_t* pi = indices.data<int64_t>();
     parallel_for(planes, OH * OW * kh * kw, [&](int64_t p) {
       const T* src = px + p * H * W;
+      if (kh == 2 && kw == 2 && sh == 2 && sw == 2 && ph == 0 && pw == 0) {
+        max_pool_2x2(src, po + p * OH * OW, pi + p * OH * OW, W, OH, OW);
+        return;
+      }
       for (int64_t oh = 0; oh < OH; ++oh) {
         const int64_t h0 = std::max<int64_t>(oh * sh - ph, 0), h1 = std::min<int64_t>(oh * sh - ph + kh, H);
         for (int64_t ow = 0; ow < OW; ++ow) {
