@@ -179,7 +179,9 @@ TEST_CASE("rnn: GRUCell GRU and LSTMCell agree with torch", "[nn][rnn][torch]") 
     CHECK(c.compare("h_n", o.h_n.data(), c.out(1)) <= 1e-5);
     c.backward({o.output, o.h_n});
     CHECK(c.compare_param_grads(gru) <= 1e-5);
-    CHECK(c.compare("grad x", x.grad(), c.at("gin", "x")) <= 1e-5);
+    // float32 through 2 layers x 2 directions: 3.7e-6 in the Release build, 1.5e-5 in the -O1 sanitizer build
+    // (its loops are not vectorised, and the simd reductions' order depends on the memory layout)
+    CHECK(c.compare("grad x", x.grad(), c.at("gin", "x")) <= 3e-5);
     CHECK(c.compare("grad h0", h0.grad(), c.at("gin", "h0")) <= 1e-5);
   }
   {
@@ -225,7 +227,9 @@ TEST_CASE("rnn: bidirectional GRU agrees with torch, padded sequences as pack_pa
     CHECK(c.compare("h_n", o.h_n.data(), c.out(1)) <= 1e-5);
     c.backward({o.output, o.h_n});
     CHECK(c.compare_param_grads(gru) <= 1e-5);
-    CHECK(c.compare("grad x", x.grad(), c.at("gin", "x")) <= 1e-5);
+    // float32 through 2 layers x 2 directions: 3.7e-6 in the Release build, 1.5e-5 in the -O1 sanitizer build
+    // (its loops are not vectorised, and the simd reductions' order depends on the memory layout)
+    CHECK(c.compare("grad x", x.grad(), c.at("gin", "x")) <= 3e-5);
     CHECK(c.compare("grad h0", h0.grad(), c.at("gin", "h0")) <= 1e-5);
   }
 }
