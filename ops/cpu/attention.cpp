@@ -248,8 +248,7 @@ void forward_tile(const T* q, int64_t ldq, const T* k, int64_t ldk, const T* v, 
       const T alpha = std::exp(m[r] - mnew);  // 0 when m = -inf
       l[r] = l[r] * alpha + exp_shifted(sr, nc, mnew);
       m[r] = mnew;
-      if (drop) {
-        const int64_t seen = std::clamp<int64_t>(end, 0, nc);  // P = 0 past the row's last key
+      if (drop) {  // P = 0 past the row's last key: only the seen keys need multipliers
         drop->row(i, j0, seen, z.data());
 #pragma omp simd
         for (int64_t c = 0; c < seen; ++c) sr[c] *= z[static_cast<size_t>(c)];

@@ -36,8 +36,7 @@ inline T uniform_of(uint32_t w) {
 
 #if SACCADE_PHILOX16
 // NOTE: GCC 12's avx512fintrin.h warns maybe-uninitialized inside its own shift and multiply intrinsics
-// (their
-// `__Y = __Y` undefined pass-through operand), a false positive
+// (their `__Y = __Y` undefined pass-through operand), a false positive
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 // Word 0 of the Philox4x32-10 blocks counter, ..., counter + 15 (ops/philox.h's rounds, lane by lane): the
