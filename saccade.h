@@ -20,7 +20,7 @@
 #include "nn/activation.h"
 #include "nn/attention.h"
 #include "nn/bahdanau.h"
-#include "nn/checkpoint.h"
+#include "nn/serialization.h"
 #include "nn/conv.h"
 #include "nn/dropout.h"
 #include "nn/embedding.h"

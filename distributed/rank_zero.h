@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "distributed/process_group.h"
-#include "nn/checkpoint.h"
+#include "nn/serialization.h"
 
 namespace saccade::distributed {
 

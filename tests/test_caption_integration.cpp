@@ -13,7 +13,7 @@
 #include "examples/image_caption/captioner.h"
 #include "examples/image_caption/training.h"
 #include "helpers.h"
-#include "nn/checkpoint.h"
+#include "nn/serialization.h"
 #include "ops/creation.h"
 #include "ops/random.h"
 #include "ops/reduce.h"

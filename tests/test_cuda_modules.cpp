@@ -13,7 +13,7 @@
 #include <memory>
 
 #include "cuda_helpers.h"
-#include "nn/checkpoint.h"
+#include "nn/serialization.h"
 #include "nn/embedding.h"
 #include "nn/multihead.h"
 #include "nn/normalization.h"

@@ -20,7 +20,7 @@
 #include "examples/g2p/decoding.h"
 #include "examples/g2p/model.h"
 #include "examples/g2p/training.h"
-#include "nn/checkpoint.h"
+#include "nn/serialization.h"
 #include "ops/blas.h"
 #include "ops/error.h"
 #include "ops/reduce.h"

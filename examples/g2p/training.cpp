@@ -10,7 +10,7 @@
 #include "autograd/functions/shape.h"
 #include "examples/common/progress.h"
 #include "examples/g2p/decoding.h"
-#include "nn/checkpoint.h"
+#include "nn/serialization.h"
 #include "nn/optim.h"
 #include "nn/scheduler.h"
 #include "ops/error.h"

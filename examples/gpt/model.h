@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "nn/checkpoint.h"
+#include "nn/serialization.h"
 #include "nn/embedding.h"
 #include "nn/gpt_block.h"
 #include "nn/normalization.h"

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "autograd/variable.h"
-#include "nn/checkpoint.h"
+#include "nn/serialization.h"
 #include "nn/module.h"
 
 namespace saccade::examples {

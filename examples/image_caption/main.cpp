@@ -17,7 +17,7 @@
 #include "examples/common/scenes.h"
 #include "examples/image_caption/captioner.h"
 #include "examples/image_caption/training.h"
-#include "nn/checkpoint.h"
+#include "nn/serialization.h"
 #include "ops/blas.h"
 #include "ops/error.h"
 #include "ops/threads.h"

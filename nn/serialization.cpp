@@ -1,5 +1,5 @@
 // safetensors reading and writing, and model / optimizer checkpoints on top of it.
-#include "nn/checkpoint.h"
+#include "nn/serialization.h"
 
 #include <fcntl.h>
 #include <unistd.h>

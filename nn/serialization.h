@@ -1,4 +1,6 @@
 #pragma once
+// (Named "serialization" so that "checkpoint" in the code means activation checkpointing; the public
+// names save_checkpoint / load_checkpoint stay, as PyTorch's torch.save of a training checkpoint does.)
 // Checkpoints in the safetensors format (https://github.com/huggingface/safetensors), which PyTorch reads
 // with safetensors.torch.load_file:
 //
