@@ -72,7 +72,7 @@ TEST_CASE("safetensors: a 16-bit checkpoint loads into a float32 module by conve
   }
 }
 
-TEST_CASE(".npy: float16 as '<f2' both ways; bfloat16 refused by name", "[half]") {
+TEST_CASE(".npy: float16 as '<f2' both ways, bfloat16 refused by name", "[half]") {
   const std::string fixture = kData + "/half_f16.npy";
   Tensor t = ops::load_npy(fixture);
   REQUIRE(t.dtype() == DType::Float16);
