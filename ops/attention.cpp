@@ -135,7 +135,9 @@ FlashAttentionForward flash_attention_forward(const Tensor& q, const Tensor& k, 
   const Shape s = attention_scores_shape(q.shape(), k.shape());
   SACCADE_CHECK(!mask.keep.defined() || mask.keep.shape() == s, "{}: keep-mask {} for attention scores {}",
                 op, mask.keep.defined() ? mask.keep.shape() : Shape{}, s);
-  if (is_half(q.dtype())) {  // the readable 16-bit path: float32 inside, out rounded once, lse float32
+  // 16-bit on CUDA: the readable path (float32 copies of q, k, v; out rounded once; lse float32). The CPU
+  // kernel widens head by head itself (ops/cpu/attention.cpp).
+  if (is_half(q.dtype()) && !q.device().is_cpu()) {
     FlashAttentionForward r = flash_attention_forward(q.to(DType::Float32), k.to(DType::Float32),
                                                       v.to(DType::Float32), mask, scale, dropout);
     r.out = r.out.to(q.dtype());
@@ -143,7 +145,8 @@ FlashAttentionForward flash_attention_forward(const Tensor& q, const Tensor& k, 
   }
   Tensor q4 = as_4d(q), k4 = as_4d(k), v4 = as_4d(v);
   Tensor out4 = empty_like_4d(q4, v4.size(3));
-  Tensor lse = Tensor::empty({q4.size(0), q4.size(1), q4.size(2)}, q.dtype(), q.device());
+  Tensor lse = Tensor::empty({q4.size(0), q4.size(1), q4.size(2)},
+                             is_half(q.dtype()) ? DType::Float32 : q.dtype(), q.device());
   backend(q.device()).flash_attention_forward(q4, k4, v4, mask_4d(mask), scale, dropout, out4, lse);
   Shape os = q.shape(), ls;
   os[os.size() - 1] = v.size(-1);
@@ -165,7 +168,7 @@ FlashAttentionGrads flash_attention_backward(const Tensor& gout, const Tensor& q
           lse.dtype() == (is_half(q.dtype()) ? DType::Float32 : q.dtype()),
       "{}: gout {}, out {} and lse {} do not fit q {} and v {}", op, gout.defined() ? gout.shape() : Shape{},
       out.defined() ? out.shape() : Shape{}, lse.defined() ? lse.shape() : Shape{}, q.shape(), v.shape());
-  if (is_half(q.dtype())) {  // float32 inside (see the forward); gradients rounded once to q's dtype
+  if (is_half(q.dtype()) && !q.device().is_cpu()) {  // as the forward; gradients rounded once to q's dtype
     const DType f = DType::Float32;
     FlashAttentionGrads g =
         flash_attention_backward(gout.to(f), q.to(f), k.to(f), v.to(f), out.to(f), lse, mask, scale, dropout);

@@ -20,9 +20,9 @@ void check_float(const char* op, const Tensor& t, const char* what = "input") {
 }
 
 // NOTE: the 16-bit (bfloat16, float16) paths of the row kernels below (softmax, layer_norm, dropout) and of
-// flash attention (ops/attention.cpp) are the readable version: they widen the whole inputs to float32 here,
-// run the float32 kernel, and round the result once. Statistics (layer_norm's mean and rstd, attention's lse)
-// stay float32. Kernels that widen tile by tile inside are a follow-up.
+// flash attention on CUDA (ops/attention.cpp) are the readable version: they widen the whole inputs to
+// float32 here, run the float32 kernel, and round the result once. Statistics (layer_norm's mean and rstd,
+// attention's lse) stay float32. Kernels that widen tile by tile inside are a follow-up.
 Tensor f32(const Tensor& t) { return t.defined() ? t.to(DType::Float32) : t; }
 Tensor narrow_to(const Tensor& t, DType dt) { return t.defined() ? t.to(dt) : t; }
 

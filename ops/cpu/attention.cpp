@@ -362,6 +362,27 @@ T* head(const Tensor& t, int64_t b, int64_t h) {
 // The row stride of a (B, H, T, D) tensor as a GEMM leading dimension (any value >= D when T is 1).
 int64_t ld(const Tensor& t) { return t.size(2) > 1 ? t.stride(2) : std::max<int64_t>(t.size(3), 1); }
 
+// 16-bit heads: the (b, h) head of t (rows, cols) widened to a contiguous float32 buffer (exact), and rows
+// [r0, r1) of such a buffer rounded back into the head of t. The 16-bit kernels below are the float32 ones
+// on these buffers: statistics, scores and accumulators all float32, one rounding per stored element.
+template <class T>
+std::vector<float> widen_head(const Tensor& t, int64_t b, int64_t h, int64_t rows, int64_t cols) {
+  std::vector<float> out(static_cast<size_t>(rows * cols));
+  const T* p = head<T>(t, b, h);
+  const int64_t l = ld(t);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) out[static_cast<size_t>(r * cols + c)] = p[r * l + c];
+  return out;
+}
+template <class T>
+void store_head(const std::vector<float>& src, int64_t cols, const Tensor& t, int64_t b, int64_t h,
+                int64_t r0, int64_t r1) {
+  T* p = head<T>(t, b, h);
+  const int64_t l = ld(t);
+  for (int64_t r = r0; r < r1; ++r)
+    for (int64_t c = 0; c < cols; ++c) p[r * l + c] = static_cast<T>(src[static_cast<size_t>(r * cols + c)]);
+}
+
 // Work worth a thread team (the flop count of the tile products); below it the kernel runs on one thread.
 constexpr double kParallelFlops = 1 << 20;
 
@@ -386,18 +407,29 @@ void CpuBackend::flash_attention_forward(const Tensor& q, const Tensor& k, const
   const TileProducts how = tile_products(std::max(D, Dv));
   const bool big = 2.0 * double(B * H * Tq) * double(Tk) * double(D + Dv) > kParallelFlops && tasks > 1;
   blas_first_use();
-  dispatch_floating(q.dtype(), "flash_attention_forward", [&]<class T>() {
+  dispatch_floating_and_half(q.dtype(), "flash_attention_forward", [&]<class T>() {
+    using C = compute_t<T>;  // 16-bit q, k, v, out: float32 tiles, lse float32
     parallel_for(0, tasks, big ? 1 : tasks, [&](int64_t t0, int64_t t1) {
-      TileGemm<T> gemm(how, bc * std::max(D, Dv));
+      TileGemm<C> gemm(how, bc * std::max(D, Dv));
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t bh = t / ntiles, b = bh / H, h = bh % H, i0 = (t % ntiles) * kBr;
         const int64_t nr = std::min(kBr, Tq - i0);
         int64_t row_end[kBr];
         for (int64_t r = 0; r < nr; ++r) row_end[r] = lim.end(b, i0 + r);
-        DropoutView<T> dv = dropout_of<T>(dropout, bh, Tq, Tk);
-        forward_tile<T>(head<T>(q, b, h), ld(q), head<T>(k, b, h), ld(k), head<T>(v, b, h), ld(v),
-                        head<T>(out, b, h), ld(out), lse.data<T>() + bh * Tq, i0, nr, D, Dv, bc, T(scale),
-                        row_end, keep_of(mask, b, h), dropout.p > 0 ? &dv : nullptr, gemm);
+        DropoutView<C> dv = dropout_of<C>(dropout, bh, Tq, Tk);
+        if constexpr (!std::is_same_v<T, C>) {
+          const std::vector<float> qf = widen_head<T>(q, b, h, Tq, D), kf = widen_head<T>(k, b, h, Tk, D),
+                                   vf = widen_head<T>(v, b, h, Tk, Dv);
+          std::vector<float> of(static_cast<size_t>(Tq * Dv));
+          const int64_t ldd = std::max<int64_t>(D, 1), lddv = std::max<int64_t>(Dv, 1);
+          forward_tile<float>(qf.data(), ldd, kf.data(), ldd, vf.data(), lddv, of.data(), lddv,
+                              lse.data<float>() + bh * Tq, i0, nr, D, Dv, bc, float(scale), row_end,
+                              keep_of(mask, b, h), dropout.p > 0 ? &dv : nullptr, gemm);
+          store_head<T>(of, Dv, out, b, h, i0, i0 + nr);
+        } else
+          forward_tile<T>(head<T>(q, b, h), ld(q), head<T>(k, b, h), ld(k), head<T>(v, b, h), ld(v),
+                          head<T>(out, b, h), ld(out), lse.data<T>() + bh * Tq, i0, nr, D, Dv, bc, T(scale),
+                          row_end, keep_of(mask, b, h), dropout.p > 0 ? &dv : nullptr, gemm);
       }
     });
   });
@@ -414,19 +446,34 @@ void CpuBackend::flash_attention_backward(const Tensor& q, const Tensor& k, cons
   const TileProducts how = tile_products(std::max(D, Dv));
   const bool big = 4.0 * double(B * H * Tq) * double(Tk) * double(D + Dv) > kParallelFlops && B * H > 1;
   blas_first_use();
-  dispatch_floating(q.dtype(), "flash_attention_backward", [&]<class T>() {
+  dispatch_floating_and_half(q.dtype(), "flash_attention_backward", [&]<class T>() {
+    using C = compute_t<T>;  // 16-bit: the float32 kernel on widened heads (lse is float32)
     parallel_for(0, B * H, big ? 1 : B * H, [&](int64_t bh0, int64_t bh1) {
-      TileGemm<T> gemm(how, std::max(bc, kBr) * std::max(D, Dv));
+      TileGemm<C> gemm(how, std::max(bc, kBr) * std::max(D, Dv));
       for (int64_t bh = bh0; bh < bh1; ++bh) {
         const int64_t b = bh / H, h = bh % H;
         std::vector<int64_t> row_end(static_cast<size_t>(Tq));
         for (int64_t i = 0; i < Tq; ++i) row_end[static_cast<size_t>(i)] = lim.end(b, i);
-        DropoutView<T> dv = dropout_of<T>(dropout, bh, Tq, Tk);
-        backward_head<T>(head<T>(q, b, h), ld(q), head<T>(k, b, h), ld(k), head<T>(v, b, h), ld(v),
-                         head<T>(out, b, h), ld(out), head<T>(gout, b, h), ld(gout), lse.data<T>() + bh * Tq,
-                         head<T>(gq, b, h), ld(gq), head<T>(gk, b, h), ld(gk), head<T>(gv, b, h), ld(gv), Tq,
-                         Tk, D, Dv, bc, T(scale), row_end, keep_of(mask, b, h), dropout.p > 0 ? &dv : nullptr,
-                         gemm);
+        DropoutView<C> dv = dropout_of<C>(dropout, bh, Tq, Tk);
+        if constexpr (!std::is_same_v<T, C>) {
+          const std::vector<float> qf = widen_head<T>(q, b, h, Tq, D), kf = widen_head<T>(k, b, h, Tk, D),
+                                   vf = widen_head<T>(v, b, h, Tk, Dv), of = widen_head<T>(out, b, h, Tq, Dv),
+                                   gof = widen_head<T>(gout, b, h, Tq, Dv);
+          std::vector<float> gqf(qf.size()), gkf(kf.size()), gvf(vf.size());
+          const int64_t ldd = std::max<int64_t>(D, 1), lddv = std::max<int64_t>(Dv, 1);
+          backward_head<float>(qf.data(), ldd, kf.data(), ldd, vf.data(), lddv, of.data(), lddv, gof.data(),
+                               lddv, lse.data<float>() + bh * Tq, gqf.data(), ldd, gkf.data(), ldd,
+                               gvf.data(), lddv, Tq, Tk, D, Dv, bc, float(scale), row_end,
+                               keep_of(mask, b, h), dropout.p > 0 ? &dv : nullptr, gemm);
+          store_head<T>(gqf, D, gq, b, h, 0, Tq);
+          store_head<T>(gkf, D, gk, b, h, 0, Tk);
+          store_head<T>(gvf, Dv, gv, b, h, 0, Tk);
+        } else
+          backward_head<T>(head<T>(q, b, h), ld(q), head<T>(k, b, h), ld(k), head<T>(v, b, h), ld(v),
+                           head<T>(out, b, h), ld(out), head<T>(gout, b, h), ld(gout),
+                           lse.data<T>() + bh * Tq, head<T>(gq, b, h), ld(gq), head<T>(gk, b, h), ld(gk),
+                           head<T>(gv, b, h), ld(gv), Tq, Tk, D, Dv, bc, T(scale), row_end,
+                           keep_of(mask, b, h), dropout.p > 0 ? &dv : nullptr, gemm);
       }
     });
   });
