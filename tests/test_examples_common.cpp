@@ -605,6 +605,12 @@ TEST_CASE("progress: line format and output modes", "[examples][progress]") {
           "step 0/7200 [>   ]   0%  loss 2.0000  1.0 steps/s  ETA 2:00:00");
   REQUIRE(ProgressBar::format_line(3, 3, 0.5, 0.0, 4) ==
           "step 3/3 [====] 100%  loss 0.5000  -- steps/s  ETA --");
+  // under a time limit the ETA is the sooner limit: 290 s left of the time, 250000 s of a 10^6-step cap
+  REQUIRE(ProgressBar::format_line(10, 1000000, 2.0, 4.0, 4, 290.0) ==
+          "step 10/1000000 [>   ]   0%  loss 2.0000  4.0 steps/s  ETA 04:50");
+  // ... and the step cap when it comes first: 100 steps at 10 steps/s, 300 s of time left
+  REQUIRE(ProgressBar::format_line(100, 200, 1.0, 10.0, 4, 300.0) ==
+          "step 100/200 [==> ]  50%  loss 1.0000  10.0 steps/s  ETA 00:10");
   auto read_all = [](std::FILE* f) {
     std::fflush(f);
     std::rewind(f);

@@ -20,6 +20,7 @@
 #include "distributed/rank_zero.h"
 #include "distributed/sampler.h"
 #include "examples/common/progress.h"
+#include "examples/common/step_profiler.h"
 #include "examples/gpt/data.h"
 #include "nn/optim.h"
 #include "ops/creation.h"
@@ -234,11 +235,13 @@ GPTTrainResult train_gpt(GPT& model, const std::vector<int64_t>& train, const st
   if (last <= r.start_step || (o.time_limit > 0 && trained >= o.time_limit)) return r;
   model.train();
   ProgressBar bar(last - r.start_step, o.print_every, o.log ? o.log : stdout, o.log ? -1 : 0);
+  StepProfiler profile(distributed::is_main_process() ? o.profile_trace : "", 1, 3, o.log);
   double ema = 0;
   const auto start = Clock::now();
   const double trained_before = trained;
   int64_t step = r.start_step + 1;
   for (;; ++step) {
+    profile.step();
     const auto step_start = Clock::now();
     if (step == std::min(o.warmup, o.steps - 1) + 1) warmup_end = trained;
     const double lr = scheduled_lr(o, step, trained, warmup_end);
@@ -279,7 +282,8 @@ GPTTrainResult train_gpt(GPT& model, const std::vector<int64_t>& train, const st
       bar.update(step - r.start_step, ema,
                  o.time_limit > 0
                      ? fmt::format("{:.0f} tokens/s, {:.0f} of {:.0f} s", tps, trained, o.time_limit)
-                     : fmt::format("{:.0f} tokens/s", tps));
+                     : fmt::format("{:.0f} tokens/s", tps),
+                 o.time_limit > 0 ? std::max(o.time_limit - trained, 0.0) : -1.0);
     const bool at_eval = (o.eval_every > 0 && step % o.eval_every == 0) || step == last || out_of_time;
     if (at_eval) {
       if (o.log && distributed::is_main_process()) bar.finish();
@@ -290,6 +294,7 @@ GPTTrainResult train_gpt(GPT& model, const std::vector<int64_t>& train, const st
     }
     if (step == last || out_of_time) break;
   }
+  profile.finish();
   r.steps_done = step - r.start_step;
   r.seconds = trained - trained_before;
   r.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
