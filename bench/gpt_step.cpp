@@ -65,13 +65,10 @@ std::string cell(const sb::Stats& s, const char* fmt) {
 // see the same machine; each profiled step is its own Profile (started and stopped around it, collected,
 // not written).
 int profile_cost(Setup& s, int samples) {
-  std::printf("GPT train step without / with a profiler::Profile active, alternated; %d samples each
-", samples);
-  std::printf("%s
-load average at start %.2f
-", blas_info_line().c_str(), sb::load_average());
-  std::printf("%-8s %-26s %-26s %s
-", "threads", "off (ms, median [min-max])", "on (ms, median [min-max])",
+  std::printf("GPT train step without / with a profiler::Profile active, alternated; %d samples each\n",
+              samples);
+  std::printf("%s\nload average at start %.2f\n", blas_info_line().c_str(), sb::load_average());
+  std::printf("%-8s %-26s %-26s %s\n", "threads", "off (ms, median [min-max])", "on (ms, median [min-max])",
               "on / off (median of pairs)");
   for (int threads : {1, 2}) {
     set_num_threads(threads);

@@ -52,9 +52,9 @@ struct GPTTrainOptions {
   int64_t stop_at = -1;      ///< stop after this step (scored and saved), as an interrupted run (-1: none)
   bool distributed = false;  ///< data parallel over distributed::world() (each rank: its share of a batch)
   int64_t print_every = 50;  ///< progress line interval when not on a terminal
-  std::string
-      profile_trace;  ///< --profile FILE: a Chrome trace of a few steps (examples/common/step_profiler.h)
-  std::FILE* log = stdout;   ///< progress output (nullptr: silent)
+  /// --profile FILE: a Chrome trace of a few steps (examples/common/step_profiler.h)
+  std::string profile_trace = {};
+  std::FILE* log = stdout;  ///< progress output (nullptr: silent)
 };
 
 /// The learning rate of optimizer step `step` (1-based): linear warmup from lr / 10 over the first
