@@ -97,7 +97,7 @@ TEST_CASE("profiler: every op of a small graph appears once forward and once bac
   CHECK(prof.events().size() == ev.size());
 }
 
-TEST_CASE("profiler: FLOPs of GEMM (2mnk), conv2d and attention; bytes of elementwise ops", "[profiler]") {
+TEST_CASE("profiler: FLOPs of GEMM (2mnk), conv2d and attention, bytes of elementwise ops", "[profiler]") {
   Profile prof({.with_flops = true});
   Variable a(ops::randn({5, 7}), true), b(ops::randn({7, 3}), true);
   Variable y = matmul(a, b);                                          // 2·5·3·7
