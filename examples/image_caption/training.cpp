@@ -34,7 +34,7 @@ int64_t metadata_int(const nn::Metadata& m, const std::string& key, int64_t fall
   return it == m.end() ? fallback : std::stoll(it->second);
 }
 
-// Wall time spent in each phase of a training step (--profile).
+// Wall time spent in each phase of a training step (--phase-times).
 struct PhaseTimes {
   double data = 0, encode = 0, decode = 0, backward = 0, optimizer = 0;
   void print(std::FILE* out, int64_t steps) const {
