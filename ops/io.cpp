@@ -226,7 +226,12 @@ Tensor load_npy(const std::filesystem::path& path) {
                 "load_npy: {}: {} data for shape {} and dtype {} needs {} bytes, the file has {}", file,
                 size - h.data_offset < nbytes ? "truncated" : "unexpected trailing", h.shape, h.dtype, nbytes,
                 size - h.data_offset);
-  Tensor t = Tensor::empty(h.shape, h.dtype);
+  Tensor t;
+  try {  // a shape of 0 elements can still be one Tensor refuses: (2^32, 2^32, 0)
+    t = Tensor::empty(h.shape, h.dtype);
+  } catch (const Error& e) {
+    throw Error(fmt::format("load_npy: {}: {}", file, e.what()));
+  }
   in.read(static_cast<char*>(t.raw_data()), static_cast<std::streamsize>(nbytes));
   SACCADE_CHECK(in.good() || nbytes == 0, "load_npy: {}: reading {} bytes of data failed", file, nbytes);
   if (h.dtype == DType::Bool) {
