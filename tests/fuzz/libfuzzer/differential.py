@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Differential test of saccade's safetensors reader against Python's `safetensors` package (PyPI; not in CI).
 
-Reads every file of the safetensors-based corpora (committed seeds and regression inputs, and whatever
-scripts/fuzz gathered in build/fuzz/corpus/) with both readers: saccade's through fuzz_safetensors_check
+Reads every file of the safetensors-based corpora (committed seeds and regression inputs, whatever
+scripts/fuzz gathered in build/fuzz/corpus/, and the hand-made probes of write_probes) with both readers: saccade's through fuzz_safetensors_check
 (built in build/release), Python's with safetensors.torch.load (BF16 needs torch). Lists every file one
 accepts and the other rejects, grouped by the reason, and classifies each against the justified
 disagreements of README.md ("Differential test"); an unexplained one makes the exit status 1.
@@ -10,8 +10,10 @@ disagreements of README.md ("Differential test"); an unexplained one makes the e
 Usage: /work/.venv-bench/bin/python tests/fuzz/libfuzzer/differential.py [folder ...]
 """
 import collections
+import json
 import os
 import pathlib
+import struct
 import subprocess
 import sys
 
@@ -55,9 +57,53 @@ def explain(ours, theirs, path):
     return None
 
 
+def st(header, data=b"", raw=None):
+    """A safetensors file: the JSON header (or `raw` header bytes) padded to 8, then `data`."""
+    h = raw if raw is not None else json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    return struct.pack("<Q", len(h)) + h + data
+
+
+def write_probes(folder):
+    """Hand-made files at the edges where the two readers are known to differ (or might)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    t = {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}
+    probes = {
+        "duplicate_key": st(None, b"\0" * 4, raw=b'{"a":' + json.dumps(t).encode() + b',"a":' +
+                            json.dumps(t).encode() + b"}"),
+        "i32_dtype": st({"a": {"dtype": "I32", "shape": [1], "data_offsets": [0, 4]}}, b"\0" * 4),
+        "u8_dtype": st({"a": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]}}, b"\0"),
+        "hole": st({"a": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}}, b"\0" * 8),
+        "trailing_bytes": st({"a": t}, b"\0" * 8),
+        "overlap": st({"a": t, "b": t}, b"\0" * 4),
+        "bool_byte_2": st({"a": {"dtype": "BOOL", "shape": [1], "data_offsets": [0, 1]}}, b"\2"),
+        "nine_dims": st({"a": {"dtype": "F32", "shape": [1] * 9, "data_offsets": [0, 4]}}, b"\0" * 4),
+        "metadata_number": st({"__metadata__": {"k": 1}}),
+        "metadata_not_object": st({"__metadata__": "x"}),
+        "shape_float": st({"a": {"dtype": "F32", "shape": [1.0], "data_offsets": [0, 4]}}, b"\0" * 4),
+        "shape_negative": st({"a": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 4]}}, b"\0" * 4),
+        "extra_field": st({"a": dict(t, extra=1)}, b"\0" * 4),
+        "empty_header": struct.pack("<Q", 0),
+        "header_only_spaces": struct.pack("<Q", 8) + b"        ",
+        "leading_space": st(None, raw=b" {}"),
+        "header_array": st(None, raw=b"[]"),
+        "header_past_100MB": struct.pack("<Q", 100_000_001) + b"{}",
+        "header_past_file": struct.pack("<Q", 64) + b"{}      ",
+        "no_tensors": st({}),
+        "zero_size_offsets_equal": st({"a": {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]}}),
+        "nan_f16": st({"a": {"dtype": "F16", "shape": [1], "data_offsets": [0, 2]}}, b"\x01\x7e"),
+        "utf8_name": st({"\u00e9\u4e2d": t}, b"\0" * 4),
+        "control_char_metadata": st({"__metadata__": {"k": "a\u0000b"}}),
+    }
+    for name, data in probes.items():
+        (folder / (name + ".safetensors")).write_bytes(data)
+    return folder
+
+
 def main():
     folders = [pathlib.Path(a) for a in sys.argv[1:]]
     if not folders:
+        folders.append(write_probes(ROOT / "build/fuzz/differential_probes"))
         for t in TARGETS:
             folders += [HERE / "corpus" / t, HERE / "regressions" / t, ROOT / "build/fuzz/corpus" / t]
     files = sorted({p for f in folders if f.is_dir() for p in f.iterdir() if p.is_file()})
