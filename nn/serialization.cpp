@@ -266,10 +266,9 @@ Safetensors load_safetensors(const std::string& path) {
     if (e.end < e.begin || e.end > size - 8 - n)
       throw fail(fmt::format("tensor '{}' has data_offsets [{}, {}] outside the data buffer of {} bytes",
                              name, e.begin, e.end, size - 8 - n));
-    if (count > (size - 8 - n) / e.file_itemsize())  // before count * itemsize, which could overflow
-      throw fail(
-          fmt::format("tensor '{}' of dtype {} and shape {} needs more than the data buffer's {} bytes", name,
-                      dt.get<std::string>(), e.shape, size - 8 - n));
+    if (count > std::numeric_limits<uint64_t>::max() / e.file_itemsize())  // count * itemsize would wrap
+      throw fail(fmt::format("tensor '{}' of dtype {} and shape {} needs more than 2^64 bytes", name,
+                             dt.get<std::string>(), e.shape));
     if (e.end - e.begin != count * e.file_itemsize())
       throw fail(fmt::format(
           "tensor '{}' of dtype {} and shape {} needs {} bytes, its data_offsets [{}, {}] hold {}", name,
