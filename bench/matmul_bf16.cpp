@@ -115,7 +115,8 @@ int matmul_bf16_main(const std::vector<int>& thread_counts) {
 }
 
 // `build/bench/matmul --ladder [n]`: each step of ops/cpu/gemm_ladder/ and gemm_bf16 at n³ (default 480, a
-// multiple of every step's tile), one thread, GFLOP/s: median (min-max) of 3 runs, alternating.
+// multiple of every step's tile), one thread, GFLOP/s: median (min-max) of 3 runs, alternating; steps 1-3 at
+// the widest width with_isa offers (AVX-512 here), step 4 with AVX512-BF16 (skipped without it).
 int matmul_ladder_main(int64_t n) {
   set_num_threads(1);
   std::printf("%s\nload average %.2f; n = %lld, 1 thread\n", blas_info_line().c_str(), bench::load_average(),
@@ -129,9 +130,16 @@ int matmul_ladder_main(int64_t n) {
   }
   std::vector<float> c(n * n);
   using Step = void (*)(const uint16_t*, const uint16_t*, float*, int64_t, int64_t, int64_t);
-  std::vector<std::pair<const char*, Step>> steps = {{"1 naive", ladder::gemm_naive},
-                                                     {"2 blocked", ladder::gemm_blocked<>},
-                                                     {"3 packed", ladder::gemm_packed<>}};
+  // steps 1-3 compiled for the CPU's widest vector unit (with_isa), as the library's loops are
+#define SACCADE_LADDER_STEP(f)                                                          \
+  [](const uint16_t* a, const uint16_t* b, float* c, int64_t m, int64_t n, int64_t k) { \
+    cpu::with_isa([&] { f(a, b, c, m, n, k); });                                        \
+  }
+  std::vector<std::pair<const char*, Step>> steps = {
+      {"1 naive", SACCADE_LADDER_STEP(ladder::gemm_naive)},
+      {"2 blocked", SACCADE_LADDER_STEP(ladder::gemm_blocked<>)},
+      {"3 packed", SACCADE_LADDER_STEP(ladder::gemm_packed<>)}};
+#undef SACCADE_LADDER_STEP
 #ifdef SACCADE_LADDER_MICROKERNEL
   if (cpu::cpu_has_avx512_bf16()) steps.push_back({"4 microkernel", ladder::gemm_microkernel});
 #endif
