@@ -6,7 +6,6 @@
 // OpenBLAS calls split over saccade's pool), into a preallocated output like the bf16 call. Prints GFLOP/s
 // (median, min-max) of each and a line `bf16/sgemm <ratio of medians>` per size.
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -33,22 +32,15 @@ struct Shape3 {
   bool ta, tb;
 };
 
-uint16_t bf16_round(float f) {  // nearest even (finite test data)
-  const uint32_t u = std::bit_cast<uint32_t>(f);
-  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
 void run(const Shape3& s) {
   Generator gen(42);
   const int64_t ar = s.ta ? s.k : s.m, ac = s.ta ? s.m : s.k, br = s.tb ? s.n : s.k, bc = s.tb ? s.k : s.n;
   Tensor af = ops::randn({ar, ac}, DType::Float32, Device::cpu(), &gen);
   Tensor bf = ops::randn({br, bc}, DType::Float32, Device::cpu(), &gen);
-  std::vector<uint16_t> a(ar * ac), b(br * bc);
+  std::vector<bfloat16> a(ar * ac), b(br * bc);
   float *pa = af.data<float>(), *pb = bf.data<float>();
-  for (int64_t i = 0; i < ar * ac; ++i)
-    pa[i] = std::bit_cast<float>(uint32_t{a[i] = bf16_round(pa[i])} << 16);
-  for (int64_t i = 0; i < br * bc; ++i)
-    pb[i] = std::bit_cast<float>(uint32_t{b[i] = bf16_round(pb[i])} << 16);
+  for (int64_t i = 0; i < ar * ac; ++i) pa[i] = float(a[i] = bfloat16(pa[i]));
+  for (int64_t i = 0; i < br * bc; ++i) pb[i] = float(b[i] = bfloat16(pb[i]));
   // op(a), op(b) as the (1, m, k) and (1, k, n) views bmm takes (transposed views: column-major)
   Tensor a3 = (s.ta ? af.t() : af).unsqueeze(0), b3 = (s.tb ? bf.t() : bf).unsqueeze(0);
   Tensor c32 = ops::empty({1, s.m, s.n});
@@ -121,18 +113,18 @@ int matmul_ladder_main(int64_t n) {
   set_num_threads(1);
   std::printf("%s\nload average %.2f; n = %lld, 1 thread\n", blas_info_line().c_str(), bench::load_average(),
               static_cast<long long>(n));
-  std::vector<uint16_t> a(n * n), b(n * n);
+  std::vector<bfloat16> a(n * n), b(n * n);
   Generator gen(42);
   Tensor r = ops::randn({2, n, n}, DType::Float32, Device::cpu(), &gen);
   for (int64_t i = 0; i < n * n; ++i) {
-    a[i] = bf16_round(r.data<float>()[i]);
-    b[i] = bf16_round(r.data<float>()[n * n + i]);
+    a[i] = bfloat16(r.data<float>()[i]);
+    b[i] = bfloat16(r.data<float>()[n * n + i]);
   }
   std::vector<float> c(n * n);
-  using Step = void (*)(const uint16_t*, const uint16_t*, float*, int64_t, int64_t, int64_t);
+  using Step = void (*)(const bfloat16*, const bfloat16*, float*, int64_t, int64_t, int64_t);
   // steps 1-3 compiled for the CPU's widest vector unit (with_isa), as the library's loops are
 #define SACCADE_LADDER_STEP(f)                                                          \
-  [](const uint16_t* a, const uint16_t* b, float* c, int64_t m, int64_t n, int64_t k) { \
+  [](const bfloat16* a, const bfloat16* b, float* c, int64_t m, int64_t n, int64_t k) { \
     cpu::with_isa([&] { f(a, b, c, m, n, k); });                                        \
   }
   std::vector<std::pair<const char*, Step>> steps = {
@@ -144,7 +136,7 @@ int matmul_ladder_main(int64_t n) {
   if (cpu::cpu_has_avx512_bf16()) steps.push_back({"4 microkernel", ladder::gemm_microkernel});
 #endif
   steps.push_back(
-      {"5 gemm_bf16", [](const uint16_t* a, const uint16_t* b, float* c, int64_t m, int64_t n, int64_t k) {
+      {"5 gemm_bf16", [](const bfloat16* a, const bfloat16* b, float* c, int64_t m, int64_t n, int64_t k) {
          cpu::gemm_bf16(false, false, m, n, k, 1, a, k, b, n, 0, c, n);
        }});
   std::vector<std::vector<double>> g(steps.size());

@@ -11,6 +11,7 @@
 
 #include "helpers.h"
 #include "ops/cpu/gemm_bf16.h"
+#include "ops/cpu/gemm_half.h"
 #include "ops/cpu/gemm_ladder/blocked.h"
 #include "ops/cpu/gemm_ladder/microkernel.h"
 #include "ops/cpu/gemm_ladder/naive.h"
@@ -23,16 +24,13 @@ using saccade::testing::ErrorContains;
 
 namespace {
 
-uint16_t to_bf16(float f) {  // truncation is enough for test data: any bf16 will do
-  return static_cast<uint16_t>(std::bit_cast<uint32_t>(f) >> 16);
-}
-double widen(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
+double widen(bfloat16 h) { return float(h); }
 
-std::vector<uint16_t> random_bf16(int64_t n, uint32_t seed) {
+std::vector<bfloat16> random_bf16(int64_t n, uint32_t seed) {
   std::mt19937 gen(seed);
   std::normal_distribution<float> d;
-  std::vector<uint16_t> v(n);
-  for (auto& x : v) x = to_bf16(d(gen));
+  std::vector<bfloat16> v(n);
+  for (auto& x : v) x = bfloat16(d(gen));
   return v;
 }
 
@@ -123,7 +121,7 @@ TEST_CASE("gemm_bf16: a bf16 output is the f32 result rounded once", "[ops][gemm
   std::vector<float> want(m * n);
   for (int64_t i = 0; i < m * n; ++i) want[i] = static_cast<float>(widen(c0[i]));
   cpu::gemm_bf16(false, false, m, n, k, 0.75f, a.data(), k, b.data(), n, 0.5f, want.data(), n);
-  std::vector<uint16_t> got = c0;
+  std::vector<bfloat16> got = c0;
   cpu::gemm_bf16(false, false, m, n, k, 0.75f, a.data(), k, b.data(), n, 0.5f, got.data(), n);
   for (int64_t i = 0; i < m * n; ++i) {
     // nearest even: within half a bf16 ulp (at most 2^-8 relative) of the float result, and one of its
@@ -134,7 +132,7 @@ TEST_CASE("gemm_bf16: a bf16 output is the f32 result rounded once", "[ops][gemm
 }
 
 TEST_CASE("gemm_bf16: bad sizes and leading dimensions are refused by name", "[ops][gemm_bf16]") {
-  std::vector<uint16_t> a(64), b(64);
+  std::vector<bfloat16> a(64), b(64);
   std::vector<float> c(64);
   CHECK_THROWS_MATCHES(cpu::gemm_bf16(false, false, -1, 2, 2, 1, a.data(), 2, b.data(), 2, 0, c.data(), 2),
                        Error, ErrorContains("gemm_bf16: negative sizes"));
@@ -186,4 +184,21 @@ TEST_CASE("each step of the bf16 GEMM ladder equals the naive one", "[ops][gemm_
     CHECK(close() <= 1);
   }
 #endif
+}
+
+TEST_CASE("gemm_bf16: the bf16 matmul route (gemm_half) agrees with the readable widening GEMM",
+          "[ops][gemm_bf16][half]") {
+  const int64_t m = 70, n = 19, k = 300;  // odd sizes; b transposed (a Linear's x Wᵀ)
+  const auto a = random_bf16(m * k, 21), b = random_bf16(n * k, 22);
+  std::vector<bfloat16> got(m * n), want(m * n);
+  cpu::gemm_half(false, true, m, n, k, a.data(), k, b.data(), k, got.data(), n);
+  cpu::gemm_half_reference(false, true, m, n, k, a.data(), k, b.data(), k, want.data(), n);
+  int differ = 0;
+  for (int64_t i = 0; i < m * n; ++i) {
+    // both round a float32 sum of the same exact products once: at most one bf16 step apart
+    INFO("element " << i << " got " << widen(got[i]) << " want " << widen(want[i]));
+    CHECK(std::abs(widen(got[i]) - widen(want[i])) <= 0x1p-7 * std::abs(widen(want[i])));
+    differ += got[i].bits != want[i].bits;
+  }
+  CHECK(differ < m * n / 10);  // the sums differ by f32 rounding only, so nearly all round alike
 }

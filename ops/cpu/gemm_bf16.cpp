@@ -2,7 +2,6 @@
 #include "ops/cpu/gemm_bf16.h"
 
 #include <algorithm>
-#include <bit>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -21,16 +20,6 @@ constexpr int64_t kKC = 256;                  // k per packed block: a B panel (
 constexpr int64_t kMC = 144;                  // rows per packed A block (kMC × kKC bf16, 72 KB) in L2
 constexpr int64_t kGrain = 4 * 64 * 64 * 64;  // multiply-adds worth a thread's wake-up (as linalg.cpp)
 static_assert(kMR == 12 && kNR == 32, "the tile of ladder::dot_tile");
-
-// A bf16 as float: its 16 bits are the float's high half (exact).
-inline float widen(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
-
-// float -> bf16, round to nearest even; NaN stays a (quiet) NaN.
-inline uint16_t round_bf16(float f) {
-  const uint32_t u = std::bit_cast<uint32_t>(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);
-  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
 
 // A matrix read as "rows × k": element (i, p) of op(A), or of op(B)ᵀ, so both operands pack alike.
 struct Rows {
@@ -90,11 +79,12 @@ inline void kernel_float(int64_t pairs, const uint32_t* ap, const uint32_t* bp, 
   for (int64_t q = 0; q < pairs; ++q, ap += kMR, bp += kNR) {
     float blo[kNR], bhi[kNR];
     for (int64_t j = 0; j < kNR; ++j) {
-      blo[j] = std::bit_cast<float>(bp[j] << 16);
-      bhi[j] = std::bit_cast<float>(bp[j] & 0xffff0000u);
+      blo[j] = bf16_bits_to_float(static_cast<uint16_t>(bp[j]));
+      bhi[j] = bf16_bits_to_float(static_cast<uint16_t>(bp[j] >> 16));
     }
     for (int64_t r = 0; r < kMR; ++r) {
-      const float alo = std::bit_cast<float>(ap[r] << 16), ahi = std::bit_cast<float>(ap[r] & 0xffff0000u);
+      const float alo = bf16_bits_to_float(static_cast<uint16_t>(ap[r])),
+                  ahi = bf16_bits_to_float(static_cast<uint16_t>(ap[r] >> 16));
       for (int64_t j = 0; j < kNR; ++j) acc[r][j] = acc[r][j] + ahi * bhi[j] + alo * blo[j];
     }
   }
@@ -202,8 +192,10 @@ void check_args(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t lda, 
 
 }  // namespace
 
-void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
-               int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const bfloat16* a16,
+               int64_t lda, const bfloat16* b16, int64_t ldb, float beta, float* c, int64_t ldc) {
+  const uint16_t* a = &a16->bits;  // the packs move bits
+  const uint16_t* b = &b16->bits;
   check_args(trans_a, trans_b, m, n, k, lda, ldb, ldc);
   if (m == 0 || n == 0) return;
   if (k == 0) {  // no products: C = beta C
@@ -244,8 +236,8 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
   });
 }
 
-void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
-               int64_t lda, const uint16_t* b, int64_t ldb, float beta, uint16_t* c, int64_t ldc) {
+void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const bfloat16* a,
+               int64_t lda, const bfloat16* b, int64_t ldb, float beta, bfloat16* c, int64_t ldc) {
   check_args(trans_a, trans_b, m, n, k, lda, ldb, ldc);
   std::vector<float> sum(static_cast<size_t>(m * n));
   gemm_bf16(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, 0.0f, sum.data(), n);
@@ -253,7 +245,7 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
     for (int64_t i = i0; i < i1; ++i)
       for (int64_t j = 0; j < n; ++j) {
         const float s = sum[i * n + j];
-        c[i * ldc + j] = round_bf16(beta == 0 ? s : s + beta * widen(c[i * ldc + j]));
+        c[i * ldc + j] = bfloat16(beta == 0 ? s : s + beta * float(c[i * ldc + j]));
       }
   });
 }

@@ -14,15 +14,15 @@ namespace saccade::ladder {
 
 /// c = a b, blocked (shapes as gemm_naive).
 template <int64_t KC = 256, int64_t NC = 512>
-void gemm_blocked(const uint16_t* a, const uint16_t* b, float* c, int64_t m, int64_t n, int64_t k) {
+void gemm_blocked(const bfloat16* a, const bfloat16* b, float* c, int64_t m, int64_t n, int64_t k) {
   std::fill(c, c + m * n, 0.0f);
   for (int64_t j0 = 0; j0 < n; j0 += NC)
     for (int64_t p0 = 0; p0 < k; p0 += KC) {
       const int64_t j1 = std::min(n, j0 + NC), p1 = std::min(k, p0 + KC);
       for (int64_t i = 0; i < m; ++i)
         for (int64_t p = p0; p < p1; ++p) {
-          const float aip = widen(a[i * k + p]);
-          for (int64_t j = j0; j < j1; ++j) c[i * n + j] += aip * widen(b[p * n + j]);
+          const float aip = float(a[i * k + p]);
+          for (int64_t j = j0; j < j1; ++j) c[i * n + j] += aip * float(b[p * n + j]);
         }
     }
 }

@@ -13,6 +13,8 @@
 #include <cstring>
 #include <vector>
 
+#include "ops/half.h"
+
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #include <immintrin.h>
 #define SACCADE_LADDER_MICROKERNEL 1
@@ -38,7 +40,7 @@ namespace saccade::ladder {
 }
 
 /// c = a b with VDPBF16PS (shapes as gemm_naive; m a multiple of 12, n of 32, k even).
-[[gnu::target("avx512f,avx512bf16")]] inline void gemm_microkernel(const uint16_t* a, const uint16_t* b,
+[[gnu::target("avx512f,avx512bf16")]] inline void gemm_microkernel(const bfloat16* a, const bfloat16* b,
                                                                    float* c, int64_t m, int64_t n,
                                                                    int64_t k) {
   constexpr int64_t MR = 12, NR = 32, KC = 256;
@@ -49,8 +51,8 @@ namespace saccade::ladder {
     for (int64_t j0 = 0; j0 < n; j0 += NR)
       for (int64_t q = 0; q < pairs; ++q)
         for (int64_t j = 0; j < NR; ++j)
-          bp[j0 * pairs + q * NR + j] =
-              b[(p0 + 2 * q) * n + j0 + j] | static_cast<uint32_t>(b[(p0 + 2 * q + 1) * n + j0 + j]) << 16;
+          bp[j0 * pairs + q * NR + j] = b[(p0 + 2 * q) * n + j0 + j].bits |
+                                        static_cast<uint32_t>(b[(p0 + 2 * q + 1) * n + j0 + j].bits) << 16;
     for (int64_t i0 = 0; i0 < m; i0 += MR)
       for (int64_t q = 0; q < pairs; ++q)
         for (int64_t r = 0; r < MR; ++r)

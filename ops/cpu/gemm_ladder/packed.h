@@ -18,17 +18,17 @@ namespace saccade::ladder {
 
 /// c = a b, packed (shapes as gemm_naive; m a multiple of MR, n of NR).
 template <int64_t MR = 8, int64_t NR = 32, int64_t KC = 256>
-void gemm_packed(const uint16_t* a, const uint16_t* b, float* c, int64_t m, int64_t n, int64_t k) {
+void gemm_packed(const bfloat16* a, const bfloat16* b, float* c, int64_t m, int64_t n, int64_t k) {
   std::fill(c, c + m * n, 0.0f);
   std::vector<float> ap(m * KC), bp(KC * n);
   for (int64_t p0 = 0; p0 < k; p0 += KC) {
     const int64_t kc = std::min(KC, k - p0);
     for (int64_t j0 = 0; j0 < n; j0 += NR)  // panel j0: kc rows of NR floats
       for (int64_t p = 0; p < kc; ++p)
-        for (int64_t j = 0; j < NR; ++j) bp[j0 * kc + p * NR + j] = widen(b[(p0 + p) * n + j0 + j]);
+        for (int64_t j = 0; j < NR; ++j) bp[j0 * kc + p * NR + j] = float(b[(p0 + p) * n + j0 + j]);
     for (int64_t i0 = 0; i0 < m; i0 += MR)  // panel i0: kc columns of MR floats
       for (int64_t p = 0; p < kc; ++p)
-        for (int64_t r = 0; r < MR; ++r) ap[i0 * kc + p * MR + r] = widen(a[(i0 + r) * k + p0 + p]);
+        for (int64_t r = 0; r < MR; ++r) ap[i0 * kc + p * MR + r] = float(a[(i0 + r) * k + p0 + p]);
     for (int64_t j0 = 0; j0 < n; j0 += NR)
       for (int64_t i0 = 0; i0 < m; i0 += MR) {
         float acc[MR][NR] = {};
