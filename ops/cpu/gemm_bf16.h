@@ -21,7 +21,7 @@
 // rounds the same sums in the same order (VDPBF16PS alone flushes denormal inputs and results to zero).
 #include <cstdint>
 
-#include "ops/half.h"
+#include "ops/tensor.h"  // bfloat16 (ops/half.h); the layering rule allows the tensor, not half.h
 
 namespace saccade::cpu {
 

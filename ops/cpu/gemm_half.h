@@ -2,7 +2,7 @@
 // The CPU GEMM of the 16-bit dtypes (bfloat16, float16): the readable version, widening to float32.
 #include <cstdint>
 
-#include "ops/half.h"
+#include "ops/tensor.h"  // bfloat16 (ops/half.h); the layering rule allows the tensor, not half.h
 
 namespace saccade::cpu {
 
