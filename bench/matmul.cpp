@@ -3,12 +3,15 @@
 // sees it; the raw call writes into a preallocated matrix.
 //
 // Usage: build/bench/matmul [n ...]   (default n = 64 256 1024 2048)
+//        build/bench/matmul --dtype bf16 [threads ...]   (our bf16 GEMM against sgemm: matmul_bf16.cpp)
+//        build/bench/matmul --ladder [n]   (the steps of ops/cpu/gemm_ladder/, one thread)
 #include <cblas.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "saccade.h"
@@ -35,7 +38,22 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
+int matmul_bf16_main(const std::vector<int>& thread_counts);  // matmul_bf16.cpp
+int matmul_ladder_main(int64_t n);                            // matmul_bf16.cpp
+
 int main(int argc, char** argv) {
+  if (argc >= 2 && std::strcmp(argv[1], "--ladder") == 0)
+    return matmul_ladder_main(argc > 2 ? std::atoll(argv[2]) : 480);
+  if (argc >= 3 && std::strcmp(argv[1], "--dtype") == 0) {
+    if (std::strcmp(argv[2], "bf16") != 0) {
+      std::fprintf(stderr, "matmul: --dtype takes bf16 (float32 is the default), not %s\n", argv[2]);
+      return 2;
+    }
+    std::vector<int> threads;
+    for (int i = 3; i < argc; ++i) threads.push_back(std::atoi(argv[i]));
+    if (threads.empty()) threads = {1, 2};
+    return matmul_bf16_main(threads);
+  }
   std::vector<int64_t> sizes;
   for (int i = 1; i < argc; ++i) sizes.push_back(std::atoll(argv[i]));
   if (sizes.empty()) sizes = {64, 256, 1024, 2048};

@@ -4,7 +4,10 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
+
+#include "ops/cpu/gemm_bf16.h"
 
 namespace saccade::cpu {
 
@@ -16,6 +19,15 @@ constexpr int64_t kRowBlock =
 template <class T>
 void gemm_half(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda,
                const T* b, int64_t ldb, T* c, int64_t ldc) {
+  if constexpr (std::is_same_v<T, bfloat16>)
+    gemm_bf16(trans_a, trans_b, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
+  else
+    gemm_half_reference(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc);
+}
+
+template <class T>
+void gemm_half_reference(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda,
+                         const T* b, int64_t ldb, T* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
   // op(b) as a row-major (k, n) float32 matrix
   std::vector<float> bf(static_cast<size_t>(k * n));
@@ -39,5 +51,9 @@ template void gemm_half(bool, bool, int64_t, int64_t, int64_t, const bfloat16*, 
                         int64_t, bfloat16*, int64_t);
 template void gemm_half(bool, bool, int64_t, int64_t, int64_t, const float16*, int64_t, const float16*,
                         int64_t, float16*, int64_t);
+template void gemm_half_reference(bool, bool, int64_t, int64_t, int64_t, const bfloat16*, int64_t,
+                                  const bfloat16*, int64_t, bfloat16*, int64_t);
+template void gemm_half_reference(bool, bool, int64_t, int64_t, int64_t, const float16*, int64_t,
+                                  const float16*, int64_t, float16*, int64_t);
 
 }  // namespace saccade::cpu

@@ -24,8 +24,19 @@ using Isa = VectorLevel;
 Isa cpu_isa();
 
 namespace detail {
-extern std::atomic<int> g_isa_cap;  // IsaGuard's cap, as an int; Avx512 when no guard
+extern std::atomic<int> g_isa_cap;  // IsaGuard's cap, as an int; kNoIsaCap when no guard
+constexpr int kNoIsaCap = static_cast<int>(Isa::Avx512) + 1;  // above every width: AVX512-BF16 allowed
 }  // namespace detail
+
+/// Whether this CPU has AVX512-BF16 (VDPBF16PS, two bf16 products per float lane) besides AVX-512 (CPUID,
+/// once).
+bool cpu_has_avx512_bf16();
+
+/// Whether a kernel may use VDPBF16PS now: the CPU has it and no IsaGuard is live (any guard, even
+/// IsaGuard(Isa::Avx512), turns it off, so that tests reach the widened-float path at every width).
+inline bool kernel_avx512_bf16() {
+  return cpu_has_avx512_bf16() && detail::g_isa_cap.load(std::memory_order_relaxed) == detail::kNoIsaCap;
+}
 
 /// The width with_isa uses now: cpu_isa(), lowered by a live IsaGuard.
 inline Isa kernel_isa() {

@@ -1,0 +1,253 @@
+// saccade's bfloat16 GEMM with float32 accumulation (gemm_bf16.h says what and how; gemm_ladder/ why).
+#include "ops/cpu/gemm_bf16.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "ops/cpu/gemm_ladder/microkernel.h"  // the micro-kernel: ladder::dot_tile
+#include "ops/cpu/simd.h"
+#include "ops/cpu/thread_pool.h"
+#include "ops/error.h"
+
+namespace saccade::cpu {
+
+namespace {
+
+constexpr int64_t kMR = 12, kNR = 32;         // register tile: 12 rows × 2 zmm of 16 floats (24 of 32 zmm)
+constexpr int64_t kKC = 256;                  // k per packed block: a B panel (kKC × kNR bf16, 16 KB) in L1
+constexpr int64_t kMC = 144;                  // rows per packed A block (kMC × kKC bf16, 72 KB) in L2
+constexpr int64_t kGrain = 4 * 64 * 64 * 64;  // multiply-adds worth a thread's wake-up (as linalg.cpp)
+static_assert(kMR == 12 && kNR == 32, "the tile of ladder::dot_tile");
+
+// A matrix read as "rows × k": element (i, p) of op(A), or of op(B)ᵀ, so both operands pack alike.
+struct Rows {
+  const uint16_t* p;
+  int64_t ld;
+  bool k_major;  // element (i, p) at p[p * ld + i] (else at p[i * ld + p])
+  uint16_t at(int64_t i, int64_t q) const { return k_major ? p[q * ld + i] : p[i * ld + q]; }
+};
+
+// Packs rows [r0, r0 + rows) × k [k0, k0 + kc) of x into one panel of W rows: word (q, r) holds the pair
+// (x(r, k0 + 2q), x(r, k0 + 2q + 1)), low half first, rows past `rows` and the k past kc zero.
+template <int64_t W>
+inline void pack_panel(const Rows& x, int64_t r0, int64_t rows, int64_t k0, int64_t kc, uint32_t* dst) {
+  const int64_t pairs = (kc + 1) / 2;
+  if (rows == W && kc % 2 == 0 && !x.k_major) {  // each pair is 32 contiguous bits of a row
+    for (int64_t r = 0; r < W; ++r) {
+      const uint16_t* src = x.p + (r0 + r) * x.ld + k0;
+      for (int64_t q = 0; q < pairs; ++q) std::memcpy(dst + q * W + r, src + 2 * q, 4);
+    }
+  } else if (rows == W && kc % 2 == 0) {  // two rows of memory, interleaved
+    for (int64_t q = 0; q < pairs; ++q) {
+      const uint16_t* s0 = x.p + (k0 + 2 * q) * x.ld + r0;
+      const uint16_t* s1 = s0 + x.ld;
+      for (int64_t r = 0; r < W; ++r) dst[q * W + r] = s0[r] | static_cast<uint32_t>(s1[r]) << 16;
+    }
+  } else {  // edges
+    for (int64_t q = 0; q < pairs; ++q)
+      for (int64_t r = 0; r < W; ++r) {
+        const int64_t p = k0 + 2 * q;
+        const uint32_t lo = r < rows ? x.at(r0 + r, p) : 0;
+        const uint32_t hi = r < rows && 2 * q + 1 < kc ? x.at(r0 + r, p + 1) : 0;
+        dst[q * W + r] = lo | hi << 16;
+      }
+  }
+}
+
+// C tile (mr, nr) from a float accumulator: C = alpha acc + beta C on the first k block, C += alpha acc
+// after.
+inline void store_tile(const float (&acc)[kMR][kNR], float* c, int64_t ldc, int64_t mr, int64_t nr,
+                       float alpha, float beta, bool first) {
+  for (int64_t r = 0; r < mr; ++r) {
+    float* cr = c + r * ldc;
+    if (!first)
+      for (int64_t j = 0; j < nr; ++j) cr[j] += alpha * acc[r][j];
+    else if (beta == 0)
+      for (int64_t j = 0; j < nr; ++j) cr[j] = alpha * acc[r][j];
+    else
+      for (int64_t j = 0; j < nr; ++j) cr[j] = alpha * acc[r][j] + beta * cr[j];
+  }
+}
+
+// The micro-kernel without AVX512-BF16: the packed pairs widened to float, two FMAs per pair (odd k
+// first, as VDPBF16PS). Inlined into each width of with_isa.
+inline void kernel_float(int64_t pairs, const uint32_t* ap, const uint32_t* bp, float (&acc)[kMR][kNR]) {
+  for (int64_t r = 0; r < kMR; ++r)
+    for (int64_t j = 0; j < kNR; ++j) acc[r][j] = 0;
+  for (int64_t q = 0; q < pairs; ++q, ap += kMR, bp += kNR) {
+    float blo[kNR], bhi[kNR];
+    for (int64_t j = 0; j < kNR; ++j) {
+      blo[j] = bf16_bits_to_float(static_cast<uint16_t>(bp[j]));
+      bhi[j] = bf16_bits_to_float(static_cast<uint16_t>(bp[j] >> 16));
+    }
+    for (int64_t r = 0; r < kMR; ++r) {
+      const float alo = bf16_bits_to_float(static_cast<uint16_t>(ap[r])),
+                  ahi = bf16_bits_to_float(static_cast<uint16_t>(ap[r] >> 16));
+      for (int64_t j = 0; j < kNR; ++j) acc[r][j] = acc[r][j] + ahi * bhi[j] + alo * blo[j];
+    }
+  }
+}
+
+#ifdef SACCADE_LADDER_MICROKERNEL
+// The micro-kernel with VDPBF16PS (ladder step 4's dot_tile: a 12 × 32 float tile in 24 zmm; per pair of
+// k, two vectors of the B panel and a broadcast pair per row), then the tile's store with alpha and beta.
+[[gnu::target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma"), gnu::noinline]] void kernel_dot(
+    int64_t pairs, const uint32_t* ap, const uint32_t* bp, float* c, int64_t ldc, int64_t mr, int64_t nr,
+    float alpha, float beta, bool first) {
+  __m512 acc[kMR][2];
+  ladder::dot_tile(pairs, ap, bp, acc);
+  if (mr == kMR && nr == kNR) {
+    const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+#pragma GCC unroll 12
+    for (int r = 0; r < kMR; ++r)
+      for (int h = 0; h < 2; ++h) {
+        float* cr = c + r * ldc + 16 * h;
+        __m512 v = _mm512_mul_ps(va, acc[r][h]);
+        if (!first)
+          v = _mm512_add_ps(_mm512_loadu_ps(cr), v);
+        else if (beta != 0)
+          v = _mm512_fmadd_ps(vb, _mm512_loadu_ps(cr), v);
+        _mm512_storeu_ps(cr, v);
+      }
+    return;
+  }
+  float tile[kMR][kNR];
+  for (int r = 0; r < kMR; ++r) {
+    _mm512_storeu_ps(tile[r], acc[r][0]);
+    _mm512_storeu_ps(tile[r] + 16, acc[r][1]);
+  }
+  store_tile(tile, c, ldc, mr, nr, alpha, beta, first);
+}
+#endif
+
+// A grow-only buffer of 32-bit words, one per thread (the pool's threads keep theirs between calls).
+uint32_t* scratch(std::unique_ptr<uint32_t[]>& buf, int64_t& cap, int64_t words) {
+  if (words > cap) {
+    buf.reset(new uint32_t[static_cast<size_t>(words)]);
+    cap = words;
+  }
+  return buf.get();
+}
+
+struct Problem {
+  Rows a, bt;  // op(A) (m × k) and op(B)ᵀ (n × k), both read as rows × k
+  int64_t m, n, k;
+  float alpha, beta;
+  float* c;
+  int64_t ldc;
+  int64_t panels;  // column panels of kNR
+  const uint32_t* bp;
+  bool dot;  // VDPBF16PS
+  // The packed B panel `jr` of k block `kb` (pairs of that block: pairs_in(kb)).
+  const uint32_t* b_panel(int64_t kb, int64_t jr) const {
+    return bp + kb * (kKC / 2) * panels * kNR + jr * pairs_in(kb) * kNR;
+  }
+  int64_t pairs_in(int64_t kb) const { return (std::min(kKC, k - kb * kKC) + 1) / 2; }
+};
+
+// Rows [i0, i1) × column panels [j0, j1) of C, every k block: pack A a block at a time, then the tiles.
+void compute_block(const Problem& P, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+  thread_local std::unique_ptr<uint32_t[]> abuf;
+  thread_local int64_t acap = 0;
+  uint32_t* ap = scratch(abuf, acap, kMC * kKC / 2);
+  with_isa([&] {
+    for (int64_t ib = i0; ib < i1; ib += kMC) {
+      const int64_t mc = std::min(kMC, i1 - ib);
+      for (int64_t kb = 0; kb * kKC < P.k; ++kb) {
+        const int64_t k0 = kb * kKC, kc = std::min(kKC, P.k - k0), pairs = P.pairs_in(kb);
+        for (int64_t ir = 0; ir < mc; ir += kMR)
+          pack_panel<kMR>(P.a, ib + ir, std::min(kMR, mc - ir), k0, kc, ap + ir * pairs);
+        for (int64_t jr = j0; jr < j1; ++jr) {
+          const uint32_t* bpanel = P.b_panel(kb, jr);
+          const int64_t nr = std::min(kNR, P.n - jr * kNR);
+          for (int64_t ir = 0; ir < mc; ir += kMR) {
+            float* c = P.c + (ib + ir) * P.ldc + jr * kNR;
+            const int64_t mr = std::min(kMR, mc - ir);
+#ifdef SACCADE_LADDER_MICROKERNEL
+            if (P.dot) {
+              kernel_dot(pairs, ap + ir * pairs, bpanel, c, P.ldc, mr, nr, P.alpha, P.beta, kb == 0);
+              continue;
+            }
+#endif
+            float acc[kMR][kNR];
+            kernel_float(pairs, ap + ir * pairs, bpanel, acc);
+            store_tile(acc, c, P.ldc, mr, nr, P.alpha, P.beta, kb == 0);
+          }
+        }
+      }
+    }
+  });
+}
+
+void check_args(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldc) {
+  SACCADE_CHECK(m >= 0 && n >= 0 && k >= 0, "gemm_bf16: negative sizes m {}, n {}, k {}", m, n, k);
+  const int64_t min_lda = std::max<int64_t>(1, ta ? m : k), min_ldb = std::max<int64_t>(1, tb ? k : n);
+  SACCADE_CHECK(lda >= min_lda && ldb >= min_ldb && ldc >= std::max<int64_t>(1, n),
+                "gemm_bf16: leading dimensions lda {}, ldb {}, ldc {} below {}, {}, {} (m {}, n {}, k {}, "
+                "trans_a {}, trans_b {})",
+                lda, ldb, ldc, min_lda, min_ldb, std::max<int64_t>(1, n), m, n, k, ta, tb);
+}
+
+}  // namespace
+
+void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const bfloat16* a16,
+               int64_t lda, const bfloat16* b16, int64_t ldb, float beta, float* c, int64_t ldc) {
+  const uint16_t* a = &a16->bits;  // the packs move bits
+  const uint16_t* b = &b16->bits;
+  check_args(trans_a, trans_b, m, n, k, lda, ldb, ldc);
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // no products: C = beta C
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0 ? 0.0f : beta * c[i * ldc + j];
+    return;
+  }
+  Problem P{{a, lda, trans_a}, {b, ldb, !trans_b},  m, n, k, alpha, beta, c, ldc, (n + kNR - 1) / kNR,
+            nullptr,           kernel_avx512_bf16()};
+  // Pack op(B) once, every (k block, panel) a piece of work.
+  const int64_t kblocks = (k + kKC - 1) / kKC;
+  thread_local std::unique_ptr<uint32_t[]> bbuf;
+  thread_local int64_t bcap = 0;
+  uint32_t* bp = scratch(bbuf, bcap, kblocks * (kKC / 2) * P.panels * kNR);
+  P.bp = bp;
+  parallel_for(0, kblocks * P.panels, std::max<int64_t>(1, kGrain / (64 * kKC * kNR)),
+               [&](int64_t t0, int64_t t1) {
+                 with_isa([&] {
+                   for (int64_t t = t0; t < t1; ++t) {
+                     const int64_t kb = t / P.panels, jr = t % P.panels;
+                     pack_panel<kNR>(P.bt, jr * kNR, std::min(kNR, n - jr * kNR), kb * kKC,
+                                     std::min(kKC, k - kb * kKC), const_cast<uint32_t*>(P.b_panel(kb, jr)));
+                   }
+                 });
+               });
+  // Blocks of kMC rows; when there are fewer than two a thread, each is also split into column groups.
+  const int64_t row_blocks = (m + kMC - 1) / kMC, threads = pool_size();
+  const int64_t groups = threads > 1 && row_blocks < 2 * threads
+                             ? std::min(P.panels, (2 * threads + row_blocks - 1) / row_blocks)
+                             : 1;
+  const int64_t task_cost = std::max<int64_t>(1, std::min(kMC, m) * (n / groups + 1) * k);
+  parallel_for(0, row_blocks * groups, (kGrain + task_cost - 1) / task_cost, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t ib = t / groups, g = t % groups;
+      compute_block(P, ib * kMC, std::min(m, (ib + 1) * kMC), g * P.panels / groups,
+                    (g + 1) * P.panels / groups);
+    }
+  });
+}
+
+void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const bfloat16* a,
+               int64_t lda, const bfloat16* b, int64_t ldb, float beta, bfloat16* c, int64_t ldc) {
+  check_args(trans_a, trans_b, m, n, k, lda, ldb, ldc);
+  std::vector<float> sum(static_cast<size_t>(m * n));
+  gemm_bf16(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, 0.0f, sum.data(), n);
+  parallel_for(0, m, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, n)), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        const float s = sum[i * n + j];
+        c[i * ldc + j] = bfloat16(beta == 0 ? s : s + beta * float(c[i * ldc + j]));
+      }
+  });
+}
+
+}  // namespace saccade::cpu

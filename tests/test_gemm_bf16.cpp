@@ -1,0 +1,204 @@
+// saccade's bf16 GEMM (ops/cpu/gemm_bf16.h) against the readable product: the widened bf16 values summed in
+// double. Odd sizes (every edge tile), k across several packed blocks, both transposes of each operand,
+// leading dimensions past the columns, alpha and beta, 1 and 2 threads, at every width this CPU runs: with
+// VDPBF16PS when it has AVX512-BF16, and widened to float under IsaGuard(AVX-512 / AVX2 / baseline).
+// Bound: f32 sums of exact bf16 products, so |got - exact| <= (k + 2) 2^-24 (|alpha| Σ|a b| + |beta c|).
+#include <bit>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "helpers.h"
+#include "ops/cpu/gemm_bf16.h"
+#include "ops/cpu/gemm_half.h"
+#include "ops/cpu/gemm_ladder/blocked.h"
+#include "ops/cpu/gemm_ladder/microkernel.h"
+#include "ops/cpu/gemm_ladder/naive.h"
+#include "ops/cpu/gemm_ladder/packed.h"
+#include "ops/cpu/simd.h"
+
+using namespace saccade;
+using cpu::Isa;
+using saccade::testing::ErrorContains;
+
+namespace {
+
+double widen(bfloat16 h) { return float(h); }
+
+std::vector<bfloat16> random_bf16(int64_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> d;
+  std::vector<bfloat16> v(n);
+  for (auto& x : v) x = bfloat16(d(gen));
+  return v;
+}
+
+struct Case {
+  int64_t m, n, k;
+  bool ta, tb;
+  float alpha, beta;
+};
+
+// Runs one case at the current width and threads; returns the worst |got - want| / bound (must be <= 1).
+double worst_error(const Case& t, uint32_t seed) {
+  const int64_t pad = 3;  // leading dimensions past the columns
+  const int64_t ar = t.ta ? t.k : t.m, ac = t.ta ? t.m : t.k, br = t.tb ? t.n : t.k, bc = t.tb ? t.k : t.n;
+  const int64_t lda = ac + pad, ldb = bc + pad, ldc = t.n + pad;
+  const auto a = random_bf16(ar * lda, seed), b = random_bf16(br * ldb, seed + 1);
+  std::vector<float> c(t.m * ldc);
+  std::mt19937 gen(seed + 2);
+  std::normal_distribution<float> d;
+  for (auto& x : c) x = t.beta == 0 ? NAN : d(gen);  // beta == 0 never reads C
+  const std::vector<float> c0 = c;
+  cpu::gemm_bf16(t.ta, t.tb, t.m, t.n, t.k, t.alpha, a.data(), lda, b.data(), ldb, t.beta, c.data(), ldc);
+  auto A = [&](int64_t i, int64_t p) { return widen(t.ta ? a[p * lda + i] : a[i * lda + p]); };
+  auto B = [&](int64_t p, int64_t j) { return widen(t.tb ? b[j * ldb + p] : b[p * ldb + j]); };
+  double worst = 0;
+  for (int64_t i = 0; i < t.m; ++i)
+    for (int64_t j = 0; j < t.n; ++j) {
+      double sum = 0, abs_sum = 0;
+      for (int64_t p = 0; p < t.k; ++p) {
+        sum += A(i, p) * B(p, j);
+        abs_sum += std::abs(A(i, p) * B(p, j));
+      }
+      const double cij = t.beta == 0 ? 0 : c0[i * ldc + j];
+      const double want = t.alpha * sum + t.beta * cij;
+      const double bound =
+          (t.k + 2) * 0x1p-24 * (std::abs(t.alpha) * abs_sum + std::abs(t.beta * cij)) + 1e-30;
+      worst = std::max(worst, std::abs(c[i * ldc + j] - want) / bound);
+    }
+  for (int64_t i = 0; i < t.m; ++i)  // the padding past n is untouched
+    for (int64_t j = t.n; j < ldc; ++j)
+      if (!(std::isnan(c0[i * ldc + j]) ? std::isnan(c[i * ldc + j]) : c[i * ldc + j] == c0[i * ldc + j]))
+        return 1e30;
+  return worst;
+}
+
+// The kernels this CPU runs: "dot" (VDPBF16PS, no guard) when it has AVX512-BF16, then each width widened.
+std::vector<std::pair<std::string, int>> kernels() {
+  std::vector<std::pair<std::string, int>> w;
+  if (cpu::cpu_has_avx512_bf16()) w.push_back({"AVX512-BF16", -1});
+  for (Isa i : {Isa::Avx512, Isa::Avx2, Isa::Baseline})
+    if (i <= cpu::cpu_isa()) w.push_back({cpu::vector_level_name(i), static_cast<int>(i)});
+  return w;
+}
+
+}  // namespace
+
+TEST_CASE("gemm_bf16: every transpose, odd sizes, alpha and beta, at every width, within f32 rounding",
+          "[ops][gemm_bf16][isa]") {
+  const int threads = get_num_threads();
+  const std::vector<Case> sizes = {
+      {1, 1, 1, false, false, 1, 0},              // one element
+      {13, 37, 29, false, false, 1, 0},           // one edge tile each way, odd k
+      {150, 33, 301, false, false, 0.5f, -1.5f},  // two row blocks, k over two blocks (odd)
+      {7, 70, 520, false, false, -2, 1},          // few rows: column groups across threads; three k blocks
+  };
+  for (const auto& [name, cap] : kernels()) {
+    std::unique_ptr<cpu::IsaGuard> guard;
+    if (cap >= 0) guard = std::make_unique<cpu::IsaGuard>(static_cast<Isa>(cap));
+    INFO("kernel " << name);
+    CHECK(cpu::kernel_avx512_bf16() == (cap < 0));
+    for (int nt : {1, 2}) {
+      set_num_threads(nt);
+      for (Case t : sizes)
+        for (int tr = 0; tr < 4; ++tr) {
+          t.ta = tr & 1;
+          t.tb = tr & 2;
+          INFO("threads " << nt << " m " << t.m << " n " << t.n << " k " << t.k << " ta " << t.ta << " tb "
+                          << t.tb << " alpha " << t.alpha << " beta " << t.beta);
+          CHECK(worst_error(t, static_cast<uint32_t>(t.m + t.n + t.k + tr)) <= 1);
+        }
+    }
+  }
+  set_num_threads(threads);
+}
+
+TEST_CASE("gemm_bf16: a bf16 output is the f32 result rounded once", "[ops][gemm_bf16]") {
+  const int64_t m = 19, n = 45, k = 300;
+  const auto a = random_bf16(m * k, 5), b = random_bf16(k * n, 6), c0 = random_bf16(m * n, 7);
+  std::vector<float> want(m * n);
+  for (int64_t i = 0; i < m * n; ++i) want[i] = static_cast<float>(widen(c0[i]));
+  cpu::gemm_bf16(false, false, m, n, k, 0.75f, a.data(), k, b.data(), n, 0.5f, want.data(), n);
+  std::vector<bfloat16> got = c0;
+  cpu::gemm_bf16(false, false, m, n, k, 0.75f, a.data(), k, b.data(), n, 0.5f, got.data(), n);
+  for (int64_t i = 0; i < m * n; ++i) {
+    // nearest even: within half a bf16 ulp (at most 2^-8 relative) of the float result, and one of its
+    // neighbours
+    INFO("element " << i << " got " << widen(got[i]) << " want " << want[i]);
+    CHECK(std::abs(widen(got[i]) - want[i]) <= 0x1p-8 * std::abs(want[i]) * (1 + 1e-6));
+  }
+}
+
+TEST_CASE("gemm_bf16: bad sizes and leading dimensions are refused by name", "[ops][gemm_bf16]") {
+  std::vector<bfloat16> a(64), b(64);
+  std::vector<float> c(64);
+  CHECK_THROWS_MATCHES(cpu::gemm_bf16(false, false, -1, 2, 2, 1, a.data(), 2, b.data(), 2, 0, c.data(), 2),
+                       Error, ErrorContains("gemm_bf16: negative sizes"));
+  CHECK_THROWS_MATCHES(cpu::gemm_bf16(false, false, 4, 4, 4, 1, a.data(), 3, b.data(), 4, 0, c.data(), 4),
+                       Error, ErrorContains("gemm_bf16: leading dimensions"));
+  CHECK_THROWS_MATCHES(cpu::gemm_bf16(true, true, 4, 5, 6, 1, a.data(), 4, b.data(), 5, 0, c.data(), 5),
+                       Error, ErrorContains("gemm_bf16: leading dimensions"));
+  // k = 0: C = beta C
+  c.assign(4, 2.0f);
+  cpu::gemm_bf16(false, false, 2, 2, 0, 1, a.data(), 1, b.data(), 2, 0.5f, c.data(), 2);
+  CHECK(c[0] == 1.0f);
+  CHECK(c[3] == 1.0f);
+}
+
+TEST_CASE("each step of the bf16 GEMM ladder equals the naive one", "[ops][gemm_bf16][ladder]") {
+  const int64_t m = 48, n = 64, k = 522;  // multiples of every step's tile; k over three blocks
+  const auto a = random_bf16(m * k, 11), b = random_bf16(k * n, 12);
+  std::vector<float> want(m * n), got(m * n);
+  ladder::gemm_naive(a.data(), b.data(), want.data(), m, n, k);
+  // the naive sums themselves: within f32 rounding of the double sums
+  double naive_err = 0;
+  std::vector<double> abs_sum(m * n);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        s += widen(a[i * k + p]) * widen(b[p * n + j]);
+        abs_sum[i * n + j] += std::abs(widen(a[i * k + p]) * widen(b[p * n + j]));
+      }
+      naive_err = std::max(naive_err, std::abs(want[i * n + j] - s) / (k * 0x1p-24 * abs_sum[i * n + j]));
+    }
+  CHECK(naive_err <= 1);
+  ladder::gemm_blocked(a.data(), b.data(), got.data(), m, n, k);
+  CHECK(got == want);  // the same sums in the same order
+  // other orders of the same f32 sums: within twice the rounding bound
+  auto close = [&] {
+    double e = 0;
+    for (int64_t i = 0; i < m * n; ++i)
+      e = std::max(e, std::abs(got[i] - want[i]) / (2 * k * 0x1p-24 * abs_sum[i]));
+    return e;
+  };
+  std::fill(got.begin(), got.end(), NAN);
+  ladder::gemm_packed(a.data(), b.data(), got.data(), m, n, k);
+  CHECK(close() <= 1);
+#ifdef SACCADE_LADDER_MICROKERNEL
+  if (cpu::cpu_has_avx512_bf16()) {
+    std::fill(got.begin(), got.end(), NAN);
+    ladder::gemm_microkernel(a.data(), b.data(), got.data(), m, n, k);
+    CHECK(close() <= 1);
+  }
+#endif
+}
+
+TEST_CASE("gemm_bf16: the bf16 matmul route (gemm_half) agrees with the readable widening GEMM",
+          "[ops][gemm_bf16][half]") {
+  const int64_t m = 70, n = 19, k = 300;  // odd sizes; b transposed (a Linear's x Wᵀ)
+  const auto a = random_bf16(m * k, 21), b = random_bf16(n * k, 22);
+  std::vector<bfloat16> got(m * n), want(m * n);
+  cpu::gemm_half(false, true, m, n, k, a.data(), k, b.data(), k, got.data(), n);
+  cpu::gemm_half_reference(false, true, m, n, k, a.data(), k, b.data(), k, want.data(), n);
+  int differ = 0;
+  for (int64_t i = 0; i < m * n; ++i) {
+    // both round a float32 sum of the same exact products once: at most one bf16 step apart
+    INFO("element " << i << " got " << widen(got[i]) << " want " << widen(want[i]));
+    CHECK(std::abs(widen(got[i]) - widen(want[i])) <= 0x1p-7 * std::abs(widen(want[i])));
+    differ += got[i].bits != want[i].bits;
+  }
+  CHECK(differ < m * n / 10);  // the sums differ by f32 rounding only, so nearly all round alike
+}
