@@ -62,11 +62,21 @@ std::vector<Variable> recompute_backward(
     const std::vector<Variable>& inputs,
     const std::function<Variable(const std::vector<Variable>&)>& reference, const Variable& g) {
   AutoGradMode record(true);
-  // the recomputed graph is kept (retain_graph): the gradients' own graph runs through it
-  Variable out = reference(inputs);
-  std::vector<Variable> wanted;
-  for (const Variable& x : inputs)
-    if (x.defined() && x.requires_grad()) wanted.push_back(x);
+  // Each input that requires grad enters the reference through an alias node of its own, and the gradients
+  // are taken at the aliases: partial derivatives, even when one input is computed from another (gh from h
+  // in a GRU step), while the aliases still lead to the inputs' history. The recomputed graph is kept
+  // (retain_graph): the gradients' own graph runs through it.
+  std::vector<Variable> xs, wanted;
+  for (const Variable& x : inputs) {
+    if (x.defined() && x.requires_grad()) {
+      xs.push_back(make_result("alias", x.data(), {x},
+                               [](const Variable& g) -> std::vector<Variable> { return {g}; }));
+      wanted.push_back(xs.back());
+    } else {
+      xs.push_back(x);
+    }
+  }
+  Variable out = reference(xs);
   std::vector<Variable> result(inputs.size());
   if (wanted.empty() || !out.requires_grad()) return result;
   std::vector<Variable> grads = grad({out}, wanted, {g}, true, true, true);

@@ -308,6 +308,12 @@ TEST_CASE("hograd: fused ops and attention modules get second derivatives from t
   SECTION("additive attention scores and GRU gates") {
     REQUIRE(gradgradcheck([](const auto& v) { return additive_attention_scores(v[0], v[1], v[2]); },
                           {leaf({2, 3, 4}, 1), leaf({2, 2, 4}, 2), leaf({4}, 3)}, o));
+    // gh computed from h, as in a GRU step: the recomputation takes partial derivatives
+    REQUIRE(gradgradcheck(
+        [](const auto& v) {
+          return gru_gates(v[0], add(mul(repeat(v[2], {1, 3}), 0.7), v[1]), v[2]);
+        },
+        {leaf({2, 6}, 1), leaf({2, 6}, 2), leaf({2, 2}, 3)}, o));
     REQUIRE(gradgradcheck([](const auto& v) { return gru_gates(v[0], v[1], v[2]); },
                           {leaf({2, 6}, 1), leaf({2, 6}, 2), leaf({2, 2}, 3)}, o));
   }
