@@ -1,6 +1,8 @@
 // Activation checkpointing: forward without recording, backward by recomputing (see checkpoint.h).
 #include "autograd/checkpoint.h"
 
+#include <algorithm>
+
 #include "autograd/engine.h"
 #include "autograd/function.h"
 #include "autograd/grad_mode.h"
@@ -85,7 +87,9 @@ Variable checkpoint(const std::function<Variable(const std::vector<Variable>&)>&
                       y.defined() ? y.shape() : Shape{}, g.shape());
         std::vector<Variable> grads(xs.size());
         if (!y.requires_grad()) return grads;
-        run_backward({y.gradient_edge()}, {g}, false, false);
+        // NOTE: as torch's reentrant checkpoint, this accumulates into the grads of fn's parameters even when the
+    // outer pass is saccade::grad (which otherwise accumulates nothing)
+    run_backward({y.gradient_edge()}, {g}, false, false);
         for (size_t i = 0; i < xs.size(); ++i)
           if (xs[i].requires_grad() && xs[i].grad().defined()) grads[i] = Variable(xs[i].grad());
         return grads;

@@ -13,6 +13,7 @@
 // No recursion: every pass uses explicit stacks, so a chain of 10^5 ops is fine.
 #include "autograd/engine.h"
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "autograd/function.h"

@@ -45,7 +45,7 @@ TEST_CASE("hograd: the second derivative of a tanh chain matches its closed form
   }
 }
 
-TEST_CASE("hograd: backward(create_graph) and grad agree; retain_graph follows create_graph",
+TEST_CASE("hograd: backward(create_graph) and grad agree, retain_graph following create_graph",
           "[autograd][hograd]") {
   Variable x = leaf({3}, 2);
   Variable y = sum(mul(exp(x), sin(x)));
