@@ -19,6 +19,7 @@
 #include "autograd/function.h"
 #include "autograd/functions/elementwise.h"
 #include "autograd/grad_mode.h"
+#include "autograd/profiling.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
 
@@ -98,6 +99,7 @@ void accumulate_into_leaf(const Node& accumulator, const Variable& g) {
 // The derivative rule of `n`, with the engine's checks on what it returns: one gradient per input, each of
 // that input's shape, and (in anomaly mode) finite.
 std::vector<Variable> apply_rule(Node& n, const Variable& g, bool retain_graph) {
+  detail::BackwardRange range(n);  // the profiler's "MatmulBackward" (autograd/profiling.h)
   std::vector<Variable> outs = n.apply(g);
   if (!retain_graph) n.release();
   SACCADE_CHECK(outs.size() == n.next().size(), "backward of {}: returned {} gradients for {} inputs",
@@ -178,6 +180,7 @@ std::vector<Variable> run_backward(const std::vector<std::shared_ptr<Node>>& roo
   SACCADE_CHECK(roots.size() == grads.size(), "backward: {} outputs but {} gradients", roots.size(),
                 grads.size());
   for (const auto& r : roots) SACCADE_CHECK(r != nullptr, "backward: nothing requires grad");
+  profiler::RecordFunction range("autograd::backward", "autograd");
   AutoGradMode mode(create_graph);  // rules record a graph only under create_graph
 
   // 1. in-degrees of every node reachable from the roots; for grad(), which nodes lead to an input
