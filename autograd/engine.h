@@ -1,13 +1,25 @@
 #pragma once
-// The backward engine (engine.cpp): Kahn's algorithm over the graph behind one root.
+// The backward engine (engine.cpp): Kahn's algorithm over the graph behind the roots.
 #include <memory>
+#include <vector>
 
 #include "autograd/node.h"
+#include "autograd/variable.h"
 
 namespace saccade {
 
-/// Propagates `grad` (dL/d root output) from `root` to every leaf behind it, accumulating into the leaves'
-/// grads. Frees each node's saved tensors after use unless `retain_graph`.
-void run_backward(const std::shared_ptr<Node>& root, const Tensor& grad, bool retain_graph);
+/// Propagates `grads[i]` (dL/d output of roots[i], of that output's shape) from the roots to every node
+/// behind them.
+///
+/// - Without `inputs`, accumulates into the grads of the leaves reached (Variable::backward) and returns
+///   nothing. With `inputs` (nodes: a leaf's accumulator or a non-leaf's grad_fn), accumulates nothing and
+///   returns the gradient that reached each of them (undefined where none did), running only the rules on a
+///   path to one of them (saccade::grad).
+/// - Rules run with grad mode off, or on when `create_graph`: then the gradients returned carry a graph and
+///   can be differentiated again.
+/// - Frees each node's saved tensors after use unless `retain_graph`.
+std::vector<Variable> run_backward(const std::vector<std::shared_ptr<Node>>& roots,
+                                   const std::vector<Variable>& grads, bool retain_graph, bool create_graph,
+                                   const std::vector<std::shared_ptr<Node>>& inputs = {});
 
 }  // namespace saccade

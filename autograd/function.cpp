@@ -19,13 +19,80 @@ const Tensor& SavedTensor::get() const {
   return t_;
 }
 
+SavedVariable::SavedVariable(Variable v, const char* op)
+    : var_(std::move(v)),
+      data_(var_.defined() ? var_.data() : Tensor()),
+      version_(data_.version()),
+      op_(op) {}
+
+SavedVariable SavedVariable::output(Tensor data, const char* op) {
+  SavedVariable s;
+  s.data_ = std::move(data);
+  s.version_ = s.data_.version();
+  s.op_ = op;
+  s.is_output_ = true;
+  return s;
+}
+
+Variable SavedVariable::get() const {
+  if (!data_.defined()) return Variable();
+  SACCADE_CHECK(data_.version() == version_,
+                "{}: a tensor of shape {} saved for backward was modified by an in-place operation "
+                "(version {} at save, now {}); compute on a copy instead",
+                op_, data_.shape(), version_, data_.version());
+  if (!is_output_) return var_;
+  Node* node = Node::current();
+  if (!grad_enabled() || !node) return Variable(data_);
+  return Variable::make_result(data_, node->shared_from_this());
+}
+
+void check_once_differentiable(const char* op) {
+  SACCADE_CHECK(!grad_enabled(),
+                "{}: create_graph through an op with no second derivative (its backward is a kernel with no "
+                "composed reference); see autograd/README.md",
+                op);
+}
+
+void check_once_differentiable(const char* op, std::initializer_list<Variable> vs) {
+  for (const Variable& v : vs)
+    if (v.defined() && v.requires_grad()) return check_once_differentiable(op);
+}
+
+std::vector<Variable> recompute_backward(
+    const std::vector<Variable>& inputs,
+    const std::function<Variable(const std::vector<Variable>&)>& reference, const Variable& g) {
+  AutoGradMode record(true);
+  // Each input that requires grad enters the reference through an alias node of its own, and the gradients
+  // are taken at the aliases: partial derivatives, even when one input is computed from another (gh from h
+  // in a GRU step), while the aliases still lead to the inputs' history. The recomputed graph is kept
+  // (retain_graph): the gradients' own graph runs through it.
+  std::vector<Variable> xs, wanted;
+  for (const Variable& x : inputs) {
+    if (x.defined() && x.requires_grad()) {
+      xs.push_back(make_result("alias", x.data(), {x},
+                               [](const Variable& g) -> std::vector<Variable> { return {g}; }));
+      wanted.push_back(xs.back());
+    } else {
+      xs.push_back(x);
+    }
+  }
+  Variable out = reference(xs);
+  std::vector<Variable> result(inputs.size());
+  if (wanted.empty() || !out.requires_grad()) return result;
+  std::vector<Variable> grads = grad({out}, wanted, {g}, true, true, true);
+  for (size_t i = 0, j = 0; i < inputs.size(); ++i)
+    if (inputs[i].defined() && inputs[i].requires_grad()) result[i] = grads[j++];
+  return result;
+}
+
 namespace {
 
 // The one place history is recorded: check the result under anomaly mode, then attach a Node whose edges
 // lead to the inputs that require grad (nullptr for the others), or return a plain Variable.
 Variable record(const char* op, Tensor result, const Variable* inputs, size_t n, Node::BackwardFn backward) {
   const uint64_t flow = profiler::is_active() ? detail::profile_forward(op, result, inputs, n) : 0;
-  if (anomaly_mode_enabled())
+  // inside a derivative rule the engine checks what the rule returns, naming the rule's op
+  if (anomaly_mode_enabled() && !Node::current())
     SACCADE_CHECK(all_finite(result),
                   "anomaly mode: {} produced a NaN or Inf in its forward result of shape {}", op,
                   result.shape());

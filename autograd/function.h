@@ -1,15 +1,18 @@
 #pragma once
 // How one op records itself. Every derivative rule in autograd/functions/ computes its result with ops::,
-// keeps what its backward needs in SavedTensors, and hands both to make_result, which attaches a Node (or,
-// under NoGradGuard or when no input requires grad, nothing):
+// keeps what its backward needs in SavedVariables, and hands both to make_result, which attaches a Node (or,
+// under NoGradGuard or when no input requires grad, nothing). The rule itself is written once, on Variables,
+// with saccade:: functions: the engine runs it with grad mode off (it records nothing, as a rule on Tensors
+// would), or on under create_graph, when the gradient it returns can be differentiated again.
 //
 //   Variable exp(const Variable& a) {
 //     Tensor y = ops::exp(a.data());
-//     SavedTensor sy(y, "exp");
-//     return make_result("exp", y, {a}, [sy](const Tensor& g) -> std::vector<Tensor> {
-//       return {ops::mul(g, sy.get())};  // y = e^a:  da = g * y
+//     SavedVariable sy = SavedVariable::output(y, "exp");
+//     return make_result("exp", y, {a}, [sy](const Variable& g) -> std::vector<Variable> {
+//       return {mul(g, sy.get())};  // y = e^a:  da = g * y
 //     });
 //   }
+#include <functional>
 #include <initializer_list>
 #include <vector>
 
@@ -100,11 +103,53 @@ class SavedTensor {
   const char* op_ = "";
 };
 
+/// A Variable saved for backward, with its storage's version at save time (the same check as SavedTensor).
+///
+/// - An input is kept as its Variable, so a second derivative sees the history that made it.
+/// - The op's own output is kept as data only (SavedVariable::output): holding the output Variable would make
+///   its node own itself, a cycle. get() reattaches it to the node whose rule is running (Node::current),
+///   which is that output's grad_fn, as PyTorch's SavedVariable does with is_output.
+class SavedVariable {
+ public:
+  SavedVariable() = default;
+  /// Saves the input `v` (may be undefined) for the op named `op` (a string literal).
+  SavedVariable(Variable v, const char* op);
+  /// Saves the data of the op's own result.
+  static SavedVariable output(Tensor data, const char* op);
+  /// The saved Variable; throws if its storage was modified in place since it was saved. An output, while
+  /// grad mode is on, comes back with the running node as its grad_fn.
+  Variable get() const;
+  bool defined() const { return data_.defined(); }
+
+ private:
+  Variable var_;  // inputs
+  Tensor data_;   // the data of either
+  uint64_t version_ = 0;
+  const char* op_ = "";
+  bool is_output_ = false;
+};
+
+/// For a rule that has no second derivative (a hand-written backward kernel with no composed reference):
+/// throws saccade::Error "`op`: create_graph through an op with no second derivative" when grad mode is on
+/// (create_graph) and any of `vs` requires grad. Call it first in such a rule.
+void check_once_differentiable(const char* op, std::initializer_list<Variable> vs);
+/// As above, for a rule whose result depends on an input it did not save: throws whenever grad mode is on.
+void check_once_differentiable(const char* op);
+
+/// For a rule whose backward is a kernel, under create_graph: the gradients of `reference(inputs)` (the op's
+/// composed definition on saccade:: functions) at grad_output `g`, by recomputing the reference with
+/// recording on and running the engine over it with create_graph, so that they can be differentiated again
+/// (the mechanism of activation checkpointing, autograd/checkpoint.h). One Variable per input (undefined for
+/// inputs that do not require grad).
+std::vector<Variable> recompute_backward(
+    const std::vector<Variable>& inputs,
+    const std::function<Variable(const std::vector<Variable>&)>& reference, const Variable& g);
+
 /// Records one op: returns a Variable holding `result` whose grad_fn runs `backward` — when grad mode is on
 /// and any of `inputs` requires grad; otherwise a plain Variable without history. With anomaly mode on,
 /// throws saccade::Error if `result` has a NaN or Inf, naming `op`.
 ///
-/// `backward(grad_output)` returns one Tensor per input, in order, each of that input's shape (or
+/// `backward(grad_output)` returns one Variable per input, in order, each of that input's shape (or
 /// undefined when that input needs no gradient).
 Variable make_result(const char* op, Tensor result, std::initializer_list<Variable> inputs,
                      Node::BackwardFn backward);

@@ -22,6 +22,19 @@ class NoGradGuard {
   bool prev_;
 };
 
+/// While alive, grad mode is `enabled` (torch::AutoGradMode): the engine runs derivative rules under
+/// AutoGradMode(create_graph), so they record a graph only when asked to.
+class AutoGradMode {
+ public:
+  explicit AutoGradMode(bool enabled) : prev_(grad_enabled()) { set_grad_enabled(enabled); }
+  ~AutoGradMode() { set_grad_enabled(prev_); }
+  AutoGradMode(const AutoGradMode&) = delete;
+  AutoGradMode& operator=(const AutoGradMode&) = delete;
+
+ private:
+  bool prev_;
+};
+
 /// Whether anomaly detection is on (default: false). When on, the first op whose forward result or whose
 /// backward gradient holds a NaN or Inf throws saccade::Error naming the op.
 bool anomaly_mode_enabled();

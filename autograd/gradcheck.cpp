@@ -2,7 +2,9 @@
 
 #include <cmath>
 
+#include "autograd/functions/shape.h"
 #include "autograd/grad_mode.h"
+#include "ops/creation.h"
 #include "ops/elementwise.h"
 #include "ops/random.h"
 #include "ops/reduce.h"
@@ -64,6 +66,35 @@ bool gradcheck(const std::function<Variable(const std::vector<Variable>&)>& f,
     }
   }
   return true;
+}
+
+bool gradgradcheck(const std::function<Variable(const std::vector<Variable>&)>& f,
+                   const std::vector<Variable>& inputs, const GradcheckOptions& opt) {
+  std::vector<size_t> wrt;  // positions of the inputs that require grad
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].defined() && inputs[i].requires_grad()) wrt.push_back(i);
+  SACCADE_CHECK(!wrt.empty(), "gradgradcheck: no input requires grad");
+  Shape out_shape;
+  {
+    NoGradGuard ng;
+    out_shape = f(inputs).shape();
+  }
+  Generator gen(opt.seed + 1);
+  std::vector<Variable> args = inputs;
+  args.push_back(Variable(ops::randn(out_shape, DType::Float64, Device::cpu(), &gen), true));
+  // (inputs, R) -> the first-order gradients, flattened and concatenated
+  auto first_order = [&](const std::vector<Variable>& xs) {
+    AutoGradMode record(true);  // gradcheck evaluates its objective under NoGradGuard
+    std::vector<Variable> in(xs.begin(), xs.end() - 1), wanted;
+    for (size_t i : wrt) wanted.push_back(in[i]);
+    Variable out = f(in);
+    std::vector<Variable> gs = grad({out}, wanted, {xs.back().to(out.dtype())}, std::nullopt, true, true);
+    std::vector<Variable> flat;
+    for (size_t j = 0; j < gs.size(); ++j)
+      flat.push_back(reshape(gs[j].defined() ? gs[j] : Variable(ops::zeros_like(wanted[j].data())), {-1}));
+    return cat(flat, 0);
+  };
+  return gradcheck(first_order, args, opt);
 }
 
 }  // namespace saccade

@@ -26,4 +26,15 @@ struct GradcheckOptions {
 bool gradcheck(const std::function<Variable(const std::vector<Variable>&)>& f,
                const std::vector<Variable>& inputs, const GradcheckOptions& options = {});
 
+/// Checks f's second derivatives at `inputs` (torch.autograd.gradgradcheck): gradcheck of the first-order
+/// gradient. With random grad_outputs R of f's output shape (seeded by options.seed + 1), the function
+/// (inputs, R) -> concatenation of saccade::grad(f(inputs), inputs, {R}, create_graph = true), flattened, is
+/// checked against central differences in every input and in R. So every derivative rule f goes through is
+/// differentiated once more, with respect to both the saved inputs and the incoming gradient.
+///
+/// Same requirements and errors as gradcheck; in addition throws saccade::Error naming the op when f goes
+/// through an op with no second derivative.
+bool gradgradcheck(const std::function<Variable(const std::vector<Variable>&)>& f,
+                   const std::vector<Variable>& inputs, const GradcheckOptions& options = {});
+
 }  // namespace saccade

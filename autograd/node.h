@@ -1,7 +1,8 @@
 #pragma once
 // Node: one recorded op in the graph. It holds edges to the nodes that made its inputs (pointing backward,
 // so a graph never forms a cycle) and a closure that maps the gradient of its output to the gradients of its
-// inputs. Every node has exactly one output.
+// inputs. Every node has exactly one output. The rule maps Variables to Variables: the engine runs it with
+// grad mode off (it records nothing) unless create_graph asks it to record a graph of the backward pass.
 //
 // A leaf that requires grad owns an accumulator node (is_accumulator()): backward adds into the leaf's grad,
 // held in its VariableImpl (defined here, below Node, so that the engine needs no Variable).
@@ -15,13 +16,14 @@
 namespace saccade {
 
 struct VariableImpl;  // below
+class Variable;       // autograd/variable.h
 
 /// One recorded op of the graph: edges to its inputs' nodes, the derivative rule, and the shape, dtype and
 /// device of its one output (what the engine checks each incoming gradient against).
-class Node {
+class Node : public std::enable_shared_from_this<Node> {
  public:
   /// grad of the output -> grads of the inputs, one per input (undefined where an input needs none).
-  using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_output)>;
+  using BackwardFn = std::function<std::vector<Variable>(const Variable& grad_output)>;
   using Hook = std::function<Tensor(const Tensor&)>;
   /// For a view that picks a part of its one input (select, narrow, slice, split, chunk): maps a tensor of
   /// the input's shape to the view of that part. See set_part.
@@ -48,7 +50,10 @@ class Node {
   Device device() const { return device_; }
 
   /// Runs the derivative rule. Throws if the saved tensors were already freed by an earlier backward.
-  std::vector<Tensor> apply(const Tensor& grad_output);
+  /// While it runs, current() is this node (how a saved output finds its grad_fn, SavedVariable).
+  std::vector<Variable> apply(const Variable& grad_output);
+  /// The node whose rule is running in this thread (null outside a rule).
+  static Node* current();
   /// Frees the closure and the tensors it saved (after backward, unless retain_graph).
   void release() { fn_ = nullptr; }
   bool released() const { return !fn_ && !is_accumulator_; }

@@ -78,21 +78,58 @@ std::shared_ptr<Node> Variable::gradient_edge() const {
   return impl_->accumulator;
 }
 
-void Variable::backward(const Tensor& gradient, bool retain_graph) const {
+// dL/d output for `out`: `gradient`, or 1 for a one-element output; checked and cast to the output's dtype.
+static Variable seed_gradient(const char* op, const Variable& out, const Variable& gradient) {
+  if (!gradient.defined() || !gradient.data().defined()) {  // Variable() or Variable(Tensor())
+    SACCADE_CHECK(out.numel() == 1,
+                  "{}: a gradient can be created implicitly only for one-element results, got shape {}", op,
+                  out.shape());
+    return Variable(ops::ones_like(out.data()));
+  }
+  SACCADE_CHECK(gradient.shape() == out.shape(), "{}: gradient of shape {} for a result of shape {}", op,
+                gradient.shape(), out.shape());
+  SACCADE_CHECK(gradient.device() == out.device(), "{}: gradient on {} for a result on {}", op,
+                gradient.device(), out.device());
+  return gradient.to(out.dtype());
+}
+
+void Variable::backward(const Variable& gradient, std::optional<bool> retain_graph, bool create_graph) const {
   SACCADE_CHECK(impl_ != nullptr, "backward: undefined Variable");
   SACCADE_CHECK(requires_grad(), "backward: the Variable (shape {}) does not require grad and has no grad_fn",
                 shape());
-  Tensor g = gradient;
-  if (!g.defined()) {
-    SACCADE_CHECK(numel() == 1,
-                  "backward: a gradient can be created implicitly only for one-element results, got shape {}",
-                  shape());
-    g = ops::ones_like(data());
+  run_backward({gradient_edge()}, {seed_gradient("backward", *this, gradient)},
+               retain_graph.value_or(create_graph), create_graph);
+}
+
+std::vector<Variable> grad(const std::vector<Variable>& outputs, const std::vector<Variable>& inputs,
+                           const std::vector<Variable>& grad_outputs, std::optional<bool> retain_graph,
+                           bool create_graph, bool allow_unused) {
+  SACCADE_CHECK(!outputs.empty() && !inputs.empty(),
+                "grad: got {} outputs and {} inputs; need at least one each", outputs.size(), inputs.size());
+  SACCADE_CHECK(grad_outputs.empty() || grad_outputs.size() == outputs.size(),
+                "grad: {} grad_outputs for {} outputs", grad_outputs.size(), outputs.size());
+  std::vector<std::shared_ptr<Node>> roots, edges;
+  std::vector<Variable> seeds;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Variable& out = outputs[i];
+    SACCADE_CHECK(out.defined() && out.requires_grad(),
+                  "grad: output {} does not require grad (no input it depends on requires grad)", i);
+    roots.push_back(out.gradient_edge());
+    seeds.push_back(seed_gradient("grad", out, grad_outputs.empty() ? Variable() : grad_outputs[i]));
   }
-  SACCADE_CHECK(g.shape() == shape(), "backward: gradient of shape {} for a result of shape {}", g.shape(),
-                shape());
-  SACCADE_CHECK(g.device() == device(), "backward: gradient on {} for a result on {}", g.device(), device());
-  run_backward(gradient_edge(), g.to(dtype()), retain_graph);
+  for (size_t j = 0; j < inputs.size(); ++j) {
+    SACCADE_CHECK(inputs[j].defined() && inputs[j].requires_grad(), "grad: input {} does not require grad",
+                  j);
+    edges.push_back(inputs[j].gradient_edge());
+  }
+  std::vector<Variable> result =
+      run_backward(roots, seeds, retain_graph.value_or(create_graph), create_graph, edges);
+  for (size_t j = 0; j < result.size(); ++j)
+    SACCADE_CHECK(allow_unused || result[j].defined(),
+                  "grad: input {} (shape {}) was not used to compute the outputs; pass allow_unused=true to "
+                  "get an undefined gradient for it",
+                  j, inputs[j].shape());
+  return result;
 }
 
 Variable Variable::detach() const { return Variable(data(), false); }

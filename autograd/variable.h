@@ -5,7 +5,9 @@
 // A Variable is a shared handle (copying it shares data, grad and history), like torch.Tensor.
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "autograd/node.h"
 #include "ops/tensor.h"
@@ -57,10 +59,13 @@ class Variable {
 
   /// Computes gradients of this Variable with respect to every leaf that requires grad.
   /// `gradient`: dL/d(this), of this Variable's shape; may be omitted for one-element results (then 1).
-  /// `retain_graph`: keep the saved tensors so that backward can run again through this graph.
+  /// `retain_graph`: keep the saved tensors so that backward can run again through this graph (default:
+  /// `create_graph`). `create_graph`: the rules record the graph of the backward pass (as torch); the leaves'
+  /// grad() then hold its values, and saccade::grad returns the gradients with their graph.
   /// Throws saccade::Error when this Variable does not require grad, when the gradient's shape is wrong, or
   /// when the graph was already freed by an earlier backward.
-  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
+  void backward(const Variable& gradient = Variable(), std::optional<bool> retain_graph = std::nullopt,
+                bool create_graph = false) const;
 
   /// A new leaf sharing this Variable's data, with no history (torch.Tensor.detach()).
   Variable detach() const;
@@ -78,5 +83,22 @@ class Variable {
  private:
   std::shared_ptr<VariableImpl> impl_;
 };
+
+/// The gradients of `outputs` with respect to `inputs` (torch::autograd::grad), accumulating nothing into any
+/// grad(): Σ_i grad_outputs[i] · d outputs[i] / d inputs[j], one Variable per input, of its shape.
+///
+/// - `grad_outputs`: one per output, of its shape; may be empty when every output has one element (then 1).
+/// - `retain_graph`: keep the graph for another backward (default: `create_graph`).
+/// - `create_graph`: record the backward pass, so that the gradients can be differentiated again (Hessian-
+///   vector products, gradient penalties). Throws naming the op when the path goes through an op with no
+///   second derivative (autograd/README.md lists them).
+/// - `allow_unused`: an input no output depends on gets an undefined Variable instead of an error.
+/// Throws saccade::Error (naming `grad`) for an output that does not require grad, a non-scalar output
+/// without a grad_output, a grad_output of the wrong shape, an input that does not require grad, an unused
+/// input (unless allow_unused), or a graph already freed by an earlier backward.
+std::vector<Variable> grad(const std::vector<Variable>& outputs, const std::vector<Variable>& inputs,
+                           const std::vector<Variable>& grad_outputs = {},
+                           std::optional<bool> retain_graph = std::nullopt, bool create_graph = false,
+                           bool allow_unused = false);
 
 }  // namespace saccade

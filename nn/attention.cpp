@@ -94,17 +94,6 @@ AttentionOutput scaled_dot_product_attention(const Variable& q, const Variable& 
 
 // ---- AdditiveAttention ----
 
-// qp: (B, Tq, A), kp: (B, L, A), w_v: (A) -> (B, Tq, L)
-Variable additive_scores_composed(const Variable& qp, const Variable& kp, const Variable& w_v) {
-  const char* op = "additive_scores_composed";
-  ErrorScope scope(op);
-  check_defined(op, qp, kp, w_v);
-  ops::check_additive_scores(op, qp.data(), kp.data(), w_v.data());
-  // features: (B, Tq, 1, A) + (B, 1, L, A) -> (B, Tq, L, A); scores: features @ w_v -> (B, Tq, L)
-  Variable features = tanh(add(unsqueeze(qp, 2), unsqueeze(kp, 1)));
-  return squeeze(linear(features, unsqueeze(w_v, 0), Variable()), -1);
-}
-
 AdditiveAttention::AdditiveAttention(int64_t key_size, int64_t query_size, int64_t num_hiddens,
                                      double dropout, Generator* gen)
     : Module("AdditiveAttention"), dropout(dropout), gen_(gen) {

@@ -24,6 +24,7 @@
 
 #include <optional>
 
+#include "autograd/functions/attention.h"
 #include "autograd/variable.h"
 #include "nn/linear.h"
 #include "nn/module.h"
@@ -85,12 +86,9 @@ AttentionOutput scaled_dot_product_attention(const Variable& q, const Variable& 
                                              Generator* gen, bool need_weights,
                                              const char* op = "scaled_dot_product_attention");
 
-/// The additive-attention scores composed from ops (the readable reference of the fused
-/// saccade::additive_attention_scores): qp (B, Tq, A) = W_q queries, kp (B, L, A) = W_k keys, w_v (A) ->
-///   scores[b, i, l] = w_vᵀ tanh(qp[b, i] + kp[b, l])   (B, Tq, L),
-/// through the broadcast sum (B, Tq, L, A), its tanh and a matmul with w_v, all three kept for backward.
-/// Throws saccade::Error naming "additive_scores_composed" and the shapes when they do not match.
-Variable additive_scores_composed(const Variable& qp, const Variable& kp, const Variable& w_v);
+/// The additive-attention scores composed from ops (saccade::additive_scores_composed,
+/// autograd/functions/attention.h, where it also gives the fused kernel its second derivative).
+using saccade::additive_scores_composed;
 
 /// Additive attention (Bahdanau et al. 2015, eq. 6; d2l 11.3.2): the score of query q and key k is
 ///   a(q, k) = w_vᵀ tanh(W_q q + W_k k),

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "autograd/functions/elementwise.h"
+#include "autograd/grad_mode.h"
 #include "nn/init.h"
 
 namespace saccade::nn {
@@ -32,6 +33,7 @@ GPTBlock::GPTBlock(int64_t d_model, int64_t n_head, double p, Generator* gen) : 
   ln_2 = register_module("ln_2", std::make_shared<LayerNorm>(d_model));
   mlp = register_module("mlp", std::make_shared<GPTMLP>(d_model, 4 * d_model, gen));
   dropout = register_module("dropout", std::make_shared<Dropout>(p, gen));
+  gen_ = gen;
 }
 
 void GPTBlock::check(const Variable& x) const {
@@ -50,8 +52,13 @@ Variable GPTBlock::finish(const Variable& x, const Variable& attended) {
 Variable GPTBlock::forward(const Variable& x) {
   ErrorScope scope(name(), {shape_of(x)});
   check(x);
-  Variable a = ln_1->forward(x);
-  return finish(x, attn->forward(a, a, a, Tensor(), true));
+  auto block = [this](const std::vector<Variable>& in) {
+    Variable a = ln_1->forward(in[0]);
+    return finish(in[0], attn->forward(a, a, a, Tensor(), true));
+  };
+  // NOTE: a block whose input needs no gradient (none does in this model) is not worth checkpointing
+  if (checkpoint_activations && grad_enabled() && x.requires_grad()) return checkpoint(block, {x}, {gen_});
+  return block({x});
 }
 
 // x: (B, Tn, d); cache: (B, H, t, d_head) -> (B, Tn, d)

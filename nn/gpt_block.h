@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 
+#include "autograd/checkpoint.h"
 #include "nn/activation.h"
 #include "nn/dropout.h"
 #include "nn/linear.h"
@@ -56,8 +57,13 @@ class GPTBlock : public Module {
   std::shared_ptr<LayerNorm> ln_2;
   std::shared_ptr<GPTMLP> mlp;
   std::shared_ptr<Dropout> dropout;
+  /// Activation checkpointing (autograd/checkpoint.h): when set, forward under grad mode keeps only the
+  /// block's input and recomputes the block during backward (same results, dropout masks included; less
+  /// memory, one more forward).
+  bool checkpoint_activations = false;
 
  private:
+  Generator* gen_ = nullptr;  // the dropout masks' generator (null: the default one)
   Variable finish(const Variable& x, const Variable& attended);
   void check(const Variable& x) const;
 };

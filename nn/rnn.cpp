@@ -67,16 +67,6 @@ Variable gru_step(const Variable& gi, const Variable& h, const Variable& w_hh, c
 
 }  // namespace
 
-// r, z = σ(gi_r + gh_r), σ(gi_z + gh_z);  n = tanh(gi_n + r ⊙ gh_n);  h' = (1 - z) ⊙ n + z ⊙ h = n + z ⊙ (h -
-// n).
-Variable gru_gates_composed(const Variable& gi, const Variable& gh, const Variable& h) {
-  std::vector<Variable> i = chunk(gi, 3, -1), g = chunk(gh, 3, -1);
-  Variable r = sigmoid(i[0] + g[0]);
-  Variable z = sigmoid(i[1] + g[1]);
-  Variable n = tanh(i[2] + r * g[2]);
-  return n + z * (h - n);
-}
-
 // ---- GRUCell ----
 
 GRUCell::GRUCell(int64_t input_size, int64_t hidden_size, bool bias, Generator* gen)

@@ -5,15 +5,15 @@
 #include <cstdint>
 #include <vector>
 
+#include "autograd/functions/nn.h"
 #include "nn/module.h"
 #include "ops/random.h"
 
 namespace saccade::nn {
 
-/// The gate math of one GRU step composed of autograd ops (chunk, sigmoid, tanh, products): gi, gh (B, 3H) or
-/// (3H) laid out [r | z | n], h (B, H) or (H) -> h'. The readable reference that GRUCell and GRU's fused
-/// saccade::gru_gates (autograd/functions/nn.h) is tested against.
-Variable gru_gates_composed(const Variable& gi, const Variable& gh, const Variable& h);
+/// The gate math of one GRU step composed of autograd ops (saccade::gru_gates_composed,
+/// autograd/functions/nn.h, where it also gives the fused gru_gates its second derivative).
+using saccade::gru_gates_composed;
 
 /// One step of a gated recurrent unit (Cho et al. 2014; torch.nn.GRUCell, d2l section 10.2):
 ///   r = σ(W_ir x + b_ir + W_hr h + b_hr)

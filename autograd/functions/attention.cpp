@@ -2,8 +2,22 @@
 #include "autograd/functions/attention.h"
 
 #include "autograd/function.h"
+#include "autograd/functions/elementwise.h"
+#include "autograd/functions/linalg.h"
+#include "autograd/functions/nn.h"
+#include "autograd/functions/shape.h"
+#include "autograd/grad_mode.h"
 
 namespace saccade {
+
+// softmax(q kᵀ · scale, masked) v composed of autograd ops, no dropout (flash attention's second derivative)
+static Variable attention_composed(const Variable& q, const Variable& k, const Variable& v,
+                                   const ops::AttentionMask& mask, double scale) {
+  Variable scores = mul(matmul(q, transpose(k, -2, -1)), scale);
+  Tensor keep = ops::attention_keep_mask(mask, scores.shape(), scores.device());
+  Variable weights = keep.defined() ? masked_softmax(scores, keep) : softmax(scores, -1);
+  return matmul(weights, v);
+}
 
 // q: (B, ..., Tq, D), k: (B, ..., Tk, D), v: (B, ..., Tk, Dv); out: (B, ..., Tq, Dv); lse: (B, ..., Tq)
 Variable flash_attention(const Variable& q, const Variable& k, const Variable& v,
@@ -26,13 +40,24 @@ Variable flash_attention(const Variable& q, const Variable& k, const Variable& v
   ops::FlashAttentionForward f =
       ops::flash_attention_forward(q.data(), k.data(), v.data(), mask, scale, drop);
   const char* op = "flash_attention";
-  SavedTensor sq(q.data(), op), sk(k.data(), op), sv(v.data(), op), so(f.out, op);
+  SavedVariable sq(q, op), sk(k, op), sv(v, op);
+  SavedTensor so(f.out, op);
   Tensor lse = f.lse;
-  return make_result(op, f.out, {q, k, v}, [sq, sk, sv, so, lse, mask, scale, drop](const Tensor& g) {
-    const Tensor& qd = sq.get();
-    ops::FlashAttentionGrads r = ops::flash_attention_backward(g.to(qd.dtype()), qd, sk.get(), sv.get(),
-                                                               so.get(), lse, mask, scale, drop);
-    return std::vector<Tensor>{r.gq, r.gk, r.gv};
+  return make_result(op, f.out, {q, k, v}, [sq, sk, sv, so, lse, mask, scale, drop](const Variable& g) {
+    const Variable qv = sq.get(), kv = sk.get(), vv = sv.get();
+    if (grad_enabled() && drop.p == 0)  // create_graph: through the composed reference
+      return recompute_backward(
+          {qv, kv, vv},
+          [&](const std::vector<Variable>& in) {
+            return attention_composed(in[0], in[1], in[2], mask, scale);
+          },
+          g);
+    // NOTE: the kernel's dropout mask (counter-based, per tile) has no composed replay yet
+    check_once_differentiable("flash_attention", {g, qv, kv, vv});
+    const Tensor& qd = qv.data();
+    ops::FlashAttentionGrads r = ops::flash_attention_backward(g.data().to(qd.dtype()), qd, kv.data(),
+                                                               vv.data(), so.get(), lse, mask, scale, drop);
+    return std::vector<Variable>{Variable(r.gq), Variable(r.gk), Variable(r.gv)};
   });
 }
 
@@ -45,13 +70,28 @@ Variable additive_attention_scores(const Variable& qp, const Variable& kp, const
   SACCADE_CHECK(qp.defined() && kp.defined() && w_v.defined(),
                 "{}: got an undefined projected query, projected key or w_v", op);
   Tensor scores = ops::additive_attention_scores(qp.data(), kp.data(), w_v.data());
-  SavedTensor sq(qp.data(), op), sk(kp.data(), op), sw(w_v.data(), op);
-  return make_result(op, scores, {qp, kp, w_v}, [sq, sk, sw](const Tensor& g) {
-    const Tensor& q = sq.get();
+  SavedVariable sq(qp, op), sk(kp, op), sw(w_v, op);
+  return make_result(op, scores, {qp, kp, w_v}, [sq, sk, sw](const Variable& g) {
+    const Variable q = sq.get(), k = sk.get(), w = sw.get();
+    if (grad_enabled())  // create_graph: through the composed reference
+      return recompute_backward(
+          {q, k, w},
+          [](const std::vector<Variable>& in) { return additive_scores_composed(in[0], in[1], in[2]); }, g);
     ops::AdditiveScoresGrads r =
-        ops::additive_attention_scores_backward(g.to(q.dtype()), q, sk.get(), sw.get());
-    return std::vector<Tensor>{r.gqp, r.gkp, r.gw_v};
+        ops::additive_attention_scores_backward(g.data().to(q.dtype()), q.data(), k.data(), w.data());
+    return std::vector<Variable>{Variable(r.gqp), Variable(r.gkp), Variable(r.gw_v)};
   });
+}
+
+// qp: (B, Tq, A), kp: (B, L, A), w_v: (A) -> (B, Tq, L)
+Variable additive_scores_composed(const Variable& qp, const Variable& kp, const Variable& w_v) {
+  const char* op = "additive_scores_composed";
+  ErrorScope scope(op);
+  check_defined(op, qp, kp, w_v);
+  ops::check_additive_scores(op, qp.data(), kp.data(), w_v.data());
+  // features: (B, Tq, 1, A) + (B, 1, L, A) -> (B, Tq, L, A); scores: features @ w_v -> (B, Tq, L)
+  Variable features = tanh(add(unsqueeze(qp, 2), unsqueeze(kp, 1)));
+  return squeeze(linear(features, unsqueeze(w_v, 0), Variable()), -1);
 }
 
 }  // namespace saccade

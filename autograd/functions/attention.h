@@ -23,5 +23,12 @@ Variable flash_attention(const Variable& q, const Variable& k, const Variable& v
 /// squeeze(tanh(qp[:, :, None] + kp[:, None]) @ w_v) (nn::additive_scores_composed). Throws saccade::Error
 /// naming "additive_attention_scores" and the shapes for mismatched shapes, dtypes or devices.
 Variable additive_attention_scores(const Variable& qp, const Variable& kp, const Variable& w_v);
+/// The additive-attention scores composed from ops (the readable reference of the fused
+/// additive_attention_scores, and how it is differentiated under create_graph): qp (B, Tq, A) = W_q queries,
+/// kp (B, L, A) = W_k keys, w_v (A) ->
+///   scores[b, i, l] = w_vᵀ tanh(qp[b, i] + kp[b, l])   (B, Tq, L),
+/// through the broadcast sum (B, Tq, L, A), its tanh and a matmul with w_v, all three kept for backward.
+/// Throws saccade::Error naming "additive_scores_composed" and the shapes when they do not match.
+Variable additive_scores_composed(const Variable& qp, const Variable& kp, const Variable& w_v);
 
 }  // namespace saccade

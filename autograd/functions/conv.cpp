@@ -5,7 +5,7 @@
 
 namespace saccade {
 
-using Grads = std::vector<Tensor>;
+using Grads = std::vector<Variable>;
 
 Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias, Size2 stride,
                 Size2 padding) {
@@ -16,11 +16,13 @@ Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias,
   Tensor y = ops::conv2d(x.data(), weight.data(), bias.defined() ? bias.data() : Tensor(), stride, padding);
   const bool gx = x.requires_grad(), gw = weight.requires_grad(), gb = bias.defined() && bias.requires_grad();
   // dx needs W, dW needs x; the backward helper reads both shapes, so both are saved.
-  SavedTensor sx(x.data(), "conv2d"), sw(weight.data(), "conv2d");
+  SavedVariable sx(x, "conv2d"), sw(weight, "conv2d");
   return make_result(
-      "conv2d", y, {x, weight, bias}, [sx, sw, gx, gw, gb, stride, padding](const Tensor& g) -> Grads {
-        ops::Conv2dGrads r = ops::conv2d_backward(g, sx.get(), sw.get(), stride, padding, gx, gw, gb);
-        return {r.grad_input, r.grad_weight, r.grad_bias};
+      "conv2d", y, {x, weight, bias}, [sx, sw, gx, gw, gb, stride, padding](const Variable& g) -> Grads {
+        check_once_differentiable("conv2d", {g, sx.get(), sw.get()});
+        ops::Conv2dGrads r =
+            ops::conv2d_backward(g.data(), sx.get().data(), sw.get().data(), stride, padding, gx, gw, gb);
+        return {Variable(r.grad_input), Variable(r.grad_weight), Variable(r.grad_bias)};
       });
 }
 
@@ -31,8 +33,9 @@ Variable max_pool2d(const Variable& x, Size2 kernel, Size2 stride, Size2 padding
   ops::ValuesIndices r = ops::max_pool2d(x.data(), kernel, stride, padding);
   const Shape xs = x.shape();
   Tensor indices = r.indices;
-  return make_result("max_pool2d", r.values, {x}, [indices, xs](const Tensor& g) -> Grads {
-    return {ops::max_pool2d_backward(g, indices, xs)};
+  return make_result("max_pool2d", r.values, {x}, [indices, xs](const Variable& g) -> Grads {
+    check_once_differentiable("max_pool2d", {g});
+    return {Variable(ops::max_pool2d_backward(g.data(), indices, xs))};
   });
 }
 
@@ -42,8 +45,9 @@ Variable avg_pool2d(const Variable& x, Size2 kernel, Size2 stride, Size2 padding
   // y = Σ_window x / (kh kw):  dx[window] += g / (kh kw)
   const Shape xs = x.shape();
   return make_result("avg_pool2d", ops::avg_pool2d(x.data(), kernel, stride, padding), {x},
-                     [xs, kernel, stride, padding](const Tensor& g) -> Grads {
-                       return {ops::avg_pool2d_backward(g, xs, kernel, stride, padding)};
+                     [xs, kernel, stride, padding](const Variable& g) -> Grads {
+                       check_once_differentiable("avg_pool2d", {g});
+                       return {Variable(ops::avg_pool2d_backward(g.data(), xs, kernel, stride, padding))};
                      });
 }
 

@@ -3,18 +3,19 @@
 #include "autograd/functions/elementwise.h"
 
 #include "autograd/function.h"
+#include "autograd/functions/reduce.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
 
 namespace saccade {
 
-using Grads = std::vector<Tensor>;
+using Grads = std::vector<Variable>;
 
 // The gradient for an input of `shape` and `dtype` from one of the (broadcast, promoted) result: summed over
 // the broadcast dims and cast back to the input's dtype (a float32 input of a float64 result gets float32).
-static Tensor to_input(const Tensor& g, const Shape& shape, DType dtype) {
-  return ops::sum_to(g, shape).to(dtype);
+static Variable to_input(const Variable& g, const Shape& shape, DType dtype) {
+  return sum_to(g, shape).to(dtype);
 }
 
 // What a binary rule needs to know about each input without holding it: shape, dtype, whether it needs a
@@ -24,7 +25,7 @@ struct InputInfo {
   DType dtype;
   bool needs;
   explicit InputInfo(const Variable& v) : shape(v.shape()), dtype(v.dtype()), needs(v.requires_grad()) {}
-  Tensor grad(const Tensor& g) const { return needs ? to_input(g, shape, dtype) : Tensor(); }
+  Variable grad(const Variable& g) const { return needs ? to_input(g, shape, dtype) : Variable(); }
 };
 
 // ---- binary ----
@@ -34,7 +35,7 @@ Variable add(const Variable& a, const Variable& b) {
   // a: (...), b: (...) broadcast together
   // y = a + b:  da = g,  db = g
   InputInfo ia(a), ib(b);
-  return make_result("add", ops::add(a.data(), b.data()), {a, b}, [ia, ib](const Tensor& g) -> Grads {
+  return make_result("add", ops::add(a.data(), b.data()), {a, b}, [ia, ib](const Variable& g) -> Grads {
     return {ia.grad(g), ib.grad(g)};
   });
 }
@@ -43,8 +44,8 @@ Variable sub(const Variable& a, const Variable& b) {
   check_defined("sub", a, b);
   // y = a - b:  da = g,  db = -g
   InputInfo ia(a), ib(b);
-  return make_result("sub", ops::sub(a.data(), b.data()), {a, b}, [ia, ib](const Tensor& g) -> Grads {
-    return {ia.grad(g), ib.needs ? ib.grad(ops::neg(g)) : Tensor()};
+  return make_result("sub", ops::sub(a.data(), b.data()), {a, b}, [ia, ib](const Variable& g) -> Grads {
+    return {ia.grad(g), ib.needs ? ib.grad(neg(g)) : Variable()};
   });
 }
 
@@ -53,23 +54,25 @@ Variable mul(const Variable& a, const Variable& b) {
   // y = a * b:  da = g * b,  db = g * a
   // only the other input is saved: a needs b, b needs a
   InputInfo ia(a), ib(b);
-  SavedTensor sa(ib.needs ? a.data() : Tensor(), "mul"), sb(ia.needs ? b.data() : Tensor(), "mul");
-  return make_result("mul", ops::mul(a.data(), b.data()), {a, b}, [sa, sb, ia, ib](const Tensor& g) -> Grads {
-    return {ia.needs ? ia.grad(ops::mul(g, sb.get())) : Tensor(),
-            ib.needs ? ib.grad(ops::mul(g, sa.get())) : Tensor()};
-  });
+  SavedVariable sa(ib.needs ? a : Variable(), "mul"), sb(ia.needs ? b : Variable(), "mul");
+  return make_result("mul", ops::mul(a.data(), b.data()), {a, b},
+                     [sa, sb, ia, ib](const Variable& g) -> Grads {
+                       return {ia.needs ? ia.grad(mul(g, sb.get())) : Variable(),
+                               ib.needs ? ib.grad(mul(g, sa.get())) : Variable()};
+                     });
 }
 
 Variable div(const Variable& a, const Variable& b) {
   check_defined("div", a, b);
   // y = a / b:  da = g / b,  db = -g * a / b^2
   InputInfo ia(a), ib(b);
-  SavedTensor sa(a.data(), "div"), sb(b.data(), "div");
-  return make_result("div", ops::div(a.data(), b.data()), {a, b}, [sa, sb, ia, ib](const Tensor& g) -> Grads {
-    const Tensor &x = sa.get(), &y = sb.get();
-    Tensor g_over_y = ops::div(g, y);
-    return {ia.grad(g_over_y), ib.needs ? ib.grad(ops::neg(ops::mul(g_over_y, ops::div(x, y)))) : Tensor()};
-  });
+  SavedVariable sa(a, "div"), sb(b, "div");
+  return make_result(
+      "div", ops::div(a.data(), b.data()), {a, b}, [sa, sb, ia, ib](const Variable& g) -> Grads {
+        const Variable x = sa.get(), y = sb.get();
+        Variable g_over_y = div(g, y);
+        return {ia.grad(g_over_y), ib.needs ? ib.grad(neg(mul(g_over_y, div(x, y)))) : Variable()};
+      });
 }
 
 Variable pow(const Variable& a, const Variable& b) {
@@ -77,16 +80,16 @@ Variable pow(const Variable& a, const Variable& b) {
   // y = a^b:  da = g * b * a^(b-1),  db = g * y * log(a)   (db = 0 where a = 0 and b >= 0, as torch)
   Tensor y = ops::pow(a.data(), b.data());
   InputInfo ia(a), ib(b);
-  SavedTensor sa(a.data(), "pow"), sb(b.data(), "pow"), sy(y, "pow");
-  return make_result("pow", y, {a, b}, [sa, sb, sy, ia, ib](const Tensor& g) -> Grads {
+  SavedVariable sa(a, "pow"), sb(b, "pow"), sy = SavedVariable::output(y, "pow");
+  return make_result("pow", y, {a, b}, [sa, sb, sy, ia, ib](const Variable& g) -> Grads {
     // in the result's (promoted) dtype: an int64 base of a float exponent needs a float log(a)
     const DType dt = sy.get().dtype();
-    const Tensor x = sa.get().to(dt), e = sb.get().to(dt);
-    Tensor da, db;
-    if (ia.needs) da = ia.grad(ops::mul(g, ops::mul(e, ops::pow(x, ops::sub(e, 1.0)))));
+    const Variable x = sa.get().to(dt), e = sb.get().to(dt);
+    Variable da, db;
+    if (ia.needs) da = ia.grad(mul(g, mul(e, pow(x, sub(e, 1.0)))));
     if (ib.needs) {
-      Tensor zero_base = ops::logical_and(ops::eq(x, 0.0), ops::ge(e, 0.0));
-      db = ib.grad(ops::masked_fill(ops::mul(g, ops::mul(sy.get(), ops::log(x))), zero_base, 0.0));
+      Tensor zero_base = ops::logical_and(ops::eq(x.data(), 0.0), ops::ge(e.data(), 0.0));
+      db = ib.grad(masked_fill(mul(g, mul(sy.get(), log(x))), zero_base, 0.0));
     }
     return {da, db};
   });
@@ -94,45 +97,44 @@ Variable pow(const Variable& a, const Variable& b) {
 
 Variable add(const Variable& a, double b) {
   check_defined("add", a);
-  return make_result("add", ops::add(a.data(), b), {a}, [](const Tensor& g) -> Grads { return {g}; });
+  return make_result("add", ops::add(a.data(), b), {a}, [](const Variable& g) -> Grads { return {g}; });
 }
 Variable sub(const Variable& a, double b) {
   check_defined("sub", a);
-  return make_result("sub", ops::sub(a.data(), b), {a}, [](const Tensor& g) -> Grads { return {g}; });
+  return make_result("sub", ops::sub(a.data(), b), {a}, [](const Variable& g) -> Grads { return {g}; });
 }
 Variable mul(const Variable& a, double b) {
   check_defined("mul", a);
   // y = a * c:  da = g * c
   return make_result("mul", ops::mul(a.data(), b), {a},
-                     [b](const Tensor& g) -> Grads { return {ops::mul(g, b)}; });
+                     [b](const Variable& g) -> Grads { return {mul(g, b)}; });
 }
 Variable div(const Variable& a, double b) {
   check_defined("div", a);
   return make_result("div", ops::div(a.data(), b), {a},
-                     [b](const Tensor& g) -> Grads { return {ops::div(g, b)}; });
+                     [b](const Variable& g) -> Grads { return {div(g, b)}; });
 }
 Variable rsub(const Variable& a, double b) {
   check_defined("rsub", a);
   // y = c - a:  da = -g
   return make_result("rsub", ops::rsub(a.data(), b), {a},
-                     [](const Tensor& g) -> Grads { return {ops::neg(g)}; });
+                     [](const Variable& g) -> Grads { return {neg(g)}; });
 }
 Variable rdiv(const Variable& a, double b) {
   check_defined("rdiv", a);
   // y = c / a:  da = -g * y / a
   Tensor y = ops::rdiv(a.data(), b);
-  SavedTensor sa(a.data(), "rdiv"), sy(y, "rdiv");
-  return make_result("rdiv", y, {a}, [sa, sy](const Tensor& g) -> Grads {
-    return {ops::neg(ops::mul(g, ops::div(sy.get(), sa.get())))};
-  });
+  SavedVariable sa(a, "rdiv"), sy = SavedVariable::output(y, "rdiv");
+  return make_result("rdiv", y, {a},
+                     [sa, sy](const Variable& g) -> Grads { return {neg(mul(g, div(sy.get(), sa.get())))}; });
 }
 Variable pow(const Variable& a, double e) {
   check_defined("pow", a);
   // y = a^e:  da = g * e * a^(e-1)   (0 for e = 0, also at a = 0)
-  SavedTensor sa(a.data(), "pow");
-  return make_result("pow", ops::pow(a.data(), e), {a}, [sa, e](const Tensor& g) -> Grads {
-    if (e == 0) return {ops::zeros_like(g)};
-    return {ops::mul(g, ops::mul(ops::pow(sa.get(), e - 1), e))};
+  SavedVariable sa(a, "pow");
+  return make_result("pow", ops::pow(a.data(), e), {a}, [sa, e](const Variable& g) -> Grads {
+    if (e == 0) return {Variable(ops::zeros_like(g.data()))};
+    return {mul(g, mul(pow(sa.get(), e - 1), e))};
   });
 }
 
@@ -141,15 +143,15 @@ static Variable extremum(const Variable& a, const Variable& b, bool is_max) {
   const char* name = is_max ? "maximum" : "minimum";
   check_defined(name, a, b);
   InputInfo ia(a), ib(b);
-  SavedTensor sa(a.data(), name), sb(b.data(), name);
+  SavedTensor sa(a.data(), name), sb(b.data(), name);  // only compared: the weights are constants
   Tensor y = is_max ? ops::maximum(a.data(), b.data()) : ops::minimum(a.data(), b.data());
-  return make_result(name, y, {a, b}, [sa, sb, ia, ib, is_max](const Tensor& g) -> Grads {
+  return make_result(name, y, {a, b}, [sa, sb, ia, ib, is_max](const Variable& g) -> Grads {
     const Tensor &x = sa.get(), &z = sb.get();
     Tensor wins = is_max ? ops::gt(x, z) : ops::lt(x, z);
     Tensor tie = ops::eq(x, z);
     Tensor wa = ops::add(wins.to(g.dtype()), ops::mul(tie.to(g.dtype()), 0.5));
-    Tensor ga = ops::mul(g, wa);
-    return {ia.grad(ga), ib.needs ? ib.grad(ops::sub(g, ga)) : Tensor()};
+    Variable ga = mul(g, wa);
+    return {ia.grad(ga), ib.needs ? ib.grad(sub(g, ga)) : Variable()};
   });
 }
 Variable maximum(const Variable& a, const Variable& b) { return extremum(a, b, true); }
@@ -159,77 +161,77 @@ Variable minimum(const Variable& a, const Variable& b) { return extremum(a, b, f
 
 Variable neg(const Variable& a) {
   check_defined("neg", a);
-  return make_result("neg", ops::neg(a.data()), {a}, [](const Tensor& g) -> Grads { return {ops::neg(g)}; });
+  return make_result("neg", ops::neg(a.data()), {a}, [](const Variable& g) -> Grads { return {neg(g)}; });
 }
 
 Variable exp(const Variable& a) {
   check_defined("exp", a);
   // y = e^a:  da = g * y
   Tensor y = ops::exp(a.data());
-  SavedTensor sy(y, "exp");
-  return make_result("exp", y, {a}, [sy](const Tensor& g) -> Grads { return {ops::mul(g, sy.get())}; });
+  SavedVariable sy = SavedVariable::output(y, "exp");
+  return make_result("exp", y, {a}, [sy](const Variable& g) -> Grads { return {mul(g, sy.get())}; });
 }
 
 Variable log(const Variable& a) {
   check_defined("log", a);
   // y = ln a:  da = g / a
-  SavedTensor sa(a.data(), "log");
+  SavedVariable sa(a, "log");
   return make_result("log", ops::log(a.data()), {a},
-                     [sa](const Tensor& g) -> Grads { return {ops::div(g, sa.get())}; });
+                     [sa](const Variable& g) -> Grads { return {div(g, sa.get())}; });
 }
 
 Variable sqrt(const Variable& a) {
   check_defined("sqrt", a);
   // y = √a:  da = g / (2 y)
   Tensor y = ops::sqrt(a.data());
-  SavedTensor sy(y, "sqrt");
+  SavedVariable sy = SavedVariable::output(y, "sqrt");
   return make_result("sqrt", y, {a},
-                     [sy](const Tensor& g) -> Grads { return {ops::div(g, ops::mul(sy.get(), 2.0))}; });
+                     [sy](const Variable& g) -> Grads { return {div(g, mul(sy.get(), 2.0))}; });
 }
 
 Variable rsqrt(const Variable& a) {
   check_defined("rsqrt", a);
   // y = a^(-1/2):  da = -g y^3 / 2
   Tensor y = ops::rsqrt(a.data());
-  SavedTensor sy(y, "rsqrt");
-  return make_result("rsqrt", y, {a}, [sy](const Tensor& g) -> Grads {
-    const Tensor& v = sy.get();
-    return {ops::mul(g, ops::mul(ops::mul(ops::mul(v, v), v), -0.5))};
+  SavedVariable sy = SavedVariable::output(y, "rsqrt");
+  return make_result("rsqrt", y, {a}, [sy](const Variable& g) -> Grads {
+    const Variable v = sy.get();
+    return {mul(g, mul(mul(mul(v, v), v), -0.5))};
   });
 }
 
 Variable abs(const Variable& a) {
   check_defined("abs", a);
   // y = |a|:  da = g sign(a)   (0 at a = 0)
-  SavedTensor sa(a.data(), "abs");
+  SavedTensor sa(a.data(), "abs");  // sign(a) is piecewise constant: no history needed
   return make_result("abs", ops::abs(a.data()), {a},
-                     [sa](const Tensor& g) -> Grads { return {ops::mul(g, ops::sign(sa.get()))}; });
+                     [sa](const Variable& g) -> Grads { return {mul(g, ops::sign(sa.get()))}; });
 }
 
 Variable sin(const Variable& a) {
   check_defined("sin", a);
   // y = sin a:  da = g cos a
-  SavedTensor sa(a.data(), "sin");
+  SavedVariable sa(a, "sin");
   return make_result("sin", ops::sin(a.data()), {a},
-                     [sa](const Tensor& g) -> Grads { return {ops::mul(g, ops::cos(sa.get()))}; });
+                     [sa](const Variable& g) -> Grads { return {mul(g, cos(sa.get()))}; });
 }
 
 Variable cos(const Variable& a) {
   check_defined("cos", a);
   // y = cos a:  da = -g sin a
-  SavedTensor sa(a.data(), "cos");
+  SavedVariable sa(a, "cos");
   return make_result("cos", ops::cos(a.data()), {a},
-                     [sa](const Tensor& g) -> Grads { return {ops::neg(ops::mul(g, ops::sin(sa.get())))}; });
+                     [sa](const Variable& g) -> Grads { return {neg(mul(g, sin(sa.get())))}; });
 }
 
 Variable tanh(const Variable& a) {
   check_defined("tanh", a);
   // y = tanh a:  da = g (1 - y^2)
   Tensor y = ops::tanh(a.data());
-  SavedTensor sy(y, "tanh");
-  return make_result("tanh", y, {a}, [sy](const Tensor& g) -> Grads {
-    const Tensor& v = sy.get();
-    return {ops::mul(g, ops::rsub(ops::mul(v, v), 1.0))};
+  SavedVariable sy = SavedVariable::output(y, "tanh");
+  return make_result("tanh", y, {a}, [sy](const Variable& g) -> Grads {
+    const Variable v = sy.get();
+    return {mul(g, rsub(mul(v, v), 1.0))};
   });
 }
 
@@ -237,10 +239,10 @@ Variable sigmoid(const Variable& a) {
   check_defined("sigmoid", a);
   // y = 1 / (1 + e^-a):  da = g y (1 - y)
   Tensor y = ops::sigmoid(a.data());
-  SavedTensor sy(y, "sigmoid");
-  return make_result("sigmoid", y, {a}, [sy](const Tensor& g) -> Grads {
-    const Tensor& v = sy.get();
-    return {ops::mul(g, ops::mul(v, ops::rsub(v, 1.0)))};
+  SavedVariable sy = SavedVariable::output(y, "sigmoid");
+  return make_result("sigmoid", y, {a}, [sy](const Variable& g) -> Grads {
+    const Variable v = sy.get();
+    return {mul(g, mul(v, rsub(v, 1.0)))};
   });
 }
 
@@ -248,30 +250,41 @@ Variable relu(const Variable& a) {
   check_defined("relu", a);
   // y = max(a, 0):  da = g where y > 0
   Tensor y = ops::relu(a.data());
-  SavedTensor sy(y, "relu");
-  return make_result("relu", y, {a}, [sy](const Tensor& g) -> Grads {
-    return {ops::where(ops::gt(sy.get(), 0.0), g, ops::zeros({}, g.dtype(), g.device()))};
+  SavedTensor sy(y, "relu");  // only compared: the mask is a constant
+  return make_result("relu", y, {a}, [sy](const Variable& g) -> Grads {
+    return {where(ops::gt(sy.get(), 0.0), g, ops::zeros({}, g.dtype(), g.device()))};
   });
 }
 
 Variable gelu(const Variable& a) {
   check_defined("gelu", a);
   // y = a Φ(a):  da = g (Φ(a) + a φ(a))
-  SavedTensor sa(a.data(), "gelu");
+  SavedVariable sa(a, "gelu");
   return make_result("gelu", ops::gelu(a.data()), {a},
-                     [sa](const Tensor& g) -> Grads { return {ops::mul(g, ops::gelu_grad(sa.get()))}; });
+                     [sa](const Variable& g) -> Grads { return {mul(g, gelu_grad(sa.get()))}; });
+}
+
+Variable gelu_grad(const Variable& a) {
+  check_defined("gelu_grad", a);
+  // y = Φ(a) + a φ(a):  da = g φ(a) (2 - a²),  φ(a) = e^(-a²/2) / √(2π)
+  SavedVariable sa(a, "gelu_grad");
+  return make_result("gelu_grad", ops::gelu_grad(a.data()), {a}, [sa](const Variable& g) -> Grads {
+    const Variable x = sa.get(), x2 = mul(x, x);
+    const Variable phi = mul(exp(mul(x2, -0.5)), 0.3989422804014327);  // 1/√(2π)
+    return {mul(g, mul(phi, rsub(x2, 2.0)))};
+  });
 }
 
 Variable clamp(const Variable& a, std::optional<double> lo, std::optional<double> hi) {
   check_defined("clamp", a);
   // y = min(max(a, lo), hi):  da = g where lo <= a <= hi
-  SavedTensor sa(a.data(), "clamp");
-  return make_result("clamp", ops::clamp(a.data(), lo, hi), {a}, [sa, lo, hi](const Tensor& g) -> Grads {
+  SavedTensor sa(a.data(), "clamp");  // only compared: the mask is a constant
+  return make_result("clamp", ops::clamp(a.data(), lo, hi), {a}, [sa, lo, hi](const Variable& g) -> Grads {
     const Tensor& x = sa.get();
     Tensor inside = ops::ones(x.shape(), DType::Bool, x.device());
     if (lo) inside = ops::logical_and(inside, ops::ge(x, *lo));
     if (hi) inside = ops::logical_and(inside, ops::le(x, *hi));
-    return {ops::where(inside, g, ops::zeros({}, g.dtype(), g.device()))};
+    return {where(inside, g, ops::zeros({}, g.dtype(), g.device()))};
   });
 }
 
@@ -284,10 +297,10 @@ Variable where(const Tensor& cond, const Variable& a, const Variable& b) {
   InputInfo ia(a), ib(b);
   Tensor y = ops::where(cond, a.data(), b.data());
   SavedTensor c(cond, "where");
-  return make_result("where", y, {a, b}, [c, ia, ib](const Tensor& g) -> Grads {
-    Tensor zero = ops::zeros({}, g.dtype(), g.device());
-    return {ia.needs ? ia.grad(ops::where(c.get(), g, zero)) : Tensor(),
-            ib.needs ? ib.grad(ops::where(c.get(), zero, g)) : Tensor()};
+  return make_result("where", y, {a, b}, [c, ia, ib](const Variable& g) -> Grads {
+    Variable zero(ops::zeros({}, g.dtype(), g.device()));
+    return {ia.needs ? ia.grad(where(c.get(), g, zero)) : Variable(),
+            ib.needs ? ib.grad(where(c.get(), zero, g)) : Variable()};
   });
 }
 
@@ -298,7 +311,7 @@ Variable masked_fill(const Variable& a, const Tensor& mask, double value) {
   Tensor y = ops::masked_fill(a.data(), mask, value);
   SavedTensor m(mask, "masked_fill");
   return make_result("masked_fill", y, {a},
-                     [m](const Tensor& g) -> Grads { return {ops::masked_fill(g, m.get(), 0.0)}; });
+                     [m](const Variable& g) -> Grads { return {masked_fill(g, m.get(), 0.0)}; });
 }
 
 }  // namespace saccade

@@ -55,6 +55,8 @@ Variable sigmoid(const Variable& a);
 Variable relu(const Variable& a);
 /// Exact GELU x Φ(x) (Hendrycks & Gimpel 2016).
 Variable gelu(const Variable& a);
+/// d gelu(a) / da = Φ(a) + a φ(a), elementwise (the derivative gelu's rule uses; differentiable again).
+Variable gelu_grad(const Variable& a);
 /// Gradient passes where lo <= a <= hi, zero outside.
 Variable clamp(const Variable& a, std::optional<double> lo, std::optional<double> hi);
 

@@ -3,13 +3,15 @@
 #include "autograd/functions/index.h"
 
 #include "autograd/function.h"
+#include "autograd/functions/elementwise.h"
+#include "autograd/functions/shape.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
 #include "ops/index.h"
 
 namespace saccade {
 
-using Grads = std::vector<Tensor>;
+using Grads = std::vector<Variable>;
 
 Variable index_select(const Variable& a, int64_t dim, const Tensor& index) {
   check_defined("index_select", a, dim, index);
@@ -18,8 +20,8 @@ Variable index_select(const Variable& a, int64_t dim, const Tensor& index) {
   Tensor y = ops::index_select(a.data(), dim, index);
   Shape sa = a.shape();
   SavedTensor si(index, "index_select");
-  return make_result("index_select", y, {a}, [sa, dim, si](const Tensor& g) -> Grads {
-    return {ops::index_add(ops::zeros(sa, g.dtype(), g.device()), dim, si.get(), g)};
+  return make_result("index_select", y, {a}, [sa, dim, si](const Variable& g) -> Grads {
+    return {index_add(ops::zeros(sa, g.dtype(), g.device()), dim, si.get(), g)};
   });
 }
 
@@ -30,8 +32,8 @@ Variable gather(const Variable& a, int64_t dim, const Tensor& index) {
   Tensor y = ops::gather(a.data(), dim, index);
   Shape sa = a.shape();
   SavedTensor si(index, "gather");
-  return make_result("gather", y, {a}, [sa, dim, si](const Tensor& g) -> Grads {
-    return {ops::scatter_add(ops::zeros(sa, g.dtype(), g.device()), dim, si.get(), g)};
+  return make_result("gather", y, {a}, [sa, dim, si](const Variable& g) -> Grads {
+    return {scatter_add(ops::zeros(sa, g.dtype(), g.device()), dim, si.get(), g)};
   });
 }
 
@@ -44,16 +46,19 @@ Variable scatter_add(const Variable& a, int64_t dim, const Tensor& index, const 
   Shape ss = src.shape();
   SavedTensor si(index, "scatter_add");
   bool gsrc = src.requires_grad();
-  return make_result("scatter_add", y, {a, src}, [ss, dim, si, gsrc](const Tensor& g) -> Grads {
-    if (!gsrc) return {g, Tensor()};
+  return make_result("scatter_add", y, {a, src}, [ss, dim, si, gsrc](const Variable& g) -> Grads {
+    if (!gsrc) return {g, Variable()};
     const Tensor& index = si.get();
-    Tensor picked = ops::gather(g, dim, index);
+    Variable picked = gather(g, dim, index);
     if (index.shape() == ss) return {g, picked};
-    Tensor dsrc = ops::zeros(ss, g.dtype(), g.device());
-    Tensor part = dsrc;
-    for (int k = 0; k < index.dim(); ++k) part = part.narrow(k, 0, index.shape()[k]);
-    ops::copy_(part, picked);
-    return {g, dsrc};
+    // picked placed at the front corner of zeros of src's shape (padded with zeros dim by dim)
+    for (int k = 0; k < index.dim(); ++k) {
+      if (picked.size(k) == ss[k]) continue;
+      Shape pad = picked.shape();
+      pad[k] = ss[k] - pad[k];
+      picked = cat({picked, Variable(ops::zeros(pad, g.dtype(), g.device()))}, k);
+    }
+    return {g, picked};
   });
 }
 
@@ -64,8 +69,8 @@ Variable index_add(const Variable& a, int64_t dim, const Tensor& index, const Va
   Tensor y = ops::index_add(a.data(), dim, index, src.data());
   SavedTensor si(index, "index_add");
   bool gsrc = src.requires_grad();
-  return make_result("index_add", y, {a, src}, [dim, si, gsrc](const Tensor& g) -> Grads {
-    return {g, gsrc ? ops::index_select(g, dim, si.get()) : Tensor()};
+  return make_result("index_add", y, {a, src}, [dim, si, gsrc](const Variable& g) -> Grads {
+    return {g, gsrc ? index_select(g, dim, si.get()) : Variable()};
   });
 }
 
@@ -82,13 +87,13 @@ Variable embedding(const Variable& weight, const Tensor& indices, std::optional<
   }
   Shape sw = weight.shape();
   SavedTensor si(indices, "embedding");
-  return make_result("embedding", y, {weight}, [sw, si, padding_idx](const Tensor& g) -> Grads {
+  return make_result("embedding", y, {weight}, [sw, si, padding_idx](const Variable& g) -> Grads {
     const Tensor& ids = si.get();
     Tensor flat_index = ids.dim() == 0 ? ids.unsqueeze(0) : ids.reshape({-1});  // (N)
-    Tensor rows = g.reshape({flat_index.numel(), sw[1]});                       // (N, D)
+    Variable rows = reshape(g, {flat_index.numel(), sw[1]});                    // (N, D)
     if (padding_idx)
-      rows = ops::masked_fill(rows, ops::eq(flat_index, static_cast<double>(*padding_idx)).unsqueeze(1), 0);
-    return {ops::index_add(ops::zeros(sw, g.dtype(), g.device()), 0, flat_index, rows)};
+      rows = masked_fill(rows, ops::eq(flat_index, static_cast<double>(*padding_idx)).unsqueeze(1), 0);
+    return {index_add(ops::zeros(sw, g.dtype(), g.device()), 0, flat_index, rows)};
   });
 }
 

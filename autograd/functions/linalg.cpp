@@ -2,13 +2,15 @@
 #include "autograd/functions/linalg.h"
 
 #include "autograd/function.h"
+#include "autograd/functions/reduce.h"
+#include "autograd/functions/shape.h"
 #include "ops/elementwise.h"
 #include "ops/linalg.h"
 #include "ops/reduce.h"
 
 namespace saccade {
 
-using Grads = std::vector<Tensor>;
+using Grads = std::vector<Variable>;
 
 namespace {
 
@@ -21,7 +23,7 @@ int64_t leading_rows(const Shape& s) {
 }
 
 // Swaps the last two dims (a view).
-Tensor mT(const Tensor& t) { return t.transpose(-1, -2); }
+Variable mT(const Variable& v) { return transpose(v, -1, -2); }
 
 }  // namespace
 
@@ -32,60 +34,62 @@ Variable matmul(const Variable& a, const Variable& b) {
   // the matching shape; broadcast batch dims are summed back by sum_to. Each gradient needs only the other
   // operand: save what will be used.
   const bool ga = a.requires_grad(), gb = b.requires_grad();
-  SavedTensor sa = gb ? SavedTensor(a.data(), "matmul") : SavedTensor();
-  SavedTensor sb = ga ? SavedTensor(b.data(), "matmul") : SavedTensor();
+  SavedVariable sa = gb ? SavedVariable(a, "matmul") : SavedVariable();
+  SavedVariable sb = ga ? SavedVariable(b, "matmul") : SavedVariable();
   const Shape xs = a.shape(), ys = b.shape();
-  return make_result(
-      "matmul", ops::matmul(a.data(), b.data()), {a, b}, [sa, sb, ga, gb, xs, ys](const Tensor& g) -> Grads {
-        // 1-d operands as matrices: a (K) -> (1, K), b (K) -> (K, 1); g gets the dims matmul
-        // removed.
-        Shape xs2 = xs, ys2 = ys;
-        if (xs.size() == 1) xs2.insert(0, 1);
-        if (ys.size() == 1) ys2.push_back(1);
-        Tensor g2 = g;
-        if (xs.size() == 1 && ys.size() == 1) {
-          g2 = g.unsqueeze(0).unsqueeze(0);  // NOTE: Tensor::reshape of a 0-d tensor throws (core)
-        } else {
-          if (xs.size() == 1) g2 = g2.unsqueeze(-2);
-          if (ys.size() == 1) g2 = g2.unsqueeze(-1);
-        }
-        Tensor dx, dy;
-        if (ga) dx = ops::sum_to(ops::matmul(g2, mT(sb.get().reshape(ys2))), xs2).reshape(xs);
-        if (gb) {
-          const Tensor x2 = sa.get().reshape(xs2);
-          if (ys2.size() == 2 && xs2.size() > 2) {
-            // (*, M, K) @ (K, N): db sums over every row of a: (rows, K)^T @ (rows, N), one
-            // GEMM
-            const int64_t rows = leading_rows(xs2);
-            dy = ops::mm(x2.reshape({rows, xs2.back()}).t(), g2.reshape({rows, ys2.back()}));
-          } else {
-            dy = ops::sum_to(ops::matmul(mT(x2), g2), ys2);
-          }
-          dy = dy.reshape(ys);
-        }
-        return {dx, dy};
-      });
+  return make_result("matmul", ops::matmul(a.data(), b.data()), {a, b},
+                     [sa, sb, ga, gb, xs, ys](const Variable& g) -> Grads {
+                       // 1-d operands as matrices: a (K) -> (1, K), b (K) -> (K, 1); g gets the dims matmul
+                       // removed.
+                       Shape xs2 = xs, ys2 = ys;
+                       if (xs.size() == 1) xs2.insert(0, 1);
+                       if (ys.size() == 1) ys2.push_back(1);
+                       Variable g2 = g;
+                       if (xs.size() == 1 && ys.size() == 1) {
+                         g2 = unsqueeze(unsqueeze(g, 0),
+                                        0);  // NOTE: Tensor::reshape of a 0-d tensor throws (core)
+                       } else {
+                         if (xs.size() == 1) g2 = unsqueeze(g2, -2);
+                         if (ys.size() == 1) g2 = unsqueeze(g2, -1);
+                       }
+                       Variable dx, dy;
+                       if (ga) dx = reshape(sum_to(matmul(g2, mT(reshape(sb.get(), ys2))), xs2), xs);
+                       if (gb) {
+                         const Variable x2 = reshape(sa.get(), xs2);
+                         if (ys2.size() == 2 && xs2.size() > 2) {
+                           // (*, M, K) @ (K, N): db sums over every row of a: (rows, K)^T @ (rows, N), one
+                           // GEMM
+                           const int64_t rows = leading_rows(xs2);
+                           dy = mm(t(reshape(x2, {rows, xs2.back()})), reshape(g2, {rows, ys2.back()}));
+                         } else {
+                           dy = sum_to(matmul(mT(x2), g2), ys2);
+                         }
+                         dy = reshape(dy, ys);
+                       }
+                       return {dx, dy};
+                     });
 }
 
 Variable bmm(const Variable& a, const Variable& b) {
   check_defined("bmm", a, b);
   // a: (B, M, K), b: (B, K, N) -> (B, M, N)
   // y = a @ b:  da = g @ b^T,  db = a^T @ g
-  SavedTensor sa(a.data(), "bmm"), sb(b.data(), "bmm");
+  SavedVariable sa(a, "bmm"), sb(b, "bmm");
   const bool ga = a.requires_grad(), gb = b.requires_grad();
-  return make_result("bmm", ops::bmm(a.data(), b.data()), {a, b}, [sa, sb, ga, gb](const Tensor& g) -> Grads {
-    return {ga ? ops::bmm(g, mT(sb.get())) : Tensor(), gb ? ops::bmm(mT(sa.get()), g) : Tensor()};
-  });
+  return make_result(
+      "bmm", ops::bmm(a.data(), b.data()), {a, b}, [sa, sb, ga, gb](const Variable& g) -> Grads {
+        return {ga ? bmm(g, mT(sb.get())) : Variable(), gb ? bmm(mT(sa.get()), g) : Variable()};
+      });
 }
 
 Variable mm(const Variable& a, const Variable& b) {
   check_defined("mm", a, b);
   // a: (M, K), b: (K, N) -> (M, N)
   // y = a @ b:  da = g @ b^T,  db = a^T @ g
-  SavedTensor sa(a.data(), "mm"), sb(b.data(), "mm");
+  SavedVariable sa(a, "mm"), sb(b, "mm");
   const bool ga = a.requires_grad(), gb = b.requires_grad();
-  return make_result("mm", ops::mm(a.data(), b.data()), {a, b}, [sa, sb, ga, gb](const Tensor& g) -> Grads {
-    return {ga ? ops::mm(g, sb.get().t()) : Tensor(), gb ? ops::mm(sa.get().t(), g) : Tensor()};
+  return make_result("mm", ops::mm(a.data(), b.data()), {a, b}, [sa, sb, ga, gb](const Variable& g) -> Grads {
+    return {ga ? mm(g, t(sb.get())) : Variable(), gb ? mm(t(sa.get()), g) : Variable()};
   });
 }
 
@@ -107,14 +111,15 @@ Variable linear(const Variable& x, const Variable& weight, const Variable& bias)
   }
   // y = x W^T + b:  dx = g @ W,  dW = g^T @ x (all leading dims as rows),  db = Σ_rows g
   const bool gx = x.requires_grad(), gw = weight.requires_grad(), gb = bias.defined() && bias.requires_grad();
-  SavedTensor sx = gw ? SavedTensor(xt, "linear") : SavedTensor();
-  SavedTensor sw = gx ? SavedTensor(wt, "linear") : SavedTensor();
-  return make_result("linear", y, {x, weight, bias}, [sx, sw, gx, gw, gb, in, out](const Tensor& g) -> Grads {
-    const int64_t rows = leading_rows(g.shape());
-    Tensor g2 = g.reshape({rows, out});
-    return {gx ? ops::matmul(g, sw.get()) : Tensor(),
-            gw ? ops::mm(g2.t(), sx.get().reshape({rows, in})) : Tensor(), gb ? ops::sum(g2, {0}) : Tensor()};
-  });
+  SavedVariable sx = gw ? SavedVariable(x, "linear") : SavedVariable();
+  SavedVariable sw = gx ? SavedVariable(weight, "linear") : SavedVariable();
+  return make_result(
+      "linear", y, {x, weight, bias}, [sx, sw, gx, gw, gb, in, out](const Variable& g) -> Grads {
+        const int64_t rows = leading_rows(g.shape());
+        Variable g2 = reshape(g, {rows, out});
+        return {gx ? matmul(g, sw.get()) : Variable(),
+                gw ? mm(t(g2), reshape(sx.get(), {rows, in})) : Variable(), gb ? sum(g2, {0}) : Variable()};
+      });
 }
 
 }  // namespace saccade

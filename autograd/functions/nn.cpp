@@ -2,14 +2,26 @@
 #include "autograd/functions/nn.h"
 
 #include "autograd/function.h"
+#include "autograd/functions/elementwise.h"
+#include "autograd/functions/reduce.h"
 #include "autograd/functions/shape.h"
+#include "autograd/grad_mode.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
 
 namespace saccade {
 
-using Grads = std::vector<Tensor>;
+using Grads = std::vector<Variable>;
+
+// The backward of softmax (log: log-softmax) along `dim` from its result y: the fused kernel when no graph is
+// recorded, and under create_graph the same formula composed on Variables (the kernel's reference):
+//   softmax: dx = y ⊙ (g - Σ g ⊙ y),   log-softmax: dx = g - e^y Σ g
+static Variable softmax_backward(const Variable& y, const Variable& g, int64_t dim, bool log) {
+  if (!grad_enabled()) return Variable(ops::softmax_backward(y.data(), g.data(), dim, log));
+  if (log) return sub(g, mul(exp(y), sum(g, {dim}, true)));
+  return mul(y, sub(g, sum(mul(g, y), {dim}, true)));
+}
 
 // x: any shape; y: x's shape
 static Variable softmax_impl(const Variable& x, int64_t dim, bool log, const char* name) {
@@ -18,9 +30,10 @@ static Variable softmax_impl(const Variable& x, int64_t dim, bool log, const cha
   // softmax y = e^x / Σ e^x:      dx = y ⊙ (g - Σ g ⊙ y)
   // log-softmax y = x - log Σ e^x: dx = g - e^y Σ g
   Tensor y = log ? ops::log_softmax(x.data(), dim) : ops::softmax(x.data(), dim);
-  SavedTensor sy(y, name);
-  return make_result(name, y, {x}, [sy, dim, log](const Tensor& g) -> Grads {
-    return {ops::softmax_backward(sy.get(), g.to(sy.get().dtype()), dim, log)};
+  SavedVariable sy = SavedVariable::output(y, name);
+  return make_result(name, y, {x}, [sy, dim, log](const Variable& g) -> Grads {
+    const Variable out = sy.get();
+    return {softmax_backward(out, g.to(out.dtype()), dim, log)};
   });
 }
 
@@ -33,13 +46,27 @@ Variable masked_softmax(const Variable& x, const Tensor& valid_lens_or_mask) {
   // y = softmax(x with -inf where masked):  dx = y ⊙ (g - Σ g ⊙ y), which is 0 wherever y = 0, so masked
   // positions and fully masked rows (all zeros) get zero gradient.
   Tensor y = ops::masked_softmax(x.data(), valid_lens_or_mask);
-  SavedTensor sy(y, "masked_softmax");
-  return make_result("masked_softmax", y, {x}, [sy](const Tensor& g) -> Grads {
-    return {ops::softmax_backward(sy.get(), g.to(sy.get().dtype()), -1, false)};
+  SavedVariable sy = SavedVariable::output(y, "masked_softmax");
+  return make_result("masked_softmax", y, {x}, [sy](const Variable& g) -> Grads {
+    const Variable out = sy.get();
+    return {softmax_backward(out, g.to(out.dtype()), -1, false)};
   });
 }
 
 // x: (..., *normalized_shape); weight, bias: (normalized_shape)
+Variable layer_norm_composed(const Variable& x, const Shape& normalized_shape, const Variable& weight,
+                             const Variable& bias, double eps) {
+  check_defined("layer_norm_composed", x);
+  // y = (x - μ) / √(σ² + eps) ⊙ w + b over the last normalized_shape.size() dims (σ² biased)
+  Shape dims;
+  for (int i = 0; i < normalized_shape.size(); ++i) dims.push_back(x.dim() - normalized_shape.size() + i);
+  Variable c = sub(x, mean(x, dims, true));
+  Variable y = mul(c, rsqrt(add(mean(mul(c, c), dims, true), eps)));
+  if (weight.defined()) y = mul(y, weight);
+  if (bias.defined()) y = add(y, bias);
+  return y;
+}
+
 Variable layer_norm(const Variable& x, const Shape& normalized_shape, const Variable& weight,
                     const Variable& bias, double eps) {
   check_defined("layer_norm", x);
@@ -48,15 +75,23 @@ Variable layer_norm(const Variable& x, const Shape& normalized_shape, const Vari
   //   dx = rstd (ĝ - mean(ĝ) - x̂ mean(ĝ ⊙ x̂)) with ĝ = g ⊙ w,   dw = Σ_rows g ⊙ x̂,   db = Σ_rows g
   Tensor w = weight.defined() ? weight.data() : Tensor(), b = bias.defined() ? bias.data() : Tensor();
   ops::LayerNormForward f = ops::layer_norm_forward(x.data(), normalized_shape, w, b, eps);
-  SavedTensor sx(x.data(), "layer_norm"), sw(w, "layer_norm");
+  SavedVariable sx(x, "layer_norm"), sw(weight, "layer_norm"), sb(bias, "layer_norm");
   Tensor mean = f.mean, rstd = f.rstd;
   const bool gw = weight.defined() && weight.requires_grad(), gb = bias.defined() && bias.requires_grad();
   return make_result("layer_norm", f.out, {x, weight, bias},
-                     [sx, sw, mean, rstd, normalized_shape, gw, gb](const Tensor& g) -> Grads {
-                       const Tensor& xs = sx.get();
+                     [sx, sw, sb, mean, rstd, normalized_shape, gw, gb, eps](const Variable& g) -> Grads {
+                       const Variable xs = sx.get();
+                       if (grad_enabled())  // create_graph: through the composed reference
+                         return recompute_backward(
+                             {xs, sw.get(), sb.get()},
+                             [&](const std::vector<Variable>& in) {
+                               return layer_norm_composed(in[0], normalized_shape, in[1], in[2], eps);
+                             },
+                             g);
                        ops::LayerNormGrads r = ops::layer_norm_backward(
-                           g.to(xs.dtype()), xs, normalized_shape, sw.get(), mean, rstd, gw, gb);
-                       return {r.gx, r.gweight, r.gbias};
+                           g.data().to(xs.dtype()), xs.data(), normalized_shape,
+                           sw.get().defined() ? sw.get().data() : Tensor(), mean, rstd, gw, gb);
+                       return {Variable(r.gx), Variable(r.gweight), Variable(r.gbias)};
                      });
 }
 
@@ -68,7 +103,7 @@ Variable dropout(const Variable& x, double p, bool training, Generator* gen) {
   ops::DropoutResult r = ops::dropout(x.data(), p, training, gen);
   if (!r.mask.defined()) return x;
   Tensor mask = r.mask;
-  return make_result("dropout", r.out, {x}, [mask](const Tensor& g) -> Grads { return {ops::mul(g, mask)}; });
+  return make_result("dropout", r.out, {x}, [mask](const Variable& g) -> Grads { return {mul(g, mask)}; });
 }
 
 // gi, gh: (B, 3H) [r | z | n], h: (B, H) -> h': (B, H)
@@ -79,12 +114,26 @@ Variable gru_gates(const Variable& gi, const Variable& gh, const Variable& h) {
   //   dh = g z,  a_n = g (1 - z)(1 - n²),  a_r = a_n gh_n r (1 - r),  a_z = g (h - n) z (1 - z),
   //   dgi = [a_r, a_z, a_n],  dgh = [a_r, a_z, a_n r]
   ops::GruGates f = ops::gru_gates(gi.data(), gh.data(), h.data());
-  SavedTensor sgh(gh.data(), "gru_gates"), sh(h.data(), "gru_gates");
+  SavedVariable sgi(gi, "gru_gates"), sgh(gh, "gru_gates"), sh(h, "gru_gates");
   Tensor saved = f.saved;
-  return make_result("gru_gates", f.h, {gi, gh, h}, [sgh, sh, saved](const Tensor& g) -> Grads {
-    ops::GruGatesGrads r = ops::gru_gates_backward(g, sgh.get(), sh.get(), saved);
-    return {r.ggi, r.ggh, r.gh};
+  return make_result("gru_gates", f.h, {gi, gh, h}, [sgi, sgh, sh, saved](const Variable& g) -> Grads {
+    if (grad_enabled())  // create_graph: through the composed reference
+      return recompute_backward(
+          {sgi.get(), sgh.get(), sh.get()},
+          [](const std::vector<Variable>& in) { return gru_gates_composed(in[0], in[1], in[2]); }, g);
+    ops::GruGatesGrads r = ops::gru_gates_backward(g.data(), sgh.get().data(), sh.get().data(), saved);
+    return {Variable(r.ggi), Variable(r.ggh), Variable(r.gh)};
   });
+}
+
+// r, z = σ(gi_r + gh_r), σ(gi_z + gh_z);  n = tanh(gi_n + r ⊙ gh_n);  h' = (1 - z) ⊙ n + z ⊙ h = n + z ⊙ (h -
+// n).
+Variable gru_gates_composed(const Variable& gi, const Variable& gh, const Variable& h) {
+  std::vector<Variable> i = chunk(gi, 3, -1), g = chunk(gh, 3, -1);
+  Variable r = sigmoid(i[0] + g[0]);
+  Variable z = sigmoid(i[1] + g[1]);
+  Variable n = tanh(i[2] + r * g[2]);
+  return n + z * (h - n);
 }
 
 // logits: (N, C); target: (N) int64; loss: () or (N)
@@ -109,15 +158,18 @@ Variable cross_entropy(const Variable& logits, const Tensor& target, int64_t ign
   //   dz_ic = g_i (p_ic Σ_c' q_ic' - q_ic),   with g_i = g (Sum), g / count (Mean), g_i (None)
   ops::CrossEntropyForward f =
       ops::cross_entropy_forward(logits.data(), target, ignore_index, reduction, label_smoothing);
+  // NOTE: under create_graph, log p is recomputed from the saved logits, so that it carries their history
   Tensor logp = f.log_probs, q = f.weights;
   const int64_t count = f.count, n = logits.shape()[0];
+  SavedVariable sz(logits, "cross_entropy");
   return make_result("cross_entropy", f.loss, {logits},
-                     [logp, q, count, n, reduction](const Tensor& g) -> Grads {
-                       Tensor gi = g.to(logp.dtype());
-                       if (reduction == Reduction::None) gi = gi.view({n, 1});
-                       if (reduction == Reduction::Mean) gi = ops::div(gi, static_cast<double>(count));
-                       Tensor dz = ops::sub(ops::mul(ops::exp(logp), ops::sum(q, {1}, true)), q);
-                       return {ops::mul(dz, gi)};
+                     [logp, q, sz, count, n, reduction](const Variable& g) -> Grads {
+                       Variable lp = grad_enabled() ? log_softmax(sz.get(), 1) : Variable(logp);
+                       Variable gi = g.to(logp.dtype());
+                       if (reduction == Reduction::None) gi = view(gi, {n, 1});
+                       if (reduction == Reduction::Mean) gi = div(gi, static_cast<double>(count));
+                       Variable dz = sub(mul(exp(lp), ops::sum(q, {1}, true)), q);
+                       return {mul(dz, gi)};
                      });
 }
 
@@ -125,12 +177,15 @@ Variable cross_entropy(const Variable& logits, const Tensor& target, int64_t ign
 Variable mse_loss(const Variable& a, const Variable& b, Reduction reduction) {
   check_defined("mse_loss", a, b);
   // loss = reduce((a - b)^2):  da = 2 (a - b) g / (n for Mean),  db = -da
+  // NOTE: under create_graph, a - b is recomputed from the saved inputs, so that it carries their history
   Tensor loss = ops::mse_loss(a.data(), b.data(), reduction);
   Tensor d = ops::sub(a.data(), b.data());
   const double scale = reduction == Reduction::Mean ? 2.0 / static_cast<double>(d.numel()) : 2.0;
-  return make_result("mse_loss", loss, {a, b}, [d, scale](const Tensor& g) -> Grads {
-    Tensor da = ops::mul(ops::mul(d, g.to(d.dtype())), scale);
-    return {da, ops::neg(da)};
+  SavedVariable sa(a, "mse_loss"), sb(b, "mse_loss");
+  return make_result("mse_loss", loss, {a, b}, [d, sa, sb, scale](const Variable& g) -> Grads {
+    Variable diff = grad_enabled() ? sub(sa.get(), sb.get()) : Variable(d);
+    Variable da = mul(mul(diff, g.to(d.dtype())), scale);
+    return {da, neg(da)};
   });
 }
 

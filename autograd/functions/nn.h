@@ -22,6 +22,11 @@ Variable masked_softmax(const Variable& x, const Tensor& valid_lens_or_mask);
 /// torch.nn.functional.layer_norm). weight, bias: of normalized_shape, or undefined Variables.
 Variable layer_norm(const Variable& x, const Shape& normalized_shape, const Variable& weight = Variable(),
                     const Variable& bias = Variable(), double eps = 1e-5);
+/// layer_norm composed of mean, rsqrt, mul, add (the readable reference of the fused kernel, and how its
+/// second derivative is computed under create_graph). Same arguments; does not check shapes itself.
+Variable layer_norm_composed(const Variable& x, const Shape& normalized_shape,
+                             const Variable& weight = Variable(), const Variable& bias = Variable(),
+                             double eps = 1e-5);
 /// Inverted dropout (as torch.nn.functional.dropout): zeroes each element with probability p and scales the
 /// rest by 1/(1-p); the gradient is masked and scaled the same way. Returns x itself when !training or p ==
 /// 0.
@@ -31,6 +36,10 @@ Variable dropout(const Variable& x, double p, bool training = true, Generator* g
 /// is nn::gru_gates_composed. Throws saccade::Error naming "gru_gates" and the shapes for mismatched shapes,
 /// dtypes or devices.
 Variable gru_gates(const Variable& gi, const Variable& gh, const Variable& h);
+/// The gate math of one GRU step composed of autograd ops (chunk, sigmoid, tanh, products): gi, gh (B, 3H) or
+/// (3H) laid out [r | z | n], h (B, H) or (H) -> h'. The readable reference that GRUCell and GRU's fused
+/// gru_gates is tested against, and how gru_gates is differentiated under create_graph.
+Variable gru_gates_composed(const Variable& gi, const Variable& gh, const Variable& h);
 /// Cross-entropy of logits (N, C) against int64 class indices target (N), or of logits (N, C, d1, ...)
 /// against target (N, d1, ...) (a loss per position; None returns target's shape), with ignore_index and
 /// label_smoothing exactly as torch.nn.functional.cross_entropy (torch 1.13). Differentiable in logits.

@@ -5,19 +5,21 @@
 
 #include "autograd/function.h"
 #include "autograd/functions/elementwise.h"
+#include "autograd/functions/shape.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
+#include "ops/reduce.h"
 
 namespace saccade {
 
-using Grads = std::vector<Tensor>;
+using Grads = std::vector<Variable>;
 
 // g has the reduced shape (keepdim or not); returns it as a keepdim view expanded to `shape`.
 // NOTE: a 0-d input reduced over dim 0 or -1 (as torch allows) gives a 0-d g: it already has the input's
 // shape.
-static Tensor expand_back(const Tensor& g, const Shape& shape, const Shape& dims, bool keepdim) {
+static Variable expand_back(const Variable& g, const Shape& shape, const Shape& dims, bool keepdim) {
   if (shape.size() == 0) return g;
-  Tensor r = g;
+  Variable r = g;
   if (!keepdim) {
     Shape ds;
     if (dims.empty()) {
@@ -26,9 +28,9 @@ static Tensor expand_back(const Tensor& g, const Shape& shape, const Shape& dims
       for (int64_t d : dims) ds.push_back(normalize_dim(d, shape.size(), "reduce backward"));
       std::sort(ds.begin(), ds.end());
     }
-    for (int64_t d : ds) r = r.unsqueeze(d);
+    for (int64_t d : ds) r = unsqueeze(r, d);
   }
-  return r.expand(shape);
+  return expand(r, shape);
 }
 
 Variable sum(const Variable& a, const Shape& dims, bool keepdim) {
@@ -36,8 +38,8 @@ Variable sum(const Variable& a, const Shape& dims, bool keepdim) {
   // y = Σ_dims a:  da = g expanded over dims
   Shape s = a.shape();
   return make_result("sum", ops::sum(a.data(), dims, keepdim), {a},
-                     [s, dims, keepdim](const Tensor& g) -> Grads {
-                       return {expand_back(g, s, dims, keepdim).contiguous()};
+                     [s, dims, keepdim](const Variable& g) -> Grads {
+                       return {contiguous(expand_back(g, s, dims, keepdim))};
                      });
 }
 Variable sum(const Variable& a) { return sum(a, {}, false); }
@@ -48,8 +50,8 @@ Variable mean(const Variable& a, const Shape& dims, bool keepdim) {
   Shape s = a.shape();
   Tensor y = ops::mean(a.data(), dims, keepdim);
   double n = static_cast<double>(a.numel()) / static_cast<double>(std::max<int64_t>(y.numel(), 1));
-  return make_result("mean", y, {a}, [s, dims, keepdim, n](const Tensor& g) -> Grads {
-    return {ops::div(expand_back(g, s, dims, keepdim), n)};
+  return make_result("mean", y, {a}, [s, dims, keepdim, n](const Variable& g) -> Grads {
+    return {div(expand_back(g, s, dims, keepdim), n)};
   });
 }
 Variable mean(const Variable& a) { return mean(a, {}, false); }
@@ -58,12 +60,12 @@ Variable mean(const Variable& a) { return mean(a, {}, false); }
 static Variable extremum(const Variable& a, const Shape& dims, bool keepdim, bool is_max, const char* name) {
   check_defined(name, a);
   Tensor y = is_max ? ops::amax(a.data(), dims, keepdim) : ops::amin(a.data(), dims, keepdim);
-  SavedTensor sa(a.data(), name), sy(y, name);
+  SavedTensor sa(a.data(), name), sy(y, name);  // only compared: the weights are constants
   Shape s = a.shape();
-  return make_result(name, y, {a}, [sa, sy, s, dims, keepdim](const Tensor& g) -> Grads {
-    Tensor hit = ops::eq(sa.get(), expand_back(sy.get(), s, dims, keepdim)).to(g.dtype());
+  return make_result(name, y, {a}, [sa, sy, s, dims, keepdim](const Variable& g) -> Grads {
+    Tensor hit = ops::eq(sa.get(), expand_back(sy.get(), s, dims, keepdim).data()).to(g.dtype());
     Tensor count = ops::sum(hit, dims, true);
-    return {ops::mul(hit, ops::div(expand_back(g, s, dims, keepdim), count))};
+    return {mul(div(expand_back(g, s, dims, keepdim), count), hit)};
   });
 }
 Variable max(const Variable& a) { return extremum(a, {}, false, true, "max"); }
@@ -83,16 +85,16 @@ static VariableIndices arg_extremum(const Variable& a, int64_t dim, bool keepdim
   Shape s = a.shape();
   int d = a.dim() == 0 ? 0 : normalize_dim(dim, a.dim(), name);
   Tensor idx = keepdim || a.dim() == 0 ? r.indices : r.indices.unsqueeze(d);
-  Variable v = make_result(name, r.values, {a}, [s, d, idx](const Tensor& g) -> Grads {
+  Variable v = make_result(name, r.values, {a}, [s, d, idx](const Variable& g) -> Grads {
     if (s.size() == 0) return {g};
-    Tensor gk = g.dim() == idx.dim() ? g : g.unsqueeze(d);
+    Variable gk = g.dim() == idx.dim() ? g : unsqueeze(g, d);
     Tensor onehot = ops::eq(ops::arange(0, static_cast<double>(s[d]), 1, DType::Int64, g.device()).view([&] {
       Shape v = Shape::filled(s.size(), 1);
       v[d] = s[d];
       return v;
     }()),
                             idx);
-    return {ops::where(onehot, gk, ops::zeros({}, g.dtype(), g.device()))};
+    return {where(onehot, gk, ops::zeros({}, g.dtype(), g.device()))};
   });
   return {v, r.indices};
 }
@@ -123,13 +125,24 @@ Variable logsumexp(const Variable& a, const Shape& dims, bool keepdim) {
   // y = log Σ e^a:  da = g * e^(a - y) = g * softmax(a)
   // NOTE: a row of all -inf (y = -inf) gets a zero gradient, not torch's NaN: e^(a - 0) = 0 there.
   Tensor y = ops::logsumexp(a.data(), dims, keepdim);
-  SavedTensor sa(a.data(), "logsumexp"), sy(y, "logsumexp");
+  SavedVariable sa(a, "logsumexp"), sy = SavedVariable::output(y, "logsumexp");
   Shape s = a.shape();
-  return make_result("logsumexp", y, {a}, [sa, sy, s, dims, keepdim](const Tensor& g) -> Grads {
-    Tensor y_safe = ops::masked_fill(sy.get(), ops::eq(sy.get(), -INFINITY), 0.0);
-    Tensor p = ops::exp(ops::sub(sa.get(), expand_back(y_safe, s, dims, keepdim)));
-    return {ops::mul(p, expand_back(g, s, dims, keepdim))};
+  return make_result("logsumexp", y, {a}, [sa, sy, s, dims, keepdim](const Variable& g) -> Grads {
+    const Variable y = sy.get();
+    Variable y_safe = masked_fill(y, ops::eq(y.data(), -INFINITY), 0.0);
+    Variable p = exp(sub(sa.get(), expand_back(y_safe, s, dims, keepdim)));
+    return {mul(p, expand_back(g, s, dims, keepdim))};
   });
+}
+
+Variable sum_to(const Variable& a, const Shape& shape) {
+  check_defined("sum_to", a);
+  // a: (..., S) broadcast from `shape` -> y (shape)
+  // y = Σ over the broadcast dims of a:  da = g expanded back to a's shape
+  Shape s = a.shape();
+  if (s == shape) return a;
+  return make_result("sum_to", ops::sum_to(a.data(), shape), {a},
+                     [s](const Variable& g) -> Grads { return {expand(g, s)}; });
 }
 
 }  // namespace saccade

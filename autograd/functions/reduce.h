@@ -24,6 +24,9 @@ VariableIndices max(const Variable& a, int64_t dim, bool keepdim = false);
 VariableIndices min(const Variable& a, int64_t dim, bool keepdim = false);
 
 Variable var(const Variable& a, const Shape& dims, bool unbiased = true, bool keepdim = false);
+/// Sums a (broadcast from `shape`) back to `shape` (ops::sum_to): the gradient of a broadcast input. Returns
+/// `a` itself when it already has that shape. Throws saccade::Error when `shape` does not broadcast to a's.
+Variable sum_to(const Variable& a, const Shape& shape);
 Variable logsumexp(const Variable& a, const Shape& dims, bool keepdim = false);
 
 }  // namespace saccade

@@ -6,6 +6,8 @@
 #include "autograd/functions/shape.h"
 
 #include "autograd/function.h"
+#include "autograd/functions/elementwise.h"
+#include "autograd/functions/reduce.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
 #include "ops/join.h"
@@ -13,29 +15,29 @@
 
 namespace saccade {
 
-using Grads = std::vector<Tensor>;
+using Grads = std::vector<Variable>;
 
 namespace {
 
 // Records y, a view of the part of `a` that `part` picks: da = zeros of a's shape with g at part(da).
 Variable part_result(const char* op, Tensor y, const Variable& a, Node::PartFn part) {
-  Variable out = make_result(op, std::move(y), {a}, [](const Tensor& g) -> Grads { return {g}; });
+  Variable out = make_result(op, std::move(y), {a}, [](const Variable& g) -> Grads { return {g}; });
   if (out.grad_fn()) out.grad_fn()->set_part(std::move(part));
   return out;
 }
 
 // g: (.., r * s, ..) at dim d -> (.., s, ..): the sum of the r blocks of dim d (zeros when r is 0).
-Tensor sum_blocks(const Tensor& g, int d, int64_t r, int64_t s) {
+Variable sum_blocks(const Variable& g, int d, int64_t r, int64_t s) {
   if (g.dim() < kMaxDims) {  // split dim d into (r, s) and reduce the r
     Shape split = g.shape();
     split[d] = s;
     split.insert(d, r);
-    return ops::sum(g.reshape(split), {d});
+    return sum(reshape(g, split), {d});
   }
   Shape out_shape = g.shape();
   out_shape[d] = s;
-  Tensor acc = ops::zeros(out_shape, g.dtype(), g.device());
-  for (int64_t k = 0; k < r; ++k) ops::add_(acc, g.narrow(d, k * s, s));
+  Variable acc(ops::zeros(out_shape, g.dtype(), g.device()));
+  for (int64_t k = 0; k < r; ++k) acc = add(acc, narrow(g, d, k * s, s));
   return acc;
 }
 
@@ -48,7 +50,7 @@ Variable reshape(const Variable& a, const Shape& shape) {
   // y = reshape(a):  da = reshape(g, a.shape)
   Shape sa = a.shape();
   return make_result("reshape", a.data().reshape(shape), {a},
-                     [sa](const Tensor& g) -> Grads { return {g.reshape(sa)}; });
+                     [sa](const Variable& g) -> Grads { return {reshape(g, sa)}; });
 }
 
 Variable view(const Variable& a, const Shape& shape) {
@@ -56,7 +58,7 @@ Variable view(const Variable& a, const Shape& shape) {
   // y = view(a):  da = reshape(g, a.shape)
   Shape sa = a.shape();
   return make_result("view", a.data().view(shape), {a},
-                     [sa](const Tensor& g) -> Grads { return {g.reshape(sa)}; });
+                     [sa](const Variable& g) -> Grads { return {reshape(g, sa)}; });
 }
 
 Variable permute(const Variable& a, const Shape& dims) {
@@ -65,20 +67,21 @@ Variable permute(const Variable& a, const Shape& dims) {
   Tensor y = a.data().permute(dims);
   Shape inverse = Shape::filled(dims.size(), 0);
   for (int i = 0; i < dims.size(); ++i) inverse[normalize_dim(dims[i], dims.size(), "permute")] = i;
-  return make_result("permute", y, {a}, [inverse](const Tensor& g) -> Grads { return {g.permute(inverse)}; });
+  return make_result("permute", y, {a},
+                     [inverse](const Variable& g) -> Grads { return {permute(g, inverse)}; });
 }
 
 Variable transpose(const Variable& a, int64_t d0, int64_t d1) {
   check_defined("transpose", a);
   // y = transpose(a, d0, d1):  da = transpose(g, d0, d1)
   return make_result("transpose", a.data().transpose(d0, d1), {a},
-                     [d0, d1](const Tensor& g) -> Grads { return {g.transpose(d0, d1)}; });
+                     [d0, d1](const Variable& g) -> Grads { return {transpose(g, d0, d1)}; });
 }
 
 Variable t(const Variable& a) {
   check_defined("t", a);
   // y = a^T:  da = g^T
-  return make_result("t", a.data().t(), {a}, [](const Tensor& g) -> Grads { return {g.t()}; });
+  return make_result("t", a.data().t(), {a}, [](const Variable& g) -> Grads { return {t(g)}; });
 }
 
 Variable squeeze(const Variable& a) {
@@ -86,7 +89,7 @@ Variable squeeze(const Variable& a) {
   // y = squeeze(a):  da = reshape(g, a.shape)
   Shape sa = a.shape();
   return make_result("squeeze", a.data().squeeze(), {a},
-                     [sa](const Tensor& g) -> Grads { return {g.reshape(sa)}; });
+                     [sa](const Variable& g) -> Grads { return {reshape(g, sa)}; });
 }
 
 Variable squeeze(const Variable& a, int64_t dim) {
@@ -94,7 +97,7 @@ Variable squeeze(const Variable& a, int64_t dim) {
   // y = squeeze(a, dim):  da = reshape(g, a.shape)
   Shape sa = a.shape();
   return make_result("squeeze", a.data().squeeze(dim), {a},
-                     [sa](const Tensor& g) -> Grads { return {g.reshape(sa)}; });
+                     [sa](const Variable& g) -> Grads { return {reshape(g, sa)}; });
 }
 
 Variable unsqueeze(const Variable& a, int64_t dim) {
@@ -102,7 +105,7 @@ Variable unsqueeze(const Variable& a, int64_t dim) {
   // y = unsqueeze(a, dim):  da = reshape(g, a.shape)
   Shape sa = a.shape();
   return make_result("unsqueeze", a.data().unsqueeze(dim), {a},
-                     [sa](const Tensor& g) -> Grads { return {g.reshape(sa)}; });
+                     [sa](const Variable& g) -> Grads { return {reshape(g, sa)}; });
 }
 
 Variable expand(const Variable& a, const Shape& shape) {
@@ -110,7 +113,7 @@ Variable expand(const Variable& a, const Shape& shape) {
   // y = expand(a) (y[i] = a[i mod broadcast]):  da = sum of g over the broadcast dims
   Shape sa = a.shape();
   return make_result("expand", a.data().expand(shape), {a},
-                     [sa](const Tensor& g) -> Grads { return {ops::sum_to(g, sa)}; });
+                     [sa](const Variable& g) -> Grads { return {sum_to(g, sa)}; });
 }
 
 Variable flatten(const Variable& a, int64_t start_dim, int64_t end_dim) {
@@ -118,7 +121,7 @@ Variable flatten(const Variable& a, int64_t start_dim, int64_t end_dim) {
   // y = flatten(a):  da = reshape(g, a.shape)
   Shape sa = a.shape();
   return make_result("flatten", a.data().flatten(start_dim, end_dim), {a},
-                     [sa](const Tensor& g) -> Grads { return {g.reshape(sa)}; });
+                     [sa](const Variable& g) -> Grads { return {reshape(g, sa)}; });
 }
 
 Variable narrow(const Variable& a, int64_t dim, int64_t start, int64_t length) {
@@ -145,7 +148,8 @@ Variable select(const Variable& a, int64_t dim, int64_t index) {
 Variable contiguous(const Variable& a) {
   check_defined("contiguous", a);
   // y = a (copied to row-major order):  da = g
-  return make_result("contiguous", a.data().contiguous(), {a}, [](const Tensor& g) -> Grads { return {g}; });
+  return make_result("contiguous", a.data().contiguous(), {a},
+                     [](const Variable& g) -> Grads { return {g}; });
 }
 
 // ---- conversions (members of Variable, recorded here with the other copies) ----
@@ -155,7 +159,7 @@ Variable Variable::to(DType dtype) const {
   if (dtype == this->dtype()) return *this;
   DType from = this->dtype();
   return saccade::make_result("to", data().to(dtype), {*this},
-                              [from](const Tensor& g) -> Grads { return {g.to(from)}; });
+                              [from](const Variable& g) -> Grads { return {g.to(from)}; });
 }
 
 Variable Variable::to(Device device) const {
@@ -163,7 +167,7 @@ Variable Variable::to(Device device) const {
   if (device == this->device()) return *this;
   Device from = this->device();
   return saccade::make_result("to", data().to(device), {*this},
-                              [from](const Tensor& g) -> Grads { return {g.to(from)}; });
+                              [from](const Variable& g) -> Grads { return {g.to(from)}; });
 }
 
 // ---- joins ----
@@ -181,15 +185,15 @@ Variable cat(const std::vector<Variable>& xs, int64_t dim) {
   for (size_t i = 0; i < ts.size(); ++i)
     shapes.push_back(ts[i].shape()), dtypes.push_back(ts[i].dtype()), needs.push_back(xs[i].requires_grad());
   int d = normalize_dim(dim, y.dim(), "cat");
-  return make_result("cat", y, xs, [shapes, dtypes, needs, d](const Tensor& g) -> Grads {
+  return make_result("cat", y, xs, [shapes, dtypes, needs, d](const Variable& g) -> Grads {
     Grads out;
     int64_t offset = 0;
     for (size_t i = 0; i < shapes.size(); ++i) {
       if (shapes[i].size() == 1 && shapes[i].numel() == 0 && g.dim() != 1) {  // skipped by cat
-        out.push_back(needs[i] ? ops::zeros(shapes[i], dtypes[i], g.device()) : Tensor());
+        out.push_back(needs[i] ? Variable(ops::zeros(shapes[i], dtypes[i], g.device())) : Variable());
         continue;
       }
-      out.push_back(needs[i] ? g.narrow(d, offset, shapes[i][d]).to(dtypes[i]) : Tensor());
+      out.push_back(needs[i] ? narrow(g, d, offset, shapes[i][d]).to(dtypes[i]) : Variable());
       offset += shapes[i][d];
     }
     return out;
@@ -207,10 +211,10 @@ Variable stack(const std::vector<Variable>& xs, int64_t dim) {
   std::vector<bool> needs;
   for (size_t i = 0; i < ts.size(); ++i)
     dtypes.push_back(ts[i].dtype()), needs.push_back(xs[i].requires_grad());
-  return make_result("stack", y, xs, [dtypes, needs, d](const Tensor& g) -> Grads {
+  return make_result("stack", y, xs, [dtypes, needs, d](const Variable& g) -> Grads {
     Grads out;
     for (size_t i = 0; i < dtypes.size(); ++i)
-      out.push_back(needs[i] ? g.select(d, static_cast<int64_t>(i)).to(dtypes[i]) : Tensor());
+      out.push_back(needs[i] ? select(g, d, static_cast<int64_t>(i)).to(dtypes[i]) : Variable());
     return out;
   });
 }
@@ -253,13 +257,15 @@ Variable repeat(const Variable& a, const Shape& repeats) {
   // a: (S0.., Sd) (padded with leading 1s to repeats.size()) -> y (r0 * S0, ..., rd * Sd)
   // y = tile(a, r):  da = Σ over the r_d blocks of every dim d of g
   Shape sa = a.shape();
-  return make_result("repeat", ops::repeat(a.data(), repeats), {a}, [sa, repeats](const Tensor& g) -> Grads {
-    const int lead = repeats.size() - sa.size();  // leading dims repeat added
-    Tensor acc = g;
-    for (int d = 0; d < repeats.size(); ++d)
-      if (repeats[d] != 1) acc = sum_blocks(acc, d, repeats[d], d < lead ? 1 : sa[d - lead]);
-    return {acc.reshape(sa)};
-  });
+  return make_result("repeat", ops::repeat(a.data(), repeats), {a},
+                     [sa, repeats](const Variable& g) -> Grads {
+                       const int lead = repeats.size() - sa.size();  // leading dims repeat added
+                       Variable acc = g;
+                       for (int d = 0; d < repeats.size(); ++d)
+                         if (repeats[d] != 1)
+                           acc = sum_blocks(acc, d, repeats[d], d < lead ? 1 : sa[d - lead]);
+                       return {reshape(acc, sa)};
+                     });
 }
 
 Variable repeat_interleave(const Variable& a, int64_t repeats, int64_t dim) {
@@ -269,10 +275,10 @@ Variable repeat_interleave(const Variable& a, int64_t repeats, int64_t dim) {
   Tensor y = ops::repeat_interleave(a.data(), repeats, dim);
   int d = normalize_dim(dim, a.dim(), "repeat_interleave");
   Shape sa = a.shape();
-  return make_result("repeat_interleave", y, {a}, [sa, d, repeats](const Tensor& g) -> Grads {
+  return make_result("repeat_interleave", y, {a}, [sa, d, repeats](const Variable& g) -> Grads {
     Shape wide = sa;
     wide.insert(d + 1, repeats);
-    return {ops::sum(g.reshape(wide), {d + 1})};
+    return {sum(reshape(g, wide), {d + 1})};
   });
 }
 
@@ -280,14 +286,14 @@ Variable tril(const Variable& a, int64_t k) {
   check_defined("tril", a);
   // y = tril(a, k):  da = tril(g, k)
   return make_result("tril", ops::tril(a.data(), k), {a},
-                     [k](const Tensor& g) -> Grads { return {ops::tril(g, k)}; });
+                     [k](const Variable& g) -> Grads { return {tril(g, k)}; });
 }
 
 Variable triu(const Variable& a, int64_t k) {
   check_defined("triu", a);
   // y = triu(a, k):  da = triu(g, k)
   return make_result("triu", ops::triu(a.data(), k), {a},
-                     [k](const Tensor& g) -> Grads { return {ops::triu(g, k)}; });
+                     [k](const Variable& g) -> Grads { return {triu(g, k)}; });
 }
 
 }  // namespace saccade

@@ -176,6 +176,7 @@ int main(int argc, char** argv) {
   int64_t sample_tokens = 300, num_samples = 1, vocab_size = 2048, attention_layer = -1;
   std::string attention_png;
   bool distributed = false;
+  bool checkpoint_activations = false;
   std::vector<std::string> prompts;
   auto common = [&](CLI::App* sub) {
     sub->option_defaults()->always_capture_default();  // --help shows the defaults
@@ -226,6 +227,9 @@ int main(int argc, char** argv) {
   train->add_option("--sample-tokens", sample_tokens, "tokens to sample from the best model at the end");
   train->add_flag("--distributed", distributed,
                   "data-parallel over the ranks of mpirun (--batch-size is global; rank 0 prints and saves)");
+  train->add_flag("--checkpoint-activations", checkpoint_activations,
+                  "recompute each block during backward instead of keeping its activations (less memory, one "
+                  "more forward per block)");
   CLI::App* sample = app.add_subcommand("sample", "generate text from a checkpoint (stdin when no --prompt)");
   common(sample);
   sample->add_option("--checkpoint", checkpoint, "checkpoint (default OUT/best.safetensors)");
@@ -315,6 +319,7 @@ int main(int argc, char** argv) {
                 valid_ids.size(), topts.bytes_per_token);
     auto model = std::make_shared<ex::GPT>(config, model_seed);
     model->to(device);
+    for (auto& block : model->h) block->checkpoint_activations = checkpoint_activations;
     std::printf("%s, %lld parameters\n", config.describe().c_str(),
                 static_cast<long long>(model->num_parameters()));
     topts.seed = model_seed;

@@ -1,0 +1,99 @@
+// Activation checkpointing: forward without recording, backward by recomputing (see checkpoint.h).
+#include "autograd/checkpoint.h"
+
+#include <algorithm>
+
+#include "autograd/engine.h"
+#include "autograd/function.h"
+#include "autograd/grad_mode.h"
+
+namespace saccade {
+
+namespace {
+
+// The generators a segment draws from and their states at its forward. restore() puts those states back
+// for the recomputation; the destructor then returns each generator to where it was before.
+struct GeneratorStates {
+  std::vector<Generator*> gens;
+  std::vector<Generator> at_forward;
+
+  explicit GeneratorStates(const std::vector<Generator*>& extra) {
+    gens.push_back(&default_generator());
+    for (Generator* g : extra)
+      if (g && std::find(gens.begin(), gens.end(), g) == gens.end()) gens.push_back(g);
+    for (Generator* g : gens) at_forward.push_back(*g);
+  }
+};
+
+class Replay {
+ public:
+  explicit Replay(const GeneratorStates& s) : s_(s) {
+    for (size_t i = 0; i < s.gens.size(); ++i) {
+      now_.push_back(*s.gens[i]);
+      *s.gens[i] = s.at_forward[i];
+    }
+  }
+  ~Replay() {
+    for (size_t i = 0; i < s_.gens.size(); ++i) *s_.gens[i] = now_[i];
+  }
+  Replay(const Replay&) = delete;
+  Replay& operator=(const Replay&) = delete;
+
+ private:
+  const GeneratorStates& s_;
+  std::vector<Generator> now_;
+};
+
+}  // namespace
+
+Variable checkpoint(const std::function<Variable(const std::vector<Variable>&)>& fn,
+                    const std::vector<Variable>& inputs, const std::vector<Generator*>& generators) {
+  check_defined("checkpoint", inputs);
+  bool any = false;
+  for (const Variable& x : inputs) any = any || x.requires_grad();
+  SACCADE_CHECK(!grad_enabled() || any,
+                "checkpoint: no input requires grad, so no gradient could reach the parameters inside the "
+                "segment; pass at least one input that requires grad ({} inputs)",
+                inputs.size());
+  std::vector<SavedVariable> saved;
+  for (const Variable& x : inputs) saved.emplace_back(x, "checkpoint");
+  auto states = std::make_shared<GeneratorStates>(generators);
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    Variable y = fn(inputs);
+    SACCADE_CHECK(y.defined(), "checkpoint: the function returned an undefined Variable");
+    out = y.data();
+  }
+  for (size_t i = 0; i < saved.size(); ++i) saved[i].get();  // throws if fn changed an input in place
+
+  return make_result(
+      "checkpoint", out, inputs, [saved, states, fn](const Variable& g) -> std::vector<Variable> {
+        check_once_differentiable("checkpoint");  // the recomputed segment is differentiated once
+        std::vector<Variable> xs;  // leaves holding the inputs' data: the segment's graph ends there
+        for (const SavedVariable& s : saved) {
+          Variable x = s.get();
+          xs.push_back(Variable(x.data(), x.requires_grad()));
+        }
+        Variable y;
+        {
+          AutoGradMode record(true);
+          Replay replay(*states);
+          y = fn(xs);
+        }
+        SACCADE_CHECK(y.defined() && y.shape() == g.shape(),
+                      "checkpoint: the recomputed result has shape {}, the forward's {}: the function is not "
+                      "deterministic",
+                      y.defined() ? y.shape() : Shape{}, g.shape());
+        std::vector<Variable> grads(xs.size());
+        if (!y.requires_grad()) return grads;
+        // NOTE: as torch's reentrant checkpoint, this accumulates into the grads of fn's parameters even when the
+    // outer pass is saccade::grad (which otherwise accumulates nothing)
+    run_backward({y.gradient_edge()}, {g}, false, false);
+        for (size_t i = 0; i < xs.size(); ++i)
+          if (xs[i].requires_grad() && xs[i].grad().defined()) grads[i] = Variable(xs[i].grad());
+        return grads;
+      });
+}
+
+}  // namespace saccade
