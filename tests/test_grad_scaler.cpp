@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "cuda_helpers.h"
 #include "helpers.h"
 #include "temp_dir.h"
 
@@ -218,4 +219,41 @@ TEST_CASE("GradScaler: state_dict, checkpoints and bad input", "[nn][grad_scaler
   bad.insert("extra", ops::scalar_tensor(1));
   REQUIRE_THROWS_SACCADE(scaler3.load_state_dict(bad), "unexpected key 'extra'");
   CHECK(scaler3.get_scale() == 8.0);
+}
+
+TEST_CASE("GradScaler and its ops on CUDA agree with the CPU", "[cuda][grad_scaler]") {
+  using saccade::testing::both;
+  // 70 gradients (two launches of 64), float32 and float64, one of 10^5 elements; clean, then an inf
+  both([](Device d) {
+    std::vector<Tensor> grads;
+    for (int i = 0; i < 70; ++i)
+      grads.push_back(saccade::testing::randn({i % 7 == 0 ? 100000 : 3 + i}, 40 + i,
+                                              i % 3 == 0 ? DType::Float64 : DType::Float32)
+                          .to(d));
+    Tensor found = ops::zeros({1}, DType::Float32, d), inv = ops::full({1}, 0.125, DType::Float32, d);
+    ops::amp_foreach_non_finite_check_and_unscale_(grads, found, inv);
+    std::vector<Tensor> out = {found.clone()};
+    Tensor last = grads[69].narrow(0, 5, 1);
+    ops::fill_(last, kInf);
+    ops::amp_foreach_non_finite_check_and_unscale_(grads, found, inv);
+    out.push_back(found);
+    for (const Tensor& g : grads) out.push_back(g);
+    return out;
+  });
+  // the scaler's schedule through its update kernel: overflow, growth, the float32 ceiling
+  both([](Device d) {
+    nn::GradScaler scaler({.init_scale = 0x1p126, .growth_interval = 1, .device = d});
+    Variable w(ops::ones({4}, DType::Float32, d), true);
+    nn::SGD sgd({w}, {.lr = 0.1});
+    std::vector<Tensor> scales;
+    for (bool overflow : {false, false, true, false}) {
+      w.set_grad(ops::full({4}, overflow ? kInf : 1.0, DType::Float32, d));
+      scaler.step(sgd);
+      scaler.update();
+      scales.push_back(ops::full({1}, scaler.get_scale(), DType::Float64, d));
+    }
+    scales.push_back(w.data());
+    return scales;
+  });
+  SKIP_WITHOUT_GPU();
 }
