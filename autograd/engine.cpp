@@ -66,6 +66,10 @@ std::vector<Tensor> apply_rule(Node& n, const Tensor& g, bool retain_graph) {
     const Shape& want = n.part() ? n.output_shape() : next->output_shape();
     SACCADE_CHECK(outs[i].shape() == want, "backward of {}: gradient of shape {} for input {} of shape {}",
                   n.name(), outs[i].shape(), i, want);
+    // as PyTorch's validate_outputs: a gradient comes back in its input's dtype (a rule that computed in
+    // float32 for a 16-bit input is rounded here, once)
+    const DType want_dtype = n.part() ? n.dtype() : next->dtype();
+    if (outs[i].dtype() != want_dtype) outs[i] = outs[i].to(want_dtype);
     if (anomaly_mode_enabled())
       SACCADE_CHECK(all_finite(outs[i]), "anomaly mode: backward of {} produced a NaN or Inf for input {}",
                     n.name(), i);

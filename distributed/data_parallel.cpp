@@ -102,7 +102,7 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, DataParalle
   r.timeout_s = options.timeout_s > 0 ? options.timeout_s : default_timeout();
   for (const auto& [name, p] : module.named_parameters()) {
     if (!p.requires_grad()) continue;  // frozen: broadcast below, never reduced
-    SACCADE_CHECK(p.device().is_cpu() && is_floating(p.dtype()),
+    SACCADE_CHECK(p.device().is_cpu() && (p.dtype() == DType::Float32 || p.dtype() == DType::Float64),
                   "DistributedDataParallel: parameter {} is {} on {}; the MPI group needs float32/float64 "
                   "CPU tensors (device tensors need a NCCL group: not built)",
                   name, p.dtype(), p.device().str());

@@ -62,8 +62,10 @@ void detail::check_buffer(const Tensor& t, const char* op, bool float_only) {
                 t.device().str());
   SACCADE_CHECK(t.is_contiguous(), "{}: tensor of shape {} is not contiguous", op, t.shape());
   SACCADE_CHECK(t.numel() <= INT_MAX, "{}: {} elements exceed MPI's int count", op, t.numel());
-  SACCADE_CHECK(is_floating(t.dtype()) || (!float_only && t.dtype() == DType::Int64),
-                "{}: dtype {} is not supported ({})", op, t.dtype(),
+  // NOTE: 16-bit tensors are refused, not reduced: MPI has no bfloat16 sum, and summing in 16 bits would
+  // round at every hop. Training keeps f32 master weights (and so f32 gradients) under autocast.
+  SACCADE_CHECK((is_floating(t.dtype()) && !is_half(t.dtype())) || (!float_only && t.dtype() == DType::Int64),
+                "{}: dtype {} is not supported ({}; convert 16-bit tensors to float32 first)", op, t.dtype(),
                 float_only ? "float32, float64" : "float32, float64, int64");
 }
 

@@ -30,60 +30,11 @@ constexpr uint64_t kMaxHeader = 100'000'000;  // as the reference implementation
 const char* const kOptimizerPrefix = "optimizer.";
 const char* const kScalerPrefix = "scaler.";
 
-const char* dtype_code(DType t) {
-  switch (t) {
-    case DType::Float32:
-      return "F32";
-    case DType::Float64:
-      return "F64";
-    case DType::Int64:
-      return "I64";
-    case DType::Bool:
-      return "BOOL";
-  }
-  return "?";
-}
-
-// Position in the reference Dtype enum (BOOL < ... < F32 < F64 < I64): tensors are written in decreasing
-// order.
-int dtype_rank(DType t) {
-  switch (t) {
-    case DType::Bool:
-      return 0;
-    case DType::Float32:
-      return 11;
-    case DType::Float64:
-      return 12;
-    case DType::Int64:
-      return 13;
-  }
-  return 0;
-}
-
-// The half-precision codes PyTorch writes (torch.float16, torch.bfloat16): read and widened to float32.
-enum class Half { None, F16, BF16 };
-
-// IEEE 754 binary16 -> binary32, exactly (every half is a float): subnormals, infinities and NaN included.
-float f16_to_f32(uint16_t h) {
-  const uint32_t sign = uint32_t(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
-  float mag;
-  if (exp == 0)
-    mag = std::ldexp(static_cast<float>(mant), -24);  // zero or subnormal: mant * 2^-24
-  else if (exp == 31)
-    mag = mant ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
-  else
-    mag = std::ldexp(static_cast<float>(mant | 0x400), static_cast<int>(exp) - 25);
-  uint32_t bits = std::bit_cast<uint32_t>(mag) | sign;
-  return std::bit_cast<float>(bits);
-}
-
-// bfloat16 is the top half of a binary32.
-float bf16_to_f32(uint16_t h) { return std::bit_cast<float>(uint32_t(h) << 16); }
-
-bool parse_dtype(const std::string& s, DType& out) {
-  for (DType t : {DType::Float32, DType::Float64, DType::Int64, DType::Bool})
-    if (s == dtype_code(t)) return out = t, true;
-  return false;
+// The supported codes, for error messages: F32, F64, ...
+std::string supported_codes() {
+  std::string out;
+  for (const DTypeInfo& i : kDTypes) out += fmt::format("{}{}", out.empty() ? "" : ", ", i.safetensors);
+  return out;
 }
 
 // Writes all of [p, p + n) to fd; false on error.
@@ -113,7 +64,8 @@ void save_safetensors(const StateDict& tensors, const std::string& path, const M
     items.emplace_back(name, t.to(Device::cpu()).contiguous());
   }
   std::stable_sort(items.begin(), items.end(), [](const auto& a, const auto& b) {
-    int ra = dtype_rank(a.second.dtype()), rb = dtype_rank(b.second.dtype());
+    int ra = dtype_info(a.second.dtype()).safetensors_order,
+        rb = dtype_info(b.second.dtype()).safetensors_order;
     return ra != rb ? ra > rb : a.first < b.first;
   });
 
@@ -127,7 +79,7 @@ void save_safetensors(const StateDict& tensors, const std::string& path, const M
   for (const auto& [name, t] : items) {
     uint64_t nbytes = static_cast<uint64_t>(t.numel()) * t.itemsize();
     ordered_json info = ordered_json::object();
-    info["dtype"] = dtype_code(t.dtype());
+    info["dtype"] = dtype_info(t.dtype()).safetensors;
     info["shape"] = ordered_json::array();
     for (int64_t s : t.shape()) info["shape"].push_back(s);
     info["data_offsets"] = ordered_json::array({offset, offset + nbytes});
@@ -223,8 +175,6 @@ Safetensors load_safetensors(const std::string& path) {
     DType dtype;
     Shape shape;
     uint64_t begin, end;
-    Half half = Half::None;  // F16 / BF16 in the file, float32 in memory
-    uint64_t file_itemsize() const { return half == Half::None ? dtype_size(dtype) : 2; }
   };
   Safetensors out;
   std::vector<Entry> entries;
@@ -242,12 +192,9 @@ Safetensors load_safetensors(const std::string& path) {
       throw fail(fmt::format("tensor '{}' needs an object with dtype, shape and data_offsets", name));
     Entry e{name, DType::Float32, {}, 0, 0};
     const auto& dt = info["dtype"];
-    if (dt == "F16" || dt == "BF16")
-      e.half = dt == "F16" ? Half::F16 : Half::BF16;
-    else if (!dt.is_string() || !parse_dtype(dt.get<std::string>(), e.dtype))
-      throw fail(fmt::format(
-          "tensor '{}' has unsupported dtype {} (saccade reads F32, F64, I64, BOOL, and F16, BF16 as F32)",
-          name, dt.dump()));
+    if (!dt.is_string() || !dtype_from_safetensors(dt.get<std::string>(), e.dtype))
+      throw fail(fmt::format("tensor '{}' has unsupported dtype {} (saccade reads {})", name, dt.dump(),
+                             supported_codes()));
     const auto& sh = info["shape"];
     if (!sh.is_array() || sh.size() > static_cast<size_t>(kMaxDims))
       throw fail(fmt::format("tensor '{}' has an invalid shape {}", name, sh.dump()));
@@ -269,10 +216,10 @@ Safetensors load_safetensors(const std::string& path) {
     if (e.end < e.begin || e.end > size - 8 - n)
       throw fail(fmt::format("tensor '{}' has data_offsets [{}, {}] outside the data buffer of {} bytes",
                              name, e.begin, e.end, size - 8 - n));
-    if (e.end - e.begin != count * e.file_itemsize())
+    if (e.end - e.begin != count * dtype_size(e.dtype))
       throw fail(fmt::format(
           "tensor '{}' of dtype {} and shape {} needs {} bytes, its data_offsets [{}, {}] hold {}", name,
-          dt.get<std::string>(), e.shape, count * e.file_itemsize(), e.begin, e.end, e.end - e.begin));
+          dt.get<std::string>(), e.shape, count * dtype_size(e.dtype), e.begin, e.end, e.end - e.begin));
     entries.push_back(std::move(e));
   }
   std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
@@ -294,15 +241,7 @@ Safetensors load_safetensors(const std::string& path) {
   for (const Entry& e : entries) {
     Tensor t = Tensor::empty(e.shape, e.dtype, Device::cpu(), "load_safetensors");
     f.seekg(static_cast<std::streamoff>(8 + n + e.begin));
-    if (e.half == Half::None) {
-      f.read(static_cast<char*>(t.raw_data()), static_cast<std::streamsize>(e.end - e.begin));
-    } else {  // NOTE: half-precision tensors are widened to float32 (exactly); saving writes them as F32
-      std::vector<uint16_t> raw(static_cast<size_t>(t.numel()));
-      f.read(reinterpret_cast<char*>(raw.data()), static_cast<std::streamsize>(e.end - e.begin));
-      float* p = t.data<float>();
-      for (size_t i = 0; i < raw.size(); ++i)
-        p[i] = e.half == Half::F16 ? f16_to_f32(raw[i]) : bf16_to_f32(raw[i]);
-    }
+    f.read(static_cast<char*>(t.raw_data()), static_cast<std::streamsize>(e.end - e.begin));
     if (!f) throw fail(fmt::format("read error in tensor '{}'", e.name));
     if (e.dtype == DType::Bool) {
       const uint8_t* p = t.data<uint8_t>();

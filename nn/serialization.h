@@ -37,16 +37,18 @@ struct Safetensors {
   Metadata metadata;
 };
 
-/// Writes `tensors` (float32, float64, int64 or bool; any device, any strides) to `path` in the safetensors
-/// format. Atomic: writes `path`.tmp, fsyncs it and renames it over `path`, so `path` is never left half
-/// written. Throws saccade::Error naming the file for an I/O failure, and naming the tensor for an undefined
-/// tensor or the reserved name "__metadata__".
+/// Writes `tensors` (any dtype: float32, float64, int64, bool, bfloat16, float16; any device, any strides) to
+/// `path` in the safetensors format, each as itself (BF16, F16 for the 16-bit ones), byte for byte as
+/// safetensors.torch writes them (tensors sorted by dtype as the reference's enum, then by name). Atomic:
+/// writes `path`.tmp, fsyncs it and renames it over `path`, so `path` is never left half written. Throws
+/// saccade::Error naming the file for an I/O failure, and naming the tensor for an undefined tensor or the
+/// reserved name "__metadata__".
 void save_safetensors(const StateDict& tensors, const std::string& path, const Metadata& metadata = {});
 
 /// Reads a safetensors file, validating everything before returning: the file must be long enough for the
 /// header length and the header; the header must be a JSON object without duplicate keys, with string
-/// metadata and, per tensor, a known dtype (F32, F64, I64, BOOL; F16 and BF16, PyTorch's half precisions,
-/// are widened exactly to float32 on load, so a half-precision checkpoint loads into a float32 model), a
+/// metadata and, per tensor, a known dtype (F32, F64, I64, BOOL, BF16, F16, read as themselves; a 16-bit
+/// checkpoint still loads into a float32 model: load_state_dict converts), a
 /// shape of at most 8 non-negative sizes and offsets [begin, end] with end - begin = the tensor's byte size;
 /// the tensors must tile the data buffer exactly (no overlap, no hole, nothing after); bool bytes must be 0
 /// or 1. Throws saccade::Error naming the file and the problem.

@@ -135,6 +135,12 @@ FlashAttentionForward flash_attention_forward(const Tensor& q, const Tensor& k, 
   const Shape s = attention_scores_shape(q.shape(), k.shape());
   SACCADE_CHECK(!mask.keep.defined() || mask.keep.shape() == s, "{}: keep-mask {} for attention scores {}",
                 op, mask.keep.defined() ? mask.keep.shape() : Shape{}, s);
+  if (is_half(q.dtype())) {  // the readable 16-bit path: float32 inside, out rounded once, lse float32
+    FlashAttentionForward r = flash_attention_forward(q.to(DType::Float32), k.to(DType::Float32),
+                                                      v.to(DType::Float32), mask, scale, dropout);
+    r.out = r.out.to(q.dtype());
+    return r;
+  }
   Tensor q4 = as_4d(q), k4 = as_4d(k), v4 = as_4d(v);
   Tensor out4 = empty_like_4d(q4, v4.size(3));
   Tensor lse = Tensor::empty({q4.size(0), q4.size(1), q4.size(2)}, q.dtype(), q.device());
@@ -152,13 +158,19 @@ FlashAttentionGrads flash_attention_backward(const Tensor& gout, const Tensor& q
   const char* op = "flash_attention_backward";
   check_attention_inputs(op, q, k, v);
   check_dropout(op, dropout);
-  SACCADE_CHECK(gout.defined() && out.defined() && lse.defined() && gout.shape() == out.shape() &&
-                    out.dim() == q.dim() && out.size(-2) == q.size(-2) && out.size(-1) == v.size(-1) &&
-                    lse.numel() * v.size(-1) == out.numel() && gout.dtype() == q.dtype() &&
-                    out.dtype() == q.dtype() && lse.dtype() == q.dtype(),
-                "{}: gout {}, out {} and lse {} do not fit q {} and v {}", op,
-                gout.defined() ? gout.shape() : Shape{}, out.defined() ? out.shape() : Shape{},
-                lse.defined() ? lse.shape() : Shape{}, q.shape(), v.shape());
+  SACCADE_CHECK(
+      gout.defined() && out.defined() && lse.defined() && gout.shape() == out.shape() &&
+          out.dim() == q.dim() && out.size(-2) == q.size(-2) && out.size(-1) == v.size(-1) &&
+          lse.numel() * v.size(-1) == out.numel() && gout.dtype() == q.dtype() && out.dtype() == q.dtype() &&
+          lse.dtype() == (is_half(q.dtype()) ? DType::Float32 : q.dtype()),
+      "{}: gout {}, out {} and lse {} do not fit q {} and v {}", op, gout.defined() ? gout.shape() : Shape{},
+      out.defined() ? out.shape() : Shape{}, lse.defined() ? lse.shape() : Shape{}, q.shape(), v.shape());
+  if (is_half(q.dtype())) {  // float32 inside (see the forward); gradients rounded once to q's dtype
+    const DType f = DType::Float32;
+    FlashAttentionGrads g =
+        flash_attention_backward(gout.to(f), q.to(f), k.to(f), v.to(f), out.to(f), lse, mask, scale, dropout);
+    return {g.gq.to(q.dtype()), g.gk.to(q.dtype()), g.gv.to(q.dtype())};
+  }
   Tensor q4 = as_4d(q), k4 = as_4d(k), v4 = as_4d(v), o4 = as_4d(out), g4 = as_4d(gout);
   Tensor gq4 = empty_like_4d(q4, q4.size(3)), gk4 = empty_like_4d(k4, k4.size(3)),
          gv4 = empty_like_4d(v4, v4.size(3));

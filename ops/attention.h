@@ -40,7 +40,8 @@ AttentionMask attention_mask(const Tensor& valid_lens_or_mask, const Shape& scor
 Tensor attention_keep_mask(const AttentionMask& mask, const Shape& scores_shape, Device device);
 
 /// flash_attention_forward's results: out (B, ..., Tq, Dv) and lse (B, ..., Tq), the per-row
-/// log Σ_j exp(s_ij) of the masked scaled scores (-inf for a row with nothing to attend), q's dtype.
+/// log Σ_j exp(s_ij) of the masked scaled scores (-inf for a row with nothing to attend), q's dtype (float32
+/// for 16-bit q, k, v: computed in float32, out rounded once).
 struct FlashAttentionForward {
   Tensor out, lse;
 };

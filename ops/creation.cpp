@@ -127,6 +127,8 @@ template Tensor from_vector(const std::vector<float>&, const Shape&, Device);
 template Tensor from_vector(const std::vector<double>&, const Shape&, Device);
 template Tensor from_vector(const std::vector<int64_t>&, const Shape&, Device);
 template Tensor from_vector(const std::vector<bool>&, const Shape&, Device);
+template Tensor from_vector(const std::vector<bfloat16>&, const Shape&, Device);
+template Tensor from_vector(const std::vector<float16>&, const Shape&, Device);
 
 Tensor tensor(std::initializer_list<double> values, const Shape& shape, DType dtype, Device device) {
   const int64_t n = checked_numel(shape, "tensor");

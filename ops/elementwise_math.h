@@ -395,4 +395,45 @@ void with_binary_functor(BinaryOp op, Arith&& arith, Test&& test) {
   }
 }
 
+// ---- 16-bit storage ----
+// A functor written for compute_t<T> applied to elements stored as T: the load and the store are the only
+// lines that see the 16-bit type (bfloat16 / float16 widen exactly to float; the store rounds once, to
+// nearest even). For float32, float64 and int64 (T == compute_t<T>) the functor is used as it is.
+
+/// f(x...) computed in compute_t<T>, stored as T (arithmetic).
+template <class T, class F>
+struct StoreAs {
+  F f;
+  template <class... X>
+  SACCADE_HOST_DEVICE T operator()(X... x) const {
+    return static_cast<T>(f(static_cast<compute_t<T>>(x)...));
+  }
+};
+
+/// f(x...) computed in compute_t<T>, its result kept (comparisons: uint8_t 0/1).
+template <class T, class F>
+struct LoadAs {
+  F f;
+  template <class... X>
+  SACCADE_HOST_DEVICE auto operator()(X... x) const {
+    return f(static_cast<compute_t<T>>(x)...);
+  }
+};
+
+/// `f` itself when T is its own compute type, else f wrapped to load and store T.
+template <class T, class F>
+auto store_as(F f) {
+  if constexpr (std::is_same_v<T, compute_t<T>>)
+    return f;
+  else
+    return StoreAs<T, F>{f};
+}
+template <class T, class F>
+auto load_as(F f) {
+  if constexpr (std::is_same_v<T, compute_t<T>>)
+    return f;
+  else
+    return LoadAs<T, F>{f};
+}
+
 }  // namespace saccade::math

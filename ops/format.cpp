@@ -62,14 +62,8 @@ class Formatter {
 
  private:
   std::string raw(Scalar v) const {
-    switch (dtype_) {
-      case DType::Bool:
-        return v.d != 0 ? "True" : "False";
-      case DType::Int64:
-        return fmt::format("{}", v.i);
-      default:
-        break;
-    }
+    if (dtype_ == DType::Bool) return v.d != 0 ? "True" : "False";
+    if (!is_floating(dtype_)) return fmt::format("{}", v.i);  // int64
     if (std::isnan(v.d)) return "nan";
     if (std::isinf(v.d)) return v.d > 0 ? "inf" : "-inf";
     return sci_ ? fmt::format("{:.4e}", v.d) : fmt::format("{:.4f}", v.d);

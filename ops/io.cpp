@@ -18,24 +18,12 @@ namespace {
 constexpr char kMagic[] = "\x93NUMPY";
 constexpr size_t kMagicLen = 6;
 
-std::string_view descr_of(DType t) {
-  switch (t) {
-    case DType::Float32:
-      return "<f4";
-    case DType::Float64:
-      return "<f8";
-    case DType::Int64:
-      return "<i8";
-    case DType::Bool:
-      return "|b1";
-  }
-  return "?";
-}
-
-bool dtype_of_descr(std::string_view d, DType& out) {
-  for (DType t : {DType::Float32, DType::Float64, DType::Int64, DType::Bool})
-    if (d == descr_of(t)) return out = t, true;
-  return false;
+// The supported descrs, for error messages: '<f4', '<f8', ...
+std::string supported_descrs() {
+  std::string out;
+  for (const DTypeInfo& i : kDTypes)
+    if (!i.npy.empty()) out += fmt::format("{}'{}'", out.empty() ? "" : ", ", i.npy);
+  return out;
 }
 
 // The header dict, padded so that magic + version + length + header is a multiple of 64 bytes.
@@ -43,8 +31,8 @@ std::string make_header(const Tensor& t) {
   // (2, 3), but (5,) and ()
   std::string shape = fmt::format("{}", fmt::join(t.shape().begin(), t.shape().end(), ", "));
   if (t.dim() == 1) shape += ',';
-  std::string h =
-      fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': ({}), }}", descr_of(t.dtype()), shape);
+  std::string h = fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': ({}), }}",
+                              dtype_info(t.dtype()).npy, shape);
   size_t total = kMagicLen + 2 + 2 + h.size() + 1;
   h.append((64 - total % 64) % 64, ' ');
   h += '\n';
@@ -125,8 +113,8 @@ Header read_header(std::ifstream& in, const std::string& file, uint64_t file_siz
     p.expect(':');
     if (key == "descr") {
       std::string_view d = p.string();
-      SACCADE_CHECK(dtype_of_descr(d, h.dtype),
-                    "load_npy: {}: unsupported dtype '{}' (supported: '<f4', '<f8', '<i8', '|b1')", file, d);
+      SACCADE_CHECK(dtype_from_npy(d, h.dtype), "load_npy: {}: unsupported dtype '{}' (supported: {})", file,
+                    d, supported_descrs());
       have_descr = true;
     } else if (key == "fortran_order") {
       std::string_view w = p.word();
@@ -163,6 +151,9 @@ Header read_header(std::ifstream& in, const std::string& file, uint64_t file_siz
 
 void save_npy(const Tensor& t, const std::filesystem::path& path) {
   SACCADE_CHECK(t.defined(), "save_npy: {}: got an undefined tensor", path.string());
+  SACCADE_CHECK(!dtype_info(t.dtype()).npy.empty(),
+                "save_npy: {}: numpy has no {} dtype (convert first, e.g. t.to(DType::Float32))",
+                path.string(), t.dtype());
   Tensor c = t.to(Device::cpu()).contiguous();
   std::string header = make_header(c);
   std::filesystem::path tmp = path;

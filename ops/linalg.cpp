@@ -13,7 +13,7 @@ namespace {
 void check_operands(const char* op, const Tensor& a, const Tensor& b) {
   check_same_device(op, {&a, &b});
   SACCADE_CHECK(is_floating(a.dtype()) && a.dtype() == b.dtype(),
-                "{}: expected two float32 or two float64 tensors, got {} (shape {}) and {} (shape {})", op,
+                "{}: expected two floating tensors of one dtype, got {} (shape {}) and {} (shape {})", op,
                 a.dtype(), a.shape(), b.dtype(), b.shape());
 }
 

@@ -15,13 +15,21 @@ namespace {
 
 void check_float(const char* op, const Tensor& t, const char* what = "input") {
   SACCADE_CHECK(t.defined(), "{}: got an undefined {} tensor", op, what);
-  SACCADE_CHECK(is_floating(t.dtype()), "{}: expected a float32 or float64 {}, got {} of shape {}", op, what,
+  SACCADE_CHECK(is_floating(t.dtype()), "{}: expected a floating-point {}, got {} of shape {}", op, what,
                 t.dtype(), t.shape());
 }
+
+// NOTE: the 16-bit (bfloat16, float16) paths of the row kernels below (softmax, layer_norm, dropout) and of
+// flash attention (ops/attention.cpp) are the readable version: they widen the whole inputs to float32 here,
+// run the float32 kernel, and round the result once. Statistics (layer_norm's mean and rstd, attention's lse)
+// stay float32. Kernels that widen tile by tile inside are a follow-up.
+Tensor f32(const Tensor& t) { return t.defined() ? t.to(DType::Float32) : t; }
+Tensor narrow_to(const Tensor& t, DType dt) { return t.defined() ? t.to(dt) : t; }
 
 // Runs the (rows, n) softmax kernel along `dim`: the dim is moved last, the rest flattened into rows.
 Tensor softmax_impl(const Tensor& x, int64_t dim, bool log, const char* op) {
   check_float(op, x);
+  if (is_half(x.dtype())) return softmax_impl(f32(x), dim, log, op).to(x.dtype());
   const int d = normalize_dim(dim, x.dim(), op);
   if (x.dim() == 0)
     return softmax_impl(x.unsqueeze(0), 0, log, op)
@@ -47,6 +55,7 @@ Tensor softmax_backward(const Tensor& y, const Tensor& gy, int64_t dim, bool log
   SACCADE_CHECK(y.shape() == gy.shape() && y.dtype() == gy.dtype(),
                 "{}: output {} ({}) and gradient {} ({}) must have one shape and dtype", op, y.shape(),
                 y.dtype(), gy.shape(), gy.dtype());
+  if (is_half(y.dtype())) return softmax_backward(f32(y), f32(gy), dim, log).to(y.dtype());
   const int d = normalize_dim(dim, y.dim(), op);
   if (y.dim() == 0) return softmax_backward(y.unsqueeze(0), gy.unsqueeze(0), 0, log).squeeze(0);
   const int last = y.dim() - 1;
@@ -147,6 +156,11 @@ LayerNormForward layer_norm_forward(const Tensor& x, const Shape& ns, const Tens
   check_affine(op, x, weight, ns, "weight");
   check_affine(op, x, bias, ns, "bias");
   SACCADE_CHECK(eps >= 0, "{}: eps must be non-negative, got {} (input shape {})", op, eps, x.shape());
+  if (is_half(x.dtype())) {  // mean and rstd stay float32
+    LayerNormForward r = layer_norm_forward(f32(x), ns, f32(weight), f32(bias), eps);
+    r.out = r.out.to(x.dtype());
+    return r;
+  }
   Tensor xc = x.contiguous();
   Shape lead = leading_shape(x, ns);
   LayerNormForward r{Tensor::empty(x.shape(), x.dtype(), x.device()),
@@ -171,10 +185,16 @@ LayerNormGrads layer_norm_backward(const Tensor& gy, const Tensor& x, const Shap
   SACCADE_CHECK(gy.shape() == x.shape() && gy.dtype() == x.dtype(),
                 "{}: gradient {} ({}) must match the input {} ({})", op, gy.shape(), gy.dtype(), x.shape(),
                 x.dtype());
+  const DType stats = is_half(x.dtype()) ? DType::Float32 : x.dtype();  // as layer_norm_forward made them
   SACCADE_CHECK(
-      mean.numel() == rows && rstd.numel() == rows && mean.dtype() == x.dtype() && rstd.dtype() == x.dtype(),
+      mean.numel() == rows && rstd.numel() == rows && mean.dtype() == stats && rstd.dtype() == stats,
       "{}: mean {} and rstd {} must hold one {} value per row ({} rows of input shape {})", op, mean.shape(),
-      rstd.shape(), x.dtype(), rows, x.shape());
+      rstd.shape(), stats, rows, x.shape());
+  if (is_half(x.dtype())) {
+    LayerNormGrads g =
+        layer_norm_backward(f32(gy), f32(x), ns, f32(weight), mean, rstd, weight_grad, bias_grad);
+    return {narrow_to(g.gx, x.dtype()), narrow_to(g.gweight, x.dtype()), narrow_to(g.gbias, x.dtype())};
+  }
   LayerNormGrads r;
   r.gx = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (weight_grad && weight.defined()) r.gweight = Tensor::empty(ns, x.dtype(), x.device());
@@ -240,6 +260,10 @@ DropoutResult dropout(const Tensor& x, double p, bool training, Generator* gen) 
   check_float("dropout", x);
   SACCADE_CHECK(p >= 0 && p < 1, "dropout: p must be in [0, 1), got {} (input shape {})", p, x.shape());
   if (!training || p == 0) return {x, Tensor()};
+  if (is_half(x.dtype())) {  // the same draws as float32's; out rounded once, mask (0 or 1/(1-p)) rounded
+    DropoutResult r = dropout(f32(x), p, training, gen);
+    return {r.out.to(x.dtype()), r.mask.to(x.dtype())};
+  }
   // the mask ops::rand's numbers make: the same counters, so a generator's offset advances as for rand
   Tensor xc = x.contiguous(), out = Tensor::empty(x.shape(), x.dtype(), x.device(), "dropout"),
          mask = Tensor::empty(x.shape(), x.dtype(), x.device(), "dropout");
@@ -277,6 +301,10 @@ CrossEntropyForward cross_entropy_forward(const Tensor& logits, const Tensor& ta
                 logits.shape());
   SACCADE_CHECK(label_smoothing >= 0 && label_smoothing <= 1, "{}: label_smoothing must be in [0, 1], got {}",
                 op, label_smoothing);
+  // 16-bit logits: log-softmax and the loss in float32; the loss (and log_probs, weights) stay float32, as
+  // PyTorch's autocast gives; the gradient is rounded to the logits' dtype by the engine
+  if (is_half(logits.dtype()))
+    return cross_entropy_forward(f32(logits), target, ignore_index, reduction, label_smoothing);
   const int64_t n = logits.shape()[0], c = logits.shape()[1];
   int64_t count = 0;
   for (int64_t t : target.to_vector<int64_t>()) {

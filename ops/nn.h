@@ -17,8 +17,9 @@ enum class Reduction { None, Mean, Sum };
 
 // ---- softmax family ----
 
-/// softmax along `dim`: exp(x_i - max) / Σ_j exp(x_j - max) (as torch.softmax). x: any shape, float32/64;
-/// result: x's shape and dtype. A slice that is all -inf gives zeros (never NaN); a NaN makes its slice NaN.
+/// softmax along `dim`: exp(x_i - max) / Σ_j exp(x_j - max) (as torch.softmax). x: any shape, any floating
+/// dtype (bfloat16 / float16 computed in float32, rounded once); result: x's shape and dtype. A slice that is
+/// all -inf gives zeros (never NaN); a NaN makes its slice NaN.
 Tensor softmax(const Tensor& x, int64_t dim);
 /// log-softmax along `dim`: x_i - max - log Σ_j exp(x_j - max) (as torch.log_softmax). Shapes as softmax;
 /// an all -inf slice gives zeros (the backend's convention).
@@ -48,13 +49,14 @@ Tensor attention_keep_mask(const Tensor& x, const Tensor& valid_lens_or_mask,
 // ---- layer norm ----
 
 /// layer_norm_forward's results: out (x's shape), and per normalised row its mean and rstd = 1/sqrt(var+eps)
-/// (shape: x's leading dims, those before normalized_shape; x's dtype).
+/// (shape: x's leading dims, those before normalized_shape; x's dtype, float32 for a 16-bit x).
 struct LayerNormForward {
   Tensor out, mean, rstd;
 };
 /// Layer normalisation (Ba et al. 2016, eq. 4; as torch.nn.functional.layer_norm) over the trailing dims
 /// `normalized_shape` of x: (x - mean) / sqrt(var + eps) * weight + bias, with the biased variance.
-/// weight, bias: of normalized_shape and x's dtype, or undefined (then 1 and 0). x: float32/64.
+/// weight, bias: of normalized_shape and x's dtype, or undefined (then 1 and 0). x: any floating dtype
+/// (bfloat16 / float16: computed in float32, out rounded once; mean and rstd float32).
 LayerNormForward layer_norm_forward(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                                     const Tensor& bias, double eps = 1e-5);
 /// layer_norm_forward(...).out.
@@ -100,8 +102,9 @@ struct DropoutResult {
 };
 /// Inverted dropout (Srivastava et al. 2014; as torch.nn.functional.dropout): each element is zeroed with
 /// probability p and the others scaled by 1/(1-p), so that E[out] = x. mask holds 0 or 1/(1-p) (x's shape and
-/// dtype). When !training or p == 0: out is x itself and mask is undefined (no random numbers are drawn).
-/// Random numbers come from ops::rand with `gen` (the default generator when null). p must be in [0, 1).
+/// dtype; for a 16-bit x, the float32 draws with out and mask rounded). When !training or p == 0: out is x
+/// itself and mask is undefined (no random numbers are drawn). Random numbers come from ops::rand with `gen`
+/// (the default generator when null). p must be in [0, 1).
 DropoutResult dropout(const Tensor& x, double p, bool training = true, Generator* gen = nullptr);
 
 // ---- losses ----
@@ -117,7 +120,8 @@ struct CrossEntropyForward {
 /// torch.nn.functional.cross_entropy (torch 1.13): loss_i = (1-ε)(-log p_i[t_i]) + ε/C Σ_c (-log p_ic), with
 /// p = softmax(logits) and ε = label_smoothing in [0, 1]. Rows whose target is ignore_index contribute
 /// nothing (the smoothing term included); Mean divides by the number of other rows (NaN when there are
-/// none, as torch). Result: 0-d for Mean/Sum, (N) for None. Throws for a target outside [0, C) that is not
+/// none, as torch). Result: 0-d for Mean/Sum, (N) for None, logits' dtype, except float32 for 16-bit logits
+/// (computed in float32; log_probs and weights float32 too). Throws for a target outside [0, C) that is not
 /// ignore_index.
 CrossEntropyForward cross_entropy_forward(const Tensor& logits, const Tensor& target,
                                           int64_t ignore_index = -100, Reduction reduction = Reduction::Mean,

@@ -92,6 +92,8 @@ Tensor mean(const Tensor& a, const Shape& dims, bool keepdim) {
   SACCADE_CHECK(a.defined() && is_floating(a.dtype()), "mean: expected a float tensor, got {} of shape {}",
                 a.defined() ? dtype_name(a.dtype()) : "undefined", a.shape());
   Shape ds = normalize_dims(dims, a.dim(), "mean");
+  // 16-bit: the sum and the division in float32, one rounding (not one for the sum and one for the quotient)
+  if (is_half(a.dtype())) return mean(a.to(DType::Float32), dims, keepdim).to(a.dtype());
   return div(sum(a, dims, keepdim), static_cast<double>(count(a, ds)));
 }
 Tensor mean(const Tensor& a) { return mean(a, {}, false); }
@@ -145,6 +147,7 @@ Tensor var(const Tensor& a, const Shape& dims, bool unbiased, bool keepdim) {
   SACCADE_CHECK(a.defined() && is_floating(a.dtype()), "var: expected a float tensor, got {} of shape {}",
                 a.defined() ? dtype_name(a.dtype()) : "undefined", a.shape());
   Shape ds = normalize_dims(dims, a.dim(), "var");
+  if (is_half(a.dtype())) return var(a.to(DType::Float32), dims, unbiased, keepdim).to(a.dtype());  // as mean
   int64_t n = count(a, ds);
   Tensor centered = sub(a, mean(a, ds, true));
   Tensor ss = sum(mul(centered, centered), ds, keepdim);
@@ -158,6 +161,7 @@ Tensor logsumexp(const Tensor& a, const Shape& dims, bool keepdim) {
                 "logsumexp: expected a float tensor, got {} of shape {}",
                 a.defined() ? dtype_name(a.dtype()) : "undefined", a.shape());
   Shape ds = normalize_dims(dims, a.dim(), "logsumexp");
+  if (is_half(a.dtype())) return logsumexp(a.to(DType::Float32), dims, keepdim).to(a.dtype());  // as mean
   Shape out_shape = keepdim ? a.shape() : drop_dims(a.shape(), ds);
   if (keepdim)
     for (int64_t d : ds) out_shape[static_cast<int>(d)] = 1;

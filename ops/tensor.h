@@ -151,7 +151,7 @@ std::vector<T> Tensor::to_vector() const {
   check_defined("to_vector");
   Tensor c = to(Device::cpu()).contiguous();
   std::vector<T> out(static_cast<size_t>(c.numel()));
-  dispatch_all(c.dtype_, "to_vector", [&]<class S>() {
+  dispatch_all_and_half(c.dtype_, "to_vector", [&]<class S>() {
     const S* p = c.data<S>();
     for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<T>(p[i]);
   });

@@ -77,22 +77,24 @@ void CpuBackend::unary(UnaryOp op, const Tensor& a, const Tensor& out, double al
     SACCADE_CHECK(op == UnaryOp::LogicalNot, "{}: not defined for bool tensors", unary_op_name(op));
     return unary_loop<uint8_t, uint8_t>(a, out, math::LogicalNot{});
   }
-  const bool defined = dispatch_numeric(a.dtype(), unary_op_name(op).data(), [&]<class T>() {
-    return math::with_unary_functor<T>(op, alpha, [&](auto f) { unary_loop<T, T>(a, out, f); });
+  // 16-bit tensors: load, compute in float (compute_t), store (math::store_as)
+  const bool defined = dispatch_numeric_and_half(a.dtype(), unary_op_name(op).data(), [&]<class T>() {
+    return math::with_unary_functor<compute_t<T>>(
+        op, alpha, [&](auto f) { unary_loop<T, T>(a, out, math::store_as<T>(f)); });
   });
   SACCADE_CHECK(defined, "{}: not defined for {} tensors", unary_op_name(op), a.dtype());
 }
 
 void CpuBackend::binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
-  dispatch_all(a.dtype(), binary_op_name(op).data(), [&]<class T>() {
-    math::with_binary_functor<T>(
-        op, [&](auto f) { binary_loop<T, T>(a, b, out, f); },
-        [&](auto f) { binary_loop<T, uint8_t>(a, b, out, f); });
+  dispatch_all_and_half(a.dtype(), binary_op_name(op).data(), [&]<class T>() {
+    math::with_binary_functor<compute_t<T>>(
+        op, [&](auto f) { binary_loop<T, T>(a, b, out, math::store_as<T>(f)); },
+        [&](auto f) { binary_loop<T, uint8_t>(a, b, out, math::load_as<T>(f)); });
   });
 }
 
 void CpuBackend::where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {
-  dispatch_all(a.dtype(), "where", [&]<class T>() {
+  dispatch_all_and_half(a.dtype(), "where", [&]<class T>() {
     for_each<4>(out.shape(), {&cond, &a, &b, &out}, [](char** p, const int64_t* s, int64_t n) {
       for (int64_t i = 0; i < n; ++i)
         *reinterpret_cast<T*>(p[3] + i * s[3]) =

@@ -36,7 +36,7 @@ void CpuBackend::index_select(const Tensor& a, const Tensor& index, const Tensor
   const int64_t m = index.numel();
   const int64_t n = outer * inner > 0 ? a.numel() / (outer * inner) : 0;
   const int64_t* ix = index.data<int64_t>();
-  dispatch_all(a.dtype(), "index_select", [&]<class T>() {
+  dispatch_all_and_half(a.dtype(), "index_select", [&]<class T>() {
     const T* x = a.data<T>();
     T* y = out.data<T>();
     // each (o, j) writes its own output row: safe to parallelise
@@ -74,7 +74,7 @@ void CpuBackend::gather(const Tensor& a, const Tensor& index, const Tensor& out,
   const int64_t m = outer * inner > 0 ? out.numel() / (outer * inner) : 0;
   const int64_t n = outer * inner > 0 ? a.numel() / (outer * inner) : 0;
   const int64_t* ix = index.data<int64_t>();
-  dispatch_all(a.dtype(), "gather", [&]<class T>() {
+  dispatch_all_and_half(a.dtype(), "gather", [&]<class T>() {
     const T* x = a.data<T>();
     T* y = out.data<T>();
     parallel_for(outer * m, inner, [&](int64_t oj) {

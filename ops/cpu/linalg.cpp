@@ -1,4 +1,5 @@
-// CPU GEMM through OpenBLAS. a: (B, M, K), b: (B, K, N), out: (B, M, N) contiguous.
+// CPU GEMM through OpenBLAS. a: (B, M, K), b: (B, K, N), out: (B, M, N) contiguous. bfloat16 / float16
+// go through gemm_half (gemm_half.h: float32 inside), split across threads the same way.
 // a and b are passed with their strides: row-major matrices as CblasNoTrans with ld = stride(-2),
 // column-major ones (transposed views such as w.t()) as CblasTrans with ld = stride(-1); ops/linalg.cpp
 // copied any other.
@@ -17,6 +18,7 @@
 
 #include "ops/cpu/backend.h"
 #include "ops/cpu/blas_check.h"
+#include "ops/cpu/gemm_half.h"
 #include "ops/cpu/thread_pool.h"
 
 namespace saccade::cpu {
@@ -37,6 +39,15 @@ void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t 
               static_cast<int>(lda), b, static_cast<int>(ldb), 0.0, c, static_cast<int>(ldc));
 }
 
+// bfloat16 and float16: float32 inside, one rounding per output (gemm_half.h)
+template <class T>
+requires(std::is_same_v<T, bfloat16> ||
+         std::is_same_v<T, float16>) void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n,
+                                               int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb,
+                                               T* c, int64_t ldc) {
+  gemm_half(ta == CblasTrans, tb == CblasTrans, m, n, k, a, lda, b, ldb, c, ldc);
+}
+
 }  // namespace
 
 void CpuBackend::bmm(const Tensor& a, const Tensor& b, const Tensor& out) {
@@ -45,7 +56,7 @@ void CpuBackend::bmm(const Tensor& a, const Tensor& b, const Tensor& out) {
   const int64_t batch = out.size(0), m = out.size(1), n = out.size(2), k = a.size(2);
   const int64_t sa = a.size(0) == 1 ? 0 : a.stride(0), sb = b.size(0) == 1 ? 0 : b.stride(0);
   const CBLAS_TRANSPOSE ta = la.trans ? CblasTrans : CblasNoTrans, tb = lb.trans ? CblasTrans : CblasNoTrans;
-  dispatch_floating(a.dtype(), "bmm", [&]<class T>() {
+  dispatch_floating_and_half(a.dtype(), "bmm", [&]<class T>() {
     const T* pa = a.data<T>();
     const T* pb = b.data<T>();
     T* pc = out.data<T>();

@@ -9,6 +9,7 @@
 #include "ops/caching_allocator.h"
 #include "ops/cpu/backend.h"
 #include "ops/cpu/loop.h"
+#include "ops/cpu/simd.h"
 
 namespace saccade {
 
@@ -78,9 +79,20 @@ void CpuBackend::copy(const Tensor& src, const Tensor& dst) {
     std::memcpy(dst.raw_data(), src.raw_data(), src.numel() * src.itemsize());
     return;
   }
-  dispatch_all(src.dtype(), "copy", [&]<class S>() {
-    dispatch_all(dst.dtype(), "copy", [&]<class D>() {
+  // 16-bit values convert through float (exact when widening; one rounding to nearest even when narrowing)
+  dispatch_all_and_half(src.dtype(), "copy", [&]<class S>() {
+    dispatch_all_and_half(dst.dtype(), "copy", [&]<class D>() {
       for_each<2>(dst.shape(), {&src, &dst}, [](char** p, const int64_t* s, int64_t n) {
+        if constexpr (!std::is_same_v<D, uint8_t>) {
+          if (s[0] == sizeof(S) && s[1] == sizeof(D)) {  // contiguous runs: vectorised (the 16-bit casts)
+            const S* x = reinterpret_cast<const S*>(p[0]);
+            D* y = reinterpret_cast<D*>(p[1]);
+            with_isa([&] {
+              for (int64_t i = 0; i < n; ++i) y[i] = static_cast<D>(x[i]);
+            });
+            return;
+          }
+        }
         for (int64_t i = 0; i < n; ++i) {
           S v = *reinterpret_cast<const S*>(p[0] + i * s[0]);
           if constexpr (std::is_same_v<D, uint8_t>) {
@@ -95,7 +107,7 @@ void CpuBackend::copy(const Tensor& src, const Tensor& dst) {
 }
 
 void CpuBackend::fill(const Tensor& out, double value) {
-  dispatch_all(out.dtype(), "fill", [&]<class T>() {
+  dispatch_all_and_half(out.dtype(), "fill", [&]<class T>() {
     const T v = static_cast<T>(value);
     for_each<1>(out.shape(), {&out}, [v](char** p, const int64_t* s, int64_t n) {
       for (int64_t i = 0; i < n; ++i) *reinterpret_cast<T*>(p[0] + i * s[0]) = v;

@@ -16,9 +16,6 @@
 
 namespace saccade::cpu {
 
-template <class T>
-using Acc = std::conditional_t<std::is_same_v<T, float>, double, T>;
-
 // e^x for x <= 0 (x - max of a row, a log-probability; NaN gives 0, and the row's sum then NaN): float takes
 // the vectorisable math::exp_nonpositive (libm's expf is a call per element), double libm's exp.
 template <class T>
@@ -51,7 +48,7 @@ void CpuBackend::softmax(const Tensor& x, const Tensor& out, bool log) {
           return;
         }
         if (nan) m = std::numeric_limits<T>::quiet_NaN();  // NaN propagates to the whole row, as in PyTorch
-        Acc<T> s = 0;
+        acc_t<T> s = 0;
         if (log) {
 #pragma omp simd reduction(+ : s)
           for (int64_t i = 0; i < n; ++i) s += exp_nonpositive(xr[i] - m);
@@ -63,7 +60,7 @@ void CpuBackend::softmax(const Tensor& x, const Tensor& out, bool log) {
           const T shift = m + static_cast<T>(std::log(s));
           for (int64_t i = 0; i < n; ++i) yr[i] = xr[i] - shift;
         } else {
-          const T inv = static_cast<T>(Acc<T>(1) / s);
+          const T inv = static_cast<T>(acc_t<T>(1) / s);
           for (int64_t i = 0; i < n; ++i) yr[i] *= inv;
         }
       });
@@ -85,7 +82,7 @@ void CpuBackend::softmax_backward(const Tensor& y, const Tensor& gy, const Tenso
         const T* yr = py + r * n;
         const T* gr = pg + r * n;
         T* out = pgx + r * n;
-        Acc<T> dot = 0;
+        acc_t<T> dot = 0;
         if (log) {
 #pragma omp simd reduction(+ : dot)
           for (int64_t i = 0; i < n; ++i) dot += gr[i];
@@ -93,7 +90,7 @@ void CpuBackend::softmax_backward(const Tensor& y, const Tensor& gy, const Tenso
           for (int64_t i = 0; i < n; ++i) out[i] = gr[i] - exp_nonpositive(yr[i]) * d;
         } else {
 #pragma omp simd reduction(+ : dot)
-          for (int64_t i = 0; i < n; ++i) dot += Acc<T>(gr[i]) * yr[i];
+          for (int64_t i = 0; i < n; ++i) dot += acc_t<T>(gr[i]) * yr[i];
           const T d = static_cast<T>(dot);
           for (int64_t i = 0; i < n; ++i) out[i] = yr[i] * (gr[i] - d);
         }
@@ -169,15 +166,15 @@ void CpuBackend::layer_norm_backward(const Tensor& gy, const Tensor& x, const Te
           const T* xr = px + r * n;
           T* out = pgx + r * n;
           const T m = pm[r], rs = pr[r];
-          Acc<T> sg = 0, sgx = 0;
+          acc_t<T> sg = 0, sgx = 0;
 #pragma omp simd reduction(+ : sg, sgx)
           for (int64_t i = 0; i < n; ++i) {
             const T gh = w ? gr[i] * w[i] : gr[i];
             sg += gh;
-            sgx += Acc<T>(gh) * ((xr[i] - m) * rs);
+            sgx += acc_t<T>(gh) * ((xr[i] - m) * rs);
           }
-          const T mg = static_cast<T>(sg / static_cast<Acc<T>>(n)),
-                  mgx = static_cast<T>(sgx / static_cast<Acc<T>>(n));
+          const T mg = static_cast<T>(sg / static_cast<acc_t<T>>(n)),
+                  mgx = static_cast<T>(sgx / static_cast<acc_t<T>>(n));
           for (int64_t i = 0; i < n; ++i) {
             const T gh = w ? gr[i] * w[i] : gr[i];
             out[i] = rs * (gh - mg - (xr[i] - m) * rs * mgx);
@@ -193,13 +190,13 @@ void CpuBackend::layer_norm_backward(const Tensor& gy, const Tensor& x, const Te
     const int64_t blocks = (n + kBlock - 1) / kBlock;
     parallel_for(blocks, rows * kBlock, [&](int64_t blk) {
       const int64_t c0 = blk * kBlock, c1 = std::min(n, c0 + kBlock), nc = c1 - c0;
-      std::vector<Acc<T>> aw(pgw ? nc : 0, Acc<T>(0)), ab(pgb ? nc : 0, Acc<T>(0));
+      std::vector<acc_t<T>> aw(pgw ? nc : 0, acc_t<T>(0)), ab(pgb ? nc : 0, acc_t<T>(0));
       for (int64_t r = 0; r < rows; ++r) {
         const T* gr = pg + r * n + c0;
         const T* xr = px + r * n + c0;
         const T m = pm[r], rs = pr[r];
         if (pgw)
-          for (int64_t i = 0; i < nc; ++i) aw[i] += Acc<T>(gr[i]) * ((xr[i] - m) * rs);
+          for (int64_t i = 0; i < nc; ++i) aw[i] += acc_t<T>(gr[i]) * ((xr[i] - m) * rs);
         if (pgb)
           for (int64_t i = 0; i < nc; ++i) ab[i] += gr[i];
       }

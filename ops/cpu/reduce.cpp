@@ -59,9 +59,11 @@ void reduce_loop(const T* x, T* y, int64_t outer, int64_t k, int64_t inner, Acc 
 
 template <class T>
 void reduce_typed(ReduceOp op, const Tensor& a, const Tensor& out, int64_t outer, int64_t k, int64_t inner) {
-  // float32 sums and products accumulate in double: long rows stay accurate. max / min are exact in T.
-  using Acc = std::conditional_t<std::is_same_v<T, float>, double, T>;
-  using Lim = std::numeric_limits<T>;
+  // float32 sums and products accumulate in double: long rows stay accurate; 16-bit ones in float (acc_t),
+  // rounded to 16 bits once, on the store. max / min are exact in compute_t<T> (T itself, or float).
+  using Acc = acc_t<T>;
+  using C = compute_t<T>;
+  using Lim = std::numeric_limits<C>;
   const T* x = a.data<T>();
   T* y = out.data<T>();
   switch (op) {
@@ -72,11 +74,11 @@ void reduce_typed(ReduceOp op, const Tensor& a, const Tensor& out, int64_t outer
     // NaN propagates: once the running max is NaN it stays (v > NaN is false), and a NaN v replaces it.
     // (| rather than ||: a branch-free select vectorises)
     case ReduceOp::Max:
-      return reduce_loop<T, T>(x, y, outer, k, inner, Lim::has_infinity ? -Lim::infinity() : Lim::lowest(),
-                               [](T m, T v) { return ((v > m) | (v != v)) ? v : m; });
+      return reduce_loop<T, C>(x, y, outer, k, inner, Lim::has_infinity ? -Lim::infinity() : Lim::lowest(),
+                               [](C m, C v) { return ((v > m) | (v != v)) ? v : m; });
     case ReduceOp::Min:
-      return reduce_loop<T, T>(x, y, outer, k, inner, Lim::has_infinity ? Lim::infinity() : Lim::max(),
-                               [](T m, T v) { return ((v < m) | (v != v)) ? v : m; });
+      return reduce_loop<T, C>(x, y, outer, k, inner, Lim::has_infinity ? Lim::infinity() : Lim::max(),
+                               [](C m, C v) { return ((v < m) | (v != v)) ? v : m; });
   }
 }
 
@@ -84,12 +86,13 @@ void reduce_typed(ReduceOp op, const Tensor& a, const Tensor& out, int64_t outer
 
 void CpuBackend::reduce(ReduceOp op, const Tensor& a, const Tensor& out, int64_t outer, int64_t k,
                         int64_t inner) {
-  dispatch_all(a.dtype(), "reduce", [&]<class T>() { reduce_typed<T>(op, a, out, outer, k, inner); });
+  dispatch_all_and_half(a.dtype(), "reduce",
+                        [&]<class T>() { reduce_typed<T>(op, a, out, outer, k, inner); });
 }
 
 void CpuBackend::arg_reduce(ReduceOp op, const Tensor& a, const Tensor& values, const Tensor& indices,
                             int64_t outer, int64_t k, int64_t inner) {
-  dispatch_all(a.dtype(), "arg_reduce", [&]<class T>() {
+  dispatch_all_and_half(a.dtype(), "arg_reduce", [&]<class T>() {
     const T* x = a.data<T>();
     T* v = values.data<T>();
     int64_t* ix = indices.data<int64_t>();
@@ -97,13 +100,13 @@ void CpuBackend::arg_reduce(ReduceOp op, const Tensor& a, const Tensor& values, 
     parallel_for(outer * inner, k, [&](int64_t oi) {
       int64_t o = oi / inner, i = oi % inner;
       const T* src = x + o * k * inner + i;
-      T best = src[0];
+      compute_t<T> best = src[0];
       int64_t arg = 0;
       for (int64_t j = 1; j < k && best == best; ++j) {
-        T c = src[j * inner];
+        const compute_t<T> c = src[j * inner];
         if (c != c || (is_max ? c > best : c < best)) best = c, arg = j;
       }
-      v[oi] = best;
+      v[oi] = static_cast<T>(best);
       ix[oi] = arg;
     });
   });

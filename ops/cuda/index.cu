@@ -64,7 +64,7 @@ void CudaBackend::index_select(const Tensor& a, const Tensor& index, const Tenso
   const int64_t m = index.numel(), total = out.numel();
   if (total == 0) return;
   const int64_t n = a.numel() / (outer * inner);
-  dispatch_all(a.dtype(), "index_select", [&]<class T>() {
+  dispatch_all_and_half(a.dtype(), "index_select", [&]<class T>() {
     index_select_kernel<T><<<blocks_for(total), kThreads, 0, stream()>>>(a.data<T>(), index.data<int64_t>(),
                                                                          out.data<T>(), total, n, m, inner);
     SACCADE_CUDA_CHECK_LAUNCH("index_select");
@@ -88,7 +88,7 @@ void CudaBackend::gather(const Tensor& a, const Tensor& index, const Tensor& out
   const int64_t total = out.numel();
   if (total == 0) return;
   const int64_t m = total / (outer * inner), n = a.numel() / (outer * inner);
-  dispatch_all(a.dtype(), "gather", [&]<class T>() {
+  dispatch_all_and_half(a.dtype(), "gather", [&]<class T>() {
     gather_kernel<T><<<blocks_for(total), kThreads, 0, stream()>>>(a.data<T>(), index.data<int64_t>(),
                                                                    out.data<T>(), total, n, m, inner);
     SACCADE_CUDA_CHECK_LAUNCH("gather");

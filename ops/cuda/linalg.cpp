@@ -9,7 +9,9 @@
 //
 // Precision: float32 uses CUBLAS_COMPUTE_32F (exact float32 products, as on the CPU) unless
 // cuda::set_allow_tf32(true) (ops/cuda/api.h), then CUBLAS_COMPUTE_32F_FAST_TF32 (tensor cores, 10-bit
-// mantissa inputs); float64 uses CUBLAS_COMPUTE_64F.
+// mantissa inputs); float64 uses CUBLAS_COMPUTE_64F. bfloat16 and float16 (CUDA_R_16BF / CUDA_R_16F in and
+// out) use CUBLAS_COMPUTE_32F: tensor cores multiply the 16-bit inputs exactly and accumulate in float32,
+// and the result is rounded to 16 bits once, on the store (alpha and beta are then floats).
 #include <limits>
 
 #include "ops/cuda/api.h"
@@ -17,6 +19,33 @@
 #include "ops/cuda/error.h"
 
 namespace saccade::cuda {
+
+namespace {
+
+// The cuBLAS element and compute types of a dtype, and whether alpha and beta are doubles.
+struct GemmTypes {
+  cudaDataType_t type;
+  cublasComputeType_t compute;
+  bool double_scalars;
+};
+
+GemmTypes gemm_types(DType t) {
+  switch (t) {
+    case DType::Float32:
+      return {CUDA_R_32F, allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, false};
+    case DType::Float64:
+      return {CUDA_R_64F, CUBLAS_COMPUTE_64F, true};
+    case DType::BFloat16:
+      return {CUDA_R_16BF, CUBLAS_COMPUTE_32F, false};
+    case DType::Float16:
+      return {CUDA_R_16F, CUBLAS_COMPUTE_32F, false};
+    default:
+      break;
+  }
+  throw Error(fmt::format("bmm: expected a floating-point tensor, got {}", t));
+}
+
+}  // namespace
 
 void CudaBackend::bmm(const Tensor& a, const Tensor& b, const Tensor& out) {
   const MatrixLayout la = matrix_layout(a), lb = matrix_layout(b);
@@ -31,24 +60,19 @@ void CudaBackend::bmm(const Tensor& a, const Tensor& b, const Tensor& out) {
   SACCADE_CHECK(m <= kInt && n <= kInt && k <= kInt && batch <= kInt && la.ld <= kInt && lb.ld <= kInt,
                 "bmm: sizes ({}, {}, {}) x ({}, {}, {}) exceed cuBLAS's 32-bit dimensions", batch, m, k,
                 b.size(0), k, n);
-  const bool f32 = a.dtype() == DType::Float32;
-  SACCADE_CHECK(f32 || a.dtype() == DType::Float64, "bmm: expected a float32 or float64 tensor, got {}",
-                a.dtype());
-  const cudaDataType_t type = f32 ? CUDA_R_32F : CUDA_R_64F;
-  const cublasComputeType_t compute =
-      f32 ? (allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F) : CUBLAS_COMPUTE_64F;
+  const GemmTypes g = gemm_types(a.dtype());
   const float one_f = 1.0f, zero_f = 0.0f;
   const double one_d = 1.0, zero_d = 0.0;
-  const void* alpha = f32 ? static_cast<const void*>(&one_f) : &one_d;
-  const void* beta = f32 ? static_cast<const void*>(&zero_f) : &zero_d;
+  const void* alpha = g.double_scalars ? static_cast<const void*>(&one_d) : &one_f;
+  const void* beta = g.double_scalars ? static_cast<const void*>(&zero_d) : &zero_f;
   // column-major: outᵀ (N, M) = op(b) (N, K) · op(a) (K, M)
   SACCADE_CUBLAS_CHECK(
-      "bmm",
-      cublasGemmStridedBatchedEx(
-          cublas("bmm"), lb.trans ? CUBLAS_OP_T : CUBLAS_OP_N, la.trans ? CUBLAS_OP_T : CUBLAS_OP_N,
-          static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), alpha, b.raw_data(), type,
-          static_cast<int>(lb.ld), sb, a.raw_data(), type, static_cast<int>(la.ld), sa, beta, out.raw_data(),
-          type, static_cast<int>(n), m * n, static_cast<int>(batch), compute, CUBLAS_GEMM_DEFAULT));
+      "bmm", cublasGemmStridedBatchedEx(
+                 cublas("bmm"), lb.trans ? CUBLAS_OP_T : CUBLAS_OP_N, la.trans ? CUBLAS_OP_T : CUBLAS_OP_N,
+                 static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), alpha, b.raw_data(), g.type,
+                 static_cast<int>(lb.ld), sb, a.raw_data(), g.type, static_cast<int>(la.ld), sa, beta,
+                 out.raw_data(), g.type, static_cast<int>(n), m * n, static_cast<int>(batch), g.compute,
+                 CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace saccade::cuda

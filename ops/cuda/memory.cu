@@ -44,16 +44,17 @@ void CudaBackend::copy(const Tensor& src, const Tensor& dst) {
     return;
   }
   const Tensor* ts[2] = {&src, &dst};
-  dispatch_all(src.dtype(), "copy", [&]<class S>() {
-    dispatch_all(dst.dtype(), "copy",
-                 [&]<class D>() { for_each<2>("copy", dst.shape(), ts, CastCopy<S, D>{}); });
+  dispatch_all_and_half(src.dtype(), "copy", [&]<class S>() {
+    dispatch_all_and_half(dst.dtype(), "copy",
+                          [&]<class D>() { for_each<2>("copy", dst.shape(), ts, CastCopy<S, D>{}); });
   });
 }
 
 void CudaBackend::fill(const Tensor& out, double value) {
   const Tensor* ts[1] = {&out};
-  dispatch_all(out.dtype(), "fill",
-               [&]<class T>() { for_each<1>("fill", out.shape(), ts, Fill<T>{static_cast<T>(value)}); });
+  dispatch_all_and_half(out.dtype(), "fill", [&]<class T>() {
+    for_each<1>("fill", out.shape(), ts, Fill<T>{static_cast<T>(value)});
+  });
 }
 
 void CudaBackend::arange(const Tensor& out, double start, double step) {

@@ -15,9 +15,6 @@ namespace saccade::cuda {
 namespace {
 
 template <class T>
-using Acc = std::conditional_t<std::is_same_v<T, float>, double, T>;
-
-template <class T>
 struct Max {  // NaN wins, as in the CPU's row max
   __device__ T operator()(T a, T b) const { return (b > a || b != b) ? b : a; }
 };
@@ -36,14 +33,14 @@ __global__ void softmax_kernel(const T* x, T* y, int64_t rows, int64_t n, bool l
       for (int64_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] = T(0);
       continue;
     }
-    Acc<T> s = 0;
+    acc_t<T> s = 0;
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += exp(xr[i] - m);
-    s = block_reduce(s, Plus<Acc<T>>{}, Acc<T>(0));
+    s = block_reduce(s, Plus<acc_t<T>>{}, acc_t<T>(0));
     if (log) {
       const T shift = m + static_cast<T>(::log(s));
       for (int64_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] = xr[i] - shift;
     } else {
-      const T inv = static_cast<T>(Acc<T>(1) / s);
+      const T inv = static_cast<T>(acc_t<T>(1) / s);
       for (int64_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] = exp(xr[i] - m) * inv;
     }
   }
@@ -57,9 +54,10 @@ __global__ void softmax_backward_kernel(const T* y, const T* gy, T* gx, int64_t 
     const T* yr = y + r * n;
     const T* gr = gy + r * n;
     T* out = gx + r * n;
-    Acc<T> dot = 0;
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) dot += log ? Acc<T>(gr[i]) : Acc<T>(gr[i]) * yr[i];
-    const T d = static_cast<T>(block_reduce(dot, Plus<Acc<T>>{}, Acc<T>(0)));
+    acc_t<T> dot = 0;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+      dot += log ? acc_t<T>(gr[i]) : acc_t<T>(gr[i]) * yr[i];
+    const T d = static_cast<T>(block_reduce(dot, Plus<acc_t<T>>{}, acc_t<T>(0)));
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
       out[i] = log ? gr[i] - exp(yr[i]) * d : yr[i] * (gr[i] - d);
   }
@@ -100,16 +98,16 @@ __global__ void layer_norm_backward_gx_kernel(const T* gy, const T* x, const T* 
     const T* xr = x + r * n;
     T* out = gx + r * n;
     const T m = mean[r], rs = rstd[r];
-    Acc<T> sg = 0, sgx = 0;
+    acc_t<T> sg = 0, sgx = 0;
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
       const T gh = w ? gr[i] * w[i] : gr[i];
       sg += gh;
-      sgx += Acc<T>(gh) * ((xr[i] - m) * rs);
+      sgx += acc_t<T>(gh) * ((xr[i] - m) * rs);
     }
-    sg = block_reduce(sg, Plus<Acc<T>>{}, Acc<T>(0));
-    sgx = block_reduce(sgx, Plus<Acc<T>>{}, Acc<T>(0));
-    const T mg = static_cast<T>(sg / static_cast<Acc<T>>(n)),
-            mgx = static_cast<T>(sgx / static_cast<Acc<T>>(n));
+    sg = block_reduce(sg, Plus<acc_t<T>>{}, acc_t<T>(0));
+    sgx = block_reduce(sgx, Plus<acc_t<T>>{}, acc_t<T>(0));
+    const T mg = static_cast<T>(sg / static_cast<acc_t<T>>(n)),
+            mgx = static_cast<T>(sgx / static_cast<acc_t<T>>(n));
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
       const T gh = w ? gr[i] * w[i] : gr[i];
       out[i] = rs * (gh - mg - (xr[i] - m) * rs * mgx);
@@ -122,10 +120,10 @@ template <class T>
 __global__ void layer_norm_backward_gwb_kernel(const T* gy, const T* x, const T* mean, const T* rstd, T* gw,
                                                T* gb, int64_t rows, int64_t n) {
   for (int64_t c = first_index(); c < n; c += grid_stride()) {
-    Acc<T> aw = 0, ab = 0;
+    acc_t<T> aw = 0, ab = 0;
     for (int64_t r = 0; r < rows; ++r) {
       const T g = gy[r * n + c];
-      aw += Acc<T>(g) * ((x[r * n + c] - mean[r]) * rstd[r]);
+      aw += acc_t<T>(g) * ((x[r * n + c] - mean[r]) * rstd[r]);
       ab += g;
     }
     if (gw) gw[c] = static_cast<T>(aw);

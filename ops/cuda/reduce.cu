@@ -118,19 +118,20 @@ void reduce_launch(const Tensor& a, const Tensor& out, int64_t outer, int64_t k,
 
 template <class T>
 void reduce_typed(ReduceOp op, const Tensor& a, const Tensor& out, int64_t outer, int64_t k, int64_t inner) {
-  using Acc = std::conditional_t<std::is_same_v<T, float>, double, T>;
-  using Lim = std::numeric_limits<T>;
+  using Acc = acc_t<T>;  // never 16 bits: bfloat16 / float16 sum in float, rounded once on the store
+  using C = compute_t<T>;
+  using Lim = std::numeric_limits<C>;
   switch (op) {
     case ReduceOp::Sum:
       return reduce_launch<T, Acc>(a, out, outer, k, inner, Acc(0), Plus<Acc>{});
     case ReduceOp::Prod:
       return reduce_launch<T, Acc>(a, out, outer, k, inner, Acc(1), ProdOp<Acc>{});
     case ReduceOp::Max:
-      return reduce_launch<T, T>(a, out, outer, k, inner,
-                                 Lim::has_infinity ? -Lim::infinity() : Lim::lowest(), MaxOp<T>{});
+      return reduce_launch<T, C>(a, out, outer, k, inner,
+                                 Lim::has_infinity ? -Lim::infinity() : Lim::lowest(), MaxOp<C>{});
     case ReduceOp::Min:
-      return reduce_launch<T, T>(a, out, outer, k, inner, Lim::has_infinity ? Lim::infinity() : Lim::max(),
-                                 MinOp<T>{});
+      return reduce_launch<T, C>(a, out, outer, k, inner, Lim::has_infinity ? Lim::infinity() : Lim::max(),
+                                 MinOp<C>{});
   }
 }
 
@@ -141,13 +142,13 @@ __global__ void arg_reduce_kernel(const T* x, T* values, int64_t* indices, int64
   for (int64_t oi = first_index(); oi < outer * inner; oi += grid_stride()) {
     const int64_t o = oi / inner, i = oi % inner;
     const T* src = x + o * k * inner + i;
-    T best = src[0];
+    compute_t<T> best = src[0];
     int64_t arg = 0;
     for (int64_t j = 1; j < k && best == best; ++j) {  // stops at the first NaN: NaN wins
-      const T c = src[j * inner];
+      const compute_t<T> c = src[j * inner];
       if (c != c || (is_max ? c > best : c < best)) best = c, arg = j;
     }
-    values[oi] = best;
+    values[oi] = static_cast<T>(best);
     indices[oi] = arg;
   }
 }
@@ -185,17 +186,19 @@ __device__ ArgBest<T> shfl_xor(ArgBest<T> v, int offset) {
 template <class T>
 __global__ void arg_reduce_rows_kernel(const T* x, T* values, int64_t* indices, int64_t rows, int64_t k,
                                        bool is_max) {
-  const ArgBetter<T> better{is_max};
+  using C = compute_t<T>;  // 16-bit values compared as floats
+  const ArgBetter<C> better{is_max};
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* row = x + r * k;
     // each thread: the best of its slice j = tid, tid + blockDim, ... (in order, as the CPU's scan); a
     // thread with no element starts from element 0, which every row has (k >= 1). Element 0 is also the
     // block reduction's filler: combining with a real candidate never changes the best.
-    const ArgBest<T> first{row[0], 0};
-    ArgBest<T> best = first;
-    for (int64_t j = threadIdx.x; j < k; j += blockDim.x) best = better(best, ArgBest<T>{row[j], j});
+    const ArgBest<C> first{static_cast<C>(row[0]), 0};
+    ArgBest<C> best = first;
+    for (int64_t j = threadIdx.x; j < k; j += blockDim.x)
+      best = better(best, ArgBest<C>{static_cast<C>(row[j]), j});
     best = block_reduce(best, better, first);
-    if (threadIdx.x == 0) values[r] = best.value, indices[r] = best.index;
+    if (threadIdx.x == 0) values[r] = static_cast<T>(best.value), indices[r] = best.index;
   }
 }
 
@@ -203,13 +206,14 @@ __global__ void arg_reduce_rows_kernel(const T* x, T* values, int64_t* indices, 
 
 void CudaBackend::reduce(ReduceOp op, const Tensor& a, const Tensor& out, int64_t outer, int64_t k,
                          int64_t inner) {
-  dispatch_all(a.dtype(), "reduce", [&]<class T>() { reduce_typed<T>(op, a, out, outer, k, inner); });
+  dispatch_all_and_half(a.dtype(), "reduce",
+                        [&]<class T>() { reduce_typed<T>(op, a, out, outer, k, inner); });
 }
 
 void CudaBackend::arg_reduce(ReduceOp op, const Tensor& a, const Tensor& values, const Tensor& indices,
                              int64_t outer, int64_t k, int64_t inner) {
   if (outer * inner == 0) return;
-  dispatch_all(a.dtype(), "arg_reduce", [&]<class T>() {
+  dispatch_all_and_half(a.dtype(), "arg_reduce", [&]<class T>() {
     const bool is_max = op == ReduceOp::Max;
     if (!readable_reductions() && arg_reduce_by_rows(k, inner))
       arg_reduce_rows_kernel<T><<<blocks_for(outer, 1), kThreads, 0, stream()>>>(

@@ -237,6 +237,12 @@ TEST_CASE("ddp: bad input is reported, not crashed on", "[ddp]") {
                     Catch::Contains("bucket_cap_mb"));
   Tensor ints = ops::zeros({3}, DType::Int64);
   CHECK_THROWS_WITH(dist::world().allreduce_sum(ints), Catch::Contains("allreduce"));
+  // 16-bit tensors are refused by name, not summed in 16 bits (autocast keeps float32 gradients)
+  Tensor half = ops::zeros({3}, DType::BFloat16);
+  CHECK_THROWS_WITH(dist::world().allreduce_sum(half), Catch::Contains("bfloat16"));
+  Net half_net(1);
+  half_net.to(DType::Float16);
+  CHECK_THROWS_WITH(dist::DistributedDataParallel(half_net), Catch::Contains("float16"));
   Tensor strided = ops::zeros({4, 4}).t();
   CHECK_THROWS_WITH(dist::world().broadcast(strided, 0), Catch::Contains("contiguous"));
   CHECK_THROWS_WITH(dist::shard_range(10, 3, 2), Catch::Contains("shard_range"));

@@ -1,0 +1,197 @@
+// The 16-bit kernels (bfloat16, float16) against their float32 twins. The twin runs on the 16-bit inputs
+// widened to float32 (exact), so the only difference allowed is the rounding of the result to 16 bits: half
+// an ulp, 2^-9 relative for bfloat16 (8 significant bits) and 2^-12 for float16 (11 bits). The bounds below
+// are one ulp (2^-8, 2^-11 relative), leaving room for a float32 result that itself differs in its last bits
+// (another summation order), and, where a result can cancel (sums, products, GEMMs), relative to the sum of
+// the magnitudes of the terms rather than to the result.
+#include <cmath>
+
+#include "helpers.h"
+#include "nn/attention.h"
+
+using namespace saccade;
+using saccade::testing::allclose;
+
+namespace {
+
+double ulp(DType t) { return t == DType::BFloat16 ? 0x1p-8 : 0x1p-11; }
+
+Tensor randn16(const Shape& shape, DType t, uint64_t seed) {
+  Generator g(seed);
+  return ops::randn(shape, DType::Float32, Device::cpu(), &g).to(t);
+}
+Tensor f32(const Tensor& t) { return t.to(DType::Float32); }
+using Binary = Tensor (*)(const Tensor&, const Tensor&);
+using Unary = Tensor (*)(const Tensor&);
+
+// |got - want| <= ulp · (|want| + scale) elementwise, got of dtype t.
+void check_close(const Tensor& got, const Tensor& want, DType t, const Tensor& scale = Tensor()) {
+  REQUIRE(got.dtype() == t);
+  REQUIRE(got.shape() == want.shape());
+  auto g = got.to_vector<double>(), w = want.to_vector<double>();
+  std::vector<double> s = scale.defined() ? scale.to_vector<double>() : std::vector<double>(w.size(), 0.0);
+  for (size_t i = 0; i < g.size(); ++i) {
+    if (std::isnan(w[i])) {
+      REQUIRE(std::isnan(g[i]));
+      continue;
+    }
+    INFO("element " << i << ": got " << g[i] << ", float32 twin " << w[i]);
+    REQUIRE(std::abs(g[i] - w[i]) <= ulp(t) * (std::abs(w[i]) + s[i]) + 1e-30);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("16-bit elementwise ops and comparisons match float32 within one rounding", "[half]") {
+  for (DType t : {DType::BFloat16, DType::Float16}) {
+    INFO(dtype_name(t));
+    Tensor a = randn16({5, 37}, t, 1), b = randn16({5, 37}, t, 2), row = randn16({37}, t, 3);
+    for (Binary op : std::initializer_list<Binary>{ops::add, ops::sub, ops::mul, ops::div, ops::maximum})
+      check_close(op(a, b), op(f32(a), f32(b)), t);
+    check_close(ops::add(a, row), ops::add(f32(a), f32(row)), t);  // broadcast: a stride-0 operand
+    check_close(ops::mul(a.t(), b.t()), ops::mul(f32(a).t(), f32(b).t()), t);  // strided
+    check_close(ops::mul(a, 3.0), ops::mul(f32(a), 3.0), t);
+    for (Unary op : std::initializer_list<Unary>{ops::exp, ops::tanh, ops::sigmoid, ops::gelu, ops::neg,
+                                                 ops::abs, ops::relu})
+      check_close(op(a), op(f32(a)), t);
+    for (Binary op : std::initializer_list<Binary>{ops::lt, ops::ge, ops::eq}) {
+      Tensor c = op(a, b);
+      REQUIRE(c.dtype() == DType::Bool);
+      REQUIRE(allclose(c, op(f32(a), f32(b)), 0, 0));  // comparisons of exact values: exact
+    }
+    Tensor w = ops::where(ops::gt(a, 0.0), a, b);
+    REQUIRE(w.dtype() == t);
+    REQUIRE(allclose(f32(w), ops::where(ops::gt(f32(a), 0.0), f32(a), f32(b)), 0, 0));  // moves only
+  }
+}
+
+TEST_CASE("16-bit promotion in ops, and nothing narrows silently", "[half]") {
+  Tensor b = randn16({4}, DType::BFloat16, 1), h = randn16({4}, DType::Float16, 2);
+  Tensor x = ops::randn({4});
+  CHECK(ops::add(b, h).dtype() == DType::Float32);
+  CHECK(ops::mul(b, x).dtype() == DType::Float32);
+  CHECK(ops::add(b, ops::ones({4}, DType::Int64)).dtype() == DType::BFloat16);
+  CHECK(ops::add(b, ops::ones({4}, DType::Float64)).dtype() == DType::Float64);
+  CHECK(ops::mul(b, 2.5).dtype() == DType::BFloat16);  // a scalar takes the tensor's dtype, as PyTorch's
+  REQUIRE_THROWS_SACCADE(ops::matmul(b.view({2, 2}), x.view({2, 2})), "matmul");
+  REQUIRE_THROWS_SACCADE(ops::matmul(b.view({2, 2}), x.view({2, 2})), "bfloat16");
+  REQUIRE_THROWS_SACCADE(ops::matmul(b.view({2, 2}), x.view({2, 2})), "float32");
+}
+
+TEST_CASE("16-bit reductions accumulate in float32", "[half]") {
+  // a bfloat16 accumulator would stop at 256 (256 + 1 rounds to 256 with 8 significant bits); float32 sums
+  // 10^6 ones exactly, and the result rounds once: 10^6 = 0x1.e848p19 -> 0x1.e8p19 = 999424 in bfloat16
+  Tensor ones = ops::ones({1000000}, DType::BFloat16);
+  CHECK(ops::sum(ones).item<double>() == 999424.0);
+  CHECK(ops::sum(ones.view({1000, 1000}), {0}).to_vector<double>()[7] == 1000.0);  // column sums
+  for (DType t : {DType::BFloat16, DType::Float16}) {
+    INFO(dtype_name(t));
+    Tensor a = randn16({6, 300}, t, 4);
+    // a sum's error is relative to Σ|x|, not to the (possibly cancelling) sum
+    check_close(ops::sum(a, {1}), ops::sum(f32(a), {1}), t, ops::sum(ops::abs(f32(a)), {1}));
+    check_close(ops::sum(a, {0}), ops::sum(f32(a), {0}), t, ops::sum(ops::abs(f32(a)), {0}));
+    check_close(ops::mean(a, {1}), ops::mean(f32(a), {1}), t, ops::mean(ops::abs(f32(a)), {1}));
+    REQUIRE(allclose(f32(ops::amax(a, {1})), ops::amax(f32(a), {1}), 0, 0));  // max, min: exact
+    REQUIRE(allclose(f32(ops::amin(a, {0})), ops::amin(f32(a), {0}), 0, 0));
+    REQUIRE(allclose(ops::argmax(a, 1), ops::argmax(f32(a), 1), 0, 0));
+  }
+}
+
+TEST_CASE("16-bit softmax, log_softmax, layer_norm: 16 bits in and out, float32 inside", "[half]") {
+  for (DType t : {DType::BFloat16, DType::Float16}) {
+    INFO(dtype_name(t));
+    Tensor x = randn16({4, 3, 50}, t, 5), w = randn16({50}, t, 6), bias = randn16({50}, t, 7);
+    check_close(ops::softmax(x, -1), ops::softmax(f32(x), -1), t);
+    check_close(ops::softmax(x, 1), ops::softmax(f32(x), 1), t);
+    check_close(ops::log_softmax(x, -1), ops::log_softmax(f32(x), -1), t);
+    ops::LayerNormForward ln = ops::layer_norm_forward(x, {50}, w, bias);
+    ops::LayerNormForward ref = ops::layer_norm_forward(f32(x), {50}, f32(w), f32(bias));
+    // the output's terms (x - μ) rstd w and b can cancel: relative to their magnitudes
+    check_close(ln.out, ref.out, t, ops::add(ops::abs(ops::sub(ref.out, f32(bias))), ops::abs(f32(bias))));
+    REQUIRE(ln.mean.dtype() == DType::Float32);  // statistics stay float32
+    REQUIRE(allclose(ln.rstd, ref.rstd, 1e-6, 0));
+  }
+}
+
+TEST_CASE("16-bit matmul and bmm through the widening GEMM", "[half]") {
+  for (DType t : {DType::BFloat16, DType::Float16}) {
+    INFO(dtype_name(t));
+    // 70 rows crosses gemm_half's 64-row block; k = 33 and n = 19 are odd
+    Tensor a = randn16({2, 70, 33}, t, 8), b = randn16({2, 33, 19}, t, 9), w = randn16({19, 33}, t, 10);
+    auto mag = [](const Tensor& x, const Tensor& y) {
+      return ops::matmul(ops::abs(f32(x)), ops::abs(f32(y)));
+    };
+    check_close(ops::matmul(a, b), ops::matmul(f32(a), f32(b)), t, mag(a, b));
+    check_close(ops::matmul(a, w.t()), ops::matmul(f32(a), f32(w).t()), t, mag(a, w.t()));  // transposed b
+    Tensor at = a.transpose(1, 2).contiguous().transpose(1, 2);                             // column-major a
+    check_close(ops::bmm(at, b), ops::bmm(f32(a), f32(b)), t, mag(a, b));
+    check_close(ops::matmul(a, b.select(0, 0)), ops::matmul(f32(a), f32(b).select(0, 0)), t,
+                mag(a, b.select(0, 0)));  // one b for the batch
+  }
+}
+
+TEST_CASE("16-bit autograd: gradients come back in the input's dtype", "[half]") {
+  Tensor a0 = randn16({3, 8}, DType::BFloat16, 11), b0 = randn16({8, 5}, DType::BFloat16, 12);
+  Variable a(a0, true), b(b0, true), c(ops::randn({3, 5}), true);
+  Variable y = sum(mul(add(matmul(a, b), c), c));  // bf16 @ bf16 -> bf16; + f32 -> f32
+  REQUIRE(y.dtype() == DType::Float32);
+  y.backward();
+  REQUIRE(a.grad().dtype() == DType::BFloat16);
+  REQUIRE(b.grad().dtype() == DType::BFloat16);
+  REQUIRE(c.grad().dtype() == DType::Float32);
+  // y = Σ (a b + c) ⊙ c: dL/d(ab) = c, so dL/da = c bᵀ (float32 on the widened b, rounded once)
+  check_close(a.grad(), ops::matmul(c.data(), f32(b0).t()), DType::BFloat16,
+              ops::matmul(ops::abs(c.data()), ops::abs(f32(b0)).t()));
+}
+
+TEST_CASE("16-bit embedding: the backward accumulates in float32", "[half]") {
+  Variable w(ops::zeros({4, 3}, DType::BFloat16), true);
+  Tensor idx = ops::zeros({1000}, DType::Int64);  // row 0, 1000 times
+  Variable e = embedding(w, idx);
+  REQUIRE(e.dtype() == DType::BFloat16);
+  sum(e).backward();
+  REQUIRE(w.grad().dtype() == DType::BFloat16);
+  CHECK(w.grad().to_vector<double>()[0] == 1000.0);  // a bfloat16 accumulator would stop at 256
+  CHECK(w.grad().to_vector<double>()[3] == 0.0);
+}
+
+TEST_CASE("16-bit dropout, cross_entropy and flash attention", "[half]") {
+  for (DType t : {DType::BFloat16, DType::Float16}) {
+    INFO(dtype_name(t));
+    Tensor x = randn16({8, 40}, t, 13);
+    Generator g1(5), g2(5);
+    ops::DropoutResult d16 = ops::dropout(x, 0.25, true, &g1), d32 = ops::dropout(f32(x), 0.25, true, &g2);
+    REQUIRE(d16.out.dtype() == t);
+    REQUIRE(allclose(ops::eq(d16.mask, 0.0), ops::eq(d32.mask, 0.0), 0, 0));  // the same draws
+    check_close(d16.out, d32.out, t);
+
+    Tensor target = ops::tensor({3, 0, 39, 7, 7, 1, 2, 5}, DType::Int64);
+    Variable logits(x, true);
+    Variable loss = cross_entropy(logits, target);
+    REQUIRE(loss.dtype() == DType::Float32);  // the loss in float32
+    REQUIRE(allclose(loss.data(), ops::cross_entropy(f32(x), target), 1e-6, 0));
+    loss.backward();
+    REQUIRE(logits.grad().dtype() == t);
+
+    Tensor q = randn16({2, 2, 9, 16}, t, 14), k = randn16({2, 2, 11, 16}, t, 15),
+           v = randn16({2, 2, 11, 8}, t, 16);
+    Variable vq(q, true), vk(k, true), vv(v, true), rq(f32(q), true), rk(f32(k), true), rv(f32(v), true);
+    ops::AttentionMask causal;
+    causal.causal = ops::CausalAlign::TopLeft;
+    Variable o = flash_attention(vq, vk, vv, causal, 0.25), r = flash_attention(rq, rk, rv, causal, 0.25);
+    // out is a convex combination of v's rows: its error is relative to max |v|
+    const double vmax = ops::max(ops::abs(f32(v))).item<double>();
+    check_close(o.data(), r.data(), t, ops::full(r.data().shape(), vmax));
+    Tensor go = randn16(o.shape(), t, 17);
+    o.backward(go);
+    r.backward(f32(go));
+    REQUIRE(vq.grad().dtype() == t);
+    // gradients: sums of products over Tk and D; bound relative to max |g| over the tensor (4 ulps: the
+    // float32 twin receives the rounded out in its backward, ours computes out in float32)
+    for (const auto& [g, ref] : std::vector<std::pair<Tensor, Tensor>>{
+             {vq.grad(), rq.grad()}, {vk.grad(), rk.grad()}, {vv.grad(), rv.grad()}}) {
+      const double gmax = ops::max(ops::abs(ref)).item<double>();
+      check_close(g, ref, t, ops::full(ref.shape(), 4 * gmax));
+    }
+  }
+}
