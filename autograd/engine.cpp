@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "autograd/grad_mode.h"
+#include "autograd/profiling.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
 
@@ -55,6 +56,7 @@ void accumulate_into_leaf(const Node& accumulator, const Tensor& g) {
 // The derivative rule of `n`, with the engine's checks on what it returns: one gradient per input, each of
 // that input's shape, and (in anomaly mode) finite.
 std::vector<Tensor> apply_rule(Node& n, const Tensor& g, bool retain_graph) {
+  detail::BackwardRange range(n);  // the profiler's "MatmulBackward" (autograd/profiling.h)
   std::vector<Tensor> outs = n.apply(g);
   if (!retain_graph) n.release();
   SACCADE_CHECK(outs.size() == n.next().size(), "backward of {}: returned {} gradients for {} inputs",
@@ -108,6 +110,7 @@ void accumulate(PendingGrad& acc, Tensor g, const Node& from, const Node& to) {
 
 void run_backward(const std::shared_ptr<Node>& root, const Tensor& grad, bool retain_graph) {
   SACCADE_CHECK(root != nullptr, "backward: nothing requires grad");
+  profiler::RecordFunction range("autograd::backward", "autograd");
   NoGradGuard no_grad;  // derivative rules compute with ops; they record nothing
 
   // 1. in-degrees of every node reachable from the root

@@ -24,6 +24,7 @@ namespace {
 // The one place history is recorded: check the result under anomaly mode, then attach a Node whose edges
 // lead to the inputs that require grad (nullptr for the others), or return a plain Variable.
 Variable record(const char* op, Tensor result, const Variable* inputs, size_t n, Node::BackwardFn backward) {
+  const uint64_t flow = profiler::is_active() ? detail::profile_forward(op, result, inputs, n) : 0;
   if (anomaly_mode_enabled())
     SACCADE_CHECK(all_finite(result),
                   "anomaly mode: {} produced a NaN or Inf in its forward result of shape {}", op,
@@ -38,6 +39,7 @@ Variable record(const char* op, Tensor result, const Variable* inputs, size_t n,
   Shape shape = result.shape();
   auto node = std::make_shared<Node>(op, std::move(next), std::move(backward), shape, result.dtype(),
                                      result.device());
+  if (flow) detail::profile_link_node(node.get(), flow);
   return Variable::make_result(std::move(result), std::move(node));
 }
 

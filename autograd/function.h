@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "autograd/node.h"
+#include "autograd/profiling.h"
 #include "autograd/variable.h"
 #include "ops/tensor.h"
 
@@ -40,6 +41,27 @@ inline void check_argument(const char* op, int position, const std::vector<Varia
 // exact matches too, and a non-template wins a tie.)
 template <class T>
 inline void check_argument(const char*, int, const T&) {}
+
+inline void append_shape(std::string& s, const Variable& v) { s += fmt::format("{}, ", v.shape()); }
+inline void append_shape(std::string& s, const Tensor& t) { s += fmt::format("{}, ", t.shape()); }
+inline void append_shape(std::string& s, const std::vector<Variable>& vs) {
+  s += "[";
+  for (const auto& v : vs) s += fmt::format("{}, ", v.shape());
+  s += "], ";
+}
+template <class T>
+inline void append_shape(std::string&, const T&) {}
+
+/// Opens the forward op `op` on this thread (its input shapes when record_shapes is on). Only called while a
+/// profile is active, after the op's arguments were checked.
+// NOTE: cold and out of line: the ops' code stays as it was but for one load and branch.
+template <class... Args>
+[[gnu::cold, gnu::noinline]] void profile_op_begin(const char* op, const Args&... args) {
+  std::string shapes;
+  if (profiler::active_options().record_shapes) (append_shape(shapes, args), ...);
+  profile_op_begin_shapes(op, std::move(shapes));
+}
+
 }  // namespace detail
 
 /// The one check of the arguments a saccade:: function was given, its first line: pass the function's
@@ -47,7 +69,8 @@ inline void check_argument(const char*, int, const T&) {}
 /// as a bias come after it, or are left out). Each Variable and Tensor among them must be defined, and each
 /// Variable must hold a defined Tensor; a std::vector<Variable> must hold only such Variables. Other
 /// arguments (dims, sizes, flags) only count positions. Throws saccade::Error naming `op` and the first
-/// undefined argument, counted from 1:
+/// undefined argument, counted from 1. While a profile is active it also opens the op's range
+/// (profiler/profiler.h), which make_result closes:
 ///
 ///     check_defined("add", a, b);      // "add: got an undefined Variable (argument 2)"
 ///     check_defined("cat", xs);        // "cat: got an undefined Variable (argument 1, element 0)"
@@ -56,6 +79,8 @@ template <class... Args>
 void check_defined(const char* op, const Args&... args) {
   int position = 0;
   (detail::check_argument(op, ++position, args), ...);
+  if (profiler::is_active()) [[unlikely]]
+    detail::profile_op_begin(op, args...);  // closed by make_result
 }
 
 /// A tensor saved for backward together with its storage's version at save time. get() throws saccade::Error

@@ -6,6 +6,8 @@
 // (default /usr/bin/python3, Debian's 1.13), e.g. SACCADE_PYTHON=/work/.venv-bench/bin/python for 2.x.
 //
 // Usage: build/bench/gpt_step [samples] [notorch]   (default 5 timed runs per setting, after one warm-up)
+//        build/bench/gpt_step [samples] profile     the train step with a profiler::Profile active (shapes,
+//        memory, FLOPs: what --profile records) against none, alternated step by step, at 1 and 2 threads
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -59,10 +61,50 @@ std::string cell(const sb::Stats& s, const char* fmt) {
   return std::string(a) + " [" + b + "-" + c + "]";
 }
 
+// The profiler's cost: steps without and with an active profile, alternated (off, on, off, ...) so that both
+// see the same machine; each profiled step is its own Profile (started and stopped around it, collected,
+// not written).
+int profile_cost(Setup& s, int samples) {
+  std::printf("GPT train step without / with a profiler::Profile active, alternated; %d samples each\n",
+              samples);
+  std::printf("%s\nload average at start %.2f\n", blas_info_line().c_str(), sb::load_average());
+  std::printf("%-8s %-26s %-26s %s\n", "threads", "off (ms, median [min-max])", "on (ms, median [min-max])",
+              "on / off (median of pairs)");
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    s.step();
+    std::vector<double> off, on, ratio;
+    size_t events = 0;
+    for (int i = 0; i < samples; ++i) {
+      auto t0 = sb::Clock::now();
+      s.step();
+      off.push_back(1e3 * sb::seconds_since(t0));
+      auto t1 = sb::Clock::now();
+      {
+        profiler::Profile p({.record_shapes = true, .profile_memory = true, .with_flops = true});
+        s.step();
+        p.stop();
+        events = p.events().size();
+      }
+      on.push_back(1e3 * sb::seconds_since(t1));
+      ratio.push_back(on.back() / off.back());
+    }
+    std::printf("%-8d %-26s %-26s %.3f  (%zu events per step)\n", threads,
+                cell(sb::stats(off), "%.1f").c_str(), cell(sb::stats(on), "%.1f").c_str(),
+                sb::stats(ratio).median, events);
+  }
+  std::printf("load average at end %.2f\n", sb::load_average());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const int samples = argc > 1 ? std::max(1, std::atoi(argv[1])) : 5;
+  if (argc > 2 && std::string(argv[2]) == "profile") {
+    Setup s;
+    return profile_cost(s, samples);
+  }
   bool torch = !(argc > 2 && std::string(argv[2]) == "notorch") && sb::torch_available();
   const std::string script = std::string(SACCADE_BENCH_DIR) + "/gpt_step_torch.py";
   std::string torch_version = "-";

@@ -5,6 +5,7 @@
 #include "ops/creation.h"
 #include "ops/elementwise.h"
 #include "ops/error.h"
+#include "profiler/profiler.h"
 
 namespace saccade::distributed {
 
@@ -57,6 +58,7 @@ struct DistributedDataParallel::Reducer {
       Bucket& b = buckets[next_launch++];
       b.trace.hooks_before_launch = hooks_run;
       b.trace.launched_in_backward = from_hook;
+      profiler::RecordFunction range("all_reduce launch", "allreduce");
       b.work = group->allreduce_sum(b.flat);
     }
     for (size_t k = 0; k < next_launch; ++k) buckets[k].work->test();
@@ -75,6 +77,7 @@ struct DistributedDataParallel::Reducer {
 
   void synchronize() {
     if (!sync_enabled) return;
+    profiler::RecordFunction range("DistributedDataParallel::synchronize (all_reduce wait)", "allreduce");
     for (size_t i = 0; i < params.size(); ++i)
       if (!ready[i]) fill(i, Tensor());
     launch_ready(/*from_hook=*/false);

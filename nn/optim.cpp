@@ -12,6 +12,7 @@
 #include "ops/elementwise.h"
 #include "ops/join.h"
 #include "ops/reduce.h"
+#include "profiler/profiler.h"
 
 namespace saccade::nn {
 
@@ -202,6 +203,7 @@ SGD::SGD(std::vector<ParamGroup> groups, SGDOptions options)
 }
 
 void SGD::step() {
+  profiler::RecordFunction range("SGD.step", "optimizer");
   check_grads();
   NoGradGuard no_grad;
   size_t i = 0;
@@ -248,6 +250,7 @@ Adam::Adam(const char* name, std::vector<ParamGroup> groups, AdamOptions options
 }
 
 void Adam::step() {
+  profiler::RecordFunction range(decoupled_ ? "AdamW.step" : "Adam.step", "optimizer");
   check_grads();
   NoGradGuard no_grad;
   const double beta1 = options_.beta1, beta2 = options_.beta2;

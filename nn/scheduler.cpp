@@ -4,6 +4,8 @@
 #include <cmath>
 #include <numbers>
 
+#include "profiler/profiler.h"
+
 namespace saccade::nn {
 
 LRScheduler::LRScheduler(Optimizer& optimizer) : optimizer_(optimizer) {
@@ -22,6 +24,7 @@ void LRScheduler::apply() {
 }
 
 void LRScheduler::step() {
+  profiler::RecordFunction range("LRScheduler.step", "scheduler");
   ++last_epoch_;
   apply();
 }

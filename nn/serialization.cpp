@@ -216,6 +216,9 @@ Safetensors load_safetensors(const std::string& path) {
     if (e.end < e.begin || e.end > size - 8 - n)
       throw fail(fmt::format("tensor '{}' has data_offsets [{}, {}] outside the data buffer of {} bytes",
                              name, e.begin, e.end, size - 8 - n));
+    if (count > std::numeric_limits<uint64_t>::max() / dtype_size(e.dtype))  // count * itemsize would wrap
+      throw fail(fmt::format("tensor '{}' of dtype {} and shape {} needs more than 2^64 bytes", name,
+                             dt.get<std::string>(), e.shape));
     if (e.end - e.begin != count * dtype_size(e.dtype))
       throw fail(fmt::format(
           "tensor '{}' of dtype {} and shape {} needs {} bytes, its data_offsets [{}, {}] hold {}", name,
@@ -239,7 +242,12 @@ Safetensors load_safetensors(const std::string& path) {
     throw fail(fmt::format("the tensors cover {} bytes of a data buffer of {} bytes", pos, size - 8 - n));
 
   for (const Entry& e : entries) {
-    Tensor t = Tensor::empty(e.shape, e.dtype, Device::cpu(), "load_safetensors");
+    Tensor t;
+    try {  // a shape of 0 elements can still be one Tensor refuses: [2^62, 0, 2^62]
+      t = Tensor::empty(e.shape, e.dtype, Device::cpu(), "load_safetensors");
+    } catch (const Error& err) {
+      throw fail(fmt::format("tensor '{}': {}", e.name, err.what()));
+    }
     f.seekg(static_cast<std::streamoff>(8 + n + e.begin));
     f.read(static_cast<char*>(t.raw_data()), static_cast<std::streamsize>(e.end - e.begin));
     if (!f) throw fail(fmt::format("read error in tensor '{}'", e.name));

@@ -4,7 +4,9 @@
 // '\n' so that the data starts at a multiple of 64 bytes; then the raw elements.
 #include "ops/io.h"
 
+#include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -128,7 +130,10 @@ Header read_header(std::ifstream& in, const std::string& file, uint64_t file_siz
         std::string_view n = p.word();
         if (n.empty() || n.find_first_not_of("0123456789") != std::string_view::npos) p.fail("bad shape");
         SACCADE_CHECK(h.shape.size() < kMaxDims, "load_npy: {}: more than {} dimensions", file, kMaxDims);
-        h.shape.push_back(std::stoll(std::string(n)));
+        int64_t v = 0;  // from_chars: a size past int64 is an error, not an exception from std::stoll
+        auto [end, ec] = std::from_chars(n.data(), n.data() + n.size(), v);
+        if (ec != std::errc() || end != n.data() + n.size()) p.fail("a size does not fit in int64");
+        h.shape.push_back(v);
         if (!p.eat(',')) {
           p.expect(')');
           break;
@@ -195,12 +200,29 @@ Tensor load_npy(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   SACCADE_CHECK(in.is_open(), "load_npy: {}: cannot open the file", file);
   Header h = read_header(in, file, size);
-  Tensor t = Tensor::empty(h.shape, h.dtype);
-  uint64_t nbytes = static_cast<uint64_t>(t.numel()) * t.itemsize();
+  // The shape's byte size is checked against the file before anything is allocated; a product past the
+  // file's size saturates (no overflow), and a size 0 anywhere makes it 0.
+  uint64_t nbytes = dtype_size(h.dtype);
+  bool over = false;
+  for (int64_t s : h.shape) {
+    const uint64_t u = static_cast<uint64_t>(s);
+    if (u != 0 && nbytes > size / u) over = true;
+    nbytes = over ? nbytes : nbytes * u;
+  }
+  if (std::find(h.shape.begin(), h.shape.end(), 0) != h.shape.end()) nbytes = 0, over = false;
+  SACCADE_CHECK(!over,
+                "load_npy: {}: truncated data: shape {} and dtype {} need more bytes than the file's {}",
+                file, h.shape, h.dtype, size);
   SACCADE_CHECK(size - h.data_offset == nbytes,
                 "load_npy: {}: {} data for shape {} and dtype {} needs {} bytes, the file has {}", file,
                 size - h.data_offset < nbytes ? "truncated" : "unexpected trailing", h.shape, h.dtype, nbytes,
                 size - h.data_offset);
+  Tensor t;
+  try {  // a shape of 0 elements can still be one Tensor refuses: (2^32, 2^32, 0)
+    t = Tensor::empty(h.shape, h.dtype);
+  } catch (const Error& e) {
+    throw Error(fmt::format("load_npy: {}: {}", file, e.what()));
+  }
   in.read(static_cast<char*>(t.raw_data()), static_cast<std::streamsize>(nbytes));
   SACCADE_CHECK(in.good() || nbytes == 0, "load_npy: {}: reading {} bytes of data failed", file, nbytes);
   if (h.dtype == DType::Bool) {

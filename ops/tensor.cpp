@@ -7,6 +7,7 @@
 #include <string>
 
 #include "ops/backend.h"
+#include "profiler/profiler.h"
 
 namespace saccade {
 
@@ -26,10 +27,14 @@ Device Device::parse(const std::string& s) {
 
 Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
   data_ = backend(device).allocate(nbytes);
+  if (profiler::is_active()) [[unlikely]]
+    profiler::detail::record_memory(static_cast<int64_t>(nbytes), device.is_cpu() ? "cpu" : "cuda");
 }
 
 Storage::~Storage() {
   if (data_) backend(device_).deallocate(data_, nbytes_);
+  if (profiler::is_active()) [[unlikely]]
+    profiler::detail::record_memory(-static_cast<int64_t>(nbytes_), device_.is_cpu() ? "cpu" : "cuda");
 }
 
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {

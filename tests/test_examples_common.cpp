@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "examples/common/idx.h"
@@ -21,6 +22,9 @@
 #include "examples/common/png_io.h"
 #include "examples/common/progress.h"
 #include "examples/common/scenes.h"
+#include "examples/common/step_profiler.h"
+#include "autograd/functions/elementwise.h"
+#include "autograd/functions/reduce.h"
 #include "helpers.h"
 
 using namespace saccade;
@@ -597,6 +601,36 @@ TEST_CASE("plots: without PLplot the writers skip their files and say so", "[exa
 // ---- progress
 // -------------------------------------------------------------------------------------------------
 
+TEST_CASE("step profiler: --profile refuses an unwritable path at once, then profiles steps 2-3",
+          "[examples][profiler]") {
+  REQUIRE_THROWS_SACCADE(StepProfiler("/nonexistent_saccade_dir/trace.json"), "--profile");
+  TempDir dir;
+  std::FILE* log = std::tmpfile();
+  {
+    StepProfiler profile(dir.file("trace.json"), /*skip=*/1, /*steps=*/2, log);
+    Variable w(ops::randn({3, 3}), true);
+    for (int i = 0; i < 5; ++i) {
+      profile.step();
+      sum(w * 2.0).backward();
+    }
+    REQUIRE(fs::exists(dir.file("trace.json")));  // written once steps 2 and 3 were done, not at the end
+  }
+  std::ifstream in(dir.file("trace.json"));
+  nlohmann::json trace = nlohmann::json::parse(in);
+  std::map<std::string, int> names;
+  for (const auto& e : trace["traceEvents"])
+    if (e["ph"] == "X") ++names[e["name"].get<std::string>()];
+  REQUIRE(names["step 2"] == 1);
+  REQUIRE(names["step 3"] == 1);
+  REQUIRE(names.count("step 1") == 0);
+  REQUIRE(names.count("step 4") == 0);
+  REQUIRE(names["mul"] == 2);
+  REQUIRE(names["MulBackward"] == 2);
+  REQUIRE(StepProfiler::png_path("out/trace.json") == "out/trace.png");
+  if (plots_available()) REQUIRE(fs::exists(dir.file("trace.png")));
+  std::fclose(log);
+}
+
 TEST_CASE("progress: line format and output modes", "[examples][progress]") {
   // 50 of 200 steps: 5 of 20 bar cells, 25 %; 150 steps left at 12.5 steps/s: 12 s.
   REQUIRE(ProgressBar::format_line(50, 200, 0.123456, 12.5) ==
@@ -605,6 +639,12 @@ TEST_CASE("progress: line format and output modes", "[examples][progress]") {
           "step 0/7200 [>   ]   0%  loss 2.0000  1.0 steps/s  ETA 2:00:00");
   REQUIRE(ProgressBar::format_line(3, 3, 0.5, 0.0, 4) ==
           "step 3/3 [====] 100%  loss 0.5000  -- steps/s  ETA --");
+  // under a time limit the ETA is the sooner limit: 290 s left of the time, 250000 s of a 10^6-step cap
+  REQUIRE(ProgressBar::format_line(10, 1000000, 2.0, 4.0, 4, 290.0) ==
+          "step 10/1000000 [>   ]   0%  loss 2.0000  4.0 steps/s  ETA 04:50");
+  // ... and the step cap when it comes first: 100 steps at 10 steps/s, 300 s of time left
+  REQUIRE(ProgressBar::format_line(100, 200, 1.0, 10.0, 4, 300.0) ==
+          "step 100/200 [==> ]  50%  loss 1.0000  10.0 steps/s  ETA 00:10");
   auto read_all = [](std::FILE* f) {
     std::fflush(f);
     std::rewind(f);

@@ -66,13 +66,14 @@ IdxArray read_idx(const std::string& path, int expected_ndims) {
     total *= size;
     out.dims.push_back(size);
   }
-  // NOTE: read in chunks, so a corrupt header promising terabytes fails at the end of the file, not in
-  // malloc.
+  // NOTE: read in chunks growing from 64 KiB to 16 MiB, so a corrupt header promising terabytes fails at
+  // the end of the file, not in malloc, and a short file costs little.
   constexpr int64_t kChunk = int64_t{1} << 24;
-  for (int64_t done = 0; done < total; done += kChunk) {
-    int64_t n = std::min(kChunk, total - done);
+  for (int64_t done = 0; done < total;) {
+    int64_t n = std::min({kChunk, std::max(done, int64_t{1} << 16), total - done});
     out.data.resize(static_cast<size_t>(done + n));
     read_exact(f.get(), path, out.data.data() + done, static_cast<size_t>(n), "data");
+    done += n;
   }
   unsigned char extra;
   int more = gzread(f.get(), &extra, 1);

@@ -38,6 +38,22 @@ std::vector<double> upsample_bilinear(const std::vector<double>& grid, int64_t g
   return out;
 }
 
+namespace {
+void check_stacked_bars(const std::string& path, const StackedBars& b) {
+  SACCADE_CHECK(!b.categories.empty() && b.values.size() == b.categories.size(),
+                "write_stacked_bars: {}: {} categories and {} rows of values", path, b.categories.size(),
+                b.values.size());
+  for (size_t i = 0; i < b.values.size(); ++i) {
+    SACCADE_CHECK(b.values[i].size() == b.parts.size(),
+                  "write_stacked_bars: {}: row {} has {} values for {} parts", path, i, b.values[i].size(),
+                  b.parts.size());
+    for (double v : b.values[i])
+      SACCADE_CHECK(std::isfinite(v) && v >= 0, "write_stacked_bars: {}: row {} has the value {}", path, i,
+                    v);
+  }
+}
+}  // namespace
+
 #ifdef SACCADE_HAVE_PLPLOT
 
 bool plots_available() { return true; }
@@ -160,6 +176,49 @@ void write_line_plot(const std::string& path, const LinePlot& plot) {
            0.02, 0.02, 0.08, 0, 1, 1, 0, 0, n, opts.data(), 1.0, 0.8, 2.0, 0.0, colours.data(), text.data(),
            nullptr, nullptr, nullptr, nullptr, colours.data(), styles.data(), widths.data(), colours.data(),
            symbol_scales.data(), symbol_numbers.data(), symbols.data());
+}
+
+void write_stacked_bars(const std::string& path, const StackedBars& b) {
+  check_stacked_bars(path, b);
+  const auto n = static_cast<PLINT>(b.categories.size()), parts = static_cast<PLINT>(b.parts.size());
+  double xmax = 0;
+  for (const auto& row : b.values) {
+    double s = 0;
+    for (double v : row) s += v;
+    xmax = std::max(xmax, s);
+  }
+  if (xmax <= 0) xmax = 1;
+  PngStream stream("write_stacked_bars", path, b.width, b.height);
+  plvpor(0.2, 0.95, 0.12, 0.9);
+  plwind(0, xmax * 1.05, 0, n);
+  plcol0(1);
+  plbox("bcnstg", 0, 0, "bc", 0, 0);
+  pllab(b.x_label.c_str(), "", b.title.c_str());
+  for (PLINT i = 0; i < n; ++i) {
+    const double y0 = n - i - 0.85, y1 = n - i - 0.15;
+    double x = 0;
+    for (PLINT p = 0; p < parts; ++p) {
+      const double w = b.values[i][p];
+      if (w > 0) {
+        PLFLT xs[] = {x, x + w, x + w, x}, ys[] = {y0, y0, y1, y1};
+        plcol0(2 + p % kSeriesColours);
+        plfill(4, xs, ys);
+      }
+      x += w;
+    }
+    plcol0(1);
+    plmtex("lv", 0.5, (n - i - 0.5) / n, 1.0, b.categories[i].c_str());
+  }
+  std::vector<PLINT> opts(parts, PL_LEGEND_COLOR_BOX), colours(parts), patterns(parts, 0);
+  std::vector<PLFLT> scales(parts, 0.8), widths(parts, 1.0);
+  std::vector<const char*> text(parts);
+  for (PLINT p = 0; p < parts; ++p) colours[p] = 2 + p % kSeriesColours, text[p] = b.parts[p].c_str();
+  PLFLT legend_w = 0, legend_h = 0;
+  pllegend(&legend_w, &legend_h, PL_LEGEND_BACKGROUND | PL_LEGEND_BOUNDING_BOX,
+           PL_POSITION_BOTTOM | PL_POSITION_RIGHT | PL_POSITION_INSIDE, 0.02, 0.02, 0.05, 0, 1, 1, 0, 0,
+           parts, opts.data(), 1.0, 0.8, 2.0, 0.0, colours.data(), text.data(), colours.data(),
+           patterns.data(), scales.data(), widths.data(), nullptr, nullptr, nullptr, nullptr, nullptr,
+           nullptr, nullptr);
 }
 
 void write_heatmap(const std::string& path, const Heatmap& h) {
@@ -285,6 +344,10 @@ void skipped(const char* op, const std::string& path) {
 
 void write_line_plot(const std::string& path, const LinePlot&) { skipped("write_line_plot", path); }
 void write_heatmap(const std::string& path, const Heatmap&) { skipped("write_heatmap", path); }
+void write_stacked_bars(const std::string& path, const StackedBars& b) {
+  check_stacked_bars(path, b);
+  skipped("write_stacked_bars", path);
+}
 void write_attention_overlay(const std::string& path, const Tensor&, const std::vector<std::string>&,
                              const Tensor&, int) {
   skipped("write_attention_overlay", path);

@@ -33,6 +33,21 @@ struct LinePlot {
 /// Writes `plot` as a width x height PNG; the axes span the data; the legend sits in a top corner.
 void write_line_plot(const std::string& path, const LinePlot& plot);
 
+/// Horizontal stacked bars: one row per category (top to bottom), one coloured segment per part, a legend
+/// of the parts (e.g. the profiler's time by op family, forward and backward:
+/// examples/common/step_profiler.h).
+struct StackedBars {
+  std::string title, x_label;
+  std::vector<std::string> categories;      ///< row labels
+  std::vector<std::string> parts;           ///< legend labels
+  std::vector<std::vector<double>> values;  ///< values[category][part], finite and >= 0
+  int width = 800, height = 500;
+};
+
+/// Writes `bars` as a PNG. Throws saccade::Error naming `path` when it has no category, a row's size is not
+/// parts.size(), a value is negative or not finite, or the file can't be written.
+void write_stacked_bars(const std::string& path, const StackedBars& bars);
+
 /// Attention weights as heatmaps (as d2l.show_heatmaps): `weights` (Q, K) or (R, C, Q, K), a grid of R x C
 /// panels, queries down and keys across, one colour scale (white to dark red over [0, max weight]; values
 /// below 0 show as 0, NaN as blank) at the right. `row_labels` (Q entries) / `col_labels` (K entries) label

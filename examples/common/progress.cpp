@@ -21,7 +21,7 @@ ProgressBar::ProgressBar(int64_t total_steps, int64_t print_every, std::FILE* ou
 }
 
 std::string ProgressBar::format_line(int64_t step, int64_t total, double loss, double steps_per_s,
-                                     int bar_width) {
+                                     int bar_width, double seconds_left) {
   double frac =
       total > 0 ? std::clamp(static_cast<double>(step) / static_cast<double>(total), 0.0, 1.0) : 0.0;
   auto filled = static_cast<int>(frac * bar_width);
@@ -31,8 +31,9 @@ std::string ProgressBar::format_line(int64_t step, int64_t total, double loss, d
   std::string rate = "--", eta = "--";
   if (steps_per_s > 0) {
     rate = fmt::format("{:.1f}", steps_per_s);
-    auto s = static_cast<int64_t>(
-        std::llround(static_cast<double>(std::max<int64_t>(total - step, 0)) / steps_per_s));
+    double left = static_cast<double>(std::max<int64_t>(total - step, 0)) / steps_per_s;
+    if (seconds_left >= 0) left = std::min(left, seconds_left);  // whichever limit ends the run
+    auto s = static_cast<int64_t>(std::llround(left));
     eta = s >= 3600 ? fmt::format("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
                     : fmt::format("{:02}:{:02}", s / 60, s % 60);
   }
@@ -40,12 +41,14 @@ std::string ProgressBar::format_line(int64_t step, int64_t total, double loss, d
                      static_cast<int>(frac * 100), loss, rate, eta);
 }
 
-void ProgressBar::update(int64_t step, double loss, const std::string& extra) {
+void ProgressBar::update(int64_t step, double loss, const std::string& extra, double seconds_left) {
   auto now = Clock::now();
   double elapsed = std::chrono::duration<double>(now - start_).count();
   double rate = elapsed > 0 ? static_cast<double>(step) / elapsed : 0.0;
   bool last = step >= total_;
-  auto line = [&] { return format_line(step, total_, loss, rate) + (extra.empty() ? "" : "  " + extra); };
+  auto line = [&] {
+    return format_line(step, total_, loss, rate, 20, seconds_left) + (extra.empty() ? "" : "  " + extra);
+  };
   if (tty_) {
     if (!last && now - last_draw_ < std::chrono::milliseconds(100)) return;
     std::fprintf(out_, "\r%s", line().c_str());

@@ -16,15 +16,18 @@ class ProgressBar {
   /// total_steps or print_every < 1.
   explicit ProgressBar(int64_t total_steps, int64_t print_every = 100, std::FILE* out = stdout, int tty = -1);
   /// Reports that `step` steps (1-based, <= total_steps) are done and the current loss; `extra` (e.g.
-  /// "1234 tokens/s") is appended to the line.
-  void update(int64_t step, double loss, const std::string& extra = "");
+  /// "1234 tokens/s") is appended to the line. `seconds_left` >= 0: the run also stops when that much more
+  /// time has passed (a time limit), and the ETA is whichever limit comes first.
+  void update(int64_t step, double loss, const std::string& extra = "", double seconds_left = -1);
   /// Ends the in-place line (on a terminal) with a newline; safe to call more than once.
   void finish();
 
   /// One progress line: "step 50/200 [=====>              ]  25%  loss 0.1235  12.5 steps/s  ETA 00:12"
   /// (bar of `bar_width` characters; ETA as MM:SS or H:MM:SS; "--" for steps/s and ETA when rate <= 0).
+  /// With `seconds_left` >= 0 (a time limit), the ETA is the sooner of the steps left at this rate and
+  /// seconds_left: a 5-minute run capped at 10⁶ steps shows the 5 minutes, not the million steps.
   static std::string format_line(int64_t step, int64_t total, double loss, double steps_per_s,
-                                 int bar_width = 20);
+                                 int bar_width = 20, double seconds_left = -1);
 
  private:
   using Clock = std::chrono::steady_clock;

@@ -25,6 +25,7 @@
 #include "ops/error.h"
 #include "ops/reduce.h"
 #include "ops/threads.h"
+#include "profiler/profiler.h"
 
 namespace ex = saccade::examples;
 using saccade::Tensor;
@@ -94,6 +95,7 @@ int main(int argc, char** argv) {
   double lr = -1, dropout = -1;
   uint64_t seed = 0;
   bool resume = false, eval_only = false, stress = false;
+  std::string profile_trace;
   app.add_option("--model", model_name, "bahdanau or transformer")
       ->check(CLI::IsMember({"bahdanau", "transformer"}));
   app.add_option("--steps", steps, "training steps")->check(CLI::PositiveNumber);
@@ -111,6 +113,8 @@ int main(int argc, char** argv) {
                  "a trained model: pronounce --words (or stdin's words), or evaluate it with --eval-only");
   app.add_option("--words", words, "words to pronounce with --checkpoint, separated by spaces");
   app.add_flag("--eval-only", eval_only, "evaluate --checkpoint on the test split");
+  app.add_option("--profile", profile_trace,
+                 "profile steps 2-4: a Chrome trace (Perfetto, chrome://tracing) here, a PNG beside it");
   app.add_option("--val-every", val_every, "steps between validations (and checkpoints)");
   app.add_option("--val-words", val_words, "validation words decoded at each validation");
   app.add_option("--train-words", train_words, "use only the first N training words (0: all)");
@@ -126,6 +130,8 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
+    if (!profile_trace.empty())
+      saccade::profiler::check_trace_path(profile_trace, "--profile");  // before any work
     saccade::Device device = saccade::Device::parse(device_name);
     SACCADE_CHECK(device.is_cpu() || saccade::cuda_is_available(),
                   "g2p: --device {} asked for, but saccade was built without CUDA or no GPU is present",
@@ -198,6 +204,7 @@ int main(int argc, char** argv) {
       opts.checkpoint = last;
       opts.best = best;
       opts.resume = resume;
+      opts.profile_trace = profile_trace;
       opts.val_every = val_every;
       opts.val_words = val_words;
       std::printf("training %lld steps of batch %lld, lr %g, on %zu words\n", static_cast<long long>(steps),

@@ -9,10 +9,11 @@
 #include "autograd/functions/nn.h"
 #include "autograd/functions/shape.h"
 #include "examples/common/progress.h"
+#include "examples/common/step_profiler.h"
 #include "examples/g2p/decoding.h"
-#include "nn/serialization.h"
 #include "nn/optim.h"
 #include "nn/scheduler.h"
+#include "nn/serialization.h"
 #include "ops/error.h"
 
 namespace saccade::examples {
@@ -84,10 +85,12 @@ G2PTrainResult train_g2p(G2PModel& model, const G2PVocab& vocab, const std::vect
   if (todo <= 0) return result;
   model.train();
   ProgressBar bar(todo, opts.print_every, opts.log ? opts.log : stdout, opts.log ? -1 : 0);
+  StepProfiler profile(opts.profile_trace, 1, 3, opts.log);
   std::vector<double> losses;
   double ema = 0, tokens = 0;
   auto start = Clock::now();
   for (int64_t step = result.start_step + 1; step <= opts.steps; ++step) {
+    profile.step();
     G2PBatch batch = make_batch(examples, sampler.next());
     Variable logits = model.forward(batch.letters.to(opts.device), batch.lens.to(opts.device),
                                     batch.phones_in.to(opts.device));
@@ -116,6 +119,7 @@ G2PTrainResult train_g2p(G2PModel& model, const G2PVocab& vocab, const std::vect
     }
   }
   if (opts.log) bar.finish();
+  profile.finish();
   result.steps_done = todo;
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   size_t n = std::min<size_t>(losses.size(), 100), f = std::min<size_t>(losses.size(), 20);

@@ -30,7 +30,9 @@ struct G2PTrainOptions {
   int64_t val_every = 500;    ///< validation interval (0: never)
   int64_t val_words = 1000;   ///< validation words decoded (the first ones of the split)
   int64_t print_every = 100;  ///< progress line interval when not on a terminal
-  std::FILE* log = stdout;    ///< progress output (nullptr: silent)
+  /// --profile FILE: a Chrome trace of a few steps (examples/common/step_profiler.h)
+  std::string profile_trace = {};
+  std::FILE* log = stdout;  ///< progress output (nullptr: silent)
 };
 
 /// What a training run did.

@@ -24,6 +24,7 @@
 #include "ops/creation.h"
 #include "ops/error.h"
 #include "ops/threads.h"
+#include "profiler/profiler.h"
 
 namespace ex = saccade::examples;
 namespace dist = saccade::distributed;
@@ -219,6 +220,8 @@ int main(int argc, char** argv) {
   train->add_option("--dropout", config.dropout, "dropout probability (GPT-2's is 0.1)");
   train->add_option("--seed", model_seed, "seed of the init, the dropout and the training windows");
   train->add_flag("--resume", topts.resume, "continue from OUT/last.safetensors when it exists");
+  train->add_option("--profile", topts.profile_trace,
+                    "profile steps 2-4: a Chrome trace (Perfetto, chrome://tracing) here, a PNG beside it");
   train->add_option("--stop-at", topts.stop_at, "stop after this step (saved: --resume continues the run)");
   train->add_option("--sample-tokens", sample_tokens, "tokens to sample from the best model at the end");
   train->add_flag("--distributed", distributed,
@@ -262,6 +265,8 @@ int main(int argc, char** argv) {
     if (!dist::is_main_process() && !std::freopen("/dev/null", "w", stdout)) return 1;
   }
   try {
+    if (!topts.profile_trace.empty())
+      saccade::profiler::check_trace_path(topts.profile_trace, "--profile");  // before any work
     saccade::Device device = saccade::Device::parse(device_name);
     SACCADE_CHECK(device.is_cpu() || saccade::cuda_is_available(),
                   "gpt: --device {} asked for, but saccade was built without CUDA or no GPU is present",

@@ -61,6 +61,15 @@ GPTConfig GPTConfig::from_metadata(const nn::Metadata& m) {
   return c;
 }
 
+int64_t GPTConfig::num_parameters() const {
+  const __int128 d = d_model, n = vocab_size * __int128{1} * d + context * __int128{1} * d + 2 * d +
+                                  n_layer * (12 * d * d + 13 * d);
+  const bool ok = vocab_size >= 0 && context >= 0 && n_layer >= 0 && d_model >= 0 &&
+                  d_model < (int64_t{1} << 31) && vocab_size < (int64_t{1} << 40) &&
+                  context < (int64_t{1} << 40) && n_layer < (int64_t{1} << 40) && n <= (__int128{1} << 62);
+  return ok ? static_cast<int64_t>(n) : -1;
+}
+
 GPT::GPT(const GPTConfig& config, uint64_t seed)
     : Module("GPT"), config_(config), gen_(std::make_unique<Generator>(seed)) {
   ErrorScope scope(name());

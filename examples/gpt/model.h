@@ -15,10 +15,10 @@
 #include <string>
 #include <vector>
 
-#include "nn/serialization.h"
 #include "nn/embedding.h"
 #include "nn/gpt_block.h"
 #include "nn/normalization.h"
+#include "nn/serialization.h"
 #include "ops/random.h"
 
 namespace saccade::examples {
@@ -41,6 +41,11 @@ struct GPTConfig {
   /// or missing / malformed sizes.
   nn::Metadata to_metadata() const;
   static GPTConfig from_metadata(const nn::Metadata& metadata);
+  /// The parameter elements of a GPT of this config (GPT(config).num_parameters()): V d + C d + 2 d (wte,
+  /// wpe, ln_f) + n_layer (12 d² + 13 d) (per block: ln_1, ln_2 2 d each; W_q, W_k, W_v, W_o and biases
+  /// 4 d² + 4 d; the MLP d x 4d and 4d x d with biases 8 d² + 5 d), or -1 when that passes 2^62. load_gpt
+  /// compares it with what a file holds before building the model.
+  int64_t num_parameters() const;
 };
 
 /// The GPT module. Children: wte Embedding(vocab, d), wpe Embedding(context, d), drop (Dropout), h.0 ...

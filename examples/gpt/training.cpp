@@ -1,6 +1,7 @@
 #include "examples/gpt/training.h"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -20,6 +21,7 @@
 #include "distributed/rank_zero.h"
 #include "distributed/sampler.h"
 #include "examples/common/progress.h"
+#include "examples/common/step_profiler.h"
 #include "examples/gpt/data.h"
 #include "nn/optim.h"
 #include "ops/creation.h"
@@ -30,16 +32,27 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-uint64_t metadata_u64(const nn::Metadata& m, const std::string& key) {
+// A checkpoint's metadata value as a number: the whole string must parse (from_chars), else saccade::Error
+// naming the file and the key.
+template <class T>
+T metadata_number(const nn::Metadata& m, const std::string& path, const std::string& key) {
   auto it = m.find(key);
-  SACCADE_CHECK(it != m.end(), "train_gpt: the checkpoint has no \"{}\"", key);
-  return std::stoull(it->second);
+  SACCADE_CHECK(it != m.end(), "resume_gpt: '{}': the checkpoint has no \"{}\"", path, key);
+  const std::string& s = it->second;
+  T v{};
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  SACCADE_CHECK(ec == std::errc() && end == s.data() + s.size(),
+                "resume_gpt: '{}': \"{}\" is '{}', not a number", path, key, s);
+  return v;
 }
 
-// checkpoints of earlier versions have no training clock: 0
-double metadata_seconds(const nn::Metadata& m, const std::string& key) {
-  auto it = m.find(key);
-  return it == m.end() ? 0.0 : std::stod(it->second);
+// The config in a checkpoint's metadata; its errors name `who` and the file.
+GPTConfig config_of(const nn::Safetensors& file, const std::string& path, const char* who) {
+  try {
+    return GPTConfig::from_metadata(file.metadata);
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: '{}': {}", who, path, e.what()));
+  }
 }
 
 double mean_over_ranks(double value) {
@@ -147,6 +160,36 @@ std::vector<TrainLogRow> read_train_log(const std::string& path) {
   return rows;
 }
 
+GPTResumeState resume_gpt(const std::string& path, GPT& model, nn::Optimizer& optimizer, int64_t batch_size) {
+  const nn::Safetensors file = nn::load_safetensors(path);
+  const GPTConfig saved = config_of(file, path, "resume_gpt");
+  SACCADE_CHECK(saved.to_metadata() == model.config().to_metadata(),
+                "resume_gpt: '{}' holds a different model ({}) than this one ({})", path, saved.describe(),
+                model.config().describe());
+  // Everything is parsed and checked before the model, optimizer or generator change.
+  GPTResumeState st;
+  st.step = metadata_number<int64_t>(file.metadata, path, "step");
+  st.windows = metadata_number<uint64_t>(file.metadata, path, "windows");
+  SACCADE_CHECK(
+      batch_size >= 1 && st.step >= 0 && static_cast<uint64_t>(st.step) <= UINT64_MAX / batch_size &&
+          st.windows == static_cast<uint64_t>(st.step) * static_cast<uint64_t>(batch_size),
+      "resume_gpt: '{}': \"windows\" is {}, not step {} x batch_size {} (resume with the checkpoint's "
+      "batch size)",
+      path, st.windows, st.step, batch_size);
+  st.dropout_seed = metadata_number<uint64_t>(file.metadata, path, "dropout_seed");
+  st.dropout_offset = metadata_number<uint64_t>(file.metadata, path, "dropout_offset");
+  st.best_bits_per_byte = metadata_number<double>(file.metadata, path, "best_bits_per_byte");
+  // checkpoints of earlier versions have no training clock: 0
+  for (auto [key, out] : {std::pair{"train_seconds", &st.train_seconds},
+                          std::pair{"warmup_end_seconds", &st.warmup_end_seconds}})
+    *out = file.metadata.count(key) ? metadata_number<double>(file.metadata, path, key) : 0.0;
+  nn::load_checkpoint(path, model, optimizer);
+  Generator g(st.dropout_seed);
+  g.advance(st.dropout_offset);
+  model.generator() = g;
+  return st;
+}
+
 GPTTrainResult train_gpt(GPT& model, const std::vector<int64_t>& train, const std::vector<int64_t>& valid,
                          const GPTTrainOptions& o) {
   SACCADE_CHECK(
@@ -177,23 +220,16 @@ GPTTrainResult train_gpt(GPT& model, const std::vector<int64_t>& train, const st
   const uint64_t seed = model.generator().seed();
   const bool resuming = o.resume && !last_path.empty() && std::filesystem::exists(last_path);
   if (resuming) {
-    GPTConfig saved = GPTConfig::from_metadata(nn::load_safetensors(last_path).metadata);
-    SACCADE_CHECK(saved.to_metadata() == model.config().to_metadata(),
-                  "train_gpt: {} holds a different model ({}) than this one ({})", last_path,
-                  saved.describe(), model.config().describe());
-    nn::CheckpointInfo info = nn::load_checkpoint(last_path, model, adamw);
-    r.start_step = info.step;
-    windows = metadata_u64(info.metadata, "windows");
-    Generator g(metadata_u64(info.metadata, "dropout_seed"));
-    g.advance(metadata_u64(info.metadata, "dropout_offset"));
-    model.generator() = g;
-    r.best.bits_per_byte = std::stod(info.metadata.at("best_bits_per_byte"));
-    trained = metadata_seconds(info.metadata, "train_seconds");
-    warmup_end = metadata_seconds(info.metadata, "warmup_end_seconds");
+    GPTResumeState state = resume_gpt(last_path, model, adamw, o.batch_size);
+    r.start_step = state.step;
+    windows = state.windows;
+    r.best.bits_per_byte = state.best_bits_per_byte;
+    trained = state.train_seconds;
+    warmup_end = state.warmup_end_seconds;
     if (std::filesystem::exists(log_path))  // the rows up to the checkpoint: the earlier sessions' curve
       for (const TrainLogRow& row : read_train_log(log_path))
-        if (row.step <= info.step) r.log.push_back(row);
-    if (o.log) distributed::print(o.log, "resumed from {} at step {}\n", last_path, info.step);
+        if (row.step <= state.step) r.log.push_back(row);
+    if (o.log) distributed::print(o.log, "resumed from {} at step {}\n", last_path, state.step);
   } else if (!dir.empty() && distributed::is_main_process()) {
     nn::save(model, dir + "init.safetensors", model.config().to_metadata());
   }
@@ -234,11 +270,13 @@ GPTTrainResult train_gpt(GPT& model, const std::vector<int64_t>& train, const st
   if (last <= r.start_step || (o.time_limit > 0 && trained >= o.time_limit)) return r;
   model.train();
   ProgressBar bar(last - r.start_step, o.print_every, o.log ? o.log : stdout, o.log ? -1 : 0);
+  StepProfiler profile(distributed::is_main_process() ? o.profile_trace : "", 1, 3, o.log);
   double ema = 0;
   const auto start = Clock::now();
   const double trained_before = trained;
   int64_t step = r.start_step + 1;
   for (;; ++step) {
+    profile.step();
     const auto step_start = Clock::now();
     if (step == std::min(o.warmup, o.steps - 1) + 1) warmup_end = trained;
     const double lr = scheduled_lr(o, step, trained, warmup_end);
@@ -279,7 +317,8 @@ GPTTrainResult train_gpt(GPT& model, const std::vector<int64_t>& train, const st
       bar.update(step - r.start_step, ema,
                  o.time_limit > 0
                      ? fmt::format("{:.0f} tokens/s, {:.0f} of {:.0f} s", tps, trained, o.time_limit)
-                     : fmt::format("{:.0f} tokens/s", tps));
+                     : fmt::format("{:.0f} tokens/s", tps),
+                 o.time_limit > 0 ? std::max(o.time_limit - trained, 0.0) : -1.0);
     const bool at_eval = (o.eval_every > 0 && step % o.eval_every == 0) || step == last || out_of_time;
     if (at_eval) {
       if (o.log && distributed::is_main_process()) bar.finish();
@@ -290,6 +329,7 @@ GPTTrainResult train_gpt(GPT& model, const std::vector<int64_t>& train, const st
     }
     if (step == last || out_of_time) break;
   }
+  profile.finish();
   r.steps_done = step - r.start_step;
   r.seconds = trained - trained_before;
   r.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
@@ -300,8 +340,17 @@ GPTTrainResult train_gpt(GPT& model, const std::vector<int64_t>& train, const st
 }
 
 std::shared_ptr<GPT> load_gpt(const std::string& path, Device device) {
-  nn::Safetensors file = nn::load_safetensors(path);
-  auto model = std::make_shared<GPT>(GPTConfig::from_metadata(file.metadata));
+  const nn::Safetensors file = nn::load_safetensors(path);
+  const GPTConfig config = config_of(file, path, "load_gpt");
+  // The model is built before its weights load: its size must be what the file holds, or a 1 kB file
+  // could ask for a model of terabytes.
+  int64_t held = 0;
+  for (const auto& [name, t] : file.tensors)
+    if (name.rfind("optimizer.", 0) != 0) held += t.numel();
+  SACCADE_CHECK(config.num_parameters() == held,
+                "load_gpt: '{}': its config ({}) needs {} parameters, its tensors hold {}", path,
+                config.describe(), config.num_parameters(), held);
+  auto model = std::make_shared<GPT>(config);
   model->to(device);
   nn::load(*model, path);
   return model;

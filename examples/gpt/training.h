@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "examples/gpt/model.h"
+#include "nn/optim.h"
 #include "ops/device.h"
 
 namespace saccade::examples {
@@ -52,7 +53,9 @@ struct GPTTrainOptions {
   int64_t stop_at = -1;      ///< stop after this step (scored and saved), as an interrupted run (-1: none)
   bool distributed = false;  ///< data parallel over distributed::world() (each rank: its share of a batch)
   int64_t print_every = 50;  ///< progress line interval when not on a terminal
-  std::FILE* log = stdout;   ///< progress output (nullptr: silent)
+  /// --profile FILE: a Chrome trace of a few steps (examples/common/step_profiler.h)
+  std::string profile_trace = {};
+  std::FILE* log = stdout;  ///< progress output (nullptr: silent)
 };
 
 /// The learning rate of optimizer step `step` (1-based): linear warmup from lr / 10 over the first
@@ -106,8 +109,26 @@ struct GPTTrainResult {
 GPTTrainResult train_gpt(GPT& model, const std::vector<int64_t>& train, const std::vector<int64_t>& valid,
                          const GPTTrainOptions& opts);
 
+/// What a checkpoint of train_gpt holds beside the model and the optimizer (in its metadata).
+struct GPTResumeState {
+  int64_t step = 0;                                  ///< optimizer steps taken
+  uint64_t windows = 0;                              ///< training windows drawn (= step x batch_size)
+  uint64_t dropout_seed = 0, dropout_offset = 0;     ///< the model's dropout Generator
+  double best_bits_per_byte = INFINITY;              ///< the best validation score so far
+  double train_seconds = 0, warmup_end_seconds = 0;  ///< the training clock (0 in older checkpoints)
+};
+
+/// Resumes a training run from `path` (a last.safetensors of train_gpt): checks that it holds this model's
+/// config, that every metadata number parses whole and that its window count is step x `batch_size`, then
+/// loads the model and `optimizer` (nn::load_checkpoint) and sets the model's dropout Generator. Throws
+/// saccade::Error naming "resume_gpt" (or load_safetensors / load_checkpoint), the file and the key; on
+/// error the model, optimizer and generator are unchanged.
+GPTResumeState resume_gpt(const std::string& path, GPT& model, nn::Optimizer& optimizer, int64_t batch_size);
+
 /// Loads a checkpoint's model into a new GPT built from its metadata (device `device`). Throws
-/// saccade::Error for a file that is not a gpt checkpoint or does not fit its own config.
+/// saccade::Error naming "load_gpt" and the file for a file that is not a gpt checkpoint, whose tensors do
+/// not hold GPTConfig::num_parameters() elements (checked before the model is built) or do not fit its
+/// config.
 std::shared_ptr<GPT> load_gpt(const std::string& path, Device device = Device::cpu());
 
 }  // namespace saccade::examples

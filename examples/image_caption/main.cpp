@@ -21,6 +21,7 @@
 #include "ops/blas.h"
 #include "ops/error.h"
 #include "ops/threads.h"
+#include "profiler/profiler.h"
 
 namespace ex = saccade::examples;
 
@@ -40,6 +41,7 @@ int main(int argc, char** argv) {
   double lr = -1;
   uint64_t seed = 0;
   bool resume = false, eval_only = false, profile = false, distributed = false;
+  std::string profile_trace;
   app.add_option("--model", model, "sat or transformer")->check(CLI::IsMember({"sat", "transformer"}));
   app.add_option("--steps", steps, "training steps (default 1000)");
   app.add_option("--batch-size", batch_size, "scenes per step")->check(CLI::PositiveNumber);
@@ -62,7 +64,9 @@ int main(int argc, char** argv) {
                  "CPU threads (saccade::set_num_threads); default: OMP_NUM_THREADS, else all cores")
       ->check(CLI::PositiveNumber);
   app.add_option("--data", data_dir, "directory of the Fashion-MNIST .gz files");
-  app.add_flag("--profile", profile, "print the time per step spent in each phase");
+  app.add_flag("--phase-times", profile, "print the time per step spent in each phase");
+  app.add_option("--profile", profile_trace,
+                 "profile steps 2-4: a Chrome trace (Perfetto, chrome://tracing) here, a PNG beside it");
   app.add_flag("--distributed", distributed,
                "data-parallel over the ranks of mpirun (--batch-size is the global batch; rank 0 prints, "
                "writes the checkpoint and evaluates)");
@@ -77,6 +81,8 @@ int main(int argc, char** argv) {
   }
 
   try {
+    if (!profile_trace.empty())
+      saccade::profiler::check_trace_path(profile_trace, "--profile");  // before any work
     saccade::Device device = saccade::Device::parse(device_name);
     SACCADE_CHECK(
         device.is_cpu() || saccade::cuda_is_available(),
@@ -122,6 +128,7 @@ int main(int argc, char** argv) {
       opts.checkpoint_every = checkpoint_every;
       opts.resume = resume;
       opts.profile = profile;
+      opts.profile_trace = profile_trace;
       opts.distributed = distributed;
       std::printf("training %lld steps of batch %lld, lr %g, checkpoint %s\n",
                   static_cast<long long>(opts.steps), static_cast<long long>(batch_size), opts.lr,

@@ -17,6 +17,7 @@
 #include "examples/common/plots.h"
 #include "examples/common/png_io.h"
 #include "examples/common/progress.h"
+#include "examples/common/step_profiler.h"
 #include "nn/optim.h"
 #include "nn/scheduler.h"
 #include "ops/creation.h"
@@ -33,7 +34,7 @@ int64_t metadata_int(const nn::Metadata& m, const std::string& key, int64_t fall
   return it == m.end() ? fallback : std::stoll(it->second);
 }
 
-// Wall time spent in each phase of a training step (--profile).
+// Wall time spent in each phase of a training step (--phase-times).
 struct PhaseTimes {
   double data = 0, encode = 0, decode = 0, backward = 0, optimizer = 0;
   void print(std::FILE* out, int64_t steps) const {
@@ -116,11 +117,13 @@ TrainResult train_captioner(Captioner& model, const ImageSet& train_set, const T
   if (todo <= 0) return result;
   model.train();
   ProgressBar bar(todo, opts.print_every, opts.log ? opts.log : stdout, opts.log ? -1 : 0);
+  StepProfiler profile(distributed::is_main_process() ? opts.profile_trace : "", 1, 3, opts.log);
   PhaseTimes times;
   std::vector<double> recent;
   double ema = 0;
   auto start = Clock::now();
   for (int64_t step = result.start_step + 1; step <= opts.steps; ++step) {
+    profile.step();
     auto t0 = Clock::now();
     SceneBatch batch =
         ddp ? next_shard(generator, train_set, opts.batch_size, mine) : generator.next_batch(opts.batch_size);
@@ -164,6 +167,7 @@ TrainResult train_captioner(Captioner& model, const ImageSet& train_set, const T
     if (opts.checkpoint_every > 0 && step % opts.checkpoint_every == 0 && step < opts.steps) save(step);
   }
   if (opts.log) bar.finish();
+  profile.finish();
   result.steps_done = todo;
   result.seconds = seconds_since(start);
   size_t n = std::min<size_t>(recent.size(), 100);

@@ -27,7 +27,9 @@ struct TrainOptions {
   int64_t checkpoint_every = 500;
   bool resume = false;        ///< continue from `checkpoint` when it exists
   int64_t print_every = 100;  ///< progress line interval when not on a terminal
-  bool profile = false;       ///< time encode / decode / backward / optimizer and print the split
+  bool profile = false;  ///< time encode / decode / backward / optimizer and print the split (--phase-times)
+  /// --profile FILE: a Chrome trace of a few steps (examples/common/step_profiler.h)
+  std::string profile_trace = {};
   /// Data-parallel over distributed::world() (started by mpirun; distributed::init() called): batch_size is
   /// the global batch, each rank trains on its shard_range of every batch of the one scene stream, the
   /// gradients are averaged (DistributedDataParallel), rank 0 writes the checkpoints.

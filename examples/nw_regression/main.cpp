@@ -13,6 +13,7 @@
 #include "ops/blas.h"
 #include "ops/join.h"
 #include "ops/tensor.h"
+#include "profiler/profiler.h"
 
 namespace ex = saccade::examples;
 namespace nn = saccade::nn;
@@ -52,7 +53,7 @@ int main(int argc, char** argv) {
   uint64_t seed = 0;
   int64_t epochs = 50;
   double lr = 0.5;
-  std::string out = "out/nw_regression";
+  std::string out = "out/nw_regression", profile_trace;
   app.add_option("--seed", seed, "seed of the data and of the parametric model's initial w")
       ->capture_default_str();
   app.add_option("--epochs", epochs, "epochs of the long parametric run (the d2l run has 5)")
@@ -61,10 +62,14 @@ int main(int argc, char** argv) {
   app.add_option("--lr", lr, "SGD learning rate of the parametric model")
       ->capture_default_str()
       ->check(CLI::Range(1e-6, 100.0));
+  app.add_option("--profile", profile_trace,
+                 "profile epochs 2-4 of the long parametric run: a Chrome trace here, a PNG beside it");
   app.add_option("--out", out, "directory for the PNGs (created if missing)")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   try {
+    if (!profile_trace.empty())
+      saccade::profiler::check_trace_path(profile_trace, "--profile");  // before any work
     std::filesystem::create_directories(out);
     const ex::NwData d = ex::make_nw_data(seed);
     std::printf("%s\n", saccade::blas_info_line().c_str());
@@ -77,7 +82,8 @@ int main(int argc, char** argv) {
     auto train = [&](int64_t n) {
       std::printf("parametric NW, %lld epochs of full-batch SGD (lr %g) on leave-one-out keys:\n",
                   static_cast<long long>(n), lr);
-      ex::ParametricRun run = ex::train_parametric_nw(d, {.epochs = n, .lr = lr, .seed = seed});
+      ex::ParametricRun run = ex::train_parametric_nw(
+          d, {.epochs = n, .lr = lr, .seed = seed, .profile_trace = n == epochs ? profile_trace : ""});
       std::printf("  initial w %.4f\n", run.w_init);
       // The long run starts like the short one: print its first 5 epochs once.
       if (n > 5) std::printf("  epochs 1-5 as above\n");

@@ -2,6 +2,7 @@
 
 #include "autograd/functions/nn.h"
 #include "autograd/grad_mode.h"
+#include "examples/common/step_profiler.h"
 #include "nn/optim.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
@@ -73,7 +74,9 @@ ParametricRun train_parametric_nw(const NwData& data, const ParametricOptions& o
 
   ParametricRun run;
   run.w_init = net.w.item<double>();
+  StepProfiler profile(options.profile_trace, 1, 3);
   for (int64_t epoch = 1; epoch <= options.epochs; ++epoch) {
+    profile.step();
     trainer.zero_grad();
     Variable y_hat = net.forward(data.x_train, loo.keys, loo.values).predictions;
     Variable loss = mse_loss(y_hat, data.y_train, Reduction::Sum);
@@ -83,6 +86,7 @@ ParametricRun train_parametric_nw(const NwData& data, const ParametricOptions& o
     run.epoch_w.push_back(net.w.item<double>());
     if (on_epoch) on_epoch(epoch, run.epoch_loss.back());
   }
+  profile.finish();
   run.w = net.w.item<double>();
 
   NoGradGuard no_grad;

@@ -51,6 +51,8 @@ struct ParametricOptions {
   int64_t epochs = 5;
   double lr = 0.5;
   uint64_t seed = 0;  ///< draws the initial w (U[0, 1), as d2l's torch.rand((1,)))
+  /// --profile FILE: a Chrome trace of a few steps (examples/common/step_profiler.h)
+  std::string profile_trace = {};
 };
 
 /// What the training produced; the fit is on the test queries against all training points.

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "ops/error.h"
+#include "profiler/profiler.h"
 
 namespace saccade::cpu {
 namespace {
@@ -82,6 +83,8 @@ class ThreadPool {
       return;
     }
     body_ = &body;
+    task_name_ = profiler::is_active() ? profiler::detail::current_range() : "";  // the op that asked
+    if (!*task_name_) task_name_ = "pool task";
     max_joiners_ = nt - 1;
     error_ = nullptr;
     state_.store(kOpen, std::memory_order_release);
@@ -114,6 +117,8 @@ class ThreadPool {
 
   void run_task(int t) {
     tls_in_task = true;
+    // each thread's share of the region, in its own lane of the trace
+    profiler::RecordFunction range(profiler::detail::Interned{}, task_name_, "pool");
     try {
       (*body_)(t);
     } catch (...) {
@@ -124,6 +129,7 @@ class ThreadPool {
   }
 
   void worker(int t, uint32_t seen) {
+    profiler::set_thread_name(fmt::format("pool worker {}", t));
     for (;;) {
       seen = wait_while_equal(generation_, seen);
       if (stopping_) return;
@@ -148,6 +154,7 @@ class ThreadPool {
   // The task of the current region: written by the caller before it opens the region (release), read by
   // workers after they joined it (acquire); the caller changes it only once no worker is inside.
   const std::function<void(int)>* body_ = nullptr;
+  const char* task_name_ = "";
   int max_joiners_ = 0;
   std::atomic<bool> stopping_{false};
   std::atomic<uint32_t> generation_{0};

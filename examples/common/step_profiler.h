@@ -1,0 +1,43 @@
+#pragma once
+// The examples' --profile FILE: profiles a few training steps with saccade's profiler (profiler/profiler.h)
+// and writes what it saw:
+//   FILE            the Chrome trace: open it in https://ui.perfetto.dev or chrome://tracing
+//   FILE's stem.png time by op family, forward and backward stacked (self time, all threads)
+//   the table       calls, self / total time, FLOPs, GFLOP/s, bytes per op (like torch's key_averages)
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "profiler/profiler.h"
+
+namespace saccade::examples {
+
+/// Call step() at the top of every training step. The profile starts at step skip + 1 (the first steps
+/// allocate the optimizer's state and warm the caches) and covers `steps` steps, each a "step N" range;
+/// it is written when they are done, or when the StepProfiler is destroyed (a run that ends sooner).
+class StepProfiler {
+ public:
+  /// An empty `path` profiles nothing. Throws saccade::Error naming --profile when `path` can't be written
+  /// (checked here, before training starts), or when skip < 0 or steps < 1.
+  explicit StepProfiler(std::string path, int64_t skip = 1, int64_t steps = 3, std::FILE* out = stdout);
+  ~StepProfiler();
+  StepProfiler(const StepProfiler&) = delete;
+  StepProfiler& operator=(const StepProfiler&) = delete;
+
+  /// Marks the start of the next training step (and the end of the previous one).
+  void step();
+  /// Stops and writes the trace, the PNG and the table now, if a profile is running.
+  void finish();
+  /// The PNG's path for a trace at `trace`: "out/trace.json" -> "out/trace.png".
+  static std::string png_path(const std::string& trace);
+
+ private:
+  std::string path_;
+  int64_t skip_, steps_, done_ = 0;
+  std::FILE* out_;
+  std::unique_ptr<profiler::Profile> profile_;
+  std::unique_ptr<profiler::RecordFunction> range_;
+};
+
+}  // namespace saccade::examples

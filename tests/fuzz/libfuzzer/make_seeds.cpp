@@ -1,0 +1,150 @@
+// Writes the seed corpora of the libFuzzer targets: small valid files, each written by saccade's own
+// writers (the half-precision safetensors and the .npy of format 2.0, which saccade does not write, by
+// hand), and the SentencePiece model the gpt target loads. Usage: fuzz_make_seeds <tests/fuzz/libfuzzer>;
+// writes <dir>/corpus/<target>/ and <dir>/data/tokenizer.model (both committed; rerun after a format
+// change).
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "autograd/functions/nn.h"
+#include "autograd/functions/shape.h"
+#include "examples/common/idx.h"
+#include "examples/gpt/tokenizer.h"
+#include "examples/gpt/training.h"
+#include "nn/serialization.h"
+#include "ops/creation.h"
+#include "ops/io.h"
+#include "tests/fuzz/libfuzzer/fuzz_common.h"
+#include "tests/fuzz/libfuzzer/fuzz_gpt.h"
+
+using namespace saccade;
+namespace fs = std::filesystem;
+
+namespace {
+
+void write_text(const fs::path& p, const std::string& s) { std::ofstream(p, std::ios::binary) << s; }
+
+// A safetensors file from its JSON header and data bytes (the header padded to a multiple of 8).
+std::string safetensors_bytes(std::string header, const std::string& data) {
+  header.append((8 - header.size() % 8) % 8, ' ');
+  uint64_t n = header.size();
+  std::string out(8, '\0');
+  std::memcpy(out.data(), &n, 8);
+  return out + header + data;
+}
+
+nn::Metadata gpt_resume_metadata(examples::GPT& m, int64_t step) {
+  nn::Metadata meta = m.config().to_metadata();
+  meta["windows"] = std::to_string(step * fuzz::kTinyBatch);
+  meta["dropout_seed"] = std::to_string(m.generator().seed());
+  meta["dropout_offset"] = std::to_string(m.generator().offset());
+  meta["best_bits_per_byte"] = step > 0 ? "3.25" : "inf";
+  meta["window_seed"] = "0";
+  meta["train_seconds"] = "1.5";
+  meta["warmup_end_seconds"] = "0";
+  return meta;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  SACCADE_CHECK(argc == 2, "usage: fuzz_make_seeds <tests/fuzz/libfuzzer>");
+  const fs::path root = argv[1], corpus = root / "corpus";
+  for (const char* t :
+       {"safetensors", "state_dict", "checkpoint", "npy", "idx", "cmudict", "fortunes", "gpt"})
+    fs::create_directories(corpus / t);
+  fs::create_directories(root / "data");
+  const auto f = [&](const char* target, const char* name) { return (corpus / target / name).string(); };
+
+  // safetensors: each dtype saccade writes, metadata, a 0-d and an empty tensor, no tensors at all, halves
+  nn::StateDict all;
+  all.insert("w", ops::arange(0, 6, 1, DType::Float32).reshape({2, 3}));
+  all.insert("d", ops::full({2}, -1.5, DType::Float64));
+  all.insert("i", ops::arange(0, 3, 1, DType::Int64));
+  all.insert("b", ops::from_vector(std::vector<int64_t>{1, 0, 1}, {3}).to(DType::Bool));
+  nn::save_safetensors(all, f("safetensors", "dtypes.safetensors"), {{"format", "pt"}, {"note", "seed"}});
+  nn::StateDict odd;
+  odd.insert("scalar", ops::full({}, 2.0, DType::Float32));
+  odd.insert("empty", ops::zeros({0, 3}, DType::Float64));
+  nn::save_safetensors(odd, f("safetensors", "scalar_empty.safetensors"));
+  nn::save_safetensors({}, f("safetensors", "no_tensors.safetensors"), {{"k", "v"}});
+  write_text(f("safetensors", "halves.safetensors"),
+             safetensors_bytes(R"({"h":{"dtype":"F16","shape":[2],"data_offsets":[0,4]},)"
+                               R"("g":{"dtype":"BF16","shape":[2],"data_offsets":[4,8]}})",
+                               std::string("\x00\x3c\x00\xc0\x80\x3f\x80\x7f", 8)));
+
+  // state_dict: the small model, in float32 and float64, and a checkpoint of it (optimizer keys ignored)
+  fuzz::SmallModel small;
+  nn::save(small, f("state_dict", "small.safetensors"));
+  nn::StateDict wide;
+  for (const auto& [k, t] : small.state_dict()) wide.insert(k, t.to(DType::Float64));
+  nn::save_safetensors(wide, f("state_dict", "small_f64.safetensors"));
+  nn::AdamW small_opt(small.parameters());
+  nn::save_checkpoint(f("state_dict", "small_checkpoint.safetensors"), small, small_opt, 0);
+
+  // checkpoint and gpt: a tiny GPT before and after one AdamW step, as train_gpt saves it
+  examples::GPT gpt(fuzz::tiny_gpt_config(), 1);
+  nn::AdamW adamw({nn::ParamGroup{gpt.decayed_parameters(), std::nullopt, 0.1},
+                   nn::ParamGroup{gpt.undecayed_parameters(), std::nullopt, 0.0}});
+  nn::save_checkpoint(f("checkpoint", "step0.safetensors"), gpt, adamw, 0, gpt_resume_metadata(gpt, 0));
+  nn::save(gpt, f("gpt", "byte.safetensors"), gpt.config().to_metadata());
+  {
+    Tensor x = ops::zeros({1, 2}, DType::Int64), y = ops::ones({2}, DType::Int64);
+    Variable loss = cross_entropy(reshape(gpt.forward(x), {2, 8}), y);
+    loss.backward();
+    adamw.step();
+  }
+  nn::save_checkpoint(f("checkpoint", "step1.safetensors"), gpt, adamw, 1, gpt_resume_metadata(gpt, 1));
+  nn::save_checkpoint(f("gpt", "last.safetensors"), gpt, adamw, 1, gpt_resume_metadata(gpt, 1));
+  const std::string tok = (root / "data" / "tokenizer.model").string();
+  std::string text;
+  for (int i = 0; i < 40; ++i) text += "to be or not to be, that is the question\nthe rest is silence\n";
+  examples::SentencePieceTokenizer::train(text, 300, tok);
+  examples::GPTConfig bpe = fuzz::tiny_gpt_config();
+  bpe.vocab_size = examples::SentencePieceTokenizer(tok).vocab_size(), bpe.tokenizer = "bpe";
+  examples::GPT gpt_bpe(bpe, 2);
+  nn::save(gpt_bpe, f("gpt", "bpe.safetensors"), bpe.to_metadata());
+
+  // npy: each dtype, a 0-d and an empty array, and a format 2.0 header (4-byte length) by hand
+  ops::save_npy(all.at("w"), f("npy", "f4.npy"));
+  ops::save_npy(all.at("d"), f("npy", "f8.npy"));
+  ops::save_npy(all.at("i"), f("npy", "i8.npy"));
+  ops::save_npy(all.at("b"), f("npy", "b1.npy"));
+  ops::save_npy(odd.at("scalar"), f("npy", "scalar.npy"));
+  ops::save_npy(odd.at("empty"), f("npy", "empty.npy"));
+  {
+    std::string h = "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }";
+    h.append((64 - (12 + h.size() + 1) % 64) % 64, ' ');
+    h += '\n';
+    std::string bytes = std::string("\x93NUMPY\x02\x00", 8);
+    uint32_t n = static_cast<uint32_t>(h.size());
+    bytes.append(reinterpret_cast<const char*>(&n), 4);
+    float one = 1.0f;
+    write_text(f("npy", "v2.npy"), bytes + h + std::string(reinterpret_cast<const char*>(&one), 4));
+  }
+
+  // idx: labels (1-d) and images (3-d), gzip-compressed as Fashion-MNIST ships, and one plain file
+  examples::write_idx_gz(f("idx", "labels-idx1-ubyte.gz"), {5}, {0, 1, 2, 9, 3});
+  std::vector<uint8_t> pixels(2 * 3 * 3);
+  for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<uint8_t>(i * 14);
+  examples::write_idx_gz(f("idx", "images-idx3-ubyte.gz"), {2, 3, 3}, pixels);
+  write_text(f("idx", "plain-idx2-ubyte"),
+             std::string("\x00\x00\x08\x02\x00\x00\x00\x02\x00\x00\x00\x02\x01\x02\x03\x04", 16));
+
+  // cmudict: Festival's lexicon format, as festlex-cmu ships it
+  write_text(
+      f("cmudict", "cmudict.out"),
+      "MNCL\n;; a comment\n"
+      "(\"abandon\" nil (((ax) 0) ((b ae n) 1) ((d ax n) 0)))\n"
+      "(\"read\" n (((r iy d) 1)))\n(\"read\" v (((r eh d) 1)))\n"
+      "(\"o'brien\" nil (((ow) 0) ((b r ay) 1) ((ax n) 0)))\n(\"x-ray\" nil (((eh k s) 1) ((r ey) 1)))\n"
+      "(\"2nd\" nil (((s eh) 1) ((k ax n d) 0)))\n");
+
+  // fortunes: quotations between lines of "%", a duplicate and a blank piece
+  write_text(f("fortunes", "fortunes"),
+             "A fool and his money are soon parted.\n%\nTo be, or not to be.\n\t-- Hamlet\n%\n\n%\n"
+             "A fool and his money are soon parted.\n%\n100% sure\n%");
+  std::printf("seeds written under %s\n", corpus.c_str());
+  return 0;
+}
