@@ -2,6 +2,7 @@
 // saccade: one include for everything. Reading order: ops/tensor.h, ops/backend.h, ops/cpu/loop.h,
 // ops/elementwise.h, autograd/node.h, autograd/variable.h, autograd/function.h, autograd/engine.cpp,
 // autograd/functions/*.
+#include "autograd/autocast.h"
 #include "autograd/dot.h"
 #include "autograd/engine.h"
 #include "autograd/format.h"

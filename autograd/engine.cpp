@@ -112,6 +112,8 @@ void run_backward(const std::shared_ptr<Node>& root, const Tensor& grad, bool re
   SACCADE_CHECK(root != nullptr, "backward: nothing requires grad");
   profiler::RecordFunction range("autograd::backward", "autograd");
   NoGradGuard no_grad;  // derivative rules compute with ops; they record nothing
+  // autocast casts nothing during backward: a gradient stays in the dtype its forward ran in
+  AutocastExcludeGuard no_autocast;
 
   // 1. in-degrees of every node reachable from the root
   std::unordered_map<Node*, int> deps = count_dependencies(root.get());

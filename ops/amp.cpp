@@ -27,8 +27,11 @@ void amp_foreach_non_finite_check_and_unscale_(const std::vector<Tensor>& grads,
   for (size_t i = 0; i < grads.size(); ++i) {
     const Tensor& g = grads[i];
     SACCADE_CHECK(g.defined(), "{}: gradient {} is undefined", op, i);
-    SACCADE_CHECK(is_floating(g.dtype()), "{}: gradient {} has dtype {}, expected a floating dtype", op, i,
-                  g.dtype());
+    SACCADE_CHECK(
+        g.dtype() == DType::Float32 || g.dtype() == DType::Float64,
+        "{}: gradient {} has dtype {}, expected float32 or float64 (loss scaling unscales the float32 "
+        "master weights' gradients; autocast keeps parameters float32)",
+        op, i, g.dtype());
     SACCADE_CHECK(g.device() == device, "{}: gradient {} is on {}, found_inf on {}", op, i, g.device(),
                   device);
     if (g.numel() == 0) continue;

@@ -10,14 +10,14 @@
 
 namespace saccade::ops {
 
-/// For every tensor g of `grads` (floating, any strides, all on found_inf's device): g *= inv_scale in place,
-/// and found_inf = 1 when any element of any g is NaN or ±inf (found_inf is never reset here: several calls
+/// For every tensor g of `grads` (float32 or float64, any strides, all on found_inf's device):
+/// g *= inv_scale in place, and found_inf = 1 when any element of any g is NaN or ±inf (found_inf is never reset here: several calls
 /// accumulate into one flag). `found_inf` and `inv_scale`: float32 tensors of one element on the grads'
 /// device. As torch._amp_foreach_non_finite_check_and_unscale_: the gradients are multiplied even when a
 /// non-finite value is found (the step that follows is skipped anyway). One pass over all gradients on the
 /// CPU; on CUDA, one kernel per group of up to 64 gradients of one dtype, no host synchronisation.
-/// Throws saccade::Error naming the op for an undefined or non-floating gradient, a gradient on another
-/// device, or a found_inf / inv_scale that is not a one-element float32 tensor.
+/// Throws saccade::Error naming the op for an undefined gradient or one of another dtype (16-bit included),
+/// a gradient on another device, or a found_inf / inv_scale that is not a one-element float32 tensor.
 void amp_foreach_non_finite_check_and_unscale_(const std::vector<Tensor>& grads, const Tensor& found_inf,
                                                const Tensor& inv_scale);
 

@@ -2,6 +2,7 @@
 // Broadcast inputs get their gradient summed back to their own shape by sum_to.
 #include "autograd/functions/elementwise.h"
 
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
@@ -74,6 +75,7 @@ Variable div(const Variable& a, const Variable& b) {
 
 Variable pow(const Variable& a, const Variable& b) {
   check_defined("pow", a, b);
+  SACCADE_AUTOCAST("pow", pow, a, b);
   // y = a^b:  da = g * b * a^(b-1),  db = g * y * log(a)   (db = 0 where a = 0 and b >= 0, as torch)
   Tensor y = ops::pow(a.data(), b.data());
   InputInfo ia(a), ib(b);
@@ -128,6 +130,7 @@ Variable rdiv(const Variable& a, double b) {
 }
 Variable pow(const Variable& a, double e) {
   check_defined("pow", a);
+  SACCADE_AUTOCAST("pow", pow, a, e);
   // y = a^e:  da = g * e * a^(e-1)   (0 for e = 0, also at a = 0)
   SavedTensor sa(a.data(), "pow");
   return make_result("pow", ops::pow(a.data(), e), {a}, [sa, e](const Tensor& g) -> Grads {
@@ -164,6 +167,7 @@ Variable neg(const Variable& a) {
 
 Variable exp(const Variable& a) {
   check_defined("exp", a);
+  SACCADE_AUTOCAST("exp", exp, a);
   // y = e^a:  da = g * y
   Tensor y = ops::exp(a.data());
   SavedTensor sy(y, "exp");
@@ -172,6 +176,7 @@ Variable exp(const Variable& a) {
 
 Variable log(const Variable& a) {
   check_defined("log", a);
+  SACCADE_AUTOCAST("log", log, a);
   // y = ln a:  da = g / a
   SavedTensor sa(a.data(), "log");
   return make_result("log", ops::log(a.data()), {a},
