@@ -2,6 +2,7 @@
 // saccade: one include for everything. Reading order: ops/tensor.h, ops/backend.h, ops/cpu/loop.h,
 // ops/elementwise.h, autograd/node.h, autograd/variable.h, autograd/function.h, autograd/engine.cpp,
 // autograd/functions/*.
+#include "autograd/autocast.h"
 #include "autograd/checkpoint.h"
 #include "autograd/dot.h"
 #include "autograd/engine.h"
@@ -24,6 +25,7 @@
 #include "nn/conv.h"
 #include "nn/dropout.h"
 #include "nn/embedding.h"
+#include "nn/grad_scaler.h"
 #include "nn/init.h"
 #include "nn/linear.h"
 #include "nn/loss.h"
@@ -40,6 +42,7 @@
 #include "nn/transformer.h"
 #include "nn/transformer_layers.h"
 #include "nn/unary_module.h"
+#include "ops/amp.h"
 #include "ops/attention.h"
 #include "ops/blas.h"
 #include "ops/caching_allocator.h"

@@ -186,6 +186,8 @@ std::vector<Variable> run_backward(const std::vector<std::shared_ptr<Node>>& roo
   for (const auto& r : roots) SACCADE_CHECK(r != nullptr, "backward: nothing requires grad");
   profiler::RecordFunction range("autograd::backward", "autograd");
   AutoGradMode mode(create_graph);  // rules record a graph only under create_graph
+  // autocast casts nothing during backward: a gradient stays in the dtype its forward ran in
+  AutocastExcludeGuard no_autocast;
 
   // 1. in-degrees of every node reachable from the roots; for grad(), which nodes lead to an input
   std::unordered_map<Node*, int> deps = count_dependencies(roots);

@@ -44,6 +44,24 @@ void set_anomaly_mode_enabled(bool enabled);
 /// read of its result (a device sync on a GPU): only anomaly mode calls it on the hot path.
 bool all_finite(const Tensor& t);
 
+/// Whether autocast (autograd/autocast.h) is held off in this thread: inside an op it already cast the
+/// inputs of, and during backward (the engine sets it: a gradient stays in its forward's dtype). Its own
+/// switch here, below the engine in the include order; autocast's state lives in autocast.cpp.
+bool autocast_excluded();
+void set_autocast_excluded(bool excluded);
+
+/// While alive, autocast casts nothing in this thread.
+class AutocastExcludeGuard {
+ public:
+  AutocastExcludeGuard() : prev_(autocast_excluded()) { set_autocast_excluded(true); }
+  ~AutocastExcludeGuard() { set_autocast_excluded(prev_); }
+  AutocastExcludeGuard(const AutocastExcludeGuard&) = delete;
+  AutocastExcludeGuard& operator=(const AutocastExcludeGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
 /// While alive, anomaly detection is on (torch.autograd.detect_anomaly()).
 class AnomalyModeGuard {
  public:

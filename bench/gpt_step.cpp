@@ -8,9 +8,16 @@
 // Usage: build/bench/gpt_step [samples] [notorch]   (default 5 timed runs per setting, after one warm-up)
 //        build/bench/gpt_step [samples] profile     the train step with a profiler::Profile active (shapes,
 //        memory, FLOPs: what --profile records) against none, alternated step by step, at 1 and 2 threads
+//        build/bench/gpt_step [samples] [notorch] --dtype bf16|f16
+//   With --dtype, the training step runs under
+//   saccade::AutocastGuard beside our float32 step (alternated run by run) and PyTorch's
+//   torch.autocast("cpu", torch.bfloat16) step, and the peak memory of one step of each is printed
+//   (the CPU caching allocator's peak_bytes_in_use: the 16-bit step is measured first, so the float32
+//   figure is that step's own peak whenever it is the larger one).
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,9 +46,14 @@ struct Setup {
   Tensor x = ops::randint(0, 256, {kBatch, 128}, Device::cpu(), &gen);
   Tensor y = ops::randint(0, 256, {kBatch * 128}, Device::cpu(), &gen);
 
-  void step() {
+  void step(DType dtype = DType::Float32) {
     model.train();
-    Variable loss = cross_entropy(reshape(model.forward(x), {kBatch * 128, 256}), y);
+    Variable loss;
+    {
+      std::optional<AutocastGuard> autocast;
+      if (dtype != DType::Float32) autocast.emplace(dtype);
+      loss = cross_entropy(reshape(model.forward(x), {kBatch * 128, 256}), y);
+    }
     adamw.zero_grad();
     loss.backward();
     nn::clip_grad_norm_(params, 1.0);
@@ -97,15 +109,79 @@ int profile_cost(Setup& s, int samples) {
   return 0;
 }
 
+// --dtype: our 16-bit step against our float32 step (alternated run by run) and against PyTorch's autocast
+// step (bf16 only: PyTorch's CPU autocast has no float16 GEMM worth timing), then one step's peak memory.
+int run_dtype(DType dtype, int samples, bool torch) {
+  const std::string script = std::string(SACCADE_BENCH_DIR) + "/gpt_step_torch.py";
+  const char* name = dtype == DType::BFloat16 ? "bf16" : "f16";
+  std::printf("GPT (examples/gpt defaults, batch %lld), %s autocast step against float32, %d samples\n",
+              static_cast<long long>(kBatch), name, samples);
+  std::printf("OpenBLAS core %s; load average at start %.2f\n", openblas_get_corename(), sb::load_average());
+  Setup s;
+  empty_cache();
+  const int64_t base = memory_stats().bytes_in_use;
+  s.step(dtype);
+  const int64_t peak_half = memory_stats().peak_bytes_in_use - base;
+  s.step();
+  const int64_t peak_f32 = memory_stats().peak_bytes_in_use - base;
+  std::printf("peak memory of one step above the model: %s %.1f MiB, float32 %.1f MiB, ratio %.2f\n", name,
+              peak_half / 1048576.0, peak_f32 / 1048576.0,
+              static_cast<double>(peak_half) / static_cast<double>(peak_f32));
+  std::printf("\n%-8s %-26s %-26s %-26s %-12s %s\n", "threads", "f32 (ms)",
+              (std::string(name) + " (ms)").c_str(), "torch bf16 (ms)", "f32 / ours", "torch / ours");
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    std::vector<double> f32, half;
+    for (int i = 0; i <= samples; ++i) {  // alternated; the first pair warms up
+      auto t0 = sb::Clock::now();
+      s.step();
+      const double a = 1e3 * sb::seconds_since(t0);
+      t0 = sb::Clock::now();
+      s.step(dtype);
+      const double b = 1e3 * sb::seconds_since(t0);
+      if (i > 0) f32.push_back(a), half.push_back(b);
+    }
+    const sb::Stats sf = sb::stats(f32), sh = sb::stats(half);
+    std::map<std::string, double> t;
+    if (torch && dtype == DType::BFloat16)
+      t = sb::run_torch(script, "train " + std::to_string(threads) + " " + std::to_string(samples) + " " +
+                                    std::to_string(kBatch) + " bf16");
+    const std::string tc = t.empty() ? "-" : cell({t["median_ms"], t["min_ms"], t["max_ms"]}, "%.1f");
+    const std::string tr = t.empty() ? "-" : fmt::format("{:.2f}", t["median_ms"] / sh.median);
+    std::printf("%-8d %-26s %-26s %-26s %-12s %s\n", threads, cell(sf, "%.1f").c_str(),
+                cell(sh, "%.1f").c_str(), tc.c_str(), fmt::format("{:.2f}", sf.median / sh.median).c_str(),
+                tr.c_str());
+  }
+  std::printf("\nload average at end %.2f\n", sb::load_average());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int samples = argc > 1 ? std::max(1, std::atoi(argv[1])) : 5;
-  if (argc > 2 && std::string(argv[2]) == "profile") {
+  int samples = 5;
+  bool torch = true, profile = false;
+  DType dtype = DType::Float32;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "notorch") {
+      torch = false;
+    } else if (a == "profile") {
+      profile = true;
+    } else if (a == "--dtype" && i + 1 < argc) {
+      const std::string d = argv[++i];
+      SACCADE_CHECK(d == "bf16" || d == "f16", "gpt_step: --dtype bf16 or f16, got {}", d);
+      dtype = d == "bf16" ? DType::BFloat16 : DType::Float16;
+    } else {
+      samples = std::max(1, std::atoi(argv[i]));
+    }
+  }
+  if (profile) {
     Setup s;
     return profile_cost(s, samples);
   }
-  bool torch = !(argc > 2 && std::string(argv[2]) == "notorch") && sb::torch_available();
+  torch = torch && sb::torch_available();
+  if (dtype != DType::Float32) return run_dtype(dtype, samples, torch);
   const std::string script = std::string(SACCADE_BENCH_DIR) + "/gpt_step_torch.py";
   std::string torch_version = "-";
   if (torch) {

@@ -6,9 +6,11 @@ context 128, vocabulary 256, float32, dropout 0.1 while training), with saccade'
 `{k: v for k, v in safetensors.torch.load_file(path).items() if not k.startswith("optimizer.")}` of a gpt
 checkpoint loads into GPT() with load_state_dict(strict=True).
 
-  python3 bench/gpt_step_torch.py train threads samples batch
+  python3 bench/gpt_step_torch.py train threads samples batch [f32|bf16]
       one training step: forward, cross-entropy, backward, clip_grad_norm_(1), AdamW (weight decay on the
-      block matrices only); prints `median_ms`, `min_ms`, `max_ms` over `samples` steps after one warm-up
+      block matrices only); prints `median_ms`, `min_ms`, `max_ms` over `samples` steps after one warm-up.
+      bf16: the forward and the loss under torch.autocast("cpu", torch.bfloat16) (float32 master weights and
+      optimizer, as saccade's AutocastGuard), torch 2.x
   python3 bench/gpt_step_torch.py generate threads samples new_tokens
       greedy decoding of `new_tokens` tokens after a 1-token prompt, batch 1, eval mode, no_grad, with a
       past_key_values-style cache (per block: keys and values (1, H, t, d) grown by torch.cat); prints
@@ -97,7 +99,7 @@ class GPT(nn.Module):
         return self.ln_f(x) @ self.wte.weight.t()
 
 
-def train(threads, samples, batch):
+def train(threads, samples, batch, dtype="f32"):
     model = GPT()
     decay = [p for n, p in model.named_parameters() if n.startswith("h.") and p.dim() == 2]
     rest = [p for n, p in model.named_parameters() if not (n.startswith("h.") and p.dim() == 2)]
@@ -107,7 +109,8 @@ def train(threads, samples, batch):
     y = torch.randint(0, V, (batch * T,))
 
     def step():
-        loss = F.cross_entropy(model(x).reshape(-1, V), y)
+        with torch.autocast("cpu", torch.bfloat16, enabled=dtype == "bf16"):
+            loss = F.cross_entropy(model(x).reshape(-1, V), y)
         opt.zero_grad()
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -149,7 +152,10 @@ def main():
     mode, threads, samples, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    (train if mode == "train" else generate)(threads, samples, n)
+    if mode == "train":
+        train(threads, samples, n, sys.argv[5] if len(sys.argv) > 5 else "f32")
+    else:
+        generate(threads, samples, n)
 
 
 if __name__ == "__main__":

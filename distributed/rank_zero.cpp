@@ -4,8 +4,8 @@
 namespace saccade::distributed {
 
 void save_checkpoint(const std::string& path, const nn::Module& module, const nn::Optimizer& optimizer,
-                     int64_t step, const nn::Metadata& metadata) {
-  if (is_main_process()) nn::save_checkpoint(path, module, optimizer, step, metadata);
+                     int64_t step, const nn::Metadata& metadata, const nn::GradScaler* scaler) {
+  if (is_main_process()) nn::save_checkpoint(path, module, optimizer, step, metadata, scaler);
   barrier();
 }
 

@@ -26,6 +26,6 @@ void print(std::FILE* out, fmt::format_string<Args...> format, Args&&... args) {
 /// loads a single-process checkpoint on every rank the same way. Throws what nn::save_checkpoint throws, on
 /// rank 0 only (the others then time out or are aborted with the job).
 void save_checkpoint(const std::string& path, const nn::Module& module, const nn::Optimizer& optimizer,
-                     int64_t step, const nn::Metadata& metadata = {});
+                     int64_t step, const nn::Metadata& metadata = {}, const nn::GradScaler* scaler = nullptr);
 
 }  // namespace saccade::distributed

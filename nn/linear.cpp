@@ -1,5 +1,6 @@
 #include "nn/linear.h"
 
+#include "autograd/autocast.h"
 #include "autograd/functions/linalg.h"
 #include "autograd/functions/shape.h"
 #include "nn/init.h"
@@ -27,8 +28,8 @@ Variable Linear::forward(const Variable& x) {
   SACCADE_CHECK(x.dim() >= 1 && x.size(-1) == in_features_,
                 "Linear: expected input of shape (*, {}) (in_features = {}), got {}", in_features_,
                 in_features_, x.shape());
-  SACCADE_CHECK(x.dtype() == weight.dtype(), "Linear: expected a {} input (the weight's dtype), got {}",
-                weight.dtype(), x.dtype());
+  SACCADE_CHECK(x.dtype() == weight.dtype() || autocast_enabled(),  // autocast casts both (linear's policy)
+                "Linear: expected a {} input (the weight's dtype), got {}", weight.dtype(), x.dtype());
   return linear(x, weight, bias);
 }
 

@@ -17,6 +17,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "nn/grad_scaler.h"
+
 namespace saccade::nn {
 
 static_assert(std::endian::native == std::endian::little, "safetensors stores little-endian data");
@@ -26,6 +28,7 @@ namespace {
 using ordered_json = nlohmann::ordered_json;
 constexpr uint64_t kMaxHeader = 100'000'000;  // as the reference implementation
 const char* const kOptimizerPrefix = "optimizer.";
+const char* const kScalerPrefix = "scaler.";
 
 // The supported codes, for error messages: F32, F64, ...
 std::string supported_codes() {
@@ -269,7 +272,7 @@ Metadata with_format(Metadata m) {
 StateDict model_part(const StateDict& all) {
   StateDict out;
   for (const auto& [k, t] : all)
-    if (k.rfind(kOptimizerPrefix, 0) != 0) out.insert(k, t);
+    if (k.rfind(kOptimizerPrefix, 0) != 0 && k.rfind(kScalerPrefix, 0) != 0) out.insert(k, t);
   return out;
 }
 }  // namespace
@@ -290,28 +293,33 @@ Metadata load(Module& module, const std::string& path) {
 }
 
 void save_checkpoint(const std::string& path, const Module& module, const Optimizer& optimizer, int64_t step,
-                     const Metadata& metadata) {
+                     const Metadata& metadata, const GradScaler* scaler) {
   SACCADE_CHECK(step >= 0, "save_checkpoint: '{}': negative step {}", path, step);
   SACCADE_CHECK(!metadata.count("step"), "save_checkpoint: '{}': the metadata key 'step' is reserved", path);
   StateDict all = module.state_dict();
-  for (const auto& [k, t] : optimizer.state_dict()) {
-    SACCADE_CHECK(!all.contains(kOptimizerPrefix + k),
-                  "save_checkpoint: '{}': module key '{}{}' clashes with the optimizer's", path,
-                  kOptimizerPrefix, k);
-    all.insert(kOptimizerPrefix + k, t);
-  }
+  auto add_prefixed = [&](const char* prefix, const StateDict& part, const char* whose) {
+    for (const auto& [k, t] : part) {
+      SACCADE_CHECK(!all.contains(prefix + k),
+                    "save_checkpoint: '{}': module key '{}{}' clashes with the {}'s", path, prefix, k, whose);
+      all.insert(prefix + k, t);
+    }
+  };
+  add_prefixed(kOptimizerPrefix, optimizer.state_dict(), "optimizer");
+  if (scaler) add_prefixed(kScalerPrefix, scaler->state_dict(), "scaler");
   Metadata m = with_format(metadata);
   m["step"] = std::to_string(step);
   save_safetensors(all, path, m);
 }
 
-CheckpointInfo load_checkpoint(const std::string& path, Module& module, Optimizer& optimizer) {
+CheckpointInfo load_checkpoint(const std::string& path, Module& module, Optimizer& optimizer,
+                               GradScaler* scaler) {
   Safetensors file = load_safetensors(path);
-  StateDict model, optim;
-  const size_t plen = std::strlen(kOptimizerPrefix);
+  StateDict model, optim, scaling;
   for (const auto& [k, t] : file.tensors) {
     if (k.rfind(kOptimizerPrefix, 0) == 0) {
-      optim.insert(k.substr(plen), t);
+      optim.insert(k.substr(std::strlen(kOptimizerPrefix)), t);
+    } else if (k.rfind(kScalerPrefix, 0) == 0) {
+      scaling.insert(k.substr(std::strlen(kScalerPrefix)), t);
     } else {
       model.insert(k, t);
     }
@@ -326,11 +334,13 @@ CheckpointInfo load_checkpoint(const std::string& path, Module& module, Optimize
   try {
     module.check_state_dict(model, /*strict=*/true);
     optimizer.check_state_dict(optim);
+    if (scaler) scaler->check_state_dict(scaling);
   } catch (const Error& e) {
     throw Error(fmt::format("load_checkpoint: '{}': {}", path, e.what()));
   }
   module.load_state_dict(model, true);
   optimizer.load_state_dict(optim);
+  if (scaler) scaler->load_state_dict(scaling);
   info.metadata = std::move(file.metadata);
   return info;
 }

@@ -26,6 +26,8 @@
 
 namespace saccade::nn {
 
+class GradScaler;  // nn/grad_scaler.h
+
 /// The "__metadata__" of a safetensors file: free-form string pairs.
 using Metadata = std::map<std::string, std::string>;
 
@@ -54,10 +56,10 @@ Safetensors load_safetensors(const std::string& path);
 
 /// Saves module.state_dict() (names and layouts as PyTorch's) with `metadata` to `path` (atomically).
 void save(const Module& module, const std::string& path, const Metadata& metadata = {});
-/// Loads `path` into `module` strictly: every name and shape must match (keys starting with "optimizer." are
-/// ignored, so a checkpoint file works too); values are converted to each parameter's dtype and device. On
-/// any error (file or mismatch), throws saccade::Error and leaves the module unchanged. Returns the file's
-/// metadata.
+/// Loads `path` into `module` strictly: every name and shape must match (keys starting with "optimizer." or
+/// "scaler." are ignored, so a checkpoint file works too); values are converted to each parameter's dtype and
+/// device. On any error (file or mismatch), throws saccade::Error and leaves the module unchanged. Returns
+/// the file's metadata.
 Metadata load(Module& module, const std::string& path);
 
 /// What load_checkpoint returns: the saved step and the metadata (including "step").
@@ -67,12 +69,16 @@ struct CheckpointInfo {
 };
 
 /// Saves the module's state, the optimizer's state (keys prefixed "optimizer.") and `step` (metadata "step",
-/// in decimal) to one file, atomically. Throws saccade::Error for a negative step or a metadata key "step".
+/// in decimal) to one file, atomically; with a `scaler`, its state_dict too (keys prefixed "scaler.", e.g.
+/// "scaler.scale"). Throws saccade::Error for a negative step or a metadata key "step".
 void save_checkpoint(const std::string& path, const Module& module, const Optimizer& optimizer, int64_t step,
-                     const Metadata& metadata = {});
-/// Restores module and optimizer from a file written by save_checkpoint. Validates the file, the module's
-/// names and shapes, the optimizer's state and the step before changing anything: on error both are
-/// unchanged. To resume a scheduler, call its set_last_epoch(info.step) (if it steps once per step).
-CheckpointInfo load_checkpoint(const std::string& path, Module& module, Optimizer& optimizer);
+                     const Metadata& metadata = {}, const GradScaler* scaler = nullptr);
+/// Restores module and optimizer (and `scaler`, when given) from a file written by save_checkpoint. Validates
+/// the file, the module's names and shapes, the optimizer's state, the scaler's and the step before changing
+/// anything: on error all are unchanged. A file's "scaler." keys are ignored when no scaler is given; a
+/// scaler given for a file without them is an error (the run that saved it did not scale its loss). To resume
+/// a scheduler, call its set_last_epoch(info.step) (if it steps once per step).
+CheckpointInfo load_checkpoint(const std::string& path, Module& module, Optimizer& optimizer,
+                               GradScaler* scaler = nullptr);
 
 }  // namespace saccade::nn

@@ -125,6 +125,12 @@ void Backend::missing(const char* kernel) const {
 }
 
 void Backend::copy(const Tensor&, const Tensor&) { missing("copy"); }
+void Backend::amp_non_finite_check_and_unscale(const std::vector<Tensor>&, const Tensor&, const Tensor&) {
+  missing("amp_non_finite_check_and_unscale");
+}
+void Backend::amp_update_scale(const Tensor&, const Tensor&, const Tensor&, double, double, int64_t) {
+  missing("amp_update_scale");
+}
 void Backend::flash_attention_forward(const Tensor&, const Tensor&, const Tensor&, const ops::AttentionMask&,
                                       double, const ops::AttentionDropout&, const Tensor&, const Tensor&) {
   missing("flash_attention_forward");

@@ -5,6 +5,7 @@
 // CPU kernels live in ops/cpu/, CUDA kernels in ops/cuda/; a kernel a backend lacks throws saccade::Error.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "ops/caching_allocator.h"
 #include "ops/device.h"
@@ -235,6 +236,16 @@ class Backend {
   /// device draws the same mask); the CPU makes it in one pass.
   virtual void dropout(const Tensor& x, uint64_t seed, uint64_t offset, double p, const Tensor& out,
                        const Tensor& mask);
+
+  // ---- loss scaling (ops/amp.h; CPU: ops/cpu/amp.cpp) ----
+  /// grads: contiguous floating tensors, numel > 0; found_inf, inv_scale: float32 (1). Every g *= inv_scale
+  /// in place; found_inf = 1 when any element is NaN or ±inf (left as it is otherwise). Read on the device
+  /// only.
+  virtual void amp_non_finite_check_and_unscale(const std::vector<Tensor>& grads, const Tensor& found_inf,
+                                                const Tensor& inv_scale);
+  /// scale float32 (1), growth_tracker int64 (1), found_inf float32 (1): ops::amp_update_scale_'s rule.
+  virtual void amp_update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf,
+                                double growth_factor, double backoff_factor, int64_t growth_interval);
 
  protected:
   [[noreturn]] void missing(const char* kernel) const;

@@ -1,6 +1,7 @@
 // Derivative rule of fused attention, beside its forward. `g` is dL/d(out).
 #include "autograd/functions/attention.h"
 
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "autograd/functions/elementwise.h"
 #include "autograd/functions/linalg.h"
@@ -24,6 +25,7 @@ Variable flash_attention(const Variable& q, const Variable& k, const Variable& v
                          const ops::AttentionMask& mask, double scale, double dropout_p, bool training,
                          Generator* gen) {
   check_defined("flash_attention", q, k, v);
+  SACCADE_AUTOCAST("flash_attention", flash_attention, q, k, v, mask, scale, dropout_p, training, gen);
   // out = Z(P) V with P = softmax(S), S = q kᵀ · scale (masked), Z the dropout mask:
   //   dV = Z(P)ᵀ g,  dP = Z(g Vᵀ),  dS = P ⊙ (dP - rowsum(g ⊙ out)),  dq = scale dS k,  dk = scale dSᵀ q
   SACCADE_CHECK(q.defined() && k.defined() && v.defined(),
@@ -64,6 +66,7 @@ Variable flash_attention(const Variable& q, const Variable& k, const Variable& v
 // qp: (B, Tq, A), kp: (B, L, A), w_v: (A) -> scores (B, Tq, L)
 Variable additive_attention_scores(const Variable& qp, const Variable& kp, const Variable& w_v) {
   check_defined("additive_attention_scores", qp, kp, w_v);
+  SACCADE_AUTOCAST("additive_attention_scores", additive_attention_scores, qp, kp, w_v);
   // scores = Σ_a w_v tanh(qp + kp), t = tanh(qp + kp):
   //   dw_v = Σ g t,  dqp = Σ_l g w_v (1 - t²),  dkp = Σ_i g w_v (1 - t²)
   const char* op = "additive_attention_scores";

@@ -1,6 +1,7 @@
 // Derivative rules of 2-d convolution and pooling, each beside its forward. `g` is dL/d(output).
 #include "autograd/functions/conv.h"
 
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 
 namespace saccade {
@@ -10,6 +11,7 @@ using Grads = std::vector<Variable>;
 Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias, Size2 stride,
                 Size2 padding) {
   check_defined("conv2d", x, weight);
+  SACCADE_AUTOCAST("conv2d", conv2d, x, weight, bias, stride, padding);
   // x: (N, C, H, W), weight: (O, C, kh, kw), bias: (O) -> (N, O, OH, OW)
   // y = W ⋆ x + b, i.e. y[n] = W (O, C*kh*kw) @ im2col(x)[n] + b:
   //   dx = col2im(W^T @ g[n]),  dW = Σ_n g[n] @ im2col(x)[n]^T,  db = Σ_{n,oh,ow} g

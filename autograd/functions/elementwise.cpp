@@ -2,6 +2,7 @@
 // Broadcast inputs get their gradient summed back to their own shape by sum_to.
 #include "autograd/functions/elementwise.h"
 
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "autograd/functions/reduce.h"
 #include "ops/creation.h"
@@ -77,6 +78,7 @@ Variable div(const Variable& a, const Variable& b) {
 
 Variable pow(const Variable& a, const Variable& b) {
   check_defined("pow", a, b);
+  SACCADE_AUTOCAST("pow", pow, a, b);
   // y = a^b:  da = g * b * a^(b-1),  db = g * y * log(a)   (db = 0 where a = 0 and b >= 0, as torch)
   Tensor y = ops::pow(a.data(), b.data());
   InputInfo ia(a), ib(b);
@@ -130,6 +132,7 @@ Variable rdiv(const Variable& a, double b) {
 }
 Variable pow(const Variable& a, double e) {
   check_defined("pow", a);
+  SACCADE_AUTOCAST("pow", pow, a, e);
   // y = a^e:  da = g * e * a^(e-1)   (0 for e = 0, also at a = 0)
   SavedVariable sa(a, "pow");
   return make_result("pow", ops::pow(a.data(), e), {a}, [sa, e](const Variable& g) -> Grads {
@@ -166,6 +169,7 @@ Variable neg(const Variable& a) {
 
 Variable exp(const Variable& a) {
   check_defined("exp", a);
+  SACCADE_AUTOCAST("exp", exp, a);
   // y = e^a:  da = g * y
   Tensor y = ops::exp(a.data());
   SavedVariable sy = SavedVariable::output(y, "exp");
@@ -174,6 +178,7 @@ Variable exp(const Variable& a) {
 
 Variable log(const Variable& a) {
   check_defined("log", a);
+  SACCADE_AUTOCAST("log", log, a);
   // y = ln a:  da = g / a
   SavedVariable sa(a, "log");
   return make_result("log", ops::log(a.data()), {a},

@@ -1,6 +1,7 @@
 // Derivative rules of the matrix products, each beside its forward. `g` is dL/d(output).
 #include "autograd/functions/linalg.h"
 
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "autograd/functions/reduce.h"
 #include "autograd/functions/shape.h"
@@ -29,6 +30,7 @@ Variable mT(const Variable& v) { return transpose(v, -1, -2); }
 
 Variable matmul(const Variable& a, const Variable& b) {
   check_defined("matmul", a, b);
+  SACCADE_AUTOCAST("matmul", matmul, a, b);
   // a: (*a, M, K) or (K), b: (*b, K, N) or (K) -> (broadcast(*a, *b), M, N) without the dims of 1-d operands
   // y = a @ b:  da = g @ b^T,  db = a^T @ g, after making 1-d operands matrices (a (1, K), b (K, 1)) and g
   // the matching shape; broadcast batch dims are summed back by sum_to. Each gradient needs only the other
@@ -72,6 +74,7 @@ Variable matmul(const Variable& a, const Variable& b) {
 
 Variable bmm(const Variable& a, const Variable& b) {
   check_defined("bmm", a, b);
+  SACCADE_AUTOCAST("bmm", bmm, a, b);
   // a: (B, M, K), b: (B, K, N) -> (B, M, N)
   // y = a @ b:  da = g @ b^T,  db = a^T @ g
   SavedVariable sa(a, "bmm"), sb(b, "bmm");
@@ -84,6 +87,7 @@ Variable bmm(const Variable& a, const Variable& b) {
 
 Variable mm(const Variable& a, const Variable& b) {
   check_defined("mm", a, b);
+  SACCADE_AUTOCAST("mm", mm, a, b);
   // a: (M, K), b: (K, N) -> (M, N)
   // y = a @ b:  da = g @ b^T,  db = a^T @ g
   SavedVariable sa(a, "mm"), sb(b, "mm");
@@ -95,6 +99,7 @@ Variable mm(const Variable& a, const Variable& b) {
 
 Variable linear(const Variable& x, const Variable& weight, const Variable& bias) {
   check_defined("linear", x, weight);
+  SACCADE_AUTOCAST("linear", linear, x, weight, bias);
   // x: (*, in), weight: (out, in), bias: (out) -> (*, out)
   const Tensor &xt = x.data(), &wt = weight.data();
   SACCADE_CHECK(

@@ -1,6 +1,7 @@
 // Derivative rules of the nn primitives, each beside its forward. `g` is dL/d(output).
 #include "autograd/functions/nn.h"
 
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "autograd/functions/elementwise.h"
 #include "autograd/functions/reduce.h"
@@ -26,6 +27,7 @@ static Variable softmax_backward(const Variable& y, const Variable& g, int64_t d
 // x: any shape; y: x's shape
 static Variable softmax_impl(const Variable& x, int64_t dim, bool log, const char* name) {
   check_defined(name, x);
+  SACCADE_AUTOCAST(name, softmax_impl, x, dim, log, name);
   ErrorScope scope(name);
   // softmax y = e^x / Σ e^x:      dx = y ⊙ (g - Σ g ⊙ y)
   // log-softmax y = x - log Σ e^x: dx = g - e^y Σ g
@@ -43,6 +45,7 @@ Variable log_softmax(const Variable& x, int64_t dim) { return softmax_impl(x, di
 // x: (B, ..., Tq, Tk); valid_lens: (B) or (B, Tq) int64, or a Bool mask broadcastable to x
 Variable masked_softmax(const Variable& x, const Tensor& valid_lens_or_mask) {
   check_defined("masked_softmax", x);
+  SACCADE_AUTOCAST("masked_softmax", masked_softmax, x, valid_lens_or_mask);
   // y = softmax(x with -inf where masked):  dx = y ⊙ (g - Σ g ⊙ y), which is 0 wherever y = 0, so masked
   // positions and fully masked rows (all zeros) get zero gradient.
   Tensor y = ops::masked_softmax(x.data(), valid_lens_or_mask);
@@ -70,6 +73,7 @@ Variable layer_norm_composed(const Variable& x, const Shape& normalized_shape, c
 Variable layer_norm(const Variable& x, const Shape& normalized_shape, const Variable& weight,
                     const Variable& bias, double eps) {
   check_defined("layer_norm", x);
+  SACCADE_AUTOCAST("layer_norm", layer_norm, x, normalized_shape, weight, bias, eps);
   ErrorScope scope("layer_norm");
   // y = x̂ ⊙ w + b,  x̂ = (x - μ) rstd:
   //   dx = rstd (ĝ - mean(ĝ) - x̂ mean(ĝ ⊙ x̂)) with ĝ = g ⊙ w,   dw = Σ_rows g ⊙ x̂,   db = Σ_rows g
@@ -140,6 +144,7 @@ Variable gru_gates_composed(const Variable& gi, const Variable& gh, const Variab
 Variable cross_entropy(const Variable& logits, const Tensor& target, int64_t ignore_index,
                        Reduction reduction, double label_smoothing) {
   check_defined("cross_entropy", logits, target);
+  SACCADE_AUTOCAST("cross_entropy", cross_entropy, logits, target, ignore_index, reduction, label_smoothing);
   if (logits.dim() > 2) {
     // logits (N, C, d...), target (N, d...): classes to the last dim, the rest flattened -> (M, C), (M)
     Shape want = logits.shape();
@@ -176,6 +181,7 @@ Variable cross_entropy(const Variable& logits, const Tensor& target, int64_t ign
 // a, b: same shape; loss: () or a's shape
 Variable mse_loss(const Variable& a, const Variable& b, Reduction reduction) {
   check_defined("mse_loss", a, b);
+  SACCADE_AUTOCAST("mse_loss", mse_loss, a, b, reduction);
   // loss = reduce((a - b)^2):  da = 2 (a - b) g / (n for Mean),  db = -da
   // NOTE: under create_graph, a - b is recomputed from the saved inputs, so that it carries their history
   Tensor loss = ops::mse_loss(a.data(), b.data(), reduction);

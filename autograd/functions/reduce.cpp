@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "autograd/functions/elementwise.h"
 #include "autograd/functions/shape.h"
@@ -35,6 +36,7 @@ static Variable expand_back(const Variable& g, const Shape& shape, const Shape& 
 
 Variable sum(const Variable& a, const Shape& dims, bool keepdim) {
   check_defined("sum", a);
+  SACCADE_AUTOCAST("sum", sum, a, dims, keepdim);
   // y = Σ_dims a:  da = g expanded over dims
   Shape s = a.shape();
   return make_result("sum", ops::sum(a.data(), dims, keepdim), {a},
@@ -46,6 +48,7 @@ Variable sum(const Variable& a) { return sum(a, {}, false); }
 
 Variable mean(const Variable& a, const Shape& dims, bool keepdim) {
   check_defined("mean", a);
+  SACCADE_AUTOCAST("mean", mean, a, dims, keepdim);
   // y = Σ_dims a / n:  da = g / n expanded over dims
   Shape s = a.shape();
   Tensor y = ops::mean(a.data(), dims, keepdim);
@@ -122,6 +125,7 @@ Variable var(const Variable& a, const Shape& dims, bool unbiased, bool keepdim) 
 
 Variable logsumexp(const Variable& a, const Shape& dims, bool keepdim) {
   check_defined("logsumexp", a);
+  SACCADE_AUTOCAST("logsumexp", logsumexp, a, dims, keepdim);
   // y = log Σ e^a:  da = g * e^(a - y) = g * softmax(a)
   // NOTE: a row of all -inf (y = -inf) gets a zero gradient, not torch's NaN: e^(a - 0) = 0 there.
   Tensor y = ops::logsumexp(a.data(), dims, keepdim);

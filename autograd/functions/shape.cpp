@@ -5,6 +5,7 @@
 // placed into zeros of the input's shape.
 #include "autograd/functions/shape.h"
 
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "autograd/functions/elementwise.h"
 #include "autograd/functions/reduce.h"
@@ -174,6 +175,7 @@ Variable Variable::to(Device device) const {
 
 Variable cat(const std::vector<Variable>& xs, int64_t dim) {
   check_defined("cat", xs);
+  SACCADE_AUTOCAST("cat", cat, xs, dim);
   // xs: k tensors (.., n_i, ..) -> y (.., Σ n_i, ..)
   // y = [x_0, ..., x_k-1] along dim:  dx_i = g[.., o_i : o_i + n_i, ..] with o_i = Σ_{j<i} n_j
   std::vector<Tensor> ts;
@@ -202,6 +204,7 @@ Variable cat(const std::vector<Variable>& xs, int64_t dim) {
 
 Variable stack(const std::vector<Variable>& xs, int64_t dim) {
   check_defined("stack", xs);
+  SACCADE_AUTOCAST("stack", stack, xs, dim);
   // xs: k tensors (S..) -> y (S0.., k, ..Sd);  y = stack(xs):  dx_i = g.select(dim, i)
   std::vector<Tensor> ts;
   for (const Variable& x : xs) ts.push_back(x.defined() ? x.data() : Tensor());

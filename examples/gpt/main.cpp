@@ -174,7 +174,7 @@ int main(int argc, char** argv) {
   ex::SamplingOptions sopts;
   uint64_t model_seed = 0;
   int64_t sample_tokens = 300, num_samples = 1, vocab_size = 2048, attention_layer = -1;
-  std::string attention_png;
+  std::string attention_png, dtype_name = "f32", export_to;
   bool distributed = false;
   bool checkpoint_activations = false;
   std::vector<std::string> prompts;
@@ -225,6 +225,12 @@ int main(int argc, char** argv) {
                     "profile steps 2-4: a Chrome trace (Perfetto, chrome://tracing) here, a PNG beside it");
   train->add_option("--stop-at", topts.stop_at, "stop after this step (saved: --resume continues the run)");
   train->add_option("--sample-tokens", sample_tokens, "tokens to sample from the best model at the end");
+  train
+      ->add_option(
+          "--dtype", dtype_name,
+          "precision of the forward: f32, bf16 (autocast) or f16 (autocast and loss scaling); weights, "
+          "gradients and AdamW stay float32")
+      ->check(CLI::IsMember({"f32", "bf16", "f16"}));
   train->add_flag("--distributed", distributed,
                   "data-parallel over the ranks of mpirun (--batch-size is global; rank 0 prints and saves)");
   train->add_flag("--checkpoint-activations", checkpoint_activations,
@@ -243,6 +249,12 @@ int main(int argc, char** argv) {
                      "the block drawn by --attention-png (-1: the last)");
   sample->add_option("--num-samples", num_samples, "samples per prompt (one batch, one KV cache per block)")
       ->check(CLI::PositiveNumber);
+  CLI::App* exporter = app.add_subcommand(
+      "export",
+      "write a checkpoint's model weights alone, rounded to bfloat16 (half the bytes; for sampling "
+      "and PyTorch, not for resuming)");
+  exporter->add_option("--checkpoint", checkpoint, "checkpoint to read")->required();
+  exporter->add_option("--to", export_to, "the bfloat16 file to write")->required();
   std::vector<std::string> curve_logs, curve_labels;
   std::string curves_png = "curves.png", curves_title = "GPT on fortunes: validation at equal training time";
   CLI::App* curves =
@@ -253,6 +265,16 @@ int main(int argc, char** argv) {
   curves->add_option("--png", curves_png, "the picture to write")->capture_default_str();
   curves->add_option("--title", curves_title, "the picture's title")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  if (*exporter) {
+    try {
+      ex::export_gpt(checkpoint, export_to, saccade::DType::BFloat16);
+      std::printf("wrote %s (bfloat16 weights of %s)\n", export_to.c_str(), checkpoint.c_str());
+      return 0;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "gpt: %s\n", e.what());
+      return 1;
+    }
+  }
   if (*curves) {
     try {
       write_curves(curves_png, curve_logs, curve_labels, curves_title);
@@ -326,6 +348,11 @@ int main(int argc, char** argv) {
     topts.device = device;
     topts.out_dir = out_dir;
     topts.distributed = distributed;
+    topts.dtype = dtype_name == "bf16"  ? saccade::DType::BFloat16
+                  : dtype_name == "f16" ? saccade::DType::Float16
+                                        : saccade::DType::Float32;
+    std::printf("forward in %s%s\n", std::string(saccade::dtype_name(topts.dtype)).c_str(),
+                topts.dtype == saccade::DType::Float32 ? "" : " (autocast; float32 weights and optimizer)");
     std::fflush(stdout);
     ex::GPTTrainResult r = ex::train_gpt(*model, train_ids, valid_ids, topts);
     if (!dist::is_main_process()) return 0;

@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "autograd/autocast.h"
 #include "autograd/functions/elementwise.h"
 #include "autograd/functions/nn.h"
 #include "autograd/functions/shape.h"
@@ -23,6 +24,7 @@
 #include "examples/common/progress.h"
 #include "examples/common/step_profiler.h"
 #include "examples/gpt/data.h"
+#include "nn/grad_scaler.h"
 #include "nn/optim.h"
 #include "ops/creation.h"
 #include "ops/error.h"
@@ -160,7 +162,8 @@ std::vector<TrainLogRow> read_train_log(const std::string& path) {
   return rows;
 }
 
-GPTResumeState resume_gpt(const std::string& path, GPT& model, nn::Optimizer& optimizer, int64_t batch_size) {
+GPTResumeState resume_gpt(const std::string& path, GPT& model, nn::Optimizer& optimizer, int64_t batch_size,
+                          nn::GradScaler* scaler) {
   const nn::Safetensors file = nn::load_safetensors(path);
   const GPTConfig saved = config_of(file, path, "resume_gpt");
   SACCADE_CHECK(saved.to_metadata() == model.config().to_metadata(),
@@ -183,7 +186,7 @@ GPTResumeState resume_gpt(const std::string& path, GPT& model, nn::Optimizer& op
   for (auto [key, out] : {std::pair{"train_seconds", &st.train_seconds},
                           std::pair{"warmup_end_seconds", &st.warmup_end_seconds}})
     *out = file.metadata.count(key) ? metadata_number<double>(file.metadata, path, key) : 0.0;
-  nn::load_checkpoint(path, model, optimizer);
+  nn::load_checkpoint(path, model, optimizer, scaler);
   Generator g(st.dropout_seed);
   g.advance(st.dropout_offset);
   model.generator() = g;
@@ -207,6 +210,12 @@ GPTTrainResult train_gpt(GPT& model, const std::vector<int64_t>& train, const st
                    nn::ParamGroup{model.undecayed_parameters(), std::nullopt, 0.0}},
                   nn::AdamOptions{.lr = o.lr, .beta2 = o.beta2, .weight_decay = o.weight_decay});
   std::vector<Variable> params = model.parameters();
+  SACCADE_CHECK(o.dtype == DType::Float32 || o.dtype == DType::BFloat16 || o.dtype == DType::Float16,
+                "train_gpt: dtype must be float32, bfloat16 or float16, got {}", o.dtype);
+  // float16's gradients underflow without loss scaling; bfloat16 has float32's range and needs none
+  std::optional<nn::GradScaler> scaler;
+  if (o.dtype == DType::Float16) scaler.emplace(nn::GradScalerOptions{.device = o.device});
+  nn::GradScaler* scaler_ptr = scaler ? &*scaler : nullptr;
 
   const std::string dir = o.out_dir.empty() ? "" : o.out_dir + "/";
   const std::string last_path = dir.empty() ? "" : dir + "last.safetensors";
@@ -220,7 +229,7 @@ GPTTrainResult train_gpt(GPT& model, const std::vector<int64_t>& train, const st
   const uint64_t seed = model.generator().seed();
   const bool resuming = o.resume && !last_path.empty() && std::filesystem::exists(last_path);
   if (resuming) {
-    GPTResumeState state = resume_gpt(last_path, model, adamw, o.batch_size);
+    GPTResumeState state = resume_gpt(last_path, model, adamw, o.batch_size, scaler_ptr);
     r.start_step = state.step;
     windows = state.windows;
     r.best.bits_per_byte = state.best_bits_per_byte;
@@ -250,7 +259,8 @@ GPTTrainResult train_gpt(GPT& model, const std::vector<int64_t>& train, const st
     meta["window_seed"] = std::to_string(o.seed);
     meta["train_seconds"] = fmt::format("{}", trained);
     meta["warmup_end_seconds"] = fmt::format("{}", warmup_end);
-    distributed::save_checkpoint(path, model, adamw, step, meta);
+    meta["dtype"] = std::string(dtype_name(o.dtype));  // of the training forward; the weights are float32
+    distributed::save_checkpoint(path, model, adamw, step, meta, scaler_ptr);
   };
   auto score = [&](int64_t step) {
     LMScore s;
@@ -288,22 +298,35 @@ GPTTrainResult train_gpt(GPT& model, const std::vector<int64_t>& train, const st
       windows += static_cast<uint64_t>(micro);
       Tensor x = b.x.narrow(0, mine.begin, mine.end - mine.begin).contiguous().to(o.device);
       Tensor y = b.y.narrow(0, mine.begin, mine.end - mine.begin).contiguous().reshape({-1}).to(o.device);
-      Variable logits = model.forward(x);
-      Variable loss = cross_entropy(reshape(logits, {x.numel(), -1}), y) / static_cast<double>(o.grad_accum);
+      Variable loss;
+      {
+        // the forward and the loss in 16 bits where the policy says so (autograd/autocast.h)
+        std::optional<AutocastGuard> autocast;
+        if (o.dtype != DType::Float32) autocast.emplace(o.dtype);
+        Variable logits = model.forward(x);
+        loss = cross_entropy(reshape(logits, {x.numel(), -1}), y) / static_cast<double>(o.grad_accum);
+      }
       loss_value += loss.item<double>();
+      Variable scaled = scaler ? scaler->scale(loss) : loss;
       if (ddp && m + 1 < o.grad_accum) {
         auto guard = ddp->no_sync();
-        loss.backward();
+        scaled.backward();
       } else {
-        loss.backward();
+        scaled.backward();
       }
     }
     if (ddp) {
       ddp->synchronize();
       loss_value = mean_over_ranks(loss_value);
     }
+    if (scaler) scaler->unscale_(adamw);  // clipping needs the true gradients
     nn::clip_grad_norm_(params, o.clip);
-    adamw.step();
+    if (scaler) {
+      scaler->step(adamw);  // skipped when a gradient overflowed float16
+      scaler->update();
+    } else {
+      adamw.step();
+    }
     trained += std::chrono::duration<double>(Clock::now() - step_start).count();
     // every rank stops at the same step: the first whose clock reaches the limit decides
     const bool out_of_time =
@@ -337,6 +360,17 @@ GPTTrainResult train_gpt(GPT& model, const std::vector<int64_t>& train, const st
   const size_t n = std::min<size_t>(static_cast<size_t>(r.steps_done), 50);
   for (size_t i = r.log.size() - n; i < r.log.size(); ++i) r.final_loss += r.log[i].train_loss / n;
   return r;
+}
+
+void export_gpt(const std::string& from, const std::string& to, DType dtype) {
+  std::shared_ptr<GPT> model = load_gpt(from);
+  nn::StateDict rounded;
+  for (const auto& [name, t] : model->state_dict())
+    rounded.insert(name, is_floating(t.dtype()) ? t.to(dtype) : t);
+  nn::Metadata meta = model->config().to_metadata();
+  meta["dtype"] = std::string(dtype_name(dtype));
+  meta["format"] = "pt";
+  nn::save_safetensors(rounded, to, meta);
 }
 
 std::shared_ptr<GPT> load_gpt(const std::string& path, Device device) {

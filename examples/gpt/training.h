@@ -13,6 +13,7 @@
 #include "examples/gpt/model.h"
 #include "nn/optim.h"
 #include "ops/device.h"
+#include "ops/dtype.h"
 
 namespace saccade::examples {
 
@@ -45,6 +46,10 @@ struct GPTTrainOptions {
   double clip = 1.0;  ///< max global gradient norm
   uint64_t seed = 0;  ///< of the window stream (the init and dropout use the model's own generator)
   Device device = Device::cpu();
+  /// The forward's precision: Float32, or BFloat16 / Float16 under saccade::AutocastGuard (parameters,
+  /// gradients and AdamW's state stay float32); Float16 also scales the loss with an nn::GradScaler, whose
+  /// state goes into the checkpoints. Validation scores run in float32.
+  DType dtype = DType::Float32;
   std::string out_dir;           ///< last.safetensors and best.safetensors go here ("" = no checkpoints)
   int64_t eval_every = 250;      ///< steps between validation scores (and checkpoints); 0 = at the end only
   int64_t eval_tokens = 65536;   ///< validation tokens scored during training (-1 = all)
@@ -99,7 +104,8 @@ struct GPTTrainResult {
 /// Trains `model` (already on opts.device, its Generator drawing the dropout masks) on windows of `train`,
 /// scoring on `valid` every opts.eval_every steps and at the end; writes out_dir/init.safetensors (the model
 /// before its first step, for a twin to start from the same weights) on a fresh run, out_dir/last.safetensors
-/// (model, optimizer, step, config, window count, dropout generator offset, training seconds) and
+/// (model, optimizer, the GradScaler's state under float16, step, config, window count, dropout generator
+/// offset, training seconds) and
 /// out_dir/log.csv (write_train_log, the whole run) at every eval point and at the end, and
 /// out_dir/best.safetensors when the validation improves. With opts.time_limit the run stops after the step
 /// that reaches it (or at opts.steps). A resumed run (opts.resume, the file present) continues exactly as the
@@ -122,13 +128,24 @@ struct GPTResumeState {
 /// config, that every metadata number parses whole and that its window count is step x `batch_size`, then
 /// loads the model and `optimizer` (nn::load_checkpoint) and sets the model's dropout Generator. Throws
 /// saccade::Error naming "resume_gpt" (or load_safetensors / load_checkpoint), the file and the key; on
-/// error the model, optimizer and generator are unchanged.
-GPTResumeState resume_gpt(const std::string& path, GPT& model, nn::Optimizer& optimizer, int64_t batch_size);
+/// error the model, optimizer and generator are unchanged. With a `scaler` (float16 training), its state is
+/// restored too (load_checkpoint's rule: the file must hold one).
+GPTResumeState resume_gpt(const std::string& path, GPT& model, nn::Optimizer& optimizer, int64_t batch_size,
+                          nn::GradScaler* scaler = nullptr);
 
 /// Loads a checkpoint's model into a new GPT built from its metadata (device `device`). Throws
 /// saccade::Error naming "load_gpt" and the file for a file that is not a gpt checkpoint, whose tensors do
 /// not hold GPTConfig::num_parameters() elements (checked before the model is built) or do not fit its
 /// config.
 std::shared_ptr<GPT> load_gpt(const std::string& path, Device device = Device::cpu());
+
+/// Writes the model of checkpoint `from` (its state_dict and config metadata, no optimizer or scaler) to `to`
+/// with every float tensor rounded to `dtype` (round to nearest even), metadata "dtype" naming it: what "a
+/// checkpoint saved in bfloat16" means here. Training checkpoints stay float32 (the master weights and
+/// AdamW's moments: rounding them would drop every update below a weight's last bit, which master weights
+/// exist to keep), so a run resumes from last.safetensors, and an export is for load_gpt / `gpt sample`
+/// (which widen it exactly to float32) and for PyTorch (load_state_dict(strict=True) copies bf16 into
+/// float32 parameters). Atomic, as nn::save. Throws saccade::Error for a file that is not a gpt checkpoint.
+void export_gpt(const std::string& from, const std::string& to, DType dtype);
 
 }  // namespace saccade::examples

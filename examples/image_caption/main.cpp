@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   mallopt(M_MMAP_THRESHOLD, 1 << 30);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   CLI::App app{"Caption Fashion-MNIST scenes with attention (show-attend-tell GRU or transformer decoder)"};
+  std::string dtype_flag = "f32";
   std::string model = "sat", device_name = "cpu", out_dir = "caption_out", checkpoint,
               data_dir = ex::kFashionMnistDir;
   int64_t steps = -1, batch_size = 64, eval_scenes = 2000, pictures = 6, grid = -1, checkpoint_every = 500;
@@ -48,6 +49,9 @@ int main(int argc, char** argv) {
   app.add_option("--lr", lr, "Adam's peak learning rate (default: sat 3e-3, transformer 1e-3)");
   app.add_option("--device", device_name, "cpu, or cuda / cuda:N when built with CUDA");
   app.add_option("--seed", seed, "seed of the initial weights and of the training scenes");
+  app.add_option("--dtype", dtype_flag,
+                 "precision of the forward: f32, bf16 (autocast) or f16 (autocast and loss scaling)")
+      ->check(CLI::IsMember({"f32", "bf16", "f16"}));
   app.add_option("--out", out_dir, "directory for the checkpoint and the pictures");
   app.add_flag("--resume", resume, "continue from DIR/checkpoint.safetensors when it exists");
   app.add_flag("--eval-only", eval_only, "only evaluate the model in --checkpoint");
@@ -130,6 +134,9 @@ int main(int argc, char** argv) {
       opts.profile = profile;
       opts.profile_trace = profile_trace;
       opts.distributed = distributed;
+      opts.dtype = dtype_flag == "bf16"  ? saccade::DType::BFloat16
+                   : dtype_flag == "f16" ? saccade::DType::Float16
+                                         : saccade::DType::Float32;
       std::printf("training %lld steps of batch %lld, lr %g, checkpoint %s\n",
                   static_cast<long long>(opts.steps), static_cast<long long>(batch_size), opts.lr,
                   checkpoint.c_str());

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "autograd/autocast.h"
 #include "autograd/functions/nn.h"
 #include "autograd/functions/shape.h"
 #include "autograd/grad_mode.h"
@@ -18,6 +19,7 @@
 #include "examples/common/png_io.h"
 #include "examples/common/progress.h"
 #include "examples/common/step_profiler.h"
+#include "nn/grad_scaler.h"
 #include "nn/optim.h"
 #include "nn/scheduler.h"
 #include "ops/creation.h"
@@ -78,10 +80,16 @@ TrainResult train_captioner(Captioner& model, const ImageSet& train_set, const T
   const int64_t warmup = std::min(opts.warmup, opts.steps - 1);
   nn::LinearWarmup schedule(adam, warmup, 0.1, std::max<int64_t>(opts.steps - warmup, 1), opts.lr / 20);
 
+  SACCADE_CHECK(opts.dtype == DType::Float32 || opts.dtype == DType::BFloat16 || opts.dtype == DType::Float16,
+                "train_captioner: dtype must be float32, bfloat16 or float16, got {}", opts.dtype);
+  std::optional<nn::GradScaler> scaler;  // float16 only: bfloat16 has float32's range
+  if (opts.dtype == DType::Float16) scaler.emplace(nn::GradScalerOptions{.device = opts.device});
+  nn::GradScaler* scaler_ptr = scaler ? &*scaler : nullptr;
+
   TrainResult result;
   int64_t scenes_drawn = 0;
   if (opts.resume && !opts.checkpoint.empty() && std::filesystem::exists(opts.checkpoint)) {
-    nn::CheckpointInfo info = nn::load_checkpoint(opts.checkpoint, model, adam);
+    nn::CheckpointInfo info = nn::load_checkpoint(opts.checkpoint, model, adam, scaler_ptr);
     result.start_step = info.step;
     scenes_drawn = metadata_int(info.metadata, "scenes_drawn", info.step * opts.batch_size);
     schedule.set_last_epoch(info.step);
@@ -110,7 +118,8 @@ TrainResult train_captioner(Captioner& model, const ImageSet& train_set, const T
     meta["scenes_drawn"] = std::to_string(scenes_drawn);
     meta["seed"] = std::to_string(opts.seed);
     meta["total_steps"] = std::to_string(opts.steps);
-    distributed::save_checkpoint(opts.checkpoint, model, adam, step, meta);  // rank 0 writes
+    meta["dtype"] = std::string(dtype_name(opts.dtype));  // of the training forward; weights are float32
+    distributed::save_checkpoint(opts.checkpoint, model, adam, step, meta, scaler_ptr);  // rank 0 writes
   };
 
   const int64_t todo = opts.steps - result.start_step;
@@ -135,23 +144,34 @@ TrainResult train_captioner(Captioner& model, const ImageSet& train_set, const T
     Tensor input = tokens.narrow(1, 0, T - 1).contiguous().to(opts.device);
     Tensor target = tokens.narrow(1, 1, T - 1).contiguous().reshape({-1}).to(opts.device);
     Tensor images = batch.images.to(opts.device);
-    auto t1 = Clock::now();
-    Variable memory = model.encode(images);
-    auto t2 = Clock::now();
-    Variable logits = model.decode(memory, input);
-    Variable loss = cross_entropy(reshape(logits, {-1, V}), target, Vocab::kPad);
+    auto t1 = Clock::now(), t2 = t1;
+    Variable loss;
+    {
+      std::optional<AutocastGuard> autocast;  // the forward in 16 bits where the policy says so
+      if (opts.dtype != DType::Float32) autocast.emplace(opts.dtype);
+      Variable memory = model.encode(images);
+      t2 = Clock::now();
+      Variable logits = model.decode(memory, input);
+      loss = cross_entropy(reshape(logits, {-1, V}), target, Vocab::kPad);
+    }
     double loss_value = loss.item<double>();
     auto t3 = Clock::now();
     adam.zero_grad();
-    loss.backward();
+    (scaler ? scaler->scale(loss) : loss).backward();
     if (ddp) {
       ddp->synchronize();
       result.comm_wait_seconds += ddp->last_wait_seconds();
       loss_value = mean_over_ranks(loss_value);  // for the progress line: the global batch's loss
     }
     auto t4 = Clock::now();
+    if (scaler) scaler->unscale_(adam);  // clipping needs the true gradients
     nn::clip_grad_norm_(params, opts.clip);
-    adam.step();
+    if (scaler) {
+      scaler->step(adam);  // skipped when a gradient overflowed float16
+      scaler->update();
+    } else {
+      adam.step();
+    }
     schedule.step();
     auto t5 = Clock::now();
     if (opts.profile) {

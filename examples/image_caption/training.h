@@ -11,6 +11,7 @@
 #include "examples/common/scenes.h"
 #include "examples/image_caption/captioner.h"
 #include "ops/device.h"
+#include "ops/dtype.h"
 
 namespace saccade::examples {
 
@@ -23,6 +24,10 @@ struct TrainOptions {
   double clip = 1.0;     ///< max global gradient norm
   uint64_t seed = 0;     ///< the training scenes are SceneGenerator(train, seed)
   Device device = Device::cpu();
+  /// The forward's precision: Float32, or BFloat16 / Float16 under saccade::AutocastGuard (parameters,
+  /// gradients and Adam stay float32); Float16 scales the loss with an nn::GradScaler (saved in the
+  /// checkpoint).
+  DType dtype = DType::Float32;
   std::string checkpoint;  ///< file written every `checkpoint_every` steps and at the end ("" = none)
   int64_t checkpoint_every = 500;
   bool resume = false;        ///< continue from `checkpoint` when it exists

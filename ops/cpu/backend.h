@@ -71,6 +71,10 @@ class CpuBackend final : public Backend {
                  const Tensor& saved) override;
   void gru_gates_backward(const Tensor& gy, const Tensor& gh, const Tensor& h, const Tensor& saved,
                           const Tensor& ggi, const Tensor& ggh, const Tensor& gx_h) override;
+  void amp_non_finite_check_and_unscale(const std::vector<Tensor>& grads, const Tensor& found_inf,
+                                        const Tensor& inv_scale) override;
+  void amp_update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf,
+                        double growth_factor, double backoff_factor, int64_t growth_interval) override;
 };
 
 }  // namespace saccade::cpu

@@ -83,6 +83,10 @@ class CudaBackend final : public Backend {
                            int pw) override;
   void uniform(const Tensor& out, uint64_t seed, uint64_t offset, double low, double high) override;
   void normal(const Tensor& out, uint64_t seed, uint64_t offset, double mean, double std) override;
+  void amp_non_finite_check_and_unscale(const std::vector<Tensor>& grads, const Tensor& found_inf,
+                                        const Tensor& inv_scale) override;
+  void amp_update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf,
+                        double growth_factor, double backoff_factor, int64_t growth_interval) override;
 
   /// The stream every kernel is queued on.
   cudaStream_t stream() const { return stream_; }

@@ -1,0 +1,177 @@
+#pragma once
+// Autocast: mixed precision as a policy of the differentiable layer (PyTorch's torch.autocast, "Automatic
+// Mixed Precision package", and its CPU / CUDA op lists). While an AutocastGuard lives in a thread, each
+// autograd function named in kAutocastPolicy first casts its floating inputs, then runs as usual:
+//
+//   Lower    matmul, bmm, mm, linear, conv2d, flash attention, the additive attention scores: float32
+//            inputs are cast to the guard's 16-bit dtype, so the GEMMs run in 16 bits (twice the FLOPs of
+//            float32 on AVX512-BF16 and tensor cores) and their outputs are 16-bit.
+//   Float32  softmax, log_softmax, masked_softmax, layer_norm, the losses, logsumexp, exp, log, pow, sum,
+//            mean: 16-bit inputs are cast to float32, because their exponentials, sums and divisions lose
+//            too much in 8 (bf16) or 11 (f16) significant bits, and their results are float32.
+//   Promote  cat, stack: every input is cast to the widest floating dtype among them.
+// Every other op runs in the dtype its inputs have (gelu, dropout, add of a 16-bit and a float32 tensor,
+// which promotes to float32 in ops/). float64 inputs are never cast (as PyTorch's is_eligible).
+//
+// The cast is Variable::to, a recorded op, so the gradient of a float32 parameter arrives in float32 (the
+// "master weights" of Micikevicius et al. 2018): the optimizer and its state never see 16 bits. A parameter
+// (a leaf that requires grad) is cast once per guard and the cast reused by every op that reads it (PyTorch's
+// weight cache): a GPT's lm_head or a weight shared by T decoder steps is converted once, not T times. The
+// cache is dropped when the outermost guard ends, and an entry is remade when the parameter was modified in
+// place since (its storage version moved: an optimizer step inside the guard) or when a backward already
+// consumed its cast (its node was released).
+//
+// How an autograd function opts in: one line at the top of its forward,
+//
+//   Variable linear(const Variable& x, const Variable& weight, const Variable& bias) {
+//     SACCADE_AUTOCAST("linear", linear, x, weight, bias);
+//
+// which, when autocast is on in this thread, casts the arguments by the op's row of kAutocastPolicy and calls
+// the function again with autocast excluded (so the ops it is made of are not cast a second time), as
+// PyTorch's Autocast dispatch key redispatches. The backward pass runs with autocast excluded too (the
+// engine): a gradient stays in the dtype its forward used. ops/ knows nothing of this; nn/ modules never
+// cast.
+#include <optional>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "autograd/grad_mode.h"
+#include "autograd/variable.h"
+#include "ops/dtype.h"
+
+namespace saccade {
+
+/// How autocast treats an op's floating inputs (see the file comment).
+enum class AutocastPolicy { Lower, Float32, Promote };
+
+/// One row of the policy: an autograd function's name (as it names itself in errors) and its policy.
+struct AutocastRule {
+  std::string_view op;
+  AutocastPolicy policy;
+};
+
+/// PyTorch's autocast policy for the ops saccade has (torch/csrc/autograd/autocast_mode.cpp: the "lower
+/// precision fp" list, the "fp32" list and the "promote" list), in one table.
+inline constexpr AutocastRule kAutocastPolicy[] = {
+    // run in 16 bits
+    {"matmul", AutocastPolicy::Lower},
+    {"bmm", AutocastPolicy::Lower},
+    {"mm", AutocastPolicy::Lower},
+    {"linear", AutocastPolicy::Lower},
+    {"conv2d", AutocastPolicy::Lower},
+    {"flash_attention", AutocastPolicy::Lower},
+    {"additive_attention_scores", AutocastPolicy::Lower},
+    // give float32
+    {"softmax", AutocastPolicy::Float32},
+    {"log_softmax", AutocastPolicy::Float32},
+    {"masked_softmax", AutocastPolicy::Float32},
+    {"layer_norm", AutocastPolicy::Float32},
+    {"cross_entropy", AutocastPolicy::Float32},
+    {"mse_loss", AutocastPolicy::Float32},
+    {"logsumexp", AutocastPolicy::Float32},
+    {"exp", AutocastPolicy::Float32},
+    {"log", AutocastPolicy::Float32},
+    {"pow", AutocastPolicy::Float32},
+    {"sum", AutocastPolicy::Float32},
+    {"mean", AutocastPolicy::Float32},
+    // promote to the widest input
+    {"cat", AutocastPolicy::Promote},
+    {"stack", AutocastPolicy::Promote},
+};
+
+/// The policy of `op`; throws saccade::Error naming autocast when `op` has no row (a function that calls
+/// SACCADE_AUTOCAST must be in the table).
+AutocastPolicy autocast_policy(std::string_view op);
+
+/// Whether autocast is on in this thread (a live AutocastGuard), and the 16-bit dtype it lowers to.
+bool autocast_enabled();
+DType autocast_dtype();
+
+/// While alive, autocast is on in this thread with 16-bit dtype `dtype` (torch.autocast(device, dtype));
+/// `enabled = false` turns it off for the scope instead (torch.autocast(..., enabled=False)). Guards nest;
+/// the weight cache is dropped when the outermost one ends. Throws saccade::Error naming AutocastGuard when
+/// `dtype` is not bfloat16 or float16.
+class AutocastGuard {
+ public:
+  explicit AutocastGuard(DType dtype, bool enabled = true);
+  ~AutocastGuard();
+  AutocastGuard(const AutocastGuard&) = delete;
+  AutocastGuard& operator=(const AutocastGuard&) = delete;
+
+ private:
+  bool prev_enabled_;
+  DType prev_dtype_;
+};
+
+namespace autocast {
+
+/// Whether SACCADE_AUTOCAST casts now: autocast is on and this thread is not inside an autocast
+/// redispatch or a backward pass.
+bool active();
+
+/// While alive, autocast does not cast in this thread (around a redispatched op, and the engine's backward):
+/// grad_mode.h's AutocastExcludeGuard, which the engine can include.
+using ExcludeGuard = AutocastExcludeGuard;
+
+/// `v` cast to `dtype` (recorded: Variable::to); a parameter's cast comes from the weight cache. `v` itself
+/// when it already has that dtype or is undefined.
+Variable cast(const Variable& v, DType dtype);
+
+/// How many casts of parameters the weight cache made in this thread since the last reset (tests).
+int64_t weight_cache_casts();
+void reset_weight_cache_casts();
+
+/// The dtype `policy` casts a floating input of dtype `from` to (`widest`: for Promote), or `from`.
+DType target_dtype(AutocastPolicy policy, DType from, DType widest);
+
+namespace detail {
+inline void widest_of(DType& w, const Variable& v) {
+  if (v.defined() && is_floating(v.dtype())) w = promote_types(w, v.dtype());
+}
+inline void widest_of(DType& w, const std::vector<Variable>& vs) {
+  for (const Variable& v : vs) widest_of(w, v);
+}
+template <class T>
+inline void widest_of(DType&, const T&) {}
+
+inline Variable cast_arg(AutocastPolicy p, DType widest, const Variable& v) {
+  return v.defined() && is_floating(v.dtype()) ? cast(v, target_dtype(p, v.dtype(), widest)) : v;
+}
+inline std::vector<Variable> cast_arg(AutocastPolicy p, DType widest, const std::vector<Variable>& vs) {
+  std::vector<Variable> out;
+  out.reserve(vs.size());
+  for (const Variable& v : vs) out.push_back(cast_arg(p, widest, v));
+  return out;
+}
+template <class T>
+inline const T& cast_arg(AutocastPolicy, DType, const T& x) {
+  return x;
+}
+}  // namespace detail
+
+/// Casts `args` (Variables and vectors of Variables; other arguments pass through) by `policy` and returns
+/// f(cast args...) with autocast excluded. What SACCADE_AUTOCAST calls.
+template <class F, class... Args>
+auto redispatch(AutocastPolicy policy, F&& f, const Args&... args) {
+  DType widest = DType::Bool;
+  if (policy == AutocastPolicy::Promote) (detail::widest_of(widest, args), ...);
+  ExcludeGuard exclude;
+  return f(detail::cast_arg(policy, widest, args)...);
+}
+
+}  // namespace autocast
+
+}  // namespace saccade
+
+/// The one line at the top of an autograd function's forward that opts it into autocast (see the file
+/// comment): `op` is its name in kAutocastPolicy, `fn` the function itself, then its arguments in order.
+#define SACCADE_AUTOCAST(op, fn, ...)                                                                   \
+  do {                                                                                                  \
+    if (::saccade::autocast::active()) [[unlikely]] {                                                   \
+      return ::saccade::autocast::redispatch(                                                           \
+          ::saccade::autocast_policy(op), [&](const auto&... saccade_a_) { return fn(saccade_a_...); }, \
+          __VA_ARGS__);                                                                                 \
+    }                                                                                                   \
+  } while (0)
