@@ -55,6 +55,7 @@
 #include "ops/join.h"
 #include "ops/linalg.h"
 #include "ops/nn.h"
+#include "ops/optim.h"
 #include "ops/random.h"
 #include "ops/reduce.h"
 #include "ops/tensor.h"

@@ -14,6 +14,12 @@
 //   torch.autocast("cpu", torch.bfloat16) step, and the peak memory of one step of each is printed
 //   (the CPU caching allocator's peak_bytes_in_use: the 16-bit step is measured first, so the float32
 //   figure is that step's own peak whenever it is the larger one).
+//        build/bench/gpt_step [samples] [notorch] --device cuda [--batch N]
+//   On the GPU: the same training step with the model and the batch on cuda:0, in float32 and under
+//   AutocastGuard(bf16), each step ended by cuda::synchronize(), against gpt_step_torch.py's `train-cuda`
+//   (PyTorch CUDA eager in float32 and under torch.autocast("cuda", torch.bfloat16), SDPA inside; and, for
+//   information only, torch.compile of the bf16 step), in ms and tokens/s; then the cudaMalloc calls of the
+//   steady state.
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -24,6 +30,7 @@
 #include "bench/bench_util.h"
 #include "examples/gpt/generate.h"
 #include "examples/gpt/model.h"
+#include "ops/cuda/api.h"
 #include "saccade.h"
 
 extern "C" char* openblas_get_corename();
@@ -37,14 +44,21 @@ namespace {
 constexpr int64_t kBatch = 32, kNewTokens = 127;
 
 struct Setup {
+  explicit Setup(Device device = Device::cpu(), int64_t batch = kBatch) : batch(batch) {
+    if (!device.is_cpu()) {
+      model.to(device);
+      x = x.to(device), y = y.to(device);
+    }
+  }
+  int64_t batch;
   ex::GPT model{ex::GPTConfig{}, 0};
   std::vector<Variable> params = model.parameters();
   nn::AdamW adamw{{nn::ParamGroup{model.decayed_parameters(), std::nullopt, 0.1},
                    nn::ParamGroup{model.undecayed_parameters(), std::nullopt, 0.0}},
                   nn::AdamOptions{.lr = 1e-3, .beta2 = 0.99, .weight_decay = 0.1}};
   Generator gen{1};
-  Tensor x = ops::randint(0, 256, {kBatch, 128}, Device::cpu(), &gen);
-  Tensor y = ops::randint(0, 256, {kBatch * 128}, Device::cpu(), &gen);
+  Tensor x = ops::randint(0, 256, {batch, 128}, Device::cpu(), &gen);
+  Tensor y = ops::randint(0, 256, {batch * 128}, Device::cpu(), &gen);
 
   void step(DType dtype = DType::Float32) {
     model.train();
@@ -52,7 +66,7 @@ struct Setup {
     {
       std::optional<AutocastGuard> autocast;
       if (dtype != DType::Float32) autocast.emplace(dtype);
-      loss = cross_entropy(reshape(model.forward(x), {kBatch * 128, 256}), y);
+      loss = cross_entropy(reshape(model.forward(x), {batch * 128, 256}), y);
     }
     adamw.zero_grad();
     loss.backward();
@@ -156,11 +170,60 @@ int run_dtype(DType dtype, int samples, bool torch) {
   return 0;
 }
 
+// --device cuda: float32 and bf16-autocast steps on the GPU against PyTorch CUDA eager (and torch.compile,
+// for information), then the cudaMalloc count of the steady state.
+int cuda_main(int samples, bool torch, int64_t batch) {
+  if (!cuda_is_available()) {
+    std::printf("gpt_step --device cuda: no CUDA GPU present (or saccade was built without CUDA)\n");
+    return 1;
+  }
+  torch = torch && sb::torch_available(/*cuda=*/true);
+  const std::string script = std::string(SACCADE_BENCH_DIR) + "/gpt_step_torch.py";
+  std::printf("GPT (examples/gpt defaults, batch %lld, context 128) on cuda:0, %d samples per setting\n",
+              static_cast<long long>(batch), samples);
+  Setup s(Device::cuda(), batch);
+  auto timed_step = [&](DType dtype) {
+    auto t0 = sb::Clock::now();
+    s.step(dtype);
+    cuda::synchronize();
+    return 1e3 * sb::seconds_since(t0);
+  };
+  std::printf("%-6s %-26s %-26s %-14s %-26s %s\n", "dtype", "saccade ms (median [min-max])", "torch eager ms",
+              "torch/saccade", "torch.compile ms (info)", "saccade tokens/s");
+  for (DType dtype : {DType::Float32, DType::BFloat16}) {
+    for (int i = 0; i < 5; ++i) timed_step(dtype);  // warm-up: allocator blocks, cuBLAS, AdamW state
+    std::vector<double> ms;
+    for (int i = 0; i < samples; ++i) ms.push_back(timed_step(dtype));
+    const sb::Stats st = sb::stats(ms);
+    const char* name = dtype == DType::Float32 ? "f32" : "bf16";
+    std::map<std::string, double> t, tc;
+    if (torch) {
+      const std::string args = std::to_string(samples) + " " + std::to_string(batch) + " " + name;
+      t = sb::run_torch(script, "train-cuda " + args + " eager");
+      tc = sb::run_torch(script, "train-cuda " + args + " compile");
+    }
+    const std::string tcell = t.empty() ? "-" : cell({t["median_ms"], t["min_ms"], t["max_ms"]}, "%.2f");
+    const std::string ccell = tc.empty() ? "-" : cell({tc["median_ms"], tc["min_ms"], tc["max_ms"]}, "%.2f");
+    const std::string ratio = t.empty() ? "-" : fmt::format("{:.2f}", t["median_ms"] / st.median);
+    std::printf("%-6s %-26s %-26s %-14s %-26s %.0f\n", name, cell(st, "%.2f").c_str(), tcell.c_str(),
+                ratio.c_str(), ccell.c_str(), static_cast<double>(batch * 128) / (st.median / 1e3));
+  }
+  const AllocatorStats before = cuda::memory_stats();
+  for (int i = 0; i < samples; ++i) timed_step(DType::BFloat16);
+  const AllocatorStats after = cuda::memory_stats();
+  std::printf("\nsteady state, %d bf16 steps: %lld cudaMalloc calls; device memory peak %.1f MiB\n", samples,
+              static_cast<long long>(after.raw_alloc_count - before.raw_alloc_count),
+              after.peak_bytes_in_use / 1048576.0);
+  if (!torch) std::printf("(%s cannot import torch with CUDA: no PyTorch column)\n", sb::python().c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int samples = 5;
-  bool torch = true, profile = false;
+  bool torch = true, profile = false, gpu = false;
+  int64_t batch = kBatch;
   DType dtype = DType::Float32;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -168,6 +231,12 @@ int main(int argc, char** argv) {
       torch = false;
     } else if (a == "profile") {
       profile = true;
+    } else if (a == "--device" && i + 1 < argc) {
+      const std::string d = argv[++i];
+      SACCADE_CHECK(d == "cuda" || d == "cpu", "gpt_step: --device cpu or cuda, got {}", d);
+      gpu = d == "cuda";
+    } else if (a == "--batch" && i + 1 < argc) {
+      batch = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--dtype" && i + 1 < argc) {
       const std::string d = argv[++i];
       SACCADE_CHECK(d == "bf16" || d == "f16", "gpt_step: --dtype bf16 or f16, got {}", d);
@@ -180,6 +249,7 @@ int main(int argc, char** argv) {
     Setup s;
     return profile_cost(s, samples);
   }
+  if (gpu) return cuda_main(samples, torch, batch);
   torch = torch && sb::torch_available();
   if (dtype != DType::Float32) return run_dtype(dtype, samples, torch);
   const std::string script = std::string(SACCADE_BENCH_DIR) + "/gpt_step_torch.py";

@@ -11,6 +11,10 @@ checkpoint loads into GPT() with load_state_dict(strict=True).
       block matrices only); prints `median_ms`, `min_ms`, `max_ms` over `samples` steps after one warm-up.
       bf16: the forward and the loss under torch.autocast("cpu", torch.bfloat16) (float32 master weights and
       optimizer, as saccade's AutocastGuard), torch 2.x
+  python3 bench/gpt_step_torch.py train-cuda samples batch f32|bf16 eager|compile
+      the same step with the model and the batch on cuda:0, each step ended by torch.cuda.synchronize(), after
+      five warm-up steps (compile: torch.compile(model), its compilation inside the warm-up); bf16 runs under
+      torch.autocast("cuda", torch.bfloat16); TF32 matmuls stay off (PyTorch's default), as in saccade
   python3 bench/gpt_step_torch.py generate threads samples new_tokens
       greedy decoding of `new_tokens` tokens after a 1-token prompt, batch 1, eval mode, no_grad, with a
       past_key_values-style cache (per block: keys and values (1, H, t, d) grown by torch.cat); prints
@@ -92,31 +96,35 @@ class GPT(nn.Module):
                 nn.init.zeros_(w)
 
     def forward(self, idx, start=0, caches=None):
-        pos = torch.arange(start, start + idx.shape[1])
+        pos = torch.arange(start, start + idx.shape[1], device=idx.device)
         x = F.dropout(self.wte(idx) + self.wpe(pos), self.p, self.training)
         for i, b in enumerate(self.h):
             x = b(x, None if caches is None else caches[i])
         return self.ln_f(x) @ self.wte.weight.t()
 
 
-def train(threads, samples, batch, dtype="f32"):
-    model = GPT()
+def train(threads, samples, batch, dtype="f32", device="cpu", mode="eager"):
+    model = GPT().to(device)
     decay = [p for n, p in model.named_parameters() if n.startswith("h.") and p.dim() == 2]
     rest = [p for n, p in model.named_parameters() if not (n.startswith("h.") and p.dim() == 2)]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
                             lr=1e-3, betas=(0.9, 0.99))
-    x = torch.randint(0, V, (batch, T))
-    y = torch.randint(0, V, (batch * T,))
+    x = torch.randint(0, V, (batch, T), device=device)
+    y = torch.randint(0, V, (batch * T,), device=device)
+    forward = torch.compile(model) if mode == "compile" else model
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
 
     def step():
-        with torch.autocast("cpu", torch.bfloat16, enabled=dtype == "bf16"):
-            loss = F.cross_entropy(model(x).reshape(-1, V), y)
+        with torch.autocast(device, torch.bfloat16, enabled=dtype == "bf16"):
+            loss = F.cross_entropy(forward(x).reshape(-1, V), y)
         opt.zero_grad()
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+        sync()
 
-    step()
+    for _ in range(5 if device == "cuda" else 1):
+        step()
     ms = []
     for _ in range(samples):
         t0 = time.perf_counter()
@@ -149,9 +157,12 @@ def generate(threads, samples, new_tokens):
 
 
 def main():
+    torch.manual_seed(0)
+    if sys.argv[1] == "train-cuda":
+        train(1, int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], "cuda", sys.argv[5])
+        return
     mode, threads, samples, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     torch.set_num_threads(threads)
-    torch.manual_seed(0)
     if mode == "train":
         train(threads, samples, n, sys.argv[5] if len(sys.argv) > 5 else "f32")
     else:

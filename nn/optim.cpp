@@ -11,6 +11,7 @@
 #include "ops/creation.h"
 #include "ops/elementwise.h"
 #include "ops/join.h"
+#include "ops/optim.h"
 #include "ops/reduce.h"
 #include "profiler/profiler.h"
 
@@ -256,6 +257,9 @@ void Adam::step() {
   const double beta1 = options_.beta1, beta2 = options_.beta2;
   size_t i = 0;
   for (Group& group : groups_) {
+    // the fused path gathers the group's tensors and updates them in one op
+    std::vector<Tensor> ps, gs, ms, vs;
+    std::vector<int64_t> steps;
     for (Variable& v : group.params) {
       std::map<std::string, Tensor>& state = state_[i++];
       if (!v.grad().defined()) continue;
@@ -267,8 +271,16 @@ void Adam::step() {
         state["exp_avg_sq"] = ops::zeros_like(p);
       }
       Tensor &step_t = state["step"], &exp_avg = state["exp_avg"], &exp_avg_sq = state["exp_avg_sq"];
-      double step = static_cast<double>(step_t.item<int64_t>() + 1);
-      ops::fill_(step_t, step);
+      const int64_t step_n = step_t.item<int64_t>() + 1;  // a CPU scalar: no device read
+      ops::fill_(step_t, static_cast<double>(step_n));
+      if (options_.fused && grad.dtype() == p.dtype() && p.is_contiguous() && exp_avg.is_contiguous() &&
+          exp_avg_sq.is_contiguous() && (p.dtype() == DType::Float32 || p.dtype() == DType::Float64)) {
+        ps.push_back(p), gs.push_back(grad), ms.push_back(exp_avg), vs.push_back(exp_avg_sq);
+        steps.push_back(step_n);
+        continue;
+      }
+      // The readable update, one saccade:: op at a time (Kingma & Ba 2015, Algorithm 1).
+      const double step = static_cast<double>(step_n);
       if (decoupled_) {
         ops::mul_(p, 1 - group.lr * group.weight_decay);
       } else if (group.weight_decay != 0) {
@@ -284,6 +296,14 @@ void Adam::step() {
       Tensor denom = ops::add(ops::div(ops::sqrt(exp_avg_sq), std::sqrt(bias_correction2)), options_.eps);
       ops::add_(p, ops::div(exp_avg, denom), -step_size);
     }
+    if (!ps.empty())
+      ops::adam_foreach_step_(ps, gs, ms, vs, steps,
+                              ops::AdamStepArgs{.lr = group.lr,
+                                                .beta1 = beta1,
+                                                .beta2 = beta2,
+                                                .eps = options_.eps,
+                                                .weight_decay = group.weight_decay,
+                                                .decoupled = decoupled_});
   }
 }
 
@@ -307,28 +327,17 @@ double clip_grad_norm_(const std::vector<Variable>& params, double max_norm, dou
       grads.push_back(p.grad());
     }
   if (grads.empty()) return 0;
-  // One fused norm, one sync: each gradient's partial (max |g|, or Σ |g|^p) stays on the device as a float64
-  // scalar; the partials are reduced together and read once.
+  // One fused pass for the norm (ops::foreach_pow_sum: Σ |g|^p, or max |g|, as a float64 scalar on the
+  // device), the coefficient min(1, max_norm / (total + 1e-6)) computed there, one fused multiply
+  // (torch's foreach path), and one host read at the end for the returned total, once all is queued.
   const bool inf = std::isinf(norm_type);
-  const Device device = grads[0].device();
-  std::vector<Tensor> partials;
-  for (const Tensor& g : grads) {
-    if (g.numel() == 0) continue;
-    Tensor a = ops::abs(g);
-    Tensor part = inf              ? ops::max(a)
-                  : norm_type == 2 ? ops::sum(ops::mul(a, a))
-                                   : ops::sum(ops::pow(a, norm_type));
-    partials.push_back(part.to(DType::Float64).to(device));
-  }
-  if (partials.empty()) return 0;
-  Tensor all = ops::stack(partials, 0);
-  const double total =
-      inf ? ops::max(all).item<double>() : std::pow(ops::sum(all).item<double>(), 1 / norm_type);
-  double coef = max_norm / (total + 1e-6);
-  if (!(coef >= 1)) {  // NaN too: torch multiplies by the clamped (NaN) coefficient
-    for (Tensor g : grads) ops::mul_(g, coef);
-  }
-  return total;
+  Tensor total_t = ops::foreach_pow_sum(grads, norm_type);
+  if (!inf) total_t = ops::pow(total_t, 1 / norm_type);
+  Tensor coef =
+      ops::clamp(ops::div(ops::full({}, max_norm, DType::Float64, total_t.device()), ops::add(total_t, 1e-6)),
+                 std::nullopt, 1.0);
+  ops::foreach_mul_(grads, coef);
+  return total_t.item<double>();
 }
 
 }  // namespace saccade::nn

@@ -119,6 +119,10 @@ struct AdamOptions {
   double beta2 = 0.999;
   double eps = 1e-8;
   double weight_decay = 0;
+  /// One fused update of all parameters (ops::adam_foreach_step_: on a GPU one kernel per 48 parameters, as
+  /// torch.optim.AdamW(fused=True)); false: the readable per-parameter composition of saccade:: ops (a dozen
+  /// kernels per parameter), which the tests hold the fused kernel to. Both give the same values to rounding.
+  bool fused = true;
 };
 
 /// Adam (Kingma & Ba 2015, Algorithm 1; as torch.optim.Adam): with g = grad + weight_decay · p (L2 penalty),

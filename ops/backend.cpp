@@ -131,6 +131,13 @@ void Backend::amp_non_finite_check_and_unscale(const std::vector<Tensor>&, const
 void Backend::amp_update_scale(const Tensor&, const Tensor&, const Tensor&, double, double, int64_t) {
   missing("amp_update_scale");
 }
+void Backend::adam_step(const std::vector<Tensor>&, const std::vector<Tensor>&, const std::vector<Tensor>&,
+                        const std::vector<Tensor>&, const std::vector<double>&, const std::vector<double>&,
+                        const ops::AdamStepArgs&) {
+  missing("adam_step");
+}
+void Backend::pow_sum(const std::vector<Tensor>&, double, const Tensor&) { missing("pow_sum"); }
+void Backend::foreach_mul(const std::vector<Tensor>&, const Tensor&) { missing("foreach_mul"); }
 void Backend::flash_attention_forward(const Tensor&, const Tensor&, const Tensor&, const ops::AttentionMask&,
                                       double, const ops::AttentionDropout&, const Tensor&, const Tensor&) {
   missing("flash_attention_forward");

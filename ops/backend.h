@@ -10,6 +10,7 @@
 #include "ops/caching_allocator.h"
 #include "ops/device.h"
 #include "ops/dtype.h"
+#include "ops/optim.h"
 #include "ops/tensor.h"
 
 namespace saccade {
@@ -246,6 +247,18 @@ class Backend {
   /// scale float32 (1), growth_tracker int64 (1), found_inf float32 (1): ops::amp_update_scale_'s rule.
   virtual void amp_update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf,
                                 double growth_factor, double backoff_factor, int64_t growth_interval);
+
+  // ---- fused optimizer kernels (ops/optim.h; CPU: ops/cpu/optim.cpp) ----
+  /// Lists of one length, entry i of one shape and dtype (float32 or float64), all contiguous, numel > 0;
+  /// step_size[i] = lr / (1 - β1^t_i), bc2_sqrt[i] = √(1 - β2^t_i). ops::adam_foreach_step_'s update.
+  virtual void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                         const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
+                         const std::vector<double>& step_size, const std::vector<double>& bc2_sqrt,
+                         const ops::AdamStepArgs& args);
+  /// tensors: contiguous float32/float64, numel > 0; out: float64 (), set to Σ |t|^p (max |t| for p = inf).
+  virtual void pow_sum(const std::vector<Tensor>& tensors, double p, const Tensor& out);
+  /// tensors: contiguous floating, numel > 0; scale: float64 (1) on their device. t *= scale.
+  virtual void foreach_mul(const std::vector<Tensor>& tensors, const Tensor& scale);
 
  protected:
   [[noreturn]] void missing(const char* kernel) const;

@@ -436,4 +436,39 @@ auto load_as(F f) {
     return LoadAs<T, F>{f};
 }
 
+// ---- optimizers ----
+
+/// One element of Adam / AdamW (ops::adam_foreach_step_, both devices), in T, in the order of operations of
+/// the composed update in nn/optim.cpp:
+///   AdamW: p = p · decay (decay = 1 - lr·wd)     Adam: g = g + p · wd
+///   m = m·β1 + g·(1-β1),  v = v·β2 + g·g·(1-β2),  p = p + m / (√v / bc2 + eps) · neg_step
+/// with bc2 = √(1 - β2^t) and neg_step = -lr / (1 - β1^t), set per tensor.
+template <class T>
+struct AdamUpdate {
+  T decay, wd, b1, b2, c1, c2, eps, bc2, neg_step;
+  bool decoupled;
+  SACCADE_HOST_DEVICE void operator()(T& p, T g, T& m, T& v) const {
+    if (decoupled)
+      p = p * decay;
+    else
+      g = g + p * wd;
+    m = m * b1 + g * c1;
+    v = v * b2 + g * g * c2;
+    p = p + m / (std::sqrt(v) / bc2 + eps) * neg_step;
+  }
+  /// The constants of `a` (lr, betas, eps, weight decay) in T; bc2 and neg_step left for the caller.
+  static AdamUpdate from(const ops::AdamStepArgs& a) {
+    return {static_cast<T>(1 - a.lr * a.weight_decay),
+            static_cast<T>(a.weight_decay),
+            static_cast<T>(a.beta1),
+            static_cast<T>(a.beta2),
+            static_cast<T>(1 - a.beta1),
+            static_cast<T>(1 - a.beta2),
+            static_cast<T>(a.eps),
+            T(1),
+            T(0),
+            a.decoupled};
+  }
+};
+
 }  // namespace saccade::math

@@ -17,25 +17,22 @@ TEST_CASE("cuda 16-bit: casts, elementwise, reductions and matmul agree with the
         [&](Device d) {
           Tensor x = testing::randn({6, 33}, 1).to(d), y = testing::randn({6, 33}, 2).to(d);
           Tensor xh = x.to(t), yh = y.to(t);
-          return std::vector<Tensor>{xh.to(kCpu).to(DType::Float32),  // the device's rounding
-                                     ops::gt(xh, yh).to(kCpu),
-                                     ops::amax(xh, {1}).to(kCpu).to(DType::Float32),
-                                     ops::argmax(xh, 1).to(kCpu),
-                                     ops::index_select(xh, 0, ops::tensor({4, 1}, DType::Int64, d))
-                                         .to(kCpu)
-                                         .to(DType::Float32)};
+          return std::vector<Tensor>{
+              xh.to(DType::Float32),  // the device's rounding
+              ops::gt(xh, yh), ops::amax(xh, {1}).to(DType::Float32), ops::argmax(xh, 1),
+              ops::index_select(xh, 0, ops::tensor({4, 1}, DType::Int64, d)).to(DType::Float32)};
         },
         0);
     both(
         [&](Device d) {
           Tensor xh = testing::randn({6, 33}, 1).to(d).to(t), yh = testing::randn({6, 33}, 2).to(d).to(t);
           Tensor wh = testing::randn({33, 17}, 3).to(d).to(t);
-          return std::vector<Tensor>{ops::mul(ops::add(xh, yh), xh).to(kCpu).to(DType::Float32),
-                                     ops::exp(xh).to(kCpu).to(DType::Float32),
-                                     ops::sum(xh, {1}).to(kCpu).to(DType::Float32),
-                                     ops::sum(xh, {0}).to(kCpu).to(DType::Float32),
-                                     ops::matmul(xh, wh).to(kCpu).to(DType::Float32),
-                                     ops::softmax(xh, 1).to(kCpu).to(DType::Float32)};
+          return std::vector<Tensor>{ops::mul(ops::add(xh, yh), xh).to(DType::Float32),
+                                     ops::exp(xh).to(DType::Float32),
+                                     ops::sum(xh, {1}).to(DType::Float32),
+                                     ops::sum(xh, {0}).to(DType::Float32),
+                                     ops::matmul(xh, wh).to(DType::Float32),
+                                     ops::softmax(xh, 1).to(DType::Float32)};
         },
         4 * tol);
   }

@@ -13,12 +13,12 @@
 #include <memory>
 
 #include "cuda_helpers.h"
-#include "nn/serialization.h"
 #include "nn/embedding.h"
 #include "nn/multihead.h"
 #include "nn/normalization.h"
 #include "nn/optim.h"
 #include "nn/rnn.h"
+#include "nn/serialization.h"
 #include "ops/cuda/staging.h"
 #ifdef SACCADE_HAVE_CAPTION
 #include "examples/common/scenes.h"
@@ -166,6 +166,15 @@ TEST_CASE("cuda: MultiheadAttention (fused and with weights), GRU, LayerNorm, Em
         return res;
       },
       1e-5);
+  INFO("LayerNorm over many rows (the two-stage weight and bias gradients: 4099 rows, 3 chunks of columns)");
+  both(
+      [&](Device d) {
+        nn::LayerNorm ln(70);
+        ln.to(d);
+        Variable in(testing::randn({4099, 70}, 69).to(d), true);
+        return grads_of(ln, ln.forward(in), {in}, 70);
+      },
+      2e-3);           // float32 sums over 4099 rows in another order
   SKIP_WITHOUT_GPU();  // after the CPU half above ran
 }
 

@@ -87,6 +87,12 @@ class CudaBackend final : public Backend {
                                         const Tensor& inv_scale) override;
   void amp_update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf,
                         double growth_factor, double backoff_factor, int64_t growth_interval) override;
+  void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                 const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
+                 const std::vector<double>& step_size, const std::vector<double>& bc2_sqrt,
+                 const ops::AdamStepArgs& args) override;
+  void pow_sum(const std::vector<Tensor>& tensors, double p, const Tensor& out) override;
+  void foreach_mul(const std::vector<Tensor>& tensors, const Tensor& scale) override;
 
   /// The stream every kernel is queued on.
   cudaStream_t stream() const { return stream_; }

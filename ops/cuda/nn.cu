@@ -115,17 +115,43 @@ __global__ void layer_norm_backward_gx_kernel(const T* gy, const T* x, const T* 
   }
 }
 
-//   gw = Σ_rows gy ⊙ x̂,   gb = Σ_rows gy: one thread per column, rows in order (coalesced across columns).
+//   gw = Σ_rows gy ⊙ x̂,   gb = Σ_rows gy, in two stages (one thread per column over all rows would leave
+// the GPU idle: a GPT's (4096 rows, 128 columns) is one block walking 4096 rows). Stage 1: block (kColTile,
+// kRowLanes) of grid (column tiles, row chunks) sums a chunk of kChunkRows rows of kColTile columns, each
+// thread every kRowLanes-th row, then the lanes in shared memory, into partial[chunk][column]. Stage 2: one
+// thread per column adds the chunks' partials in chunk order. No atomics: the same sums on every run.
+constexpr int kColTile = 32, kRowLanes = 8;
+constexpr int64_t kChunkRows = 128;
+
 template <class T>
-__global__ void layer_norm_backward_gwb_kernel(const T* gy, const T* x, const T* mean, const T* rstd, T* gw,
-                                               T* gb, int64_t rows, int64_t n) {
-  for (int64_t c = first_index(); c < n; c += grid_stride()) {
-    acc_t<T> aw = 0, ab = 0;
-    for (int64_t r = 0; r < rows; ++r) {
+__global__ void layer_norm_backward_gwb_partial_kernel(const T* gy, const T* x, const T* mean, const T* rstd,
+                                                       acc_t<T>* pw, acc_t<T>* pb, int64_t rows, int64_t n) {
+  __shared__ acc_t<T> sw[kRowLanes][kColTile], sb[kRowLanes][kColTile];
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * kColTile + threadIdx.x;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kChunkRows;
+  const int64_t r1 = r0 + kChunkRows < rows ? r0 + kChunkRows : rows;
+  acc_t<T> aw = 0, ab = 0;
+  if (c < n) {
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += kRowLanes) {
       const T g = gy[r * n + c];
       aw += acc_t<T>(g) * ((x[r * n + c] - mean[r]) * rstd[r]);
       ab += g;
     }
+  }
+  sw[threadIdx.y][threadIdx.x] = aw, sb[threadIdx.y][threadIdx.x] = ab;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < n) {
+    for (int k = 1; k < kRowLanes; ++k) aw += sw[k][threadIdx.x], ab += sb[k][threadIdx.x];
+    pw[blockIdx.y * n + c] = aw, pb[blockIdx.y * n + c] = ab;
+  }
+}
+
+template <class T>
+__global__ void layer_norm_backward_gwb_sum_kernel(const acc_t<T>* pw, const acc_t<T>* pb, T* gw, T* gb,
+                                                   int64_t chunks, int64_t n) {
+  for (int64_t c = first_index(); c < n; c += grid_stride()) {
+    acc_t<T> aw = 0, ab = 0;
+    for (int64_t k = 0; k < chunks; ++k) aw += pw[k * n + c], ab += pb[k * n + c];
     if (gw) gw[c] = static_cast<T>(aw);
     if (gb) gb[c] = static_cast<T>(ab);
   }
@@ -186,10 +212,23 @@ void CudaBackend::layer_norm_backward(const Tensor& gy, const Tensor& x, const T
       SACCADE_CUDA_CHECK_LAUNCH("layer_norm_backward");
     }
     if ((gweight.defined() || gbias.defined()) && n > 0) {
-      layer_norm_backward_gwb_kernel<T><<<blocks_for(n), kThreads, 0, stream()>>>(
-          gy.data<T>(), x.data<T>(), mean.data<T>(), rstd.data<T>(), mut_or_null<T>(gweight),
-          mut_or_null<T>(gbias), rows, n);
+      using A = acc_t<T>;
+      const int64_t chunks = rows == 0 ? 1 : (rows + kChunkRows - 1) / kChunkRows;
+      const size_t bytes = 2 * static_cast<size_t>(chunks * n) * sizeof(A);
+      A* partial = static_cast<A*>(allocate(bytes));
+      if (rows == 0) {
+        SACCADE_CUDA_CHECK("layer_norm_backward", cudaMemsetAsync(partial, 0, bytes, stream()));
+      } else {
+        const dim3 grid(static_cast<unsigned>((n + kColTile - 1) / kColTile), static_cast<unsigned>(chunks));
+        layer_norm_backward_gwb_partial_kernel<T><<<grid, dim3(kColTile, kRowLanes), 0, stream()>>>(
+            gy.data<T>(), x.data<T>(), mean.data<T>(), rstd.data<T>(), partial, partial + chunks * n, rows,
+            n);
+        SACCADE_CUDA_CHECK_LAUNCH("layer_norm_backward");
+      }
+      layer_norm_backward_gwb_sum_kernel<T><<<blocks_for(n), kThreads, 0, stream()>>>(
+          partial, partial + chunks * n, mut_or_null<T>(gweight), mut_or_null<T>(gbias), chunks, n);
       SACCADE_CUDA_CHECK_LAUNCH("layer_norm_backward");
+      deallocate(partial, bytes);  // stream-ordered: reused only by later work on this stream
     }
   });
 }
