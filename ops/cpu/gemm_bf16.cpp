@@ -139,7 +139,9 @@ struct Problem {
   int64_t ldc;
   int64_t panels;  // column panels of kNR
   const uint32_t* bp;
-  bool dot;  // VDPBF16PS
+  bool dot;                 // VDPBF16PS
+  bfloat16* c16 = nullptr;  // a bf16 C (beta 0): each block is summed in a float32 scratch, then rounded
+  int64_t ldc16 = 0;
   // The packed B panel `jr` of k block `kb` (pairs of that block: pairs_in(kb)).
   const uint32_t* b_panel(int64_t kb, int64_t jr) const {
     return bp + kb * (kKC / 2) * panels * kNR + jr * pairs_in(kb) * kNR;
@@ -152,6 +154,14 @@ void compute_block(const Problem& P, int64_t i0, int64_t i1, int64_t j0, int64_t
   thread_local std::unique_ptr<uint32_t[]> abuf;
   thread_local int64_t acap = 0;
   uint32_t* ap = scratch(abuf, acap, kMC * kKC / 2);
+  // A bf16 C: this block's float32 sums live in a per-thread scratch (kMC rows × the block's panels, hot in
+  // cache) and are rounded into C once the last k block is in, instead of a whole m × n float32 C.
+  thread_local std::unique_ptr<uint32_t[]> cbuf;
+  thread_local int64_t ccap = 0;
+  const int64_t width = (j1 - j0) * kNR;
+  float* local = P.c16 ? reinterpret_cast<float*>(scratch(cbuf, ccap, kMC * width)) : nullptr;
+  float* const cbase = P.c16 ? local - j0 * kNR : nullptr;  // column jr*kNR of row r at cbase + r*width
+  const int64_t ldc = P.c16 ? width : P.ldc;
   with_isa([&] {
     for (int64_t ib = i0; ib < i1; ib += kMC) {
       const int64_t mc = std::min(kMC, i1 - ib);
@@ -163,19 +173,24 @@ void compute_block(const Problem& P, int64_t i0, int64_t i1, int64_t j0, int64_t
           const uint32_t* bpanel = P.b_panel(kb, jr);
           const int64_t nr = std::min(kNR, P.n - jr * kNR);
           for (int64_t ir = 0; ir < mc; ir += kMR) {
-            float* c = P.c + (ib + ir) * P.ldc + jr * kNR;
+            float* c = P.c16 ? cbase + ir * ldc + jr * kNR : P.c + (ib + ir) * P.ldc + jr * kNR;
             const int64_t mr = std::min(kMR, mc - ir);
 #ifdef SACCADE_LADDER_MICROKERNEL
             if (P.dot) {
-              kernel_dot(pairs, ap + ir * pairs, bpanel, c, P.ldc, mr, nr, P.alpha, P.beta, kb == 0);
+              kernel_dot(pairs, ap + ir * pairs, bpanel, c, ldc, mr, nr, P.alpha, P.beta, kb == 0);
               continue;
             }
 #endif
             float acc[kMR][kNR];
             kernel_float(pairs, ap + ir * pairs, bpanel, acc);
-            store_tile(acc, c, P.ldc, mr, nr, P.alpha, P.beta, kb == 0);
+            store_tile(acc, c, ldc, mr, nr, P.alpha, P.beta, kb == 0);
           }
         }
+      }
+      if (P.c16) {  // round the block's sums into C
+        const int64_t c0 = j0 * kNR, c1 = std::min(P.n, j1 * kNR);
+        for (int64_t r = 0; r < mc; ++r)
+          for (int64_t j = c0; j < c1; ++j) P.c16[(ib + r) * P.ldc16 + j] = bfloat16(cbase[r * ldc + j]);
       }
     }
   });
@@ -192,19 +207,29 @@ void check_args(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t lda, 
 
 }  // namespace
 
-void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const bfloat16* a16,
-               int64_t lda, const bfloat16* b16, int64_t ldb, float beta, float* c, int64_t ldc) {
+namespace {
+
+// C = alpha op(A) op(B) + beta C into a float32 C (c) or, with c16 set (beta 0), a bfloat16 one.
+void run_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const bfloat16* a16,
+              int64_t lda, const bfloat16* b16, int64_t ldb, float beta, float* c, bfloat16* c16,
+              int64_t ldc) {
   const uint16_t* a = &a16->bits;  // the packs move bits
   const uint16_t* b = &b16->bits;
   check_args(trans_a, trans_b, m, n, k, lda, ldb, ldc);
   if (m == 0 || n == 0) return;
   if (k == 0) {  // no products: C = beta C
     for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0 ? 0.0f : beta * c[i * ldc + j];
+      for (int64_t j = 0; j < n; ++j) {
+        if (c16)
+          c16[i * ldc + j] = bfloat16(0.0f);
+        else
+          c[i * ldc + j] = beta == 0 ? 0.0f : beta * c[i * ldc + j];
+      }
     return;
   }
   Problem P{{a, lda, trans_a}, {b, ldb, !trans_b},  m, n, k, alpha, beta, c, ldc, (n + kNR - 1) / kNR,
             nullptr,           kernel_avx512_bf16()};
+  P.c16 = c16, P.ldc16 = ldc;
   // Pack op(B) once, every (k block, panel) a piece of work.
   const int64_t kblocks = (k + kKC - 1) / kKC;
   thread_local std::unique_ptr<uint32_t[]> bbuf;
@@ -236,17 +261,24 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
   });
 }
 
+}  // namespace
+
+void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const bfloat16* a,
+               int64_t lda, const bfloat16* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  run_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, nullptr, ldc);
+}
+
 void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const bfloat16* a,
                int64_t lda, const bfloat16* b, int64_t ldb, float beta, bfloat16* c, int64_t ldc) {
+  if (beta == 0) return run_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, 0.0f, nullptr, c, ldc);
+  // beta != 0 reads C: float32 sums of the whole product first, then C = sum + beta C, rounded once
   check_args(trans_a, trans_b, m, n, k, lda, ldb, ldc);
   std::vector<float> sum(static_cast<size_t>(m * n));
-  gemm_bf16(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, 0.0f, sum.data(), n);
+  run_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, 0.0f, sum.data(), nullptr, n);
   parallel_for(0, m, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, n)), [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i)
-      for (int64_t j = 0; j < n; ++j) {
-        const float s = sum[i * n + j];
-        c[i * ldc + j] = bfloat16(beta == 0 ? s : s + beta * float(c[i * ldc + j]));
-      }
+      for (int64_t j = 0; j < n; ++j)
+        c[i * ldc + j] = bfloat16(sum[i * n + j] + beta * float(c[i * ldc + j]));
   });
 }
 

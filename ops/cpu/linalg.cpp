@@ -1,5 +1,6 @@
 // CPU GEMM through OpenBLAS. a: (B, M, K), b: (B, K, N), out: (B, M, N) contiguous. bfloat16 / float16
-// go through gemm_half (gemm_half.h: float32 inside), split across threads the same way.
+// go through gemm_half (gemm_half.h: float32 inside); float16 is split across threads as below, bfloat16
+// (our own GEMM, gemm_bf16.h) threads itself, one call a matrix.
 // a and b are passed with their strides: row-major matrices as CblasNoTrans with ld = stride(-2),
 // column-major ones (transposed views such as w.t()) as CblasTrans with ld = stride(-1); ops/linalg.cpp
 // copied any other.
@@ -15,6 +16,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "ops/cpu/backend.h"
 #include "ops/cpu/blas_check.h"
@@ -73,6 +75,14 @@ void CpuBackend::bmm(const Tensor& a, const Tensor& b, const Tensor& out) {
         r += r1 - r0;
       }
     };
+    if constexpr (std::is_same_v<T, bfloat16>) {
+      // Our bf16 GEMM threads itself (gemm_bf16.cpp: B packed once by all threads, then row blocks × column
+      // groups): one call a matrix. Pieces of rows, as OpenBLAS's sgemm gets below, would each repack all of
+      // op(B) into bf16 pairs on one thread: at the GPT's dW shape (256 × 4096) @ (4096 × 128) that made 2
+      // threads slower than 1.
+      run(0, mats * rows);
+      return;
+    }
     if (mats == 1 && rows < n) {  // column blocks of kColBlock (a multiple of every vector width)
       constexpr int64_t kColBlock = 64;
       const int64_t blocks = (n + kColBlock - 1) / kColBlock,
