@@ -14,6 +14,9 @@
 //   torch.autocast("cpu", torch.bfloat16) step, and the peak memory of one step of each is printed
 //   (the CPU caching allocator's peak_bytes_in_use: the 16-bit step is measured first, so the float32
 //   figure is that step's own peak whenever it is the larger one).
+//        build/bench/gpt_step [samples] [notorch] --dtype bf16 --no-avx512-bf16
+//   The same with VDPBF16PS turned off (cpu::IsaGuard): the bf16 GEMM widens its tiles to float32 FMAs, as
+//   on a CPU without AVX512-BF16 (issue 26's bound: such a step at most 1.2x our float32 step's time).
 //        build/bench/gpt_step [samples] [notorch] --device cuda [--batch N]
 //   On the GPU: the same training step with the model and the batch on cuda:0, in float32 and under
 //   AutocastGuard(bf16), each step ended by cuda::synchronize(), against gpt_step_torch.py's `train-cuda`
@@ -30,6 +33,7 @@
 #include "bench/bench_util.h"
 #include "examples/gpt/generate.h"
 #include "examples/gpt/model.h"
+#include "ops/cpu/simd.h"
 #include "ops/cuda/api.h"
 #include "saccade.h"
 
@@ -223,6 +227,7 @@ int cuda_main(int samples, bool torch, int64_t batch) {
 int main(int argc, char** argv) {
   int samples = 5;
   bool torch = true, profile = false, gpu = false;
+  std::optional<cpu::IsaGuard> no_bf16_dot;
   int64_t batch = kBatch;
   DType dtype = DType::Float32;
   for (int i = 1; i < argc; ++i) {
@@ -235,6 +240,9 @@ int main(int argc, char** argv) {
       const std::string d = argv[++i];
       SACCADE_CHECK(d == "cuda" || d == "cpu", "gpt_step: --device cpu or cuda, got {}", d);
       gpu = d == "cuda";
+    } else if (a == "--no-avx512-bf16") {
+      no_bf16_dot.emplace(cpu::Isa::Avx512);  // any live guard turns VDPBF16PS off (ops/cpu/simd.h)
+      std::printf("VDPBF16PS off: the bf16 GEMM widens to float32 FMAs\n");
     } else if (a == "--batch" && i + 1 < argc) {
       batch = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--dtype" && i + 1 < argc) {

@@ -197,6 +197,14 @@ TEST_CASE("GPT: tied weights survive save and load as one tensor", "[examples][g
   Tensor row = c->wte->weight.data().select(0, 100);
   ops::mul_(row, 2.0);
   REQUIRE_FALSE(allclose(c->forward(idx).data().select(2, 100), before.select(2, 100), 1e-3, 1e-6));
+  // a training checkpoint of a float16 run (optimizer and GradScaler state beside the model) loads too: the
+  // scaler's scalars are not parameters (gpt train --dtype f16 once failed to score its best model here)
+  nn::AdamW opt(a.parameters());
+  nn::GradScaler scaler;
+  nn::save_checkpoint(dir.file("ckpt.safetensors"), a, opt, 3, a.config().to_metadata(), &scaler);
+  std::shared_ptr<GPT> d = load_gpt(dir.file("ckpt.safetensors"));
+  d->eval();
+  REQUIRE(allclose(d->forward(idx).data(), a.forward(idx).data(), 0, 0));
   // a checkpoint of another model or of another size is refused
   nn::Linear lin(3, 4);
   nn::save(lin, dir.file("lin.safetensors"));

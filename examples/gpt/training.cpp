@@ -379,8 +379,8 @@ std::shared_ptr<GPT> load_gpt(const std::string& path, Device device) {
   // The model is built before its weights load: its size must be what the file holds, or a 1 kB file
   // could ask for a model of terabytes.
   int64_t held = 0;
-  for (const auto& [name, t] : file.tensors)
-    if (name.rfind("optimizer.", 0) != 0) held += t.numel();
+  for (const auto& [name, t] : file.tensors)  // a training checkpoint also holds the optimizer and the scaler
+    if (name.rfind("optimizer.", 0) != 0 && name.rfind("scaler.", 0) != 0) held += t.numel();
   SACCADE_CHECK(config.num_parameters() == held,
                 "load_gpt: '{}': its config ({}) needs {} parameters, its tensors hold {}", path,
                 config.describe(), config.num_parameters(), held);
