@@ -56,8 +56,9 @@ Variable PositionalEncoding::forward(const Variable& X, int64_t offset) {
   SACCADE_CHECK(X.defined() && X.dim() == 3 && X.size(2) == d,
                 "PositionalEncoding: expected X of shape (B, T, {}), got {}", d,
                 X.defined() ? X.shape() : Shape{});
-  SACCADE_CHECK(X.dtype() == P.dtype(), "PositionalEncoding: X is {} but P is {} (use module.to(dtype))",
-                X.dtype(), P.dtype());
+  // a 16-bit X (under autocast) adds the float32 table and gives float32, as x + pe does in PyTorch
+  SACCADE_CHECK(X.dtype() == P.dtype() || (is_half(X.dtype()) && P.dtype() == DType::Float32),
+                "PositionalEncoding: X is {} but P is {} (use module.to(dtype))", X.dtype(), P.dtype());
   SACCADE_CHECK(offset >= 0 && offset <= max_len && X.size(1) <= max_len - offset,
                 "PositionalEncoding: {} positions from offset {} of X {} exceed max_len {}", X.size(1),
                 offset, X.shape(), max_len);
@@ -84,8 +85,9 @@ Variable PositionalEncoding2D::forward(const Variable& X) {
   SACCADE_CHECK(X.defined() && X.dim() == 4 && X.size(3) == c && X.size(1) <= rows && X.size(2) <= cols,
                 "PositionalEncoding2D: expected X of shape (B, H <= {}, W <= {}, {}), got {}", rows, cols, c,
                 X.defined() ? X.shape() : Shape{});
-  SACCADE_CHECK(X.dtype() == P.dtype(), "PositionalEncoding2D: X is {} but P is {} (use module.to(dtype))",
-                X.dtype(), P.dtype());
+  // a 16-bit X (under autocast) adds the float32 table and gives float32, as x + pe does in PyTorch
+  SACCADE_CHECK(X.dtype() == P.dtype() || (is_half(X.dtype()) && P.dtype() == DType::Float32),
+                "PositionalEncoding2D: X is {} but P is {} (use module.to(dtype))", X.dtype(), P.dtype());
   Tensor p = P.data().narrow(0, 0, X.size(1)).narrow(1, 0, X.size(2));
   return dropout->forward(add(X, Variable(p)));
 }

@@ -201,6 +201,9 @@ void check_additive_scores(const char* op, const Tensor& qp, const Tensor& kp, c
 // qp: (B, Tq, A), kp: (B, L, A), w_v: (A) -> (B, Tq, L)
 Tensor additive_attention_scores(const Tensor& qp, const Tensor& kp, const Tensor& w_v) {
   check_additive_scores("additive_attention_scores", qp, kp, w_v);
+  if (is_half(qp.dtype()))  // 16 bits: float32 inside (tanh and the sum over A), the scores rounded once
+    return additive_attention_scores(qp.to(DType::Float32), kp.to(DType::Float32), w_v.to(DType::Float32))
+        .to(qp.dtype());
   Tensor scores = Tensor::empty({qp.size(0), qp.size(1), kp.size(1)}, qp.dtype(), qp.device());
   backend(qp.device()).additive_attention_scores(qp.contiguous(), kp.contiguous(), w_v.contiguous(), scores);
   return scores;
@@ -216,6 +219,12 @@ AdditiveScoresGrads additive_attention_scores_backward(const Tensor& gscores, co
                 gscores.defined() ? gscores.shape() : Shape{},
                 gscores.defined() ? gscores.dtype() : qp.dtype(), s, qp.dtype());
   check_same_device(op, {&gscores, &qp});
+  if (is_half(qp.dtype())) {  // float32 inside, each gradient rounded once
+    AdditiveScoresGrads r = additive_attention_scores_backward(
+        gscores.to(DType::Float32), qp.to(DType::Float32), kp.to(DType::Float32), w_v.to(DType::Float32));
+    r.gqp = r.gqp.to(qp.dtype()), r.gkp = r.gkp.to(qp.dtype()), r.gw_v = r.gw_v.to(qp.dtype());
+    return r;
+  }
   AdditiveScoresGrads r{Tensor::empty(qp.shape(), qp.dtype(), qp.device()),
                         Tensor::empty(kp.shape(), kp.dtype(), kp.device()),
                         Tensor::empty(w_v.shape(), w_v.dtype(), w_v.device())};

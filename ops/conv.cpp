@@ -49,8 +49,8 @@ Window make_window(const char* op, const Shape& x, Size2 kernel, Size2 stride, S
 void check_nchw(const char* op, const Tensor& x) {
   SACCADE_CHECK(x.defined(), "{}: got an undefined tensor", op);
   SACCADE_CHECK(x.dim() == 4, "{}: expected a 4-d input (N, C, H, W), got shape {}", op, x.shape());
-  SACCADE_CHECK(is_floating(x.dtype()), "{}: expected a float32 or float64 input, got {} of shape {}", op,
-                x.dtype(), x.shape());
+  SACCADE_CHECK(is_floating(x.dtype()), "{}: expected a float input, got {} of shape {}", op, x.dtype(),
+                x.shape());
 }
 
 void check_grad_shape(const char* op, const Tensor& g, const Shape& want) {
@@ -85,6 +85,10 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2 s
                   "conv2d: bias of shape {} and dtype {} does not fit weight of shape {} (need ({}) {})",
                   bias.shape(), bias.dtype(), weight.shape(), o, x.dtype());
   }
+  if (is_half(x.dtype()))  // 16 bits: float32 inside, one rounding of the result (no 16-bit im2col yet)
+    return conv2d(x.to(DType::Float32), weight.to(DType::Float32),
+                  bias.defined() ? bias.to(DType::Float32) : bias, stride, padding)
+        .to(x.dtype());
   Window w = make_window("conv2d", x.shape(), {weight.size(2), weight.size(3)}, stride, padding, false);
   Tensor cols = im2col(x.contiguous(), w);
   // (O, CKK) @ (N, CKK, L): one weight for every n (CKK spelled out: -1 is ambiguous when O is 0)
@@ -100,6 +104,14 @@ Conv2dGrads conv2d_backward(const Tensor& grad_out, const Tensor& x, const Tenso
   SACCADE_CHECK(
       weight.defined() && weight.dim() == 4 && weight.size(1) == x.size(1) && weight.dtype() == x.dtype(),
       "conv2d_backward: weight of shape {} does not fit input of shape {}", weight.shape(), x.shape());
+  if (is_half(x.dtype())) {  // float32 inside, each gradient rounded once to x's dtype
+    Conv2dGrads r =
+        conv2d_backward(grad_out.to(DType::Float32), x.to(DType::Float32), weight.to(DType::Float32), stride,
+                        padding, need_input, need_weight, need_bias);
+    for (Tensor* t : {&r.grad_input, &r.grad_weight, &r.grad_bias})
+      if (t->defined()) *t = t->to(x.dtype());
+    return r;
+  }
   Window w =
       make_window("conv2d_backward", x.shape(), {weight.size(2), weight.size(3)}, stride, padding, false);
   const int64_t n = x.size(0), o = weight.size(0);
@@ -126,6 +138,11 @@ Conv2dGrads conv2d_backward(const Tensor& grad_out, const Tensor& x, const Tenso
 ValuesIndices max_pool2d(const Tensor& x, Size2 kernel, Size2 stride, Size2 padding) {
   // x: (N, C, H, W) -> values, indices: (N, C, OH, OW)
   check_nchw("max_pool2d", x);
+  if (is_half(x.dtype())) {  // the max of 16-bit values is one of them: widening is exact
+    ValuesIndices r = max_pool2d(x.to(DType::Float32), kernel, stride, padding);
+    r.values = r.values.to(x.dtype());
+    return r;
+  }
   Window w = make_window("max_pool2d", x.shape(), kernel, stride, padding, true);
   Shape os{x.size(0), x.size(1), w.oh, w.ow};
   ValuesIndices r{Tensor::empty(os, x.dtype(), x.device()), Tensor::empty(os, DType::Int64, x.device())};
@@ -150,6 +167,8 @@ Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const 
                   "{}: index out of range [{}, {}] for an input plane of {} x {}", op, lo, hi, input_shape[2],
                   input_shape[3]);
   }
+  if (is_half(grad_out.dtype()))  // float32 sums, rounded once
+    return max_pool2d_backward(grad_out.to(DType::Float32), indices, input_shape).to(grad_out.dtype());
   Tensor gx = Tensor::empty(input_shape, grad_out.dtype(), grad_out.device());
   backend(gx.device()).max_pool2d_backward(grad_out.contiguous(), indices.contiguous(), gx);
   return gx;
@@ -158,6 +177,8 @@ Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const 
 Tensor avg_pool2d(const Tensor& x, Size2 kernel, Size2 stride, Size2 padding) {
   // x: (N, C, H, W) -> (N, C, OH, OW)
   check_nchw("avg_pool2d", x);
+  if (is_half(x.dtype()))  // float32 means, rounded once
+    return avg_pool2d(x.to(DType::Float32), kernel, stride, padding).to(x.dtype());
   Window w = make_window("avg_pool2d", x.shape(), kernel, stride, padding, true);
   Tensor out = Tensor::empty({x.size(0), x.size(1), w.oh, w.ow}, x.dtype(), x.device());
   backend(x.device()).avg_pool2d(x.contiguous(), out, w.kh, w.kw, w.sh, w.sw, w.ph, w.pw);
@@ -172,6 +193,9 @@ Tensor avg_pool2d_backward(const Tensor& grad_out, const Shape& input_shape, Siz
   SACCADE_CHECK(input_shape.size() == 4, "{}: expected a 4-d input shape, got {}", op, input_shape);
   Window w = make_window(op, input_shape, kernel, stride, padding, true);
   check_grad_shape(op, grad_out, {input_shape[0], input_shape[1], w.oh, w.ow});
+  if (is_half(grad_out.dtype()))
+    return avg_pool2d_backward(grad_out.to(DType::Float32), input_shape, kernel, stride, padding)
+        .to(grad_out.dtype());
   Tensor gx = Tensor::empty(input_shape, grad_out.dtype(), grad_out.device());
   backend(gx.device()).avg_pool2d_backward(grad_out.contiguous(), gx, w.kh, w.kw, w.sh, w.sw, w.ph, w.pw);
   return gx;

@@ -2,6 +2,8 @@
 #include "ops/nn.h"
 
 #include <cmath>
+#include <initializer_list>
+#include <optional>
 
 #include "ops/attention.h"
 #include "ops/backend.h"
@@ -229,7 +231,29 @@ int64_t check_gru_gates(const char* op, const Tensor& gi, const Tensor& gh, cons
 
 }  // namespace
 
+namespace {
+// Under autocast gi and gh come from 16-bit products while h may be float32: the gates then compute in
+// float32 (float64 if any input is), one rounding of each result. The wide dtype, or nullopt when no input is
+// 16-bit (the kernels' path).
+std::optional<DType> gru_wide(std::initializer_list<const Tensor*> ts) {
+  bool half = false;
+  DType wide = DType::Float32;
+  for (const Tensor* t : ts) {
+    if (!t->defined()) return std::nullopt;  // the checks below name it
+    half = half || is_half(t->dtype());
+    if (t->dtype() == DType::Float64) wide = DType::Float64;
+  }
+  if (!half) return std::nullopt;
+  return wide;
+}
+}  // namespace
+
 GruGates gru_gates(const Tensor& gi, const Tensor& gh, const Tensor& h) {
+  if (std::optional<DType> wide = gru_wide({&gi, &gh, &h})) {
+    GruGates r = gru_gates(gi.to(*wide), gh.to(*wide), h.to(*wide));
+    r.h = r.h.to(promote_types(promote_types(gi.dtype(), gh.dtype()), h.dtype()));  // saved stays wide
+    return r;
+  }
   check_gru_gates("gru_gates", gi, gh, h);
   GruGates r{Tensor::empty(h.shape(), h.dtype(), h.device()),
              Tensor::empty(gi.shape(), h.dtype(), h.device())};
@@ -239,6 +263,10 @@ GruGates gru_gates(const Tensor& gi, const Tensor& gh, const Tensor& h) {
 
 GruGatesGrads gru_gates_backward(const Tensor& gy, const Tensor& gh, const Tensor& h, const Tensor& saved) {
   const char* op = "gru_gates_backward";
+  if (std::optional<DType> wide = gru_wide({&gy, &gh, &h, &saved})) {
+    // the gradients in float32 (float64): the engine rounds each to its input's dtype
+    return gru_gates_backward(gy.to(*wide), gh.to(*wide), h.to(*wide), saved.to(*wide));
+  }
   check_gru_gates(op, saved, gh, h);
   check_float(op, gy, "gradient");
   check_same_device(op, {&gy, &h});

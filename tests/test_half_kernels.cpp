@@ -237,3 +237,73 @@ TEST_CASE("16-bit autograd through a small transformer block: every gradient in 
     REQUIRE(allclose(f32(g16[i]), g32[i], 0, 0.03 * gmax));
   }
 }
+
+TEST_CASE("16-bit conv2d and pooling: float32 inside, the results rounded once", "[half]") {
+  // (image_caption --dtype bf16 runs its encoder's convolutions under autocast: they once threw "im2col")
+  for (DType t : {DType::BFloat16, DType::Float16}) {
+    INFO(dtype_name(t));
+    Tensor x = randn16({2, 3, 9, 9}, t, 1), w = randn16({4, 3, 3, 3}, t, 2), b = randn16({4}, t, 3);
+    Tensor y = ops::conv2d(x, w, b, {1, 1}, {1, 1});
+    Tensor y32 = ops::conv2d(f32(x), f32(w), f32(b), {1, 1}, {1, 1});
+    // a sum of 27 products: bounded relative to the sum of their magnitudes
+    Tensor mag = ops::conv2d(ops::abs(f32(x)), ops::abs(f32(w)), ops::abs(f32(b)), {1, 1}, {1, 1});
+    check_close(y, y32, t, mag);
+    Tensor g = randn16(y.shape(), t, 4);
+    ops::Conv2dGrads r = ops::conv2d_backward(g, x, w, {1, 1}, {1, 1}, true, true, true);
+    ops::Conv2dGrads r32 = ops::conv2d_backward(f32(g), f32(x), f32(w), {1, 1}, {1, 1}, true, true, true);
+    check_close(
+        r.grad_input, r32.grad_input, t,
+        ops::conv2d_backward(ops::abs(f32(g)), f32(x), ops::abs(f32(w)), {1, 1}, {1, 1}, true, false, false)
+            .grad_input);
+    REQUIRE(r.grad_weight.dtype() == t);
+    REQUIRE(r.grad_bias.dtype() == t);
+    CHECK(allclose(f32(r.grad_weight), r32.grad_weight, 0x1p-7, 0x1p-4));
+    CHECK(allclose(f32(r.grad_bias), r32.grad_bias, 0x1p-7, 0x1p-4));
+
+    ops::ValuesIndices m = ops::max_pool2d(x, {2, 2}), m32 = ops::max_pool2d(f32(x), {2, 2});
+    check_close(m.values, m32.values, t);  // exact: the max is one of the inputs
+    CHECK(allclose(m.indices, m32.indices, 0, 0));
+    Tensor gm = randn16(m.values.shape(), t, 5);
+    check_close(ops::max_pool2d_backward(gm, m.indices, x.shape()),
+                ops::max_pool2d_backward(f32(gm), m.indices, x.shape()), t);
+    check_close(ops::avg_pool2d(x, {3, 3}), ops::avg_pool2d(f32(x), {3, 3}), t,
+                ops::avg_pool2d(ops::abs(f32(x)), {3, 3}));
+    Tensor ga = randn16({2, 3, 3, 3}, t, 6);
+    check_close(ops::avg_pool2d_backward(ga, x.shape(), {3, 3}),
+                ops::avg_pool2d_backward(f32(ga), x.shape(), {3, 3}), t);
+  }
+}
+
+TEST_CASE("16-bit GRU gates and additive attention scores: float32 inside", "[half]") {
+  // (the sat captioner under autocast: 16-bit gate projections beside a float32 state, 16-bit projected
+  // queries and keys; both ops once refused them)
+  for (DType t : {DType::BFloat16, DType::Float16}) {
+    INFO(dtype_name(t));
+    Tensor gi = randn16({4, 15}, t, 1), gh = randn16({4, 15}, t, 2);
+    Tensor h = randn16({4, 5}, t, 3).to(DType::Float32);  // a float32 state, exactly representable
+    ops::GruGates r = ops::gru_gates(gi, gh, h), r32 = ops::gru_gates(f32(gi), f32(gh), h);
+    REQUIRE(r.h.dtype() == DType::Float32);  // 16-bit with float32 promotes to float32
+    CHECK(allclose(r.h, r32.h, 0, 0));       // widening is exact: the same float32 arithmetic
+    Tensor gy = randn16({4, 5}, t, 4).to(DType::Float32);
+    ops::GruGatesGrads g = ops::gru_gates_backward(gy, gh, h, r.saved);
+    ops::GruGatesGrads g32 = ops::gru_gates_backward(gy, f32(gh), h, r32.saved);
+    CHECK(allclose(g.ggi, g32.ggi, 0, 0));
+    CHECK(allclose(g.gh, g32.gh, 0, 0));
+    // all 16-bit: the new state in 16 bits, rounded once
+    check_close(ops::gru_gates(gi, gh, h.to(t)).h, ops::gru_gates(f32(gi), f32(gh), f32(h.to(t))).h, t);
+
+    Tensor qp = randn16({2, 3, 8}, t, 5), kp = randn16({2, 6, 8}, t, 6), wv = randn16({8}, t, 7);
+    Tensor s = ops::additive_attention_scores(qp, kp, wv);
+    Tensor s32 = ops::additive_attention_scores(f32(qp), f32(kp), f32(wv));
+    Tensor mag = ops::mul(ops::full(s32.shape(), 1.0), ops::sum(ops::abs(f32(wv))));  // |Σ w tanh| <= Σ |w|
+    check_close(s, s32, t, mag);
+    Tensor gs = randn16(s.shape(), t, 8);
+    ops::AdditiveScoresGrads a = ops::additive_attention_scores_backward(gs, qp, kp, wv);
+    ops::AdditiveScoresGrads a32 =
+        ops::additive_attention_scores_backward(f32(gs), f32(qp), f32(kp), f32(wv));
+    REQUIRE(a.gqp.dtype() == t);
+    CHECK(allclose(f32(a.gqp), a32.gqp, 0x1p-7, 0x1p-5));
+    CHECK(allclose(f32(a.gkp), a32.gkp, 0x1p-7, 0x1p-5));
+    CHECK(allclose(f32(a.gw_v), a32.gw_v, 0x1p-7, 0x1p-5));
+  }
+}
