@@ -4,6 +4,7 @@
 
 #include "ops/backend.h"
 #include "ops/creation.h"
+#include "ops/cuda/api.h"
 #include "ops/elementwise.h"
 
 namespace saccade::ops {
@@ -135,9 +136,10 @@ FlashAttentionForward flash_attention_forward(const Tensor& q, const Tensor& k, 
   const Shape s = attention_scores_shape(q.shape(), k.shape());
   SACCADE_CHECK(!mask.keep.defined() || mask.keep.shape() == s, "{}: keep-mask {} for attention scores {}",
                 op, mask.keep.defined() ? mask.keep.shape() : Shape{}, s);
-  // 16-bit on CUDA: the readable path (float32 copies of q, k, v; out rounded once; lse float32). The CPU
-  // kernel widens head by head itself (ops/cpu/attention.cpp).
-  if (is_half(q.dtype()) && !q.device().is_cpu()) {
+  // 16-bit on CUDA: the readable path (float32 copies of q, k, v; out rounded once; lse float32), unless
+  // cuda::tensor_core_attention() sends them to the backend's tensor-core kernel (ops/cuda/attention_mma.cu).
+  // The CPU kernel widens head by head itself (ops/cpu/attention.cpp).
+  if (is_half(q.dtype()) && !q.device().is_cpu() && !cuda::tensor_core_attention()) {
     FlashAttentionForward r = flash_attention_forward(q.to(DType::Float32), k.to(DType::Float32),
                                                       v.to(DType::Float32), mask, scale, dropout);
     r.out = r.out.to(q.dtype());

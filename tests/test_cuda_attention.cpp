@@ -266,3 +266,42 @@ TEST_CASE("cuda attention: empty sizes give empty or zero results on both device
   }
   if (no_gpu()) return;
 }
+
+TEST_CASE(
+    "cuda attention: the tensor-core 16-bit forward = the CPU on the same 16-bit inputs, every mask kind",
+    "[cuda][flash][mma]") {
+  // cuda::set_tensor_core_attention(true) for the test (off by default); restored when it leaves
+  struct TensorCoreGuard {
+    TensorCoreGuard() { cuda::set_tensor_core_attention(true); }
+    ~TensorCoreGuard() { cuda::set_tensor_core_attention(false); }
+  };
+  // Head dims: 64 and 128 (kD exactly), 40 / 24 (padded, 16-byte rows), 36 / 20 (padded, element loads);
+  // 70 query rows (two 64-row blocks, the second partial) and 45 or 130 keys (partial 64-key tiles).
+  std::vector<Problem> problems;
+  for (auto [D, Dv] : {std::pair<int64_t, int64_t>{64, 64}, {128, 128}, {40, 24}, {36, 20}})
+    for (const Problem& pr : mask_cases(make_problem(2, 3, 70, D == 128 ? 130 : 45, D, Dv, 600 + D)))
+      problems.push_back(pr);
+  for (DType dt : {DType::BFloat16, DType::Float16}) {
+    // P is rounded to 16 bits before P V (as FlashAttention-2 does): out within a few 16-bit ulps of the CPU,
+    // which rounds out once; lse (float32 sums of exact products) within float32 accumulation error
+    const double tol = dt == DType::BFloat16 ? 3e-2 : 5e-3;
+    for (const Problem& pr : problems) {
+      INFO("Tq " << pr.Tq << " Tk " << pr.Tk << " D " << pr.D << " Dv " << pr.Dv << " causal "
+                 << int(pr.causal) << " dropout " << pr.p << " dtype " << dtype_name(dt));
+      const Result c = run(pr, kCpu, dt);
+      REQUIRE(c.out.dtype() == dt);
+      if (!cuda_is_available()) continue;
+      Result g;
+      {
+        TensorCoreGuard guard;
+        g = run(pr, kGpu, dt);  // the forward on the tensor cores; the backward on float32 copies of it
+      }
+      REQUIRE(g.out.device() == kGpu);
+      CHECK(allclose(g.out.to(kCpu).to(DType::Float64), c.out.to(DType::Float64), tol, tol));
+      CHECK(allclose(g.lse.to(kCpu).to(DType::Float64), c.lse.to(DType::Float64), 1e-3, 1e-3));
+      CHECK(allclose(g.gq.to(kCpu).to(DType::Float64), c.gq.to(DType::Float64), 4 * tol, 4 * tol));
+      CHECK(allclose(g.gv.to(kCpu).to(DType::Float64), c.gv.to(DType::Float64), 4 * tol, 4 * tol));
+    }
+  }
+  if (no_gpu()) return;
+}

@@ -9,7 +9,7 @@
 namespace saccade::cuda {
 
 namespace {
-std::atomic<bool> tf32{false}, readable{false}, readable_reduce{false}, fast{true};
+std::atomic<bool> tf32{false}, readable{false}, readable_reduce{false}, fast{true}, tensor_core{false};
 }
 
 bool allow_tf32() { return tf32.load(std::memory_order_relaxed); }
@@ -18,6 +18,8 @@ bool readable_attention() { return readable.load(std::memory_order_relaxed); }
 void set_readable_attention(bool r) { readable.store(r, std::memory_order_relaxed); }
 bool fast_attention() { return fast.load(std::memory_order_relaxed); }
 void set_fast_attention(bool f) { fast.store(f, std::memory_order_relaxed); }
+bool tensor_core_attention() { return tensor_core.load(std::memory_order_relaxed); }
+void set_tensor_core_attention(bool on) { tensor_core.store(on, std::memory_order_relaxed); }
 bool readable_reductions() { return readable_reduce.load(std::memory_order_relaxed); }
 void set_readable_reductions(bool r) { readable_reduce.store(r, std::memory_order_relaxed); }
 

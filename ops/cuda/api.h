@@ -25,6 +25,12 @@ void set_readable_attention(bool readable);
 /// a thread). On by default; readable_attention() takes precedence. The tests and bench/attention run all.
 bool fast_attention();
 void set_fast_attention(bool fast);
+/// Whether bfloat16 / float16 fused attention runs its forward on the tensor cores
+/// (ops/cuda/attention_mma.cu: mma.sync with float32 accumulators, head dims <= 128, compute capability 8.0+)
+/// instead of on float32 copies of q, k and v. Off by default until it has run on a GPU (issue 27); the tests
+/// turn it on, and readable_attention() takes precedence.
+bool tensor_core_attention();
+void set_tensor_core_attention(bool on);
 /// Whether the reductions (ops/cuda/reduce.cu) use their readable kernels only: reduce in one pass (no
 /// split of long rows over several blocks), arg_reduce one thread per output (no block-per-row kernel). Off
 /// by default; the tests run both.

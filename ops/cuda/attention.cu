@@ -366,6 +366,17 @@ void CudaBackend::flash_attention_forward(const Tensor& q, const Tensor& k, cons
   const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), Tk = k.size(2), D = q.size(3), Dv = v.size(3);
   const int64_t rows = B * H * Tq;
   if (rows == 0) return;
+  if (is_half(q.dtype())) {  // 16 bits (ops/attention.cpp sends them only with tensor_core_attention() on)
+    if (flash_attention_forward_mma(q, k, v, masking_of<float>(mask, dropout, H, Tq, Tk),
+                                    static_cast<float>(scale), out, lse))
+      return;
+    // where the tensor-core kernel does not apply: float32 copies, out rounded once
+    Tensor out32 = Tensor::empty(out.shape(), DType::Float32, out.device(), "flash_attention_forward");
+    flash_attention_forward(q.to(DType::Float32), k.to(DType::Float32), v.to(DType::Float32), mask, scale,
+                            dropout, out32, lse);
+    copy(out32, out);  // rounds to out's dtype
+    return;
+  }
   const int64_t tiles = (Tq + kBr - 1) / kBr;
   const bool tiled = !readable_attention() && D <= 128 && Dv <= 128 && B * H * tiles <= INT32_MAX;
   dispatch_floating(q.dtype(), "flash_attention_forward", [&]<class T>() {

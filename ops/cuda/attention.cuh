@@ -1,7 +1,7 @@
 // What the CUDA attention kernels share (attention.cu: the readable and the first tiled kernels;
 // attention_fast.cu: the register-tiled float32 kernels): strided row access to (B, H, T, D) tensors, the
 // mask and dropout decisions for one element (b, h, i, j) of the (B, H, Tq, Tk) weights, and the fast
-// kernels' launchers.
+// kernels' launchers (attention_fast.cu: float32; attention_mma.cu: 16 bits on the tensor cores).
 #pragma once
 
 #include <cstdint>
@@ -93,5 +93,11 @@ bool flash_attention_forward_fast(const Tensor& q, const Tensor& k, const Tensor
 bool flash_attention_backward_fast(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gout,
                                    const Tensor& lse, const Tensor& delta, const Masking<float>& mk,
                                    float scale, const Tensor& gq, const Tensor& gk, const Tensor& gv);
+
+/// The tensor-core 16-bit forward (attention_mma.cu: bf16 / f16 q, k, v and out, float32 lse) for head dims
+/// D, Dv <= 128 on a GPU of compute capability 8.0 or later; false (nothing launched) when it does not apply
+/// or tensor_core_attention() is off. Arguments as CudaBackend::flash_attention_forward.
+bool flash_attention_forward_mma(const Tensor& q, const Tensor& k, const Tensor& v, const Masking<float>& mk,
+                                 float scale, const Tensor& out, const Tensor& lse);
 
 }  // namespace saccade::cuda

@@ -1,0 +1,305 @@
+// CUDA fused attention on the tensor cores, bfloat16 and float16: FlashAttention-2's forward (Dao 2023,
+// "FlashAttention-2", Algorithm 1) with both products on mma.sync.m16n8k16 (16-bit inputs, float32
+// accumulators), the way the paper's section 3.3 partitions the work: each warp owns 16 query rows, so the
+// running maximum m and sum l of a row stay in the registers of one group of four lanes, and the 64-key tiles
+// of K and V are shared by the block's four warps. The index math is in ops/cuda/mma.h (tested on the CPU).
+//
+// Shapes: q (B, H, Tq, D), k (B, H, Tk, D), v (B, H, Tk, Dv), out (B, H, Tq, Dv) in one 16-bit dtype, any
+// strides with unit last stride; lse (B, H, Tq) float32 contiguous. D, Dv <= 128, padded with zeros to
+// kD = 64 or 128 in shared memory. Masks (valid_lens, keep-masks, causal) and dropout (Philox, as
+// ops::dropout draws each element) as the float32 kernels: attention.cuh's Masking.
+//
+// One block of 4 warps (128 threads) per (b, h, 64 query rows). Warp w, rows i0 + 16 w .. + 15:
+//   Q fragments (16 x kD) loaded once from shared memory into registers (kD / 16 k-steps x 4 registers)
+//   per key tile j0 (64 keys; the block's K and V tiles in shared memory, rows padded by 8 elements):
+//     S = Q Kᵀ             8 key tiles x kD / 16 k-steps of mma; scaled and masked in float32
+//     m' = max(m, rowmax S) within the lane and across its group of four (two shuffles)
+//     P = exp(S - m'), l = l e^(m - m') + rowsum P, O = O e^(m - m')
+//     O += (Z ⊙ P) V        P rounded to 16 bits straight from the S accumulators (mma.h, p_register)
+//   out = O / l (rounded once to 16 bits), lse = m + log l (float32; -inf and zeros for a row that sees
+//   nothing).
+// What is not here yet (issue 27): cp.async double buffering of the K and V tiles, ldmatrix loads, the
+// backward pass (16-bit gradients still go through float32 copies, ops/attention.cpp).
+#include <cmath>
+#include <cstdint>
+
+#include "ops/cuda/api.h"
+#include "ops/cuda/attention.cuh"
+#include "ops/cuda/backend.h"
+#include "ops/cuda/error.h"
+#include "ops/cuda/mma.h"
+#include "ops/half.h"
+
+namespace saccade::cuda {
+
+namespace {
+
+constexpr int kWarps = 4, kThreadsMma = 32 * kWarps;
+constexpr int kQueryRows = 16 * kWarps;  // query rows of a block
+constexpr int kKeyTile = 64;             // keys of a shared K / V tile
+constexpr int kPad = 8;  // elements of padding per shared row (16 bytes: fewer bank conflicts)
+
+// float -> the 16 bits of T (round to nearest even).
+template <class T>
+__device__ inline uint16_t narrow(float x) {
+  if constexpr (std::is_same_v<T, bfloat16>)
+    return float_to_bf16_bits(x);
+  else
+    return float_to_f16_bits(x);
+}
+__device__ inline uint32_t pack2(uint16_t lo, uint16_t hi) { return uint32_t(lo) | (uint32_t(hi) << 16); }
+
+// c += a b on the tensor cores: one m16n8k16 product, fragments as ops/cuda/mma.h lays them out.
+template <class T>
+__device__ inline void mma_16816(float c[4], const uint32_t a[4], const uint32_t b[2]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  __trap();  // bf16 / f16 mma with float32 accumulators needs sm_80; the launcher checks the device first
+#else
+  if constexpr (std::is_same_v<T, bfloat16>)
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  else
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+
+// Copies rows [r0, r0 + n) of one (b, h) into a shared (n, kD + kPad) tile, zeros past `rows` and `cols`.
+// vec: every row starts 16-byte aligned and cols is a multiple of 8, so 8 elements move as one uint4.
+template <int kD>
+__device__ void load_tile(uint16_t* dst, const Rows<const uint16_t>& src, int64_t b, int64_t h, int64_t r0,
+                          int n, int64_t rows, int64_t cols, bool vec) {
+  constexpr int L = kD + kPad;
+  if (vec) {
+    constexpr int kV = kD / 8;
+    for (int idx = threadIdx.x; idx < n * kV; idx += blockDim.x) {
+      const int r = idx / kV, d = (idx % kV) * 8;
+      uint4 x = make_uint4(0, 0, 0, 0);
+      if (r0 + r < rows && d < cols) x = *reinterpret_cast<const uint4*>(src.row(b, h, r0 + r) + d);
+      *reinterpret_cast<uint4*>(dst + r * L + d) = x;
+    }
+    return;
+  }
+  for (int idx = threadIdx.x; idx < n * kD; idx += blockDim.x) {
+    const int r = idx / kD, d = idx % kD;
+    dst[r * L + d] = (r0 + r < rows && d < cols) ? src.row(b, h, r0 + r)[d] : uint16_t{0};
+  }
+}
+
+template <int kD>
+constexpr int mma_smem_bytes() {
+  return static_cast<int>(sizeof(uint16_t)) * (kQueryRows + 2 * kKeyTile) * (kD + kPad);
+}
+
+template <class T, int kD>
+__global__ void __launch_bounds__(kThreadsMma)
+    attention_forward_mma(Rows<const uint16_t> q, Rows<const uint16_t> k, Rows<const uint16_t> v,
+                          Rows<uint16_t> out, float* lse, Masking<float> mk, int64_t tiles, int64_t D,
+                          int64_t Dv, float scale, bool vec) {
+  constexpr int L = kD + kPad;
+  constexpr int KS = kD / mma::kK;        // k-steps of S = Q Kᵀ
+  constexpr int NT = kKeyTile / mma::kN;  // 8-key tiles of S
+  constexpr int ND = kD / mma::kN;        // 8-column tiles of O
+  constexpr unsigned kAll = 0xffffffffu;
+  extern __shared__ uint4 smem_mma[];
+  uint16_t* qs = reinterpret_cast<uint16_t*>(smem_mma);  // (64 query rows, L)
+  uint16_t* ks = qs + kQueryRows * L;                    // (64 keys, L)
+  uint16_t* vs = ks + kKeyTile * L;                      // (64 keys, L)
+  const float neg_inf = -INFINITY;
+  const int warp = threadIdx.x / mma::kWarp, lane = threadIdx.x % mma::kWarp;
+  const int64_t bh = blockIdx.x / tiles, i0 = (blockIdx.x % tiles) * kQueryRows;
+  const int64_t b = bh / mk.H, h = bh % mk.H;
+  load_tile<kD>(qs, q, b, h, i0, kQueryRows, mk.Tq, D, vec);
+
+  // this lane's two rows: accumulator elements 0, 1 are row[0], elements 2, 3 row[1] = row[0] + 8
+  int64_t row[2], end[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    row[r] = i0 + 16 * warp + mma::c_coord(lane, 2 * r).row;
+    end[r] = row[r] < mk.Tq ? mk.end(b, row[r]) : 0;
+  }
+  // no row of the block sees a key past block_end (block_reduce synchronises: qs is complete after it)
+  const int64_t block_end = block_reduce(end[0] > end[1] ? end[0] : end[1], Larger<int64_t>{}, int64_t{0});
+  __syncthreads();
+  uint32_t qa[KS][4];
+#pragma unroll
+  for (int s = 0; s < KS; ++s)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const mma::Coord a = mma::a_coord(lane, 2 * r);
+      qa[s][r] = *reinterpret_cast<const uint32_t*>(qs + (16 * warp + a.row) * L + mma::kK * s + a.col);
+    }
+
+  float m[2] = {neg_inf, neg_inf}, l[2] = {0, 0};  // l: this lane's part of the row sum
+  float o[ND][4];
+#pragma unroll
+  for (int nd = 0; nd < ND; ++nd)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[nd][e] = 0;
+
+  for (int64_t j0 = 0; j0 < block_end; j0 += kKeyTile) {
+    __syncthreads();  // the previous tile's K and V are no longer read
+    load_tile<kD>(ks, k, b, h, j0, kKeyTile, mk.Tk, D, vec);
+    load_tile<kD>(vs, v, b, h, j0, kKeyTile, mk.Tk, Dv, vec);
+    __syncthreads();
+    // S = Q Kᵀ
+    float s[NT][4];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[nt][e] = 0;
+#pragma unroll
+    for (int kstep = 0; kstep < KS; ++kstep)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        uint32_t bf[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const mma::Coord src = mma::kt_source(lane, 2 * r, nt, kstep);
+          bf[r] = *reinterpret_cast<const uint32_t*>(ks + src.row * L + src.col);
+        }
+        mma_16816<T>(s[nt], qa[kstep], bf);
+      }
+    // scale, mask, the new row maxima
+    float mx[2] = {m[0], m[1]};
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = e >> 1;
+        const int64_t col = j0 + mma::acc_coord(lane, e, nt).col;
+        float x = s[nt][e] * scale;
+        if (col >= end[r] || !mk.kept(b, h, row[r], col)) x = neg_inf;
+        s[nt][e] = x;
+        mx[r] = fmaxf(mx[r], x);
+      }
+    float ref[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(kAll, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(kAll, mx[r], 2));
+      ref[r] = mx[r] == neg_inf ? 0.0f : mx[r];  // a row that has seen nothing yet: exp(-inf - 0) = 0
+      const float alpha = expf(m[r] - ref[r]);
+      m[r] = mx[r];
+      l[r] *= alpha;
+#pragma unroll
+      for (int nd = 0; nd < ND; ++nd) o[nd][2 * r] *= alpha, o[nd][2 * r + 1] *= alpha;
+    }
+    // P = exp(S - m'), its row sums before dropout, then Z ⊙ P rounded to 16 bits as the A fragments of P V
+    uint32_t pa[NT / 2][4];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      float p[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = e >> 1;
+        float x = expf(s[nt][e] - ref[r]);
+        l[r] += x;
+        if (mk.p > 0 && x != 0) x *= mk.dropout(b, h, row[r], j0 + mma::acc_coord(lane, e, nt).col);
+        p[e] = x;
+      }
+      pa[nt / 2][mma::p_register(nt, 0)] = pack2(narrow<T>(p[0]), narrow<T>(p[1]));
+      pa[nt / 2][mma::p_register(nt, 2)] = pack2(narrow<T>(p[2]), narrow<T>(p[3]));
+    }
+    // O += P V
+#pragma unroll
+    for (int kk = 0; kk < NT / 2; ++kk)
+#pragma unroll
+      for (int nd = 0; nd < ND; ++nd) {
+        uint32_t bf[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const mma::Coord lo = mma::v_source(lane, 2 * r, nd, kk),
+                           hi = mma::v_source(lane, 2 * r + 1, nd, kk);
+          bf[r] = pack2(vs[lo.row * L + lo.col], vs[hi.row * L + hi.col]);
+        }
+        mma_16816<T>(o[nd], pa[kk], bf);
+      }
+  }
+
+  // out = O / l, lse = m + log l (the row sums gathered over the group of four lanes)
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(kAll, l[r], 1);
+    l[r] += __shfl_xor_sync(kAll, l[r], 2);
+    if (row[r] >= mk.Tq) continue;
+    const float inv = l[r] > 0 ? 1.0f / l[r] : 0.0f;
+    uint16_t* orow = out.row(b, h, row[r]);
+#pragma unroll
+    for (int nd = 0; nd < ND; ++nd)
+#pragma unroll
+      for (int e = 2 * r; e < 2 * r + 2; ++e) {
+        const int col = mma::acc_coord(lane, e, nd).col;
+        if (col < Dv) orow[col] = narrow<T>(o[nd][e] * inv);
+      }
+    if ((lane & 3) == 0) lse[bh * mk.Tq + row[r]] = l[r] > 0 ? m[r] + logf(l[r]) : neg_inf;
+  }
+}
+
+// Whether 8 elements of every row of t can move as one 16-byte load: aligned base, strides and width.
+bool rows_vectorizable(const Tensor& t) {
+  return reinterpret_cast<uintptr_t>(t.raw_data()) % 16 == 0 && t.size(3) % 8 == 0 && t.stride(0) % 8 == 0 &&
+         t.stride(1) % 8 == 0 && t.stride(2) % 8 == 0;
+}
+
+// Whether the current device has the bf16 / f16 mma with float32 accumulators (compute capability 8.0+).
+bool device_has_mma() {
+  static const bool yes = [] {
+    int dev = 0, major = 0;
+    return cudaGetDevice(&dev) == cudaSuccess &&
+           cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+           major >= 8;
+  }();
+  return yes;
+}
+
+template <class T, int kD>
+void launch_mma(const Tensor& q, const Tensor& k, const Tensor& v, const Masking<float>& mk, float scale,
+                const Tensor& out, const Tensor& lse, int64_t blocks, int64_t tiles, bool vec) {
+  constexpr int bytes = mma_smem_bytes<kD>();
+  static const bool once = [] {
+    SACCADE_CUDA_CHECK("flash_attention_forward",
+                       cudaFuncSetAttribute(attention_forward_mma<T, kD>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+    return true;
+  }();
+  (void)once;
+  auto rows16 = [](const Tensor& t) {
+    return Rows<const uint16_t>{static_cast<const uint16_t*>(t.raw_data()), t.stride(0), t.stride(1),
+                                t.stride(2)};
+  };
+  const Rows<uint16_t> o{static_cast<uint16_t*>(out.raw_data()), out.stride(0), out.stride(1), out.stride(2)};
+  attention_forward_mma<T, kD><<<static_cast<unsigned>(blocks), kThreadsMma, bytes, current_stream()>>>(
+      rows16(q), rows16(k), rows16(v), o, lse.data<float>(), mk, tiles, q.size(3), v.size(3), scale, vec);
+  SACCADE_CUDA_CHECK_LAUNCH("flash_attention_forward");
+}
+
+}  // namespace
+
+bool flash_attention_forward_mma(const Tensor& q, const Tensor& k, const Tensor& v, const Masking<float>& mk,
+                                 float scale, const Tensor& out, const Tensor& lse) {
+  const DType dt = q.dtype();
+  if (!tensor_core_attention() || readable_attention() || !is_half(dt) || k.dtype() != dt ||
+      v.dtype() != dt || out.dtype() != dt || lse.dtype() != DType::Float32 || !device_has_mma())
+    return false;
+  const int64_t d = q.size(3) > v.size(3) ? q.size(3) : v.size(3);
+  const int64_t tiles = (mk.Tq + kQueryRows - 1) / kQueryRows, blocks = q.size(0) * mk.H * tiles;
+  if (d > 128 || blocks == 0 || blocks > INT32_MAX) return false;
+  const bool vec = rows_vectorizable(q) && rows_vectorizable(k) && rows_vectorizable(v);
+  const bool bf16 = dt == DType::BFloat16;
+  if (d <= 64)
+    bf16 ? launch_mma<bfloat16, 64>(q, k, v, mk, scale, out, lse, blocks, tiles, vec)
+         : launch_mma<float16, 64>(q, k, v, mk, scale, out, lse, blocks, tiles, vec);
+  else
+    bf16 ? launch_mma<bfloat16, 128>(q, k, v, mk, scale, out, lse, blocks, tiles, vec)
+         : launch_mma<float16, 128>(q, k, v, mk, scale, out, lse, blocks, tiles, vec);
+  return true;
+}
+
+}  // namespace saccade::cuda
