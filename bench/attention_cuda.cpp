@@ -12,6 +12,13 @@
 // FLOPs as FlashAttention's benchmarks count them: forward 4 B H T^2 D (halved when causal), forward +
 // backward 3.5x that. ratio = torch ms / saccade ms (above 1: saccade is faster; the issue's goal is >= 0.8
 // against torch's default).
+//
+// Before it, the 16-bit table (issue 27): bfloat16 q, k, v (8, 16, T, D), D = 64 and 128, T = 512 / 2048 /
+// 8192, causal and not, the forward alone (f) and forward + backward (fb): saccade with its tensor-core
+// forward (ops/cuda/attention_mma.cu, switched on for the table) against torch SDPA's default and flash
+// backends. and a (4096 x 4096) GEMM in bfloat16 and float32 against torch.matmul (ratio: the goal is >= 0.9
+// in bf16).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -32,25 +39,34 @@ constexpr double kSampleSeconds = 0.2;  // aim of one sample's length
 constexpr double kCellSeconds =
     30.0;  // at most this long per framework and shape (slow kernels: fewer samples)
 
-double forward_flops(int64_t T, bool causal) {
-  return 4.0 * kB * kH * double(T) * double(T) * kD * (causal ? 0.5 : 1.0);
+double forward_flops(int64_t H, int64_t T, int64_t D, bool causal) {
+  return 4.0 * kB * H * double(T) * double(T) * D * (causal ? 0.5 : 1.0);
 }
 
 // One shape on the GPU: leaves q, k, v and the output gradient, made on the CPU from fixed seeds and copied.
+// (B, H, T, D) in `dtype`; forward_only: the forward alone, recording nothing (NoGradGuard).
 struct CudaCase {
   Variable q, k, v;
   Tensor gout;
-  bool causal;
-  CudaCase(int64_t T, bool causal_) : causal(causal_) {
+  bool causal, forward_only;
+  CudaCase(int64_t T, bool causal_, DType dtype = DType::Float32, int64_t H = kH, int64_t D = kD,
+           bool forward_only_ = false)
+      : causal(causal_), forward_only(forward_only_) {
     Generator g(0);
     auto make = [&] {
-      return ops::randn({kB, kH, T, kD}, DType::Float32, Device::cpu(), &g).to(Device::cuda());
+      return ops::randn({kB, H, T, D}, DType::Float32, Device::cpu(), &g).to(dtype).to(Device::cuda());
     };
     q = Variable(make(), true), k = Variable(make(), true), v = Variable(make(), true);
     gout = make();
   }
   // One forward + backward; the gradients are dropped (torch: .grad = None) so that none accumulates.
   void run() {
+    if (forward_only) {
+      NoGradGuard no_grad;
+      nn::scaled_dot_product_attention(q, k, v, Tensor(), causal, 0.0, false, nullptr,
+                                       /*need_weights=*/false);
+      return;
+    }
     Variable out = nn::scaled_dot_product_attention(q, k, v, Tensor(), causal, 0.0, false, nullptr,
                                                     /*need_weights=*/false)
                        .output;
@@ -66,6 +82,12 @@ struct CudaCase {
     return 1e3 * sb::seconds_since(t0) / reps;
   }
 };
+
+// One row of a table: saccade's case c and torch's twin (request `req` + `suffix`) under each backend,
+// alternating sample by sample; prints saccade's cell, then each backend's cell and ratio, then the backend
+// torch's default ran.
+void table_row(CudaCase& c, const std::string& req, const std::string& suffix,
+               const std::vector<std::string>& backends, double flops, int samples, sb::TorchServer& torch);
 
 std::string cell(const std::vector<double>& ms, double flops) {
   if (ms.empty()) return "n/a";
@@ -131,6 +153,104 @@ void kernel_ladder(int samples) {
   std::printf("\n");
 }
 
+void table_row(CudaCase& c, const std::string& req, const std::string& suffix,
+               const std::vector<std::string>& backends, double flops, int samples, sb::TorchServer& torch) {
+  c.run();  // warm-up: the allocator's blocks, the first launch of each kernel
+  cuda::synchronize();
+  auto t0 = sb::Clock::now();
+  c.run();  // one timed call sets the number of calls per sample
+  cuda::synchronize();
+  const double first = sb::seconds_since(t0);
+  const int reps = std::max(1, static_cast<int>(kSampleSeconds / std::max(first, 1e-6)));
+  const int n = std::clamp(static_cast<int>(kCellSeconds / (first * reps)), 1, samples);
+  std::vector<std::vector<double>> theirs(backends.size());
+  std::vector<bool> works(backends.size(), torch.ok());
+  for (size_t b = 0; b < backends.size(); ++b)  // their warm-up; -1: the backend refused or failed
+    if (works[b]) works[b] = torch.ask("run " + backends[b] + " " + req + suffix) > 0;
+  std::vector<double> ours;
+  for (int i = 0; i < n; ++i) {
+    ours.push_back(c.sample(reps));
+    for (size_t b = 0; b < backends.size(); ++b) {
+      if (!works[b]) continue;
+      const double ms = torch.ask("time " + backends[b] + " " + req + suffix);
+      if (ms > 0) theirs[b].push_back(ms);
+    }
+  }
+  std::printf("%-34s", cell(ours, flops).c_str());
+  for (size_t b = 0; b < backends.size(); ++b)
+    std::printf(" %-34s %-5s", cell(theirs[b], flops).c_str(), ratio(theirs[b], ours).c_str());
+  std::printf(" %s\n", torch.ok() ? torch.ask_text("which " + req + suffix).c_str() : "-");
+  std::fflush(stdout);
+}
+
+// The 16-bit table (issue 27's goals): bfloat16 q, k, v (8, 16, T, D), D = 64 and 128, the forward alone and
+// forward + backward, saccade with its tensor-core forward (cuda::set_tensor_core_attention(true); the
+// backward on float32 copies) against torch SDPA's default and its flash backend forced.
+void half_table(int samples, int64_t max_t, sb::TorchServer& torch) {
+  constexpr int64_t H = 16;
+  const std::vector<std::string> backends = {"default", "flash"};
+  cuda::set_tensor_core_attention(true);
+  std::printf("\nbfloat16, (B, H) = (%lld, %lld), saccade's forward on the tensor cores (attention_mma.cu)\n",
+              static_cast<long long>(kB), static_cast<long long>(H));
+  std::printf("%-4s %-6s %-6s %-4s %-34s", "D", "T", "causal", "pass", "saccade ms [min-max] TFLOP/s");
+  for (const auto& b : backends) std::printf(" %-34s %-5s", ("torch " + b).c_str(), "ratio");
+  std::printf(" torch default ran\n");
+  for (int64_t D : {64, 128})
+    for (int64_t T : {512, 2048, 8192}) {
+      if (T > max_t) continue;
+      for (bool causal : {false, true})
+        for (bool fwd : {true, false}) {
+          CudaCase c(T, causal, DType::BFloat16, H, D, fwd);
+          const std::string req = std::to_string(T) + " " + (causal ? "1" : "0");
+          const std::string suffix =
+              " bfloat16 " + std::to_string(H) + " " + std::to_string(D) + (fwd ? " f" : " fb");
+          std::printf("%-4lld %-6lld %-6s %-4s ", static_cast<long long>(D), static_cast<long long>(T),
+                      causal ? "yes" : "no", fwd ? "f" : "fb");
+          table_row(c, req, suffix, backends, (fwd ? 1.0 : 3.5) * forward_flops(H, T, D, causal), samples,
+                    torch);
+        }
+    }
+  cuda::set_tensor_core_attention(false);
+}
+
+// The GEMM beside it: ops::matmul of two (N, N) CUDA matrices (cuBLAS; bfloat16 on the tensor cores with
+// float32 accumulation) against torch.matmul, N = 4096, bfloat16 and float32, alternating sample by sample.
+void gemm_rows(int samples, sb::TorchServer& torch) {
+  constexpr int64_t N = 4096;
+  const double flops = 2.0 * N * N * N;
+  std::printf("\nGEMM (%lld x %lld) x (%lld x %lld): saccade ops::matmul against torch.matmul\n",
+              static_cast<long long>(N), static_cast<long long>(N), static_cast<long long>(N),
+              static_cast<long long>(N));
+  for (DType dt : {DType::BFloat16, DType::Float32}) {
+    Generator g(3);
+    const Tensor a = ops::randn({N, N}, DType::Float32, Device::cpu(), &g).to(dt).to(Device::cuda());
+    const Tensor b = ops::randn({N, N}, DType::Float32, Device::cpu(), &g).to(dt).to(Device::cuda());
+    auto once = [&] { ops::matmul(a, b); };
+    once();
+    cuda::synchronize();
+    auto t0 = sb::Clock::now();
+    once();
+    cuda::synchronize();
+    const int reps = std::max(1, static_cast<int>(kSampleSeconds / std::max(sb::seconds_since(t0), 1e-6)));
+    std::vector<double> ours, theirs;
+    const std::string req =
+        "gemm " + std::to_string(N) + " " + (dt == DType::BFloat16 ? "bfloat16" : "float32");
+    for (int i = 0; i < samples; ++i) {
+      cuda::synchronize();
+      t0 = sb::Clock::now();
+      for (int r = 0; r < reps; ++r) once();
+      cuda::synchronize();
+      ours.push_back(1e3 * sb::seconds_since(t0) / reps);
+      if (torch.ok()) {
+        const double ms = torch.ask(req);
+        if (ms > 0) theirs.push_back(ms);
+      }
+    }
+    std::printf("%-8s saccade %-34s torch %-34s ratio %s\n", dt == DType::BFloat16 ? "bfloat16" : "float32",
+                cell(ours, flops).c_str(), cell(theirs, flops).c_str(), ratio(theirs, ours).c_str());
+  }
+}
+
 }  // namespace
 
 /// `attention --device cuda [samples] [max_T]`: the table described at the top of this file. Returns the exit
@@ -153,6 +273,11 @@ int attention_cuda_main(int samples, int64_t max_t) {
     std::printf("torch: %s\n", torch.ask_text("version").c_str());
   else
     std::printf("(%s cannot import torch with CUDA: no PyTorch columns)\n", sb::python().c_str());
+  // the 16-bit table and the GEMM first (issue 27's open goals), then the float32 table
+  half_table(samples, max_t, torch);
+  gemm_rows(samples, torch);
+  std::printf("\nfloat32, (B, H, D) = (%lld, %lld, %lld)\n", static_cast<long long>(kB),
+              static_cast<long long>(kH), static_cast<long long>(kD));
   const std::vector<std::string> backends = {"default", "flash", "efficient", "math"};
   std::printf("\n%-6s %-6s %-34s", "T", "causal", "saccade ms [min-max] TFLOP/s");
   for (const auto& b : backends) std::printf(" %-34s %-5s", ("torch " + b).c_str(), "ratio");
@@ -161,39 +286,14 @@ int attention_cuda_main(int samples, int64_t max_t) {
   for (int64_t T : {512, 2048, 8192}) {
     if (T > max_t) continue;
     for (bool causal : {false, true}) {
-      const double flops = 3.5 * forward_flops(T, causal);
       CudaCase c(T, causal);
-      c.run();  // warm-up: the allocator's blocks, the first launch of each kernel
-      cuda::synchronize();
-      auto t0 = sb::Clock::now();
-      c.run();  // one timed call sets the number of calls per sample
-      cuda::synchronize();
-      const double first = sb::seconds_since(t0);
-      const int reps = std::max(1, static_cast<int>(kSampleSeconds / std::max(first, 1e-6)));
-      const int n = std::clamp(static_cast<int>(kCellSeconds / (first * reps)), 1, samples);
       const std::string req = std::to_string(T) + " " + (causal ? "1" : "0");
-      std::vector<std::vector<double>> theirs(backends.size());
-      std::vector<bool> works(backends.size(), torch.ok());
-      for (size_t b = 0; b < backends.size(); ++b)  // their warm-up; -1: the backend refused or failed
-        if (works[b]) works[b] = torch.ask("run " + backends[b] + " " + req) > 0;
-      std::vector<double> ours;
-      for (int i = 0; i < n; ++i) {
-        ours.push_back(c.sample(reps));
-        for (size_t b = 0; b < backends.size(); ++b) {
-          if (!works[b]) continue;
-          const double ms = torch.ask("time " + backends[b] + " " + req);
-          if (ms > 0) theirs[b].push_back(ms);
-        }
-      }
-      std::printf("%-6lld %-6s %-34s", static_cast<long long>(T), causal ? "yes" : "no",
-                  cell(ours, flops).c_str());
-      for (size_t b = 0; b < backends.size(); ++b)
-        std::printf(" %-34s %-5s", cell(theirs[b], flops).c_str(), ratio(theirs[b], ours).c_str());
-      std::printf(" %s\n", torch.ok() ? torch.ask_text("which " + req).c_str() : "-");
-      std::fflush(stdout);
+      std::printf("%-6lld %-6s ", static_cast<long long>(T), causal ? "yes" : "no");
+      table_row(c, req, "", backends, 3.5 * forward_flops(kH, T, kD, causal), samples, torch);
     }
   }
   std::printf(
-      "(ratio = torch ms / saccade ms; FLOPs: forward+backward = 3.5 x 4 B H T^2 D, halved when causal)\n");
+      "(ratio = torch ms / saccade ms; FLOPs: forward 4 B H T^2 D, forward+backward 3.5 x that, halved when "
+      "causal)\n");
   return 0;
 }

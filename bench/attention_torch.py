@@ -20,6 +20,10 @@ torch.nn.MultiheadAttention(batch_first=True), need_weights=False, a causal bool
       time BACKEND T CAUSAL     -> ms per call over ~0.2 s of calls, synchronised before and after
       which T CAUSAL            -> the backend torch's default choice ran (read from the CUDA kernels'
                                    names with torch.profiler) and the name of its main kernel
+      gemm N DTYPE              -> ms per call of torch.matmul of two (N, N) DTYPE matrices (~0.2 s of calls)
+    Each request may end with DTYPE H D MODE (the 16-bit table): DTYPE float32, bfloat16 or float16, q, k, v
+    (8, H, T, D), MODE fb (forward + backward) or f (the forward alone, under torch.no_grad()); without them
+    float32, H 8, D 64, fb.
 """
 import sys
 import time
@@ -97,15 +101,21 @@ def peak(B, T, D, H):
 class CudaCase:
     """One shape on the GPU; `reps` calls per timed sample, set by run()."""
 
-    def __init__(self, T, causal):
+    def __init__(self, T, causal, dtype="float32", H=8, D=64, mode="fb"):
         g = torch.Generator(device="cuda").manual_seed(0)
-        make = lambda: torch.randn(8, 8, T, 64, device="cuda", generator=g)  # noqa: E731
+        dt = getattr(torch, dtype)
+        make = lambda: torch.randn(8, H, T, D, device="cuda", generator=g).to(dt)  # noqa: E731
         self.q, self.k, self.v = (make().requires_grad_() for _ in range(3))
         self.gout = make()
         self.causal = causal
+        self.forward_only = mode == "f"
         self.reps = 1
 
     def once(self):
+        if self.forward_only:
+            with torch.no_grad():
+                torch.nn.functional.scaled_dot_product_attention(self.q, self.k, self.v, is_causal=self.causal)
+            return
         out = torch.nn.functional.scaled_dot_product_attention(self.q, self.k, self.v, is_causal=self.causal)
         out.backward(self.gout)
         self.q.grad = self.k.grad = self.v.grad = None
@@ -148,6 +158,23 @@ def which_backend(case):
     return "math (" + ", ".join(k[:30] for k in kernels[:3]) + ")"
 
 
+def gemm_ms(n, dtype):
+    """ms per call of torch.matmul on two (n, n) CUDA matrices of `dtype`, over ~0.2 s of calls."""
+    dt = getattr(torch, dtype)
+    a, b = (torch.randn(n, n, device="cuda").to(dt) for _ in range(2))
+    torch.matmul(a, b)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    torch.matmul(a, b)
+    torch.cuda.synchronize()
+    reps = max(1, int(0.2 / max(time.perf_counter() - t0, 1e-6)))
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        torch.matmul(a, b)
+    torch.cuda.synchronize()
+    return 1e3 * (time.perf_counter() - t0) / reps
+
+
 def serve_cuda():
     cases = {}
     for line in sys.stdin:
@@ -161,15 +188,19 @@ def serve_cuda():
             if words[0] == "version":
                 print(f"{torch.__version__} on {torch.cuda.get_device_name()}", flush=True)
                 continue
+            if words[0] == "gemm":
+                print(f"{gemm_ms(int(words[1]), words[2]):.4f}", flush=True)
+                continue
             if words[0] == "which":
-                T, causal = int(words[1]), words[2] == "1"
+                T, causal, rest = int(words[1]), words[2] == "1", words[3:]
             else:
-                backend, T, causal = words[1], int(words[2]), words[3] == "1"
-            key = (T, causal)
+                backend, T, causal, rest = words[1], int(words[2]), words[3] == "1", words[4:]
+            dtype, H, D, mode = (rest[0], int(rest[1]), int(rest[2]), rest[3]) if rest else ("float32", 8, 64, "fb")
+            key = (T, causal, dtype, H, D, mode)
             if key not in cases:
                 cases.clear()
                 torch.cuda.empty_cache()
-                cases[key] = CudaCase(T, causal)
+                cases[key] = CudaCase(T, causal, dtype, H, D, mode)
             case = cases[key]
             if words[0] == "which":
                 print(which_backend(case), flush=True)
