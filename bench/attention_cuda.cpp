@@ -15,8 +15,8 @@
 //
 // Before it, the 16-bit table (issue 27): bfloat16 q, k, v (8, 16, T, D), D = 64 and 128, T = 512 / 2048 /
 // 8192, causal and not, the forward alone (f) and forward + backward (fb): saccade with its tensor-core
-// forward (ops/cuda/attention_mma.cu, switched on for the table) against torch SDPA's default and flash
-// backends. and a (4096 x 4096) GEMM in bfloat16 and float32 against torch.matmul (ratio: the goal is >= 0.9
+// kernels (ops/cuda/attention_mma.cu, switched on for the table) against torch SDPA's default and flash
+// backends; and a (4096 x 4096) GEMM in bfloat16 and float32 against torch.matmul (ratio: the goal is >= 0.9
 // in bf16).
 #include <algorithm>
 #include <cmath>
@@ -184,13 +184,13 @@ void table_row(CudaCase& c, const std::string& req, const std::string& suffix,
 }
 
 // The 16-bit table (issue 27's goals): bfloat16 q, k, v (8, 16, T, D), D = 64 and 128, the forward alone and
-// forward + backward, saccade with its tensor-core forward (cuda::set_tensor_core_attention(true); the
-// backward on float32 copies) against torch SDPA's default and its flash backend forced.
+// forward + backward, saccade with its tensor-core kernels (cuda::set_tensor_core_attention(true)) against
+// torch SDPA's default and its flash backend forced.
 void half_table(int samples, int64_t max_t, sb::TorchServer& torch) {
   constexpr int64_t H = 16;
   const std::vector<std::string> backends = {"default", "flash"};
   cuda::set_tensor_core_attention(true);
-  std::printf("\nbfloat16, (B, H) = (%lld, %lld), saccade's forward on the tensor cores (attention_mma.cu)\n",
+  std::printf("\nbfloat16, (B, H) = (%lld, %lld), saccade on the tensor cores (attention_mma.cu)\n",
               static_cast<long long>(kB), static_cast<long long>(H));
   std::printf("%-4s %-6s %-6s %-4s %-34s", "D", "T", "causal", "pass", "saccade ms [min-max] TFLOP/s");
   for (const auto& b : backends) std::printf(" %-34s %-5s", ("torch " + b).c_str(), "ratio");

@@ -170,7 +170,8 @@ FlashAttentionGrads flash_attention_backward(const Tensor& gout, const Tensor& q
           lse.dtype() == (is_half(q.dtype()) ? DType::Float32 : q.dtype()),
       "{}: gout {}, out {} and lse {} do not fit q {} and v {}", op, gout.defined() ? gout.shape() : Shape{},
       out.defined() ? out.shape() : Shape{}, lse.defined() ? lse.shape() : Shape{}, q.shape(), v.shape());
-  if (is_half(q.dtype()) && !q.device().is_cpu()) {  // as the forward; gradients rounded once to q's dtype
+  if (is_half(q.dtype()) && !q.device().is_cpu() && !cuda::tensor_core_attention()) {
+    // as the forward; gradients rounded once to q's dtype
     const DType f = DType::Float32;
     FlashAttentionGrads g =
         flash_attention_backward(gout.to(f), q.to(f), k.to(f), v.to(f), out.to(f), lse, mask, scale, dropout);

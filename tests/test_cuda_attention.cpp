@@ -268,7 +268,7 @@ TEST_CASE("cuda attention: empty sizes give empty or zero results on both device
 }
 
 TEST_CASE(
-    "cuda attention: the tensor-core 16-bit forward = the CPU on the same 16-bit inputs, every mask kind",
+    "cuda attention: the tensor-core 16-bit kernels = the CPU on the same 16-bit inputs, every mask kind",
     "[cuda][flash][mma]") {
   // cuda::set_tensor_core_attention(true) for the test (off by default); restored when it leaves
   struct TensorCoreGuard {
@@ -294,12 +294,14 @@ TEST_CASE(
       Result g;
       {
         TensorCoreGuard guard;
-        g = run(pr, kGpu, dt);  // the forward on the tensor cores; the backward on float32 copies of it
+        g = run(pr, kGpu, dt);  // forward and backward on the tensor cores (attention_mma.cu)
       }
       REQUIRE(g.out.device() == kGpu);
       CHECK(allclose(g.out.to(kCpu).to(DType::Float64), c.out.to(DType::Float64), tol, tol));
       CHECK(allclose(g.lse.to(kCpu).to(DType::Float64), c.lse.to(DType::Float64), 1e-3, 1e-3));
+      // the gradients: dS and P rounded to 16 bits before their products, as FlashAttention-2 does
       CHECK(allclose(g.gq.to(kCpu).to(DType::Float64), c.gq.to(DType::Float64), 4 * tol, 4 * tol));
+      CHECK(allclose(g.gk.to(kCpu).to(DType::Float64), c.gk.to(DType::Float64), 4 * tol, 4 * tol));
       CHECK(allclose(g.gv.to(kCpu).to(DType::Float64), c.gv.to(DType::Float64), 4 * tol, 4 * tol));
     }
   }

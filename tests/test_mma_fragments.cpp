@@ -66,8 +66,8 @@ TEST_CASE("mma fragments: each layout covers its tile once; register pairs are n
     for (int nt = 0; nt < 8; ++nt)
       for (int ks = 0; ks < 8; ++ks)
         for (int r = 0; r < 2; ++r) {  // Kᵀ's register: one key, head-dim d and d + 1 (one 32-bit load of K)
-          const mma::Coord lo = mma::kt_source(lane, 2 * r, nt, ks),
-                           hi = mma::kt_source(lane, 2 * r + 1, nt, ks);
+          const mma::Coord lo = mma::b_source_nk(lane, 2 * r, nt, ks),
+                           hi = mma::b_source_nk(lane, 2 * r + 1, nt, ks);
           CHECK((hi.row == lo.row && hi.col == lo.col + 1 && lo.col % 2 == 0));
         }
     // the accumulators of S tiles 2kk, 2kk + 1 sit where P's A fragment of k-step kk needs them
@@ -108,7 +108,7 @@ TEST_CASE("mma fragments: one warp's S = Q K^T and O = P V through the kernel's 
         std::array<Frag4, 32> b{};
         for (int lane = 0; lane < 32; ++lane)
           for (int i = 0; i < 4; ++i) {
-            const mma::Coord src = mma::kt_source(lane, i, nt, kstep);
+            const mma::Coord src = mma::b_source_nk(lane, i, nt, kstep);
             b[lane][i] = ks[src.row * L + src.col];
           }
         emulated_mma(s[nt], a, b);
@@ -144,7 +144,7 @@ TEST_CASE("mma fragments: one warp's S = Q K^T and O = P V through the kernel's 
         std::array<Frag4, 32> b{};
         for (int lane = 0; lane < 32; ++lane)
           for (int i = 0; i < 4; ++i) {
-            const mma::Coord src = mma::v_source(lane, i, nd, kk);
+            const mma::Coord src = mma::b_source_kn(lane, i, nd, kk);
             b[lane][i] = vs[src.row * L + src.col];
           }
         emulated_mma(o[nd], pa, b);

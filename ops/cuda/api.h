@@ -25,7 +25,7 @@ void set_readable_attention(bool readable);
 /// a thread). On by default; readable_attention() takes precedence. The tests and bench/attention run all.
 bool fast_attention();
 void set_fast_attention(bool fast);
-/// Whether bfloat16 / float16 fused attention runs its forward on the tensor cores
+/// Whether bfloat16 / float16 fused attention runs forward and backward on the tensor cores
 /// (ops/cuda/attention_mma.cu: mma.sync with float32 accumulators, head dims <= 128, compute capability 8.0+)
 /// instead of on float32 copies of q, k and v. Off by default until it has run on a GPU (issue 27); the tests
 /// turn it on, and readable_attention() takes precedence.

@@ -280,15 +280,7 @@ __global__ void __launch_bounds__(kBwdThreads)
   T dk[E] = {}, dv[E] = {};
   for (int64_t i0 = 0; i0 < mk.Tq; i0 += N) {
     // NOTE: the previous tile's readers of end_s, lse_s, delta_s passed the barrier before its products
-    bool sees = false;
-    if (tid < N) {
-      const int64_t i = i0 + tid;
-      const bool in = i < mk.Tq;
-      end_s[tid] = in ? mk.end(b, i) : 0;
-      lse_s[tid] = in ? lse[bh * mk.Tq + i] : neg_inf;
-      delta_s[tid] = in ? delta[bh * mk.Tq + i] : T(0);
-      sees = end_s[tid] > j0 && lse_s[tid] != neg_inf;  // lse = -inf: the row saw nothing, zero gradients
-    }
+    const bool sees = stage_query_rows(mk, b, bh, i0, N, j0, lse, delta, end_s, lse_s, delta_s);
     if (!__syncthreads_or(sees)) continue;  // also the barrier after the previous tile's products
     for (int idx = tid; idx < N * kD; idx += kBwdThreads) {
       const int r = idx / kD, d = idx % kD;
@@ -409,6 +401,21 @@ void CudaBackend::flash_attention_backward(const Tensor& q, const Tensor& k, con
                                            const Tensor& gk, const Tensor& gv) {
   const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), Tk = k.size(2), D = q.size(3), Dv = v.size(3);
   const int64_t rows = B * H * Tq;
+  if (is_half(q.dtype())) {  // 16 bits (ops/attention.cpp sends them only with tensor_core_attention() on)
+    if (flash_attention_backward_mma(q, k, v, out, gout, lse, masking_of<float>(mask, dropout, H, Tq, Tk),
+                                     static_cast<float>(scale), gq, gk, gv))
+      return;
+    // where the tensor-core kernels do not apply: float32 copies, each gradient rounded once
+    const DType f = DType::Float32;
+    const char* op = "flash_attention_backward";
+    Tensor gq32 = Tensor::empty(gq.shape(), f, gq.device(), op),
+           gk32 = Tensor::empty(gk.shape(), f, gk.device(), op),
+           gv32 = Tensor::empty(gv.shape(), f, gv.device(), op);
+    flash_attention_backward(q.to(f), k.to(f), v.to(f), out.to(f), gout.to(f), lse, mask, scale, dropout,
+                             gq32, gk32, gv32);
+    copy(gq32, gq), copy(gk32, gk), copy(gv32, gv);
+    return;
+  }
   const int kd = bwd_head_dim(D, Dv);
   const int64_t n = kd ? bwd_tile(kd, static_cast<int>(q.itemsize())) : 1;
   const int64_t key_tiles = (Tk + n - 1) / n, blocks = B * H * key_tiles;

@@ -4,6 +4,7 @@
 // kernels' launchers (attention_fast.cu: float32; attention_mma.cu: 16 bits on the tensor cores).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "ops/backend.h"
@@ -64,6 +65,23 @@ struct Masking {
   }
 };
 
+/// The backward kernels' per-query-tile staging: thread t < n writes query row i0 + t's end, lse and Δ into
+/// the block's shared arrays (a row past Tq: end 0, lse -inf, Δ 0) and returns whether that row sees a key of
+/// the key tile starting at j0 (end > j0 and lse != -inf: a row that saw nothing gets zero gradients); the
+/// other threads return false. The block skips the query tile when __syncthreads_or of it is false.
+template <class T>
+__device__ bool stage_query_rows(const Masking<T>& mk, int64_t b, int64_t bh, int64_t i0, int n, int64_t j0,
+                                 const T* lse, const T* delta, int64_t* end_s, T* lse_s, T* delta_s) {
+  const int tid = threadIdx.x;
+  if (tid >= n) return false;
+  const int64_t i = i0 + tid;
+  const bool in = i < mk.Tq;
+  end_s[tid] = in ? mk.end(b, i) : 0;
+  lse_s[tid] = in ? lse[bh * mk.Tq + i] : -static_cast<T>(INFINITY);
+  delta_s[tid] = in ? delta[bh * mk.Tq + i] : T(0);
+  return end_s[tid] > j0 && lse_s[tid] != -static_cast<T>(INFINITY);
+}
+
 template <class T>
 Masking<T> masking_of(const ops::AttentionMask& m, const ops::AttentionDropout& d, int64_t H, int64_t Tq,
                       int64_t Tk) {
@@ -99,5 +117,12 @@ bool flash_attention_backward_fast(const Tensor& q, const Tensor& k, const Tenso
 /// or tensor_core_attention() is off. Arguments as CudaBackend::flash_attention_forward.
 bool flash_attention_forward_mma(const Tensor& q, const Tensor& k, const Tensor& v, const Masking<float>& mk,
                                  float scale, const Tensor& out, const Tensor& lse);
+
+/// The tensor-core 16-bit backward (attention_mma.cu: Δ in float32, dK and dV per key tile, dQ added into a
+/// float32 buffer then rounded into gq) under the same conditions as the forward; false (nothing launched)
+/// when it does not apply. Arguments as CudaBackend::flash_attention_backward.
+bool flash_attention_backward_mma(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                  const Tensor& gout, const Tensor& lse, const Masking<float>& mk,
+                                  float scale, const Tensor& gq, const Tensor& gk, const Tensor& gv);
 
 }  // namespace saccade::cuda

@@ -213,15 +213,7 @@ __global__ void __launch_bounds__(kThreadsFast, kD == 64 ? 2 : 1)
   // dK, dV: keys 4 ty + i, columns 64 g + 4 tx + e
   float dk[4][4 * G] = {}, dv[4][4 * G] = {};
   for (int64_t i0 = 0; i0 < mk.Tq; i0 += kBwdRows) {
-    bool sees = false;
-    if (tid < kBwdRows) {
-      const int64_t i = i0 + tid;
-      const bool in = i < mk.Tq;
-      end_s[tid] = in ? mk.end(b, i) : 0;
-      lse_s[tid] = in ? lse[bh * mk.Tq + i] : neg_inf;
-      delta_s[tid] = in ? delta[bh * mk.Tq + i] : 0.0f;
-      sees = end_s[tid] > j0 && lse_s[tid] != neg_inf;  // lse = -inf: the row saw nothing, zero gradients
-    }
+    const bool sees = stage_query_rows(mk, b, bh, i0, kBwdRows, j0, lse, delta, end_s, lse_s, delta_s);
     // NOTE: also the barrier after the previous step's products (they read qs, gos, ps, dss, dst, *_s)
     if (!__syncthreads_or(sees)) continue;
     load_tile<kD>(qs, L, q, b, h, i0, kBwdRows, mk.Tq, D, 1.0f);

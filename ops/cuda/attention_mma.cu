@@ -1,5 +1,6 @@
-// CUDA fused attention on the tensor cores, bfloat16 and float16: FlashAttention-2's forward (Dao 2023,
-// "FlashAttention-2", Algorithm 1) with both products on mma.sync.m16n8k16 (16-bit inputs, float32
+// CUDA fused attention on the tensor cores, bfloat16 and float16: FlashAttention-2's forward and backward
+// (Dao 2023, "FlashAttention-2", Algorithms 1 and 2; the backward below the forward) with the products on
+// mma.sync.m16n8k16 (16-bit inputs, float32
 // accumulators), the way the paper's section 3.3 partitions the work: each warp owns 16 query rows, so the
 // running maximum m and sum l of a row stay in the registers of one group of four lanes, and the 64-key tiles
 // of K and V are shared by the block's four warps. The index math is in ops/cuda/mma.h (tested on the CPU).
@@ -18,10 +19,13 @@
 //     O += (Z ⊙ P) V        P rounded to 16 bits straight from the S accumulators (mma.h, p_register)
 //   out = O / l (rounded once to 16 bits), lse = m + log l (float32; -inf and zeros for a row that sees
 //   nothing).
-// What is not here yet (issue 27): cp.async double buffering of the K and V tiles, ldmatrix loads, the
-// backward pass (16-bit gradients still go through float32 copies, ops/attention.cpp).
+// Written without a GPU (2026-11-25) and off by default (cuda::set_tensor_core_attention) until the
+// [cuda][flash][mma] tests pass on one. Not here yet (issue 27): cp.async double buffering of the K and V
+// tiles, ldmatrix loads, causal skipping of whole query tiles in the backward beyond the per-tile test.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 
 #include "ops/cuda/api.h"
 #include "ops/cuda/attention.cuh"
@@ -48,6 +52,13 @@ __device__ inline uint16_t narrow(float x) {
     return float_to_f16_bits(x);
 }
 __device__ inline uint32_t pack2(uint16_t lo, uint16_t hi) { return uint32_t(lo) | (uint32_t(hi) << 16); }
+// Two neighbouring 16-bit elements (p even: 4-byte aligned) as one register, the first in its low half.
+__device__ inline uint32_t load32(const uint16_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
+// A B register from a row-major (K, N) tile with row stride ld: elements 2 r and 2 r + 1 (two rows).
+__device__ inline uint32_t load_kn(const uint16_t* tile, int ld, int lane, int r, int nd, int kk) {
+  const mma::Coord lo = mma::b_source_kn(lane, 2 * r, nd, kk), hi = mma::b_source_kn(lane, 2 * r + 1, nd, kk);
+  return pack2(tile[lo.row * ld + lo.col], tile[hi.row * ld + hi.col]);
+}
 
 // c += a b on the tensor cores: one m16n8k16 product, fragments as ops/cuda/mma.h lays them out.
 template <class T>
@@ -132,8 +143,8 @@ __global__ void __launch_bounds__(kThreadsMma)
   for (int s = 0; s < KS; ++s)
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
-      const mma::Coord a = mma::a_coord(lane, 2 * r);
-      qa[s][r] = *reinterpret_cast<const uint32_t*>(qs + (16 * warp + a.row) * L + mma::kK * s + a.col);
+      const mma::Coord a = mma::a_source(lane, 2 * r, s);
+      qa[s][r] = load32(qs + (16 * warp + a.row) * L + a.col);
     }
 
   float m[2] = {neg_inf, neg_inf}, l[2] = {0, 0};  // l: this lane's part of the row sum
@@ -161,8 +172,8 @@ __global__ void __launch_bounds__(kThreadsMma)
         uint32_t bf[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-          const mma::Coord src = mma::kt_source(lane, 2 * r, nt, kstep);
-          bf[r] = *reinterpret_cast<const uint32_t*>(ks + src.row * L + src.col);
+          const mma::Coord src = mma::b_source_nk(lane, 2 * r, nt, kstep);
+          bf[r] = load32(ks + src.row * L + src.col);
         }
         mma_16816<T>(s[nt], qa[kstep], bf);
       }
@@ -212,13 +223,7 @@ __global__ void __launch_bounds__(kThreadsMma)
     for (int kk = 0; kk < NT / 2; ++kk)
 #pragma unroll
       for (int nd = 0; nd < ND; ++nd) {
-        uint32_t bf[2];
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const mma::Coord lo = mma::v_source(lane, 2 * r, nd, kk),
-                           hi = mma::v_source(lane, 2 * r + 1, nd, kk);
-          bf[r] = pack2(vs[lo.row * L + lo.col], vs[hi.row * L + hi.col]);
-        }
+        const uint32_t bf[2] = {load_kn(vs, L, lane, 0, nd, kk), load_kn(vs, L, lane, 1, nd, kk)};
         mma_16816<T>(o[nd], pa[kk], bf);
       }
   }
@@ -240,6 +245,193 @@ __global__ void __launch_bounds__(kThreadsMma)
       }
     if ((lane & 3) == 0) lse[bh * mk.Tq + row[r]] = l[r] > 0 ? m[r] + logf(l[r]) : neg_inf;
   }
+}
+
+// ---- backward (FlashAttention-2, Algorithm 2) ----
+// Pass 1, attention_delta_mma: Δ_i = dO_i · O_i in float32, one warp per query row.
+// Pass 2, attention_backward_mma: one block of 4 warps per (b, h, 64-key tile j0); warp w owns keys
+// j0 + 16 w .. + 15 and keeps their dK, dV (16 x kD, float32) in registers. K_j and V_j stay in shared
+// memory; the block walks the 64-row query tiles that see one of its keys (the others are skipped: causal,
+// valid_lens, rows with lse = -inf). Per query tile i0, each warp for its 16 keys:
+//   Sᵀ = K_w Q_iᵀ,  dPᵀ = V_w dO_iᵀ                 (16 x 64), A from K / V rows, B from Q / dO (b_source_nk)
+//   Pᵀ = exp(scale Sᵀ - lse), dSᵀ = Pᵀ ⊙ (Z ⊙ dPᵀ - Δ), Pzᵀ = Z ⊙ Pᵀ   (0 where masked)
+//   dV_w += Pzᵀ dO_i,  dK_w += dSᵀ Q_i             A straight from the accumulators (p_register)
+//   dS (rounded to 16 bits) into shared memory; then warp w computes rows 16 w .. + 15 of dQ_i = dS K_j
+//   (A from dS, B from K) and adds scale dQ_i into a float32 buffer with atomicAdd.
+// Pass 3 (the launcher): the float32 dQ buffer rounded into gq. dK (times scale) and dV are written once.
+__global__ void attention_delta_mma_kernel(Rows<const uint16_t> out, Rows<const uint16_t> gout, float* delta,
+                                           int64_t rows, int64_t H, int64_t Tq, int64_t Dv, bool bf16) {
+  const int lane = threadIdx.x % 32;
+  // t is the same for the 32 lanes of a warp (blockDim.x is a multiple of 32), so the shuffles see all lanes
+  for (int64_t t = first_index() / 32; t < rows; t += grid_stride() / 32) {
+    const int64_t i = t % Tq, h = (t / Tq) % H, b = t / (Tq * H);
+    const uint16_t *o = out.row(b, h, i), *g = gout.row(b, h, i);
+    float acc = 0;
+    for (int64_t d = lane; d < Dv; d += 32)
+      acc += bf16 ? bf16_bits_to_float(o[d]) * bf16_bits_to_float(g[d])
+                  : f16_bits_to_float(o[d]) * f16_bits_to_float(g[d]);
+    acc = warp_reduce(acc, Plus<float>{});
+    if (lane == 0) delta[t] = acc;
+  }
+}
+
+template <int kD>
+constexpr int mma_bwd_smem_bytes() {
+  return static_cast<int>(sizeof(uint16_t)) * (4 * kKeyTile * (kD + kPad) + kQueryRows * (kKeyTile + kPad)) +
+         kQueryRows * static_cast<int>(2 * sizeof(float) + sizeof(int64_t));
+}
+
+template <class T, int kD>
+__global__ void __launch_bounds__(kThreadsMma)
+    attention_backward_mma(Rows<const uint16_t> q, Rows<const uint16_t> k, Rows<const uint16_t> v,
+                           Rows<const uint16_t> gout, const float* lse, const float* delta, float* gq32,
+                           Rows<uint16_t> gk, Rows<uint16_t> gv, Masking<float> mk, int64_t key_tiles,
+                           int64_t D, int64_t Dv, float scale, bool vec) {
+  constexpr int L = kD + kPad, LS = kKeyTile + kPad;
+  constexpr int KS = kD / mma::kK;          // k-steps over the head dim
+  constexpr int NQ = kQueryRows / mma::kN;  // 8-query tiles of Sᵀ, dPᵀ
+  constexpr int ND = kD / mma::kN;          // 8-column tiles of dK, dV, dQ
+  constexpr int KK = kQueryRows / mma::kK;  // k-steps over the query tile (dV, dK)
+  constexpr int KJ = kKeyTile / mma::kK;    // k-steps over the key tile (dQ)
+  extern __shared__ uint4 smem_mma[];
+  uint16_t* ks = reinterpret_cast<uint16_t*>(smem_mma);  // (64 keys, L)
+  uint16_t* vs = ks + kKeyTile * L;                      // (64 keys, L)
+  uint16_t* qs = vs + kKeyTile * L;                      // (64 queries, L)
+  uint16_t* gos = qs + kQueryRows * L;                   // (64 queries, L)
+  uint16_t* dss = gos + kQueryRows * L;                  // dS (64 queries, LS), 16 bits
+  float* lse_s = reinterpret_cast<float*>(dss + kQueryRows * LS);
+  float* delta_s = lse_s + kQueryRows;
+  int64_t* end_s = reinterpret_cast<int64_t*>(delta_s + kQueryRows);
+  const int tid = threadIdx.x, warp = tid / mma::kWarp, lane = tid % mma::kWarp, kw = 16 * warp;
+  const int64_t bh = blockIdx.x / key_tiles, j0 = (blockIdx.x % key_tiles) * kKeyTile;
+  const int64_t b = bh / mk.H, h = bh % mk.H;
+  load_tile<kD>(ks, k, b, h, j0, kKeyTile, mk.Tk, D, vec);
+  load_tile<kD>(vs, v, b, h, j0, kKeyTile, mk.Tk, Dv, vec);
+  float dk[ND][4], dv[ND][4];
+#pragma unroll
+  for (int nd = 0; nd < ND; ++nd)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dk[nd][e] = 0, dv[nd][e] = 0;
+
+  for (int64_t i0 = 0; i0 < mk.Tq; i0 += kQueryRows) {
+    // the previous tile's readers of end_s, lse_s, delta_s, qs, gos and dss passed the barrier below
+    const bool sees = stage_query_rows(mk, b, bh, i0, kQueryRows, j0, lse, delta, end_s, lse_s, delta_s);
+    if (!__syncthreads_or(sees)) continue;
+    load_tile<kD>(qs, q, b, h, i0, kQueryRows, mk.Tq, D, vec);
+    load_tile<kD>(gos, gout, b, h, i0, kQueryRows, mk.Tq, Dv, vec);
+    __syncthreads();
+    // Sᵀ = K_w Q_iᵀ and dPᵀ = V_w dO_iᵀ, (16 keys x 64 queries) each
+    float st[NQ][4], dpt[NQ][4];
+#pragma unroll
+    for (int nt = 0; nt < NQ; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) st[nt][e] = 0, dpt[nt][e] = 0;
+#pragma unroll
+    for (int s = 0; s < KS; ++s) {
+      uint32_t ka[4], va[4];
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const mma::Coord a = mma::a_source(lane, 2 * r, s);
+        ka[r] = load32(ks + (kw + a.row) * L + a.col);
+        va[r] = load32(vs + (kw + a.row) * L + a.col);
+      }
+#pragma unroll
+      for (int nt = 0; nt < NQ; ++nt) {
+        uint32_t qb[2], ob[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const mma::Coord src = mma::b_source_nk(lane, 2 * r, nt, s);
+          qb[r] = load32(qs + src.row * L + src.col);
+          ob[r] = load32(gos + src.row * L + src.col);
+        }
+        mma_16816<T>(st[nt], ka, qb);
+        mma_16816<T>(dpt[nt], va, ob);
+      }
+    }
+    // Pzᵀ and dSᵀ: as A fragments for dV and dK, and dS into shared memory for dQ
+    uint32_t pa[KK][4], dsa[KK][4];
+#pragma unroll
+    for (int nt = 0; nt < NQ; ++nt) {
+      float p[4], ds[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const mma::Coord c = mma::acc_coord(lane, e, nt);  // (key kw + row, query column)
+        const int64_t i = i0 + c.col, j = j0 + kw + c.row;
+        float pz = 0, d = 0;
+        if (j < end_s[c.col] && mk.kept(b, h, i, j)) {  // end_s > 0 only for rows that exist and see keys
+          const float z = mk.dropout(b, h, i, j);
+          const float pr = expf(scale * st[nt][e] - lse_s[c.col]);
+          d = pr * (z * dpt[nt][e] - delta_s[c.col]);
+          pz = pr * z;
+        }
+        p[e] = pz, ds[e] = d;
+        dss[c.col * LS + kw + c.row] = narrow<T>(d);
+      }
+      pa[nt / 2][mma::p_register(nt, 0)] = pack2(narrow<T>(p[0]), narrow<T>(p[1]));
+      pa[nt / 2][mma::p_register(nt, 2)] = pack2(narrow<T>(p[2]), narrow<T>(p[3]));
+      dsa[nt / 2][mma::p_register(nt, 0)] = pack2(narrow<T>(ds[0]), narrow<T>(ds[1]));
+      dsa[nt / 2][mma::p_register(nt, 2)] = pack2(narrow<T>(ds[2]), narrow<T>(ds[3]));
+    }
+    // dV_w += Pzᵀ dO_i, dK_w += dSᵀ Q_i
+#pragma unroll
+    for (int kk = 0; kk < KK; ++kk)
+#pragma unroll
+      for (int nd = 0; nd < ND; ++nd) {
+        const uint32_t ob[2] = {load_kn(gos, L, lane, 0, nd, kk), load_kn(gos, L, lane, 1, nd, kk)};
+        const uint32_t qb[2] = {load_kn(qs, L, lane, 0, nd, kk), load_kn(qs, L, lane, 1, nd, kk)};
+        mma_16816<T>(dv[nd], pa[kk], ob);
+        mma_16816<T>(dk[nd], dsa[kk], qb);
+      }
+    __syncthreads();  // dS complete
+    // dQ_i rows 16 w .. + 15 = dS K_j, added (times scale) into the float32 buffer
+    float dq[ND][4];
+#pragma unroll
+    for (int nd = 0; nd < ND; ++nd)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dq[nd][e] = 0;
+#pragma unroll
+    for (int kk = 0; kk < KJ; ++kk) {
+      uint32_t sa[4];
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const mma::Coord a = mma::a_source(lane, 2 * r, kk);
+        sa[r] = load32(dss + (16 * warp + a.row) * LS + a.col);
+      }
+#pragma unroll
+      for (int nd = 0; nd < ND; ++nd) {
+        const uint32_t kb[2] = {load_kn(ks, L, lane, 0, nd, kk), load_kn(ks, L, lane, 1, nd, kk)};
+        mma_16816<T>(dq[nd], sa, kb);
+      }
+    }
+#pragma unroll
+    for (int nd = 0; nd < ND; ++nd)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const mma::Coord c = mma::acc_coord(lane, e, nd);
+        const int64_t i = i0 + 16 * warp + c.row;
+        if (i < mk.Tq && c.col < D && dq[nd][e] != 0.0f)
+          atomicAdd(gq32 + (bh * mk.Tq + i) * D + c.col, scale * dq[nd][e]);
+      }
+  }
+  // dK (times scale) and dV of the warp's keys, rounded once
+#pragma unroll
+  for (int nd = 0; nd < ND; ++nd)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const mma::Coord c = mma::acc_coord(lane, e, nd);
+      const int64_t j = j0 + kw + c.row;
+      if (j >= mk.Tk) continue;
+      if (c.col < D) gk.row(b, h, j)[c.col] = narrow<T>(scale * dk[nd][e]);
+      if (c.col < Dv) gv.row(b, h, j)[c.col] = narrow<T>(dv[nd][e]);
+    }
+}
+
+// A 16-bit (B, H, T, D) tensor's rows as raw bits.
+Rows<const uint16_t> rows16(const Tensor& t) {
+  return {static_cast<const uint16_t*>(t.raw_data()), t.stride(0), t.stride(1), t.stride(2)};
+}
+Rows<uint16_t> rows16_mut(const Tensor& t) {
+  return {static_cast<uint16_t*>(t.raw_data()), t.stride(0), t.stride(1), t.stride(2)};
 }
 
 // Whether 8 elements of every row of t can move as one 16-byte load: aligned base, strides and width.
@@ -270,35 +462,95 @@ void launch_mma(const Tensor& q, const Tensor& k, const Tensor& v, const Masking
     return true;
   }();
   (void)once;
-  auto rows16 = [](const Tensor& t) {
-    return Rows<const uint16_t>{static_cast<const uint16_t*>(t.raw_data()), t.stride(0), t.stride(1),
-                                t.stride(2)};
-  };
-  const Rows<uint16_t> o{static_cast<uint16_t*>(out.raw_data()), out.stride(0), out.stride(1), out.stride(2)};
   attention_forward_mma<T, kD><<<static_cast<unsigned>(blocks), kThreadsMma, bytes, current_stream()>>>(
-      rows16(q), rows16(k), rows16(v), o, lse.data<float>(), mk, tiles, q.size(3), v.size(3), scale, vec);
+      rows16(q), rows16(k), rows16(v), rows16_mut(out), lse.data<float>(), mk, tiles, q.size(3), v.size(3),
+      scale, vec);
   SACCADE_CUDA_CHECK_LAUNCH("flash_attention_forward");
+}
+
+template <class T, int kD>
+void launch_backward_mma(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gout,
+                         const Tensor& lse, const Tensor& delta, const Tensor& gq32, const Masking<float>& mk,
+                         float scale, const Tensor& gk, const Tensor& gv, int64_t blocks, int64_t key_tiles,
+                         bool vec) {
+  constexpr int bytes = mma_bwd_smem_bytes<kD>();
+  static const bool once = [] {
+    SACCADE_CUDA_CHECK("flash_attention_backward",
+                       cudaFuncSetAttribute(attention_backward_mma<T, kD>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+    return true;
+  }();
+  (void)once;
+  attention_backward_mma<T, kD><<<static_cast<unsigned>(blocks), kThreadsMma, bytes, current_stream()>>>(
+      rows16(q), rows16(k), rows16(v), rows16(gout), lse.data<float>(), delta.data<float>(),
+      gq32.data<float>(), rows16_mut(gk), rows16_mut(gv), mk, key_tiles, q.size(3), v.size(3), scale, vec);
+  SACCADE_CUDA_CHECK_LAUNCH("flash_attention_backward");
+}
+
+// The padded head dim of the tensor-core kernels for these tensors (all of q's 16-bit dtype, lse float32):
+// 64 or 128, or 0 when they do not apply (switched off, another dtype, head dims past 128, an older GPU).
+int mma_head_dim(const Tensor& q, const Tensor& v, std::initializer_list<const Tensor*> same_dtype,
+                 const Tensor& lse) {
+  const DType dt = q.dtype();
+  if (!tensor_core_attention() || readable_attention() || !is_half(dt) || lse.dtype() != DType::Float32)
+    return 0;
+  for (const Tensor* t : same_dtype)
+    if (t->dtype() != dt) return 0;
+  const int64_t d = q.size(3) > v.size(3) ? q.size(3) : v.size(3);
+  if (d > 128 || !device_has_mma()) return 0;
+  return d <= 64 ? 64 : 128;
 }
 
 }  // namespace
 
 bool flash_attention_forward_mma(const Tensor& q, const Tensor& k, const Tensor& v, const Masking<float>& mk,
                                  float scale, const Tensor& out, const Tensor& lse) {
-  const DType dt = q.dtype();
-  if (!tensor_core_attention() || readable_attention() || !is_half(dt) || k.dtype() != dt ||
-      v.dtype() != dt || out.dtype() != dt || lse.dtype() != DType::Float32 || !device_has_mma())
-    return false;
-  const int64_t d = q.size(3) > v.size(3) ? q.size(3) : v.size(3);
+  const int kd = mma_head_dim(q, v, {&k, &v, &out}, lse);
   const int64_t tiles = (mk.Tq + kQueryRows - 1) / kQueryRows, blocks = q.size(0) * mk.H * tiles;
-  if (d > 128 || blocks == 0 || blocks > INT32_MAX) return false;
+  if (kd == 0 || blocks == 0 || blocks > INT32_MAX) return false;
   const bool vec = rows_vectorizable(q) && rows_vectorizable(k) && rows_vectorizable(v);
-  const bool bf16 = dt == DType::BFloat16;
-  if (d <= 64)
+  const bool bf16 = q.dtype() == DType::BFloat16;
+  if (kd == 64)
     bf16 ? launch_mma<bfloat16, 64>(q, k, v, mk, scale, out, lse, blocks, tiles, vec)
          : launch_mma<float16, 64>(q, k, v, mk, scale, out, lse, blocks, tiles, vec);
   else
     bf16 ? launch_mma<bfloat16, 128>(q, k, v, mk, scale, out, lse, blocks, tiles, vec)
          : launch_mma<float16, 128>(q, k, v, mk, scale, out, lse, blocks, tiles, vec);
+  return true;
+}
+
+bool flash_attention_backward_mma(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                  const Tensor& gout, const Tensor& lse, const Masking<float>& mk,
+                                  float scale, const Tensor& gq, const Tensor& gk, const Tensor& gv) {
+  const int kd = mma_head_dim(q, v, {&k, &v, &out, &gout, &gq, &gk, &gv}, lse);
+  const int64_t B = q.size(0), rows = B * mk.H * mk.Tq, key_tiles = (mk.Tk + kKeyTile - 1) / kKeyTile,
+                blocks = B * mk.H * key_tiles;
+  if (kd == 0 || rows == 0 || blocks == 0 || blocks > INT32_MAX || rows > INT32_MAX) return false;
+  const char* op = "flash_attention_backward";
+  // pass 1: Δ = rowsum(dO ⊙ O) in float32
+  const Tensor delta = Tensor::empty({rows}, DType::Float32, q.device(), op);
+  const unsigned delta_blocks = static_cast<unsigned>(std::min<int64_t>((rows + 7) / 8, 65535));
+  attention_delta_mma_kernel<<<delta_blocks, 256, 0, current_stream()>>>(
+      rows16(out), rows16(gout), delta.data<float>(), rows, mk.H, mk.Tq, v.size(3),
+      q.dtype() == DType::BFloat16);
+  SACCADE_CUDA_CHECK_LAUNCH(op);
+  // pass 2 into a zeroed float32 dQ (B, H, Tq, D), then pass 3: dQ rounded into gq
+  const Tensor gq32 = Tensor::empty({B, mk.H, mk.Tq, q.size(3)}, DType::Float32, q.device(), op);
+  SACCADE_CUDA_CHECK(op, cudaMemsetAsync(gq32.raw_data(), 0, gq32.numel() * sizeof(float), current_stream()));
+  const bool vec =
+      rows_vectorizable(q) && rows_vectorizable(k) && rows_vectorizable(v) && rows_vectorizable(gout);
+  const bool bf16 = q.dtype() == DType::BFloat16;
+  if (kd == 64)
+    bf16 ? launch_backward_mma<bfloat16, 64>(q, k, v, gout, lse, delta, gq32, mk, scale, gk, gv, blocks,
+                                             key_tiles, vec)
+         : launch_backward_mma<float16, 64>(q, k, v, gout, lse, delta, gq32, mk, scale, gk, gv, blocks,
+                                            key_tiles, vec);
+  else
+    bf16 ? launch_backward_mma<bfloat16, 128>(q, k, v, gout, lse, delta, gq32, mk, scale, gk, gv, blocks,
+                                              key_tiles, vec)
+         : launch_backward_mma<float16, 128>(q, k, v, gout, lse, delta, gq32, mk, scale, gk, gv, blocks,
+                                             key_tiles, vec);
+  the_backend().copy(gq32, gq);
   return true;
 }
 

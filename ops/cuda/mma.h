@@ -1,7 +1,7 @@
 #pragma once
 // Where each lane of a warp holds its elements for the tensor-core instruction
 //   mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}.{bf16,f16}.f32   D (16 x 8) = A (16 x 16) B (16 x 8) + C
-// and the index math of the 16-bit attention kernel built on it (ops/cuda/attention_mma.cu). Plain functions
+// and the index math of the 16-bit attention kernels built on it (ops/cuda/attention_mma.cu). Plain functions
 // of (lane, element), usable on the host as well as on the device, so that a CPU test
 // (tests/test_mma_fragments.cpp) checks the kernel's addressing against an emulated warp without a GPU.
 //
@@ -42,32 +42,45 @@ SACCADE_MMA_HD Coord c_coord(int lane, int i) {
   return {(lane >> 2) + ((i & 2) ? 8 : 0), 2 * (lane & 3) + (i & 1)};
 }
 
-// ---- the attention kernel's index math (ops/cuda/attention_mma.cu) ----
-// One warp owns 16 query rows. Per 64-key tile: S (16 x 64) = Q (16 x D) Kᵀ in D/16 k-steps x 8 key tiles of
-// 8, then O (16 x D) += P (16 x 64) V (64 x D) in 4 k-steps of 16 keys x D/8 column tiles.
+// ---- reading operands from row-major shared tiles, as the attention kernels do (attention_mma.cu) ----
+// Three access patterns serve every product of FlashAttention-2's forward and backward:
+//   a_source     A from a row-major (16, K) tile: Q in S = Q Kᵀ; K, V in Sᵀ = K Qᵀ, dPᵀ = V dOᵀ; dS in dQ =
+//   dS K.
+//                A register's two elements are neighbours along a row: one 32-bit load.
+//   b_source_nk  B from a row-major (N, K) tile, i.e. Bᵀ stored: K in S = Q Kᵀ; Q and dO in Sᵀ = K Qᵀ and
+//                dPᵀ = V dOᵀ. A register's two elements are neighbours along a row: one 32-bit load.
+//   b_source_kn  B from a row-major (K, N) tile: V in O = P V; dO, Q in dV = Pᵀ dO, dK = dSᵀ Q; K in dQ = dS
+//   K.
+//                A register's two elements sit in two rows: two 16-bit loads.
+// And one that keeps a product in registers: the accumulators of C tiles 2kk and 2kk + 1 (16 x 8 each) are
+// exactly the A fragment of k-step kk of the next product (FlashAttention-2's P V, and dV, dK in the
+// backward).
 
-/// S = Q Kᵀ, B operand of k-step ks and key tile nt: element i of lane is Kᵀ[d][key] = K[key][d]; returns
-/// (key, d) within the block's key tile and head dim. Elements 0, 1 (and 2, 3) are neighbours along d, so one
-/// 32-bit load of row-major K reads a register.
-SACCADE_MMA_HD Coord kt_source(int lane, int i, int nt, int ks) {
+/// A element i of lane, k-step ks, from a row-major (16, K) tile: (row, column) in the tile.
+SACCADE_MMA_HD Coord a_source(int lane, int i, int ks) {
+  const Coord a = a_coord(lane, i);
+  return {a.row, kK * ks + a.col};
+}
+
+/// B element i of lane, for the 8-column tile nt and k-step ks, from a row-major (N, K) tile (Bᵀ stored):
+/// (row = n, column = k) in the tile.
+SACCADE_MMA_HD Coord b_source_nk(int lane, int i, int nt, int ks) {
   const Coord b = b_coord(lane, i);
   return {kN * nt + b.col, kK * ks + b.row};
 }
 
-/// P as an A operand without leaving registers (FlashAttention-2's reuse of the accumulators): the S
-/// accumulators of key tiles 2kk and 2kk + 1 are exactly the A fragment of k-step kk of P V. Element pair
-/// (e, e + 1), e in {0, 2}, of S tile nt goes to this register of k-step nt / 2.
-SACCADE_MMA_HD int p_register(int nt, int e) { return 2 * (nt & 1) + (e >> 1); }
-
-/// O += P V, B operand of k-step kk and column tile nd: element i of lane is V[key][d]; returns (key, d).
-/// Elements 0, 1 are neighbours along the key, so a register takes two 16-bit loads (V is row-major).
-SACCADE_MMA_HD Coord v_source(int lane, int i, int nd, int kk) {
+/// B element i of lane, for the 8-column tile nd and k-step kk, from a row-major (K, N) tile: (row = k,
+/// column = n) in the tile.
+SACCADE_MMA_HD Coord b_source_kn(int lane, int i, int nd, int kk) {
   const Coord b = b_coord(lane, i);
   return {kK * kk + b.row, kN * nd + b.col};
 }
 
-/// Accumulator element i of S key tile nt (or of O column tile nt): (row within the warp's 16, column within
-/// the 64-key tile or the head dim).
+/// Accumulators to A: element pair (e, e + 1), e in {0, 2}, of C tile nt goes to this A register of k-step
+/// nt / 2 (elements 2 r, 2 r + 1 of the A fragment).
+SACCADE_MMA_HD int p_register(int nt, int e) { return 2 * (nt & 1) + (e >> 1); }
+
+/// Accumulator element i of the 8-column C tile nt: (row within the 16, column 8 nt + ...).
 SACCADE_MMA_HD Coord acc_coord(int lane, int i, int nt) {
   const Coord c = c_coord(lane, i);
   return {c.row, kN * nt + c.col};
