@@ -358,7 +358,7 @@ __global__ void __launch_bounds__(kThreadsMma)
         const mma::Coord c = mma::acc_coord(lane, e, nt);  // (key kw + row, query column)
         const int64_t i = i0 + c.col, j = j0 + kw + c.row;
         float pz = 0, d = 0;
-        if (j < end_s[c.col] && mk.kept(b, h, i, j)) {  // end_s > 0 only for rows that exist and see keys
+        if (j < end_s[c.col] && lse_s[c.col] != -INFINITY && mk.kept(b, h, i, j)) {  // end_s > 0: i < Tq
           const float z = mk.dropout(b, h, i, j);
           const float pr = expf(scale * st[nt][e] - lse_s[c.col]);
           d = pr * (z * dpt[nt][e] - delta_s[c.col]);
