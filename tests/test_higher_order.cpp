@@ -362,13 +362,30 @@ TEST_CASE("hograd: fused ops and attention modules get second derivatives from t
         },
         {leaf({2, 2, 3}, 1), leaf({2, 3, 3}, 2)}, o));
   }
-  SECTION("dropout inside flash attention has no second derivative yet: named") {
-    Variable q = leaf({1, 2, 2}, 1);
-    auto f = [&](const auto& v) {
-      Generator g(1);
-      return flash_attention(v[0], v[0], v[0], ops::AttentionMask{}, 1.0, 0.3, true, &g);
-    };
-    REQUIRE_THROWS_SACCADE(gradgradcheck(f, {q}, o),
-                           "flash_attention: create_graph through an op with no second");
+  SECTION("flash attention with dropout: the composed reference drops what the kernel dropped") {
+    const Shape s{2, 4, 5};  // the weights' shape
+    ops::AttentionMask mask = ops::attention_mask(ops::tensor({4, 2}, {2}, DType::Int64), s,
+                                                  ops::CausalAlign::TopLeft, Device::cpu(), "test");
+    Variable q = leaf({2, 4, 3}, 1), k = leaf({2, 5, 3}, 2), v = leaf({2, 5, 2}, 3);
+    Generator g1(11), g2(11);
+    g1.advance(17), g2.advance(17);  // a generator part-way through its stream
+    Tensor fused = flash_attention(q, k, v, mask, 0.7, 0.3, true, &g1).data();
+    const ops::AttentionDropout drop{0.3, g2.seed(), g2.advance(2 * 4 * 5)};
+    REQUIRE(g1.offset() == g2.offset());
+    Tensor z = ops::attention_dropout_mask(drop, s, DType::Float64, Device::cpu());
+    const double kept = ops::sum(ops::gt(z, 0.0)).item<double>();
+    REQUIRE(kept > 0);
+    REQUIRE(kept < 40);  // something dropped: the comparison below can fail
+    Tensor scores = ops::mul(ops::matmul(q.data(), k.data().transpose(1, 2)), 0.7);
+    Tensor weights = ops::masked_softmax(scores, ops::attention_keep_mask(mask, s, Device::cpu()));
+    Tensor composed = ops::matmul(ops::mul(weights, z), v.data());
+    REQUIRE(testing::allclose(fused, composed, 1e-12, 1e-12));
+    // a fresh generator per evaluation: the same mask every time
+    REQUIRE(gradgradcheck(
+        [&](const auto& x) {
+          Generator g(5);
+          return flash_attention(x[0], x[1], x[2], mask, 0.7, 0.3, true, &g);
+        },
+        {q, k, v}, o));
   }
 }
