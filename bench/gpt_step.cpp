@@ -17,12 +17,18 @@
 //        build/bench/gpt_step [samples] [notorch] --dtype bf16 --no-avx512-bf16
 //   The same with VDPBF16PS turned off (cpu::IsaGuard): the bf16 GEMM widens its tiles to float32 FMAs, as
 //   on a CPU without AVX512-BF16 (issue 26's bound: such a step at most 1.2x our float32 step's time).
+//        build/bench/gpt_step [samples] --checkpoint-activations [--context T] [--batch N]
+//   The step with every block checkpointed (gpt train --checkpoint-activations) against the plain step, at
+//   context T (default 512) and batch N (default 16): the activation peak of one step of each (the most bytes
+//   of tensor storage live during the step above the level before it, from the profiler's memory track, so
+//   parameters, gradients and AdamW's state are left out), then both steps' times alternated step by step.
 //        build/bench/gpt_step [samples] [notorch] --device cuda [--batch N]
 //   On the GPU: the same training step with the model and the batch on cuda:0, in float32 and under
 //   AutocastGuard(bf16), each step ended by cuda::synchronize(), against gpt_step_torch.py's `train-cuda`
 //   (PyTorch CUDA eager in float32 and under torch.autocast("cuda", torch.bfloat16), SDPA inside; and, for
 //   information only, torch.compile of the bf16 step), in ms and tokens/s; then the cudaMalloc calls of the
 //   steady state.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -47,22 +53,29 @@ namespace {
 
 constexpr int64_t kBatch = 32, kNewTokens = 127;
 
+ex::GPTConfig config_with_context(int64_t context) {
+  ex::GPTConfig c;
+  c.context = context;
+  return c;
+}
+
 struct Setup {
-  explicit Setup(Device device = Device::cpu(), int64_t batch = kBatch) : batch(batch) {
+  explicit Setup(Device device = Device::cpu(), int64_t batch = kBatch, int64_t context = 128)
+      : batch(batch), context(context) {
     if (!device.is_cpu()) {
       model.to(device);
       x = x.to(device), y = y.to(device);
     }
   }
-  int64_t batch;
-  ex::GPT model{ex::GPTConfig{}, 0};
+  int64_t batch, context;
+  ex::GPT model{config_with_context(context), 0};
   std::vector<Variable> params = model.parameters();
   nn::AdamW adamw{{nn::ParamGroup{model.decayed_parameters(), std::nullopt, 0.1},
                    nn::ParamGroup{model.undecayed_parameters(), std::nullopt, 0.0}},
                   nn::AdamOptions{.lr = 1e-3, .beta2 = 0.99, .weight_decay = 0.1}};
   Generator gen{1};
-  Tensor x = ops::randint(0, 256, {batch, 128}, Device::cpu(), &gen);
-  Tensor y = ops::randint(0, 256, {batch * 128}, Device::cpu(), &gen);
+  Tensor x = ops::randint(0, 256, {batch, context}, Device::cpu(), &gen);
+  Tensor y = ops::randint(0, 256, {batch * context}, Device::cpu(), &gen);
 
   void step(DType dtype = DType::Float32) {
     model.train();
@@ -70,12 +83,15 @@ struct Setup {
     {
       std::optional<AutocastGuard> autocast;
       if (dtype != DType::Float32) autocast.emplace(dtype);
-      loss = cross_entropy(reshape(model.forward(x), {batch * 128, 256}), y);
+      loss = cross_entropy(reshape(model.forward(x), {batch * context, 256}), y);
     }
     adamw.zero_grad();
     loss.backward();
     nn::clip_grad_norm_(params, 1.0);
     adamw.step();
+  }
+  void checkpoint_activations(bool on) {
+    for (auto& block : model.h) block->checkpoint_activations = on;
   }
   double generate() {  // tokens per second
     auto t0 = sb::Clock::now();
@@ -122,6 +138,65 @@ int profile_cost(Setup& s, int samples) {
     std::printf("%-8d %-26s %-26s %.3f  (%zu events per step)\n", threads,
                 cell(sb::stats(off), "%.1f").c_str(), cell(sb::stats(on), "%.1f").c_str(),
                 sb::stats(ratio).median, events);
+  }
+  std::printf("load average at end %.2f\n", sb::load_average());
+  return 0;
+}
+
+// The most bytes of tensor storage live at once during one training step (forward, loss, backward, clipping,
+// AdamW) above the level before it: the activations and the gradients' transients, without the parameters,
+// gradients and optimizer state that live across steps. From the profiler's memory track (every storage
+// allocation and free, any size), whose level starts at 0 with the profile.
+int64_t step_activation_peak(Setup& s) {
+  profiler::Profile p({.profile_memory = true});
+  s.step();
+  p.stop();
+  int64_t level = 0, peak = 0;
+  for (const profiler::MemoryEvent& m : p.memory_events()) {
+    level += m.delta;
+    peak = std::max(peak, level);
+  }
+  return peak;
+}
+
+// --checkpoint-activations: the step with every block checkpointed (saccade::checkpoint) against the plain
+// step: each one's activation peak (step_activation_peak), then their times alternated step by step at 1
+// and 2 threads.
+int checkpoint_cost(int samples, int64_t batch, int64_t context) {
+  Setup s(Device::cpu(), batch, context);
+  std::printf(
+      "GPT (examples/gpt defaults but context %lld, batch %lld; dropout %.1f): every block checkpointed "
+      "against none, %d samples\n",
+      static_cast<long long>(context), static_cast<long long>(batch), s.model.config().dropout, samples);
+  std::printf("%s\nload average at start %.2f\n", blas_info_line().c_str(), sb::load_average());
+  s.step();  // AdamW's state is made in the first step
+  int64_t peak[2];
+  for (int ckpt : {0, 1}) {
+    s.checkpoint_activations(ckpt);
+    peak[ckpt] = step_activation_peak(s);
+  }
+  std::printf("activation peak of a step (MiB): plain %.1f, checkpointed %.1f, ratio %.3f\n",
+              peak[0] / 1048576.0, peak[1] / 1048576.0,
+              static_cast<double>(peak[1]) / static_cast<double>(peak[0]));
+  std::printf("%-8s %-26s %-26s %s\n", "threads", "plain (ms, median [min-max])", "checkpointed (ms)",
+              "checkpointed / plain (median of pairs)");
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    std::vector<double> plain, ckpt, ratio;
+    for (int i = 0; i <= samples; ++i) {  // alternated; the first pair warms up
+      double ms[2];
+      for (int c : {0, 1}) {
+        s.checkpoint_activations(c);
+        auto t0 = sb::Clock::now();
+        s.step();
+        ms[c] = 1e3 * sb::seconds_since(t0);
+      }
+      if (i == 0) continue;
+      plain.push_back(ms[0]), ckpt.push_back(ms[1]), ratio.push_back(ms[1] / ms[0]);
+    }
+    const sb::Stats r = sb::stats(ratio);
+    std::printf("%-8d %-26s %-26s %.3f [%.3f-%.3f]\n", threads, cell(sb::stats(plain), "%.1f").c_str(),
+                cell(sb::stats(ckpt), "%.1f").c_str(), r.median, r.min, r.max);
   }
   std::printf("load average at end %.2f\n", sb::load_average());
   return 0;
@@ -226,9 +301,10 @@ int cuda_main(int samples, bool torch, int64_t batch) {
 
 int main(int argc, char** argv) {
   int samples = 5;
-  bool torch = true, profile = false, gpu = false;
+  bool torch = true, profile = false, gpu = false, checkpointed = false;
+  int64_t context = 512;  // --checkpoint-activations' context
   std::optional<cpu::IsaGuard> no_bf16_dot;
-  int64_t batch = kBatch;
+  std::optional<int64_t> batch;
   DType dtype = DType::Float32;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -245,6 +321,10 @@ int main(int argc, char** argv) {
       std::printf("VDPBF16PS off: the bf16 GEMM widens to float32 FMAs\n");
     } else if (a == "--batch" && i + 1 < argc) {
       batch = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "--checkpoint-activations") {
+      checkpointed = true;
+    } else if (a == "--context" && i + 1 < argc) {
+      context = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--dtype" && i + 1 < argc) {
       const std::string d = argv[++i];
       SACCADE_CHECK(d == "bf16" || d == "f16", "gpt_step: --dtype bf16 or f16, got {}", d);
@@ -257,7 +337,8 @@ int main(int argc, char** argv) {
     Setup s;
     return profile_cost(s, samples);
   }
-  if (gpu) return cuda_main(samples, torch, batch);
+  if (gpu) return cuda_main(samples, torch, batch.value_or(kBatch));
+  if (checkpointed) return checkpoint_cost(samples, batch.value_or(16), context);
   torch = torch && sb::torch_available();
   if (dtype != DType::Float32) return run_dtype(dtype, samples, torch);
   const std::string script = std::string(SACCADE_BENCH_DIR) + "/gpt_step_torch.py";

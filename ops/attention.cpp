@@ -6,6 +6,7 @@
 #include "ops/creation.h"
 #include "ops/cuda/api.h"
 #include "ops/elementwise.h"
+#include "ops/nn.h"
 
 namespace saccade::ops {
 
@@ -124,6 +125,16 @@ Tensor attention_keep_mask(const AttentionMask& m, const Shape& x, Device device
         le(arange(0, static_cast<double>(tk), 1, DType::Int64, device).view({1, tk}), rows.view({tq, 1})));
   }
   return keep;
+}
+
+Tensor attention_dropout_mask(const AttentionDropout& d, const Shape& scores_shape, DType dtype,
+                              Device device) {
+  if (d.p == 0) return Tensor();
+  // the kernels' counter of weight (bh, i, j) is offset + (bh·Tq + i)·Tk + j (ops/cpu/attention.cpp's
+  // dropout_of, ops/cuda/attention.cuh's Masking::dropout): ops::dropout's counter of that flat element
+  Generator replay(d.seed);
+  replay.advance(d.offset);
+  return dropout(ones(scores_shape, dtype, device), d.p, true, &replay).mask;
 }
 
 // q: (B, ..., Tq, D), k: (B, ..., Tk, D), v: (B, ..., Tk, Dv) -> out (B, ..., Tq, Dv), lse (B, ..., Tq)

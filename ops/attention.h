@@ -39,6 +39,15 @@ AttentionMask attention_mask(const Tensor& valid_lens_or_mask, const Shape& scor
 /// it; undefined when `mask` masks nothing. Used by the composed (reference) path's masked_softmax.
 Tensor attention_keep_mask(const AttentionMask& mask, const Shape& scores_shape, Device device);
 
+/// The dropout multipliers (0 or 1/(1-p)) that the fused kernels (CPU and CUDA) apply to the attention
+/// weights of shape (B, ..., Tq, Tk) under `dropout`, materialised in `dtype` on `device`: element (b, ...,
+/// i, j) is drawn from Philox counter dropout.offset + its flat index, as ops::dropout draws a tensor of that
+/// shape from a generator at (dropout.seed, dropout.offset). The composed reference (flash attention's second
+/// derivative) multiplies its weights by it, so it drops what the kernel dropped. Undefined when dropout.p is
+/// 0. For a 16-bit dtype the draws are float32's and 1/(1-p) is rounded to it.
+Tensor attention_dropout_mask(const AttentionDropout& dropout, const Shape& scores_shape, DType dtype,
+                              Device device);
+
 /// flash_attention_forward's results: out (B, ..., Tq, Dv) and lse (B, ..., Tq), the per-row
 /// log Σ_j exp(s_ij) of the masked scaled scores (-inf for a row with nothing to attend), q's dtype (float32
 /// for 16-bit q, k, v: computed in float32, out rounded once).

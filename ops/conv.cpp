@@ -97,6 +97,64 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2 s
   return out.view({n, o, w.oh, w.ow});
 }
 
+namespace {
+
+// Checks grad_out against the forward conv2d of an input of shape `x` by a weight of shape `w` (the operand
+// given as a tensor has `dtype`); returns the window. grad_out: (N, O, OH, OW), x: (N, C, H, W), w: (O, C,
+// kh, kw)
+Window check_conv_grad(const char* op, const Tensor& grad_out, const Shape& x, const Shape& w, DType dtype,
+                       Size2 stride, Size2 padding) {
+  check_nchw(op, grad_out);
+  SACCADE_CHECK(
+      x.size() == 4 && w.size() == 4 && w[1] == x[1] && dtype == grad_out.dtype(),
+      "{}: input shape {}, weight shape {} and grad_out of shape {} do not fit (need input (N, C, H, W) "
+      "and weight (O, C, kh, kw), all of grad_out's dtype {}, got {})",
+      op, x, w, grad_out.shape(), grad_out.dtype(), dtype);
+  Window win = make_window(op, x, {w[2], w[3]}, stride, padding, false);
+  check_grad_shape(op, grad_out, {x[0], w[0], win.oh, win.ow});
+  return win;
+}
+
+}  // namespace
+
+Tensor conv2d_input_grad(const Tensor& grad_out, const Tensor& weight, const Shape& input_shape, Size2 stride,
+                         Size2 padding) {
+  // grad_out: (N, O, OH, OW), weight: (O, C, kh, kw) -> (N, C, H, W)
+  const char* op = "conv2d_input_grad";
+  SACCADE_CHECK(weight.defined(), "{}: got an undefined weight", op);
+  check_same_device(op, {&grad_out, &weight});
+  Window w = check_conv_grad(op, grad_out, input_shape, weight.shape(), weight.dtype(), stride, padding);
+  if (is_half(weight.dtype()))  // float32 inside, rounded once
+    return conv2d_input_grad(grad_out.to(DType::Float32), weight.to(DType::Float32), input_shape, stride,
+                             padding)
+        .to(weight.dtype());
+  const int64_t n = input_shape[0], o = weight.size(0);
+  const int64_t ckk = checked_mul(checked_mul(input_shape[1], w.kh, op), w.kw, op);
+  // dcols = W^T (CKK, O) @ g[n] (O, L), scattered back onto the input by col2im.
+  Tensor dcols = matmul(weight.reshape({o, ckk}).t(), grad_out.reshape({n, o, w.oh * w.ow}));
+  Tensor gx = Tensor::empty(input_shape, weight.dtype(), weight.device());
+  backend(gx.device()).col2im(dcols, gx, w.kh, w.kw, w.sh, w.sw, w.ph, w.pw);
+  return gx;
+}
+
+Tensor conv2d_weight_grad(const Tensor& x, const Tensor& grad_out, const Shape& weight_shape, Size2 stride,
+                          Size2 padding) {
+  // x: (N, C, H, W), grad_out: (N, O, OH, OW) -> (O, C, kh, kw)
+  const char* op = "conv2d_weight_grad";
+  check_nchw(op, x);
+  check_same_device(op, {&grad_out, &x});
+  Window w = check_conv_grad(op, grad_out, x.shape(), weight_shape, x.dtype(), stride, padding);
+  if (is_half(x.dtype()))  // float32 inside, rounded once
+    return conv2d_weight_grad(x.to(DType::Float32), grad_out.to(DType::Float32), weight_shape, stride,
+                              padding)
+        .to(x.dtype());
+  const int64_t n = x.size(0), o = weight_shape[0];
+  // dW = Σ_n g[n] (O, L) @ cols[n]^T (L, CKK); cols is recomputed rather than saved (kh*kw times x's size).
+  Tensor cols = im2col(x.contiguous(), w);
+  Tensor per_n = bmm(grad_out.reshape({n, o, w.oh * w.ow}), cols.transpose(1, 2));
+  return (n == 1 ? per_n.select(0, 0) : sum(per_n, {0})).view(weight_shape);
+}
+
 Conv2dGrads conv2d_backward(const Tensor& grad_out, const Tensor& x, const Tensor& weight, Size2 stride,
                             Size2 padding, bool need_input, bool need_weight, bool need_bias) {
   // grad_out: (N, O, OH, OW), x: (N, C, H, W), weight: (O, C, kh, kw)
@@ -104,34 +162,13 @@ Conv2dGrads conv2d_backward(const Tensor& grad_out, const Tensor& x, const Tenso
   SACCADE_CHECK(
       weight.defined() && weight.dim() == 4 && weight.size(1) == x.size(1) && weight.dtype() == x.dtype(),
       "conv2d_backward: weight of shape {} does not fit input of shape {}", weight.shape(), x.shape());
-  if (is_half(x.dtype())) {  // float32 inside, each gradient rounded once to x's dtype
-    Conv2dGrads r =
-        conv2d_backward(grad_out.to(DType::Float32), x.to(DType::Float32), weight.to(DType::Float32), stride,
-                        padding, need_input, need_weight, need_bias);
-    for (Tensor* t : {&r.grad_input, &r.grad_weight, &r.grad_bias})
-      if (t->defined()) *t = t->to(x.dtype());
-    return r;
-  }
   Window w =
       make_window("conv2d_backward", x.shape(), {weight.size(2), weight.size(3)}, stride, padding, false);
-  const int64_t n = x.size(0), o = weight.size(0);
-  check_grad_shape("conv2d_backward", grad_out, {n, o, w.oh, w.ow});
-  Tensor g = grad_out.reshape({n, o, w.oh * w.ow});
+  check_grad_shape("conv2d_backward", grad_out, {x.size(0), weight.size(0), w.oh, w.ow});
   Conv2dGrads r;
-  if (need_bias) r.grad_bias = sum(g, {0, 2});
-  if (need_weight) {
-    // dW = Σ_n g[n] (O, L) @ cols[n]^T (L, CKK); cols is recomputed rather than saved (kh*kw times x's size).
-    Tensor cols = im2col(x.contiguous(), w);
-    Tensor per_n = bmm(g, cols.transpose(1, 2));
-    r.grad_weight = (n == 1 ? per_n.select(0, 0) : sum(per_n, {0})).view(weight.shape());
-  }
-  if (need_input) {
-    // dcols = W^T (CKK, O) @ g[n] (O, L), scattered back onto the input by col2im.
-    const int64_t ckk = checked_mul(checked_mul(x.size(1), w.kh, "conv2d_backward"), w.kw, "conv2d_backward");
-    Tensor dcols = matmul(weight.reshape({o, ckk}).t(), g);
-    r.grad_input = Tensor::empty(x.shape(), x.dtype(), x.device());
-    backend(x.device()).col2im(dcols, r.grad_input, w.kh, w.kw, w.sh, w.sw, w.ph, w.pw);
-  }
+  if (need_bias) r.grad_bias = sum(grad_out, {0, 2, 3});  // 16-bit sums accumulate in float32
+  if (need_weight) r.grad_weight = conv2d_weight_grad(x, grad_out, weight.shape(), stride, padding);
+  if (need_input) r.grad_input = conv2d_input_grad(grad_out, weight, x.shape(), stride, padding);
   return r;
 }
 

@@ -26,14 +26,27 @@ namespace saccade::ops {
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2 stride = {1, 1},
               Size2 padding = {0, 0});
 
+/// dL/dx (input_shape (N, C, H, W)) of y = conv2d(x, weight, b, stride, padding), given grad_out = dL/dy
+/// (N, O, OH, OW) and weight (O, C, kh, kw): col2im(W^T @ grad_out). Bilinear in (grad_out, weight): the
+/// adjoint of conv2d in x (torch.nn.grad.conv2d_input). Throws naming "conv2d_input_grad" for wrong ranks, a
+/// channel or dtype mismatch, or grad_out not of the forward's output shape.
+Tensor conv2d_input_grad(const Tensor& grad_out, const Tensor& weight, const Shape& input_shape,
+                         Size2 stride = {1, 1}, Size2 padding = {0, 0});
+/// dL/dW (weight_shape (O, C, kh, kw)) of y = conv2d(x, W, b, stride, padding), given x (N, C, H, W) and
+/// grad_out = dL/dy (N, O, OH, OW): Σ_n grad_out[n] @ im2col(x)[n]^T. Bilinear in (x, grad_out)
+/// (torch.nn.grad.conv2d_weight). Throws naming "conv2d_weight_grad" as conv2d_input_grad.
+Tensor conv2d_weight_grad(const Tensor& x, const Tensor& grad_out, const Shape& weight_shape,
+                          Size2 stride = {1, 1}, Size2 padding = {0, 0});
+
 /// Gradients of conv2d with respect to its input (N, C, H, W), weight (O, C, kh, kw) and bias (O).
 struct Conv2dGrads {
   Tensor grad_input, grad_weight, grad_bias;
 };
 /// Given grad_out = dL/dy (N, O, OH, OW) of y = conv2d(x, weight, b, stride, padding): grad_input =
-/// col2im(W^T @ grad_out), grad_weight = Σ_n grad_out[n] @ im2col(x)[n]^T, grad_bias = Σ_{n,oh,ow} grad_out.
-/// Each is computed only when its need_* flag is set (otherwise undefined). Throws naming "conv2d_backward"
-/// when grad_out does not have the forward's output shape.
+/// col2im(W^T @ grad_out), grad_weight = Σ_n grad_out[n] @ im2col(x)[n]^T, grad_bias = Σ_{n,oh,ow} grad_out
+/// (conv2d_input_grad, conv2d_weight_grad and a sum). Each is computed only when its need_* flag is set
+/// (otherwise undefined). Throws naming "conv2d_backward" when grad_out does not have the forward's output
+/// shape.
 Conv2dGrads conv2d_backward(const Tensor& grad_out, const Tensor& x, const Tensor& weight, Size2 stride,
                             Size2 padding, bool need_input = true, bool need_weight = true,
                             bool need_bias = true);

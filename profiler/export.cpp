@@ -220,7 +220,7 @@ const char* family_of(const std::string& name) {
   if (k.size() > 8 && k.ends_with("backward")) k.resize(k.size() - 8);
   static const std::vector<std::pair<const char*, std::vector<std::string>>> kFamilies = {
       {"GEMM", {"matmul", "mm", "bmm", "linear", "addmm"}},
-      {"convolution", {"conv2d", "maxpool2d", "avgpool2d"}},
+      {"convolution", {"conv2d", "conv2dinputgrad", "conv2dweightgrad", "maxpool2d", "avgpool2d"}},
       {"normalization", {"layernorm"}},
       {"softmax", {"softmax", "logsoftmax", "maskedsoftmax", "logsumexp"}},
       {"loss", {"crossentropy", "mseloss"}},

@@ -139,6 +139,35 @@ TEST_CASE("hograd: gradgradcheck over the twice-differentiable ops", "[autograd]
     check([](const auto& v) { return linear(v[0], v[1], v[2]); },
           {leaf({2, 2, 3}, 1), leaf({4, 3}, 2), leaf({4}, 3)});
   }
+  SECTION("convolution and pooling (stride, padding, bias; max pooling away from ties)") {
+    // H: (6 + 2 - 3) / 2 + 1 = 3 rows, the last input row in no window; W: (5 - 2) / 1 + 1 = 4
+    check(
+        [](const auto& v) {
+          return conv2d(v[0], v[1], v[2], {2, 1}, {1, 0});
+        },
+        {leaf({2, 2, 6, 5}, 1), leaf({3, 2, 3, 2}, 2), leaf({3}, 3)});
+    check(
+        [](const auto& v) {
+          return conv2d(v[0], v[1], Variable(), {1, 1}, {1, 1});
+        },
+        {leaf({1, 2, 3, 3}, 1), leaf({2, 2, 2, 2}, 2)});
+    check(
+        [](const auto& v) {
+          return avg_pool2d(v[0] * v[0], {3, 3}, {2, 2}, {1, 1});
+        },
+        {leaf({1, 2, 5, 5}, 1)});
+    // overlapping windows: one element can be the max of two; random values have no ties
+    check(
+        [](const auto& v) {
+          return max_pool2d(v[0] * v[0], {3, 3}, {2, 2}, {1, 1});
+        },
+        {leaf({1, 2, 5, 5}, 1)});
+    check(
+        [](const auto& v) {
+          return max_pool2d(tanh(conv2d(v[0], v[1], v[2], {1, 1}, {1, 1})), {2, 2});
+        },
+        {leaf({1, 1, 4, 4}, 1), leaf({2, 1, 3, 3}, 2), leaf({2}, 3)});
+  }
   SECTION("nn ops") {
     Tensor target = ops::tensor({1, 0, 2}, {3}, DType::Int64);
     check([](const auto& v) { return softmax(v[0], 1); }, {leaf({2, 3}, 1)});
@@ -165,12 +194,14 @@ TEST_CASE("hograd: gradgradcheck over the twice-differentiable ops", "[autograd]
 
 TEST_CASE("hograd: an op with no second derivative throws under create_graph, naming it",
           "[autograd][hograd]") {
-  Variable x = leaf({1, 1, 4, 4}, 1), w = leaf({1, 1, 3, 3}, 2);
-  Variable y = sum(mul(conv2d(x, w), conv2d(x, w)));
+  Variable x = leaf({2, 3}, 1), w = leaf({3, 3}, 2);
+  auto square = [&](const std::vector<Variable>& v) { return mul(matmul(v[0], w), v[0]); };
+  Variable y = sum(checkpoint(square, {x}));
   REQUIRE_THROWS_SACCADE(grad({y}, {x}, {}, std::nullopt, true),
-                         "conv2d: create_graph through an op with no second derivative");
+                         "checkpoint: create_graph through an op with no second derivative");
   // first-order gradients through it are unaffected
-  REQUIRE(grad({y}, {x})[0].shape() == x.shape());
+  Variable y1 = sum(checkpoint(square, {x}));
+  REQUIRE(grad({y1}, {x})[0].shape() == x.shape());
 }
 
 TEST_CASE("hograd: bad input to grad and a second backward through a freed graph", "[autograd][hograd]") {
@@ -331,13 +362,30 @@ TEST_CASE("hograd: fused ops and attention modules get second derivatives from t
         },
         {leaf({2, 2, 3}, 1), leaf({2, 3, 3}, 2)}, o));
   }
-  SECTION("dropout inside flash attention has no second derivative yet: named") {
-    Variable q = leaf({1, 2, 2}, 1);
-    auto f = [&](const auto& v) {
-      Generator g(1);
-      return flash_attention(v[0], v[0], v[0], ops::AttentionMask{}, 1.0, 0.3, true, &g);
-    };
-    REQUIRE_THROWS_SACCADE(gradgradcheck(f, {q}, o),
-                           "flash_attention: create_graph through an op with no second");
+  SECTION("flash attention with dropout: the composed reference drops what the kernel dropped") {
+    const Shape s{2, 4, 5};  // the weights' shape
+    ops::AttentionMask mask = ops::attention_mask(ops::tensor({4, 2}, {2}, DType::Int64), s,
+                                                  ops::CausalAlign::TopLeft, Device::cpu(), "test");
+    Variable q = leaf({2, 4, 3}, 1), k = leaf({2, 5, 3}, 2), v = leaf({2, 5, 2}, 3);
+    Generator g1(11), g2(11);
+    g1.advance(17), g2.advance(17);  // a generator part-way through its stream
+    Tensor fused = flash_attention(q, k, v, mask, 0.7, 0.3, true, &g1).data();
+    const ops::AttentionDropout drop{0.3, g2.seed(), g2.advance(2 * 4 * 5)};
+    REQUIRE(g1.offset() == g2.offset());
+    Tensor z = ops::attention_dropout_mask(drop, s, DType::Float64, Device::cpu());
+    const double kept = ops::sum(ops::gt(z, 0.0)).item<double>();
+    REQUIRE(kept > 0);
+    REQUIRE(kept < 40);  // something dropped: the comparison below can fail
+    Tensor scores = ops::mul(ops::matmul(q.data(), k.data().transpose(1, 2)), 0.7);
+    Tensor weights = ops::masked_softmax(scores, ops::attention_keep_mask(mask, s, Device::cpu()));
+    Tensor composed = ops::matmul(ops::mul(weights, z), v.data());
+    REQUIRE(testing::allclose(fused, composed, 1e-12, 1e-12));
+    // a fresh generator per evaluation: the same mask every time
+    REQUIRE(gradgradcheck(
+        [&](const auto& x) {
+          Generator g(5);
+          return flash_attention(x[0], x[1], x[2], mask, 0.7, 0.3, true, &g);
+        },
+        {q, k, v}, o));
   }
 }

@@ -11,12 +11,18 @@
 
 namespace saccade {
 
-// softmax(q kᵀ · scale, masked) v composed of autograd ops, no dropout (flash attention's second derivative)
+// Z(softmax(q kᵀ · scale, masked)) v composed of autograd ops, with the kernel's own dropout mask Z (flash
+// attention's second derivative)
 static Variable attention_composed(const Variable& q, const Variable& k, const Variable& v,
-                                   const ops::AttentionMask& mask, double scale) {
+                                   const ops::AttentionMask& mask, double scale,
+                                   const ops::AttentionDropout& drop) {
   Variable scores = mul(matmul(q, transpose(k, -2, -1)), scale);
   Tensor keep = ops::attention_keep_mask(mask, scores.shape(), scores.device());
   Variable weights = keep.defined() ? masked_softmax(scores, keep) : softmax(scores, -1);
+  if (drop.p > 0)
+    weights =
+        mul(weights,
+            Variable(ops::attention_dropout_mask(drop, weights.shape(), weights.dtype(), weights.device())));
   return matmul(weights, v);
 }
 
@@ -47,15 +53,13 @@ Variable flash_attention(const Variable& q, const Variable& k, const Variable& v
   Tensor lse = f.lse;
   return make_result(op, f.out, {q, k, v}, [sq, sk, sv, so, lse, mask, scale, drop](const Variable& g) {
     const Variable qv = sq.get(), kv = sk.get(), vv = sv.get();
-    if (grad_enabled() && drop.p == 0)  // create_graph: through the composed reference
+    if (grad_enabled())  // create_graph: through the composed reference, dropping what the kernel dropped
       return recompute_backward(
           {qv, kv, vv},
           [&](const std::vector<Variable>& in) {
-            return attention_composed(in[0], in[1], in[2], mask, scale);
+            return attention_composed(in[0], in[1], in[2], mask, scale, drop);
           },
           g);
-    // NOTE: the kernel's dropout mask (counter-based, per tile) has no composed replay yet
-    check_once_differentiable("flash_attention", {g, qv, kv, vv});
     const Tensor& qd = qv.data();
     ops::FlashAttentionGrads r = ops::flash_attention_backward(g.data().to(qd.dtype()), qd, kv.data(),
                                                                vv.data(), so.get(), lse, mask, scale, drop);
