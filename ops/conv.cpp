@@ -7,6 +7,7 @@
 #include "ops/elementwise.h"
 #include "ops/linalg.h"
 #include "ops/reduce.h"
+#include "ops/widen.h"
 
 namespace saccade::ops {
 
@@ -86,9 +87,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2 s
                   bias.shape(), bias.dtype(), weight.shape(), o, x.dtype());
   }
   if (is_half(x.dtype()))  // 16 bits: float32 inside, one rounding of the result (no 16-bit im2col yet)
-    return conv2d(x.to(DType::Float32), weight.to(DType::Float32),
-                  bias.defined() ? bias.to(DType::Float32) : bias, stride, padding)
-        .to(x.dtype());
+    return conv2d(f32(x), f32(weight), f32(bias), stride, padding).to(x.dtype());
   Window w = make_window("conv2d", x.shape(), {weight.size(2), weight.size(3)}, stride, padding, false);
   Tensor cols = im2col(x.contiguous(), w);
   // (O, CKK) @ (N, CKK, L): one weight for every n (CKK spelled out: -1 is ambiguous when O is 0)
@@ -105,9 +104,8 @@ Conv2dGrads conv2d_backward(const Tensor& grad_out, const Tensor& x, const Tenso
       weight.defined() && weight.dim() == 4 && weight.size(1) == x.size(1) && weight.dtype() == x.dtype(),
       "conv2d_backward: weight of shape {} does not fit input of shape {}", weight.shape(), x.shape());
   if (is_half(x.dtype())) {  // float32 inside, each gradient rounded once to x's dtype
-    Conv2dGrads r =
-        conv2d_backward(grad_out.to(DType::Float32), x.to(DType::Float32), weight.to(DType::Float32), stride,
-                        padding, need_input, need_weight, need_bias);
+    Conv2dGrads r = conv2d_backward(f32(grad_out), f32(x), f32(weight), stride, padding, need_input,
+                                    need_weight, need_bias);
     for (Tensor* t : {&r.grad_input, &r.grad_weight, &r.grad_bias})
       if (t->defined()) *t = t->to(x.dtype());
     return r;
@@ -139,7 +137,7 @@ ValuesIndices max_pool2d(const Tensor& x, Size2 kernel, Size2 stride, Size2 padd
   // x: (N, C, H, W) -> values, indices: (N, C, OH, OW)
   check_nchw("max_pool2d", x);
   if (is_half(x.dtype())) {  // the max of 16-bit values is one of them: widening is exact
-    ValuesIndices r = max_pool2d(x.to(DType::Float32), kernel, stride, padding);
+    ValuesIndices r = max_pool2d(f32(x), kernel, stride, padding);
     r.values = r.values.to(x.dtype());
     return r;
   }
@@ -168,7 +166,7 @@ Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const 
                   input_shape[3]);
   }
   if (is_half(grad_out.dtype()))  // float32 sums, rounded once
-    return max_pool2d_backward(grad_out.to(DType::Float32), indices, input_shape).to(grad_out.dtype());
+    return max_pool2d_backward(f32(grad_out), indices, input_shape).to(grad_out.dtype());
   Tensor gx = Tensor::empty(input_shape, grad_out.dtype(), grad_out.device());
   backend(gx.device()).max_pool2d_backward(grad_out.contiguous(), indices.contiguous(), gx);
   return gx;
@@ -178,7 +176,7 @@ Tensor avg_pool2d(const Tensor& x, Size2 kernel, Size2 stride, Size2 padding) {
   // x: (N, C, H, W) -> (N, C, OH, OW)
   check_nchw("avg_pool2d", x);
   if (is_half(x.dtype()))  // float32 means, rounded once
-    return avg_pool2d(x.to(DType::Float32), kernel, stride, padding).to(x.dtype());
+    return avg_pool2d(f32(x), kernel, stride, padding).to(x.dtype());
   Window w = make_window("avg_pool2d", x.shape(), kernel, stride, padding, true);
   Tensor out = Tensor::empty({x.size(0), x.size(1), w.oh, w.ow}, x.dtype(), x.device());
   backend(x.device()).avg_pool2d(x.contiguous(), out, w.kh, w.kw, w.sh, w.sw, w.ph, w.pw);
@@ -194,8 +192,7 @@ Tensor avg_pool2d_backward(const Tensor& grad_out, const Shape& input_shape, Siz
   Window w = make_window(op, input_shape, kernel, stride, padding, true);
   check_grad_shape(op, grad_out, {input_shape[0], input_shape[1], w.oh, w.ow});
   if (is_half(grad_out.dtype()))
-    return avg_pool2d_backward(grad_out.to(DType::Float32), input_shape, kernel, stride, padding)
-        .to(grad_out.dtype());
+    return avg_pool2d_backward(f32(grad_out), input_shape, kernel, stride, padding).to(grad_out.dtype());
   Tensor gx = Tensor::empty(input_shape, grad_out.dtype(), grad_out.device());
   backend(gx.device()).avg_pool2d_backward(grad_out.contiguous(), gx, w.kh, w.kw, w.sh, w.sw, w.ph, w.pw);
   return gx;

@@ -10,6 +10,7 @@
 #include "ops/creation.h"
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
+#include "ops/widen.h"
 
 namespace saccade::ops {
 
@@ -25,8 +26,6 @@ void check_float(const char* op, const Tensor& t, const char* what = "input") {
 // flash attention on CUDA (ops/attention.cpp) are the readable version: they widen the whole inputs to
 // float32 here, run the float32 kernel, and round the result once. Statistics (layer_norm's mean and rstd,
 // attention's lse) stay float32. Kernels that widen tile by tile inside are a follow-up.
-Tensor f32(const Tensor& t) { return t.defined() ? t.to(DType::Float32) : t; }
-Tensor narrow_to(const Tensor& t, DType dt) { return t.defined() ? t.to(dt) : t; }
 
 // Runs the (rows, n) softmax kernel along `dim`: the dim is moved last, the rest flattened into rows.
 Tensor softmax_impl(const Tensor& x, int64_t dim, bool log, const char* op) {
