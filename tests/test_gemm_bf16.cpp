@@ -94,6 +94,7 @@ TEST_CASE("gemm_bf16: every transpose, odd sizes, alpha and beta, at every width
       {13, 37, 29, false, false, 1, 0},           // one edge tile each way, odd k
       {150, 33, 301, false, false, 0.5f, -1.5f},  // two row blocks, k over two blocks (odd)
       {7, 70, 520, false, false, -2, 1},          // few rows: column groups across threads; three k blocks
+      {40, 64, 130, false, false, 1, 0},  // even k: full row panels read in place, a 4-row edge packed
   };
   for (const auto& [name, cap] : kernels()) {
     std::unique_ptr<cpu::IsaGuard> guard;
