@@ -362,16 +362,27 @@ T* head(const Tensor& t, int64_t b, int64_t h) {
 // The row stride of a (B, H, T, D) tensor as a GEMM leading dimension (any value >= D when T is 1).
 int64_t ld(const Tensor& t) { return t.size(2) > 1 ? t.stride(2) : std::max<int64_t>(t.size(3), 1); }
 
-// 16-bit heads: the (b, h) head of t (rows, cols) widened to a contiguous float32 buffer (exact), and rows
-// [r0, r1) of such a buffer rounded back into the head of t. The 16-bit kernels below are the float32 ones
-// on these buffers: statistics, scores and accumulators all float32, one rounding per stored element.
+// 16-bit heads: rows [r0, r1) of the (b, h) head of t (rows, cols) widened into the same rows of a
+// contiguous float32 buffer (exact; `out` holds at least r1 · cols floats), and rows [r0, r1) of such a
+// buffer rounded back into the head of t. The 16-bit kernels below are the float32 ones on these buffers:
+// statistics, scores and accumulators all float32, one rounding per stored element.
+template <class T>
+void widen_rows(const Tensor& t, int64_t b, int64_t h, int64_t r0, int64_t r1, int64_t cols, float* out) {
+  const T* p = head<T>(t, b, h);
+  const int64_t l = ld(t);
+  for (int64_t r = r0; r < r1; ++r) {
+    const T* __restrict src = p + r * l;
+    float* __restrict dst = out + r * cols;
+    with_isa([=] {
+#pragma omp simd
+      for (int64_t c = 0; c < cols; ++c) dst[c] = static_cast<float>(src[c]);
+    });
+  }
+}
 template <class T>
 std::vector<float> widen_head(const Tensor& t, int64_t b, int64_t h, int64_t rows, int64_t cols) {
   std::vector<float> out(static_cast<size_t>(rows * cols));
-  const T* p = head<T>(t, b, h);
-  const int64_t l = ld(t);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) out[static_cast<size_t>(r * cols + c)] = p[r * l + c];
+  widen_rows<T>(t, b, h, 0, rows, cols, out.data());
   return out;
 }
 template <class T>
@@ -411,6 +422,10 @@ void CpuBackend::flash_attention_forward(const Tensor& q, const Tensor& k, const
     using C = compute_t<T>;  // 16-bit q, k, v, out: float32 tiles, lse float32
     parallel_for(0, tasks, big ? 1 : tasks, [&](int64_t t0, int64_t t1) {
       TileGemm<C> gemm(how, bc * std::max(D, Dv));
+      // 16-bit: float32 copies of the rows this task reads (its queries; the keys up to the tile's last)
+      std::vector<float> qf, kf, vf, of;
+      if constexpr (!std::is_same_v<T, C>)
+        qf.resize(Tq * D), kf.resize(Tk * D), vf.resize(Tk * Dv), of.resize(Tq * Dv);
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t bh = t / ntiles, b = bh / H, h = bh % H, i0 = (t % ntiles) * kBr;
         const int64_t nr = std::min(kBr, Tq - i0);
@@ -418,9 +433,10 @@ void CpuBackend::flash_attention_forward(const Tensor& q, const Tensor& k, const
         for (int64_t r = 0; r < nr; ++r) row_end[r] = lim.end(b, i0 + r);
         DropoutView<C> dv = dropout_of<C>(dropout, bh, Tq, Tk);
         if constexpr (!std::is_same_v<T, C>) {
-          const std::vector<float> qf = widen_head<T>(q, b, h, Tq, D), kf = widen_head<T>(k, b, h, Tk, D),
-                                   vf = widen_head<T>(v, b, h, Tk, Dv);
-          std::vector<float> of(static_cast<size_t>(Tq * Dv));
+          const int64_t tile_end = *std::max_element(row_end, row_end + nr);
+          widen_rows<T>(q, b, h, i0, i0 + nr, D, qf.data());
+          widen_rows<T>(k, b, h, 0, tile_end, D, kf.data());
+          widen_rows<T>(v, b, h, 0, tile_end, Dv, vf.data());
           const int64_t ldd = std::max<int64_t>(D, 1), lddv = std::max<int64_t>(Dv, 1);
           forward_tile<float>(qf.data(), ldd, kf.data(), ldd, vf.data(), lddv, of.data(), lddv,
                               lse.data<float>() + bh * Tq, i0, nr, D, Dv, bc, float(scale), row_end,
