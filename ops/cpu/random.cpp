@@ -40,8 +40,9 @@ inline T uniform_of(uint32_t w) {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 // Word 0 of the Philox4x32-10 blocks counter, ..., counter + 15 (ops/philox.h's rounds, lane by lane): the
-// 32x32 -> 64-bit products of the even lanes and, shifted down, of the odd lanes (vpmuludq), their high and
-// low halves blended back into 32-bit lanes.
+// 32x32 -> 64-bit products of the even lanes and, shifted down, of the odd lanes (vpmuludq); one masked
+// dword shuffle per half puts each product's high (low) half back into its 32-bit lane, and one ternary
+// logic op makes each three-way xor (12 vector ops a round where blends and shifts took 18).
 [[gnu::target("avx512f")]] inline __m512i philox16(uint64_t seed, uint64_t counter) {
   const __m512i m0 = _mm512_set1_epi64(0xD2511F53u), m1 = _mm512_set1_epi64(0xCD9E8D57u);
   const __m512i lo = _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(counter)));
@@ -51,17 +52,20 @@ inline T uniform_of(uint32_t w) {
   __m512i c1 = _mm512_mask_add_epi32(hi, _mm512_cmplt_epu32_mask(c0, lo), hi, _mm512_set1_epi32(1));
   __m512i c2 = _mm512_setzero_si512(), c3 = _mm512_setzero_si512();
   uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
-  constexpr __mmask16 kOdd = 0xAAAA;
+  constexpr __mmask16 kOdd = 0xAAAA, kEven = 0x5555;
+  constexpr int kXor3 = 0x96;  // a ^ b ^ c as a truth table
   for (int round = 0; round < 10; ++round) {
     const __m512i pe0 = _mm512_mul_epu32(c0, m0), po0 = _mm512_mul_epu32(_mm512_srli_epi64(c0, 32), m0);
     const __m512i pe1 = _mm512_mul_epu32(c2, m1), po1 = _mm512_mul_epu32(_mm512_srli_epi64(c2, 32), m1);
-    const __m512i hi0 = _mm512_mask_blend_epi32(kOdd, _mm512_srli_epi64(pe0, 32), po0);
-    const __m512i lo0 = _mm512_mask_blend_epi32(kOdd, pe0, _mm512_slli_epi64(po0, 32));
-    const __m512i hi1 = _mm512_mask_blend_epi32(kOdd, _mm512_srli_epi64(pe1, 32), po1);
-    const __m512i lo1 = _mm512_mask_blend_epi32(kOdd, pe1, _mm512_slli_epi64(po1, 32));
-    c0 = _mm512_xor_si512(_mm512_xor_si512(hi1, c1), _mm512_set1_epi32(static_cast<int>(k0)));
+    // high halves: even lanes take dword 1 of their product, odd lanes already hold theirs (dword 1 of po)
+    const __m512i hi0 = _mm512_mask_shuffle_epi32(po0, kEven, pe0, _MM_PERM_DDBB);
+    const __m512i hi1 = _mm512_mask_shuffle_epi32(po1, kEven, pe1, _MM_PERM_DDBB);
+    // low halves: even lanes hold theirs (dword 0 of pe), odd lanes take dword 0 of their product
+    const __m512i lo0 = _mm512_mask_shuffle_epi32(pe0, kOdd, po0, _MM_PERM_CCAA);
+    const __m512i lo1 = _mm512_mask_shuffle_epi32(pe1, kOdd, po1, _MM_PERM_CCAA);
+    c0 = _mm512_ternarylogic_epi32(hi1, c1, _mm512_set1_epi32(static_cast<int>(k0)), kXor3);
     c1 = lo1;
-    c2 = _mm512_xor_si512(_mm512_xor_si512(hi0, c3), _mm512_set1_epi32(static_cast<int>(k1)));
+    c2 = _mm512_ternarylogic_epi32(hi0, c3, _mm512_set1_epi32(static_cast<int>(k1)), kXor3);
     c3 = lo0;
     k0 += 0x9E3779B9u;
     k1 += 0xBB67AE85u;
