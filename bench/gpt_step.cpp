@@ -17,6 +17,9 @@
 //        build/bench/gpt_step [samples] [notorch] --dtype bf16 --no-avx512-bf16
 //   The same with VDPBF16PS turned off (cpu::IsaGuard): the bf16 GEMM widens its tiles to float32 FMAs, as
 //   on a CPU without AVX512-BF16 (issue 26's bound: such a step at most 1.2x our float32 step's time).
+//        build/bench/gpt_step [samples] steps [--dtype bf16|f16] [--threads N]
+//   Only `samples` training steps of that dtype (float32 without --dtype) after one warm-up, each time
+//   printed: a steady workload to run under `perf record` (no PyTorch, no other dtype, no generation).
 //        build/bench/gpt_step [samples] [notorch] --device cuda [--batch N]
 //   On the GPU: the same training step with the model and the batch on cuda:0, in float32 and under
 //   AutocastGuard(bf16), each step ended by cuda::synchronize(), against gpt_step_torch.py's `train-cuda`
@@ -226,7 +229,8 @@ int cuda_main(int samples, bool torch, int64_t batch) {
 
 int main(int argc, char** argv) {
   int samples = 5;
-  bool torch = true, profile = false, gpu = false;
+  bool torch = true, profile = false, gpu = false, steps_only = false;
+  int threads_only = 1;
   std::optional<cpu::IsaGuard> no_bf16_dot;
   int64_t batch = kBatch;
   DType dtype = DType::Float32;
@@ -236,6 +240,10 @@ int main(int argc, char** argv) {
       torch = false;
     } else if (a == "profile") {
       profile = true;
+    } else if (a == "steps") {
+      steps_only = true;
+    } else if (a == "--threads" && i + 1 < argc) {
+      threads_only = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--device" && i + 1 < argc) {
       const std::string d = argv[++i];
       SACCADE_CHECK(d == "cuda" || d == "cpu", "gpt_step: --device cpu or cuda, got {}", d);
@@ -258,6 +266,17 @@ int main(int argc, char** argv) {
     return profile_cost(s, samples);
   }
   if (gpu) return cuda_main(samples, torch, batch);
+  if (steps_only) {
+    set_num_threads(threads_only);
+    Setup s;
+    s.step(dtype);
+    for (int i = 0; i < samples; ++i) {
+      auto t0 = sb::Clock::now();
+      s.step(dtype);
+      std::printf("step %d: %.1f ms\n", i + 1, 1e3 * sb::seconds_since(t0));
+    }
+    return 0;
+  }
   torch = torch && sb::torch_available();
   if (dtype != DType::Float32) return run_dtype(dtype, samples, torch);
   const std::string script = std::string(SACCADE_BENCH_DIR) + "/gpt_step_torch.py";
