@@ -109,6 +109,24 @@ SACCADE_HOST_DEVICE inline float erf_float(float x) {
   return static_cast<float>(p / q);
 }
 
+/// erf_float's rational fit evaluated in float: within 5e-7 of erf (8 float ulp near 1) and about three
+/// times as fast (no double division). Enough for a result stored in 16 bits (bfloat16's half ulp is 2^-9
+/// relative, float16's 2^-12): the CPU's 16-bit GELU kernels use it (Gelu16, GeluGrad16 below).
+SACCADE_HOST_DEVICE inline float erf_float_single(float x) {
+  constexpr float a1 = -1.60960333262415e-02f, a3 = -2.95459980854025e-03f, a5 = -7.34990630326855e-04f,
+                  a7 = -5.69250639462346e-05f, a9 = -2.10102402082508e-06f, a11 = 2.77068142495902e-08f,
+                  a13 = -2.72614225801306e-10f;
+  constexpr float b0 = -1.42647390514189e-02f, b2 = -7.37332916720468e-03f, b4 = -1.68282697438203e-03f,
+                  b6 = -2.13374055278905e-04f, b8 = -1.45660718464996e-05f;
+  constexpr uint32_t kClamp = 0x40800000u, kInf = 0x7f800000u;  // the bits of 4.0f and +inf
+  const uint32_t bits = float_bits(x), mag = bits & 0x7fffffffu;
+  const uint32_t clamped = (mag > kClamp) & (mag <= kInf) ? kClamp : mag;  // NaN (mag > kInf) passes through
+  const float c = bits_float((bits & 0x80000000u) | clamped), c2 = c * c;
+  const float p = c * ((((((a13 * c2 + a11) * c2 + a9) * c2 + a7) * c2 + a5) * c2 + a3) * c2 + a1);
+  const float q = (((b8 * c2 + b6) * c2 + b4) * c2 + b2) * c2 + b0;
+  return p / q;
+}
+
 // ---- unary: out = f(x) ----
 
 template <class T>
@@ -193,6 +211,19 @@ struct GeluGrad {
     const T u = x * T(0.70710678118654752440), h = T(-0.5) * x * x;
     return T(0.5) * (T(1) + (kVectorFloat<T> ? T(erf_float(float(u))) : std::erf(u))) +
            x * T(0.39894228040143267794) * (kVectorFloat<T> ? T(exp_nonpositive(float(h))) : std::exp(h));
+  }
+};
+/// Gelu and GeluGrad in float for results stored in 16 bits (erf_float_single): the CPU's bfloat16 and
+/// float16 kernels (ops/cpu/elementwise.cpp).
+struct Gelu16 {
+  float operator()(float x) const {
+    return 0.5f * x * (1.0f + erf_float_single(x * 0.70710678118654752440f));
+  }
+};
+struct GeluGrad16 {
+  float operator()(float x) const {
+    return 0.5f * (1.0f + erf_float_single(x * 0.70710678118654752440f)) +
+           x * 0.39894228040143267794f * exp_nonpositive(-0.5f * x * x);
   }
 };
 /// -1, 0 or 1 (0 for NaN).
