@@ -22,10 +22,11 @@ void check_float(const char* op, const Tensor& t, const char* what = "input") {
                 t.dtype(), t.shape());
 }
 
-// NOTE: the 16-bit (bfloat16, float16) paths of the row kernels below (softmax, layer_norm, dropout) and of
-// flash attention on CUDA (ops/attention.cpp) are the readable version: they widen the whole inputs to
-// float32 here, run the float32 kernel, and round the result once. Statistics (layer_norm's mean and rstd,
-// attention's lse) stay float32. Kernels that widen tile by tile inside are a follow-up.
+// NOTE: the 16-bit (bfloat16, float16) paths of the row kernels below (softmax, layer_norm; dropout on CUDA,
+// the CPU's converts block by block) and of flash attention on CUDA (ops/attention.cpp) are the readable
+// version: they widen the whole inputs to float32 here, run the float32 kernel, and round the result once.
+// Statistics (layer_norm's mean and rstd, attention's lse) stay float32. Kernels that widen tile by tile
+// inside are a follow-up.
 
 // Runs the (rows, n) softmax kernel along `dim`: the dim is moved last, the rest flattened into rows.
 Tensor softmax_impl(const Tensor& x, int64_t dim, bool log, const char* op) {
@@ -287,7 +288,9 @@ DropoutResult dropout(const Tensor& x, double p, bool training, Generator* gen) 
   check_float("dropout", x);
   SACCADE_CHECK(p >= 0 && p < 1, "dropout: p must be in [0, 1), got {} (input shape {})", p, x.shape());
   if (!training || p == 0) return {x, Tensor()};
-  if (is_half(x.dtype())) {  // the same draws as float32's; out rounded once, mask (0 or 1/(1-p)) rounded
+  // 16-bit on CUDA: the readable route (the CPU kernel converts block by block itself); the same draws as
+  // float32's, out rounded once, mask (0 or 1/(1-p)) rounded
+  if (is_half(x.dtype()) && !x.device().is_cpu()) {
     DropoutResult r = dropout(f32(x), p, training, gen);
     return {r.out.to(x.dtype()), r.mask.to(x.dtype())};
   }

@@ -8,8 +8,10 @@
 #include "ops/cpu/random.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <type_traits>
+#include <vector>
 
 #include "ops/cpu/backend.h"
 #include "ops/cpu/loop.h"
@@ -142,23 +144,44 @@ void CpuBackend::uniform(const Tensor& out, uint64_t seed, uint64_t offset, doub
 }
 
 // x, out, mask: (n) contiguous; the multipliers and the product a block at a time, while the block is in
-// cache.
+// cache. 16-bit x: the float32 kernel's numbers (float multipliers, x · m in float rounded once; the mask
+// rounded), without whole-tensor float32 copies.
 void CpuBackend::dropout(const Tensor& x, uint64_t seed, uint64_t offset, double p, const Tensor& out,
                          const Tensor& mask) {
-  dispatch_floating(x.dtype(), "dropout", [&]<class T>() {
-    const T *xs = x.data<T>(), pt = static_cast<T>(p), scale = static_cast<T>(1.0 / (1.0 - p));
+  dispatch_floating_and_half(x.dtype(), "dropout", [&]<class T>() {
+    using C = compute_t<T>;
+    const T* xs = x.data<T>();
+    const C pt = static_cast<C>(p), scale = static_cast<C>(1.0 / (1.0 - p));
     T *o = out.data<T>(), *m = mask.data<T>();
     parallel_for(0, x.numel(), kGrain / 16, [&](int64_t b, int64_t e) {
       constexpr int64_t kBlock = 4096;
       for (int64_t i0 = b; i0 < e; i0 += kBlock) {
         const int64_t len = std::min(kBlock, e - i0);
-        dropout_multipliers<T>(seed, offset + static_cast<uint64_t>(i0), len, pt, scale, m + i0);
-        with_isa([=] {
-          const T* __restrict xi = xs + i0, * __restrict mi = m + i0;
-          T* __restrict oi = o + i0;
+        if constexpr (std::is_same_v<T, C>) {
+          dropout_multipliers<T>(seed, offset + static_cast<uint64_t>(i0), len, pt, scale, m + i0);
+          with_isa([=] {
+            const T* __restrict xi = xs + i0, * __restrict mi = m + i0;
+            T* __restrict oi = o + i0;
 #pragma omp simd
-          for (int64_t c = 0; c < len; ++c) oi[c] = xi[c] * mi[c];
-        });
+            for (int64_t c = 0; c < len; ++c) oi[c] = xi[c] * mi[c];
+          });
+        } else {  // the block's float multipliers; the mask's 16 bits are those of 0 or of scale, rounded
+          alignas(64) C wide[kBlock];
+          dropout_multipliers<C>(seed, offset + static_cast<uint64_t>(i0), len, pt, scale, wide);
+          const uint16_t kept = std::bit_cast<uint16_t>(static_cast<T>(scale));
+          const C* wp = wide;
+          with_isa([=] {
+            const T* __restrict xi = xs + i0;
+            const C* __restrict wi = wp;
+            T* __restrict oi = o + i0;
+            uint16_t* __restrict mi = reinterpret_cast<uint16_t*>(m + i0);
+#pragma omp simd
+            for (int64_t c = 0; c < len; ++c) {
+              oi[c] = static_cast<T>(static_cast<C>(xi[c]) * wi[c]);
+              mi[c] = wi[c] != C(0) ? kept : uint16_t{0};
+            }
+          });
+        }
       }
     });
   });
