@@ -276,16 +276,23 @@ void run_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float
                    }
                  });
                });
-  // Blocks of kMC rows; when there are fewer than two a thread, each is also split into column groups.
-  const int64_t row_blocks = (m + kMC - 1) / kMC, threads = pool_size();
+  // Blocks of kMC rows; when there are fewer than two a thread, smaller blocks (whole register tiles), and
+  // only when even those are fewer, column groups. Rows first: a task packs only its own rows of A, where
+  // column groups each pack the block's whole A (for dW = gᵀ x of the GPT, A is gᵀ: 128 × 4096, packed
+  // four times over at 2 threads).
+  const int64_t threads = pool_size();
+  int64_t mc = kMC;
+  if (threads > 1 && (m + kMC - 1) / kMC < 2 * threads)
+    mc = std::min(kMC, std::max(kMR, (m + 2 * threads - 1) / (2 * threads) + kMR - 1) / kMR * kMR);
+  const int64_t row_blocks = (m + mc - 1) / mc;
   const int64_t groups = threads > 1 && row_blocks < 2 * threads
                              ? std::min(P.panels, (2 * threads + row_blocks - 1) / row_blocks)
                              : 1;
-  const int64_t task_cost = std::max<int64_t>(1, std::min(kMC, m) * (n / groups + 1) * k);
+  const int64_t task_cost = std::max<int64_t>(1, std::min(mc, m) * (n / groups + 1) * k);
   parallel_for(0, row_blocks * groups, (kGrain + task_cost - 1) / task_cost, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t ib = t / groups, g = t % groups;
-      compute_block(P, ib * kMC, std::min(m, (ib + 1) * kMC), g * P.panels / groups,
+      compute_block(P, ib * mc, std::min(m, (ib + 1) * mc), g * P.panels / groups,
                     (g + 1) * P.panels / groups);
     }
   });
