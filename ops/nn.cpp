@@ -9,6 +9,7 @@
 #include "ops/backend.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
+#include "ops/index.h"
 #include "ops/reduce.h"
 #include "ops/widen.h"
 
@@ -350,11 +351,21 @@ CrossEntropyForward cross_entropy_forward(const Tensor& logits, const Tensor& ta
   Tensor kept = ne(target, static_cast<double>(ignore_index)).view({n, 1});
   Tensor hit = logical_and(
       eq(arange(0, static_cast<double>(c), 1, DType::Int64, dev).view({1, c}), target.view({n, 1})), kept);
+  CrossEntropyForward r;
+  r.log_probs = log_softmax(logits, 1);
+  if (eps == 0) {
+    // q is the one-hot target (a cast of `hit`), and loss_i = -log p_i[t_i] on kept rows: a gather of N
+    // log-probabilities instead of the (N, C) products below (the same numbers: the other terms are 0)
+    Tensor safe = where(kept.view({n}), target, scalar_tensor(0, DType::Int64, dev));  // ignore_index -> 0
+    Tensor picked = gather(r.log_probs, 1, safe.view({n, 1})).view({n});
+    r.loss = reduce_loss(neg(where(kept.view({n}), picked, scalar_tensor(0, dt, dev))), reduction, count);
+    r.weights = hit.to(dt);
+    r.count = count;
+    return r;
+  }
   Tensor q =
       where(hit, scalar_tensor(1 - eps + eps / static_cast<double>(c), dt, dev),
             where(kept, scalar_tensor(eps / static_cast<double>(c), dt, dev), scalar_tensor(0, dt, dev)));
-  CrossEntropyForward r;
-  r.log_probs = log_softmax(logits, 1);
   // where, not a plain product: 0 · (-inf) from a masked-out logit would be NaN
   Tensor terms = where(ne(q, 0.0), mul(q, r.log_probs), scalar_tensor(0, dt, dev));
   r.loss = reduce_loss(neg(sum(terms, {1})), reduction, count);
