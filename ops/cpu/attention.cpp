@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "ops/cpu/backend.h"
+#include "ops/cpu/bf16_lanes.h"
 #include "ops/cpu/blas_check.h"
 #include "ops/cpu/flash_tiles.h"
 #include "ops/cpu/random.h"
@@ -371,12 +372,16 @@ void widen_rows(const Tensor& t, int64_t b, int64_t h, int64_t r0, int64_t r1, i
   const T* p = head<T>(t, b, h);
   const int64_t l = ld(t);
   for (int64_t r = r0; r < r1; ++r) {
-    const T* __restrict src = p + r * l;
     float* __restrict dst = out + r * cols;
-    with_isa([=] {
+    if constexpr (std::is_same_v<T, bfloat16>) {
+      const uint16_t* __restrict src = reinterpret_cast<const uint16_t*>(p + r * l);
+      with_isa([=] {
 #pragma omp simd
-      for (int64_t c = 0; c < cols; ++c) dst[c] = static_cast<float>(src[c]);
-    });
+        for (int64_t c = 0; c < cols; ++c) dst[c] = bf16_widen(src[c]);
+      });
+    } else {
+      for (int64_t c = 0; c < cols; ++c) dst[c] = static_cast<float>(p[r * l + c]);
+    }
   }
 }
 template <class T>
@@ -390,8 +395,18 @@ void store_head(const std::vector<float>& src, int64_t cols, const Tensor& t, in
                 int64_t r0, int64_t r1) {
   T* p = head<T>(t, b, h);
   const int64_t l = ld(t);
-  for (int64_t r = r0; r < r1; ++r)
-    for (int64_t c = 0; c < cols; ++c) p[r * l + c] = static_cast<T>(src[static_cast<size_t>(r * cols + c)]);
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* __restrict from = src.data() + r * cols;
+    if constexpr (std::is_same_v<T, bfloat16>) {
+      uint16_t* __restrict dst = reinterpret_cast<uint16_t*>(p + r * l);
+      with_isa([=] {
+#pragma omp simd
+        for (int64_t c = 0; c < cols; ++c) dst[c] = bf16_round(from[c]);
+      });
+    } else {
+      for (int64_t c = 0; c < cols; ++c) p[r * l + c] = static_cast<T>(from[c]);
+    }
+  }
 }
 
 // Work worth a thread team (the flop count of the tile products); below it the kernel runs on one thread.

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ops/cpu/backend.h"
+#include "ops/cpu/bf16_lanes.h"
 #include "ops/cpu/loop.h"
 #include "ops/cpu/simd.h"
 #include "ops/philox.h"
@@ -170,17 +171,25 @@ void CpuBackend::dropout(const Tensor& x, uint64_t seed, uint64_t offset, double
           dropout_multipliers<C>(seed, offset + static_cast<uint64_t>(i0), len, pt, scale, wide);
           const uint16_t kept = std::bit_cast<uint16_t>(static_cast<T>(scale));
           const C* wp = wide;
-          with_isa([=] {
-            const T* __restrict xi = xs + i0;
-            const C* __restrict wi = wp;
-            T* __restrict oi = o + i0;
-            uint16_t* __restrict mi = reinterpret_cast<uint16_t*>(m + i0);
+          if constexpr (std::is_same_v<T, bfloat16>) {  // branch-free conversions (bf16_lanes.h)
+            with_isa([=] {
+              const uint16_t* __restrict xi = reinterpret_cast<const uint16_t*>(xs + i0);
+              const float* __restrict wi = wp;
+              uint16_t* __restrict oi = reinterpret_cast<uint16_t*>(o + i0);
+              uint16_t* __restrict mi = reinterpret_cast<uint16_t*>(m + i0);
 #pragma omp simd
+              for (int64_t c = 0; c < len; ++c) {
+                oi[c] = bf16_round(bf16_widen(xi[c]) * wi[c]);
+                mi[c] = wi[c] != 0.0f ? kept : uint16_t{0};
+              }
+            });
+          } else {
+            uint16_t* mi = reinterpret_cast<uint16_t*>(m + i0);
             for (int64_t c = 0; c < len; ++c) {
-              oi[c] = static_cast<T>(static_cast<C>(xi[c]) * wi[c]);
-              mi[c] = wi[c] != C(0) ? kept : uint16_t{0};
+              o[i0 + c] = static_cast<T>(static_cast<C>(xs[i0 + c]) * wp[c]);
+              mi[c] = wp[c] != C(0) ? kept : uint16_t{0};
             }
-          });
+          }
         }
       }
     });
