@@ -3,6 +3,7 @@
 // leading dimensions past the columns, alpha and beta, 1 and 2 threads, at every width this CPU runs: with
 // VDPBF16PS when it has AVX512-BF16, and widened to float under IsaGuard(AVX-512 / AVX2 / baseline).
 // Bound: f32 sums of exact bf16 products, so |got - exact| <= (k + 2) 2^-24 (|alpha| Σ|a b| + |beta c|).
+#include <array>
 #include <bit>
 #include <cmath>
 #include <random>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "helpers.h"
+#include "ops/cpu/flash_tiles_bf16.h"
 #include "ops/cpu/gemm_bf16.h"
 #include "ops/cpu/gemm_half.h"
 #include "ops/cpu/gemm_ladder/blocked.h"
@@ -229,4 +231,37 @@ TEST_CASE("gemm_bf16: the bf16 matmul route (gemm_half) agrees with the readable
     differ += got[i].bits != want[i].bits;
   }
   CHECK(differ < m * n / 10);  // the sums differ by f32 rounding only, so nearly all round alike
+}
+
+TEST_CASE("flash attention's bf16 tile product (VDPBF16PS) against the widened float sums",
+          "[ops][gemm_bf16][flash]") {
+  if (!cpu::dot_rows_bf16_available(2)) {
+    WARN("no AVX512-BF16 on this CPU: the kernel is not used, nothing to test");
+    return;
+  }
+  CHECK_FALSE(cpu::dot_rows_bf16_available(3));  // odd head dims take the float32 route
+  for (auto [nr, nc, d] :
+       std::vector<std::array<int64_t, 3>>{{7, 64, 32}, {64, 40, 32}, {3, 1, 2}, {5, 17, 64}}) {
+    INFO("nr " << nr << " nc " << nc << " d " << d);
+    const int64_t lda = d + 6, ldb = d + 2, lds = 70;  // row strides past the rows
+    const auto a = random_bf16(nr * lda, static_cast<uint32_t>(nr + d)),
+               b = random_bf16(nc * ldb, static_cast<uint32_t>(nc + d));
+    std::vector<float> s(static_cast<size_t>(nr * lds), -7.0f);
+    std::vector<uint32_t> scratch(static_cast<size_t>(d / 2 * 64));
+    cpu::dot_rows_bf16(nr, nc, d, 0.5f, a.data(), lda, b.data(), ldb, s.data(), lds, scratch.data());
+    for (int64_t i = 0; i < nr; ++i)
+      for (int64_t j = 0; j < lds; ++j) {
+        if (j >= nc) {  // past nc: left alone
+          CHECK(s[i * lds + j] == -7.0f);
+          continue;
+        }
+        double want = 0, mag = 0;
+        for (int64_t p = 0; p < d; ++p) {
+          want += widen(a[i * lda + p]) * widen(b[j * ldb + p]);
+          mag += std::abs(widen(a[i * lda + p]) * widen(b[j * ldb + p]));
+        }
+        // exact products, float32 sums: within d float32 roundings of the magnitude
+        CHECK(std::abs(s[i * lds + j] - 0.5 * want) <= 0.5 * mag * d * 0x1p-24 + 1e-30);
+      }
+  }
 }
