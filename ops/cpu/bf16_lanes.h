@@ -14,7 +14,9 @@ inline uint16_t bf16_round(float f) {
   const uint32_t u = std::bit_cast<uint32_t>(f);
   const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
   const uint32_t nan = (u >> 16) | 0x0040u;
-  return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
+  // a mask, not a ?: select, which GCC turned back into a branch inside longer loops
+  const uint32_t is_nan = 0u - static_cast<uint32_t>((u & 0x7fffffffu) > 0x7f800000u);
+  return static_cast<uint16_t>((rounded & ~is_nan) | (nan & is_nan));
 }
 
 /// The float of bfloat16 bits h (exact).

@@ -180,7 +180,7 @@ void CpuBackend::dropout(const Tensor& x, uint64_t seed, uint64_t offset, double
 #pragma omp simd
               for (int64_t c = 0; c < len; ++c) {
                 oi[c] = bf16_round(bf16_widen(xi[c]) * wi[c]);
-                mi[c] = wi[c] != 0.0f ? kept : uint16_t{0};
+                mi[c] = static_cast<uint16_t>(kept & (0u - static_cast<uint32_t>(wi[c] != 0.0f)));
               }
             });
           } else {
