@@ -112,17 +112,50 @@ inline void kernel_float(int64_t pairs, const uint32_t* ap, const uint32_t* bp, 
   }
 }
 
+// NOTE: GCC 12's avx512fintrin.h warns maybe-uninitialized inside its own shift intrinsics (their `__Y = __Y`
+// undefined pass-through operand), a false positive (as in random.cpp)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 // The micro-kernel with VDPBF16PS (ladder step 4's dot_tile: a 12 × 32 float tile in 24 zmm; per pair of
 // k, two vectors of the B panel and a broadcast pair per row), then the tile's store with alpha and beta.
 // A comes from its packed panel `ap`, or, when `a` is set, from the matrix itself (dot_tile_rows).
 [[gnu::target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma"), gnu::noinline]] void kernel_dot(
     int64_t pairs, const uint32_t* ap, const uint16_t* a, int64_t lda, const uint32_t* bp, float* c,
-    int64_t ldc, int64_t mr, int64_t nr, float alpha, float beta, bool first) {
+    int64_t ldc, int64_t mr, int64_t nr, float alpha, float beta, bool first, bfloat16* c16 = nullptr,
+    int64_t ldc16 = 0) {
   __m512 acc[kMR][2];
   if (a)
     dot_tile_rows(pairs, a, lda, bp, acc);
   else
     ladder::dot_tile(pairs, ap, bp, acc);
+  if (c16) {  // the only k block of a bf16 C (beta 0): alpha · acc rounded once, straight into C
+    if (mr == kMR && nr == kNR) {
+      const __m512 va = _mm512_set1_ps(alpha);
+      const __m512i half = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
+      const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+      const __m512i quiet = _mm512_set1_epi32(0x40);
+#pragma GCC unroll 12
+      for (int r = 0; r < kMR; ++r)
+        for (int h = 0; h < 2; ++h) {
+          // bf16_lanes.h's bf16_round, 16 lanes at a time
+          const __m512i u = _mm512_castps_si512(_mm512_mul_ps(va, acc[r][h]));
+          const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), one);
+          __m512i b = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, half), odd), 16);
+          const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs_mask), inf);
+          b = _mm512_mask_or_epi32(b, nan, _mm512_srli_epi32(u, 16), quiet);
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(c16 + r * ldc16 + 16 * h), _mm512_cvtepi32_epi16(b));
+        }
+      return;
+    }
+    float tile[kMR][kNR];
+    for (int r = 0; r < kMR; ++r) {
+      _mm512_storeu_ps(tile[r], acc[r][0]);
+      _mm512_storeu_ps(tile[r] + 16, acc[r][1]);
+    }
+    for (int64_t r = 0; r < mr; ++r)
+      for (int64_t j = 0; j < nr; ++j) c16[r * ldc16 + j] = bfloat16(alpha * tile[r][j]);
+    return;
+  }
   if (mr == kMR && nr == kNR) {
     const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
 #pragma GCC unroll 12
@@ -145,6 +178,7 @@ inline void kernel_float(int64_t pairs, const uint32_t* ap, const uint32_t* bp, 
   }
   store_tile(tile, c, ldc, mr, nr, alpha, beta, first);
 }
+#pragma GCC diagnostic pop
 #endif
 
 // A grow-only buffer of 32-bit words, one per thread (the pool's threads keep theirs between calls).
@@ -187,6 +221,8 @@ void compute_block(const Problem& P, int64_t i0, int64_t i1, int64_t j0, int64_t
   float* local = P.c16 ? reinterpret_cast<float*>(scratch(cbuf, ccap, kMC * width)) : nullptr;
   float* const cbase = P.c16 ? local - j0 * kNR : nullptr;  // column jr*kNR of row r at cbase + r*width
   const int64_t ldc = P.c16 ? width : P.ldc;
+  // one k block and VDPBF16PS: each tile rounds into a bf16 C from its registers (no float32 pass)
+  const bool direct16 = P.c16 && P.dot && P.k <= kKC;
   with_isa([&] {
     for (int64_t ib = i0; ib < i1; ib += kMC) {
       const int64_t mc = std::min(kMC, i1 - ib);
@@ -207,7 +243,9 @@ void compute_block(const Problem& P, int64_t i0, int64_t i1, int64_t j0, int64_t
 #ifdef SACCADE_LADDER_MICROKERNEL
             if (P.dot) {
               const uint16_t* a = in_place && mr == kMR ? P.a.p + (ib + ir) * P.a.ld + k0 : nullptr;
-              kernel_dot(pairs, ap + ir * pairs, a, P.a.ld, bpanel, c, ldc, mr, nr, P.alpha, P.beta, kb == 0);
+              bfloat16* c16 = direct16 ? P.c16 + (ib + ir) * P.ldc16 + jr * kNR : nullptr;
+              kernel_dot(pairs, ap + ir * pairs, a, P.a.ld, bpanel, c, ldc, mr, nr, P.alpha, P.beta, kb == 0,
+                         c16, P.ldc16);
               continue;
             }
 #endif
@@ -217,7 +255,7 @@ void compute_block(const Problem& P, int64_t i0, int64_t i1, int64_t j0, int64_t
           }
         }
       }
-      if (P.c16) {  // round the block's sums into C
+      if (P.c16 && !direct16) {  // round the block's sums into C
         const int64_t c0 = j0 * kNR, c1 = std::min(P.n, j1 * kNR);
         for (int64_t r = 0; r < mc; ++r)
           for (int64_t j = c0; j < c1; ++j) P.c16[(ib + r) * P.ldc16 + j] = bfloat16(cbase[r * ldc + j]);
