@@ -17,7 +17,9 @@
 //
 // The tile products are small GEMMs (cblas_sgemm / cblas_dgemm on one thread: Br·Bc·D <= 64³ keeps OpenBLAS
 // from starting its own threads inside ours); loop_gemm, the same products in plain vectorised loops, is the
-// measured alternative (flash_tiles.h, bench/flash_tiles).
+// measured alternative (flash_tiles.h, bench/flash_tiles). bfloat16 heads: the float32 kernel on widened
+// rows, except that S = Q Kᵀ and dP = dO Vᵀ, whose operands are both 16-bit, run on VDPBF16PS from the heads
+// themselves (flash_tiles_bf16.h; exact products, float32 sums); P and dS are never rounded to 16 bits.
 #include <cblas.h>
 
 #include <algorithm>

@@ -1,8 +1,9 @@
 // CPU random kernels over Philox: element i is made from block offset + i, so threads need no coordination.
 // The uniform draws (rand, dropout) make their Philox words at the machine's vector width: the ten rounds of
 // a scalar loop were the cost of dropout, in attention above all (bench/gpt_step's profile). On AVX-512 the
-// words come from philox16 (intrinsics: 16 counters in 32-bit lanes, 1.8 ns a word on the Zen 4 VM, where
-// GCC's vectorisation of the scalar function, which keeps 64-bit lanes for the products, takes 2.9).
+// words come from philox16 (intrinsics: 16 counters in 32-bit lanes; 1.8 ns a word on the Zen 4 VM before
+// its blends became masked shuffles, where GCC's vectorisation of the scalar function, which keeps 64-bit
+// lanes for the products, takes 2.9).
 //
 // Shapes: out (n) contiguous float32 or float64; element i uses Philox counter offset + i.
 #include "ops/cpu/random.h"
