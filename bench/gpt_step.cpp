@@ -22,6 +22,9 @@
 //   context T (default 512) and batch N (default 16): the activation peak of one step of each (the most bytes
 //   of tensor storage live during the step above the level before it, from the profiler's memory track, so
 //   parameters, gradients and AdamW's state are left out), then both steps' times alternated step by step.
+//        build/bench/gpt_step [samples] steps [--dtype bf16|f16] [--threads N]
+//   Only `samples` training steps of that dtype (float32 without --dtype) after one warm-up, each time
+//   printed: a steady workload to run under `perf record` (no PyTorch, no other dtype, no generation).
 //        build/bench/gpt_step [samples] [notorch] --device cuda [--batch N]
 //   On the GPU: the same training step with the model and the batch on cuda:0, in float32 and under
 //   AutocastGuard(bf16), each step ended by cuda::synchronize(), against gpt_step_torch.py's `train-cuda`
@@ -301,8 +304,9 @@ int cuda_main(int samples, bool torch, int64_t batch) {
 
 int main(int argc, char** argv) {
   int samples = 5;
-  bool torch = true, profile = false, gpu = false, checkpointed = false;
+  bool torch = true, profile = false, gpu = false, checkpointed = false, steps_only = false;
   int64_t context = 512;  // --checkpoint-activations' context
+  int threads_only = 1;
   std::optional<cpu::IsaGuard> no_bf16_dot;
   std::optional<int64_t> batch;
   DType dtype = DType::Float32;
@@ -312,6 +316,10 @@ int main(int argc, char** argv) {
       torch = false;
     } else if (a == "profile") {
       profile = true;
+    } else if (a == "steps") {
+      steps_only = true;
+    } else if (a == "--threads" && i + 1 < argc) {
+      threads_only = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--device" && i + 1 < argc) {
       const std::string d = argv[++i];
       SACCADE_CHECK(d == "cuda" || d == "cpu", "gpt_step: --device cpu or cuda, got {}", d);
@@ -339,6 +347,17 @@ int main(int argc, char** argv) {
   }
   if (gpu) return cuda_main(samples, torch, batch.value_or(kBatch));
   if (checkpointed) return checkpoint_cost(samples, batch.value_or(16), context);
+  if (steps_only) {
+    set_num_threads(threads_only);
+    Setup s;
+    s.step(dtype);
+    for (int i = 0; i < samples; ++i) {
+      auto t0 = sb::Clock::now();
+      s.step(dtype);
+      std::printf("step %d: %.1f ms\n", i + 1, 1e3 * sb::seconds_since(t0));
+    }
+    return 0;
+  }
   torch = torch && sb::torch_available();
   if (dtype != DType::Float32) return run_dtype(dtype, samples, torch);
   const std::string script = std::string(SACCADE_BENCH_DIR) + "/gpt_step_torch.py";

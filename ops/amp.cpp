@@ -2,6 +2,7 @@
 #include "ops/amp.h"
 
 #include "ops/backend.h"
+#include "ops/foreach.h"
 
 namespace saccade::ops {
 
@@ -21,9 +22,6 @@ void amp_foreach_non_finite_check_and_unscale_(const std::vector<Tensor>& grads,
   const Device device = found_inf.device();
   check_scalar(op, "found_inf", found_inf, DType::Float32, device);
   check_scalar(op, "inv_scale", inv_scale, DType::Float32, device);
-  std::vector<Tensor> dense;  // the kernel's contract: contiguous tensors
-  std::vector<std::pair<Tensor, Tensor>> copy_back;
-  dense.reserve(grads.size());
   for (size_t i = 0; i < grads.size(); ++i) {
     const Tensor& g = grads[i];
     SACCADE_CHECK(g.defined(), "{}: gradient {} is undefined", op, i);
@@ -34,16 +32,11 @@ void amp_foreach_non_finite_check_and_unscale_(const std::vector<Tensor>& grads,
         op, i, g.dtype());
     SACCADE_CHECK(g.device() == device, "{}: gradient {} is on {}, found_inf on {}", op, i, g.device(),
                   device);
-    if (g.numel() == 0) continue;
-    if (g.is_contiguous()) {
-      dense.push_back(g);
-    } else {
-      dense.push_back(g.contiguous());
-      copy_back.emplace_back(dense.back(), g);
-    }
   }
-  if (!dense.empty()) backend(device).amp_non_finite_check_and_unscale(dense, found_inf, inv_scale);
-  for (const auto& [src, dst] : copy_back) backend(device).copy(src, dst);
+  CopyBack copy_back;
+  const std::vector<Tensor> ts = dense(grads, &copy_back);
+  if (!ts.empty()) backend(device).amp_non_finite_check_and_unscale(ts, found_inf, inv_scale);
+  write_back(copy_back);
 }
 
 void amp_update_scale_(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf,

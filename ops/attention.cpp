@@ -7,6 +7,7 @@
 #include "ops/cuda/api.h"
 #include "ops/elementwise.h"
 #include "ops/nn.h"
+#include "ops/widen.h"
 
 namespace saccade::ops {
 
@@ -151,8 +152,7 @@ FlashAttentionForward flash_attention_forward(const Tensor& q, const Tensor& k, 
   // cuda::tensor_core_attention() sends them to the backend's tensor-core kernel (ops/cuda/attention_mma.cu).
   // The CPU kernel widens head by head itself (ops/cpu/attention.cpp).
   if (is_half(q.dtype()) && !q.device().is_cpu() && !cuda::tensor_core_attention()) {
-    FlashAttentionForward r = flash_attention_forward(q.to(DType::Float32), k.to(DType::Float32),
-                                                      v.to(DType::Float32), mask, scale, dropout);
+    FlashAttentionForward r = flash_attention_forward(f32(q), f32(k), f32(v), mask, scale, dropout);
     r.out = r.out.to(q.dtype());
     return r;
   }
@@ -216,8 +216,7 @@ void check_additive_scores(const char* op, const Tensor& qp, const Tensor& kp, c
 Tensor additive_attention_scores(const Tensor& qp, const Tensor& kp, const Tensor& w_v) {
   check_additive_scores("additive_attention_scores", qp, kp, w_v);
   if (is_half(qp.dtype()))  // 16 bits: float32 inside (tanh and the sum over A), the scores rounded once
-    return additive_attention_scores(qp.to(DType::Float32), kp.to(DType::Float32), w_v.to(DType::Float32))
-        .to(qp.dtype());
+    return additive_attention_scores(f32(qp), f32(kp), f32(w_v)).to(qp.dtype());
   Tensor scores = Tensor::empty({qp.size(0), qp.size(1), kp.size(1)}, qp.dtype(), qp.device());
   backend(qp.device()).additive_attention_scores(qp.contiguous(), kp.contiguous(), w_v.contiguous(), scores);
   return scores;
@@ -234,8 +233,7 @@ AdditiveScoresGrads additive_attention_scores_backward(const Tensor& gscores, co
                 gscores.defined() ? gscores.dtype() : qp.dtype(), s, qp.dtype());
   check_same_device(op, {&gscores, &qp});
   if (is_half(qp.dtype())) {  // float32 inside, each gradient rounded once
-    AdditiveScoresGrads r = additive_attention_scores_backward(
-        gscores.to(DType::Float32), qp.to(DType::Float32), kp.to(DType::Float32), w_v.to(DType::Float32));
+    AdditiveScoresGrads r = additive_attention_scores_backward(f32(gscores), f32(qp), f32(kp), f32(w_v));
     r.gqp = r.gqp.to(qp.dtype()), r.gkp = r.gkp.to(qp.dtype()), r.gw_v = r.gw_v.to(qp.dtype());
     return r;
   }

@@ -7,6 +7,7 @@
 #include "ops/elementwise.h"
 #include "ops/linalg.h"
 #include "ops/reduce.h"
+#include "ops/widen.h"
 
 namespace saccade::ops {
 
@@ -86,9 +87,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2 s
                   bias.shape(), bias.dtype(), weight.shape(), o, x.dtype());
   }
   if (is_half(x.dtype()))  // 16 bits: float32 inside, one rounding of the result (no 16-bit im2col yet)
-    return conv2d(x.to(DType::Float32), weight.to(DType::Float32),
-                  bias.defined() ? bias.to(DType::Float32) : bias, stride, padding)
-        .to(x.dtype());
+    return conv2d(f32(x), f32(weight), f32(bias), stride, padding).to(x.dtype());
   Window w = make_window("conv2d", x.shape(), {weight.size(2), weight.size(3)}, stride, padding, false);
   Tensor cols = im2col(x.contiguous(), w);
   // (O, CKK) @ (N, CKK, L): one weight for every n (CKK spelled out: -1 is ambiguous when O is 0)
@@ -125,9 +124,7 @@ Tensor conv2d_input_grad(const Tensor& grad_out, const Tensor& weight, const Sha
   check_same_device(op, {&grad_out, &weight});
   Window w = check_conv_grad(op, grad_out, input_shape, weight.shape(), weight.dtype(), stride, padding);
   if (is_half(weight.dtype()))  // float32 inside, rounded once
-    return conv2d_input_grad(grad_out.to(DType::Float32), weight.to(DType::Float32), input_shape, stride,
-                             padding)
-        .to(weight.dtype());
+    return conv2d_input_grad(f32(grad_out), f32(weight), input_shape, stride, padding).to(weight.dtype());
   const int64_t n = input_shape[0], o = weight.size(0);
   const int64_t ckk = checked_mul(checked_mul(input_shape[1], w.kh, op), w.kw, op);
   // dcols = W^T (CKK, O) @ g[n] (O, L), scattered back onto the input by col2im.
@@ -145,9 +142,7 @@ Tensor conv2d_weight_grad(const Tensor& x, const Tensor& grad_out, const Shape& 
   check_same_device(op, {&grad_out, &x});
   Window w = check_conv_grad(op, grad_out, x.shape(), weight_shape, x.dtype(), stride, padding);
   if (is_half(x.dtype()))  // float32 inside, rounded once
-    return conv2d_weight_grad(x.to(DType::Float32), grad_out.to(DType::Float32), weight_shape, stride,
-                              padding)
-        .to(x.dtype());
+    return conv2d_weight_grad(f32(x), f32(grad_out), weight_shape, stride, padding).to(x.dtype());
   const int64_t n = x.size(0), o = weight_shape[0];
   // dW = Σ_n g[n] (O, L) @ cols[n]^T (L, CKK); cols is recomputed rather than saved (kh*kw times x's size).
   Tensor cols = im2col(x.contiguous(), w);
@@ -162,6 +157,13 @@ Conv2dGrads conv2d_backward(const Tensor& grad_out, const Tensor& x, const Tenso
   SACCADE_CHECK(
       weight.defined() && weight.dim() == 4 && weight.size(1) == x.size(1) && weight.dtype() == x.dtype(),
       "conv2d_backward: weight of shape {} does not fit input of shape {}", weight.shape(), x.shape());
+  if (is_half(x.dtype())) {  // float32 inside, each gradient rounded once to x's dtype
+    Conv2dGrads r = conv2d_backward(f32(grad_out), f32(x), f32(weight), stride, padding, need_input,
+                                    need_weight, need_bias);
+    for (Tensor* t : {&r.grad_input, &r.grad_weight, &r.grad_bias})
+      if (t->defined()) *t = t->to(x.dtype());
+    return r;
+  }
   Window w =
       make_window("conv2d_backward", x.shape(), {weight.size(2), weight.size(3)}, stride, padding, false);
   check_grad_shape("conv2d_backward", grad_out, {x.size(0), weight.size(0), w.oh, w.ow});
@@ -176,7 +178,7 @@ ValuesIndices max_pool2d(const Tensor& x, Size2 kernel, Size2 stride, Size2 padd
   // x: (N, C, H, W) -> values, indices: (N, C, OH, OW)
   check_nchw("max_pool2d", x);
   if (is_half(x.dtype())) {  // the max of 16-bit values is one of them: widening is exact
-    ValuesIndices r = max_pool2d(x.to(DType::Float32), kernel, stride, padding);
+    ValuesIndices r = max_pool2d(f32(x), kernel, stride, padding);
     r.values = r.values.to(x.dtype());
     return r;
   }
@@ -205,7 +207,7 @@ Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const 
                   input_shape[3]);
   }
   if (is_half(grad_out.dtype()))  // float32 sums, rounded once
-    return max_pool2d_backward(grad_out.to(DType::Float32), indices, input_shape).to(grad_out.dtype());
+    return max_pool2d_backward(f32(grad_out), indices, input_shape).to(grad_out.dtype());
   Tensor gx = Tensor::empty(input_shape, grad_out.dtype(), grad_out.device());
   backend(gx.device()).max_pool2d_backward(grad_out.contiguous(), indices.contiguous(), gx);
   return gx;
@@ -215,7 +217,7 @@ Tensor avg_pool2d(const Tensor& x, Size2 kernel, Size2 stride, Size2 padding) {
   // x: (N, C, H, W) -> (N, C, OH, OW)
   check_nchw("avg_pool2d", x);
   if (is_half(x.dtype()))  // float32 means, rounded once
-    return avg_pool2d(x.to(DType::Float32), kernel, stride, padding).to(x.dtype());
+    return avg_pool2d(f32(x), kernel, stride, padding).to(x.dtype());
   Window w = make_window("avg_pool2d", x.shape(), kernel, stride, padding, true);
   Tensor out = Tensor::empty({x.size(0), x.size(1), w.oh, w.ow}, x.dtype(), x.device());
   backend(x.device()).avg_pool2d(x.contiguous(), out, w.kh, w.kw, w.sh, w.sw, w.ph, w.pw);
@@ -231,8 +233,7 @@ Tensor avg_pool2d_backward(const Tensor& grad_out, const Shape& input_shape, Siz
   Window w = make_window(op, input_shape, kernel, stride, padding, true);
   check_grad_shape(op, grad_out, {input_shape[0], input_shape[1], w.oh, w.ow});
   if (is_half(grad_out.dtype()))
-    return avg_pool2d_backward(grad_out.to(DType::Float32), input_shape, kernel, stride, padding)
-        .to(grad_out.dtype());
+    return avg_pool2d_backward(f32(grad_out), input_shape, kernel, stride, padding).to(grad_out.dtype());
   Tensor gx = Tensor::empty(input_shape, grad_out.dtype(), grad_out.device());
   backend(gx.device()).avg_pool2d_backward(grad_out.contiguous(), gx, w.kh, w.kw, w.sh, w.sw, w.ph, w.pw);
   return gx;

@@ -88,26 +88,35 @@ SACCADE_HOST_DEVICE inline float exp_nonpositive(float x) {
   return bits_float(float_bits(e * two_n) & keep);
 }
 
-/// erf for float, vectorisable: the rational x P(x²) / Q(x²) of Eigen's generic_fast_erf_float (a [13/8]
-/// minimax fit, as in TensorFlow and XLA) on x clamped to +-4 (where erf rounds to +-1 in float), evaluated
-/// in double: in float its rounding errors reach 4.7e-7 (8 ulp near 1), in double the result is within 1e-7
-/// of erf over every float (the fit's own 6.5e-8 plus the final rounding; tests/test_cpu_fast_paths.cpp). NaN
-/// propagates. Why: libm's erff is a scalar call per element and was 9 % of examples/gpt's training step
-/// (GELU, forward and backward). The clamp selects on the bits as integers, as tanh_float does.
-SACCADE_HOST_DEVICE inline float erf_float(float x) {
-  constexpr double a1 = -1.60960333262415e-02, a3 = -2.95459980854025e-03, a5 = -7.34990630326855e-04,
-                   a7 = -5.69250639462346e-05, a9 = -2.10102402082508e-06, a11 = 2.77068142495902e-08,
-                   a13 = -2.72614225801306e-10;
-  constexpr double b0 = -1.42647390514189e-02, b2 = -7.37332916720468e-03, b4 = -1.68282697438203e-03,
-                   b6 = -2.13374055278905e-04, b8 = -1.45660718464996e-05;
+/// The rational x P(x²) / Q(x²) of Eigen's generic_fast_erf_float (a [13/8] minimax fit, as in TensorFlow and
+/// XLA) on x clamped to +-4 (where erf rounds to +-1 in float), evaluated in R (double or float). NaN
+/// propagates. The clamp selects on the bits as integers, as tanh_float does.
+template <class R>
+SACCADE_HOST_DEVICE inline float erf_fit(float x) {
+  constexpr R a1 = R(-1.60960333262415e-02), a3 = R(-2.95459980854025e-03), a5 = R(-7.34990630326855e-04),
+              a7 = R(-5.69250639462346e-05), a9 = R(-2.10102402082508e-06), a11 = R(2.77068142495902e-08),
+              a13 = R(-2.72614225801306e-10);
+  constexpr R b0 = R(-1.42647390514189e-02), b2 = R(-7.37332916720468e-03), b4 = R(-1.68282697438203e-03),
+              b6 = R(-2.13374055278905e-04), b8 = R(-1.45660718464996e-05);
   constexpr uint32_t kClamp = 0x40800000u, kInf = 0x7f800000u;  // the bits of 4.0f and +inf
   const uint32_t bits = float_bits(x), mag = bits & 0x7fffffffu;
   const uint32_t clamped = (mag > kClamp) & (mag <= kInf) ? kClamp : mag;  // NaN (mag > kInf) passes through
-  const double c = bits_float((bits & 0x80000000u) | clamped), c2 = c * c;
-  const double p = c * ((((((a13 * c2 + a11) * c2 + a9) * c2 + a7) * c2 + a5) * c2 + a3) * c2 + a1);
-  const double q = (((b8 * c2 + b6) * c2 + b4) * c2 + b2) * c2 + b0;
+  const R c = bits_float((bits & 0x80000000u) | clamped), c2 = c * c;
+  const R p = c * ((((((a13 * c2 + a11) * c2 + a9) * c2 + a7) * c2 + a5) * c2 + a3) * c2 + a1);
+  const R q = (((b8 * c2 + b6) * c2 + b4) * c2 + b2) * c2 + b0;
   return static_cast<float>(p / q);
 }
+
+/// erf for float, vectorisable: erf_fit evaluated in double. In float its rounding errors reach 4.7e-7 (8 ulp
+/// near 1); in double the result is within 1e-7 of erf over every float (the fit's own 6.5e-8 plus the final
+/// rounding; tests/test_cpu_fast_paths.cpp). Why: libm's erff is a scalar call per element and was 9 % of
+/// examples/gpt's training step (GELU, forward and backward).
+SACCADE_HOST_DEVICE inline float erf_float(float x) { return erf_fit<double>(x); }
+
+/// erf_fit evaluated in float: within 5e-7 of erf (8 float ulp near 1) and about three times as fast (no
+/// double division). Enough for a result stored in 16 bits (bfloat16's half ulp is 2^-9 relative, float16's
+/// 2^-12): the CPU's 16-bit GELU kernels use it (Gelu16, GeluGrad16 below).
+SACCADE_HOST_DEVICE inline float erf_float_single(float x) { return erf_fit<float>(x); }
 
 // ---- unary: out = f(x) ----
 
@@ -193,6 +202,19 @@ struct GeluGrad {
     const T u = x * T(0.70710678118654752440), h = T(-0.5) * x * x;
     return T(0.5) * (T(1) + (kVectorFloat<T> ? T(erf_float(float(u))) : std::erf(u))) +
            x * T(0.39894228040143267794) * (kVectorFloat<T> ? T(exp_nonpositive(float(h))) : std::exp(h));
+  }
+};
+/// Gelu and GeluGrad in float for results stored in 16 bits (erf_float_single): the CPU's bfloat16 and
+/// float16 kernels (ops/cpu/elementwise.cpp).
+struct Gelu16 {
+  float operator()(float x) const {
+    return 0.5f * x * (1.0f + erf_float_single(x * 0.70710678118654752440f));
+  }
+};
+struct GeluGrad16 {
+  float operator()(float x) const {
+    return 0.5f * (1.0f + erf_float_single(x * 0.70710678118654752440f)) +
+           x * 0.39894228040143267794f * exp_nonpositive(-0.5f * x * x);
   }
 };
 /// -1, 0 or 1 (0 for NaN).

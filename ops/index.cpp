@@ -4,6 +4,7 @@
 
 #include "ops/backend.h"
 #include "ops/elementwise.h"
+#include "ops/widen.h"
 
 namespace saccade::ops {
 
@@ -102,7 +103,7 @@ Tensor scatter_add(const Tensor& t, int64_t dim, const Tensor& index, const Tens
   check_bounds("scatter_add", index, t.dim() == 0 ? 1 : t.shape()[d], d);
   if (t.dim() == 0) return index_add(t.unsqueeze(0), 0, index.unsqueeze(0), src.unsqueeze(0)).squeeze(0);
   if (is_half(t.dtype()))  // accumulate in float32, round once (as index_add)
-    return scatter_add(t.to(DType::Float32), d, index, src.to(DType::Float32)).to(t.dtype());
+    return scatter_add(f32(t), d, index, f32(src)).to(t.dtype());
   Tensor out = t.clone();
   if (index.numel() == 0) return out;
   // the kernel needs out's sizes to equal index's outside dim; otherwise scatter into a zero buffer first
@@ -141,8 +142,7 @@ Tensor index_add(const Tensor& t, int64_t dim, const Tensor& index, const Tensor
   check_bounds("index_add", index, t.shape()[d], d);
   // 16-bit: accumulate in float32 (repeated indices, e.g. embedding's backward, would round at every add)
   // and round once at the end
-  if (is_half(t.dtype()))
-    return index_add(t.to(DType::Float32), d, index, src.to(DType::Float32)).to(t.dtype());
+  if (is_half(t.dtype())) return index_add(f32(t), d, index, f32(src)).to(t.dtype());
   Tensor out = t.clone();
   int64_t outer, inner;
   outer_inner(t.shape(), d, outer, inner);

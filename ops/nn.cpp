@@ -9,7 +9,9 @@
 #include "ops/backend.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
+#include "ops/index.h"
 #include "ops/reduce.h"
+#include "ops/widen.h"
 
 namespace saccade::ops {
 
@@ -21,12 +23,11 @@ void check_float(const char* op, const Tensor& t, const char* what = "input") {
                 t.dtype(), t.shape());
 }
 
-// NOTE: the 16-bit (bfloat16, float16) paths of the row kernels below (softmax, layer_norm, dropout) and of
-// flash attention on CUDA (ops/attention.cpp) are the readable version: they widen the whole inputs to
-// float32 here, run the float32 kernel, and round the result once. Statistics (layer_norm's mean and rstd,
-// attention's lse) stay float32. Kernels that widen tile by tile inside are a follow-up.
-Tensor f32(const Tensor& t) { return t.defined() ? t.to(DType::Float32) : t; }
-Tensor narrow_to(const Tensor& t, DType dt) { return t.defined() ? t.to(dt) : t; }
+// NOTE: the 16-bit (bfloat16, float16) paths of the row kernels below (softmax, layer_norm; dropout on CUDA,
+// the CPU's converts block by block) and of flash attention on CUDA (ops/attention.cpp) are the readable
+// version: they widen the whole inputs to float32 here, run the float32 kernel, and round the result once.
+// Statistics (layer_norm's mean and rstd, attention's lse) stay float32. Kernels that widen tile by tile
+// inside are a follow-up.
 
 // Runs the (rows, n) softmax kernel along `dim`: the dim is moved last, the rest flattened into rows.
 Tensor softmax_impl(const Tensor& x, int64_t dim, bool log, const char* op) {
@@ -288,7 +289,9 @@ DropoutResult dropout(const Tensor& x, double p, bool training, Generator* gen) 
   check_float("dropout", x);
   SACCADE_CHECK(p >= 0 && p < 1, "dropout: p must be in [0, 1), got {} (input shape {})", p, x.shape());
   if (!training || p == 0) return {x, Tensor()};
-  if (is_half(x.dtype())) {  // the same draws as float32's; out rounded once, mask (0 or 1/(1-p)) rounded
+  // 16-bit on CUDA: the readable route (the CPU kernel converts block by block itself); the same draws as
+  // float32's, out rounded once, mask (0 or 1/(1-p)) rounded
+  if (is_half(x.dtype()) && !x.device().is_cpu()) {
     DropoutResult r = dropout(f32(x), p, training, gen);
     return {r.out.to(x.dtype()), r.mask.to(x.dtype())};
   }
@@ -348,11 +351,21 @@ CrossEntropyForward cross_entropy_forward(const Tensor& logits, const Tensor& ta
   Tensor kept = ne(target, static_cast<double>(ignore_index)).view({n, 1});
   Tensor hit = logical_and(
       eq(arange(0, static_cast<double>(c), 1, DType::Int64, dev).view({1, c}), target.view({n, 1})), kept);
+  CrossEntropyForward r;
+  r.log_probs = log_softmax(logits, 1);
+  if (eps == 0) {
+    // q is the one-hot target (a cast of `hit`), and loss_i = -log p_i[t_i] on kept rows: a gather of N
+    // log-probabilities instead of the (N, C) products below (the same numbers: the other terms are 0)
+    Tensor safe = where(kept.view({n}), target, scalar_tensor(0, DType::Int64, dev));  // ignore_index -> 0
+    Tensor picked = gather(r.log_probs, 1, safe.view({n, 1})).view({n});
+    r.loss = reduce_loss(neg(where(kept.view({n}), picked, scalar_tensor(0, dt, dev))), reduction, count);
+    r.weights = hit.to(dt);
+    r.count = count;
+    return r;
+  }
   Tensor q =
       where(hit, scalar_tensor(1 - eps + eps / static_cast<double>(c), dt, dev),
             where(kept, scalar_tensor(eps / static_cast<double>(c), dt, dev), scalar_tensor(0, dt, dev)));
-  CrossEntropyForward r;
-  r.log_probs = log_softmax(logits, 1);
   // where, not a plain product: 0 · (-inf) from a masked-out logit would be NaN
   Tensor terms = where(ne(q, 0.0), mul(q, r.log_probs), scalar_tensor(0, dt, dev));
   r.loss = reduce_loss(neg(sum(terms, {1})), reduction, count);

@@ -8,6 +8,7 @@
 
 #include "ops/backend.h"
 #include "ops/creation.h"
+#include "ops/foreach.h"
 
 namespace saccade::ops {
 
@@ -24,18 +25,6 @@ void check_list(const char* op, const char* what, const std::vector<Tensor>& ts,
     SACCADE_CHECK(ts[i].device() == *device, "{}: {}[{}] is on {}, the other tensors on {}", op, what, i,
                   ts[i].device(), *device);
   }
-}
-
-// Contiguous versions of `ts` (the kernels' contract), with the pairs to copy back after an in-place kernel.
-std::vector<Tensor> dense(const std::vector<Tensor>& ts, std::vector<std::pair<Tensor, Tensor>>* copy_back) {
-  std::vector<Tensor> out;
-  out.reserve(ts.size());
-  for (const Tensor& t : ts) {
-    if (t.numel() == 0) continue;
-    out.push_back(t.is_contiguous() ? t : t.contiguous());
-    if (copy_back && !t.is_contiguous()) copy_back->emplace_back(out.back(), t);
-  }
-  return out;
 }
 
 }  // namespace
@@ -101,10 +90,10 @@ void foreach_mul_(const std::vector<Tensor>& tensors, const Tensor& scale) {
                 "{}: scale must be a one-element float tensor, got {} {}", op, scale.dtype(), scale.shape());
   std::optional<Device> device = scale.device();
   check_list(op, "tensors", tensors, device);
-  std::vector<std::pair<Tensor, Tensor>> copy_back;
+  CopyBack copy_back;
   std::vector<Tensor> ts = dense(tensors, &copy_back);
   if (!ts.empty()) backend(*device).foreach_mul(ts, scale.to(DType::Float64).contiguous());
-  for (const auto& [src, dst] : copy_back) backend(*device).copy(src, dst);
+  write_back(copy_back);
 }
 
 }  // namespace saccade::ops

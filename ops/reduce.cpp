@@ -7,6 +7,7 @@
 #include "ops/backend.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
+#include "ops/widen.h"
 
 namespace saccade::ops {
 
@@ -93,7 +94,7 @@ Tensor mean(const Tensor& a, const Shape& dims, bool keepdim) {
                 a.defined() ? dtype_name(a.dtype()) : "undefined", a.shape());
   Shape ds = normalize_dims(dims, a.dim(), "mean");
   // 16-bit: the sum and the division in float32, one rounding (not one for the sum and one for the quotient)
-  if (is_half(a.dtype())) return mean(a.to(DType::Float32), dims, keepdim).to(a.dtype());
+  if (is_half(a.dtype())) return mean(f32(a), dims, keepdim).to(a.dtype());
   return div(sum(a, dims, keepdim), static_cast<double>(count(a, ds)));
 }
 Tensor mean(const Tensor& a) { return mean(a, {}, false); }
@@ -147,7 +148,7 @@ Tensor var(const Tensor& a, const Shape& dims, bool unbiased, bool keepdim) {
   SACCADE_CHECK(a.defined() && is_floating(a.dtype()), "var: expected a float tensor, got {} of shape {}",
                 a.defined() ? dtype_name(a.dtype()) : "undefined", a.shape());
   Shape ds = normalize_dims(dims, a.dim(), "var");
-  if (is_half(a.dtype())) return var(a.to(DType::Float32), dims, unbiased, keepdim).to(a.dtype());  // as mean
+  if (is_half(a.dtype())) return var(f32(a), dims, unbiased, keepdim).to(a.dtype());  // as mean
   int64_t n = count(a, ds);
   Tensor centered = sub(a, mean(a, ds, true));
   Tensor ss = sum(mul(centered, centered), ds, keepdim);
@@ -161,7 +162,7 @@ Tensor logsumexp(const Tensor& a, const Shape& dims, bool keepdim) {
                 "logsumexp: expected a float tensor, got {} of shape {}",
                 a.defined() ? dtype_name(a.dtype()) : "undefined", a.shape());
   Shape ds = normalize_dims(dims, a.dim(), "logsumexp");
-  if (is_half(a.dtype())) return logsumexp(a.to(DType::Float32), dims, keepdim).to(a.dtype());  // as mean
+  if (is_half(a.dtype())) return logsumexp(f32(a), dims, keepdim).to(a.dtype());  // as mean
   Shape out_shape = keepdim ? a.shape() : drop_dims(a.shape(), ds);
   if (keepdim)
     for (int64_t d : ds) out_shape[static_cast<int>(d)] = 1;

@@ -3,6 +3,7 @@
 // leading dimensions past the columns, alpha and beta, 1 and 2 threads, at every width this CPU runs: with
 // VDPBF16PS when it has AVX512-BF16, and widened to float under IsaGuard(AVX-512 / AVX2 / baseline).
 // Bound: f32 sums of exact bf16 products, so |got - exact| <= (k + 2) 2^-24 (|alpha| Σ|a b| + |beta c|).
+#include <array>
 #include <bit>
 #include <cmath>
 #include <random>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "helpers.h"
+#include "ops/cpu/flash_tiles_bf16.h"
 #include "ops/cpu/gemm_bf16.h"
 #include "ops/cpu/gemm_half.h"
 #include "ops/cpu/gemm_ladder/blocked.h"
@@ -94,6 +96,7 @@ TEST_CASE("gemm_bf16: every transpose, odd sizes, alpha and beta, at every width
       {13, 37, 29, false, false, 1, 0},           // one edge tile each way, odd k
       {150, 33, 301, false, false, 0.5f, -1.5f},  // two row blocks, k over two blocks (odd)
       {7, 70, 520, false, false, -2, 1},          // few rows: column groups across threads; three k blocks
+      {40, 64, 130, false, false, 1, 0},  // even k: full row panels read in place, a 4-row edge packed
   };
   for (const auto& [name, cap] : kernels()) {
     std::unique_ptr<cpu::IsaGuard> guard;
@@ -135,26 +138,28 @@ TEST_CASE("gemm_bf16: a bf16 output with beta 0 rounds the float32 C of the same
           "[ops][gemm_bf16]") {
   // rows past one block of 144, k past one block of 256, a partial last panel of 32, ldc > n, 1 and 2
   // threads (2: row blocks split into column groups, each with its own float32 scratch)
-  const int64_t m = 150, n = 77, k = 600, ldc = 80;
+  // k = 200: one k block, whose tiles round into C from their registers (VDPBF16PS), edges included
+  const int64_t m = 150, n = 77, ldc = 80;
   const int saved = get_num_threads();
-  for (bool ta : {false, true})
-    for (int threads : {1, 2}) {
-      INFO("trans_a " << ta << ", threads " << threads);
-      set_num_threads(threads);
-      const auto a = random_bf16(m * k, 8), b = random_bf16(k * n, 9);
-      std::vector<float> want(m * ldc, 0.0f);
-      cpu::gemm_bf16(ta, false, m, n, k, 1.0f, a.data(), ta ? m : k, b.data(), n, 0.0f, want.data(), ldc);
-      std::vector<bfloat16> got(m * ldc, bfloat16(-7.0f));
-      cpu::gemm_bf16(ta, false, m, n, k, 1.0f, a.data(), ta ? m : k, b.data(), n, 0.0f, got.data(), ldc);
-      int bad = 0;
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = 0; j < ldc; ++j) {
-          const double g = widen(got[i * ldc + j]);
-          const double w = j < n ? widen(bfloat16(want[i * ldc + j])) : -7.0;  // past n: left alone
-          bad += g != w;
-        }
-      CHECK(bad == 0);
-    }
+  for (int64_t k : {600, 200})
+    for (bool ta : {false, true})
+      for (int threads : {1, 2}) {
+        INFO("k " << k << ", trans_a " << ta << ", threads " << threads);
+        set_num_threads(threads);
+        const auto a = random_bf16(m * k, 8), b = random_bf16(k * n, 9);
+        std::vector<float> want(m * ldc, 0.0f);
+        cpu::gemm_bf16(ta, false, m, n, k, 1.0f, a.data(), ta ? m : k, b.data(), n, 0.0f, want.data(), ldc);
+        std::vector<bfloat16> got(m * ldc, bfloat16(-7.0f));
+        cpu::gemm_bf16(ta, false, m, n, k, 1.0f, a.data(), ta ? m : k, b.data(), n, 0.0f, got.data(), ldc);
+        int bad = 0;
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < ldc; ++j) {
+            const double g = widen(got[i * ldc + j]);
+            const double w = j < n ? widen(bfloat16(want[i * ldc + j])) : -7.0;  // past n: left alone
+            bad += g != w;
+          }
+        CHECK(bad == 0);
+      }
   set_num_threads(saved);
 }
 
@@ -228,4 +233,37 @@ TEST_CASE("gemm_bf16: the bf16 matmul route (gemm_half) agrees with the readable
     differ += got[i].bits != want[i].bits;
   }
   CHECK(differ < m * n / 10);  // the sums differ by f32 rounding only, so nearly all round alike
+}
+
+TEST_CASE("flash attention's bf16 tile product (VDPBF16PS) against the widened float sums",
+          "[ops][gemm_bf16][flash]") {
+  if (!cpu::dot_rows_bf16_available(2)) {
+    WARN("no AVX512-BF16 on this CPU: the kernel is not used, nothing to test");
+    return;
+  }
+  CHECK_FALSE(cpu::dot_rows_bf16_available(3));  // odd head dims take the float32 route
+  for (auto [nr, nc, d] :
+       std::vector<std::array<int64_t, 3>>{{7, 64, 32}, {64, 40, 32}, {3, 1, 2}, {5, 17, 64}}) {
+    INFO("nr " << nr << " nc " << nc << " d " << d);
+    const int64_t lda = d + 6, ldb = d + 2, lds = 70;  // row strides past the rows
+    const auto a = random_bf16(nr * lda, static_cast<uint32_t>(nr + d)),
+               b = random_bf16(nc * ldb, static_cast<uint32_t>(nc + d));
+    std::vector<float> s(static_cast<size_t>(nr * lds), -7.0f);
+    std::vector<uint32_t> scratch(static_cast<size_t>(d / 2 * 64));
+    cpu::dot_rows_bf16(nr, nc, d, 0.5f, a.data(), lda, b.data(), ldb, s.data(), lds, scratch.data());
+    for (int64_t i = 0; i < nr; ++i)
+      for (int64_t j = 0; j < lds; ++j) {
+        if (j >= nc) {  // past nc: left alone
+          CHECK(s[i * lds + j] == -7.0f);
+          continue;
+        }
+        double want = 0, mag = 0;
+        for (int64_t p = 0; p < d; ++p) {
+          want += widen(a[i * lda + p]) * widen(b[j * ldb + p]);
+          mag += std::abs(widen(a[i * lda + p]) * widen(b[j * ldb + p]));
+        }
+        // exact products, float32 sums: within d float32 roundings of the magnitude
+        CHECK(std::abs(s[i * lds + j] - 0.5 * want) <= 0.5 * mag * d * 0x1p-24 + 1e-30);
+      }
+  }
 }

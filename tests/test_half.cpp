@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ops/cpu/bf16_lanes.h"
 #include "ops/creation.h"
 #include "ops/format.h"
 #include "tests/helpers.h"
@@ -54,6 +55,28 @@ TEST_CASE("bfloat16: rounding to nearest even, range, NaN", "[half]") {
   }
   CHECK(bf16_bits_to_float(0x3f80) == 1.0f);
   CHECK(static_cast<float>(bfloat16(3.0f)) == 3.0f);
+}
+
+TEST_CASE("bfloat16: the vectorisable conversions (cpu/bf16_lanes.h) give half.h's bits", "[half]") {
+  // every bf16 pattern, and floats just around each one and halfway to the next (ties both ways), NaNs
+  // with payloads in the dropped bits
+  for (uint32_t b = 0; b < 0x10000; ++b) {
+    const uint32_t u = b << 16;
+    REQUIRE(std::bit_cast<uint32_t>(cpu::bf16_widen(static_cast<uint16_t>(b))) == u);
+    for (uint32_t low : {0u, 1u, 0x7fffu, 0x8000u, 0x8001u, 0xffffu}) {
+      const float f = std::bit_cast<float>(u | low);
+      INFO("float bits " << (u | low));
+      REQUIRE(cpu::bf16_round(f) == float_to_bf16_bits(f));
+    }
+  }
+  // Tensor::to (the CPU copy's contiguous runs take these) against the struct, element by element
+  Tensor x = ops::mul(ops::randn({4099}), 1e4);
+  Tensor h = x.to(DType::BFloat16);
+  const auto xv = x.to_vector<float>();
+  const bfloat16* hp = h.data<bfloat16>();
+  for (size_t i = 0; i < xv.size(); ++i) REQUIRE(hp[i].bits == bfloat16(xv[i]).bits);
+  REQUIRE(testing::allclose(h.to(DType::Float32), x.to(DType::Float64).to(DType::BFloat16).to(DType::Float32),
+                            0, 0));
 }
 
 TEST_CASE("float16: rounding to nearest even, overflow to inf, subnormals, NaN", "[half]") {

@@ -155,6 +155,28 @@ TEST_CASE("16-bit embedding: the backward accumulates in float32", "[half]") {
   CHECK(w.grad().to_vector<double>()[3] == 0.0);
 }
 
+TEST_CASE("16-bit dropout on the CPU: float32's numbers rounded once, block by block", "[half]") {
+  // past one block of 4096 elements, on 1 and 2 threads, with NaN and inf among the inputs
+  const int saved = get_num_threads();
+  for (DType t : {DType::BFloat16, DType::Float16})
+    for (int threads : {1, 2}) {
+      INFO(dtype_name(t) << ", threads " << threads);
+      set_num_threads(threads);
+      Tensor x = ops::mul(randn16({3, 4500}, t, 17), 1e3);
+      Tensor flat = x.view({-1});
+      Tensor nan = flat.narrow(0, 17, 1), inf = flat.narrow(0, 4100, 1);
+      ops::fill_(nan, NAN);
+      ops::fill_(inf, INFINITY);
+      Generator g1(9), g2(9);
+      ops::DropoutResult d16 = ops::dropout(x, 0.3, true, &g1), d32 = ops::dropout(f32(x), 0.3, true, &g2);
+      REQUIRE(d16.out.dtype() == t);
+      // the bits of the widened route's results (NaN compared as NaN)
+      CHECK(allclose(d16.out, d32.out.to(t), 0, 0));
+      CHECK(allclose(d16.mask, d32.mask.to(t), 0, 0));
+    }
+  set_num_threads(saved);
+}
+
 TEST_CASE("16-bit dropout, cross_entropy and flash attention", "[half]") {
   for (DType t : {DType::BFloat16, DType::Float16}) {
     INFO(dtype_name(t));

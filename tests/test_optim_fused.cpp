@@ -142,6 +142,13 @@ TEST_CASE("optim fused: bad arguments name the op", "[optim][fused]") {
                                                  {ops::zeros({2, 3})}, {ops::zeros({2, 3})}, {1}, {}),
                          "contiguous");
   REQUIRE_THROWS_SACCADE(ops::adam_foreach_step_({Tensor()}, {a}, {a}, {a}, {1}, {}), "undefined");
+  // 16-bit parameters are refused by name (autocast keeps parameters and their Adam state float32)
+  for (DType half : {DType::BFloat16, DType::Float16}) {
+    Tensor h = a.to(half);
+    REQUIRE_THROWS_SACCADE(ops::adam_foreach_step_({h}, {h}, {h}, {h}, {1}, {}),
+                           fmt::format("adam_foreach_step_: entry 0: param {}", half));
+    REQUIRE_THROWS_SACCADE(ops::adam_foreach_step_({h}, {h}, {h}, {h}, {1}, {}), "float32 or float64");
+  }
   REQUIRE_THROWS_SACCADE(ops::foreach_pow_sum({a}, 0), "foreach_pow_sum");
   REQUIRE_THROWS_SACCADE(ops::foreach_pow_sum({ops::zeros({2}, DType::Int64)}, 2), "float dtype");
   REQUIRE_THROWS_SACCADE(ops::foreach_mul_({a}, ops::ones({2})), "foreach_mul_");

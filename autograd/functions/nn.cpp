@@ -173,7 +173,9 @@ Variable cross_entropy(const Variable& logits, const Tensor& target, int64_t ign
                        Variable gi = g.to(logp.dtype());
                        if (reduction == Reduction::None) gi = view(gi, {n, 1});
                        if (reduction == Reduction::Mean) gi = div(gi, static_cast<double>(count));
-                       Variable dz = sub(mul(exp(lp), ops::sum(q, {1}, true)), q);
+                       // p = softmax(log p) (the row sums of e^(log p) are 1): the vectorised row kernel,
+                       // where exp was libm's per element
+                       Variable dz = sub(mul(softmax(lp, 1), ops::sum(q, {1}, true)), q);
                        return {mul(dz, gi)};
                      });
 }

@@ -17,7 +17,9 @@
 //
 // The tile products are small GEMMs (cblas_sgemm / cblas_dgemm on one thread: Br·Bc·D <= 64³ keeps OpenBLAS
 // from starting its own threads inside ours); loop_gemm, the same products in plain vectorised loops, is the
-// measured alternative (flash_tiles.h, bench/flash_tiles).
+// measured alternative (flash_tiles.h, bench/flash_tiles). bfloat16 heads: the float32 kernel on widened
+// rows, except that S = Q Kᵀ and dP = dO Vᵀ, whose operands are both 16-bit, run on VDPBF16PS from the heads
+// themselves (flash_tiles_bf16.h; exact products, float32 sums); P and dS are never rounded to 16 bits.
 #include <cblas.h>
 
 #include <algorithm>
@@ -27,8 +29,10 @@
 #include <vector>
 
 #include "ops/cpu/backend.h"
+#include "ops/cpu/bf16_lanes.h"
 #include "ops/cpu/blas_check.h"
 #include "ops/cpu/flash_tiles.h"
+#include "ops/cpu/flash_tiles_bf16.h"
 #include "ops/cpu/random.h"
 #include "ops/cpu/simd.h"
 #include "ops/cpu/thread_pool.h"
@@ -213,14 +217,36 @@ DropoutView<T> dropout_of(const ops::AttentionDropout& d, int64_t bh, int64_t tq
   return {d.p, d.seed, d.offset + static_cast<uint64_t>(bh * tq * tk), tk, static_cast<T>(1.0 / (1.0 - d.p))};
 }
 
+// The bfloat16 heads of one (b, h) for the tile products whose operands are both 16-bit (flash_tiles_bf16.h):
+// S = Q Kᵀ and dP = dO Vᵀ on VDPBF16PS instead of sgemm on widened copies. Null members: not used.
+struct Bf16Heads {
+  const bfloat16 *q = nullptr, *k = nullptr, *v = nullptr, *go = nullptr;
+  int64_t ldq = 0, ldk = 0, ldv = 0, ldgo = 0;
+  uint32_t* scratch = nullptr;  // max(D, Dv) / 2 · 64 words
+};
+
+// C (nr, nc) = scale · A Bᵀ on VDPBF16PS when h16 is set (A, B: bfloat16 rows of d); false (nothing done)
+// otherwise, and always for double tiles.
+template <class T>
+bool bf16_product(const Bf16Heads* h16, const bfloat16* a, int64_t lda, const bfloat16* b, int64_t ldb,
+                  int64_t nr, int64_t nc, int64_t d, T scale, T* c, int64_t ldc) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (!h16) return false;
+    dot_rows_bf16(nr, nc, d, scale, a, lda, b, ldb, c, ldc, h16->scratch);
+    return true;
+  } else {
+    return false;
+  }
+}
+
 // ---- forward ----
 
 // One tile of queries [i0, i0 + nr) of one (b, h): writes out rows and lse.
 template <class T>
 void forward_tile(const T* q, int64_t ldq, const T* k, int64_t ldk, const T* v, int64_t ldv, T* out,
                   int64_t ldo, T* lse, int64_t i0, int64_t nr, int64_t D, int64_t Dv, int64_t bc, T scale,
-                  const int64_t* row_end, const KeepView& keep, const DropoutView<T>* drop,
-                  TileGemm<T>& gemm) {
+                  const int64_t* row_end, const KeepView& keep, const DropoutView<T>* drop, TileGemm<T>& gemm,
+                  const Bf16Heads* h16 = nullptr) {
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
   std::vector<T> s(static_cast<size_t>(kBr * bc)), o(static_cast<size_t>(kBr * Dv), T(0));
   std::vector<T> m(static_cast<size_t>(nr), kNegInf), l(static_cast<size_t>(nr), T(0));
@@ -229,8 +255,11 @@ void forward_tile(const T* q, int64_t ldq, const T* k, int64_t ldk, const T* v, 
   for (int64_t j0 = 0; j0 < tile_end; j0 += bc) {
     const int64_t nc = std::min(bc, tile_end - j0);
     // S = Q Kᵀ · scale   (nr, nc)
-    gemm(false, true, int(nr), int(nc), int(D), scale, q + i0 * ldq, int(ldq), k + j0 * ldk, int(ldk), T(0),
-         s.data(), int(bc));
+    if (!bf16_product(h16, h16 ? h16->q + i0 * h16->ldq : nullptr, h16 ? h16->ldq : 0,
+                      h16 ? h16->k + j0 * h16->ldk : nullptr, h16 ? h16->ldk : 0, nr, nc, D, scale, s.data(),
+                      bc))
+      gemm(false, true, int(nr), int(nc), int(D), scale, q + i0 * ldq, int(ldq), k + j0 * ldk, int(ldk), T(0),
+           s.data(), int(bc));
     for (int64_t r = 0; r < nr; ++r) {
       T* sr = s.data() + r * bc;
       const int64_t i = i0 + r, end = row_end[r] - j0;
@@ -282,7 +311,7 @@ void backward_head(const T* q, int64_t ldq, const T* k, int64_t ldk, const T* v,
                    int64_t ldo, const T* go, int64_t ldgo, const T* lse, T* gq, int64_t ldgq, T* gk,
                    int64_t ldgk, T* gv, int64_t ldgv, int64_t Tq, int64_t Tk, int64_t D, int64_t Dv,
                    int64_t bc, T scale, const std::vector<int64_t>& row_end, const KeepView& keep,
-                   const DropoutView<T>* drop, TileGemm<T>& gemm) {
+                   const DropoutView<T>* drop, TileGemm<T>& gemm, const Bf16Heads* h16 = nullptr) {
   // Δ_i = dO_i · O_i;  dQ = 0
   std::vector<T> delta(static_cast<size_t>(Tq));
   for (int64_t i = 0; i < Tq; ++i) {
@@ -304,11 +333,17 @@ void backward_head(const T* q, int64_t ldq, const T* k, int64_t ldk, const T* v,
       const int64_t nr = std::min(kBr, Tq - i0);
       if (*std::max_element(row_end.begin() + i0, row_end.begin() + i0 + nr) <= j0) continue;  // sees none
       // P = exp(Q Kᵀ · scale - lse), masked   (nr, nc)
-      gemm(false, true, int(nr), int(nc), int(D), scale, q + i0 * ldq, int(ldq), k + j0 * ldk, int(ldk), T(0),
-           p.data(), int(bc));
+      if (!bf16_product(h16, h16 ? h16->q + i0 * h16->ldq : nullptr, h16 ? h16->ldq : 0,
+                        h16 ? h16->k + j0 * h16->ldk : nullptr, h16 ? h16->ldk : 0, nr, nc, D, scale,
+                        p.data(), bc))
+        gemm(false, true, int(nr), int(nc), int(D), scale, q + i0 * ldq, int(ldq), k + j0 * ldk, int(ldk),
+             T(0), p.data(), int(bc));
       // dP = dO Vᵀ   (nr, nc)
-      gemm(false, true, int(nr), int(nc), int(Dv), T(1), go + i0 * ldgo, int(ldgo), v + j0 * ldv, int(ldv),
-           T(0), dp.data(), int(bc));
+      if (!bf16_product(h16, h16 ? h16->go + i0 * h16->ldgo : nullptr, h16 ? h16->ldgo : 0,
+                        h16 ? h16->v + j0 * h16->ldv : nullptr, h16 ? h16->ldv : 0, nr, nc, Dv, T(1),
+                        dp.data(), bc))
+        gemm(false, true, int(nr), int(nc), int(Dv), T(1), go + i0 * ldgo, int(ldgo), v + j0 * ldv, int(ldv),
+             T(0), dp.data(), int(bc));
       for (int64_t r = 0; r < nr; ++r) {
         const int64_t i = i0 + r, end = std::clamp<int64_t>(row_end[static_cast<size_t>(i)] - j0, 0, nc);
         const T li = lse[i], di = delta[static_cast<size_t>(i)];
@@ -362,16 +397,31 @@ T* head(const Tensor& t, int64_t b, int64_t h) {
 // The row stride of a (B, H, T, D) tensor as a GEMM leading dimension (any value >= D when T is 1).
 int64_t ld(const Tensor& t) { return t.size(2) > 1 ? t.stride(2) : std::max<int64_t>(t.size(3), 1); }
 
-// 16-bit heads: the (b, h) head of t (rows, cols) widened to a contiguous float32 buffer (exact), and rows
-// [r0, r1) of such a buffer rounded back into the head of t. The 16-bit kernels below are the float32 ones
-// on these buffers: statistics, scores and accumulators all float32, one rounding per stored element.
+// 16-bit heads: rows [r0, r1) of the (b, h) head of t (rows, cols) widened into the same rows of a
+// contiguous float32 buffer (exact; `out` holds at least r1 · cols floats), and rows [r0, r1) of such a
+// buffer rounded back into the head of t. The 16-bit kernels below are the float32 ones on these buffers:
+// statistics, scores and accumulators all float32, one rounding per stored element.
+template <class T>
+void widen_rows(const Tensor& t, int64_t b, int64_t h, int64_t r0, int64_t r1, int64_t cols, float* out) {
+  const T* p = head<T>(t, b, h);
+  const int64_t l = ld(t);
+  for (int64_t r = r0; r < r1; ++r) {
+    float* __restrict dst = out + r * cols;
+    if constexpr (std::is_same_v<T, bfloat16>) {
+      const uint16_t* __restrict src = reinterpret_cast<const uint16_t*>(p + r * l);
+      with_isa([=] {
+#pragma omp simd
+        for (int64_t c = 0; c < cols; ++c) dst[c] = bf16_widen(src[c]);
+      });
+    } else {
+      for (int64_t c = 0; c < cols; ++c) dst[c] = static_cast<float>(p[r * l + c]);
+    }
+  }
+}
 template <class T>
 std::vector<float> widen_head(const Tensor& t, int64_t b, int64_t h, int64_t rows, int64_t cols) {
   std::vector<float> out(static_cast<size_t>(rows * cols));
-  const T* p = head<T>(t, b, h);
-  const int64_t l = ld(t);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) out[static_cast<size_t>(r * cols + c)] = p[r * l + c];
+  widen_rows<T>(t, b, h, 0, rows, cols, out.data());
   return out;
 }
 template <class T>
@@ -379,8 +429,18 @@ void store_head(const std::vector<float>& src, int64_t cols, const Tensor& t, in
                 int64_t r0, int64_t r1) {
   T* p = head<T>(t, b, h);
   const int64_t l = ld(t);
-  for (int64_t r = r0; r < r1; ++r)
-    for (int64_t c = 0; c < cols; ++c) p[r * l + c] = static_cast<T>(src[static_cast<size_t>(r * cols + c)]);
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* __restrict from = src.data() + r * cols;
+    if constexpr (std::is_same_v<T, bfloat16>) {
+      uint16_t* __restrict dst = reinterpret_cast<uint16_t*>(p + r * l);
+      with_isa([=] {
+#pragma omp simd
+        for (int64_t c = 0; c < cols; ++c) dst[c] = bf16_round(from[c]);
+      });
+    } else {
+      for (int64_t c = 0; c < cols; ++c) p[r * l + c] = static_cast<T>(from[c]);
+    }
+  }
 }
 
 // Work worth a thread team (the flop count of the tile products); below it the kernel runs on one thread.
@@ -411,6 +471,16 @@ void CpuBackend::flash_attention_forward(const Tensor& q, const Tensor& k, const
     using C = compute_t<T>;  // 16-bit q, k, v, out: float32 tiles, lse float32
     parallel_for(0, tasks, big ? 1 : tasks, [&](int64_t t0, int64_t t1) {
       TileGemm<C> gemm(how, bc * std::max(D, Dv));
+      // 16-bit: float32 copies of the rows this task reads (its queries; the keys up to the tile's last)
+      // (bfloat16 with VDPBF16PS: S = Q Kᵀ reads q and k themselves, only v is widened)
+      std::vector<float> qf, kf, vf, of;
+      std::vector<uint32_t> pairs;
+      const bool dot16 = std::is_same_v<T, bfloat16> && dot_rows_bf16_available(D);
+      if constexpr (!std::is_same_v<T, C>) {
+        if (!dot16) qf.resize(Tq * D), kf.resize(Tk * D);
+        vf.resize(Tk * Dv), of.resize(Tq * Dv);
+        if (dot16) pairs.resize(D / 2 * 64);
+      }
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t bh = t / ntiles, b = bh / H, h = bh % H, i0 = (t % ntiles) * kBr;
         const int64_t nr = std::min(kBr, Tq - i0);
@@ -418,13 +488,20 @@ void CpuBackend::flash_attention_forward(const Tensor& q, const Tensor& k, const
         for (int64_t r = 0; r < nr; ++r) row_end[r] = lim.end(b, i0 + r);
         DropoutView<C> dv = dropout_of<C>(dropout, bh, Tq, Tk);
         if constexpr (!std::is_same_v<T, C>) {
-          const std::vector<float> qf = widen_head<T>(q, b, h, Tq, D), kf = widen_head<T>(k, b, h, Tk, D),
-                                   vf = widen_head<T>(v, b, h, Tk, Dv);
-          std::vector<float> of(static_cast<size_t>(Tq * Dv));
+          const int64_t tile_end = *std::max_element(row_end, row_end + nr);
+          Bf16Heads h16;
+          if constexpr (std::is_same_v<T, bfloat16>)
+            h16 = {head<T>(q, b, h), head<T>(k, b, h), nullptr, nullptr, ld(q), ld(k), 0, 0, pairs.data()};
+          if (!dot16) {
+            widen_rows<T>(q, b, h, i0, i0 + nr, D, qf.data());
+            widen_rows<T>(k, b, h, 0, tile_end, D, kf.data());
+          }
+          widen_rows<T>(v, b, h, 0, tile_end, Dv, vf.data());
           const int64_t ldd = std::max<int64_t>(D, 1), lddv = std::max<int64_t>(Dv, 1);
           forward_tile<float>(qf.data(), ldd, kf.data(), ldd, vf.data(), lddv, of.data(), lddv,
                               lse.data<float>() + bh * Tq, i0, nr, D, Dv, bc, float(scale), row_end,
-                              keep_of(mask, b, h), dropout.p > 0 ? &dv : nullptr, gemm);
+                              keep_of(mask, b, h), dropout.p > 0 ? &dv : nullptr, gemm,
+                              dot16 ? &h16 : nullptr);
           store_head<T>(of, Dv, out, b, h, i0, i0 + nr);
         } else
           forward_tile<T>(head<T>(q, b, h), ld(q), head<T>(k, b, h), ld(k), head<T>(v, b, h), ld(v),
@@ -450,6 +527,9 @@ void CpuBackend::flash_attention_backward(const Tensor& q, const Tensor& k, cons
     using C = compute_t<T>;  // 16-bit: the float32 kernel on widened heads (lse is float32)
     parallel_for(0, B * H, big ? 1 : B * H, [&](int64_t bh0, int64_t bh1) {
       TileGemm<C> gemm(how, std::max(bc, kBr) * std::max(D, Dv));
+      // bfloat16 with VDPBF16PS: S = Q Kᵀ and dP = dO Vᵀ read the 16-bit heads (v is not widened)
+      const bool dot16 = std::is_same_v<T, bfloat16> && dot_rows_bf16_available(D) && Dv % 2 == 0;
+      std::vector<uint32_t> pairs(dot16 ? static_cast<size_t>(std::max(D, Dv) / 2 * 64) : 0);
       for (int64_t bh = bh0; bh < bh1; ++bh) {
         const int64_t b = bh / H, h = bh % H;
         std::vector<int64_t> row_end(static_cast<size_t>(Tq));
@@ -457,14 +537,27 @@ void CpuBackend::flash_attention_backward(const Tensor& q, const Tensor& k, cons
         DropoutView<C> dv = dropout_of<C>(dropout, bh, Tq, Tk);
         if constexpr (!std::is_same_v<T, C>) {
           const std::vector<float> qf = widen_head<T>(q, b, h, Tq, D), kf = widen_head<T>(k, b, h, Tk, D),
-                                   vf = widen_head<T>(v, b, h, Tk, Dv), of = widen_head<T>(out, b, h, Tq, Dv),
+                                   vf = dot16 ? std::vector<float>() : widen_head<T>(v, b, h, Tk, Dv),
+                                   of = widen_head<T>(out, b, h, Tq, Dv),
                                    gof = widen_head<T>(gout, b, h, Tq, Dv);
-          std::vector<float> gqf(qf.size()), gkf(kf.size()), gvf(vf.size());
+          std::vector<float> gqf(qf.size()), gkf(kf.size()), gvf(static_cast<size_t>(Tk * Dv));
+          Bf16Heads h16;
+          if constexpr (std::is_same_v<T, bfloat16>)
+            h16 = {head<T>(q, b, h),
+                   head<T>(k, b, h),
+                   head<T>(v, b, h),
+                   head<T>(gout, b, h),
+                   ld(q),
+                   ld(k),
+                   ld(v),
+                   ld(gout),
+                   pairs.data()};
           const int64_t ldd = std::max<int64_t>(D, 1), lddv = std::max<int64_t>(Dv, 1);
           backward_head<float>(qf.data(), ldd, kf.data(), ldd, vf.data(), lddv, of.data(), lddv, gof.data(),
                                lddv, lse.data<float>() + bh * Tq, gqf.data(), ldd, gkf.data(), ldd,
                                gvf.data(), lddv, Tq, Tk, D, Dv, bc, float(scale), row_end,
-                               keep_of(mask, b, h), dropout.p > 0 ? &dv : nullptr, gemm);
+                               keep_of(mask, b, h), dropout.p > 0 ? &dv : nullptr, gemm,
+                               dot16 ? &h16 : nullptr);
           store_head<T>(gqf, D, gq, b, h, 0, Tq);
           store_head<T>(gkf, D, gk, b, h, 0, Tk);
           store_head<T>(gvf, Dv, gv, b, h, 0, Tk);

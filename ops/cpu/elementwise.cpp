@@ -77,8 +77,14 @@ void CpuBackend::unary(UnaryOp op, const Tensor& a, const Tensor& out, double al
     SACCADE_CHECK(op == UnaryOp::LogicalNot, "{}: not defined for bool tensors", unary_op_name(op));
     return unary_loop<uint8_t, uint8_t>(a, out, math::LogicalNot{});
   }
-  // 16-bit tensors: load, compute in float (compute_t), store (math::store_as)
+  // 16-bit tensors: load, compute in float (compute_t), store (math::store_as); GELU's erf in float, not
+  // double, as a 16-bit result needs (math::Gelu16)
   const bool defined = dispatch_numeric_and_half(a.dtype(), unary_op_name(op).data(), [&]<class T>() {
+    if constexpr (!std::is_same_v<T, compute_t<T>>) {
+      if (op == UnaryOp::Gelu) return unary_loop<T, T>(a, out, math::store_as<T>(math::Gelu16{})), true;
+      if (op == UnaryOp::GeluGrad)
+        return unary_loop<T, T>(a, out, math::store_as<T>(math::GeluGrad16{})), true;
+    }
     return math::with_unary_functor<compute_t<T>>(
         op, alpha, [&](auto f) { unary_loop<T, T>(a, out, math::store_as<T>(f)); });
   });

@@ -39,11 +39,14 @@ inline void pack_panel(const Rows& x, int64_t r0, int64_t rows, int64_t k0, int6
       const uint16_t* src = x.p + (r0 + r) * x.ld + k0;
       for (int64_t q = 0; q < pairs; ++q) std::memcpy(dst + q * W + r, src + 2 * q, 4);
     }
-  } else if (rows == W && kc % 2 == 0) {  // two rows of memory, interleaved
+  } else if (rows == W && kc % 2 == 0) {  // two rows of memory, interleaved (vectorised: W words at once)
     for (int64_t q = 0; q < pairs; ++q) {
-      const uint16_t* s0 = x.p + (k0 + 2 * q) * x.ld + r0;
-      const uint16_t* s1 = s0 + x.ld;
-      for (int64_t r = 0; r < W; ++r) dst[q * W + r] = s0[r] | static_cast<uint32_t>(s1[r]) << 16;
+      const uint16_t* __restrict s0 = x.p + (k0 + 2 * q) * x.ld + r0;
+      const uint16_t* __restrict s1 = s0 + x.ld;
+      uint32_t* __restrict d = dst + q * W;
+#pragma omp simd
+      for (int64_t r = 0; r < W; ++r)
+        d[r] = static_cast<uint32_t>(s0[r]) | static_cast<uint32_t>(s1[r]) << 16;
     }
   } else {  // edges
     for (int64_t q = 0; q < pairs; ++q)
@@ -91,13 +94,71 @@ inline void kernel_float(int64_t pairs, const uint32_t* ap, const uint32_t* bp, 
 }
 
 #ifdef SACCADE_LADDER_MICROKERNEL
+// dot_tile reading A where it lies instead of from a packed panel: row r's pair q is the 32 bits at
+// a + r · lda + 2q (op(A) not transposed, so a row's pairs are contiguous; any alignment). It skips packing
+// A, which for the GPT's shapes (k = 128 or 512, n = 128 or 512) cost a third as much as the products.
+[[gnu::target("avx512f,avx512bf16"), gnu::always_inline]] inline void dot_tile_rows(
+    int64_t pairs, const uint16_t* a, int64_t lda, const uint32_t* pb, __m512 (&acc)[kMR][2]) {
+  for (auto& row : acc) row[0] = row[1] = _mm512_setzero_ps();
+  const uint16_t* rows[kMR];
+  for (int64_t r = 0; r < kMR; ++r) rows[r] = a + r * lda;
+  for (int64_t q = 0; q < pairs; ++q, pb += kNR) {
+    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(pb), b1 = (__m512bh)_mm512_loadu_si512(pb + 16);
+#pragma GCC unroll 12
+    for (int r = 0; r < kMR; ++r) {
+      uint32_t pair;
+      std::memcpy(&pair, rows[r] + 2 * q, 4);
+      const __m512bh ar = (__m512bh)_mm512_set1_epi32(static_cast<int>(pair));
+      acc[r][0] = _mm512_dpbf16_ps(acc[r][0], ar, b0);
+      acc[r][1] = _mm512_dpbf16_ps(acc[r][1], ar, b1);
+    }
+  }
+}
+
+// NOTE: GCC 12's avx512fintrin.h warns maybe-uninitialized inside its own shift intrinsics (their `__Y = __Y`
+// undefined pass-through operand), a false positive (as in random.cpp)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 // The micro-kernel with VDPBF16PS (ladder step 4's dot_tile: a 12 × 32 float tile in 24 zmm; per pair of
 // k, two vectors of the B panel and a broadcast pair per row), then the tile's store with alpha and beta.
+// A comes from its packed panel `ap`, or, when `a` is set, from the matrix itself (dot_tile_rows).
 [[gnu::target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma"), gnu::noinline]] void kernel_dot(
-    int64_t pairs, const uint32_t* ap, const uint32_t* bp, float* c, int64_t ldc, int64_t mr, int64_t nr,
-    float alpha, float beta, bool first) {
+    int64_t pairs, const uint32_t* ap, const uint16_t* a, int64_t lda, const uint32_t* bp, float* c,
+    int64_t ldc, int64_t mr, int64_t nr, float alpha, float beta, bool first, bfloat16* c16 = nullptr,
+    int64_t ldc16 = 0) {
   __m512 acc[kMR][2];
-  ladder::dot_tile(pairs, ap, bp, acc);
+  if (a)
+    dot_tile_rows(pairs, a, lda, bp, acc);
+  else
+    ladder::dot_tile(pairs, ap, bp, acc);
+  if (c16) {  // the only k block of a bf16 C (beta 0): alpha · acc rounded once, straight into C
+    if (mr == kMR && nr == kNR) {
+      const __m512 va = _mm512_set1_ps(alpha);
+      const __m512i half = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
+      const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+      const __m512i quiet = _mm512_set1_epi32(0x40);
+#pragma GCC unroll 12
+      for (int r = 0; r < kMR; ++r)
+        for (int h = 0; h < 2; ++h) {
+          // bf16_lanes.h's bf16_round, 16 lanes at a time
+          const __m512i u = _mm512_castps_si512(_mm512_mul_ps(va, acc[r][h]));
+          const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), one);
+          __m512i b = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, half), odd), 16);
+          const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs_mask), inf);
+          b = _mm512_mask_or_epi32(b, nan, _mm512_srli_epi32(u, 16), quiet);
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(c16 + r * ldc16 + 16 * h), _mm512_cvtepi32_epi16(b));
+        }
+      return;
+    }
+    float tile[kMR][kNR];
+    for (int r = 0; r < kMR; ++r) {
+      _mm512_storeu_ps(tile[r], acc[r][0]);
+      _mm512_storeu_ps(tile[r] + 16, acc[r][1]);
+    }
+    for (int64_t r = 0; r < mr; ++r)
+      for (int64_t j = 0; j < nr; ++j) c16[r * ldc16 + j] = bfloat16(alpha * tile[r][j]);
+    return;
+  }
   if (mr == kMR && nr == kNR) {
     const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
 #pragma GCC unroll 12
@@ -120,6 +181,7 @@ inline void kernel_float(int64_t pairs, const uint32_t* ap, const uint32_t* bp, 
   }
   store_tile(tile, c, ldc, mr, nr, alpha, beta, first);
 }
+#pragma GCC diagnostic pop
 #endif
 
 // A grow-only buffer of 32-bit words, one per thread (the pool's threads keep theirs between calls).
@@ -162,13 +224,19 @@ void compute_block(const Problem& P, int64_t i0, int64_t i1, int64_t j0, int64_t
   float* local = P.c16 ? reinterpret_cast<float*>(scratch(cbuf, ccap, kMC * width)) : nullptr;
   float* const cbase = P.c16 ? local - j0 * kNR : nullptr;  // column jr*kNR of row r at cbase + r*width
   const int64_t ldc = P.c16 ? width : P.ldc;
+  // one k block and VDPBF16PS: each tile rounds into a bf16 C from its registers (no float32 pass)
+  const bool direct16 = P.c16 && P.dot && P.k <= kKC;
   with_isa([&] {
     for (int64_t ib = i0; ib < i1; ib += kMC) {
       const int64_t mc = std::min(kMC, i1 - ib);
       for (int64_t kb = 0; kb * kKC < P.k; ++kb) {
         const int64_t k0 = kb * kKC, kc = std::min(kKC, P.k - k0), pairs = P.pairs_in(kb);
+        // VDPBF16PS reads full panels of a row-major op(A) in place (dot_tile_rows): only the edge panel
+        // (and every panel otherwise) is packed
+        const bool in_place = P.dot && !P.a.k_major && kc % 2 == 0;
         for (int64_t ir = 0; ir < mc; ir += kMR)
-          pack_panel<kMR>(P.a, ib + ir, std::min(kMR, mc - ir), k0, kc, ap + ir * pairs);
+          if (!in_place || mc - ir < kMR)
+            pack_panel<kMR>(P.a, ib + ir, std::min(kMR, mc - ir), k0, kc, ap + ir * pairs);
         for (int64_t jr = j0; jr < j1; ++jr) {
           const uint32_t* bpanel = P.b_panel(kb, jr);
           const int64_t nr = std::min(kNR, P.n - jr * kNR);
@@ -177,7 +245,10 @@ void compute_block(const Problem& P, int64_t i0, int64_t i1, int64_t j0, int64_t
             const int64_t mr = std::min(kMR, mc - ir);
 #ifdef SACCADE_LADDER_MICROKERNEL
             if (P.dot) {
-              kernel_dot(pairs, ap + ir * pairs, bpanel, c, ldc, mr, nr, P.alpha, P.beta, kb == 0);
+              const uint16_t* a = in_place && mr == kMR ? P.a.p + (ib + ir) * P.a.ld + k0 : nullptr;
+              bfloat16* c16 = direct16 ? P.c16 + (ib + ir) * P.ldc16 + jr * kNR : nullptr;
+              kernel_dot(pairs, ap + ir * pairs, a, P.a.ld, bpanel, c, ldc, mr, nr, P.alpha, P.beta, kb == 0,
+                         c16, P.ldc16);
               continue;
             }
 #endif
@@ -187,7 +258,7 @@ void compute_block(const Problem& P, int64_t i0, int64_t i1, int64_t j0, int64_t
           }
         }
       }
-      if (P.c16) {  // round the block's sums into C
+      if (P.c16 && !direct16) {  // round the block's sums into C
         const int64_t c0 = j0 * kNR, c1 = std::min(P.n, j1 * kNR);
         for (int64_t r = 0; r < mc; ++r)
           for (int64_t j = c0; j < c1; ++j) P.c16[(ib + r) * P.ldc16 + j] = bfloat16(cbase[r * ldc + j]);
@@ -246,16 +317,23 @@ void run_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float
                    }
                  });
                });
-  // Blocks of kMC rows; when there are fewer than two a thread, each is also split into column groups.
-  const int64_t row_blocks = (m + kMC - 1) / kMC, threads = pool_size();
+  // Blocks of kMC rows; when there are fewer than two a thread, smaller blocks (whole register tiles), and
+  // only when even those are fewer, column groups. Rows first: a task packs only its own rows of A, where
+  // column groups each pack the block's whole A (for dW = gᵀ x of the GPT, A is gᵀ: 128 × 4096, packed
+  // four times over at 2 threads).
+  const int64_t threads = pool_size();
+  int64_t mc = kMC;
+  if (threads > 1 && (m + kMC - 1) / kMC < 2 * threads)
+    mc = std::min(kMC, std::max(kMR, (m + 2 * threads - 1) / (2 * threads) + kMR - 1) / kMR * kMR);
+  const int64_t row_blocks = (m + mc - 1) / mc;
   const int64_t groups = threads > 1 && row_blocks < 2 * threads
                              ? std::min(P.panels, (2 * threads + row_blocks - 1) / row_blocks)
                              : 1;
-  const int64_t task_cost = std::max<int64_t>(1, std::min(kMC, m) * (n / groups + 1) * k);
+  const int64_t task_cost = std::max<int64_t>(1, std::min(mc, m) * (n / groups + 1) * k);
   parallel_for(0, row_blocks * groups, (kGrain + task_cost - 1) / task_cost, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t ib = t / groups, g = t % groups;
-      compute_block(P, ib * kMC, std::min(m, (ib + 1) * kMC), g * P.panels / groups,
+      compute_block(P, ib * mc, std::min(m, (ib + 1) * mc), g * P.panels / groups,
                     (g + 1) * P.panels / groups);
     }
   });

@@ -12,13 +12,16 @@
 // How (Goto and van de Geijn, "Anatomy of High-Performance Matrix Multiplication", TOMS 2008; BLIS's loop
 // order): op(B) is packed once into column panels of kNR, with each pair of consecutive k of a column side
 // by side in 32 bits (the layout VDPBF16PS reads); op(A) is packed a block of kMC rows × kKC k at a time
-// (it stays in L2) into row panels of kMR, the pairs likewise. A register-tiled micro-kernel keeps a
-// kMR × kNR float tile in 24 zmm registers and, per pair of k, broadcasts a row's pair against the panel's
-// two vectors: `_mm512_dpbf16_ps` does two multiply-adds per float lane, the products of two bf16 exact in
-// float. Blocks of rows (and of columns, when the rows are few) are shared over saccade's thread pool.
-// Without AVX512-BF16 (or under an IsaGuard, ops/cpu/simd.h) the same packed tiles are widened to float
-// and multiplied with FMA at the widest width with_isa offers: since each product is exact, every width
-// rounds the same sums in the same order (VDPBF16PS alone flushes denormal inputs and results to zero).
+// (it stays in L2) into row panels of kMR, the pairs likewise, except where VDPBF16PS can broadcast a row's
+// pairs from A itself (a row-major op(A), full panels, even k: no packing). A bfloat16 C with one k block is
+// rounded from the tile's registers; with more, each block's float32 sums are rounded once at the end. A
+// register-tiled micro-kernel keeps a kMR × kNR float tile in 24 zmm registers and, per pair of k, broadcasts
+// a row's pair against the panel's two vectors: `_mm512_dpbf16_ps` does two multiply-adds per float lane, the
+// products of two bf16 exact in float. Blocks of rows (and of columns, when the rows are few) are shared over
+// saccade's thread pool. Without AVX512-BF16 (or under an IsaGuard, ops/cpu/simd.h) the same packed tiles are
+// widened to float and multiplied with FMA at the widest width with_isa offers: since each product is exact,
+// every width rounds the same sums in the same order (VDPBF16PS alone flushes denormal inputs and results to
+// zero).
 #include <cstdint>
 
 #include "ops/tensor.h"  // bfloat16 (ops/half.h); the layering rule allows the tensor, not half.h

@@ -8,6 +8,7 @@
 
 #include "ops/caching_allocator.h"
 #include "ops/cpu/backend.h"
+#include "ops/cpu/bf16_lanes.h"
 #include "ops/cpu/loop.h"
 #include "ops/cpu/simd.h"
 
@@ -87,9 +88,23 @@ void CpuBackend::copy(const Tensor& src, const Tensor& dst) {
           if (s[0] == sizeof(S) && s[1] == sizeof(D)) {  // contiguous runs: vectorised (the 16-bit casts)
             const S* x = reinterpret_cast<const S*>(p[0]);
             D* y = reinterpret_cast<D*>(p[1]);
-            with_isa([&] {
-              for (int64_t i = 0; i < n; ++i) y[i] = static_cast<D>(x[i]);
-            });
+            if constexpr (std::is_same_v<S, bfloat16> && std::is_same_v<D, float>) {  // autocast's casts:
+              const uint16_t* __restrict xb = reinterpret_cast<const uint16_t*>(x);   // bf16_lanes.h
+              with_isa([=] {
+#pragma omp simd
+                for (int64_t i = 0; i < n; ++i) y[i] = bf16_widen(xb[i]);
+              });
+            } else if constexpr (std::is_same_v<S, float> && std::is_same_v<D, bfloat16>) {
+              uint16_t* __restrict yb = reinterpret_cast<uint16_t*>(y);
+              with_isa([=] {
+#pragma omp simd
+                for (int64_t i = 0; i < n; ++i) yb[i] = bf16_round(x[i]);
+              });
+            } else {
+              with_isa([&] {
+                for (int64_t i = 0; i < n; ++i) y[i] = static_cast<D>(x[i]);
+              });
+            }
             return;
           }
         }

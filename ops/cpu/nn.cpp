@@ -183,28 +183,43 @@ void CpuBackend::layer_norm_backward(const Tensor& gy, const Tensor& x, const Te
       });
     }
     if (!gweight.defined() && !gbias.defined()) return;
-    // column sums over rows: one task per block of columns, rows walked in order (contiguous inner loop)
+    // column sums over rows: partial sums of fixed chunks of kRows rows (one task per chunk), then the
+    // chunks added in order, so that the result does not depend on the thread count. (One task per block of
+    // columns ran the GPT's n = 128 on one thread.)
     T* pgw = gweight.defined() ? gweight.data<T>() : nullptr;
     T* pgb = gbias.defined() ? gbias.data<T>() : nullptr;
-    constexpr int64_t kBlock = 256;
-    const int64_t blocks = (n + kBlock - 1) / kBlock;
-    parallel_for(blocks, rows * kBlock, [&](int64_t blk) {
-      const int64_t c0 = blk * kBlock, c1 = std::min(n, c0 + kBlock), nc = c1 - c0;
-      std::vector<acc_t<T>> aw(pgw ? nc : 0, acc_t<T>(0)), ab(pgb ? nc : 0, acc_t<T>(0));
-      for (int64_t r = 0; r < rows; ++r) {
-        const T* gr = pg + r * n + c0;
-        const T* xr = px + r * n + c0;
-        const T m = pm[r], rs = pr[r];
-        if (pgw)
-          for (int64_t i = 0; i < nc; ++i) aw[i] += acc_t<T>(gr[i]) * ((xr[i] - m) * rs);
-        if (pgb)
-          for (int64_t i = 0; i < nc; ++i) ab[i] += gr[i];
-      }
-      for (int64_t i = 0; i < nc; ++i) {
-        if (pgw) pgw[c0 + i] = static_cast<T>(aw[i]);
-        if (pgb) pgb[c0 + i] = static_cast<T>(ab[i]);
-      }
+    using A = acc_t<T>;
+    constexpr int64_t kRows = 256;
+    const int64_t chunks = (rows + kRows - 1) / kRows;
+    std::vector<A> pw(pgw ? chunks * n : 0, A(0)), pb(pgb ? chunks * n : 0, A(0));
+    parallel_for(chunks, kRows * n, [&](int64_t ch) {
+      with_isa([&] {
+        A* __restrict aw = pgw ? pw.data() + ch * n : nullptr;
+        A* __restrict ab = pgb ? pb.data() + ch * n : nullptr;
+        for (int64_t r = ch * kRows; r < std::min(rows, (ch + 1) * kRows); ++r) {
+          const T* __restrict gr = pg + r * n;
+          const T* __restrict xr = px + r * n;
+          const T m = pm[r], rs = pr[r];
+          if (aw) {
+#pragma omp simd
+            for (int64_t i = 0; i < n; ++i) aw[i] += A(gr[i]) * ((xr[i] - m) * rs);
+          }
+          if (ab) {
+#pragma omp simd
+            for (int64_t i = 0; i < n; ++i) ab[i] += gr[i];
+          }
+        }
+      });
     });
+    for (int64_t i = 0; i < n; ++i) {
+      A w = 0, b = 0;
+      for (int64_t ch = 0; ch < chunks; ++ch) {
+        if (pgw) w += pw[ch * n + i];
+        if (pgb) b += pb[ch * n + i];
+      }
+      if (pgw) pgw[i] = static_cast<T>(w);
+      if (pgb) pgb[i] = static_cast<T>(b);
+    }
   });
 }
 

@@ -1,17 +1,21 @@
 // CPU random kernels over Philox: element i is made from block offset + i, so threads need no coordination.
 // The uniform draws (rand, dropout) make their Philox words at the machine's vector width: the ten rounds of
 // a scalar loop were the cost of dropout, in attention above all (bench/gpt_step's profile). On AVX-512 the
-// words come from philox16 (intrinsics: 16 counters in 32-bit lanes, 1.8 ns a word on the Zen 4 VM, where
-// GCC's vectorisation of the scalar function, which keeps 64-bit lanes for the products, takes 2.9).
+// words come from philox16 (intrinsics: 16 counters in 32-bit lanes; 1.8 ns a word on the Zen 4 VM before
+// its blends became masked shuffles, where GCC's vectorisation of the scalar function, which keeps 64-bit
+// lanes for the products, takes 2.9).
 //
 // Shapes: out (n) contiguous float32 or float64; element i uses Philox counter offset + i.
 #include "ops/cpu/random.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <type_traits>
+#include <vector>
 
 #include "ops/cpu/backend.h"
+#include "ops/cpu/bf16_lanes.h"
 #include "ops/cpu/loop.h"
 #include "ops/cpu/simd.h"
 #include "ops/philox.h"
@@ -40,8 +44,9 @@ inline T uniform_of(uint32_t w) {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 // Word 0 of the Philox4x32-10 blocks counter, ..., counter + 15 (ops/philox.h's rounds, lane by lane): the
-// 32x32 -> 64-bit products of the even lanes and, shifted down, of the odd lanes (vpmuludq), their high and
-// low halves blended back into 32-bit lanes.
+// 32x32 -> 64-bit products of the even lanes and, shifted down, of the odd lanes (vpmuludq); one masked
+// dword shuffle per half puts each product's high (low) half back into its 32-bit lane, and one ternary
+// logic op makes each three-way xor (12 vector ops a round where blends and shifts took 18).
 [[gnu::target("avx512f")]] inline __m512i philox16(uint64_t seed, uint64_t counter) {
   const __m512i m0 = _mm512_set1_epi64(0xD2511F53u), m1 = _mm512_set1_epi64(0xCD9E8D57u);
   const __m512i lo = _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(counter)));
@@ -51,17 +56,20 @@ inline T uniform_of(uint32_t w) {
   __m512i c1 = _mm512_mask_add_epi32(hi, _mm512_cmplt_epu32_mask(c0, lo), hi, _mm512_set1_epi32(1));
   __m512i c2 = _mm512_setzero_si512(), c3 = _mm512_setzero_si512();
   uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
-  constexpr __mmask16 kOdd = 0xAAAA;
+  constexpr __mmask16 kOdd = 0xAAAA, kEven = 0x5555;
+  constexpr int kXor3 = 0x96;  // a ^ b ^ c as a truth table
   for (int round = 0; round < 10; ++round) {
     const __m512i pe0 = _mm512_mul_epu32(c0, m0), po0 = _mm512_mul_epu32(_mm512_srli_epi64(c0, 32), m0);
     const __m512i pe1 = _mm512_mul_epu32(c2, m1), po1 = _mm512_mul_epu32(_mm512_srli_epi64(c2, 32), m1);
-    const __m512i hi0 = _mm512_mask_blend_epi32(kOdd, _mm512_srli_epi64(pe0, 32), po0);
-    const __m512i lo0 = _mm512_mask_blend_epi32(kOdd, pe0, _mm512_slli_epi64(po0, 32));
-    const __m512i hi1 = _mm512_mask_blend_epi32(kOdd, _mm512_srli_epi64(pe1, 32), po1);
-    const __m512i lo1 = _mm512_mask_blend_epi32(kOdd, pe1, _mm512_slli_epi64(po1, 32));
-    c0 = _mm512_xor_si512(_mm512_xor_si512(hi1, c1), _mm512_set1_epi32(static_cast<int>(k0)));
+    // high halves: even lanes take dword 1 of their product, odd lanes already hold theirs (dword 1 of po)
+    const __m512i hi0 = _mm512_mask_shuffle_epi32(po0, kEven, pe0, _MM_PERM_DDBB);
+    const __m512i hi1 = _mm512_mask_shuffle_epi32(po1, kEven, pe1, _MM_PERM_DDBB);
+    // low halves: even lanes hold theirs (dword 0 of pe), odd lanes take dword 0 of their product
+    const __m512i lo0 = _mm512_mask_shuffle_epi32(pe0, kOdd, po0, _MM_PERM_CCAA);
+    const __m512i lo1 = _mm512_mask_shuffle_epi32(pe1, kOdd, po1, _MM_PERM_CCAA);
+    c0 = _mm512_ternarylogic_epi32(hi1, c1, _mm512_set1_epi32(static_cast<int>(k0)), kXor3);
     c1 = lo1;
-    c2 = _mm512_xor_si512(_mm512_xor_si512(hi0, c3), _mm512_set1_epi32(static_cast<int>(k1)));
+    c2 = _mm512_ternarylogic_epi32(hi0, c3, _mm512_set1_epi32(static_cast<int>(k1)), kXor3);
     c3 = lo0;
     k0 += 0x9E3779B9u;
     k1 += 0xBB67AE85u;
@@ -138,23 +146,52 @@ void CpuBackend::uniform(const Tensor& out, uint64_t seed, uint64_t offset, doub
 }
 
 // x, out, mask: (n) contiguous; the multipliers and the product a block at a time, while the block is in
-// cache.
+// cache. 16-bit x: the float32 kernel's numbers (float multipliers, x · m in float rounded once; the mask
+// rounded), without whole-tensor float32 copies.
 void CpuBackend::dropout(const Tensor& x, uint64_t seed, uint64_t offset, double p, const Tensor& out,
                          const Tensor& mask) {
-  dispatch_floating(x.dtype(), "dropout", [&]<class T>() {
-    const T *xs = x.data<T>(), pt = static_cast<T>(p), scale = static_cast<T>(1.0 / (1.0 - p));
+  dispatch_floating_and_half(x.dtype(), "dropout", [&]<class T>() {
+    using C = compute_t<T>;
+    const T* xs = x.data<T>();
+    const C pt = static_cast<C>(p), scale = static_cast<C>(1.0 / (1.0 - p));
     T *o = out.data<T>(), *m = mask.data<T>();
     parallel_for(0, x.numel(), kGrain / 16, [&](int64_t b, int64_t e) {
       constexpr int64_t kBlock = 4096;
       for (int64_t i0 = b; i0 < e; i0 += kBlock) {
         const int64_t len = std::min(kBlock, e - i0);
-        dropout_multipliers<T>(seed, offset + static_cast<uint64_t>(i0), len, pt, scale, m + i0);
-        with_isa([=] {
-          const T* __restrict xi = xs + i0, * __restrict mi = m + i0;
-          T* __restrict oi = o + i0;
+        if constexpr (std::is_same_v<T, C>) {
+          dropout_multipliers<T>(seed, offset + static_cast<uint64_t>(i0), len, pt, scale, m + i0);
+          with_isa([=] {
+            const T* __restrict xi = xs + i0, * __restrict mi = m + i0;
+            T* __restrict oi = o + i0;
 #pragma omp simd
-          for (int64_t c = 0; c < len; ++c) oi[c] = xi[c] * mi[c];
-        });
+            for (int64_t c = 0; c < len; ++c) oi[c] = xi[c] * mi[c];
+          });
+        } else {  // the block's float multipliers; the mask's 16 bits are those of 0 or of scale, rounded
+          alignas(64) C wide[kBlock];
+          dropout_multipliers<C>(seed, offset + static_cast<uint64_t>(i0), len, pt, scale, wide);
+          const uint16_t kept = std::bit_cast<uint16_t>(static_cast<T>(scale));
+          const C* wp = wide;
+          if constexpr (std::is_same_v<T, bfloat16>) {  // branch-free conversions (bf16_lanes.h)
+            with_isa([=] {
+              const uint16_t* __restrict xi = reinterpret_cast<const uint16_t*>(xs + i0);
+              const float* __restrict wi = wp;
+              uint16_t* __restrict oi = reinterpret_cast<uint16_t*>(o + i0);
+              uint16_t* __restrict mi = reinterpret_cast<uint16_t*>(m + i0);
+#pragma omp simd
+              for (int64_t c = 0; c < len; ++c) {
+                oi[c] = bf16_round(bf16_widen(xi[c]) * wi[c]);
+                mi[c] = static_cast<uint16_t>(kept & (0u - static_cast<uint32_t>(wi[c] != 0.0f)));
+              }
+            });
+          } else {
+            uint16_t* mi = reinterpret_cast<uint16_t*>(m + i0);
+            for (int64_t c = 0; c < len; ++c) {
+              o[i0 + c] = static_cast<T>(static_cast<C>(xs[i0 + c]) * wp[c]);
+              mi[c] = wp[c] != C(0) ? kept : uint16_t{0};
+            }
+          }
+        }
       }
     });
   });
