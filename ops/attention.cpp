@@ -183,9 +183,8 @@ FlashAttentionGrads flash_attention_backward(const Tensor& gout, const Tensor& q
       out.defined() ? out.shape() : Shape{}, lse.defined() ? lse.shape() : Shape{}, q.shape(), v.shape());
   if (is_half(q.dtype()) && !q.device().is_cpu() && !cuda::tensor_core_attention()) {
     // as the forward; gradients rounded once to q's dtype
-    const DType f = DType::Float32;
     FlashAttentionGrads g =
-        flash_attention_backward(gout.to(f), q.to(f), k.to(f), v.to(f), out.to(f), lse, mask, scale, dropout);
+        flash_attention_backward(f32(gout), f32(q), f32(k), f32(v), f32(out), lse, mask, scale, dropout);
     return {g.gq.to(q.dtype()), g.gk.to(q.dtype()), g.gv.to(q.dtype())};
   }
   Tensor q4 = as_4d(q), k4 = as_4d(k), v4 = as_4d(v), o4 = as_4d(out), g4 = as_4d(gout);
