@@ -48,7 +48,7 @@ std::set<std::pair<int, int>> cells(int elements, F coord) {
 
 }  // namespace
 
-TEST_CASE("mma fragments: each layout covers its tile once; register pairs are neighbours", "[mma]") {
+TEST_CASE("mma fragments: each layout covers its tile once, register pairs are neighbours", "[mma]") {
   auto in_tile = [](const std::set<std::pair<int, int>>& s, int rows, int cols) {
     for (auto [r, c] : s)
       if (r < 0 || r >= rows || c < 0 || c >= cols) return false;
