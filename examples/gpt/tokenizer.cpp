@@ -88,9 +88,12 @@ int64_t SentencePieceTokenizer::vocab_size() const { return impl_->sp.GetPieceSi
 
 std::string tokenizer_path(const std::string& dir) { return dir + "/tokenizer.model"; }
 
+bool is_known_tokenizer(const std::string& name) { return name == "byte" || name == "bpe"; }
+
 std::unique_ptr<Tokenizer> make_tokenizer(const std::string& name, const std::string& dir) {
+  SACCADE_CHECK(is_known_tokenizer(name),
+                "make_tokenizer: unknown tokenizer '{}' for '{}' (known: byte, bpe)", name, dir);
   if (name == "bpe") return std::make_unique<SentencePieceTokenizer>(tokenizer_path(dir));
-  SACCADE_CHECK(name == "byte", "make_tokenizer: unknown tokenizer '{}' (known: byte, bpe)", name);
   return std::make_unique<ByteTokenizer>();
 }
 

@@ -57,8 +57,12 @@ class SentencePieceTokenizer : public Tokenizer {
 /// The file a "bpe" tokenizer lives in beside its checkpoints: `dir`/tokenizer.model.
 std::string tokenizer_path(const std::string& dir);
 
+/// Whether make_tokenizer knows `name` ("byte" or "bpe"): load_gpt refuses a checkpoint naming another, so
+/// that the error names the file.
+bool is_known_tokenizer(const std::string& name);
+
 /// The tokenizer called `name`: "byte", or "bpe" loaded from tokenizer_path(dir). Throws saccade::Error
-/// naming "make_tokenizer" for an unknown name, and SentencePieceTokenizer's errors.
+/// naming "make_tokenizer" and `dir` for an unknown name, and SentencePieceTokenizer's errors.
 std::unique_ptr<Tokenizer> make_tokenizer(const std::string& name, const std::string& dir = ".");
 
 }  // namespace saccade::examples

@@ -24,6 +24,7 @@
 #include "examples/common/progress.h"
 #include "examples/common/step_profiler.h"
 #include "examples/gpt/data.h"
+#include "examples/gpt/tokenizer.h"
 #include "nn/grad_scaler.h"
 #include "nn/optim.h"
 #include "ops/creation.h"
@@ -376,6 +377,9 @@ void export_gpt(const std::string& from, const std::string& to, DType dtype) {
 std::shared_ptr<GPT> load_gpt(const std::string& path, Device device) {
   const nn::Safetensors file = nn::load_safetensors(path);
   const GPTConfig config = config_of(file, path, "load_gpt");
+  SACCADE_CHECK(is_known_tokenizer(config.tokenizer),
+                "load_gpt: '{}': its \"tokenizer\" is '{}', which make_tokenizer does not know (byte, bpe)",
+                path, config.tokenizer);
   // The model is built before its weights load: its size must be what the file holds, or a 1 kB file
   // could ask for a model of terabytes.
   int64_t held = 0;

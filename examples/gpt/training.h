@@ -134,9 +134,9 @@ GPTResumeState resume_gpt(const std::string& path, GPT& model, nn::Optimizer& op
                           nn::GradScaler* scaler = nullptr);
 
 /// Loads a checkpoint's model into a new GPT built from its metadata (device `device`). Throws
-/// saccade::Error naming "load_gpt" and the file for a file that is not a gpt checkpoint, whose tensors do
-/// not hold GPTConfig::num_parameters() elements (checked before the model is built) or do not fit its
-/// config.
+/// saccade::Error naming "load_gpt" and the file for a file that is not a gpt checkpoint, names a tokenizer
+/// make_tokenizer does not know, whose tensors do not hold GPTConfig::num_parameters() elements (checked
+/// before the model is built) or do not fit its config.
 std::shared_ptr<GPT> load_gpt(const std::string& path, Device device = Device::cpu());
 
 /// Writes the model of checkpoint `from` (its state_dict and config metadata, no optimizer or scaler) to `to`

@@ -1,8 +1,8 @@
 // Writes the seed corpora of the libFuzzer targets: small valid files, each written by saccade's own
-// writers (the half-precision safetensors and the .npy of format 2.0, which saccade does not write, by
-// hand), and the SentencePiece model the gpt target loads. Usage: fuzz_make_seeds <tests/fuzz/libfuzzer>;
-// writes <dir>/corpus/<target>/ and <dir>/data/tokenizer.model (both committed; rerun after a format
-// change).
+// writers (16-bit safetensors and an f16 .npy too, and by hand a safetensors file of odd halves and a .npy
+// of format 2.0, which saccade does not write), and the SentencePiece model the gpt target loads. Usage:
+// fuzz_make_seeds <tests/fuzz/libfuzzer>; writes <dir>/corpus/<target>/ and <dir>/data/tokenizer.model (both
+// committed; rerun after a format change).
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -74,12 +74,21 @@ int main(int argc, char** argv) {
                                R"("g":{"dtype":"BF16","shape":[2],"data_offsets":[4,8]}})",
                                std::string("\x00\x3c\x00\xc0\x80\x3f\x80\x7f", 8)));
 
+  nn::StateDict sixteen;  // bf16 and f16 as saccade's writer saves them (read as themselves)
+  sixteen.insert("bf", all.at("w").to(DType::BFloat16));
+  sixteen.insert("f", all.at("d").to(DType::Float16));
+  nn::save_safetensors(sixteen, f("safetensors", "sixteen.safetensors"));
+
   // state_dict: the small model, in float32 and float64, and a checkpoint of it (optimizer keys ignored)
   fuzz::SmallModel small;
   nn::save(small, f("state_dict", "small.safetensors"));
   nn::StateDict wide;
   for (const auto& [k, t] : small.state_dict()) wide.insert(k, t.to(DType::Float64));
   nn::save_safetensors(wide, f("state_dict", "small_f64.safetensors"));
+  nn::StateDict half;  // loaded into the float32 model converted, as a bf16 or f16 export would be
+  for (const auto& [k, t] : small.state_dict())
+    half.insert(k, t.to(k.starts_with("emb") ? DType::Float16 : DType::BFloat16));
+  nn::save_safetensors(half, f("state_dict", "small_16bit.safetensors"));
   nn::AdamW small_opt(small.parameters());
   nn::save_checkpoint(f("state_dict", "small_checkpoint.safetensors"), small, small_opt, 0);
 
@@ -111,6 +120,7 @@ int main(int argc, char** argv) {
   ops::save_npy(all.at("d"), f("npy", "f8.npy"));
   ops::save_npy(all.at("i"), f("npy", "i8.npy"));
   ops::save_npy(all.at("b"), f("npy", "b1.npy"));
+  ops::save_npy(sixteen.at("f"), f("npy", "f2.npy"));  // '<f2' (numpy has no bfloat16)
   ops::save_npy(odd.at("scalar"), f("npy", "scalar.npy"));
   ops::save_npy(odd.at("empty"), f("npy", "empty.npy"));
   {
