@@ -501,6 +501,17 @@ int mma_head_dim(const Tensor& q, const Tensor& v, std::initializer_list<const T
   return d <= 64 ? 64 : 128;
 }
 
+// f.template operator()<T, kD>() for the element type of `dtype` (bfloat16 or float16) and the padded head
+// dimension kd (64 or 128): the four kernel instantiations, chosen in one place for both passes.
+template <class F>
+void with_mma_kernel(DType dtype, int kd, F&& f) {
+  const bool bf16 = dtype == DType::BFloat16;
+  if (kd == 64)
+    bf16 ? f.template operator()<bfloat16, 64>() : f.template operator()<float16, 64>();
+  else
+    bf16 ? f.template operator()<bfloat16, 128>() : f.template operator()<float16, 128>();
+}
+
 }  // namespace
 
 bool flash_attention_forward_mma(const Tensor& q, const Tensor& k, const Tensor& v, const Masking<float>& mk,
@@ -509,13 +520,9 @@ bool flash_attention_forward_mma(const Tensor& q, const Tensor& k, const Tensor&
   const int64_t tiles = (mk.Tq + kQueryRows - 1) / kQueryRows, blocks = q.size(0) * mk.H * tiles;
   if (kd == 0 || blocks == 0 || blocks > INT32_MAX) return false;
   const bool vec = rows_vectorizable(q) && rows_vectorizable(k) && rows_vectorizable(v);
-  const bool bf16 = q.dtype() == DType::BFloat16;
-  if (kd == 64)
-    bf16 ? launch_mma<bfloat16, 64>(q, k, v, mk, scale, out, lse, blocks, tiles, vec)
-         : launch_mma<float16, 64>(q, k, v, mk, scale, out, lse, blocks, tiles, vec);
-  else
-    bf16 ? launch_mma<bfloat16, 128>(q, k, v, mk, scale, out, lse, blocks, tiles, vec)
-         : launch_mma<float16, 128>(q, k, v, mk, scale, out, lse, blocks, tiles, vec);
+  with_mma_kernel(q.dtype(), kd, [&]<class T, int kD>() {
+    launch_mma<T, kD>(q, k, v, mk, scale, out, lse, blocks, tiles, vec);
+  });
   return true;
 }
 
@@ -539,17 +546,9 @@ bool flash_attention_backward_mma(const Tensor& q, const Tensor& k, const Tensor
   SACCADE_CUDA_CHECK(op, cudaMemsetAsync(gq32.raw_data(), 0, gq32.numel() * sizeof(float), current_stream()));
   const bool vec =
       rows_vectorizable(q) && rows_vectorizable(k) && rows_vectorizable(v) && rows_vectorizable(gout);
-  const bool bf16 = q.dtype() == DType::BFloat16;
-  if (kd == 64)
-    bf16 ? launch_backward_mma<bfloat16, 64>(q, k, v, gout, lse, delta, gq32, mk, scale, gk, gv, blocks,
-                                             key_tiles, vec)
-         : launch_backward_mma<float16, 64>(q, k, v, gout, lse, delta, gq32, mk, scale, gk, gv, blocks,
-                                            key_tiles, vec);
-  else
-    bf16 ? launch_backward_mma<bfloat16, 128>(q, k, v, gout, lse, delta, gq32, mk, scale, gk, gv, blocks,
-                                              key_tiles, vec)
-         : launch_backward_mma<float16, 128>(q, k, v, gout, lse, delta, gq32, mk, scale, gk, gv, blocks,
-                                             key_tiles, vec);
+  with_mma_kernel(q.dtype(), kd, [&]<class T, int kD>() {
+    launch_backward_mma<T, kD>(q, k, v, gout, lse, delta, gq32, mk, scale, gk, gv, blocks, key_tiles, vec);
+  });
   the_backend().copy(gq32, gq);
   return true;
 }
