@@ -248,3 +248,63 @@ TEST_CASE("conv2d and pooling: bad input throws naming the op", "[ops][conv]") {
   REQUIRE_THROWS_SACCADE(max_pool2d(Variable(ops::ones({4, 4})), {2, 2}), "max_pool2d");
   REQUIRE_THROWS_SACCADE(avg_pool2d(Variable(x), {5, 5}), "avg_pool2d");
 }
+
+TEST_CASE("conv and pool backward ops as Variables: the first gradient's values, gradcheck, errors",
+          "[autograd][conv][hograd]") {
+  // conv2d_input_grad, conv2d_weight_grad, max_pool2d_backward and avg_pool2d_backward are the Variable ops
+  // that make conv2d and the pools twice differentiable; here each on its own, in float64.
+  const Size2 s{2, 1}, p{1, 1};
+  Tensor x = rand64({2, 2, 5, 4}, 40), w = rand64({3, 2, 3, 2}, 41);
+  Tensor go = rand64(ops::conv2d(x, w, Tensor(), s, p).shape(), 42);
+  {  // their values are conv2d's gradients
+    Variable vx = leaf(x), vw = leaf(w);
+    conv2d(vx, vw, Variable(), s, p).backward(go);
+    REQUIRE(allclose(conv2d_input_grad(Variable(go), Variable(w), x.shape(), s, p).data(), vx.grad(), 1e-12,
+                     1e-12));
+    REQUIRE(allclose(conv2d_weight_grad(Variable(x), Variable(go), w.shape(), s, p).data(), vw.grad(), 1e-12,
+                     1e-12));
+  }
+  REQUIRE(gradcheck([&](const auto& v) { return conv2d_input_grad(v[0], v[1], x.shape(), s, p); },
+                    {leaf(go), leaf(w)}));
+  REQUIRE(gradcheck([&](const auto& v) { return conv2d_weight_grad(v[0], v[1], w.shape(), s, p); },
+                    {leaf(x), leaf(go)}));
+
+  // pools: overlapping windows (stride 1 < kernel), so several outputs reach one input
+  const ops::ValuesIndices mp = ops::max_pool2d(x, {3, 2}, {1, 1}, {1, 1});
+  Tensor gm = rand64(mp.values.shape(), 43);
+  {
+    Variable vx = leaf(x);
+    max_pool2d(vx, {3, 2}, {1, 1}, {1, 1}).backward(gm);
+    REQUIRE(
+        allclose(max_pool2d_backward(Variable(gm), mp.indices, x.shape()).data(), vx.grad(), 1e-12, 1e-12));
+  }
+  REQUIRE(
+      gradcheck([&](const auto& v) { return max_pool2d_backward(v[0], mp.indices, x.shape()); }, {leaf(gm)}));
+  Tensor ga = rand64(ops::avg_pool2d(x, {3, 3}, {2, 1}, {1, 1}).shape(), 44);
+  {
+    Variable vx = leaf(x);
+    avg_pool2d(vx, {3, 3}, {2, 1}, {1, 1}).backward(ga);
+    REQUIRE(allclose(avg_pool2d_backward(Variable(ga), x.shape(), {3, 3}, {2, 1}, {1, 1}).data(), vx.grad(),
+                     1e-12, 1e-12));
+  }
+  REQUIRE(gradcheck(
+      [&](const auto& v) {
+        return avg_pool2d_backward(v[0], x.shape(), {3, 3}, {2, 1}, {1, 1});
+      },
+      {leaf(ga)}));
+
+  // bad input: the op's own error, through the Variable ops too
+  REQUIRE_THROWS_SACCADE(conv2d_input_grad(Variable(go), Variable(w), {2, 3, 5, 4}, s, p),
+                         "conv2d_input_grad");
+  REQUIRE_THROWS_SACCADE(
+      conv2d_input_grad(Variable(ops::ones({2, 3, 1, 1}, DType::Float64)), Variable(w), x.shape(), s, p),
+      "conv2d_input_grad");
+  REQUIRE_THROWS_SACCADE(conv2d_weight_grad(Variable(x), Variable(go), {3, 2, 4, 2}, s, p),
+                         "conv2d_weight_grad");
+  REQUIRE_THROWS_SACCADE(conv2d_weight_grad(Variable(x.to(DType::Float32)), Variable(go), w.shape(), s, p),
+                         "conv2d_weight_grad");
+  REQUIRE_THROWS_SACCADE(max_pool2d_backward(Variable(gm), mp.indices.to(DType::Float64), x.shape()),
+                         "max_pool2d_backward");
+  REQUIRE_THROWS_SACCADE(avg_pool2d_backward(Variable(gm), x.shape(), {3, 3}, {2, 1}, {1, 1}),
+                         "avg_pool2d_backward");
+}
