@@ -19,6 +19,7 @@ constexpr int64_t kMR = 12, kNR = 32;         // register tile: 12 rows × 2 zmm
 constexpr int64_t kKC = 256;                  // k per packed block: a B panel (kKC × kNR bf16, 16 KB) in L1
 constexpr int64_t kMC = 144;                  // rows per packed A block (kMC × kKC bf16, 72 KB) in L2
 constexpr int64_t kGrain = 4 * 64 * 64 * 64;  // multiply-adds worth a thread's wake-up (as linalg.cpp)
+constexpr int64_t kInPlaceMaxN = 512;         // widest C whose A is read in place (compute_block)
 static_assert(kMR == 12 && kNR == 32, "the tile of ladder::dot_tile");
 
 // A matrix read as "rows × k": element (i, p) of op(A), or of op(B)ᵀ, so both operands pack alike.
@@ -232,8 +233,11 @@ void compute_block(const Problem& P, int64_t i0, int64_t i1, int64_t j0, int64_t
       for (int64_t kb = 0; kb * kKC < P.k; ++kb) {
         const int64_t k0 = kb * kKC, kc = std::min(kKC, P.k - k0), pairs = P.pairs_in(kb);
         // VDPBF16PS reads full panels of a row-major op(A) in place (dot_tile_rows): only the edge panel
-        // (and every panel otherwise) is packed
-        const bool in_place = P.dot && !P.a.k_major && kc % 2 == 0;
+        // (and every panel otherwise) is packed. Only for narrow C: each of the n / kNR column panels reads
+        // the block's rows again, and with a wide C (a long row stride, 4 KB at n = k = 2048) those reads
+        // conflict in cache where the packed panel is contiguous (bench/matmul --dtype bf16: in place took
+        // n = 2048 from 1.7-1.9x sgemm to 1.5-1.6x), while packing costs 1/n of the products.
+        const bool in_place = P.dot && !P.a.k_major && kc % 2 == 0 && P.n <= kInPlaceMaxN;
         for (int64_t ir = 0; ir < mc; ir += kMR)
           if (!in_place || mc - ir < kMR)
             pack_panel<kMR>(P.a, ib + ir, std::min(kMR, mc - ir), k0, kc, ap + ir * pairs);
