@@ -329,3 +329,62 @@ TEST_CASE("16-bit GRU gates and additive attention scores: float32 inside", "[ha
     CHECK(allclose(f32(a.gw_v), a32.gw_v, 0x1p-7, 0x1p-5));
   }
 }
+
+TEST_CASE("bfloat16 flash attention with every product on VDPBF16PS: within P's and dS's rounding of float32",
+          "[half][flash]") {
+  // With AVX512-BF16, the CPU kernels round P (forward and backward) and dS (backward) to bfloat16 before the
+  // products P V, Pᵀ dO, dSᵀ Q and dS K (ops/cpu/attention.cpp, as PyTorch's CPU flash attention). Each
+  // rounded factor is off by at most 2^-9 of itself, so against the float32 kernel on the same (widened)
+  // inputs each result may differ by 2^-9 of the sum of its terms' magnitudes, plus its own rounding: the
+  // bound is ulp · (|float32 result| + Σ |terms|) with ulp = 2^-8 (twice that). Several key tiles (131 keys,
+  // an odd last tile), each mask kind and dropout; without AVX512-BF16 the same test runs the widened route.
+  const DType bf = DType::BFloat16;
+  Tensor q = randn16({2, 2, 70, 32}, bf, 31), k = randn16({2, 2, 131, 32}, bf, 32),
+         v = randn16({2, 2, 131, 32}, bf, 33), go = randn16({2, 2, 70, 32}, bf, 34);
+  const Shape scores{2, 2, 70, 131};
+  const double scale = 1.0 / std::sqrt(32.0);
+  Generator g(35);
+  const Tensor keep = ops::gt(ops::rand({2, 1, 70, 131}, DType::Float32, Device::cpu(), &g), 0.2);
+  const Tensor lens = ops::tensor({100, 131}, DType::Int64);
+  struct Case {
+    const char* name;
+    Tensor mask;
+    ops::CausalAlign causal;
+    double p;
+  };
+  for (const Case& c :
+       {Case{"none", Tensor(), ops::CausalAlign::None, 0.0},
+        Case{"valid_lens + dropout", lens, ops::CausalAlign::None, 0.2},
+        Case{"keep mask", keep, ops::CausalAlign::None, 0.0},
+        Case{"causal bottom-right + dropout", Tensor(), ops::CausalAlign::BottomRight, 0.2}}) {
+    INFO(c.name);
+    const ops::AttentionMask mask = ops::attention_mask(c.mask, scores, c.causal, Device::cpu(), "test");
+    const ops::AttentionDropout drop{c.p, 7, 1000};
+    ops::FlashAttentionForward f16 = ops::flash_attention_forward(q, k, v, mask, scale, drop);
+    ops::FlashAttentionForward f32r = ops::flash_attention_forward(f32(q), f32(k), f32(v), mask, scale, drop);
+    const double vmax = ops::max(ops::abs(f32(v))).item<double>();
+    check_close(f16.out, f32r.out, bf, ops::full(f32r.out.shape(), vmax / (1 - c.p)));
+    // the scores are the same float32 sums of exact products: lse agrees to float32 rounding
+    REQUIRE(allclose(f16.lse, f32r.lse, 1e-5, 1e-5));
+
+    // backward, both from the same out and lse
+    ops::FlashAttentionGrads g16 =
+        ops::flash_attention_backward(go, q, k, v, f16.out, f16.lse, mask, scale, drop);
+    ops::FlashAttentionGrads g32 = ops::flash_attention_backward(f32(go), f32(q), f32(k), f32(v),
+                                                                 f32(f16.out), f16.lse, mask, scale, drop);
+    // the terms' magnitudes, composed in float32: P = exp(S - lse) masked, Z the dropout multipliers,
+    // dS = P ⊙ (Z ⊙ dO Vᵀ - rowsum(dO ⊙ O))
+    Tensor s = ops::mul(ops::matmul(f32(q), f32(k).transpose(2, 3)), scale);
+    Tensor p = ops::exp(ops::sub(s, f16.lse.unsqueeze(3)));
+    const Tensor kept = ops::attention_keep_mask(mask, scores, Device::cpu());
+    if (kept.defined()) p = ops::masked_fill(p, ops::logical_not(kept), 0.0);
+    Tensor z = c.p > 0 ? ops::attention_dropout_mask(drop, scores, DType::Float32, Device::cpu())
+                       : ops::ones(scores, DType::Float32);
+    Tensor delta = ops::sum(ops::mul(f32(go), f32(f16.out)), {3}, true);
+    Tensor ds = ops::mul(p, ops::sub(ops::mul(z, ops::matmul(f32(go), f32(v).transpose(2, 3))), delta));
+    auto mag = [](const Tensor& a, const Tensor& b) { return ops::matmul(ops::abs(a), ops::abs(b)); };
+    check_close(g16.gv, g32.gv, bf, mag(ops::mul(p, z).transpose(2, 3), f32(go)));
+    check_close(g16.gk, g32.gk, bf, ops::mul(mag(ds.transpose(2, 3), f32(q)), scale));
+    check_close(g16.gq, g32.gq, bf, ops::mul(mag(ds, f32(k)), scale));
+  }
+}

@@ -17,9 +17,13 @@
 //
 // The tile products are small GEMMs (cblas_sgemm / cblas_dgemm on one thread: Br·Bc·D <= 64³ keeps OpenBLAS
 // from starting its own threads inside ours); loop_gemm, the same products in plain vectorised loops, is the
-// measured alternative (flash_tiles.h, bench/flash_tiles). bfloat16 heads: the float32 kernel on widened
-// rows, except that S = Q Kᵀ and dP = dO Vᵀ, whose operands are both 16-bit, run on VDPBF16PS from the heads
-// themselves (flash_tiles_bf16.h; exact products, float32 sums); P and dS are never rounded to 16 bits.
+// measured alternative (flash_tiles.h, bench/flash_tiles). 16-bit heads: the float32 kernel on widened rows
+// (statistics, scores and accumulators float32). bfloat16 heads on a CPU with AVX512-BF16 run every tile
+// product on VDPBF16PS instead: S = Q Kᵀ and dP = dO Vᵀ from the heads themselves (flash_tiles_bf16.h; exact
+// products, float32 sums), and P V, Pᵀ dO, dSᵀ Q, dS K (gemm_bf16.h) with P and dS rounded to bfloat16 first,
+// as PyTorch's CPU flash attention does for reduced types (its attn_reduced / grad_attn_reduced buffers):
+// each probability and score gradient then carries a relative error of at most 2⁻⁹, the sums stay float32,
+// and no head is widened.
 #include <cblas.h>
 
 #include <algorithm>
@@ -33,6 +37,7 @@
 #include "ops/cpu/blas_check.h"
 #include "ops/cpu/flash_tiles.h"
 #include "ops/cpu/flash_tiles_bf16.h"
+#include "ops/cpu/gemm_bf16.h"
 #include "ops/cpu/random.h"
 #include "ops/cpu/simd.h"
 #include "ops/cpu/thread_pool.h"
@@ -217,13 +222,44 @@ DropoutView<T> dropout_of(const ops::AttentionDropout& d, int64_t bh, int64_t tq
   return {d.p, d.seed, d.offset + static_cast<uint64_t>(bh * tq * tk), tk, static_cast<T>(1.0 / (1.0 - d.p))};
 }
 
-// The bfloat16 heads of one (b, h) for the tile products whose operands are both 16-bit (flash_tiles_bf16.h):
-// S = Q Kᵀ and dP = dO Vᵀ on VDPBF16PS instead of sgemm on widened copies. Null members: not used.
+// The bfloat16 heads of one (b, h) for the tile products on VDPBF16PS (see the file comment) instead of sgemm
+// on widened copies. Null members: not used.
 struct Bf16Heads {
   const bfloat16 *q = nullptr, *k = nullptr, *v = nullptr, *go = nullptr;
   int64_t ldq = 0, ldk = 0, ldv = 0, ldgo = 0;
-  uint32_t* scratch = nullptr;  // max(D, Dv) / 2 · 64 words
+  uint32_t* scratch = nullptr;           // max(D, Dv) / 2 · 64 words
+  bfloat16 *p = nullptr, *ds = nullptr;  // kBr · Bc each: P and dS of a tile, rounded (same row stride)
 };
+
+// rows × cols of a float32 tile (row stride ld) rounded to bfloat16 into dst (the same stride); nothing for
+// double tiles (which never have bfloat16 heads).
+template <class T>
+void round_tile(const T* src, int64_t rows, int64_t cols, int64_t ld, bfloat16* dst) {
+  if constexpr (std::is_same_v<T, float>)
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* __restrict from = src + r * ld;
+      uint16_t* __restrict to = &dst[r * ld].bits;
+      with_isa([=] {
+#pragma omp simd
+        for (int64_t c = 0; c < cols; ++c) to[c] = bf16_round(from[c]);
+      });
+    }
+}
+
+// C (m, n) += alpha · op(A) B with A a rounded tile (h16->p or h16->ds: stored (m, k), or (k, m) when ta,
+// row stride lda) and B bfloat16 rows (k, n) of a head, on VDPBF16PS; false (nothing done) without h16, and
+// always for double tiles.
+template <class T>
+bool bf16_accumulate(const Bf16Heads* h16, bool ta, int64_t m, int64_t n, int64_t k, T alpha,
+                     const bfloat16* a, int64_t lda, const bfloat16* b, int64_t ldb, T* c, int64_t ldc) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (!h16) return false;
+    gemm_bf16(ta, false, m, n, k, alpha, a, lda, b, ldb, 1.0f, c, ldc);
+    return true;
+  } else {
+    return false;
+  }
+}
 
 // C (nr, nc) = scale · A Bᵀ on VDPBF16PS when h16 is set (A, B: bfloat16 rows of d); false (nothing done)
 // otherwise, and always for double tiles.
@@ -289,8 +325,11 @@ void forward_tile(const T* q, int64_t ldq, const T* k, int64_t ldk, const T* v, 
       }
     }
     // O += P V   (nr, Dv)
-    gemm(false, false, int(nr), int(Dv), int(nc), T(1), s.data(), int(bc), v + j0 * ldv, int(ldv), T(1),
-         o.data(), int(Dv));
+    if (h16) round_tile(s.data(), nr, nc, bc, h16->p);
+    if (!bf16_accumulate(h16, false, nr, Dv, nc, T(1), h16 ? h16->p : nullptr, bc,
+                         h16 ? h16->v + j0 * h16->ldv : nullptr, h16 ? h16->ldv : 0, o.data(), Dv))
+      gemm(false, false, int(nr), int(Dv), int(nc), T(1), s.data(), int(bc), v + j0 * ldv, int(ldv), T(1),
+           o.data(), int(Dv));
   }
   for (int64_t r = 0; r < nr; ++r) {
     // NOTE: a row with nothing to attend (l = 0) gives zeros and lse = -inf, not NaN
@@ -374,12 +413,22 @@ void backward_head(const T* q, int64_t ldq, const T* k, int64_t ldk, const T* v,
         }
       }
       // dV += dropout(P)ᵀ dO   (nc, Dv);  dK += scale dSᵀ Q   (nc, D);  dQ += scale dS K   (nr, D)
-      gemm(true, false, int(nc), int(Dv), int(nr), T(1), p.data(), int(bc), go + i0 * ldgo, int(ldgo), T(1),
-           dv.data(), int(Dv));
-      gemm(true, false, int(nc), int(D), int(nr), scale, dp.data(), int(bc), q + i0 * ldq, int(ldq), T(1),
-           dk.data(), int(D));
-      gemm(false, false, int(nr), int(D), int(nc), scale, dp.data(), int(bc), k + j0 * ldk, int(ldk), T(1),
-           gq + i0 * ldgq, int(ldgq));
+      if (h16) {  // on VDPBF16PS from P and dS rounded to bfloat16 and the 16-bit heads
+        round_tile(p.data(), nr, nc, bc, h16->p);
+        round_tile(dp.data(), nr, nc, bc, h16->ds);
+      }
+      if (!bf16_accumulate(h16, true, nc, Dv, nr, T(1), h16 ? h16->p : nullptr, bc,
+                           h16 ? h16->go + i0 * h16->ldgo : nullptr, h16 ? h16->ldgo : 0, dv.data(), Dv))
+        gemm(true, false, int(nc), int(Dv), int(nr), T(1), p.data(), int(bc), go + i0 * ldgo, int(ldgo), T(1),
+             dv.data(), int(Dv));
+      if (!bf16_accumulate(h16, true, nc, D, nr, scale, h16 ? h16->ds : nullptr, bc,
+                           h16 ? h16->q + i0 * h16->ldq : nullptr, h16 ? h16->ldq : 0, dk.data(), D))
+        gemm(true, false, int(nc), int(D), int(nr), scale, dp.data(), int(bc), q + i0 * ldq, int(ldq), T(1),
+             dk.data(), int(D));
+      if (!bf16_accumulate(h16, false, nr, D, nc, scale, h16 ? h16->ds : nullptr, bc,
+                           h16 ? h16->k + j0 * h16->ldk : nullptr, h16 ? h16->ldk : 0, gq + i0 * ldgq, ldgq))
+        gemm(false, false, int(nr), int(D), int(nc), scale, dp.data(), int(bc), k + j0 * ldk, int(ldk), T(1),
+             gq + i0 * ldgq, int(ldgq));
     }
     for (int64_t c = 0; c < nc; ++c) {
       std::copy(dk.begin() + c * D, dk.begin() + (c + 1) * D, gk + (j0 + c) * ldgk);
@@ -472,14 +521,15 @@ void CpuBackend::flash_attention_forward(const Tensor& q, const Tensor& k, const
     parallel_for(0, tasks, big ? 1 : tasks, [&](int64_t t0, int64_t t1) {
       TileGemm<C> gemm(how, bc * std::max(D, Dv));
       // 16-bit: float32 copies of the rows this task reads (its queries; the keys up to the tile's last)
-      // (bfloat16 with VDPBF16PS: S = Q Kᵀ reads q and k themselves, only v is widened)
+      // (bfloat16 with VDPBF16PS: every product reads q, k and v themselves, nothing is widened)
       std::vector<float> qf, kf, vf, of;
       std::vector<uint32_t> pairs;
+      std::vector<bfloat16> p16;
       const bool dot16 = std::is_same_v<T, bfloat16> && dot_rows_bf16_available(D);
       if constexpr (!std::is_same_v<T, C>) {
-        if (!dot16) qf.resize(Tq * D), kf.resize(Tk * D);
-        vf.resize(Tk * Dv), of.resize(Tq * Dv);
-        if (dot16) pairs.resize(D / 2 * 64);
+        if (!dot16) qf.resize(Tq * D), kf.resize(Tk * D), vf.resize(Tk * Dv);
+        of.resize(Tq * Dv);
+        if (dot16) pairs.resize(D / 2 * 64), p16.resize(kBr * bc);
       }
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t bh = t / ntiles, b = bh / H, h = bh % H, i0 = (t % ntiles) * kBr;
@@ -491,12 +541,13 @@ void CpuBackend::flash_attention_forward(const Tensor& q, const Tensor& k, const
           const int64_t tile_end = *std::max_element(row_end, row_end + nr);
           Bf16Heads h16;
           if constexpr (std::is_same_v<T, bfloat16>)
-            h16 = {head<T>(q, b, h), head<T>(k, b, h), nullptr, nullptr, ld(q), ld(k), 0, 0, pairs.data()};
+            h16 = {head<T>(q, b, h), head<T>(k, b, h), head<T>(v, b, h), nullptr, ld(q), ld(k), ld(v), 0,
+                   pairs.data(),     p16.data()};
           if (!dot16) {
             widen_rows<T>(q, b, h, i0, i0 + nr, D, qf.data());
             widen_rows<T>(k, b, h, 0, tile_end, D, kf.data());
+            widen_rows<T>(v, b, h, 0, tile_end, Dv, vf.data());
           }
-          widen_rows<T>(v, b, h, 0, tile_end, Dv, vf.data());
           const int64_t ldd = std::max<int64_t>(D, 1), lddv = std::max<int64_t>(Dv, 1);
           forward_tile<float>(qf.data(), ldd, kf.data(), ldd, vf.data(), lddv, of.data(), lddv,
                               lse.data<float>() + bh * Tq, i0, nr, D, Dv, bc, float(scale), row_end,
@@ -530,17 +581,21 @@ void CpuBackend::flash_attention_backward(const Tensor& q, const Tensor& k, cons
       // bfloat16 with VDPBF16PS: S = Q Kᵀ and dP = dO Vᵀ read the 16-bit heads (v is not widened)
       const bool dot16 = std::is_same_v<T, bfloat16> && dot_rows_bf16_available(D) && Dv % 2 == 0;
       std::vector<uint32_t> pairs(dot16 ? static_cast<size_t>(std::max(D, Dv) / 2 * 64) : 0);
+      std::vector<bfloat16> p16(dot16 ? static_cast<size_t>(2 * kBr * bc) : 0);  // P and dS, rounded
       for (int64_t bh = bh0; bh < bh1; ++bh) {
         const int64_t b = bh / H, h = bh % H;
         std::vector<int64_t> row_end(static_cast<size_t>(Tq));
         for (int64_t i = 0; i < Tq; ++i) row_end[static_cast<size_t>(i)] = lim.end(b, i);
         DropoutView<C> dv = dropout_of<C>(dropout, bh, Tq, Tk);
         if constexpr (!std::is_same_v<T, C>) {
-          const std::vector<float> qf = widen_head<T>(q, b, h, Tq, D), kf = widen_head<T>(k, b, h, Tk, D),
+          // (with VDPBF16PS the products read the 16-bit heads: only out and dO are widened, for Δ)
+          const std::vector<float> qf = dot16 ? std::vector<float>() : widen_head<T>(q, b, h, Tq, D),
+                                   kf = dot16 ? std::vector<float>() : widen_head<T>(k, b, h, Tk, D),
                                    vf = dot16 ? std::vector<float>() : widen_head<T>(v, b, h, Tk, Dv),
                                    of = widen_head<T>(out, b, h, Tq, Dv),
                                    gof = widen_head<T>(gout, b, h, Tq, Dv);
-          std::vector<float> gqf(qf.size()), gkf(kf.size()), gvf(static_cast<size_t>(Tk * Dv));
+          std::vector<float> gqf(static_cast<size_t>(Tq * D)), gkf(static_cast<size_t>(Tk * D)),
+              gvf(static_cast<size_t>(Tk * Dv));
           Bf16Heads h16;
           if constexpr (std::is_same_v<T, bfloat16>)
             h16 = {head<T>(q, b, h),
@@ -551,7 +606,9 @@ void CpuBackend::flash_attention_backward(const Tensor& q, const Tensor& k, cons
                    ld(k),
                    ld(v),
                    ld(gout),
-                   pairs.data()};
+                   pairs.data(),
+                   p16.data(),
+                   p16.data() + kBr * bc};
           const int64_t ldd = std::max<int64_t>(D, 1), lddv = std::max<int64_t>(Dv, 1);
           backward_head<float>(qf.data(), ldd, kf.data(), ldd, vf.data(), lddv, of.data(), lddv, gof.data(),
                                lddv, lse.data<float>() + bh * Tq, gqf.data(), ldd, gkf.data(), ldd,
