@@ -112,11 +112,14 @@ StateDict Optimizer::state_dict() const {
 
 namespace {
 // "state.<i>.<key>" or "param_groups.<g>.<field>", split into its parts; false when the key has another form.
+// The index is written as state_dict writes it: decimal digits without a leading zero, so that no two keys
+// ("state.9.step", "state.09.step") name the same entry (the fuzz target of resume_gpt found that pair).
 bool parse_key(const std::string& name, std::string& kind, size_t& index, std::string& field) {
   size_t a = name.find('.');
   if (a == std::string::npos) return false;
   size_t b = name.find('.', a + 1);
   if (b == std::string::npos || b == a + 1 || b + 1 == name.size()) return false;
+  if (name[a + 1] == '0' && b > a + 2) return false;
   kind = name.substr(0, a);
   auto [ptr, ec] = std::from_chars(name.data() + a + 1, name.data() + b, index);
   if (ec != std::errc() || ptr != name.data() + b) return false;
@@ -162,6 +165,17 @@ void Optimizer::check_state_dict(const StateDict& dict) const {
       SACCADE_CHECK(t.shape() == params[i].shape(), "{}: {}: '{}' has shape {}, the parameter has shape {}",
                     name_, op, name, t.shape(), params[i].shape());
     }
+  }
+  // a parameter's state is whole or absent: step() starts an empty one afresh and reads every key of one
+  // that is not (a missing "exp_avg" made AdamW's next step throw, leaving an undefined tensor in its state)
+  for (size_t i = 0; i < params.size(); ++i) {
+    size_t present = 0;
+    for (const std::string& key : keys) present += dict.contains(fmt::format("state.{}.{}", i, key));
+    if (present == 0) continue;
+    for (const std::string& key : keys)
+      SACCADE_CHECK(dict.contains(fmt::format("state.{}.{}", i, key)),
+                    "{}: {}: the state of parameter {} lacks '{}' (it has {} of the {} keys {})", name_, op,
+                    i, fmt::format("state.{}.{}", i, key), present, keys.size(), fmt::join(keys, ", "));
   }
   for (size_t g = 0; g < groups_.size(); ++g)
     for (const char* field : {"lr", "weight_decay", "num_params"})

@@ -169,6 +169,23 @@ TEST_CASE("optim: load_state_dict validates before changing anything", "[nn][opt
   nn::StateDict bad_step;
   for (const auto& [k, v] : a) bad_step.insert(k, k == "state.0.step" ? ops::scalar_tensor(1.0) : v);
   REQUIRE_THROWS_SACCADE(adam.load_state_dict(bad_step), "int64");
+  // Each entry has one name: an index with a leading zero is refused (it named parameter 1's entry twice)
+  nn::StateDict renamed;
+  for (const auto& [k, v] : a) renamed.insert(k == "state.1.exp_avg" ? "state.01.exp_avg" : k, v);
+  REQUIRE_THROWS_SACCADE(adam.load_state_dict(renamed), "unexpected key 'state.01.exp_avg'");
+  // A parameter's state is whole or absent: without exp_avg, AdamW's next step would read an undefined tensor
+  nn::StateDict partial;
+  for (const auto& [k, v] : a)
+    if (k != "state.1.exp_avg") partial.insert(k, v);
+  REQUIRE_THROWS_SACCADE(adam.load_state_dict(partial), "the state of parameter 1 lacks 'state.1.exp_avg'");
+  nn::StateDict none_for_1;  // absent: loads, and the next step starts parameter 1's state afresh
+  for (const auto& [k, v] : a)
+    if (k.rfind("state.1.", 0) != 0) none_for_1.insert(k, v);
+  adam.load_state_dict(none_for_1);
+  for (Variable& p : ps) p.set_grad(ops::ones_like(p.data()));
+  adam.step();
+  REQUIRE(adam.state_dict().at("state.1.step").item<int64_t>() == 1);
+  REQUIRE(adam.state_dict().at("state.0.step").item<int64_t>() == 2);
 }
 
 TEST_CASE("optim: bad construction throws", "[nn][optim]") {
