@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "ops/cpu/bf16_lanes.h"
 #include "ops/cpu/gemm_ladder/microkernel.h"  // the micro-kernel: ladder::dot_tile
 #include "ops/cpu/simd.h"
 #include "ops/cpu/thread_pool.h"
@@ -262,10 +263,14 @@ void compute_block(const Problem& P, int64_t i0, int64_t i1, int64_t j0, int64_t
           }
         }
       }
-      if (P.c16 && !direct16) {  // round the block's sums into C
-        const int64_t c0 = j0 * kNR, c1 = std::min(P.n, j1 * kNR);
-        for (int64_t r = 0; r < mc; ++r)
-          for (int64_t j = c0; j < c1; ++j) P.c16[(ib + r) * P.ldc16 + j] = bfloat16(cbase[r * ldc + j]);
+      if (P.c16 && !direct16) {  // round the block's sums into C (bf16_lanes.h: vectorised, same bits)
+        const int64_t c0 = j0 * kNR, w = std::min(P.n, j1 * kNR) - c0;
+        for (int64_t r = 0; r < mc; ++r) {
+          const float* __restrict src = cbase + r * ldc + c0;
+          uint16_t* __restrict dst = &P.c16[(ib + r) * P.ldc16 + c0].bits;
+#pragma omp simd
+          for (int64_t j = 0; j < w; ++j) dst[j] = bf16_round(src[j]);
+        }
       }
     }
   });
