@@ -50,7 +50,9 @@ Tensor attention_dropout_mask(const AttentionDropout& dropout, const Shape& scor
 
 /// flash_attention_forward's results: out (B, ..., Tq, Dv) and lse (B, ..., Tq), the per-row
 /// log Σ_j exp(s_ij) of the masked scaled scores (-inf for a row with nothing to attend), q's dtype (float32
-/// for 16-bit q, k, v: computed in float32, out rounded once).
+/// for 16-bit q, k, v: computed in float32, out rounded once; on a CPU with AVX512-BF16, bfloat16 q, k, v
+/// take P (and, in the backward, dS) rounded to bfloat16 for their products with v, dO, q and k, as PyTorch's
+/// CPU flash attention does: ops/cpu/attention.cpp).
 struct FlashAttentionForward {
   Tensor out, lse;
 };
