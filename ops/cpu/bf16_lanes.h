@@ -22,4 +22,12 @@ inline uint16_t bf16_round(float f) {
 /// The float of bfloat16 bits h (exact).
 inline float bf16_widen(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
 
+/// Row r of `to` (row stride ldt) = bf16_round of row r of `from` (row stride ldf), rows × cols, at the
+/// machine's vector width (with_isa, once for all rows; bf16_lanes.cpp). The one loop behind the casts,
+/// attention's stored heads and rounded tiles, and the bf16 GEMM's C.
+void round_rows(const float* from, int64_t ldf, uint16_t* to, int64_t ldt, int64_t rows, int64_t cols);
+
+/// Row r of `to` = bf16_widen of row r of `from` (exact), vectorised as round_rows.
+void widen_rows(const uint16_t* from, int64_t ldf, float* to, int64_t ldt, int64_t rows, int64_t cols);
+
 }  // namespace saccade::cpu

@@ -265,12 +265,7 @@ void compute_block(const Problem& P, int64_t i0, int64_t i1, int64_t j0, int64_t
       }
       if (P.c16 && !direct16) {  // round the block's sums into C (bf16_lanes.h: vectorised, same bits)
         const int64_t c0 = j0 * kNR, w = std::min(P.n, j1 * kNR) - c0;
-        for (int64_t r = 0; r < mc; ++r) {
-          const float* __restrict src = cbase + r * ldc + c0;
-          uint16_t* __restrict dst = &P.c16[(ib + r) * P.ldc16 + c0].bits;
-#pragma omp simd
-          for (int64_t j = 0; j < w; ++j) dst[j] = bf16_round(src[j]);
-        }
+        round_rows(cbase + c0, ldc, &P.c16[ib * P.ldc16 + c0].bits, P.ldc16, mc, w);
       }
     }
   });

@@ -89,17 +89,9 @@ void CpuBackend::copy(const Tensor& src, const Tensor& dst) {
             const S* x = reinterpret_cast<const S*>(p[0]);
             D* y = reinterpret_cast<D*>(p[1]);
             if constexpr (std::is_same_v<S, bfloat16> && std::is_same_v<D, float>) {  // autocast's casts:
-              const uint16_t* __restrict xb = reinterpret_cast<const uint16_t*>(x);   // bf16_lanes.h
-              with_isa([=] {
-#pragma omp simd
-                for (int64_t i = 0; i < n; ++i) y[i] = bf16_widen(xb[i]);
-              });
+              widen_rows(reinterpret_cast<const uint16_t*>(x), 0, y, 0, 1, n);        // bf16_lanes.h
             } else if constexpr (std::is_same_v<S, float> && std::is_same_v<D, bfloat16>) {
-              uint16_t* __restrict yb = reinterpret_cast<uint16_t*>(y);
-              with_isa([=] {
-#pragma omp simd
-                for (int64_t i = 0; i < n; ++i) yb[i] = bf16_round(x[i]);
-              });
+              round_rows(x, 0, reinterpret_cast<uint16_t*>(y), 0, 1, n);
             } else {
               with_isa([&] {
                 for (int64_t i = 0; i < n; ++i) y[i] = static_cast<D>(x[i]);
