@@ -160,11 +160,16 @@ FlashAttentionForward flash_attention_forward(const Tensor& q, const Tensor& k, 
   Tensor out4 = empty_like_4d(q4, v4.size(3));
   Tensor lse = Tensor::empty({q4.size(0), q4.size(1), q4.size(2)},
                              is_half(q.dtype()) ? DType::Float32 : q.dtype(), q.device());
-  backend(q.device()).flash_attention_forward(q4, k4, v4, mask_4d(mask), scale, dropout, out4, lse);
+  AttentionDropout d = dropout;
+  d.kept = Tensor();
+  const int64_t words = (k4.size(2) + 63) / 64;  // of keep flags a query row
+  if (d.p > 0 && q.device().is_cpu() && words * 8 <= v4.size(3) * static_cast<int64_t>(q.itemsize()))
+    d.kept = zeros({q4.size(0) * q4.size(1) * q4.size(2), words}, DType::Int64, q.device());
+  backend(q.device()).flash_attention_forward(q4, k4, v4, mask_4d(mask), scale, d, out4, lse);
   Shape os = q.shape(), ls;
   os[os.size() - 1] = v.size(-1);
   for (int i = 0; i + 1 < q.dim(); ++i) ls.push_back(q.size(i));
-  return {out4.reshape(os), lse.view(ls)};
+  return {out4.reshape(os), lse.view(ls), d.kept};
 }
 
 FlashAttentionGrads flash_attention_backward(const Tensor& gout, const Tensor& q, const Tensor& k,
@@ -181,6 +186,17 @@ FlashAttentionGrads flash_attention_backward(const Tensor& gout, const Tensor& q
           lse.dtype() == (is_half(q.dtype()) ? DType::Float32 : q.dtype()),
       "{}: gout {}, out {} and lse {} do not fit q {} and v {}", op, gout.defined() ? gout.shape() : Shape{},
       out.defined() ? out.shape() : Shape{}, lse.defined() ? lse.shape() : Shape{}, q.shape(), v.shape());
+  if (dropout.kept.defined()) {
+    int64_t rows = 1;
+    for (int i = 0; i + 1 < q.dim(); ++i) rows *= q.size(i);
+    SACCADE_CHECK(dropout.kept.dtype() == DType::Int64 && dropout.kept.device() == q.device() &&
+                      dropout.kept.is_contiguous() &&
+                      dropout.kept.shape() == Shape({rows, (k.size(-2) + 63) / 64}),
+                  "{}: dropout keep flags {} ({}) do not fit q {} and k {}: expected the forward's int64 "
+                  "(B·H·Tq, ⌈Tk/64⌉) = ({}, {})",
+                  op, dropout.kept.shape(), dtype_name(dropout.kept.dtype()), q.shape(), k.shape(), rows,
+                  (k.size(-2) + 63) / 64);
+  }
   if (is_half(q.dtype()) && !q.device().is_cpu() && !cuda::tensor_core_attention()) {
     // as the forward; gradients rounded once to q's dtype
     FlashAttentionGrads g =

@@ -53,8 +53,12 @@ Tensor attention_dropout_mask(const AttentionDropout& dropout, const Shape& scor
 /// for 16-bit q, k, v: computed in float32, out rounded once; on a CPU with AVX512-BF16, bfloat16 q, k, v
 /// take P (and, in the backward, dS) rounded to bfloat16 for their products with v, dO, q and k, as PyTorch's
 /// CPU flash attention does: ops/cpu/attention.cpp).
+/// `kept`: when dropout.p > 0 on the CPU and the flags take no more memory than out (⌈Tk/64⌉ · 8 bytes a
+/// query row against Dv · itemsize: Tk up to 16·Dv in 16 bits, 32·Dv in float32, so memory stays
+/// O(B·H·T·D)), the keep flags the kernel drew (AttentionDropout::kept), for flash_attention_backward to take
+/// in its `dropout.kept` instead of drawing the numbers a second time; undefined otherwise.
 struct FlashAttentionForward {
-  Tensor out, lse;
+  Tensor out, lse, kept;
 };
 
 /// out = dropout(softmax(q kᵀ · scale with masked entries excluded)) v, fused (shapes in the file comment).
@@ -72,7 +76,9 @@ struct FlashAttentionGrads {
 /// The backward of flash_attention_forward (Dao et al. 2022, Algorithm 2 / FlashAttention-2's backward):
 /// from gout = dL/d(out) (out's shape), the inputs, out and lse, recomputes the probabilities tile by tile:
 ///   dV = Pᵀ dO,  dP = dO Vᵀ,  dS = P ⊙ (dP - rowsum(dO ⊙ O)),  dQ = scale dS K,  dK = scale dSᵀ Q
-/// (with the dropout mask applied to P and dP). Rows with nothing to attend give zero gradients.
+/// (with the dropout mask applied to P and dP). Rows with nothing to attend give zero gradients. A defined
+/// dropout.kept must be the forward's FlashAttentionForward::kept (shape checked: Int64 (B·H·Tq, ⌈Tk/64⌉)
+/// on q's device, else saccade::Error naming "flash_attention_backward" and the shapes).
 FlashAttentionGrads flash_attention_backward(const Tensor& gout, const Tensor& q, const Tensor& k,
                                              const Tensor& v, const Tensor& out, const Tensor& lse,
                                              const AttentionMask& mask, double scale,

@@ -92,9 +92,16 @@ struct AttentionMask {
 /// ops::rand of that shape draws at counter offset + ((b·H + h)·Tq + i)·Tk + j under `seed`, and kept ones
 /// are scaled by 1/(1-p): exactly the numbers ops::dropout draws for the composed path with the same
 /// generator state.
+/// `kept`, optional: the keep flags of one forward, for its backward to read instead of drawing them again
+/// (ops::flash_attention_forward allocates it where it is worth its memory, FlashAttentionForward::kept).
+/// Int64 (B·H·Tq, ⌈Tk/64⌉) contiguous, zeroed: bit j % 64 of word j / 64 of row (b·H + h)·Tq + i is set iff
+/// weight (b, h, i, j) is kept. A backend that keeps flags (the CPU) writes those of every key a query row
+/// sees in the forward and reads them in the backward; one that does not (CUDA) ignores the field. Either
+/// way the numbers are the ones drawn above.
 struct AttentionDropout {
   double p = 0.0;
   uint64_t seed = 0, offset = 0;
+  Tensor kept;
 };
 
 }  // namespace ops

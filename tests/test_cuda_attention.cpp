@@ -67,7 +67,7 @@ ops::AttentionMask mask_on(const Problem& pr, Device d) {
                              pr.causal, d, "test");
 }
 
-ops::AttentionDropout dropout_of(const Problem& pr) { return {pr.p, 1234, 77}; }
+ops::AttentionDropout dropout_of(const Problem& pr) { return {pr.p, 1234, 77, Tensor()}; }
 
 // Forward and backward on device d in dtype dt, scale 1/sqrt(D).
 Result run(const Problem& pr, Device d, DType dt) {

@@ -5,6 +5,7 @@
 // (ops/cpu/attention_ladder/).
 #include <cmath>
 #include <functional>
+#include <memory>
 
 #include "helpers.h"
 #include "nn/attention.h"
@@ -13,6 +14,7 @@
 #include "ops/cpu/attention_ladder/online.h"
 #include "ops/cpu/attention_ladder/tiled.h"
 #include "ops/cpu/flash_tiles.h"
+#include "ops/cpu/simd.h"
 
 using namespace saccade;
 using saccade::testing::allclose;
@@ -192,6 +194,90 @@ TEST_CASE("fused attention rejects bad input naming the op", "[attention][flash]
   REQUIRE_THROWS_SACCADE(
       nn::scaled_dot_product_attention(q, k, v, i64({1}, {1}), false, 0, false, nullptr, false),
       "scaled_dot_product_attention");
+}
+
+TEST_CASE("fused attention's dropout keep flags: the forward records what it drew, the backward reads it",
+          "[attention][flash][dropout]") {
+  // every mask kind that leaves rows (or their first key tiles) with nothing to see, Tk over two key tiles
+  const int64_t B = 2, H = 2, Tq = 70, Tk = 133, D = 8;
+  const Shape s{B, H, Tq, Tk};
+  Tensor keep = ops::gt(randn(s, DType::Float32, 61), 0.3);
+  // row i of batch 1 sees no key before key 70: whole key tiles of a row with nothing in them yet
+  Tensor late = ops::ge(ops::arange(0, Tk).view({1, 1, 1, Tk}), i64({0, 70}, {2}).view({B, 1, 1, 1}));
+  // AVX-512's flag compare and masked move (where the CPU has it), then the scalar loops under a guard
+  for (bool capped : {false, true})
+    for (DType dt : {DType::Float32, DType::BFloat16})
+      for (const AttentionMask& mask :
+           {mask_of(Tensor(), s, CausalAlign::TopLeft), mask_of(keep, s),
+            mask_of(late, s, CausalAlign::BottomRight), mask_of(i64({0, 50}, {2}), s)}) {
+        // Dv where the flags (3 words = 24 bytes a query row) fit in out's row (float32: 4 Dv bytes, bf16: 2
+        // Dv)
+        const int64_t Dv = dt == DType::Float32 ? 6 : 12;
+        Tensor q = randn({B, H, Tq, D}, DType::Float32, 62).to(dt),
+               k = randn({B, H, Tk, D}, DType::Float32, 63).to(dt),
+               v = randn({B, H, Tk, Dv}, DType::Float32, 64).to(dt),
+               go = randn({B, H, Tq, Dv}, DType::Float32, 65).to(dt);
+        const ops::AttentionDropout drop{0.3, 9, 4000, Tensor()};
+        std::unique_ptr<cpu::IsaGuard> narrow;
+        if (capped) narrow = std::make_unique<cpu::IsaGuard>(cpu::Isa::Baseline);
+        INFO("dtype " << dt << ", ISA capped " << capped);
+        ops::FlashAttentionForward f = ops::flash_attention_forward(q, k, v, mask, 0.4, drop);
+        REQUIRE(f.kept.defined());
+        REQUIRE(f.kept.shape() == Shape({B * H * Tq, 3}));
+        // the flags are the composed path's dropout mask on every weight the row sees
+        const Tensor z = ops::attention_dropout_mask(drop, s, DType::Float32, Device::cpu());
+        const Tensor seen = ops::attention_keep_mask(mask, s, Device::cpu());
+        const std::vector<float> zv = z.to_vector<float>();
+        const std::vector<int64_t> words = f.kept.to_vector<int64_t>();
+        const std::vector<double> sv =
+            seen.defined() ? seen.expand(s).to(DType::Float64).contiguous().to_vector<double>()
+                           : std::vector<double>();
+        int64_t checked = 0, differ = 0;
+        for (int64_t r = 0; r < B * H * Tq; ++r)
+          for (int64_t j = 0; j < Tk; ++j) {
+            const size_t e = static_cast<size_t>(r * Tk + j);
+            if (!sv.empty() && sv[e] == 0) continue;  // a masked weight: P = 0, its flag is never needed
+            const bool bit =
+                (static_cast<uint64_t>(words[static_cast<size_t>(r * 3 + j / 64)]) >> (j % 64)) & 1;
+            differ += bit != (zv[e] != 0);
+            ++checked;
+          }
+        CHECK(checked > 0);
+        CHECK(differ == 0);
+        // the backward reading the flags = the backward drawing the numbers again, bit for bit
+        ops::AttentionDropout with = drop;
+        with.kept = f.kept;
+        ops::FlashAttentionGrads a = ops::flash_attention_backward(go, q, k, v, f.out, f.lse, mask, 0.4,
+                                                                   with),
+                                 b = ops::flash_attention_backward(go, q, k, v, f.out, f.lse, mask, 0.4,
+                                                                   drop);
+        for (auto [x, y] : {std::pair{a.gq, b.gq}, {a.gk, b.gk}, {a.gv, b.gv}})
+          CHECK(allclose(x.to(DType::Float64), y.to(DType::Float64), 0, 0));
+      }
+  SECTION("the flags are kept only where they fit in out's memory, and checked") {
+    const ops::AttentionDropout drop{0.3, 9, 0, Tensor()};
+    Tensor q = randn({1, 1, 4, 8}, DType::Float32, 1), k = randn({1, 1, 200, 8}, DType::Float32, 2);
+    // 4 words (32 bytes) a row: Dv = 8 float32 (32 bytes) keeps them, Dv = 7 does not; none without dropout
+    CHECK(ops::flash_attention_forward(q, k, randn({1, 1, 200, 8}, DType::Float32, 3), AttentionMask{}, 1.0,
+                                       drop)
+              .kept.defined());
+    CHECK(!ops::flash_attention_forward(q, k, randn({1, 1, 200, 7}, DType::Float32, 3), AttentionMask{}, 1.0,
+                                        drop)
+               .kept.defined());
+    CHECK(!ops::flash_attention_forward(q, k, randn({1, 1, 200, 8}, DType::Float32, 3), AttentionMask{}, 1.0)
+               .kept.defined());
+    Tensor v = randn({1, 1, 200, 8}, DType::Float32, 3);
+    ops::FlashAttentionForward f = ops::flash_attention_forward(q, k, v, AttentionMask{}, 1.0, drop);
+    ops::AttentionDropout bad = drop;
+    bad.kept = ops::zeros({4, 3}, DType::Int64);
+    REQUIRE_THROWS_SACCADE(
+        ops::flash_attention_backward(f.out, q, k, v, f.out, f.lse, AttentionMask{}, 1.0, bad),
+        "flash_attention_backward: dropout keep flags [4, 3]");
+    bad.kept = ops::zeros({4, 4});
+    REQUIRE_THROWS_SACCADE(
+        ops::flash_attention_backward(f.out, q, k, v, f.out, f.lse, AttentionMask{}, 1.0, bad),
+        "flash_attention_backward: dropout keep flags");
+  }
 }
 
 TEST_CASE("modules take the fused path unless the weights are kept", "[attention][flash]") {

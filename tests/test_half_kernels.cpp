@@ -359,7 +359,7 @@ TEST_CASE("bfloat16 flash attention with every product on VDPBF16PS: within P's 
         Case{"causal bottom-right + dropout", Tensor(), ops::CausalAlign::BottomRight, 0.2}}) {
     INFO(c.name);
     const ops::AttentionMask mask = ops::attention_mask(c.mask, scores, c.causal, Device::cpu(), "test");
-    const ops::AttentionDropout drop{c.p, 7, 1000};
+    const ops::AttentionDropout drop{c.p, 7, 1000, Tensor()};
     ops::FlashAttentionForward f16 = ops::flash_attention_forward(q, k, v, mask, scale, drop);
     ops::FlashAttentionForward f32r = ops::flash_attention_forward(f32(q), f32(k), f32(v), mask, scale, drop);
     const double vmax = ops::max(ops::abs(f32(v))).item<double>();

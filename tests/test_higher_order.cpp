@@ -370,7 +370,7 @@ TEST_CASE("hograd: fused ops and attention modules get second derivatives from t
     Generator g1(11), g2(11);
     g1.advance(17), g2.advance(17);  // a generator part-way through its stream
     Tensor fused = flash_attention(q, k, v, mask, 0.7, 0.3, true, &g1).data();
-    const ops::AttentionDropout drop{0.3, g2.seed(), g2.advance(2 * 4 * 5)};
+    const ops::AttentionDropout drop{0.3, g2.seed(), g2.advance(2 * 4 * 5), Tensor()};
     REQUIRE(g1.offset() == g2.offset());
     Tensor z = ops::attention_dropout_mask(drop, s, DType::Float64, Device::cpu());
     const double kept = ops::sum(ops::gt(z, 0.0)).item<double>();

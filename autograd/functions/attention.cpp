@@ -43,10 +43,11 @@ Variable flash_attention(const Variable& q, const Variable& k, const Variable& v
     Generator& g = gen ? *gen : default_generator();
     uint64_t n = static_cast<uint64_t>(k.size(-2));  // one counter per weight: B·…·Tq·Tk
     for (int i = 0; i + 1 < q.dim(); ++i) n *= static_cast<uint64_t>(q.size(i));
-    drop = {dropout_p, g.seed(), g.advance(n)};
+    drop = {dropout_p, g.seed(), g.advance(n), Tensor()};
   }
   ops::FlashAttentionForward f =
       ops::flash_attention_forward(q.data(), k.data(), v.data(), mask, scale, drop);
+  drop.kept = f.kept;  // the backward reads the forward's keep flags where the CPU kept them
   const char* op = "flash_attention";
   SavedVariable sq(q, op), sk(k, op), sv(v, op);
   SavedTensor so(f.out, op);

@@ -25,10 +25,14 @@
 // each probability and score gradient then carries a relative error of at most 2⁻⁹, the sums stay float32,
 // and no head is widened.
 #include <cblas.h>
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -204,22 +208,89 @@ KeepView keep_of(const ops::AttentionMask& m, int64_t b, int64_t h) {
 }
 
 // Dropout of one (b, h): the multipliers 0 or 1/(1-p) of a run of keys of one query row, drawn as
-// ops::dropout draws them (counter base + i·Tk + j, random.h).
+// ops::dropout draws them (counter base + i·Tk + j, random.h). With keep flags (AttentionDropout::kept: one
+// bit a weight, row i's bytes at kept + i · kept_ld) the forward records what it drew and the backward reads
+// it back, instead of drawing every number twice (Philox was a third of the bf16 attention's time). Flag j of
+// a row is bit j % 8 of byte j / 8 (on this little-endian CPU, bit j % 64 of word j / 64 of the int64
+// tensor).
+// Keep flags <-> multipliers: flag c of a run is bit c % 8 of bytes[c / 8]; a flag is set iff m[c] != 0, and
+// reads back as `scale` (set) or 0. With AVX-512 a compare or a masked move does 16 at a time (the scalar
+// loops cost as much as the Philox draws they save).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define SACCADE_FLAGS16 1
+[[gnu::target("avx512f")]] void record_flags_avx512(const float* m, int64_t n, uint8_t* bytes) {
+  for (int64_t c = 0; c < n; c += 16) {
+    const int64_t len = std::min<int64_t>(16, n - c);
+    const __mmask16 valid = static_cast<__mmask16>(len == 16 ? 0xffffu : (1u << len) - 1);
+    const uint16_t k =
+        _mm512_mask_cmp_ps_mask(valid, _mm512_maskz_loadu_ps(valid, m + c), _mm512_setzero_ps(), _CMP_NEQ_UQ);
+    std::memcpy(bytes + c / 8, &k, static_cast<size_t>((len + 7) / 8));  // little-endian: flag c first
+  }
+}
+[[gnu::target("avx512f")]] void read_flags_avx512(const uint8_t* bytes, int64_t n, float scale, float* m) {
+  const __m512 s = _mm512_set1_ps(scale);
+  for (int64_t c = 0; c < n; c += 16) {
+    const int64_t len = std::min<int64_t>(16, n - c);
+    const __mmask16 valid = static_cast<__mmask16>(len == 16 ? 0xffffu : (1u << len) - 1);
+    uint16_t k = 0;
+    std::memcpy(&k, bytes + c / 8, static_cast<size_t>((len + 7) / 8));
+    _mm512_mask_storeu_ps(m + c, valid, _mm512_maskz_mov_ps(static_cast<__mmask16>(k), s));
+  }
+}
+#endif
+template <class T>
+void record_flags(const T* m, int64_t n, uint8_t* bytes) {
+#if SACCADE_FLAGS16
+  if constexpr (std::is_same_v<T, float>)
+    if (kernel_isa() == Isa::Avx512) return record_flags_avx512(m, n, bytes);
+#endif
+  for (int64_t c0 = 0; c0 < n; c0 += 8) {
+    uint8_t b = 0;
+    for (int64_t c = c0; c < std::min(n, c0 + 8); ++c) b |= static_cast<uint8_t>((m[c] != T(0)) << (c - c0));
+    bytes[c0 / 8] = b;
+  }
+}
+template <class T>
+void read_flags(const uint8_t* bytes, int64_t n, T scale, T* m) {
+#if SACCADE_FLAGS16
+  if constexpr (std::is_same_v<T, float>)
+    if (kernel_isa() == Isa::Avx512) return read_flags_avx512(bytes, n, scale, m);
+#endif
+  for (int64_t c = 0; c < n; ++c) m[c] = (bytes[c / 8] >> (c % 8)) & 1 ? scale : T(0);
+}
+
+static_assert(std::endian::native == std::endian::little,
+              "keep flags: bytes of the int64 words, low bit first");
 template <class T>
 struct DropoutView {
   double p;
   uint64_t seed, base;  // base: counter of element (b, h, 0, 0)
   int64_t tk;
   T scale;
-  // m[c] = the multiplier of element (i, j0 + c) for c < n.
+  uint8_t* kept = nullptr;  // the head's keep flags, or nullptr
+  int64_t kept_ld = 0;      // bytes a query row
+  // m[c] = the multiplier of element (i, j0 + c) for c < n, drawn (and recorded, with flags). j0 is a
+  // multiple of 8 (whole bytes of flags: key tiles are).
   void row(int64_t i, int64_t j0, int64_t n, T* m) const {
     dropout_multipliers<T>(seed, base + static_cast<uint64_t>(i * tk + j0), n, static_cast<T>(p), scale, m);
+    if (kept) record_flags(m, n, kept + i * kept_ld + j0 / 8);
+  }
+  // The same multipliers again: read from the flags where the forward recorded them, else drawn again.
+  void replay(int64_t i, int64_t j0, int64_t n, T* m) const {
+    if (!kept) return row(i, j0, n, m);
+    read_flags(kept + i * kept_ld + j0 / 8, n, scale, m);
   }
 };
 
 template <class T>
 DropoutView<T> dropout_of(const ops::AttentionDropout& d, int64_t bh, int64_t tq, int64_t tk) {
-  return {d.p, d.seed, d.offset + static_cast<uint64_t>(bh * tq * tk), tk, static_cast<T>(1.0 / (1.0 - d.p))};
+  DropoutView<T> v{d.p, d.seed, d.offset + static_cast<uint64_t>(bh * tq * tk), tk,
+                   static_cast<T>(1.0 / (1.0 - d.p))};
+  if (d.kept.defined()) {
+    v.kept_ld = d.kept.size(1) * 8;
+    v.kept = reinterpret_cast<uint8_t*>(d.kept.data<int64_t>()) + bh * tq * v.kept_ld;
+  }
+  return v;
 }
 
 // The bfloat16 heads of one (b, h) for the tile products on VDPBF16PS (see the file comment) instead of sgemm
@@ -235,15 +306,7 @@ struct Bf16Heads {
 // double tiles (which never have bfloat16 heads).
 template <class T>
 void round_tile(const T* src, int64_t rows, int64_t cols, int64_t ld, bfloat16* dst) {
-  if constexpr (std::is_same_v<T, float>)
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* __restrict from = src + r * ld;
-      uint16_t* __restrict to = &dst[r * ld].bits;
-      with_isa([=] {
-#pragma omp simd
-        for (int64_t c = 0; c < cols; ++c) to[c] = bf16_round(from[c]);
-      });
-    }
+  if constexpr (std::is_same_v<T, float>) round_rows(src, ld, &dst->bits, ld, rows, cols);
 }
 
 // C (m, n) += alpha · op(A) B with A a rounded tile (h16->p or h16->ds: stored (m, k), or (k, m) when ta,
@@ -400,7 +463,7 @@ void backward_head(const T* q, int64_t ldq, const T* k, int64_t ldk, const T* v,
               if (!keep(i, j0 + c)) pr[c] = T(0);
         }
         if (drop) {
-          drop->row(i, j0, end, z.data());
+          drop->replay(i, j0, end, z.data());
           std::fill(z.begin() + end, z.begin() + nc, T(0));  // P = 0 there: dS = 0, dropout(P) = 0
 #pragma omp simd
           for (int64_t c = 0; c < nc; ++c) {
@@ -451,26 +514,20 @@ int64_t ld(const Tensor& t) { return t.size(2) > 1 ? t.stride(2) : std::max<int6
 // buffer rounded back into the head of t. The 16-bit kernels below are the float32 ones on these buffers:
 // statistics, scores and accumulators all float32, one rounding per stored element.
 template <class T>
-void widen_rows(const Tensor& t, int64_t b, int64_t h, int64_t r0, int64_t r1, int64_t cols, float* out) {
+void widen_head_rows(const Tensor& t, int64_t b, int64_t h, int64_t r0, int64_t r1, int64_t cols,
+                     float* out) {
   const T* p = head<T>(t, b, h);
   const int64_t l = ld(t);
-  for (int64_t r = r0; r < r1; ++r) {
-    float* __restrict dst = out + r * cols;
-    if constexpr (std::is_same_v<T, bfloat16>) {
-      const uint16_t* __restrict src = reinterpret_cast<const uint16_t*>(p + r * l);
-      with_isa([=] {
-#pragma omp simd
-        for (int64_t c = 0; c < cols; ++c) dst[c] = bf16_widen(src[c]);
-      });
-    } else {
-      for (int64_t c = 0; c < cols; ++c) dst[c] = static_cast<float>(p[r * l + c]);
-    }
-  }
+  if constexpr (std::is_same_v<T, bfloat16>)
+    widen_rows(&p[r0 * l].bits, l, out + r0 * cols, cols, r1 - r0, cols);
+  else
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = static_cast<float>(p[r * l + c]);
 }
 template <class T>
 std::vector<float> widen_head(const Tensor& t, int64_t b, int64_t h, int64_t rows, int64_t cols) {
   std::vector<float> out(static_cast<size_t>(rows * cols));
-  widen_rows<T>(t, b, h, 0, rows, cols, out.data());
+  widen_head_rows<T>(t, b, h, 0, rows, cols, out.data());
   return out;
 }
 template <class T>
@@ -478,18 +535,12 @@ void store_head(const std::vector<float>& src, int64_t cols, const Tensor& t, in
                 int64_t r0, int64_t r1) {
   T* p = head<T>(t, b, h);
   const int64_t l = ld(t);
-  for (int64_t r = r0; r < r1; ++r) {
-    const float* __restrict from = src.data() + r * cols;
-    if constexpr (std::is_same_v<T, bfloat16>) {
-      uint16_t* __restrict dst = reinterpret_cast<uint16_t*>(p + r * l);
-      with_isa([=] {
-#pragma omp simd
-        for (int64_t c = 0; c < cols; ++c) dst[c] = bf16_round(from[c]);
-      });
-    } else {
-      for (int64_t c = 0; c < cols; ++c) p[r * l + c] = static_cast<T>(from[c]);
-    }
-  }
+  if constexpr (std::is_same_v<T, bfloat16>)
+    round_rows(src.data() + r0 * cols, cols, &p[r0 * l].bits, l, r1 - r0, cols);
+  else
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        p[r * l + c] = static_cast<T>(src[static_cast<size_t>(r * cols + c)]);
 }
 
 // Work worth a thread team (the flop count of the tile products); below it the kernel runs on one thread.
@@ -544,9 +595,9 @@ void CpuBackend::flash_attention_forward(const Tensor& q, const Tensor& k, const
             h16 = {head<T>(q, b, h), head<T>(k, b, h), head<T>(v, b, h), nullptr, ld(q), ld(k), ld(v), 0,
                    pairs.data(),     p16.data()};
           if (!dot16) {
-            widen_rows<T>(q, b, h, i0, i0 + nr, D, qf.data());
-            widen_rows<T>(k, b, h, 0, tile_end, D, kf.data());
-            widen_rows<T>(v, b, h, 0, tile_end, Dv, vf.data());
+            widen_head_rows<T>(q, b, h, i0, i0 + nr, D, qf.data());
+            widen_head_rows<T>(k, b, h, 0, tile_end, D, kf.data());
+            widen_head_rows<T>(v, b, h, 0, tile_end, Dv, vf.data());
           }
           const int64_t ldd = std::max<int64_t>(D, 1), lddv = std::max<int64_t>(Dv, 1);
           forward_tile<float>(qf.data(), ldd, kf.data(), ldd, vf.data(), lddv, of.data(), lddv,
