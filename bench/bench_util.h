@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -15,6 +17,17 @@
 #include <vector>
 
 namespace saccade::bench {
+
+/// Whether s is a whole decimal integer >= 1 (then in `out`): the benchmarks' numeric arguments, so that a
+/// flag they do not know ("--help") gets their usage instead of running with 0 or stopping on a bad size.
+inline bool positive_int(const char* s, int64_t& out) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(s, &end, 10);
+  if (end == s || *end != '\0' || errno != 0 || v < 1) return false;
+  out = v;
+  return true;
+}
 
 using Clock = std::chrono::steady_clock;
 

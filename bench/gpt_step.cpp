@@ -338,7 +338,14 @@ int main(int argc, char** argv) {
       SACCADE_CHECK(d == "bf16" || d == "f16", "gpt_step: --dtype bf16 or f16, got {}", d);
       dtype = d == "bf16" ? DType::BFloat16 : DType::Float16;
     } else {
-      samples = std::max(1, std::atoi(argv[i]));
+      int64_t n = 0;
+      if (!bench::positive_int(argv[i], n) || n > 100000) {
+        std::fprintf(stderr,
+                     "gpt_step: unknown argument %s (see the usage at the top of bench/gpt_step.cpp)\n",
+                     argv[i]);
+        return 2;
+      }
+      samples = static_cast<int>(n);
     }
   }
   if (profile) {

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "saccade.h"
 
 using namespace saccade;
@@ -41,21 +42,39 @@ double median(std::vector<double> v) {
 int matmul_bf16_main(const std::vector<int>& thread_counts);  // matmul_bf16.cpp
 int matmul_ladder_main(int64_t n);                            // matmul_bf16.cpp
 
+int usage(const char* bad) {
+  std::fprintf(
+      stderr,
+      "matmul: not a size or thread count: %s\nusage: matmul [n ...] | matmul --dtype bf16 [threads ...] | "
+      "matmul --ladder [n]   (integers >= 1)\n",
+      bad);
+  return 2;
+}
+
 int main(int argc, char** argv) {
-  if (argc >= 2 && std::strcmp(argv[1], "--ladder") == 0)
-    return matmul_ladder_main(argc > 2 ? std::atoll(argv[2]) : 480);
+  int64_t v = 0;
+  if (argc >= 2 && std::strcmp(argv[1], "--ladder") == 0) {
+    if (argc > 2 && !bench::positive_int(argv[2], v)) return usage(argv[2]);
+    return matmul_ladder_main(argc > 2 ? v : 480);
+  }
   if (argc >= 3 && std::strcmp(argv[1], "--dtype") == 0) {
     if (std::strcmp(argv[2], "bf16") != 0) {
       std::fprintf(stderr, "matmul: --dtype takes bf16 (float32 is the default), not %s\n", argv[2]);
       return 2;
     }
     std::vector<int> threads;
-    for (int i = 3; i < argc; ++i) threads.push_back(std::atoi(argv[i]));
+    for (int i = 3; i < argc; ++i) {
+      if (!bench::positive_int(argv[i], v) || v > 1024) return usage(argv[i]);
+      threads.push_back(static_cast<int>(v));
+    }
     if (threads.empty()) threads = {1, 2};
     return matmul_bf16_main(threads);
   }
   std::vector<int64_t> sizes;
-  for (int i = 1; i < argc; ++i) sizes.push_back(std::atoll(argv[i]));
+  for (int i = 1; i < argc; ++i) {
+    if (!bench::positive_int(argv[i], v)) return usage(argv[i]);
+    sizes.push_back(v);
+  }
   if (sizes.empty()) sizes = {64, 256, 1024, 2048};
 
   std::printf("%s\n", blas_info_line().c_str());  // the core as found: this program does not re-execute
