@@ -114,6 +114,8 @@ std::string_view binary_op_name(BinaryOp op) {
       return "ge";
     case BinaryOp::LogicalAnd:
       return "logical_and";
+    case BinaryOp::GeluBackward:
+      return "gelu_backward";
     case BinaryOp::LogicalOr:
       return "logical_or";
   }

@@ -55,7 +55,8 @@ enum class BinaryOp {
   Gt,
   Ge,  // out is Bool
   LogicalAnd,
-  LogicalOr,  // Bool x Bool -> Bool
+  LogicalOr,     // Bool x Bool -> Bool
+  GeluBackward,  // g · d gelu(x) / dx, with g the first operand and x the second (floating only)
 };
 
 /// The reductions along one dim (Backend::reduce); Max and Min also drive Backend::arg_reduce.

@@ -135,6 +135,13 @@ Tensor sigmoid(const Tensor& a) { return unary(UnaryOp::Sigmoid, a); }
 Tensor relu(const Tensor& a) { return unary(UnaryOp::Relu, a); }
 Tensor gelu(const Tensor& a) { return unary(UnaryOp::Gelu, a); }
 Tensor gelu_grad(const Tensor& a) { return unary(UnaryOp::GeluGrad, a); }
+Tensor gelu_backward(const Tensor& g, const Tensor& x) {
+  SACCADE_CHECK(g.defined() && x.defined() && is_floating(g.dtype()) && is_floating(x.dtype()),
+                "gelu_backward: expected floating tensors, got {} {} and {} {}",
+                g.defined() ? g.shape() : Shape{}, g.defined() ? dtype_name(g.dtype()) : "undefined",
+                x.defined() ? x.shape() : Shape{}, x.defined() ? dtype_name(x.dtype()) : "undefined");
+  return binary(BinaryOp::GeluBackward, g, x);
+}
 Tensor sign(const Tensor& a) { return unary(UnaryOp::Sign, a); }
 
 Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi) {

@@ -72,6 +72,10 @@ Tensor relu(const Tensor& a);
 /// Exact GELU, x Φ(x) (Hendrycks & Gimpel 2016), and its derivative Φ(x) + x φ(x).
 Tensor gelu(const Tensor& a);
 Tensor gelu_grad(const Tensor& a);
+/// g · gelu'(x) elementwise, broadcast and promoted as mul (GELU's backward in one pass: gelu'(x) is not
+/// rounded to the dtype on its own, nor stored). Throws saccade::Error naming "gelu_backward" and the shapes
+/// for undefined or non-floating tensors, or shapes that do not broadcast.
+Tensor gelu_backward(const Tensor& g, const Tensor& x);
 Tensor sign(const Tensor& a);
 /// min(max(a, lo), hi); either bound may be absent (both absent: a copy). Throws when lo > hi, or for bool.
 Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi);

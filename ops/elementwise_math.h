@@ -204,6 +204,12 @@ struct GeluGrad {
            x * T(0.39894228040143267794) * (kVectorFloat<T> ? T(exp_nonpositive(float(h))) : std::exp(h));
   }
 };
+/// g · gelu'(x): GELU's backward in one pass (the composed g ⊙ gelu_grad(x) rounds gelu'(x) to the tensor's
+/// dtype first and takes a second pass over memory).
+template <class T>
+struct GeluBackward {
+  SACCADE_HOST_DEVICE T operator()(T g, T x) const { return g * GeluGrad<T>{}(x); }
+};
 /// Gelu and GeluGrad in float for results stored in 16 bits (erf_float_single): the CPU's bfloat16 and
 /// float16 kernels (ops/cpu/elementwise.cpp).
 struct Gelu16 {
@@ -216,6 +222,9 @@ struct GeluGrad16 {
     return 0.5f * (1.0f + erf_float_single(x * 0.70710678118654752440f)) +
            x * 0.39894228040143267794f * exp_nonpositive(-0.5f * x * x);
   }
+};
+struct GeluBackward16 {
+  float operator()(float g, float x) const { return g * GeluGrad16{}(x); }
 };
 /// -1, 0 or 1 (0 for NaN).
 template <class T>
@@ -398,6 +407,9 @@ void with_binary_functor(BinaryOp op, Arith&& arith, Test&& test) {
       return arith(Maximum<T>{});
     case BinaryOp::Minimum:
       return arith(Minimum<T>{});
+    case BinaryOp::GeluBackward:
+      if constexpr (std::is_floating_point_v<T>) return arith(GeluBackward<T>{});
+      return;  // ops::gelu_backward takes floating tensors only
     case BinaryOp::Eq:
       return test(Eq<T>{});
     case BinaryOp::Ne:

@@ -120,6 +120,15 @@ TEST_CASE("elementwise: unary ops match torch", "[ops][elementwise]") {
   CHECK(same(ops::relu(u), fx("unary_relu")));
   CHECK(same(ops::gelu(u), fx("unary_gelu")));
   CHECK(same(ops::gelu_grad(u), fx("unary_gelu_grad")));
+  // the fused backward g · gelu'(x) is the composed product exactly in float64 and float32 (gelu'(x) is
+  // already of the dtype there), broadcast and transposed too
+  for (DType dt : {DType::Float64, DType::Float32}) {
+    Tensor x = u.to(dt), g = ops::randn(u.shape(), dt), row = ops::randn({u.size(-1)}, dt);
+    CHECK(allclose(ops::gelu_backward(g, x), ops::mul(g, ops::gelu_grad(x)), 0, 0));
+    CHECK(allclose(ops::gelu_backward(row, x), ops::mul(row, ops::gelu_grad(x)), 0, 0));
+    if (x.dim() == 2)
+      CHECK(allclose(ops::gelu_backward(g.t(), x.t()), ops::mul(g.t(), ops::gelu_grad(x.t())), 0, 0));
+  }
   CHECK(same(ops::sign(u), fx("unary_sign")));
   CHECK(same(ops::log(up), fx("unary_log")));
   CHECK(same(ops::sqrt(up), fx("unary_sqrt")));
@@ -232,6 +241,16 @@ TEST_CASE("elementwise: bad input names the op", "[ops][elementwise][errors]") {
     REQUIRE_THROWS_SACCADE(f(bl), name + ": not defined for bool");
     REQUIRE_THROWS_SACCADE(f(u), name + ": got an undefined tensor");
   }
+  // GELU's fused backward g · gelu'(x)
+  Tensor x = ops::randn({2, 3});
+  REQUIRE_THROWS_SACCADE(ops::gelu_backward(x, i),
+                         "gelu_backward: expected floating tensors, got [2, 3] float32 "
+                         "and [2, 3] int64");
+  REQUIRE_THROWS_SACCADE(ops::gelu_backward(bl, x), "gelu_backward: expected floating tensors");
+  REQUIRE_THROWS_SACCADE(ops::gelu_backward(x, u),
+                         "gelu_backward: expected floating tensors, got [2, 3] float32 "
+                         "and [] undefined");
+  REQUIRE_THROWS_SACCADE(ops::gelu_backward(x, ops::randn({4})), "gelu_backward");
   for (auto [name, f] : std::vector<std::pair<std::string, Tensor (*)(const Tensor&)>>{
            {"neg", ops::neg}, {"abs", ops::abs}, {"relu", ops::relu}, {"sign", ops::sign}}) {
     INFO(name);

@@ -51,6 +51,7 @@ TEST_CASE("16-bit elementwise ops and comparisons match float32 within one round
     check_close(ops::add(a, row), ops::add(f32(a), f32(row)), t);  // broadcast: a stride-0 operand
     check_close(ops::mul(a.t(), b.t()), ops::mul(f32(a).t(), f32(b).t()), t);  // strided
     check_close(ops::mul(a, 3.0), ops::mul(f32(a), 3.0), t);
+    check_close(ops::gelu_backward(b, a), ops::gelu_backward(f32(b), f32(a)), t);  // GELU's fused backward
     for (Unary op : std::initializer_list<Unary>{ops::exp, ops::tanh, ops::sigmoid, ops::gelu, ops::neg,
                                                  ops::abs, ops::relu})
       check_close(op(a), op(f32(a)), t);

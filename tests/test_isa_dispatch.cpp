@@ -116,6 +116,9 @@ TEST_CASE("isa dispatch: elementwise kernels agree with double arithmetic at eve
     CHECK(max_err(ops::exp(a).to_vector<double>(), exp_ref) < 2e-7);
     CHECK(max_err(ops::gelu(a).to_vector<double>(), gelu_ref) < 3e-7);
     CHECK(max_err(ops::gelu_grad(a).to_vector<double>(), gelu_grad_ref) < 3e-7);
+    std::vector<double> gelu_back_ref(static_cast<size_t>(n));  // b · gelu'(a), GELU's fused backward
+    for (size_t i = 0; i < gelu_back_ref.size(); ++i) gelu_back_ref[i] = y[i] * gelu_grad_ref[i];
+    CHECK(max_err(ops::gelu_backward(b, a).to_vector<double>(), gelu_back_ref) < 3e-7 * 4.5);
     CHECK(max_err(ops::add(a, b).to_vector<double>(), add_ref) == 0);
     Tensor p = a.clone();
     ops::add_(p, b, -0.25);

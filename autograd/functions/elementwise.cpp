@@ -5,6 +5,7 @@
 #include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "autograd/functions/reduce.h"
+#include "autograd/grad_mode.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
@@ -265,8 +266,11 @@ Variable gelu(const Variable& a) {
   check_defined("gelu", a);
   // y = a Φ(a):  da = g (Φ(a) + a φ(a))
   SavedVariable sa(a, "gelu");
-  return make_result("gelu", ops::gelu(a.data()), {a},
-                     [sa](const Variable& g) -> Grads { return {mul(g, gelu_grad(sa.get()))}; });
+  return make_result("gelu", ops::gelu(a.data()), {a}, [sa](const Variable& g) -> Grads {
+    // create_graph: composed, so that the gradient is differentiable again
+    if (grad_enabled()) return {mul(g, gelu_grad(sa.get()))};
+    return {Variable(ops::gelu_backward(g.data(), sa.get().data()))};
+  });
 }
 
 Variable gelu_grad(const Variable& a) {

@@ -93,6 +93,9 @@ void CpuBackend::unary(UnaryOp op, const Tensor& a, const Tensor& out, double al
 
 void CpuBackend::binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
   dispatch_all_and_half(a.dtype(), binary_op_name(op).data(), [&]<class T>() {
+    if constexpr (!std::is_same_v<T, compute_t<T>>)  // as unary's 16-bit GELU
+      if (op == BinaryOp::GeluBackward)
+        return binary_loop<T, T>(a, b, out, math::store_as<T>(math::GeluBackward16{}));
     math::with_binary_functor<compute_t<T>>(
         op, [&](auto f) { binary_loop<T, T>(a, b, out, math::store_as<T>(f)); },
         [&](auto f) { binary_loop<T, uint8_t>(a, b, out, math::load_as<T>(f)); });
