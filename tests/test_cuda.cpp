@@ -104,6 +104,7 @@ TEST_CASE("cuda: unary ops through the shared functors", "[cuda]") {
                                    ops::relu(at),
                                    ops::gelu(a),
                                    ops::gelu_grad(a),
+                                   ops::gelu_backward(at, a.t()),
                                    ops::sign(a),
                                    ops::pow(pos, 2.0),
                                    ops::pow(pos, 1.7),

@@ -29,6 +29,7 @@ TEST_CASE("cuda 16-bit: casts, elementwise, reductions and matmul agree with the
           Tensor wh = testing::randn({33, 17}, 3).to(d).to(t);
           return std::vector<Tensor>{ops::mul(ops::add(xh, yh), xh).to(DType::Float32),
                                      ops::exp(xh).to(DType::Float32),
+                                     ops::gelu_backward(yh, xh).to(DType::Float32),
                                      ops::sum(xh, {1}).to(DType::Float32),
                                      ops::sum(xh, {0}).to(DType::Float32),
                                      ops::matmul(xh, wh).to(DType::Float32),
