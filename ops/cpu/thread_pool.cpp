@@ -9,12 +9,13 @@
 // scheduled by then finds the region closed and goes back to sleep: nobody waits for a thread that has no
 // core (measured: waiting for every worker made 2 threads 2.5x slower than 1 on a loaded machine).
 //
-// Waits spin for a few microseconds (back-to-back regions then cost no system call) and then block on a
-// futex (std::atomic::wait), so an idle thread never holds a core for long.
+// Waits spin for up to kSpin (back-to-back regions then cost no system call and no wake-up) and then block
+// on a futex (std::atomic::wait), so an idle thread never holds a core for long.
 #include "ops/cpu/thread_pool.h"
 
 #include <cblas.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <exception>
 #include <memory>
@@ -28,8 +29,14 @@
 namespace saccade::cpu {
 namespace {
 
-// ~100 pause instructions: a few microseconds on current x86 cores, then the thread sleeps.
-constexpr int kSpinPauses = 100;
+// How long a wait spins before it sleeps. A training step runs its regions back to back with a little serial
+// work between them (the autograd engine, small ops): a worker that had gone to sleep after ~2.5 us (100
+// pauses, the earlier setting) was woken by a futex call for most regions. bench/gpt_step's 2-thread bf16
+// step (alternated, 5 rounds × 5 steps, 2026-11-26): 127.9 ms with 100 pauses, 122.5 with 1000 (25 us),
+// 119.4 with 4000 (100 us; a pause takes 25 ns on this project's Zen 5 VM); beside a busy-looping process
+// on one of the two cores, 220.8 / 211.8 / 218.4 ms (no loss). A time, not a count: a pause takes from about
+// 3 ns to 40 ns from one x86 core to another.
+constexpr auto kSpin = std::chrono::microseconds(100);
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -40,10 +47,12 @@ inline void cpu_relax() {
 // Waits until `a` differs from `old`: a short spin, then a futex wait.
 template <class T>
 T wait_while_equal(const std::atomic<T>& a, T old) {
-  for (int i = 0; i < kSpinPauses; ++i) {
+  const auto until = std::chrono::steady_clock::now() + kSpin;
+  for (int i = 1;; ++i) {
     T v = a.load(std::memory_order_acquire);
     if (v != old) return v;
     cpu_relax();
+    if (i % 32 == 0 && std::chrono::steady_clock::now() >= until) break;  // the clock every ~1 us
   }
   T v;
   while ((v = a.load(std::memory_order_acquire)) == old) a.wait(old, std::memory_order_acquire);

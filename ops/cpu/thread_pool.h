@@ -7,7 +7,7 @@
 // threads spin at the end of every region (GOMP_SPINCOUNT, read once when the library loads, before main,
 // so a program cannot change it), and OpenBLAS's pthread pool spins (sched_yield loops) after every threaded
 // GEMM. On a core shared with another process, a spinning thread takes time from the thread doing the work.
-// This pool's idle threads spin for a few microseconds only, then sleep on a futex; work is handed out in
+// This pool's idle threads spin for 100 microseconds at most, then sleep on a futex; work is handed out in
 // chunks from an atomic counter, so when one thread is descheduled the others take its chunks; and GEMMs
 // run single-threaded inside it (ops/cpu/linalg.cpp), so OpenBLAS's pool never starts.
 #include <atomic>
