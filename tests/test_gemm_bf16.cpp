@@ -94,8 +94,8 @@ TEST_CASE("gemm_bf16: every transpose, odd sizes, alpha and beta, at every width
   const std::vector<Case> sizes = {
       {1, 1, 1, false, false, 1, 0},              // one element
       {13, 37, 29, false, false, 1, 0},           // one edge tile each way, odd k
-      {150, 33, 301, false, false, 0.5f, -1.5f},  // two row blocks, k over two blocks (odd)
-      {7, 70, 520, false, false, -2, 1},          // few rows: column groups across threads; three k blocks
+      {150, 33, 601, false, false, 0.5f, -1.5f},  // two row blocks, k over two blocks of 512 (odd)
+      {7, 70, 1040, false, false, -2, 1},         // few rows: column groups across threads; three k blocks
       {40, 64, 130, false, false, 1, 0},  // even k: full row panels read in place, a 4-row edge packed
   };
   for (const auto& [name, cap] : kernels()) {
@@ -136,7 +136,7 @@ TEST_CASE("gemm_bf16: a bf16 output is the f32 result rounded once", "[ops][gemm
 
 TEST_CASE("gemm_bf16: a bf16 output with beta 0 rounds the float32 C of the same sums exactly",
           "[ops][gemm_bf16]") {
-  // rows past one block of 144, k past one block of 256, a partial last panel of 32, ldc > n, 1 and 2
+  // rows past one block of 144, k past one block of 512, a partial last panel of 32, ldc > n, 1 and 2
   // threads (2: row blocks split into column groups, each with its own float32 scratch)
   // k = 200: one k block, whose tiles round into C from their registers (VDPBF16PS), edges included
   const int64_t m = 150, n = 77, ldc = 80;

@@ -29,7 +29,7 @@
 namespace saccade::cpu {
 
 /// C = alpha * op(A) * op(B) + beta * C for bfloat16 A, B and float32 C, summed in float32 (in
-/// blocks of 256 k, each added to C). op(A) is (m, k), op(B) is (k, n): A is stored row-major (m, k) with
+/// blocks of 512 k, each added to C). op(A) is (m, k), op(B) is (k, n): A is stored row-major (m, k) with
 /// leading dimension lda >= k, or (k, m) with lda >= m when trans_a; B likewise (k, n) / (n, k) with ldb; C
 /// is (m, n) with ldc >= n. beta == 0 writes C without reading it (as BLAS: NaN in C does not survive). Error
 /// bound: each element is within about k · 2⁻²⁴ · Σ_p |a_ip b_pj| of the exact sum of the bf16 products.
