@@ -462,17 +462,27 @@ void backward_head(const T* q, int64_t ldq, const T* k, int64_t ldk, const T* v,
             for (int64_t c = 0; c < end; ++c)
               if (!keep(i, j0 + c)) pr[c] = T(0);
         }
+        // (at the machine's vector width: outside with_isa these loops ran on 128-bit SSE)
         if (drop) {
           drop->replay(i, j0, end, z.data());
           std::fill(z.begin() + end, z.begin() + nc, T(0));  // P = 0 there: dS = 0, dropout(P) = 0
+          with_isa([=, zr = static_cast<const T*>(z.data())] {
+            T* __restrict ps = pr;
+            T* __restrict ds = dpr;
+            const T* __restrict zz = zr;
 #pragma omp simd
-          for (int64_t c = 0; c < nc; ++c) {
-            dpr[c] = pr[c] * (dpr[c] * z[static_cast<size_t>(c)] - di);  // dS
-            pr[c] *= z[static_cast<size_t>(c)];                          // dropout(P), for dV
-          }
+            for (int64_t c = 0; c < nc; ++c) {
+              ds[c] = ps[c] * (ds[c] * zz[c] - di);  // dS
+              ps[c] *= zz[c];                        // dropout(P), for dV
+            }
+          });
         } else {
+          with_isa([=] {
+            const T* __restrict ps = pr;
+            T* __restrict ds = dpr;
 #pragma omp simd
-          for (int64_t c = 0; c < nc; ++c) dpr[c] = pr[c] * (dpr[c] - di);  // dS
+            for (int64_t c = 0; c < nc; ++c) ds[c] = ps[c] * (ds[c] - di);  // dS
+          });
         }
       }
       // dV += dropout(P)ᵀ dO   (nc, Dv);  dK += scale dSᵀ Q   (nc, D);  dQ += scale dS K   (nr, D)

@@ -46,9 +46,15 @@ void for_spans(const std::vector<int64_t>& start, int64_t b, int64_t e, F&& span
 template <class T>
 void adam_span(T* __restrict p, const T* __restrict g, T* __restrict m, T* __restrict v, int64_t n,
                math::AdamUpdate<T> update) {
-  with_isa([&] {
+  // NOTE: the lambda copies its arguments: through captured references GCC 12 kept the loop scalar (1.2 % of
+  // the GPT's bf16 step)
+  with_isa([=] {
+    T* __restrict pp = p;
+    const T* __restrict gg = g;
+    T* __restrict mm = m;
+    T* __restrict vv = v;
 #pragma omp simd
-    for (int64_t i = 0; i < n; ++i) update(p[i], g[i], m[i], v[i]);
+    for (int64_t i = 0; i < n; ++i) update(pp[i], gg[i], mm[i], vv[i]);
   });
 }
 
