@@ -349,20 +349,21 @@ CrossEntropyForward cross_entropy_forward(const Tensor& logits, const Tensor& ta
   const double eps = label_smoothing;
   // q_ic = (1-ε)[c = t_i] + ε/C on kept rows, 0 on ignored ones; loss_i = -Σ_c q_ic log p_ic
   Tensor kept = ne(target, static_cast<double>(ignore_index)).view({n, 1});
-  Tensor hit = logical_and(
-      eq(arange(0, static_cast<double>(c), 1, DType::Int64, dev).view({1, c}), target.view({n, 1})), kept);
   CrossEntropyForward r;
   r.log_probs = log_softmax(logits, 1);
   if (eps == 0) {
-    // q is the one-hot target (a cast of `hit`), and loss_i = -log p_i[t_i] on kept rows: a gather of N
-    // log-probabilities instead of the (N, C) products below (the same numbers: the other terms are 0)
+    // q is the one-hot target, and loss_i = -log p_i[t_i] on kept rows: a gather of N log-probabilities
+    // instead of the (N, C) products below (the same numbers: the other terms are 0); q is N ones scattered
+    // into zeros (an ignored row adds its 0 at column 0), not an (N, C) comparison with the class indices
     Tensor safe = where(kept.view({n}), target, scalar_tensor(0, DType::Int64, dev));  // ignore_index -> 0
     Tensor picked = gather(r.log_probs, 1, safe.view({n, 1})).view({n});
     r.loss = reduce_loss(neg(where(kept.view({n}), picked, scalar_tensor(0, dt, dev))), reduction, count);
-    r.weights = hit.to(dt);
+    r.weights = scatter_add(zeros({n, c}, dt, dev), 1, safe.view({n, 1}), kept.to(dt));
     r.count = count;
     return r;
   }
+  Tensor hit = logical_and(
+      eq(arange(0, static_cast<double>(c), 1, DType::Int64, dev).view({1, c}), target.view({n, 1})), kept);
   Tensor q =
       where(hit, scalar_tensor(1 - eps + eps / static_cast<double>(c), dt, dev),
             where(kept, scalar_tensor(eps / static_cast<double>(c), dt, dev), scalar_tensor(0, dt, dev)));
