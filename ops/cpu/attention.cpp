@@ -154,7 +154,7 @@ float row_max(const float* __restrict x, int64_t n) {
     const float* __restrict y = x;
     float mx = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : mx)
-    for (int64_t c = 0; c < n; ++c) mx = std::max(mx, y[c]);
+    for (int64_t c = 0; c < n; ++c) mx = y[c] > mx ? y[c] : mx;  // (std::max stayed scalar: GCC 12)
     return mx;
   });
 }
@@ -367,7 +367,8 @@ void forward_tile(const T* q, int64_t ldq, const T* k, int64_t ldk, const T* v, 
       if (keep.p)
         for (int64_t c = 0; c < seen; ++c)
           if (!keep(i, j0 + c)) sr[c] = kNegInf;
-      const T mx = row_max(sr, seen);
+      // whole vectors: the entries past `seen` are -inf already (a scalar tail cost more than the lanes)
+      const T mx = row_max(sr, std::min<int64_t>(nc, (seen + 15) / 16 * 16));
       const T mnew = std::max(m[r], mx);
       if (mnew == kNegInf) {  // nothing seen yet in this row: P = 0, O and l stay 0
         std::fill(sr, sr + nc, T(0));
