@@ -207,12 +207,6 @@ KeepView keep_of(const ops::AttentionMask& m, int64_t b, int64_t h) {
   return {k.data<bool>() + b * k.stride(0) + h * k.stride(1), k.stride(2), k.stride(3)};
 }
 
-// Dropout of one (b, h): the multipliers 0 or 1/(1-p) of a run of keys of one query row, drawn as
-// ops::dropout draws them (counter base + i·Tk + j, random.h). With keep flags (AttentionDropout::kept: one
-// bit a weight, row i's bytes at kept + i · kept_ld) the forward records what it drew and the backward reads
-// it back, instead of drawing every number twice (Philox was a third of the bf16 attention's time). Flag j of
-// a row is bit j % 8 of byte j / 8 (on this little-endian CPU, bit j % 64 of word j / 64 of the int64
-// tensor).
 // Keep flags <-> multipliers: flag c of a run is bit c % 8 of bytes[c / 8]; a flag is set iff m[c] != 0, and
 // reads back as `scale` (set) or 0. With AVX-512 a compare or a masked move does 16 at a time (the scalar
 // loops cost as much as the Philox draws they save).
@@ -259,6 +253,13 @@ void read_flags(const uint8_t* bytes, int64_t n, T scale, T* m) {
   for (int64_t c = 0; c < n; ++c) m[c] = (bytes[c / 8] >> (c % 8)) & 1 ? scale : T(0);
 }
 
+// Dropout of one (b, h): the multipliers 0 or 1/(1-p) of a run of keys of one query row, drawn as
+// ops::dropout draws them (counter base + i·Tk + j, random.h). With keep flags (AttentionDropout::kept: one
+// bit a weight, row i's bytes at kept + i · kept_ld) the forward records what it drew and the backward reads
+// it back, instead of drawing every number twice (Philox was a third of the bf16 attention's time). Flag j of
+// a row is bit j % 8 of byte j / 8, which on a little-endian CPU is bit j % 64 of word j / 64 of the int64
+// tensor (the layout AttentionDropout documents). A row's flags past the last key it sees, and those of key
+// tiles the forward skipped (nothing seen yet: P = 0 there), stay 0 from the zeroed tensor.
 static_assert(std::endian::native == std::endian::little,
               "keep flags: bytes of the int64 words, low bit first");
 template <class T>
