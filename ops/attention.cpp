@@ -46,6 +46,9 @@ void check_dropout(const char* op, const AttentionDropout& d) {
   SACCADE_CHECK(d.p >= 0 && d.p < 1, "{}: dropout_p must be in [0, 1), got {}", op, d.p);
 }
 
+// int64 words of dropout keep flags a query row holds for Tk keys (AttentionDropout::kept's columns).
+int64_t keep_flag_words(int64_t tk) { return (tk + 63) / 64; }
+
 }  // namespace
 
 // q: (B, ..., Tq, D), k: (B, ..., Tk, D), v: (B, ..., Tk, Dv)
@@ -162,7 +165,7 @@ FlashAttentionForward flash_attention_forward(const Tensor& q, const Tensor& k, 
                              is_half(q.dtype()) ? DType::Float32 : q.dtype(), q.device());
   AttentionDropout d = dropout;
   d.kept = Tensor();
-  const int64_t words = (k4.size(2) + 63) / 64;  // of keep flags a query row
+  const int64_t words = keep_flag_words(k4.size(2));
   if (d.p > 0 && q.device().is_cpu() && words * 8 <= v4.size(3) * static_cast<int64_t>(q.itemsize()))
     d.kept = zeros({q4.size(0) * q4.size(1) * q4.size(2), words}, DType::Int64, q.device());
   backend(q.device()).flash_attention_forward(q4, k4, v4, mask_4d(mask), scale, d, out4, lse);
@@ -189,13 +192,13 @@ FlashAttentionGrads flash_attention_backward(const Tensor& gout, const Tensor& q
   if (dropout.kept.defined()) {
     int64_t rows = 1;
     for (int i = 0; i + 1 < q.dim(); ++i) rows *= q.size(i);
+    const int64_t words = keep_flag_words(k.size(-2));
     SACCADE_CHECK(dropout.kept.dtype() == DType::Int64 && dropout.kept.device() == q.device() &&
-                      dropout.kept.is_contiguous() &&
-                      dropout.kept.shape() == Shape({rows, (k.size(-2) + 63) / 64}),
+                      dropout.kept.is_contiguous() && dropout.kept.shape() == Shape({rows, words}),
                   "{}: dropout keep flags {} ({}) do not fit q {} and k {}: expected the forward's int64 "
                   "(B·H·Tq, ⌈Tk/64⌉) = ({}, {})",
                   op, dropout.kept.shape(), dtype_name(dropout.kept.dtype()), q.shape(), k.shape(), rows,
-                  (k.size(-2) + 63) / 64);
+                  words);
   }
   if (is_half(q.dtype()) && !q.device().is_cpu() && !cuda::tensor_core_attention()) {
     // as the forward; gradients rounded once to q's dtype

@@ -169,8 +169,9 @@ void CpuBackend::layer_norm_backward(const Tensor& gy, const Tensor& x, const Te
           const T* __restrict g = gr;
           const T* __restrict xx = xr;
           T* __restrict o = out;
-          // ĝ = gy ⊙ w (w = 1 when undefined), with the weight's branch outside the loops
-          auto sums = [&](auto ghat) {
+          // ĝ = gy ⊙ w (w = 1 when undefined), with the weight's branch outside the loops: the row's two
+          // means, then its gradient
+          auto row_grad = [&](auto ghat) {
             acc_t<T> sg = 0, sgx = 0;
 #pragma omp simd reduction(+ : sg, sgx)
             for (int64_t i = 0; i < n; ++i) {
@@ -185,9 +186,9 @@ void CpuBackend::layer_norm_backward(const Tensor& gy, const Tensor& x, const Te
           };
           if (w) {
             const T* __restrict wv = w;
-            sums([=](int64_t i) { return g[i] * wv[i]; });
+            row_grad([=](int64_t i) { return g[i] * wv[i]; });
           } else {
-            sums([=](int64_t i) { return g[i]; });
+            row_grad([=](int64_t i) { return g[i]; });
           }
         });
       });
