@@ -37,6 +37,8 @@ void amp_foreach_non_finite_check_and_unscale_(const std::vector<Tensor>& grads,
   const std::vector<Tensor> ts = dense(grads, &copy_back);
   if (!ts.empty()) backend(device).amp_non_finite_check_and_unscale(ts, found_inf, inv_scale);
   write_back(copy_back);
+  bump_versions(grads);
+  found_inf.bump_version();
 }
 
 void amp_update_scale_(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf,
@@ -50,6 +52,7 @@ void amp_update_scale_(const Tensor& scale, const Tensor& growth_tracker, const 
   SACCADE_CHECK(growth_interval >= 1, "{}: growth_interval must be >= 1, got {}", op, growth_interval);
   backend(device).amp_update_scale(scale, growth_tracker, found_inf, growth_factor, backoff_factor,
                                    growth_interval);
+  bump_versions({scale, growth_tracker});
 }
 
 }  // namespace saccade::ops

@@ -30,4 +30,11 @@ inline void write_back(const CopyBack& copy_back) {
   for (const auto& [src, dst] : copy_back) backend(dst.device()).copy(src, dst);
 }
 
+/// Bumps the version counter of each tensor an in-place foreach op wrote (as every in-place op does,
+/// ops/storage.h): a tensor saved for backward then refuses to be read, and autocast's weight cache casts
+/// the parameter again.
+inline void bump_versions(const std::vector<Tensor>& written) {
+  for (const Tensor& t : written) t.bump_version();
+}
+
 }  // namespace saccade::ops

@@ -67,7 +67,9 @@ void adam_foreach_step_(const std::vector<Tensor>& params, const std::vector<Ten
     step_size.push_back(args.lr / (1 - std::pow(args.beta1, t_)));
     bc2_sqrt.push_back(std::sqrt(1 - std::pow(args.beta2, t_)));
   }
-  if (!p.empty()) backend(*device).adam_step(p, g, m, v, step_size, bc2_sqrt, args);
+  if (p.empty()) return;
+  backend(*device).adam_step(p, g, m, v, step_size, bc2_sqrt, args);
+  for (const auto* written : {&p, &m, &v}) bump_versions(*written);
 }
 
 Tensor foreach_pow_sum(const std::vector<Tensor>& tensors, double p) {
@@ -94,6 +96,7 @@ void foreach_mul_(const std::vector<Tensor>& tensors, const Tensor& scale) {
   std::vector<Tensor> ts = dense(tensors, &copy_back);
   if (!ts.empty()) backend(*device).foreach_mul(ts, scale.to(DType::Float64).contiguous());
   write_back(copy_back);
+  bump_versions(tensors);
 }
 
 }  // namespace saccade::ops

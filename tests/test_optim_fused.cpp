@@ -154,3 +154,46 @@ TEST_CASE("optim fused: bad arguments name the op", "[optim][fused]") {
   REQUIRE_THROWS_SACCADE(ops::foreach_mul_({a}, ops::ones({2})), "foreach_mul_");
   REQUIRE_THROWS_SACCADE(ops::foreach_mul_({a}, Tensor()), "undefined");
 }
+
+TEST_CASE("optim fused: every in-place foreach write bumps the version counter (issue 37, 3)",
+          "[optim][fused][autograd]") {
+  // The fused Adam step wrote the parameters without bumping their storage's version, so a tensor saved for
+  // backward before the step was read after it without complaint (PyTorch: "modified by an inplace
+  // operation"), and autocast's weight cache kept stale casts.
+  for (bool fused : {true, false}) {
+    INFO("fused " << fused);
+    Variable a(testing::randn({4}, 1), true), w(testing::randn({4}, 2), true);
+    nn::Adam opt({w}, {.lr = 0.1, .fused = fused});
+    Variable y = mul(a, w);  // saves w for a's gradient
+    sum(mul(w, w)).backward();
+    const uint64_t v = w.data().version();
+    opt.step();
+    CHECK(w.data().version() > v);
+    REQUIRE_THROWS_SACCADE(sum(y).backward(), "modified by an in-place operation");
+  }
+  // the parameters and both states of the fused step, and the other foreach ops' outputs
+  std::vector<Tensor> p{ops::ones({3}), ops::ones({70001})}, g{ops::ones({3}), ops::ones({70001})},
+      m{ops::zeros({3}), ops::zeros({70001})}, v{ops::zeros({3}), ops::zeros({70001})};
+  std::vector<uint64_t> before;
+  for (const auto* list : {&p, &m, &v})
+    for (const Tensor& t : *list) before.push_back(t.version());
+  ops::adam_foreach_step_(p, g, m, v, {1, 1}, {});
+  size_t k = 0;
+  for (const auto* list : {&p, &m, &v})
+    for (const Tensor& t : *list) CHECK(t.version() > before[k++]);
+  Tensor strided = ops::arange(0, 6, 1, DType::Float32).reshape({2, 3}).t(), dense = ops::ones({5});
+  const uint64_t vs = strided.version(), vd = dense.version();
+  ops::foreach_mul_({strided, dense}, ops::full({1}, 0.5));
+  CHECK(strided.version() > vs);
+  CHECK(dense.version() > vd);
+  Tensor found = ops::zeros({1});
+  const uint64_t vf = found.version(), vs2 = strided.version();
+  ops::amp_foreach_non_finite_check_and_unscale_({strided}, found, ops::full({1}, 0.5));
+  CHECK(found.version() > vf);
+  CHECK(strided.version() > vs2);
+  Tensor scale = ops::full({1}, 8.0), tracker = ops::zeros({1}, DType::Int64);
+  const uint64_t vsc = scale.version(), vt = tracker.version();
+  ops::amp_update_scale_(scale, tracker, found, 2, 0.5, 3);
+  CHECK(scale.version() > vsc);
+  CHECK(tracker.version() > vt);
+}
