@@ -22,11 +22,20 @@ void check_same_device(const char* op, std::initializer_list<const Tensor*> ts) 
 static bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq && op <= BinaryOp::Ge; }
 static bool is_logical(BinaryOp op) { return op == BinaryOp::LogicalAnd || op == BinaryOp::LogicalOr; }
 
+static int category(DType t) { return t == DType::Bool ? 0 : is_floating(t) ? 2 : 1; }
+
+DType result_type(const Tensor& a, const Tensor& b) {
+  const bool a0 = a.dim() == 0, b0 = b.dim() == 0;
+  if (a0 == b0) return promote_types(a.dtype(), b.dtype());
+  const DType dims = a0 ? b.dtype() : a.dtype(), zero = a0 ? a.dtype() : b.dtype();
+  return category(zero) > category(dims) ? promote_types(dims, zero) : dims;
+}
+
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   const char* name = binary_op_name(op).data();
   check_same_device(name, {&a, &b});
   Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
-  DType dt = is_logical(op) ? DType::Bool : promote_types(a.dtype(), b.dtype());
+  DType dt = is_logical(op) ? DType::Bool : result_type(a, b);
   SACCADE_CHECK(is_comparison(op) || is_logical(op) || dt != DType::Bool,
                 "{}: not defined for bool tensors (shapes {} and {})", name, a.shape(), b.shape());
   // true division, as torch.div: integers divide as float32 (and never trap on a zero divisor)
@@ -158,7 +167,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   check_same_device("where", {&cond, &a, &b});
   check_bool("where", cond);
   Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
-  DType dt = promote_types(a.dtype(), b.dtype());
+  DType dt = result_type(a, b);
   Tensor out = Tensor::empty(shape, dt, a.device());
   backend(a.device()).where(cond.expand(shape), a.to(dt).expand(shape), b.to(dt).expand(shape), out);
   return out;

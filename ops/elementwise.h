@@ -106,6 +106,12 @@ Tensor& copy_(Tensor& dst, const Tensor& src);
 Tensor unary(UnaryOp op, const Tensor& a, double alpha = 0);
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);
 
+/// The dtype of `a op b` (torch.result_type): tensors with dimensions decide within a category (bool <
+/// integer < floating); a 0-d tensor beside one with dimensions counts only when its category is higher, as
+/// a scalar does (a bfloat16 (3) times a float32 0-d tensor is bfloat16; an int64 (3) times a float64 0-d
+/// tensor is float64). Two 0-d tensors, or two with dimensions, promote as promote_types (ops/dtype.h).
+DType result_type(const Tensor& a, const Tensor& b);
+
 /// Throws naming `op` unless every defined tensor is on the same device as the first.
 void check_same_device(const char* op, std::initializer_list<const Tensor*> ts);
 

@@ -99,6 +99,40 @@ TEST_CASE("elementwise: type promotion follows torch", "[ops][elementwise]") {
   CHECK(allclose(ops::pow(ops::tensor({4, 9}, DType::Int64), 0.5), ops::tensor({2, 3})));
 }
 
+TEST_CASE("elementwise: a 0-d tensor promotes only across categories, as torch.result_type (issue 37)",
+          "[ops][elementwise]") {
+  // A bfloat16 (3) times a float32 0-d tensor gave float32; PyTorch gives bfloat16: tensors with dimensions
+  // decide within a category, and a 0-d tensor counts only from a higher category (int -> float).
+  const Tensor bf = ops::ones({3}, DType::BFloat16), f16 = ops::ones({3}, DType::Float16);
+  const Tensor f32_0d = ops::scalar_tensor(2.0, DType::Float32),
+               f64_0d = ops::scalar_tensor(2.0, DType::Float64);
+  const Tensor i64 = ops::ones({3}, DType::Int64), bl = ops::ones({3}, DType::Bool);
+  CHECK(ops::mul(bf, f32_0d).dtype() == DType::BFloat16);
+  CHECK(ops::mul(f32_0d, bf).dtype() == DType::BFloat16);
+  CHECK(ops::add(f16, f64_0d).dtype() == DType::Float16);
+  CHECK(ops::add(ops::ones({3}), f64_0d).dtype() == DType::Float32);
+  CHECK(ops::mul(i64, f64_0d).dtype() == DType::Float64);  // int -> float: the 0-d tensor's dtype
+  CHECK(ops::mul(i64, ops::scalar_tensor(3, DType::Int64)).dtype() == DType::Int64);
+  CHECK(ops::add(bl, ops::scalar_tensor(3, DType::Int64)).dtype() == DType::Int64);
+  CHECK(ops::add(bl, f32_0d).dtype() == DType::Float32);
+  CHECK(ops::lt(bf, f32_0d).dtype() == DType::Bool);
+  CHECK(ops::where(ops::gt(bf, 0.0), bf, f32_0d).dtype() == DType::BFloat16);
+  // two 0-d tensors, or two with dimensions (a size-1 dimension counts), promote as before
+  CHECK(ops::mul(ops::scalar_tensor(1.0, DType::BFloat16), f32_0d).dtype() == DType::Float32);
+  CHECK(ops::mul(bf, ops::ones({1})).dtype() == DType::Float32);
+  CHECK(ops::mul(bf, f16).dtype() == DType::Float32);
+  // the values: 2 x 1 in bfloat16
+  CHECK(ops::mul(bf, f32_0d).to(DType::Float32).to_vector<float>() == std::vector<float>{2, 2, 2});
+  // and through autograd: the gradient of the 0-d float32 input comes back float32
+  Variable a(ops::full({3}, 1.5, DType::BFloat16), true), s(f32_0d, true);
+  Variable y = mul(a, s);
+  CHECK(y.dtype() == DType::BFloat16);
+  sum(y).backward();
+  CHECK(s.grad().dtype() == DType::Float32);
+  CHECK(s.grad().item<double>() == 4.5);
+  CHECK(a.grad().dtype() == DType::BFloat16);
+}
+
 TEST_CASE("elementwise: maximum minimum and relu propagate NaN", "[ops][elementwise]") {
   Tensor x = fx("nan_x"), y = fx("nan_y");
   CHECK(same(ops::maximum(x, y), fx("nan_maximum")));
