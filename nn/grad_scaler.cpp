@@ -58,6 +58,7 @@ void GradScaler::unscale_(Optimizer& optimizer) {
     if (p.grad().defined()) grads.push_back(p.grad());
   ops::amp_foreach_non_finite_check_and_unscale_(grads, s.found_inf, inv_scale);
   s.unscaled = true;
+  s.checked = !grads.empty();
 }
 
 bool GradScaler::step(Optimizer& optimizer) {
@@ -68,6 +69,11 @@ bool GradScaler::step(Optimizer& optimizer) {
   PerOptimizer& s = state_of(optimizer);
   SACCADE_CHECK(!s.stepped, "GradScaler::step: already called on this optimizer since the last update()");
   if (!s.unscaled) unscale_(optimizer);
+  // as PyTorch: a step with no gradient at all is a mistake (backward not run, or the wrong optimizer)
+  SACCADE_CHECK(s.checked,
+                "GradScaler::step: no inf checks were recorded for this optimizer: none of its {} parameters "
+                "has a gradient (run backward on the scaled loss first)",
+                optimizer.parameters().size());
   const bool finite = s.found_inf.item<float>() == 0.0f;  // the step's one host read
   if (finite) optimizer.step();
   s.stepped = true;
@@ -78,6 +84,13 @@ void GradScaler::update() {
   if (!options_.enabled) return;
   SACCADE_CHECK(!per_optimizer_.empty(),
                 "GradScaler::update: no optimizer was stepped or unscaled since the last update()");
+  bool checked = false;
+  for (const auto& [opt, s] : per_optimizer_) checked = checked || s.checked;
+  SACCADE_CHECK(
+      checked,
+      "GradScaler::update: no inf checks were recorded prior to update: the {} optimizer(s) unscaled "
+      "since the last update had no gradients",
+      per_optimizer_.size());
   Tensor found_inf = ops::zeros({1}, DType::Float32, options_.device);
   for (const auto& [opt, s] : per_optimizer_) found_inf = ops::add(found_inf, s.found_inf);
   ops::amp_update_scale_(scale_, growth_tracker_, found_inf, options_.growth_factor, options_.backoff_factor,
@@ -117,7 +130,7 @@ StateDict GradScaler::state_dict() const {
 
 void GradScaler::check_state_dict(const StateDict& dict) const {
   constexpr const char* op = "GradScaler::load_state_dict";
-  SACCADE_CHECK(options_.enabled, "{}: the scaler is disabled", op);
+  if (!options_.enabled) return;  // loads nothing, so nothing to check (as PyTorch's)
   SACCADE_CHECK(!dict.empty(), "{}: the state dict is empty (saved from a disabled GradScaler?)", op);
   for (const char* k : kFloatKeys) {
     const Tensor* t = dict.find(k);
@@ -147,6 +160,7 @@ void GradScaler::check_state_dict(const StateDict& dict) const {
 }
 
 void GradScaler::load_state_dict(const StateDict& dict) {
+  if (!options_.enabled) return;  // as PyTorch's: a disabled scaler keeps no state
   check_state_dict(dict);
   options_.init_scale = dict.at("scale").item<double>();
   options_.growth_factor = dict.at("growth_factor").item<double>();

@@ -62,12 +62,14 @@ class GradScaler {
 
   /// unscale_ (unless done), then optimizer.step() when every gradient was finite. Returns whether the
   /// optimizer stepped. A skipped step leaves the parameters and the optimizer's state untouched. Throws
-  /// saccade::Error for a second step() before update().
+  /// saccade::Error for a second step() before update(), and when none of the optimizer's parameters has a
+  /// gradient ("no inf checks were recorded for this optimizer", as PyTorch).
   bool step(Optimizer& optimizer);
 
   /// Updates S from the overflows seen since the last update() (over every optimizer stepped): backoff on
   /// overflow, growth after growth_interval clean steps in a row (ops::amp_update_scale_). Throws
-  /// saccade::Error when no optimizer was stepped or unscaled since the last update.
+  /// saccade::Error when no optimizer was stepped or unscaled since the last update, or none of those had a
+  /// gradient ("no inf checks were recorded prior to update", as PyTorch).
   void update();
   /// Sets S to `new_scale` (> 0) and forgets the overflows seen, as update(new_scale) does in PyTorch; the
   /// growth tracker is left as it is.
@@ -83,15 +85,17 @@ class GradScaler {
   /// "growth_interval", "_growth_tracker" (0-d int64). Empty when disabled (as PyTorch's).
   StateDict state_dict() const;
   /// Throws saccade::Error naming the key when `dict` lacks one of state_dict()'s keys, has another one, or a
-  /// value of the wrong shape or an invalid value; changes nothing then.
+  /// value of the wrong shape or an invalid value; changes nothing then. A disabled scaler accepts any dict.
   void check_state_dict(const StateDict& dict) const;
-  /// Replaces S, the factors, the interval and the tracker by `dict`'s (after check_state_dict).
+  /// Replaces S, the factors, the interval and the tracker by `dict`'s (after check_state_dict). A disabled
+  /// scaler loads nothing and returns (as PyTorch's).
   void load_state_dict(const StateDict& dict);
 
  private:
   struct PerOptimizer {
     bool unscaled = false, stepped = false;
-    Tensor found_inf;  // float32 (1) on the scaler's device
+    bool checked = false;  // unscale_ saw at least one gradient (PyTorch's non-empty found_inf_per_device)
+    Tensor found_inf;      // float32 (1) on the scaler's device
   };
   PerOptimizer& state_of(const Optimizer& optimizer);
 

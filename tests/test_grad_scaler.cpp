@@ -257,3 +257,33 @@ TEST_CASE("GradScaler and its ops on CUDA agree with the CPU", "[cuda][grad_scal
   });
   SKIP_WITHOUT_GPU();
 }
+
+TEST_CASE("GradScaler: no gradients to check is refused, a disabled scaler loads silently (issue 37)",
+          "[nn][grad_scaler]") {
+  // PyTorch: "No inf checks were recorded for this optimizer." / "... prior to update."; step() and update()
+  // went ahead in silence here.
+  Variable w(ops::tensor({1.0, 2.0}), true);
+  nn::SGD sgd({w}, {.lr = 0.5});
+  nn::GradScaler scaler;
+  REQUIRE_THROWS_SACCADE(scaler.step(sgd), "no inf checks were recorded for this optimizer");
+  REQUIRE(allclose(w.data(), ops::tensor({1.0, 2.0})));  // nothing stepped
+  REQUIRE_THROWS_SACCADE(scaler.update(), "no inf checks were recorded prior to update");
+  CHECK(scaler.get_scale() == 65536.0);
+  nn::GradScaler fresh;
+  fresh.unscale_(sgd);
+  REQUIRE_THROWS_SACCADE(fresh.update(), "no inf checks were recorded prior to update");
+  // with a gradient all is as before
+  nn::GradScaler ok;
+  ok.scale(sum(mul(w, w))).backward();
+  REQUIRE(ok.step(sgd));
+  ok.update();
+  // a disabled scaler's load_state_dict returns and changes nothing, whatever it is given (as PyTorch's)
+  nn::GradScaler off({.enabled = false});
+  off.load_state_dict(ok.state_dict());
+  off.load_state_dict({});
+  nn::StateDict junk;
+  junk.insert("extra", ops::scalar_tensor(1));
+  off.load_state_dict(junk);
+  CHECK(off.get_scale() == 1.0);
+  CHECK(off.state_dict().empty());
+}
