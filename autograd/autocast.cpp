@@ -33,9 +33,9 @@ thread_local AutocastState g_state;
 
 }  // namespace
 
-AutocastPolicy autocast_policy(std::string_view op) {
+AutocastPolicy autocast_policy(std::string_view op, Device device) {
   for (const AutocastRule& r : kAutocastPolicy)
-    if (r.op == op) return r.policy;
+    if (r.op == op) return device.is_cpu() ? r.cpu : r.cuda;
   throw Error(fmt::format("autocast: '{}' has no row in kAutocastPolicy", op));
 }
 
@@ -60,6 +60,18 @@ namespace autocast {
 
 bool active() { return g_state.enabled && !autocast_excluded(); }
 
+State state() { return {active(), g_state.dtype}; }
+
+StateGuard::StateGuard(State s) : prev_excluded_(autocast_excluded()) {
+  set_autocast_excluded(!s.active);
+  if (s.active) guard_.emplace(s.dtype);
+}
+
+StateGuard::~StateGuard() {
+  guard_.reset();
+  set_autocast_excluded(prev_excluded_);
+}
+
 DType target_dtype(AutocastPolicy policy, DType from, DType widest) {
   if (from == DType::Float64) return from;  // never cast (PyTorch's is_eligible)
   switch (policy) {
@@ -69,6 +81,8 @@ DType target_dtype(AutocastPolicy policy, DType from, DType widest) {
       return is_half(from) ? DType::Float32 : from;
     case AutocastPolicy::Promote:
       return widest;
+    case AutocastPolicy::Keep:
+      return from;
   }
   return from;
 }
@@ -84,9 +98,9 @@ Variable cast(const Variable& v, DType dtype) {
     const CacheEntry& e = it->second;
     const bool same_param = !e.source.expired() && e.source.lock().get() == key;
     const bool fresh = e.version == v.data().version() && e.cast.dtype() == dtype;
-    // a cast made without history cannot carry a gradient; one whose node a backward released is spent
-    const auto& node = e.cast.grad_fn();
-    const bool usable = !grad_enabled() || (node && !node->released());
+    // a cast made without history cannot carry a gradient (a cast's node saves nothing: no backward
+    // spends it, Node::set_saves_nothing)
+    const bool usable = !grad_enabled() || e.cast.grad_fn() != nullptr;
     if (same_param && fresh && usable) return e.cast;
   }
   Variable c = v.to(dtype);

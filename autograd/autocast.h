@@ -1,15 +1,19 @@
 #pragma once
 // Autocast: mixed precision as a policy of the differentiable layer (PyTorch's torch.autocast, "Automatic
 // Mixed Precision package", and its CPU / CUDA op lists). While an AutocastGuard lives in a thread, each
-// autograd function named in kAutocastPolicy first casts its floating inputs, then runs as usual:
+// autograd function named in kAutocastPolicy first casts its floating inputs by its row for the device of
+// its inputs (PyTorch's autocast keys CUDA and CPU have lists of their own), then runs as usual:
 //
 //   Lower    matmul, bmm, mm, linear, conv2d, flash attention, the additive attention scores: float32
 //            inputs are cast to the guard's 16-bit dtype, so the GEMMs run in 16 bits (twice the FLOPs of
-//            float32 on AVX512-BF16 and tensor cores) and their outputs are 16-bit.
-//   Float32  softmax, log_softmax, masked_softmax, layer_norm, the losses, logsumexp, exp, log, pow, sum,
-//            mean: 16-bit inputs are cast to float32, because their exponentials, sums and divisions lose
-//            too much in 8 (bf16) or 11 (f16) significant bits, and their results are float32.
-//   Promote  cat, stack: every input is cast to the widest floating dtype among them.
+//            float32 on AVX512-BF16 and tensor cores) and their outputs are 16-bit. Both devices.
+//   Float32  16-bit inputs are cast to float32 and the result is float32. On CUDA: softmax, log_softmax,
+//            masked_softmax, layer_norm, the losses, logsumexp, exp, log, pow, sum (CUDA's fp32 lists);
+//            on the CPU the losses (torch.autocast("cpu")'s fp32 list) and layer_norm (see its row): there
+//            softmax, exp and the others run in the 16-bit dtype they are given, float32 inside each
+//            kernel (ops/).
+//   Promote  cat, stack: every input is cast to the widest floating dtype among them. Both devices.
+//   Keep     no cast (mean is on neither of PyTorch's lists; the CPU rows above).
 // Every other op runs in the dtype its inputs have (gelu, dropout, add of a 16-bit and a float32 tensor,
 // which promotes to float32 in ops/). float64 inputs are never cast (as PyTorch's is_eligible).
 //
@@ -18,8 +22,9 @@
 // (a leaf that requires grad) is cast once per guard and the cast reused by every op that reads it (PyTorch's
 // weight cache): a GPT's lm_head or a weight shared by T decoder steps is converted once, not T times. The
 // cache is dropped when the outermost guard ends, and an entry is remade when the parameter was modified in
-// place since (its storage version moved: an optimizer step inside the guard) or when a backward already
-// consumed its cast (its node was released).
+// place since (its storage version moved: every optimizer step bumps it, fused or not) or when a recorded
+// forward finds a cast made under no_grad. A cast's node saves nothing, so a backward never spends it: two
+// graphs built in one guard share the cast, and each can be backpropagated on its own.
 //
 // How an autograd function opts in: one line at the top of its forward,
 //
@@ -40,50 +45,57 @@
 #include "autograd/grad_mode.h"
 #include "autograd/variable.h"
 #include "ops/dtype.h"
+#include "profiler/profiler.h"
 
 namespace saccade {
 
 /// How autocast treats an op's floating inputs (see the file comment).
-enum class AutocastPolicy { Lower, Float32, Promote };
+enum class AutocastPolicy { Lower, Float32, Promote, Keep };
 
-/// One row of the policy: an autograd function's name (as it names itself in errors) and its policy.
+/// One row of the policy: an autograd function's name (as it names itself in errors) and its policy on
+/// CUDA and on the CPU.
 struct AutocastRule {
   std::string_view op;
-  AutocastPolicy policy;
+  AutocastPolicy cuda;
+  AutocastPolicy cpu;
 };
 
-/// PyTorch's autocast policy for the ops saccade has (torch/csrc/autograd/autocast_mode.cpp: the "lower
-/// precision fp" list, the "fp32" list and the "promote" list), in one table.
+/// PyTorch's autocast policy for the ops saccade has (torch/csrc/autograd/autocast_mode.cpp: the CUDA and
+/// CPU "lower precision fp", "fp32" and "promote" lists), in one table. masked_softmax follows softmax, and
+/// the additive attention scores (a product, like bmm) run low.
 inline constexpr AutocastRule kAutocastPolicy[] = {
     // run in 16 bits
-    {"matmul", AutocastPolicy::Lower},
-    {"bmm", AutocastPolicy::Lower},
-    {"mm", AutocastPolicy::Lower},
-    {"linear", AutocastPolicy::Lower},
-    {"conv2d", AutocastPolicy::Lower},
-    {"flash_attention", AutocastPolicy::Lower},
-    {"additive_attention_scores", AutocastPolicy::Lower},
-    // give float32
-    {"softmax", AutocastPolicy::Float32},
-    {"log_softmax", AutocastPolicy::Float32},
-    {"masked_softmax", AutocastPolicy::Float32},
-    {"layer_norm", AutocastPolicy::Float32},
-    {"cross_entropy", AutocastPolicy::Float32},
-    {"mse_loss", AutocastPolicy::Float32},
-    {"logsumexp", AutocastPolicy::Float32},
-    {"exp", AutocastPolicy::Float32},
-    {"log", AutocastPolicy::Float32},
-    {"pow", AutocastPolicy::Float32},
-    {"sum", AutocastPolicy::Float32},
-    {"mean", AutocastPolicy::Float32},
+    {"matmul", AutocastPolicy::Lower, AutocastPolicy::Lower},
+    {"bmm", AutocastPolicy::Lower, AutocastPolicy::Lower},
+    {"mm", AutocastPolicy::Lower, AutocastPolicy::Lower},
+    {"linear", AutocastPolicy::Lower, AutocastPolicy::Lower},
+    {"conv2d", AutocastPolicy::Lower, AutocastPolicy::Lower},
+    {"flash_attention", AutocastPolicy::Lower, AutocastPolicy::Lower},
+    {"additive_attention_scores", AutocastPolicy::Lower, AutocastPolicy::Lower},
+    // give float32 (on the CPU, the losses only)
+    {"cross_entropy", AutocastPolicy::Float32, AutocastPolicy::Float32},
+    {"mse_loss", AutocastPolicy::Float32, AutocastPolicy::Float32},
+    {"softmax", AutocastPolicy::Float32, AutocastPolicy::Keep},
+    {"log_softmax", AutocastPolicy::Float32, AutocastPolicy::Keep},
+    {"masked_softmax", AutocastPolicy::Float32, AutocastPolicy::Keep},
+    // NOTE: float32 on the CPU too, where PyTorch lists it nowhere: its CPU kernel takes a bf16 input beside
+    // float32 weights and computes in float32; ours takes one dtype, and casting the input computes the same
+    {"layer_norm", AutocastPolicy::Float32, AutocastPolicy::Float32},
+    {"logsumexp", AutocastPolicy::Float32, AutocastPolicy::Keep},
+    {"exp", AutocastPolicy::Float32, AutocastPolicy::Keep},
+    {"log", AutocastPolicy::Float32, AutocastPolicy::Keep},
+    {"pow", AutocastPolicy::Float32, AutocastPolicy::Keep},
+    {"sum", AutocastPolicy::Float32, AutocastPolicy::Keep},
+    // on neither list
+    {"mean", AutocastPolicy::Keep, AutocastPolicy::Keep},
     // promote to the widest input
-    {"cat", AutocastPolicy::Promote},
-    {"stack", AutocastPolicy::Promote},
+    {"cat", AutocastPolicy::Promote, AutocastPolicy::Promote},
+    {"stack", AutocastPolicy::Promote, AutocastPolicy::Promote},
 };
 
-/// The policy of `op`; throws saccade::Error naming autocast when `op` has no row (a function that calls
-/// SACCADE_AUTOCAST must be in the table).
-AutocastPolicy autocast_policy(std::string_view op);
+/// The policy of `op` on `device`'s kind; throws saccade::Error naming autocast when `op` has no row (a
+/// function that calls SACCADE_AUTOCAST must be in the table).
+AutocastPolicy autocast_policy(std::string_view op, Device device);
 
 /// Whether autocast is on in this thread (a live AutocastGuard), and the 16-bit dtype it lowers to.
 bool autocast_enabled();
@@ -114,6 +126,28 @@ bool active();
 /// While alive, autocast does not cast in this thread (around a redispatched op, and the engine's backward):
 /// grad_mode.h's AutocastExcludeGuard, which the engine can include.
 using ExcludeGuard = AutocastExcludeGuard;
+
+/// What SACCADE_AUTOCAST does in this thread now: cast (active) to `dtype`, or not.
+struct State {
+  bool active = false;
+  DType dtype = DType::BFloat16;
+};
+State state();
+
+/// While alive, autocast in this thread is as `s` says, whatever guard or exclusion surrounds it: active with
+/// s.dtype, or off. checkpoint()'s recomputation re-enters its forward's state this way inside backward,
+/// where the engine turns autocast off (torch.utils.checkpoint records and restores it too).
+class StateGuard {
+ public:
+  explicit StateGuard(State s);
+  ~StateGuard();
+  StateGuard(const StateGuard&) = delete;
+  StateGuard& operator=(const StateGuard&) = delete;
+
+ private:
+  bool prev_excluded_;
+  std::optional<AutocastGuard> guard_;
+};
 
 /// `v` cast to `dtype` (recorded: Variable::to); a parameter's cast comes from the weight cache. `v` itself
 /// when it already has that dtype or is undefined.
@@ -149,12 +183,26 @@ template <class T>
 inline const T& cast_arg(AutocastPolicy, DType, const T& x) {
   return x;
 }
+
+// the device of the first defined Variable among an op's arguments
+inline void device_of(std::optional<Device>& d, const Variable& v) {
+  if (!d && v.defined()) d = v.device();
+}
+inline void device_of(std::optional<Device>& d, const std::vector<Variable>& vs) {
+  for (const Variable& v : vs) device_of(d, v);
+}
+template <class T>
+inline void device_of(std::optional<Device>&, const T&) {}
 }  // namespace detail
 
-/// Casts `args` (Variables and vectors of Variables; other arguments pass through) by `policy` and returns
-/// f(cast args...) with autocast excluded. What SACCADE_AUTOCAST calls.
+/// Casts `args` (Variables and vectors of Variables; other arguments pass through) by `op`'s row for the
+/// device of its first Variable and returns f(cast args...) with autocast excluded. What SACCADE_AUTOCAST
+/// calls.
 template <class F, class... Args>
-auto redispatch(AutocastPolicy policy, F&& f, const Args&... args) {
+auto redispatch(std::string_view op, F&& f, const Args&... args) {
+  std::optional<Device> device;
+  (detail::device_of(device, args), ...);
+  const AutocastPolicy policy = autocast_policy(op, device.value_or(Device::cpu()));
   DType widest = DType::Bool;
   if (policy == AutocastPolicy::Promote) (detail::widest_of(widest, args), ...);
   ExcludeGuard exclude;
@@ -167,11 +215,12 @@ auto redispatch(AutocastPolicy policy, F&& f, const Args&... args) {
 
 /// The one line at the top of an autograd function's forward that opts it into autocast (see the file
 /// comment): `op` is its name in kAutocastPolicy, `fn` the function itself, then its arguments in order.
-#define SACCADE_AUTOCAST(op, fn, ...)                                                                   \
-  do {                                                                                                  \
-    if (::saccade::autocast::active()) [[unlikely]] {                                                   \
-      return ::saccade::autocast::redispatch(                                                           \
-          ::saccade::autocast_policy(op), [&](const auto&... saccade_a_) { return fn(saccade_a_...); }, \
-          __VA_ARGS__);                                                                                 \
-    }                                                                                                   \
+#define SACCADE_AUTOCAST(op, fn, ...)                                                        \
+  do {                                                                                       \
+    if (::saccade::autocast::active()) [[unlikely]] {                                        \
+      /* the second call opens the profiler's range again (check_defined): drop the first */ \
+      if (::saccade::profiler::is_active()) ::saccade::profiler::detail::discard_op(op);     \
+      return ::saccade::autocast::redispatch(                                                \
+          op, [&](const auto&... saccade_a_) { return fn(saccade_a_...); }, __VA_ARGS__);    \
+    }                                                                                        \
   } while (0)

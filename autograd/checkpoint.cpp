@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "autograd/autocast.h"
 #include "autograd/engine.h"
 #include "autograd/function.h"
 #include "autograd/grad_mode.h"
@@ -58,6 +59,8 @@ Variable checkpoint(const std::function<Variable(const std::vector<Variable>&)>&
   std::vector<SavedVariable> saved;
   for (const Variable& x : inputs) saved.emplace_back(x, "checkpoint");
   auto states = std::make_shared<GeneratorStates>(generators);
+  // the recomputation runs inside backward, where autocast is off: it re-enters the forward's state
+  const autocast::State autocast_state = autocast::state();
   Tensor out;
   {
     NoGradGuard no_grad;
@@ -67,8 +70,9 @@ Variable checkpoint(const std::function<Variable(const std::vector<Variable>&)>&
   }
   for (size_t i = 0; i < saved.size(); ++i) saved[i].get();  // throws if fn changed an input in place
 
-  return make_result(
-      "checkpoint", out, inputs, [saved, states, fn](const Variable& g) -> std::vector<Variable> {
+  Variable result = make_result(
+      "checkpoint", out, inputs,
+      [saved, states, fn, autocast_state](const Variable& g) -> std::vector<Variable> {
         check_once_differentiable("checkpoint");  // the recomputed segment is differentiated once
         std::vector<Variable> xs;  // leaves holding the inputs' data: the segment's graph ends there
         for (const SavedVariable& s : saved) {
@@ -78,6 +82,7 @@ Variable checkpoint(const std::function<Variable(const std::vector<Variable>&)>&
         Variable y;
         {
           AutoGradMode record(true);
+          autocast::StateGuard autocast(autocast_state);
           Replay replay(*states);
           y = fn(xs);
         }
@@ -85,15 +90,12 @@ Variable checkpoint(const std::function<Variable(const std::vector<Variable>&)>&
                       "checkpoint: the recomputed result has shape {}, the forward's {}: the function is not "
                       "deterministic",
                       y.defined() ? y.shape() : Shape{}, g.shape());
-        std::vector<Variable> grads(xs.size());
-        if (!y.requires_grad()) return grads;
-        // NOTE: as torch's reentrant checkpoint, this accumulates into the grads of fn's parameters even when the
-    // outer pass is saccade::grad (which otherwise accumulates nothing)
-    run_backward({y.gradient_edge()}, {g}, false, false);
-        for (size_t i = 0; i < xs.size(); ++i)
-          if (xs[i].requires_grad() && xs[i].grad().defined()) grads[i] = Variable(xs[i].grad());
-        return grads;
+        // the parameters fn uses get what the enclosing pass gives leaves: accumulated grads under
+        // backward(), a share of the results under grad()
+        return backward_in_rule(y, g, xs);
       });
+  if (result.grad_fn()) result.grad_fn()->set_runs_backward();
+  return result;
 }
 
 }  // namespace saccade

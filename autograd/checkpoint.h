@@ -13,13 +13,15 @@ namespace saccade {
 
 /// y = fn(inputs), recorded as one node whose backward recomputes fn.
 ///
-/// - Forward: fn runs under NoGradGuard; the inputs are saved (with their versions) and so is the state
-///   (seed, offset) of the default generator and of each of `generators`: the recomputation draws the same
-///   random numbers (dropout repeats exactly), and afterwards the generators continue where they were.
+/// - Forward: fn runs under NoGradGuard; the inputs are saved (with their versions), and so are autocast's
+///   state (on or off, and its dtype) and the state (seed, offset) of the default generator and of each of
+///   `generators`: the recomputation runs under the same autocast state and draws the same random numbers
+///   (dropout repeats exactly), and afterwards the generators continue where they were.
 /// - Backward: fn runs again with recording on, from leaves holding the inputs' data, and the engine runs
-/// over
-///   that graph with the incoming gradient: the parameters fn uses get their grads accumulated as without
-///   checkpointing (their hooks, DDP's included, fire), and the inputs' gradients flow on.
+///   over that graph with the incoming gradient (autograd/engine.h, backward_in_rule). Under backward(), the
+///   parameters fn uses get their grads accumulated as without checkpointing (their hooks, DDP's included,
+///   fire); under saccade::grad, no grad is written and grad() returns what it returns without
+///   checkpointing, for the parameters inside the segment too. The inputs' gradients flow on.
 ///
 /// `fn` must be deterministic given its inputs and the generators' states. Throws saccade::Error naming
 /// "checkpoint" when an input is undefined, when grad mode is on and no input requires grad (no gradient

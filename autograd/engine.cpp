@@ -14,6 +14,7 @@
 #include "autograd/engine.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <unordered_map>
 
 #include "autograd/function.h"
@@ -47,8 +48,9 @@ std::unordered_map<Node*, int> count_dependencies(const std::vector<std::shared_
   return deps;
 }
 
-// For grad(): whether each node is, or leads to, one of the asked-for nodes. Only nodes with an edge to such
-// a node run their rule. Iterative post-order walk (the graph is acyclic, so a child is never on the stack).
+// For grad(): whether each node is, or leads to, one of the asked-for nodes (a node whose rule runs a
+// backward of its own may lead anywhere). Only nodes with an edge to such a node run their rule. Iterative
+// post-order walk (the graph is acyclic, so a child is never on the stack).
 std::unordered_map<Node*, bool> reaching(const std::vector<std::shared_ptr<Node>>& roots,
                                          const std::unordered_map<Node*, Variable>& wanted) {
   std::unordered_map<Node*, bool> reaches;
@@ -63,7 +65,7 @@ std::unordered_map<Node*, bool> reaching(const std::vector<std::shared_ptr<Node>
       if (c && reaches.try_emplace(c, false).second) stack.push_back({c, 0});
       continue;
     }
-    bool r = wanted.count(n) > 0;
+    bool r = wanted.count(n) > 0 || n->runs_backward();
     for (const auto& c : n->next()) r = r || (c && reaches[c.get()]);
     reaches[n] = r;
     stack.pop_back();
@@ -176,6 +178,28 @@ void accumulate(PendingGrad& acc, Variable g, const Node& from, const Node& to) 
   ops::add_(dst, g.data());
 }
 
+// The pass running in this thread: for grad(), the nodes it asked for and the gradients found so far (a
+// rule that runs a backward of its own adds into them: backward_in_rule); null pointers for backward().
+struct Pass {
+  const std::vector<std::shared_ptr<Node>>* wanted = nullptr;
+  std::unordered_map<Node*, Variable>* captured = nullptr;
+};
+thread_local Pass g_pass;
+
+class PassScope {
+ public:
+  explicit PassScope(Pass p) : prev_(g_pass) { g_pass = p; }
+  ~PassScope() { g_pass = prev_; }
+  PassScope(const PassScope&) = delete;
+  PassScope& operator=(const PassScope&) = delete;
+
+ private:
+  Pass prev_;
+};
+
+// A gradient that reached an asked-for node, added to what reached it before (through a rule's own backward).
+void capture_into(Variable& slot, const Variable& g) { slot = slot.defined() ? add(slot, g) : g; }
+
 }  // namespace
 
 std::vector<Variable> run_backward(const std::vector<std::shared_ptr<Node>>& roots,
@@ -196,6 +220,7 @@ std::vector<Variable> run_backward(const std::vector<std::shared_ptr<Node>>& roo
   for (const auto& in : inputs) captured.try_emplace(in.get());
   std::unordered_map<Node*, bool> reaches;
   if (capture) reaches = reaching(roots, captured);
+  PassScope pass(capture ? Pass{&inputs, &captured} : Pass{});
 
   // 2. Kahn: `ready` holds nodes whose every consumer has run; `pending` the sums handed to waiting nodes
   std::unordered_map<Node*, PendingGrad> pending;
@@ -216,14 +241,14 @@ std::vector<Variable> run_backward(const std::vector<std::shared_ptr<Node>>& roo
     if (g.defined()) {
       g = run_hooks(n->hooks(), g);
       if (capture) {
-        if (auto it = captured.find(n); it != captured.end()) it->second = g;
+        if (auto it = captured.find(n); it != captured.end()) capture_into(it->second, g);
       } else if (n->is_accumulator()) {  // 4. a leaf (accumulators have no inputs)
         accumulate_into_leaf(*n, g);
         continue;
       }
       bool run = !n->is_accumulator();
       if (capture && run) {
-        run = false;
+        run = n->runs_backward();
         for (const auto& c : n->next()) run = run || (c && reaches[c.get()]);
       }
       if (run) outs = apply_rule(*n, g, retain_graph);  // 3. the derivative rule
@@ -237,6 +262,32 @@ std::vector<Variable> run_backward(const std::vector<std::shared_ptr<Node>>& roo
   }
   std::vector<Variable> result;
   for (const auto& in : inputs) result.push_back(captured[in.get()]);
+  return result;
+}
+
+std::vector<Variable> backward_in_rule(const Variable& output, const Variable& grad,
+                                       const std::vector<Variable>& leaves) {
+  const Pass outer = g_pass;
+  std::vector<Variable> result(leaves.size());
+  if (!output.requires_grad()) return result;
+  if (!outer.wanted) {  // backward(): every leaf accumulates, those standing for the inputs too
+    run_backward({output.gradient_edge()}, {grad}, false, false);
+    for (size_t i = 0; i < leaves.size(); ++i)
+      if (leaves[i].requires_grad() && leaves[i].grad().defined()) result[i] = Variable(leaves[i].grad());
+    return result;
+  }
+  // grad(): capture the input leaves and the nodes the enclosing grad() asked for, accumulate nothing
+  std::vector<std::shared_ptr<Node>> nodes;
+  std::vector<size_t> slot(leaves.size(), SIZE_MAX);
+  for (size_t i = 0; i < leaves.size(); ++i)
+    if (leaves[i].requires_grad()) slot[i] = nodes.size(), nodes.push_back(leaves[i].gradient_edge());
+  const size_t first_wanted = nodes.size();
+  nodes.insert(nodes.end(), outer.wanted->begin(), outer.wanted->end());
+  std::vector<Variable> got = run_backward({output.gradient_edge()}, {grad}, false, false, nodes);
+  for (size_t i = 0; i < leaves.size(); ++i)
+    if (slot[i] != SIZE_MAX) result[i] = got[slot[i]];
+  for (size_t j = first_wanted; j < nodes.size(); ++j)
+    if (got[j].defined()) capture_into((*outer.captured)[nodes[j].get()], got[j]);
   return result;
 }
 

@@ -22,4 +22,15 @@ std::vector<Variable> run_backward(const std::vector<std::shared_ptr<Node>>& roo
                                    const std::vector<Variable>& grads, bool retain_graph, bool create_graph,
                                    const std::vector<std::shared_ptr<Node>>& inputs = {});
 
+/// For a derivative rule that builds a graph and runs backward over it (checkpoint's recomputation; its node
+/// is marked Node::set_runs_backward): propagates `grad` from `output` and returns the gradient that reached
+/// each of `leaves` (the leaves that stand for the rule's inputs in that graph; undefined where none did).
+/// Every other leaf the graph reaches is treated as the enclosing pass treats leaves:
+/// - under backward() (or outside any pass), its grad accumulates;
+/// - under grad(), nothing accumulates, and the gradients reaching the nodes that grad() asked for are added
+///   to that call's results, so grad() through the rule returns what it returns without it.
+/// Frees the graph's saved tensors as it goes. Throws what run_backward throws.
+std::vector<Variable> backward_in_rule(const Variable& output, const Variable& grad,
+                                       const std::vector<Variable>& leaves);
+
 }  // namespace saccade

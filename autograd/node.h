@@ -54,9 +54,22 @@ class Node : public std::enable_shared_from_this<Node> {
   std::vector<Variable> apply(const Variable& grad_output);
   /// The node whose rule is running in this thread (null outside a rule).
   static Node* current();
-  /// Frees the closure and the tensors it saved (after backward, unless retain_graph).
-  void release() { fn_ = nullptr; }
+  /// Frees the closure and the tensors it saved (after backward, unless retain_graph). A node marked
+  /// saves_nothing keeps its closure: there is nothing to free.
+  void release() {
+    if (!saves_nothing_) fn_ = nullptr;
+  }
   bool released() const { return !fn_ && !is_accumulator_; }
+  /// Marks this node's rule as holding no saved tensor (a cast, a copy to another device: PyTorch's
+  /// ToCopyBackward0 saves nothing either), so release() keeps it and a second backward through it works
+  /// without retain_graph. Autocast's weight cache shares one cast node among the graphs built in a guard.
+  void set_saves_nothing() { saves_nothing_ = true; }
+  /// Marks this node's rule as running the engine over a graph it builds itself (checkpoint's
+  /// recomputation), which reaches leaves that this node's edges do not show: grad() then runs the rule
+  /// whenever a gradient reaches the node, and the rule hands what it finds to that grad() call
+  /// (backward_in_rule, autograd/engine.h).
+  void set_runs_backward() { runs_backward_ = true; }
+  bool runs_backward() const { return runs_backward_; }
 
   /// Marks this node as a view of part of its one input: its rule returns the gradient of that part only (the
   /// shape of this node's output), and the engine adds it into part(gradient of the input), which it makes
@@ -87,6 +100,8 @@ class Node : public std::enable_shared_from_this<Node> {
   // accumulator refers back weakly, so the two never form a cycle.
   std::weak_ptr<VariableImpl> leaf_;
   bool is_accumulator_ = false;
+  bool saves_nothing_ = false;
+  bool runs_backward_ = false;
 };
 
 /// The state shared by every handle of one Variable (autograd/variable.h): its data, its gradient and the

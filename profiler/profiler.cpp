@@ -184,6 +184,17 @@ void end_op(const char* op, int64_t flops, int64_t bytes, uint64_t flow_out) {
   record(std::move(e), gen);
 }
 
+void discard_op(const char* op) {
+  for (size_t i = tls_ops.size(); i-- > 0;) {
+    if (std::strcmp(tls_ops[i].op, op) != 0) continue;
+    nvtx_end(tls_ops[i].nvtx);
+    tls_ops.erase(tls_ops.begin() + static_cast<std::ptrdiff_t>(i));
+    return;
+  }
+}
+
+size_t open_ops() { return tls_ops.size(); }
+
 uint64_t next_flow_id() { return registry().next_flow.fetch_add(1, std::memory_order_relaxed) + 1; }
 bool in_backward() { return tls_in_backward; }
 void set_in_backward(bool on) { tls_in_backward = on; }

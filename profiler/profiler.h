@@ -182,6 +182,11 @@ void pop_range();
 /// composites or ops that threw, are dropped) and records it; with none open it records a zero-length one.
 void begin_op(const char* op, std::string shapes);
 void end_op(const char* op, int64_t flops, int64_t bytes, uint64_t flow_out);
+/// Closes the innermost open op named `op` without recording it (nothing when none is open): an op that
+/// hands itself on to a second call of itself (autocast's redispatch) leaves the range to that call.
+void discard_op(const char* op);
+/// How many forward ops are open on the calling thread (tests).
+size_t open_ops();
 /// A new arrow id.
 uint64_t next_flow_id();
 /// Whether the calling thread is inside a backward node (then ops are category "op_in_backward").

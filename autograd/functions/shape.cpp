@@ -155,20 +155,29 @@ Variable contiguous(const Variable& a) {
 
 // ---- conversions (members of Variable, recorded here with the other copies) ----
 
+namespace {
+// A conversion's rule keeps only the source dtype or device: its node is never released (Node::release), so
+// a cast shared by two graphs (autocast's weight cache) serves a backward through each.
+Variable saves_nothing(Variable y) {
+  if (y.grad_fn()) y.grad_fn()->set_saves_nothing();
+  return y;
+}
+}  // namespace
+
 Variable Variable::to(DType dtype) const {
   // y = cast(a) to dtype:  da = cast(g) back to a's dtype
   if (dtype == this->dtype()) return *this;
   DType from = this->dtype();
-  return saccade::make_result("to", data().to(dtype), {*this},
-                              [from](const Variable& g) -> Grads { return {g.to(from)}; });
+  return saves_nothing(saccade::make_result("to", data().to(dtype), {*this},
+                                            [from](const Variable& g) -> Grads { return {g.to(from)}; }));
 }
 
 Variable Variable::to(Device device) const {
   // y = a copied to device:  da = g copied back to a's device
   if (device == this->device()) return *this;
   Device from = this->device();
-  return saccade::make_result("to", data().to(device), {*this},
-                              [from](const Variable& g) -> Grads { return {g.to(from)}; });
+  return saves_nothing(saccade::make_result("to", data().to(device), {*this},
+                                            [from](const Variable& g) -> Grads { return {g.to(from)}; }));
 }
 
 // ---- joins ----
