@@ -81,6 +81,7 @@ inline constexpr AutocastRule kAutocastPolicy[] = {
     // NOTE: float32 on the CPU too, where PyTorch lists it nowhere: its CPU kernel takes a bf16 input beside
     // float32 weights and computes in float32; ours takes one dtype, and casting the input computes the same
     {"layer_norm", AutocastPolicy::Float32, AutocastPolicy::Float32},
+    {"rms_norm", AutocastPolicy::Float32, AutocastPolicy::Float32},
     {"logsumexp", AutocastPolicy::Float32, AutocastPolicy::Keep},
     {"exp", AutocastPolicy::Float32, AutocastPolicy::Keep},
     {"log", AutocastPolicy::Float32, AutocastPolicy::Keep},

@@ -5,13 +5,32 @@
 
 namespace saccade::nn {
 
+namespace {
+
+// The constructors' checks, named after the module.
+void check_options(const char* module, const Shape& normalized_shape, double eps) {
+  SACCADE_CHECK(!normalized_shape.empty(), "{}: normalized_shape must have at least one dim", module);
+  for (int64_t s : normalized_shape)
+    SACCADE_CHECK(s > 0, "{}: normalized_shape must be positive, got {}", module, normalized_shape);
+  SACCADE_CHECK(eps >= 0, "{}: expected eps >= 0, got {}", module, eps);
+}
+
+// forward's check: x is (*, normalized_shape)
+void check_input(const char* module, const Variable& x, const Shape& normalized_shape) {
+  SACCADE_CHECK(x.defined(), "{}: got an undefined input", module);
+  int k = normalized_shape.size(), n = x.dim();
+  bool ok = n >= k;
+  for (int i = 0; ok && i < k; ++i) ok = x.size(n - k + i) == normalized_shape[i];
+  SACCADE_CHECK(ok, "{}: expected input of shape (*, {}) (normalized_shape), got {}", module,
+                fmt::join(normalized_shape.begin(), normalized_shape.end(), ", "), x.shape());
+}
+
+}  // namespace
+
 LayerNorm::LayerNorm(const Shape& normalized_shape, double eps, bool elementwise_affine)
     : UnaryModule("LayerNorm"), normalized_shape_(normalized_shape), eps_(eps) {
   ErrorScope scope(name());
-  SACCADE_CHECK(!normalized_shape.empty(), "LayerNorm: normalized_shape must have at least one dim");
-  for (int64_t s : normalized_shape)
-    SACCADE_CHECK(s > 0, "LayerNorm: normalized_shape must be positive, got {}", normalized_shape);
-  SACCADE_CHECK(eps >= 0, "LayerNorm: expected eps >= 0, got {}", eps);
+  check_options("LayerNorm", normalized_shape, eps);
   if (elementwise_affine) {
     weight = register_parameter("weight", ops::ones(normalized_shape));
     bias = register_parameter("bias", ops::zeros(normalized_shape));
@@ -21,13 +40,22 @@ LayerNorm::LayerNorm(const Shape& normalized_shape, double eps, bool elementwise
 // x: (*, normalized_shape), weight, bias: (normalized_shape) -> x's shape
 Variable LayerNorm::forward(const Variable& x) {
   ErrorScope scope(name(), {shape_of(x)});
-  SACCADE_CHECK(x.defined(), "LayerNorm: got an undefined input");
-  int k = normalized_shape_.size(), n = x.dim();
-  bool ok = n >= k;
-  for (int i = 0; ok && i < k; ++i) ok = x.size(n - k + i) == normalized_shape_[i];
-  SACCADE_CHECK(ok, "LayerNorm: expected input of shape (*, {}) (normalized_shape), got {}",
-                fmt::join(normalized_shape_.begin(), normalized_shape_.end(), ", "), x.shape());
+  check_input("LayerNorm", x, normalized_shape_);
   return layer_norm(x, normalized_shape_, weight, bias, eps_);
+}
+
+RMSNorm::RMSNorm(const Shape& normalized_shape, std::optional<double> eps, bool elementwise_affine)
+    : UnaryModule("RMSNorm"), normalized_shape_(normalized_shape), eps_(eps) {
+  ErrorScope scope(name());
+  check_options("RMSNorm", normalized_shape, eps.value_or(0));
+  if (elementwise_affine) weight = register_parameter("weight", ops::ones(normalized_shape));
+}
+
+// x: (*, normalized_shape), weight: (normalized_shape) -> x's shape
+Variable RMSNorm::forward(const Variable& x) {
+  ErrorScope scope(name(), {shape_of(x)});
+  check_input("RMSNorm", x, normalized_shape_);
+  return rms_norm(x, normalized_shape_, weight, eps_);
 }
 
 }  // namespace saccade::nn

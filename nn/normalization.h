@@ -1,5 +1,7 @@
 #pragma once
-// LayerNorm (torch.nn.LayerNorm).
+// LayerNorm and RMSNorm (torch.nn.LayerNorm, torch.nn.RMSNorm).
+#include <optional>
+
 #include "nn/unary_module.h"
 
 namespace saccade::nn {
@@ -27,6 +29,32 @@ class LayerNorm : public UnaryModule {
  private:
   Shape normalized_shape_;
   double eps_;
+};
+
+/// Root-mean-square normalisation over the trailing dims `normalized_shape` (Zhang & Sennrich 2019, eq. 4;
+/// torch.nn.RMSNorm, Hugging Face's LlamaRMSNorm): y = x / √(mean(x²) + eps) ⊙ weight.
+///
+/// Parameter (when `elementwise_affine`): `weight` (normalized_shape) initialised to ones, torch's name.
+/// eps unset: the machine epsilon of the input's dtype, as torch.nn.RMSNorm(eps=None).
+/// forward: x (*, normalized_shape...) of any floating dtype -> x's shape (autograd/functions/nn.h rms_norm).
+/// Throws saccade::Error naming "RMSNorm" for an empty or non-positive normalized_shape, a negative eps, an
+/// undefined input, or an input whose trailing dims differ from normalized_shape.
+class RMSNorm : public UnaryModule {
+ public:
+  explicit RMSNorm(const Shape& normalized_shape, std::optional<double> eps = std::nullopt,
+                   bool elementwise_affine = true);
+  /// RMSNorm({d}, ...): normalisation over the last dim of size d.
+  explicit RMSNorm(int64_t d, std::optional<double> eps = std::nullopt, bool elementwise_affine = true)
+      : RMSNorm(Shape{d}, eps, elementwise_affine) {}
+  Variable forward(const Variable& x) override;
+
+  const Shape& normalized_shape() const { return normalized_shape_; }
+  std::optional<double> eps() const { return eps_; }
+  Variable weight;  // undefined when !elementwise_affine
+
+ private:
+  Shape normalized_shape_;
+  std::optional<double> eps_;
 };
 
 }  // namespace saccade::nn

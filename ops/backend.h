@@ -162,9 +162,11 @@ class Backend {
   /// y = softmax(x) (or log_softmax), gy = dL/dy, gx = dL/dx; all (rows, n).
   virtual void softmax_backward(const Tensor& y, const Tensor& gy, const Tensor& gx, bool log);
   /// x, out: (rows, n); weight, bias: (n) or undefined; mean, rstd: (rows) float, written for backward.
+  /// mean undefined: RMSNorm (no centring: μ = 0, rstd = 1 / sqrt(mean(x²) + eps); Zhang & Sennrich 2019).
   virtual void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
                           const Tensor& out, const Tensor& mean, const Tensor& rstd);
-  /// gx (rows, n); gweight, gbias (n) or undefined (then not computed).
+  /// gx (rows, n); gweight, gbias (n) or undefined (then not computed). mean undefined: RMSNorm's backward
+  /// (μ = 0, and no mean(ĝ) term).
   virtual void layer_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& weight,
                                    const Tensor& mean, const Tensor& rstd, const Tensor& gx,
                                    const Tensor& gweight, const Tensor& gbias);

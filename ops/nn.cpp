@@ -210,6 +210,59 @@ LayerNormGrads layer_norm_backward(const Tensor& gy, const Tensor& x, const Shap
   return r;
 }
 
+// ---- RMS norm: layer norm's kernels with mean undefined (no centring) ----
+
+RmsNormForward rms_norm_forward(const Tensor& x, const Shape& ns, const Tensor& weight, double eps) {
+  const char* op = "rms_norm";
+  auto [rows, n] = layer_norm_rows(x, ns, op);
+  check_affine(op, x, weight, ns, "weight");
+  SACCADE_CHECK(eps >= 0, "{}: eps must be non-negative, got {} (input shape {})", op, eps, x.shape());
+  if (is_half(x.dtype())) {  // rstd stays float32
+    RmsNormForward r = rms_norm_forward(f32(x), ns, f32(weight), eps);
+    r.out = r.out.to(x.dtype());
+    return r;
+  }
+  Tensor xc = x.contiguous();
+  RmsNormForward r{Tensor::empty(x.shape(), x.dtype(), x.device()),
+                   Tensor::empty(leading_shape(x, ns), x.dtype(), x.device())};
+  backend(x.device())
+      .layer_norm(xc.view({rows, n}), flat(weight, n), Tensor(), eps, r.out.view({rows, n}), Tensor(),
+                  r.rstd.view({rows}));
+  return r;
+}
+
+Tensor rms_norm(const Tensor& x, const Shape& ns, const Tensor& weight, double eps) {
+  return rms_norm_forward(x, ns, weight, eps).out;
+}
+
+RmsNormGrads rms_norm_backward(const Tensor& gy, const Tensor& x, const Shape& ns, const Tensor& weight,
+                               const Tensor& rstd, bool weight_grad) {
+  const char* op = "rms_norm_backward";
+  auto [rows, n] = layer_norm_rows(x, ns, op);
+  check_float(op, gy, "gradient");
+  check_affine(op, x, weight, ns, "weight");
+  check_same_device(op, {&x, &gy, &rstd});
+  SACCADE_CHECK(gy.shape() == x.shape() && gy.dtype() == x.dtype(),
+                "{}: gradient {} ({}) must match the input {} ({})", op, gy.shape(), gy.dtype(), x.shape(),
+                x.dtype());
+  const DType stats = is_half(x.dtype()) ? DType::Float32 : x.dtype();  // as rms_norm_forward made it
+  SACCADE_CHECK(rstd.numel() == rows && rstd.dtype() == stats,
+                "{}: rstd {} must hold one {} value per row ({} rows of input shape {})", op, rstd.shape(),
+                stats, rows, x.shape());
+  if (is_half(x.dtype())) {
+    RmsNormGrads g = rms_norm_backward(f32(gy), f32(x), ns, f32(weight), rstd, weight_grad);
+    return {narrow_to(g.gx, x.dtype()), narrow_to(g.gweight, x.dtype())};
+  }
+  RmsNormGrads r;
+  r.gx = Tensor::empty(x.shape(), x.dtype(), x.device());
+  if (weight_grad && weight.defined()) r.gweight = Tensor::empty(ns, x.dtype(), x.device());
+  backend(x.device())
+      .layer_norm_backward(gy.contiguous().view({rows, n}), x.contiguous().view({rows, n}), flat(weight, n),
+                           Tensor(), rstd.contiguous().view({rows}), r.gx.view({rows, n}),
+                           r.gweight.defined() ? r.gweight.view({n}) : Tensor(), Tensor());
+  return r;
+}
+
 // ---- GRU gates ----
 
 namespace {

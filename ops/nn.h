@@ -72,6 +72,32 @@ LayerNormGrads layer_norm_backward(const Tensor& gy, const Tensor& x, const Shap
                                    const Tensor& weight, const Tensor& mean, const Tensor& rstd,
                                    bool weight_grad, bool bias_grad);
 
+// ---- RMS norm ----
+
+/// rms_norm_forward's results: out (x's shape), and per normalised row rstd = 1/sqrt(mean(x²) + eps) (x's
+/// leading dims; x's dtype, float32 for a 16-bit x).
+struct RmsNormForward {
+  Tensor out, rstd;
+};
+/// Root-mean-square normalisation (Zhang & Sennrich 2019, eq. 4; as torch.nn.functional.rms_norm and Hugging
+/// Face's LlamaRMSNorm) over the trailing dims `normalized_shape` of x: x / sqrt(mean(x²) + eps) * weight.
+/// weight: of normalized_shape and x's dtype, or undefined (then 1). x: any floating dtype (bfloat16 /
+/// float16: computed in float32, out rounded once; rstd float32). The same kernels as layer_norm, without
+/// the centring. Throws saccade::Error naming rms_norm when normalized_shape is not x's trailing dims, the
+/// weight's shape or dtype differs, or eps < 0.
+RmsNormForward rms_norm_forward(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                                double eps);
+/// rms_norm_forward(...).out.
+Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, double eps);
+/// Gradients of rms_norm: gx (x's shape), gweight (normalized_shape; undefined unless `weight_grad`).
+struct RmsNormGrads {
+  Tensor gx, gweight;
+};
+/// The backward of rms_norm_forward: gy = dL/d(out), x, weight (or undefined), and the saved rstd.
+///   x̂ = x · rstd,  ĝ = gy ⊙ w:   gx = rstd (ĝ - x̂ mean(ĝ ⊙ x̂)),   gw = Σ_rows gy ⊙ x̂
+RmsNormGrads rms_norm_backward(const Tensor& gy, const Tensor& x, const Shape& normalized_shape,
+                               const Tensor& weight, const Tensor& rstd, bool weight_grad);
+
 // ---- GRU gates ----
 
 /// gru_gates' results: the next state h' (B, H), and saved (B, 3H) = [r, z, n] for gru_gates_backward.

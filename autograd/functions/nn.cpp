@@ -1,6 +1,8 @@
 // Derivative rules of the nn primitives, each beside its forward. `g` is dL/d(output).
 #include "autograd/functions/nn.h"
 
+#include <limits>
+
 #include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "autograd/functions/elementwise.h"
@@ -96,6 +98,64 @@ Variable layer_norm(const Variable& x, const Shape& normalized_shape, const Vari
                            g.data().to(xs.dtype()), xs.data(), normalized_shape,
                            sw.get().defined() ? sw.get().data() : Tensor(), mean, rstd, gw, gb);
                        return {Variable(r.gx), Variable(r.gweight), Variable(r.gbias)};
+                     });
+}
+
+namespace {
+// PyTorch's rms_norm default: torch.finfo(x.dtype).eps
+double rms_norm_eps(const Variable& x, std::optional<double> eps) {
+  if (eps) return *eps;
+  switch (x.dtype()) {
+    case DType::Float64:
+      return std::numeric_limits<double>::epsilon();
+    case DType::BFloat16:
+      return 0x1p-7;
+    case DType::Float16:
+      return 0x1p-10;
+    default:
+      return std::numeric_limits<float>::epsilon();
+  }
+}
+}  // namespace
+
+// x: (..., *normalized_shape); weight: (normalized_shape)
+Variable rms_norm_composed(const Variable& x, const Shape& normalized_shape, const Variable& weight,
+                           std::optional<double> eps) {
+  check_defined("rms_norm_composed", x);
+  // y = x / √(mean(x²) + eps) ⊙ w over the last normalized_shape.size() dims
+  Shape dims;
+  for (int i = 0; i < normalized_shape.size(); ++i) dims.push_back(x.dim() - normalized_shape.size() + i);
+  Variable y = mul(x, rsqrt(add(mean(mul(x, x), dims, true), rms_norm_eps(x, eps))));
+  return weight.defined() ? mul(y, weight) : y;
+}
+
+Variable rms_norm(const Variable& x, const Shape& normalized_shape, const Variable& weight,
+                  std::optional<double> eps) {
+  check_defined("rms_norm", x);
+  SACCADE_AUTOCAST("rms_norm", rms_norm, x, normalized_shape, weight, eps);
+  ErrorScope scope("rms_norm");
+  // y = x̂ ⊙ w,  x̂ = x rstd,  rstd = 1 / √(mean(x²) + eps):
+  //   dx = rstd (ĝ - x̂ mean(ĝ ⊙ x̂)) with ĝ = g ⊙ w,   dw = Σ_rows g ⊙ x̂
+  const double e = rms_norm_eps(x, eps);
+  ops::RmsNormForward f =
+      ops::rms_norm_forward(x.data(), normalized_shape, weight.defined() ? weight.data() : Tensor(), e);
+  SavedVariable sx(x, "rms_norm"), sw(weight, "rms_norm");
+  Tensor rstd = f.rstd;
+  const bool gw = weight.defined() && weight.requires_grad();
+  return make_result("rms_norm", f.out, {x, weight},
+                     [sx, sw, rstd, normalized_shape, gw, e](const Variable& g) -> Grads {
+                       const Variable xs = sx.get();
+                       if (grad_enabled())  // create_graph: through the composed reference
+                         return recompute_backward(
+                             {xs, sw.get()},
+                             [&](const std::vector<Variable>& in) {
+                               return rms_norm_composed(in[0], normalized_shape, in[1], e);
+                             },
+                             g);
+                       ops::RmsNormGrads r =
+                           ops::rms_norm_backward(g.data().to(xs.dtype()), xs.data(), normalized_shape,
+                                                  sw.get().defined() ? sw.get().data() : Tensor(), rstd, gw);
+                       return {Variable(r.gx), Variable(r.gweight)};
                      });
 }
 

@@ -1,7 +1,9 @@
 #pragma once
-// Differentiable nn primitives on Variables: softmax family, masked softmax, layer norm, dropout, losses.
-// Shapes, dtypes, semantics and errors as in ops/nn.h; each derivative rule sits beside its forward in
-// nn.cpp.
+// Differentiable nn primitives on Variables: softmax family, masked softmax, layer norm, RMS norm, dropout,
+// losses. Shapes, dtypes, semantics and errors as in ops/nn.h; each derivative rule sits beside its forward
+// in nn.cpp.
+#include <optional>
+
 #include "autograd/variable.h"
 #include "ops/nn.h"
 
@@ -27,6 +29,18 @@ Variable layer_norm(const Variable& x, const Shape& normalized_shape, const Vari
 Variable layer_norm_composed(const Variable& x, const Shape& normalized_shape,
                              const Variable& weight = Variable(), const Variable& bias = Variable(),
                              double eps = 1e-5);
+/// Root-mean-square normalisation over the trailing dims `normalized_shape` (Zhang & Sennrich 2019, eq. 4; as
+/// torch.nn.functional.rms_norm): x / sqrt(mean(x²) + eps) ⊙ weight. weight: of normalized_shape, or an
+/// undefined Variable; eps unset: the machine epsilon of x's dtype (PyTorch's default; Llama checkpoints set
+/// 1e-5 or 1e-6). One fused pass each way (ops::rms_norm); twice differentiable through rms_norm_composed.
+/// Under autocast: float32, as layer_norm. Throws saccade::Error naming rms_norm for a normalized_shape that
+/// is not x's trailing dims, a weight of another shape or dtype, or eps < 0.
+Variable rms_norm(const Variable& x, const Shape& normalized_shape, const Variable& weight = Variable(),
+                  std::optional<double> eps = std::nullopt);
+/// rms_norm composed of mean, rsqrt and mul (its readable reference, and its second derivative). Same
+/// arguments; does not check shapes itself.
+Variable rms_norm_composed(const Variable& x, const Shape& normalized_shape,
+                           const Variable& weight = Variable(), std::optional<double> eps = std::nullopt);
 /// Inverted dropout (as torch.nn.functional.dropout): zeroes each element with probability p and scales the
 /// rest by 1/(1-p); the gradient is masked and scaled the same way. Returns x itself when !training or p ==
 /// 0.

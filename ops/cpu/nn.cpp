@@ -4,7 +4,7 @@
 // simd.h).
 //
 // Shapes: softmax: x, out, y, gy, gx (rows, n); layer_norm: x, out, gy, gx (rows, n), weight, bias, gweight,
-// gbias (n) or undefined, mean, rstd (rows) float.
+// gbias (n) or undefined, mean, rstd (rows) float. RMSNorm is layer_norm with mean undefined: no centring.
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -105,13 +105,13 @@ void CpuBackend::softmax_backward(const Tensor& y, const Tensor& gy, const Tenso
 //   y = (x - μ) · rstd · w + b,   μ = mean(x),  rstd = 1 / sqrt(var(x) + eps)   (biased variance)
 void CpuBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
                             const Tensor& out, const Tensor& mean, const Tensor& rstd) {
-  const int64_t rows = mean.numel(), n = x.shape().back();
+  const int64_t rows = rstd.numel(), n = x.shape().back();
   dispatch_floating(x.dtype(), "layer_norm", [&]<class T>() {
     const T* px = x.data<T>();
     const T* w = weight.defined() ? weight.data<T>() : nullptr;
     const T* b = bias.defined() ? bias.data<T>() : nullptr;
     T* py = out.data<T>();
-    T* pm = mean.data<T>();
+    T* pm = mean.defined() ? mean.data<T>() : nullptr;  // null: RMSNorm, μ = 0
     T* pr = rstd.data<T>();
     parallel_for(rows, n, [&](int64_t r) {
       with_isa([&] {
@@ -120,8 +120,10 @@ void CpuBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor&
         // two passes in double: exact enough for float32 rows of any length; the sums in vector lanes
         // (without the pragma each was a serial chain of dependent adds: 4 cycles an element)
         double s = 0;
+        if (pm) {
 #pragma omp simd reduction(+ : s)
-        for (int64_t i = 0; i < n; ++i) s += xr[i];
+          for (int64_t i = 0; i < n; ++i) s += xr[i];
+        }
         const double mu = n > 0 ? s / static_cast<double>(n) : 0.0;
         double ss = 0;
 #pragma omp simd reduction(+ : ss)
@@ -131,7 +133,7 @@ void CpuBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor&
         }
         const double var = n > 0 ? ss / static_cast<double>(n) : 0.0;
         const T m = static_cast<T>(mu), rs = static_cast<T>(1.0 / std::sqrt(var + eps));
-        pm[r] = m;
+        if (pm) pm[r] = m;
         pr[r] = rs;
         if (w && b) {
           for (int64_t i = 0; i < n; ++i) yr[i] = (xr[i] - m) * rs * w[i] + b[i];
@@ -153,12 +155,14 @@ void CpuBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor&
 void CpuBackend::layer_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& weight,
                                      const Tensor& mean, const Tensor& rstd, const Tensor& gx,
                                      const Tensor& gweight, const Tensor& gbias) {
-  const int64_t rows = mean.numel(), n = x.shape().back();
+  const int64_t rows = rstd.numel(), n = x.shape().back();
+  const bool centred = mean.defined();  // false: RMSNorm (μ = 0, and no mean(ĝ) term)
   dispatch_floating(x.dtype(), "layer_norm_backward", [&]<class T>() {
     const T* pg = gy.data<T>();
     const T* px = x.data<T>();
     const T* w = weight.defined() ? weight.data<T>() : nullptr;
-    const T* pm = mean.data<T>();
+    const std::vector<T> zeros(centred ? 0 : rows, T(0));
+    const T* pm = centred ? mean.data<T>() : zeros.data();
     const T* pr = rstd.data<T>();
     if (gx.defined()) {
       T* pgx = gx.data<T>();
@@ -179,7 +183,7 @@ void CpuBackend::layer_norm_backward(const Tensor& gy, const Tensor& x, const Te
               sg += gh;
               sgx += acc_t<T>(gh) * ((xx[i] - m) * rs);
             }
-            const T mg = static_cast<T>(sg / static_cast<acc_t<T>>(n)),
+            const T mg = centred ? static_cast<T>(sg / static_cast<acc_t<T>>(n)) : T(0),
                     mgx = static_cast<T>(sgx / static_cast<acc_t<T>>(n));
 #pragma omp simd
             for (int64_t i = 0; i < n; ++i) o[i] = rs * (ghat(i) - mg - (xx[i] - m) * rs * mgx);

@@ -64,6 +64,7 @@ __global__ void softmax_backward_kernel(const T* y, const T* gy, T* gx, int64_t 
 }
 
 //   y = (x - μ) · rstd · w + b,   μ = mean(x),  rstd = 1 / sqrt(var(x) + eps)   (biased variance; two passes)
+// mean null: RMSNorm, μ = 0
 template <class T>
 __global__ void layer_norm_kernel(const T* x, const T* w, const T* b, double eps, T* y, T* mean, T* rstd,
                                   int64_t rows, int64_t n) {
@@ -71,15 +72,20 @@ __global__ void layer_norm_kernel(const T* x, const T* w, const T* b, double eps
     const T* xr = x + r * n;
     T* yr = y + r * n;
     double s = 0;
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += xr[i];
-    s = block_reduce(s, Plus<double>{}, 0.0);
+    if (mean) {
+      for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += xr[i];
+      s = block_reduce(s, Plus<double>{}, 0.0);
+    }
     const double mu = n > 0 ? s / static_cast<double>(n) : 0.0;
     double ss = 0;
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += (xr[i] - mu) * (xr[i] - mu);
     ss = block_reduce(ss, Plus<double>{}, 0.0);
     const double var = n > 0 ? ss / static_cast<double>(n) : 0.0;
     const T m = static_cast<T>(mu), rs = static_cast<T>(1.0 / ::sqrt(var + eps));
-    if (threadIdx.x == 0) mean[r] = m, rstd[r] = rs;
+    if (threadIdx.x == 0) {
+      if (mean) mean[r] = m;
+      rstd[r] = rs;
+    }
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
       T v = (xr[i] - m) * rs;
       if (w) v *= w[i];
@@ -90,6 +96,7 @@ __global__ void layer_norm_kernel(const T* x, const T* w, const T* b, double eps
 }
 
 //   x̂ = (x - μ) rstd,  ĝ = gy ⊙ w:   gx = rstd (ĝ - mean(ĝ) - x̂ mean(ĝ ⊙ x̂))
+// mean null: RMSNorm, μ = 0 and no mean(ĝ) term
 template <class T>
 __global__ void layer_norm_backward_gx_kernel(const T* gy, const T* x, const T* w, const T* mean,
                                               const T* rstd, T* gx, int64_t rows, int64_t n) {
@@ -97,7 +104,7 @@ __global__ void layer_norm_backward_gx_kernel(const T* gy, const T* x, const T* 
     const T* gr = gy + r * n;
     const T* xr = x + r * n;
     T* out = gx + r * n;
-    const T m = mean[r], rs = rstd[r];
+    const T m = mean ? mean[r] : T(0), rs = rstd[r];
     acc_t<T> sg = 0, sgx = 0;
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
       const T gh = w ? gr[i] * w[i] : gr[i];
@@ -106,7 +113,7 @@ __global__ void layer_norm_backward_gx_kernel(const T* gy, const T* x, const T* 
     }
     sg = block_reduce(sg, Plus<acc_t<T>>{}, acc_t<T>(0));
     sgx = block_reduce(sgx, Plus<acc_t<T>>{}, acc_t<T>(0));
-    const T mg = static_cast<T>(sg / static_cast<acc_t<T>>(n)),
+    const T mg = mean ? static_cast<T>(sg / static_cast<acc_t<T>>(n)) : T(0),
             mgx = static_cast<T>(sgx / static_cast<acc_t<T>>(n));
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
       const T gh = w ? gr[i] * w[i] : gr[i];
@@ -134,7 +141,7 @@ __global__ void layer_norm_backward_gwb_partial_kernel(const T* gy, const T* x, 
   if (c < n) {
     for (int64_t r = r0 + threadIdx.y; r < r1; r += kRowLanes) {
       const T g = gy[r * n + c];
-      aw += acc_t<T>(g) * ((x[r * n + c] - mean[r]) * rstd[r]);
+      aw += acc_t<T>(g) * ((x[r * n + c] - (mean ? mean[r] : T(0))) * rstd[r]);
       ab += g;
     }
   }
@@ -190,11 +197,11 @@ void CudaBackend::softmax_backward(const Tensor& y, const Tensor& gy, const Tens
 
 void CudaBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
                              const Tensor& out, const Tensor& mean, const Tensor& rstd) {
-  const int64_t rows = mean.numel(), n = x.shape().back();
+  const int64_t rows = rstd.numel(), n = x.shape().back();
   if (rows == 0) return;
   dispatch_floating(x.dtype(), "layer_norm", [&]<class T>() {
     layer_norm_kernel<T><<<blocks_for(rows, 1), kThreads, 0, stream()>>>(
-        x.data<T>(), ptr_or_null<T>(weight), ptr_or_null<T>(bias), eps, out.data<T>(), mean.data<T>(),
+        x.data<T>(), ptr_or_null<T>(weight), ptr_or_null<T>(bias), eps, out.data<T>(), mut_or_null<T>(mean),
         rstd.data<T>(), rows, n);
     SACCADE_CUDA_CHECK_LAUNCH("layer_norm");
   });
@@ -203,12 +210,12 @@ void CudaBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor
 void CudaBackend::layer_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& weight,
                                       const Tensor& mean, const Tensor& rstd, const Tensor& gx,
                                       const Tensor& gweight, const Tensor& gbias) {
-  const int64_t rows = mean.numel(), n = x.shape().back();
+  const int64_t rows = rstd.numel(), n = x.shape().back();
   dispatch_floating(x.dtype(), "layer_norm_backward", [&]<class T>() {
     if (gx.defined() && rows * n > 0) {
       layer_norm_backward_gx_kernel<T><<<blocks_for(rows, 1), kThreads, 0, stream()>>>(
-          gy.data<T>(), x.data<T>(), ptr_or_null<T>(weight), mean.data<T>(), rstd.data<T>(), gx.data<T>(),
-          rows, n);
+          gy.data<T>(), x.data<T>(), ptr_or_null<T>(weight), ptr_or_null<T>(mean), rstd.data<T>(),
+          gx.data<T>(), rows, n);
       SACCADE_CUDA_CHECK_LAUNCH("layer_norm_backward");
     }
     if ((gweight.defined() || gbias.defined()) && n > 0) {
@@ -221,8 +228,8 @@ void CudaBackend::layer_norm_backward(const Tensor& gy, const Tensor& x, const T
       } else {
         const dim3 grid(static_cast<unsigned>((n + kColTile - 1) / kColTile), static_cast<unsigned>(chunks));
         layer_norm_backward_gwb_partial_kernel<T><<<grid, dim3(kColTile, kRowLanes), 0, stream()>>>(
-            gy.data<T>(), x.data<T>(), mean.data<T>(), rstd.data<T>(), partial, partial + chunks * n, rows,
-            n);
+            gy.data<T>(), x.data<T>(), ptr_or_null<T>(mean), rstd.data<T>(), partial, partial + chunks * n,
+            rows, n);
         SACCADE_CUDA_CHECK_LAUNCH("layer_norm_backward");
       }
       layer_norm_backward_gwb_sum_kernel<T><<<blocks_for(n), kThreads, 0, stream()>>>(
