@@ -164,7 +164,8 @@ void write_line_plot(const std::string& path, const LinePlot& plot) {
     plcol0(colours[i]);
     pllsty(styles[i]);
     plwidth(1.5);
-    if (s.style == Series::Style::Points)
+    // a line through one point draws nothing: show a lone point as a dot
+    if (s.style == Series::Style::Points || s.x.size() == 1)
       plstring(static_cast<PLINT>(s.x.size()), s.x.data(), s.y.data(), symbols[i]);
     else
       plline(static_cast<PLINT>(s.x.size()), s.x.data(), s.y.data());
