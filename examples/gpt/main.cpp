@@ -168,6 +168,12 @@ std::string read_file(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
+// The tokenizer.model in the folder of the file `path` ("./tokenizer.model" for a bare file name).
+std::string tokenizer_beside(const std::string& path) {
+  const std::string folder = std::filesystem::path(path).parent_path().string();
+  return ex::tokenizer_path(folder.empty() ? "." : folder);
+}
+
 // gpt export: the bfloat16 weights of `checkpoint` at `to` and, for a bpe model, its tokenizer.model beside
 // them (so that the exported folder samples on its own). Refuses, before writing anything, a `to` that is the
 // checkpoint itself or a folder holding another tokenizer.model (cli::UsageError).
@@ -176,8 +182,7 @@ void export_with_tokenizer(const std::string& checkpoint, const std::string& to)
   cli::require_different_files("--to", checkpoint, to);
   cli::require_writable_file("--to", to);
   namespace fs = std::filesystem;
-  const std::string src = ex::tokenizer_path(fs::path(checkpoint).parent_path().string());
-  const std::string dst = ex::tokenizer_path(fs::path(to).parent_path().string());
+  const std::string src = tokenizer_beside(checkpoint), dst = tokenizer_beside(to);
   std::error_code ec;
   const bool same_folder = fs::exists(src) && fs::exists(dst) && fs::equivalent(src, dst, ec);
   if (fs::exists(src) && fs::exists(dst) && !same_folder && read_file(src) != read_file(dst))
@@ -208,8 +213,7 @@ std::unique_ptr<ex::Tokenizer> load_tokenizer(const ex::GPT& model, const std::s
                                                        checkpoint, name));
     return ex::make_tokenizer(name);
   }
-  const std::string path =
-      file.empty() ? ex::tokenizer_path(std::filesystem::path(checkpoint).parent_path().string()) : file;
+  const std::string path = file.empty() ? tokenizer_beside(checkpoint) : file;
   if (!std::filesystem::exists(path))
     throw cli::UsageError("--tokenizer",
                           fmt::format("the model in '{}' needs its bpe tokenizer, and there is "

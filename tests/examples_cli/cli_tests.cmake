@@ -80,6 +80,24 @@ if(TARGET gpt)
   set_tests_properties(cli_gpt_resume_nothing_to_train cli_gpt_export_onto_itself cli_gpt_export_and_sample
                        cli_gpt_sample_tokenizer_for_bytes cli_gpt_attention_layer cli_gpt_curves_one_point
                        PROPERTIES FIXTURES_REQUIRED gpt_tiny)
+  # item 12: a run that the time limit ended said nothing of it
+  saccade_cli_test(gpt_time_limit_ends_run --out "^trained steps 1-[0-9]+ in .*: the --time-limit of 0.001 s ended the run$"
+                   --keep 0 60 -- ${gpt} train ${tiny} --steps 1000 --time-limit 0.001 --out t)
+  # item 4: a bpe model exported or copied to another folder could not be sampled
+  set(bpe ${SACCADE_CLI_WORK}/gpt_tiny_bpe)
+  add_test(NAME cli_gpt_bpe_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${bpe})
+  saccade_cli_test(gpt_bpe_train --out "^outputs in ${bpe}:" --keep 0 120 --
+                   ${gpt} train ${tiny} --tokenizer bpe --vocab-size 400 --out ${bpe})
+  set_tests_properties(cli_gpt_bpe_clean PROPERTIES FIXTURES_SETUP gpt_bpe_clean)
+  set_tests_properties(cli_gpt_bpe_train PROPERTIES FIXTURES_SETUP gpt_bpe FIXTURES_REQUIRED gpt_bpe_clean)
+  saccade_cli_test(gpt_bpe_export_elsewhere --out "^wrote moved/tokenizer.model" --out "^gpt: .*[(]bpe[)].*, from moved/m.safetensors"
+                   --keep 0 60 -- sh -c "mkdir moved && ${gpt} export --checkpoint ${bpe}/best.safetensors --to moved/m.safetensors && ${gpt} sample --checkpoint moved/m.safetensors --prompt x --max-new-tokens 4")
+  saccade_cli_test(gpt_bpe_sample_tokenizer_flag --out "^gpt: .*[(]bpe[)].*, from copy.safetensors" --keep 0 60 --
+                   sh -c "cp ${bpe}/best.safetensors copy.safetensors && ${gpt} sample --checkpoint copy.safetensors --tokenizer ${bpe}/tokenizer.model --prompt x --max-new-tokens 4")
+  saccade_cli_test(gpt_bpe_sample_without_tokenizer --err "^gpt: --tokenizer: the model in 'copy.safetensors' needs its bpe tokenizer, and there is no './tokenizer.model'"
+                   --keep 2 10 -- sh -c "cp ${bpe}/best.safetensors copy.safetensors && ${gpt} sample --checkpoint copy.safetensors --prompt x")
+  set_tests_properties(cli_gpt_bpe_export_elsewhere cli_gpt_bpe_sample_tokenizer_flag cli_gpt_bpe_sample_without_tokenizer
+                       PROPERTIES FIXTURES_REQUIRED gpt_bpe)
   # item 11: with `> log 2>&1` the header lines come before the error
   saccade_cli_test(gpt_log_order --first "^device cpu" 1 10 -- ${gpt} train --data /nonexistent/fortunes)
 endif()
