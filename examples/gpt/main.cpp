@@ -2,6 +2,7 @@
 // with a KV cache. `gpt train` trains and scores (validation bits per byte); `gpt sample` generates from a
 // checkpoint. examples/gpt/README.md gives the commands and the measured results.
 #include <malloc.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -238,7 +239,7 @@ std::string why_ended(const ex::GPTTrainOptions& o, int64_t step) {
 
 // The checks of `gpt train`'s flags that involve more than one flag or a path, before any work
 // (cli::UsageError naming the flag).
-void check_train_flags(const ex::GPTTrainOptions& o, const ex::GPTConfig& config,
+void check_train_flags(const ex::GPTTrainOptions& o, const ex::GPTConfig& config, int64_t vocab,
                        const std::string& out_dir) {
   if (o.eval_tokens == 0)
     throw cli::UsageError("--eval-tokens", "0 is not allowed (need -1 for all, or an integer >= 1)");
@@ -249,6 +250,22 @@ void check_train_flags(const ex::GPTTrainOptions& o, const ex::GPTConfig& config
     throw cli::UsageError("--n-head",
                           fmt::format("{} does not divide --d-model {}", config.n_head, config.d_model));
   cli::require_writable_directory("--out", out_dir);
+  // What one micro-batch's forward keeps for its backward, roughly (float32): per token, each block's ~18 d
+  // activations (attention through flash_attention: no T x T weights), the embeddings and final norm, and
+  // the logits with their gradient. A context that cannot fit in memory is refused here, not after minutes.
+  const double micro = static_cast<double>(o.batch_size / o.grad_accum);
+  const double bytes =
+      4.0 * micro * static_cast<double>(config.context) *
+      static_cast<double>(config.n_layer * 18 * config.d_model + 3 * config.d_model + 2 * vocab);
+  const double ram =
+      static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  if (o.device.is_cpu() && ram > 0 && bytes > ram)
+    throw cli::UsageError(
+        "--context",
+        fmt::format("a step of {} windows of {} tokens would hold about {:.0f} GB of activations, more "
+                    "than this machine's {:.0f} GB: lower --context or --batch-size, or raise "
+                    "--grad-accum",
+                    micro, config.context, bytes / 1e9, ram / 1e9));
 }
 
 }  // namespace
@@ -420,7 +437,8 @@ int main(int argc, char** argv) {
       throw cli::UsageError("--device", device_name +
                                             " asked for, but saccade was built without CUDA or no "
                                             "GPU is present");
-    if (*train) check_train_flags(topts, config, out_dir);
+    topts.device = device;
+    if (*train) check_train_flags(topts, config, tokenizer == "bpe" ? vocab_size : 256, out_dir);
     if (*sample) {
       if (checkpoint.empty()) checkpoint = out_dir + "/best.safetensors";
       cli::require_file(checkpoint == out_dir + "/best.safetensors" ? "--out" : "--checkpoint", checkpoint);

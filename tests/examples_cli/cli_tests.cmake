@@ -40,6 +40,9 @@ if(TARGET gpt)
   # item 2 and others: flags that must agree, paths checked before any work
   saccade_cli_refusal(gpt_grad_accum "^gpt: --grad-accum: 3 does not divide --batch-size 32$" ${gpt} train --grad-accum 3)
   saccade_cli_refusal(gpt_out_unwritable "^gpt: --out: cannot make the folder '/proc/x/y'" ${gpt} train --out /proc/x/y)
+  # item 14: a context that cannot fit took gigabytes for 40 s before anything was said
+  saccade_cli_refusal(gpt_context_too_large "^gpt: --context: a step of 32 windows of 65536 tokens would hold about [0-9]+ GB of activations, more than this machine's"
+                      ${gpt} train --context 65536 --d-model 4096 --n-head 4 --n-layer 64)
   saccade_cli_refusal(gpt_curves_missing_log "^gpt: logs: 'missing.csv' does not exist$" ${gpt} curves missing.csv)
   if(NOT SACCADE_WITH_CUDA)
     # item 11: the prefix was doubled ("gpt: gpt: --device cuda asked for ...")
