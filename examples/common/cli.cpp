@@ -120,6 +120,11 @@ int parse(CLI::App& app, int argc, char** argv, const std::string& program) {
   std::setvbuf(stdout, nullptr, _IOLBF, BUFSIZ);  // before any output: keeps `> log 2>&1` in order
   try {
     app.parse(argc, argv);
+    if (const char* only = std::getenv("SACCADE_EXAMPLES_PARSE_ONLY");
+        only && *only && std::string(only) != "0") {
+      std::printf("%s: the command line parses\n", program.c_str());
+      return 0;
+    }
     return -1;
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help

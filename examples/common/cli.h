@@ -54,7 +54,9 @@ void setup(CLI::App& app);
 /// Parses the command line. Returns -1 when the program should go on; otherwise the program's exit code:
 /// 0 after printing --help, kUsageExit after printing one line "<program>: <what is wrong>" on stderr.
 /// Makes stdout line-buffered first, so that a log of `> log 2>&1` keeps the order of stdout's and stderr's
-/// lines.
+/// lines. With SACCADE_EXAMPLES_PARSE_ONLY=1 in the environment, a command line that parses prints
+/// "<program>: the command line parses" and returns 0 without running (tests/examples_cli checks every
+/// command the READMEs show this way).
 int parse(CLI::App& app, int argc, char** argv, const std::string& program);
 
 /// Prints `e` as one line on stderr, "<program>: <message>" (a message that already begins with

@@ -156,3 +156,14 @@ if(TARGET nw_regression)
   saccade_cli_test(nw_epochs_five --count "^parametric NW, 5 epochs of" 1 --count "^parametric NW, 5 epochs, w" 1
                    --keep 0 60 -- ${nw} --epochs 5 --out nw)
 endif()
+
+# item 13: every command that a README shows parses with the program as built (flags that exist, values in
+# their ranges), so that the READMEs cannot drift from the programs.
+find_package(Python3 COMPONENTS Interpreter)
+if(Python3_FOUND AND TARGET gpt AND TARGET image_caption AND TARGET g2p AND TARGET nw_regression)
+  file(GLOB SACCADE_EXAMPLE_READMES ${PROJECT_SOURCE_DIR}/examples/README.md ${PROJECT_SOURCE_DIR}/examples/*/README.md)
+  add_test(NAME cli_readme_commands_parse
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/readme_commands.py ${PROJECT_BINARY_DIR}
+                   ${PROJECT_SOURCE_DIR}/README.md ${SACCADE_EXAMPLE_READMES})
+  set_tests_properties(cli_readme_commands_parse PROPERTIES LABELS cli TIMEOUT 120)
+endif()
