@@ -254,9 +254,16 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
       ex::G2PTrainResult tr = ex::train_g2p(*model, vocab, train, val, opts);
       if (tr.steps_done > 0)
-        std::printf("trained %lld steps in %.1f s (%.2f steps/s), loss %.4f -> %.4f\n",
-                    static_cast<long long>(tr.steps_done), tr.seconds, tr.steps_done / tr.seconds,
-                    tr.first_loss, tr.final_loss);
+        std::printf(
+            "trained %lld steps in %.1f s (%.2f steps/s); training loss %.4f (the mean of the first %lld "
+            "steps) "
+            "-> %.4f (of the last %lld; the progress line's avg loss is a running average)\n",
+            static_cast<long long>(tr.steps_done), tr.seconds, tr.steps_done / tr.seconds, tr.first_loss,
+            static_cast<long long>(std::min<int64_t>(tr.steps_done, 20)), tr.final_loss,
+            static_cast<long long>(std::min<int64_t>(tr.steps_done, 100)));
+      else
+        std::printf("%s is at step %lld or later: nothing to train (--steps %lld)\n", last.c_str(),
+                    static_cast<long long>(steps), static_cast<long long>(steps));
       if (std::filesystem::exists(best)) {
         saccade::nn::load(*model, best);
         std::printf("best validation WER %.4f (PER %.4f) at step %lld: evaluating %s\n", tr.best_wer,

@@ -55,7 +55,7 @@ if(TARGET gpt)
            --eval-tokens 256 --sample-tokens 8 --threads 2)
   # item 12: the last lines say why the run ended and where its outputs went
   add_test(NAME cli_gpt_tiny_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${run})
-  saccade_cli_test(gpt_tiny_train --out "^trained steps 1-3 in .*: reached --steps 3$"
+  saccade_cli_test(gpt_tiny_train --out "^trained steps 1-3 in .*: reached --steps 3$" --out "^step 3/3 .* avg loss [0-9.]+ "
                    --out "^final training loss .* the mean of the last 3 steps"
                    --out "^outputs in ${run}: last.safetensors"
                    --out "^--resume: no checkpoint at ${run}/last.safetensors: starting a fresh run$"
@@ -146,6 +146,20 @@ if(TARGET g2p)
   # item 14: an empty --dict gave "G2PVocab: no phones in ''"
   saccade_cli_test(g2p_empty_dict --err "^g2p: --dict: '/dev/null' holds no pronunciations" 2 10 -- ${g2p} --dict /dev/null)
   saccade_cli_refusal(g2p_eval_only_without_checkpoint "^g2p: --eval-only: needs --checkpoint FILE$" ${g2p} --eval-only)
+  # item 8: a resume states what it resumed, refuses another model, and says when there is nothing to train
+  set(run ${SACCADE_CLI_WORK}/g2p_tiny)
+  set(tiny --train-words 200 --test-words 5 --val-words 5 --val-every 1 --hidden 8 --beam 1 --threads 2)
+  add_test(NAME cli_g2p_tiny_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${run})
+  saccade_cli_test(g2p_tiny_train --out "^--resume: no checkpoint at ${run}/checkpoint.safetensors: starting a fresh bahdanau model$"
+                   --out "^trained 2 steps in .*training loss .* \\(the mean of the first 2 steps\\)"
+                   --keep 0 120 -- ${g2p} ${tiny} --steps 2 --out ${run} --resume)
+  set_tests_properties(cli_g2p_tiny_clean PROPERTIES FIXTURES_SETUP g2p_tiny_clean)
+  set_tests_properties(cli_g2p_tiny_train PROPERTIES FIXTURES_SETUP g2p_tiny FIXTURES_REQUIRED g2p_tiny_clean)
+  saccade_cli_test(g2p_resume_other_model --err "^g2p: --resume: '.*' holds another model .* than --model ask for$" 2 10 --
+                   ${g2p} ${tiny} --model transformer --out ${run} --resume)
+  saccade_cli_test(g2p_resume_nothing_to_train --out "^resumed from ${run}/checkpoint.safetensors at step 2$"
+                   --out "nothing to train [(]--steps 1[)]$" --keep 0 120 -- ${g2p} ${tiny} --steps 1 --out ${run} --resume)
+  set_tests_properties(cli_g2p_resume_other_model cli_g2p_resume_nothing_to_train PROPERTIES FIXTURES_REQUIRED g2p_tiny)
 endif()
 
 if(TARGET nw_regression)
