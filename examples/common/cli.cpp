@@ -8,9 +8,12 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
+
+#include "profiler/profiler.h"
 
 namespace saccade::examples::cli {
 
@@ -65,21 +68,27 @@ class Formatter : public CLI::Formatter {
 
 }  // namespace
 
-CLI::Validator integer(int64_t lo, int64_t hi) {
-  const std::string need = hi == std::numeric_limits<int64_t>::max()
-                               ? fmt::format("an integer >= {}", lo)
-                               : fmt::format("an integer from {} to {}", lo, hi);
-  const std::string rule =
-      hi == std::numeric_limits<int64_t>::max() ? fmt::format(">= {}", lo) : fmt::format("{}..{}", lo, hi);
+namespace {
+
+// integer(lo, hi), and the value `special` too when it is set.
+CLI::Validator integer_rule(int64_t lo, int64_t hi, std::optional<int64_t> special) {
+  const bool unbounded = hi == std::numeric_limits<int64_t>::max();
+  const std::string range =
+      unbounded ? fmt::format("an integer >= {}", lo) : fmt::format("an integer from {} to {}", lo, hi);
+  const std::string need = special ? fmt::format("{} or {}", *special, range) : range;
+  std::string rule = unbounded ? fmt::format(">= {}", lo) : fmt::format("{}..{}", lo, hi);
+  if (special) rule = fmt::format("{} or {}", *special, rule);
   return CLI::Validator(
-      [lo, hi, need](std::string& text) -> std::string {
+      [lo, hi, special, need](std::string& text) -> std::string {
         const char* first = text.c_str() + (text.rfind('+', 0) == 0 ? 1 : 0);
         const char* last = text.c_str() + text.size();
         int64_t v = 0;
         auto [end, ec] = std::from_chars(first, last, v);
         double real = 0;
         if (ec == std::errc() && end == last)
-          return v >= lo && v <= hi ? std::string() : fmt::format("{} is not allowed (need {})", text, need);
+          return (v >= lo && v <= hi) || (special && v == *special)
+                     ? std::string()
+                     : fmt::format("{} is not allowed (need {})", text, need);
         if (!parse_real(text, real)) return fmt::format("'{}' is not a number", text);
         if (ec == std::errc::result_out_of_range)
           return fmt::format("{} is out of range (need {})", text, need);
@@ -87,6 +96,12 @@ CLI::Validator integer(int64_t lo, int64_t hi) {
       },
       rule, "integer range");
 }
+
+}  // namespace
+
+CLI::Validator integer(int64_t lo, int64_t hi) { return integer_rule(lo, hi, std::nullopt); }
+
+CLI::Validator integer_or(int64_t special, int64_t lo, int64_t hi) { return integer_rule(lo, hi, special); }
 
 CLI::Validator real(double lo, bool lo_closed, double hi, bool hi_closed) {
   std::string need = "a number";
@@ -143,6 +158,28 @@ int report(const std::string& program, const std::exception& e) {
   std::fflush(stdout);
   std::fprintf(stderr, "%s%s\n", prefix.c_str(), msg.c_str());
   return dynamic_cast<const UsageError*>(&e) ? kUsageExit : 1;
+}
+
+saccade::Device device(const std::string& flag, const std::string& name) {
+  saccade::Device d;
+  try {
+    d = saccade::Device::parse(name);
+  } catch (const std::exception& e) {
+    throw UsageError(flag, e.what());
+  }
+  if (!d.is_cpu() && !saccade::cuda_is_available())
+    throw UsageError(flag, name + " asked for, but saccade was built without CUDA or no GPU is present");
+  return d;
+}
+
+void require_trace_path(const std::string& flag, const std::string& path) {
+  try {
+    profiler::check_trace_path(path, flag.c_str());
+  } catch (const std::exception& e) {
+    std::string msg = e.what();
+    if (msg.rfind(flag + ": ", 0) == 0) msg.erase(0, flag.size() + 2);
+    throw UsageError(flag, msg);
+  }
 }
 
 void require_directory(const std::string& flag, const std::string& path) {

@@ -13,6 +13,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "ops/device.h"
+
 namespace saccade::examples::cli {
 
 /// Exit code of a refused command line (a flag's value, a missing path): 2, as for a usage error in POSIX
@@ -32,6 +34,10 @@ class UsageError : public std::runtime_error {
 /// largest value). Runs on the text before CLI11 converts it, so a negative value for an unsigned flag (a
 /// seed) is refused, not wrapped around.
 CLI::Validator integer(int64_t lo, int64_t hi = std::numeric_limits<int64_t>::max());
+
+/// integer(lo, hi) that also takes the one value `special` below lo (a "-1: all" of a count): its help reads
+/// "-1 or >= 1" and its refusal "0 is not allowed (need -1 or an integer >= 1)".
+CLI::Validator integer_or(int64_t special, int64_t lo, int64_t hi = std::numeric_limits<int64_t>::max());
 
 /// The real range check of a flag: a finite number above lo (at or above it when lo_closed) and below hi (at
 /// or below it when hi_closed); an infinite bound is no bound. The refusals: "'abc' is not a number", "0 is
@@ -62,6 +68,15 @@ int parse(CLI::App& app, int argc, char** argv, const std::string& program);
 /// Prints `e` as one line on stderr, "<program>: <message>" (a message that already begins with
 /// "<program>: " is not prefixed twice), and returns the exit code: kUsageExit for a UsageError, else 1.
 int report(const std::string& program, const std::exception& e);
+
+/// The device `name` names ("cpu", "cuda", "cuda:1"). Throws UsageError naming `flag` for a name
+/// saccade::Device::parse refuses, and for a CUDA device in a build without CUDA or on a machine without a
+/// GPU.
+saccade::Device device(const std::string& flag, const std::string& name);
+
+/// profiler::check_trace_path(path) for the flag `flag` (--profile): a trace file that cannot be written is a
+/// UsageError naming the flag, before any work.
+void require_trace_path(const std::string& flag, const std::string& path);
 
 /// Throws UsageError("<flag>: <path> does not exist") unless `path` is an existing directory.
 void require_directory(const std::string& flag, const std::string& path);

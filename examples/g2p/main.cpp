@@ -26,7 +26,6 @@
 #include "ops/error.h"
 #include "ops/reduce.h"
 #include "ops/threads.h"
-#include "profiler/profiler.h"
 
 namespace ex = saccade::examples;
 namespace cli = saccade::examples::cli;
@@ -159,12 +158,8 @@ int main(int argc, char** argv) {
 
   try {
     // before any work: the paths and the device
-    if (!profile_trace.empty()) saccade::profiler::check_trace_path(profile_trace, "--profile");
-    saccade::Device device = saccade::Device::parse(device_name);
-    if (!device.is_cpu() && !saccade::cuda_is_available())
-      throw cli::UsageError("--device", device_name +
-                                            " asked for, but saccade was built without CUDA or no "
-                                            "GPU is present");
+    if (!profile_trace.empty()) cli::require_trace_path("--profile", profile_trace);
+    const saccade::Device device = cli::device("--device", device_name);
     if (eval_only && checkpoint.empty()) throw cli::UsageError("--eval-only", "needs --checkpoint FILE");
     if (!checkpoint.empty()) cli::require_file("--checkpoint", checkpoint);
     if (threads > 0) saccade::set_num_threads(static_cast<int>(threads));

@@ -27,7 +27,6 @@
 #include "ops/creation.h"
 #include "ops/error.h"
 #include "ops/threads.h"
-#include "profiler/profiler.h"
 
 namespace ex = saccade::examples;
 namespace dist = saccade::distributed;
@@ -241,8 +240,6 @@ std::string why_ended(const ex::GPTTrainOptions& o, int64_t step) {
 // (cli::UsageError naming the flag).
 void check_train_flags(const ex::GPTTrainOptions& o, const ex::GPTConfig& config, int64_t vocab,
                        const std::string& out_dir) {
-  if (o.eval_tokens == 0)
-    throw cli::UsageError("--eval-tokens", "0 is not allowed (need -1 for all, or an integer >= 1)");
   if (o.batch_size % o.grad_accum != 0)
     throw cli::UsageError("--grad-accum",
                           fmt::format("{} does not divide --batch-size {}", o.grad_accum, o.batch_size));
@@ -332,10 +329,8 @@ int main(int argc, char** argv) {
       ->add_option("--eval-every", topts.eval_every,
                    "steps between validation scores and checkpoints (0: at the end only)")
       ->check(cli::integer(0));
-  train
-      ->add_option("--eval-tokens", topts.eval_tokens,
-                   "validation tokens scored during training (-1: all; else an integer >= 1)")
-      ->check(cli::integer(-1));
+  train->add_option("--eval-tokens", topts.eval_tokens, "validation tokens scored during training (-1: all)")
+      ->check(cli::integer_or(-1, 1));
   train->add_option("--context", config.context, "context length (block size)")
       ->check(cli::integer(1, 65536));
   train->add_option("--n-layer", config.n_layer, "blocks")->check(cli::integer(1, 1024));
@@ -431,12 +426,8 @@ int main(int argc, char** argv) {
   }
   try {
     // before any work: the paths, and the flags that must agree
-    if (!topts.profile_trace.empty()) saccade::profiler::check_trace_path(topts.profile_trace, "--profile");
-    saccade::Device device = saccade::Device::parse(device_name);
-    if (!device.is_cpu() && !saccade::cuda_is_available())
-      throw cli::UsageError("--device", device_name +
-                                            " asked for, but saccade was built without CUDA or no "
-                                            "GPU is present");
+    if (!topts.profile_trace.empty()) cli::require_trace_path("--profile", topts.profile_trace);
+    const saccade::Device device = cli::device("--device", device_name);
     topts.device = device;
     if (*train) check_train_flags(topts, config, tokenizer == "bpe" ? vocab_size : 256, out_dir);
     if (*sample) {

@@ -22,7 +22,6 @@
 #include "ops/blas.h"
 #include "ops/error.h"
 #include "ops/threads.h"
-#include "profiler/profiler.h"
 
 namespace ex = saccade::examples;
 namespace cli = saccade::examples::cli;
@@ -93,12 +92,8 @@ int main(int argc, char** argv) {
 
   try {
     // before any work: the paths and the device
-    if (!profile_trace.empty()) saccade::profiler::check_trace_path(profile_trace, "--profile");
-    saccade::Device device = saccade::Device::parse(device_name);
-    if (!device.is_cpu() && !saccade::cuda_is_available())
-      throw cli::UsageError("--device", device_name +
-                                            " asked for, but saccade was built without CUDA or no "
-                                            "GPU is present");
+    if (!profile_trace.empty()) cli::require_trace_path("--profile", profile_trace);
+    const saccade::Device device = cli::device("--device", device_name);
     if (checkpoint.empty()) checkpoint = out_dir + "/checkpoint.safetensors";
     if (eval_only) cli::require_file("--checkpoint", checkpoint);
     ex::CaptionConfig config = shape;

@@ -14,7 +14,6 @@
 #include "ops/blas.h"
 #include "ops/join.h"
 #include "ops/tensor.h"
-#include "profiler/profiler.h"
 
 namespace ex = saccade::examples;
 namespace cli = saccade::examples::cli;
@@ -69,8 +68,7 @@ int main(int argc, char** argv) {
   if (int rc = cli::parse(app, argc, argv, "nw_regression"); rc >= 0) return rc;
 
   try {
-    if (!profile_trace.empty())
-      saccade::profiler::check_trace_path(profile_trace, "--profile");  // before any work
+    if (!profile_trace.empty()) cli::require_trace_path("--profile", profile_trace);  // before any work
     cli::OutputDir out_dir("--out", out);  // removed again when the run fails before writing into it
     const ex::NwData d = ex::make_nw_data(seed);
     std::printf("%s\n", saccade::blas_info_line().c_str());

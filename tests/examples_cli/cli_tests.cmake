@@ -27,7 +27,7 @@ if(TARGET gpt)
                    --out "--steps INT >= 1 .*\\(default: 1500\\)" --no-out "POSITIVE"
                    --out "--temperature .*only for the sample at the end of training" 0 1 -- ${gpt} train --help)
   # item 3: --eval-tokens 0 scored nothing and failed at the end
-  saccade_cli_refusal(gpt_eval_tokens_zero "^gpt: --eval-tokens: 0 is not allowed" ${gpt} train --eval-tokens 0)
+  saccade_cli_refusal(gpt_eval_tokens_zero "^gpt: --eval-tokens: 0 is not allowed \\(need -1 or an integer >= 1\\)$" ${gpt} train --eval-tokens 0)
   # item 9: the sampling flags are checked before the model loads
   saccade_cli_refusal(gpt_temperature_negative "^gpt: --temperature: -1 is not allowed \\(need a number >= 0\\)$" ${gpt} sample --temperature -1)
   saccade_cli_refusal(gpt_top_p_zero "^gpt: --top-p: 0 is not allowed \\(need a number > 0 and <= 1\\)$" ${gpt} sample --top-p 0)
@@ -48,6 +48,9 @@ if(TARGET gpt)
     # item 11: the prefix was doubled ("gpt: gpt: --device cuda asked for ...")
     saccade_cli_refusal(gpt_device_cuda "^gpt: --device: cuda asked for, but" ${gpt} train --device cuda)
   endif()
+
+  saccade_cli_refusal(gpt_device_unknown "^gpt: --device: " ${gpt} train --device tpu)
+  saccade_cli_refusal(gpt_profile_unwritable "^gpt: --profile: cannot write" ${gpt} train --profile /nonexistent/t.json)
 
   # A tiny training run (a few seconds) that the tests below read from: its checkpoints are the fixture.
   set(run ${SACCADE_CLI_WORK}/gpt_tiny)
