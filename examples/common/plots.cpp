@@ -210,6 +210,12 @@ void write_line_plot(const std::string& path, const LinePlot& plot) {
   }
   if (x1 == x0) x0 -= 0.5, x1 += 0.5;
   if (y1 == y0) y0 -= 0.5, y1 += 0.5;
+  // a series drawn as dots (points, or a lone point) keeps its dots inside the box at the x ends too
+  auto dotted = [](const Series& s) { return s.style == Series::Style::Points || s.x.size() == 1; };
+  if (std::any_of(plot.series.begin(), plot.series.end(), dotted)) {
+    const double x_pad = 0.015 * (x1 - x0);
+    x0 -= x_pad, x1 += x_pad;
+  }
   const double pad = 0.05 * (y1 - y0);
   const double ylo = y0 - pad;
   double yhi = y1 + pad;
@@ -223,7 +229,7 @@ void write_line_plot(const std::string& path, const LinePlot& plot) {
     const Series& s = plot.series[i];
     colours[i] = 2 + i % kSeriesColours;
     styles[i] = s.style == Series::Style::Dashed ? 2 : 1;
-    opts[i] = s.style == Series::Style::Points ? PL_LEGEND_SYMBOL : PL_LEGEND_LINE;
+    opts[i] = dotted(s) ? PL_LEGEND_SYMBOL : PL_LEGEND_LINE;
     text[i] = s.label.c_str();
   }
   auto legend = [&](PLINT position, PLINT opt, const PLINT* opt_array, const PLINT* text_colours) {
@@ -250,7 +256,7 @@ void write_line_plot(const std::string& path, const LinePlot& plot) {
     pllsty(styles[i]);
     plwidth(1.5);
     // a line through one point draws nothing: show a lone point as a dot
-    if (s.style == Series::Style::Points || s.x.size() == 1)
+    if (dotted(s))
       plstring(static_cast<PLINT>(s.x.size()), s.x.data(), s.y.data(), symbols[i]);
     else
       plline(static_cast<PLINT>(s.x.size()), s.x.data(), s.y.data());
