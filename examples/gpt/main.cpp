@@ -11,6 +11,7 @@
 #include <iostream>
 #include <iterator>
 #include <optional>
+#include <set>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -228,6 +229,21 @@ std::unique_ptr<ex::Tokenizer> load_tokenizer(const ex::GPT& model, const std::s
   return tok;
 }
 
+// The distinct characters (UTF-8 code points; a byte that starts none counts as itself) of `text`, line
+// breaks and tabs excepted: what SentencePiece's trainer counts as the characters a vocabulary must hold (it
+// reads line by line, and leaves out the tab, its pretokenization boundary).
+int64_t distinct_characters(const std::string& text) {
+  std::set<std::string> seen;
+  for (size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 1;
+    n = std::min(n, text.size() - i);
+    if (text[i] != '\n' && text[i] != '\t') seen.insert(text.substr(i, n));
+    i += n;
+  }
+  return static_cast<int64_t>(seen.size());
+}
+
 // Why a run that reached `step` ended: its --stop-at, its --steps, or its --time-limit.
 std::string why_ended(const ex::GPTTrainOptions& o, int64_t step) {
   if (o.stop_at > 0 && step >= o.stop_at && o.stop_at < o.steps)
@@ -306,7 +322,11 @@ int main(int argc, char** argv) {
   train->add_option("--data", data_dir, "folder of the fortune files");
   train->add_option("--tokenizer", tokenizer, "byte, or bpe (SentencePiece, trained on the training stream)")
       ->check(CLI::IsMember({"byte", "bpe"}));
-  train->add_option("--vocab-size", vocab_size, "pieces of the bpe tokenizer (1000-4000 work well)")
+  train
+      ->add_option("--vocab-size", vocab_size,
+                   "pieces of the bpe tokenizer (1000-4000 work well; at least 259 + the training stream's "
+                   "characters: "
+                   "366 for the fortunes)")
       ->check(cli::integer(260, 65536));
   train->add_option("--steps", topts.steps, "optimizer steps (with --time-limit: the most)")
       ->check(cli::integer(1));
@@ -464,6 +484,16 @@ int main(int argc, char** argv) {
         static_cast<long long>(corpus.documents), static_cast<long long>(corpus.distinct),
         static_cast<long long>(corpus.train_documents), corpus.train.size(),
         static_cast<long long>(corpus.valid_documents), corpus.valid.size());
+    if (tokenizer == "bpe" && !(topts.resume && std::filesystem::exists(ex::tokenizer_path(out_dir)))) {
+      // SentencePiece needs a piece for each character of the stream besides its 259 (256 bytes, <unk>, <s>,
+      // </s>): say so here rather than in its own words after the folder is made
+      const int64_t least = distinct_characters(corpus.train) + 259;
+      if (vocab_size < least)
+        throw cli::UsageError("--vocab-size",
+                              fmt::format("{} is not allowed (need an integer >= {} for this "
+                                          "training stream: its {} characters and 259 pieces)",
+                                          vocab_size, least, least - 259));
+    }
     cli::OutputDir out("--out", out_dir);  // removed again if the run fails empty
     if (topts.resume && !std::filesystem::exists(out_dir + "/last.safetensors"))
       std::printf("--resume: no checkpoint at %s/last.safetensors: starting a fresh run\n", out_dir.c_str());

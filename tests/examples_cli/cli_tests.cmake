@@ -52,6 +52,9 @@ if(TARGET gpt)
   saccade_cli_refusal(gpt_device_unknown "^gpt: --device: " ${gpt} train --device tpu)
   saccade_cli_refusal(gpt_profile_unwritable "^gpt: --profile: cannot write" ${gpt} train --profile /nonexistent/t.json)
 
+  saccade_cli_test(gpt_vocab_size_too_small --err "^gpt: --vocab-size: 260 is not allowed \\(need an integer >= [0-9]+ for this training stream"
+                   2 10 -- ${gpt} train --tokenizer bpe --vocab-size 260)
+
   # A tiny training run (a few seconds) that the tests below read from: its checkpoints are the fixture.
   set(run ${SACCADE_CLI_WORK}/gpt_tiny)
   set(tiny --steps 3 --batch-size 2 --context 16 --n-layer 1 --n-head 2 --d-model 16 --eval-every 0
