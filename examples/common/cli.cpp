@@ -182,9 +182,10 @@ void require_trace_path(const std::string& flag, const std::string& path) {
   }
 }
 
-void require_directory(const std::string& flag, const std::string& path) {
+void require_directory(const std::string& flag, const std::string& path, const std::string& hint) {
   std::error_code ec;
-  if (!fs::exists(path, ec)) throw UsageError(flag, fmt::format("'{}' does not exist", path));
+  if (!fs::exists(path, ec))
+    throw UsageError(flag, fmt::format("'{}' does not exist{}", path, hint.empty() ? "" : " (" + hint + ")"));
   if (!fs::is_directory(path, ec)) throw UsageError(flag, fmt::format("'{}' is not a folder", path));
 }
 

@@ -78,8 +78,9 @@ saccade::Device device(const std::string& flag, const std::string& name);
 /// UsageError naming the flag, before any work.
 void require_trace_path(const std::string& flag, const std::string& path);
 
-/// Throws UsageError("<flag>: <path> does not exist") unless `path` is an existing directory.
-void require_directory(const std::string& flag, const std::string& path);
+/// Throws UsageError("<flag>: '<path>' does not exist (<hint>)") unless `path` is an existing directory;
+/// `hint` (where the data comes from, say) is left out when empty.
+void require_directory(const std::string& flag, const std::string& path, const std::string& hint = "");
 
 /// Throws UsageError unless `path` is an existing regular file that can be opened for reading.
 void require_file(const std::string& flag, const std::string& path);

@@ -96,6 +96,8 @@ int main(int argc, char** argv) {
     const saccade::Device device = cli::device("--device", device_name);
     if (checkpoint.empty()) checkpoint = out_dir + "/checkpoint.safetensors";
     if (eval_only) cli::require_file("--checkpoint", checkpoint);
+    cli::require_directory("--data", data_dir,
+                           "Fashion-MNIST: install Debian's dataset-fashion-mnist, scripts/setup");
     ex::CaptionConfig config = shape;
     config.model = model;
     const bool from_checkpoint = eval_only || (resume && std::filesystem::exists(checkpoint));

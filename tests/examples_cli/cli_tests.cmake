@@ -108,7 +108,8 @@ if(TARGET gpt)
   set_tests_properties(cli_gpt_bpe_export_elsewhere cli_gpt_bpe_sample_tokenizer_flag cli_gpt_bpe_sample_without_tokenizer
                        PROPERTIES FIXTURES_REQUIRED gpt_bpe)
   # item 11: with `> log 2>&1` the header lines come before the error
-  saccade_cli_test(gpt_log_order --first "^device cpu" 1 10 -- ${gpt} train --data /nonexistent/fortunes)
+  saccade_cli_test(gpt_log_order --first "^device cpu" --err "^gpt: fortune_files: " 1 10 -- ${gpt} train --data ${CMAKE_CURRENT_LIST_DIR})
+  saccade_cli_refusal(gpt_data_missing "^gpt: --data: '/nonexistent/fortunes' does not exist [(]the fortunes: install Debian's" ${gpt} train --data /nonexistent/fortunes)
 endif()
 
 if(TARGET image_caption)
@@ -124,7 +125,9 @@ if(TARGET image_caption)
                    --out "--out .*\\(default: caption_out\\)" --out "--eval-scenes .*\\(default: 2000\\)"
                    --out "--steps .*\\(default: 1000\\)" 0 1 -- ${ic} --help)
   # item 14: a failed run left an empty output folder
-  saccade_cli_test(caption_missing_data --err "^image_caption: " 1 10 -- ${ic} --data /nonexistent/fashion-mnist)
+  saccade_cli_refusal(caption_missing_data "^image_caption: --data: '/nonexistent/fashion-mnist' does not exist [(]Fashion-MNIST: install Debian's dataset-fashion-mnist" ${ic} --data /nonexistent/fashion-mnist)
+  # the data folder holds no Fashion-MNIST: the error comes after the header lines, and leaves no folder behind
+  saccade_cli_test(caption_data_without_files --err "^image_caption: read_idx: cannot open .*/t10k" 1 10 -- ${ic} --data ${CMAKE_CURRENT_LIST_DIR})
   saccade_cli_refusal(caption_eval_only_missing "^image_caption: --checkpoint: 'caption_out/checkpoint.safetensors' does not exist$" ${ic} --eval-only)
   # item 8: a resume with another --model trained the checkpoint's model in silence
   set(run ${SACCADE_CLI_WORK}/caption_tiny)
