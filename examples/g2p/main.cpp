@@ -264,6 +264,9 @@ int main(int argc, char** argv) {
         std::printf("best validation WER %.4f (PER %.4f) at step %lld: evaluating %s\n", tr.best_wer,
                     tr.best_per, static_cast<long long>(tr.best_step), best.c_str());
       }
+      std::printf("checkpoints in %s: checkpoint.safetensors (the last step, to --resume)%s\n",
+                  out_dir.c_str(),
+                  std::filesystem::exists(best) ? ", best.safetensors (the best validation WER)" : "");
     }
 
     std::printf("test split: %zu words\n", test.size());

@@ -161,6 +161,7 @@ if(TARGET g2p)
   add_test(NAME cli_g2p_tiny_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${run})
   saccade_cli_test(g2p_tiny_train --out "^--resume: no checkpoint at ${run}/checkpoint.safetensors: starting a fresh bahdanau model$"
                    --out "^trained 2 steps in .*training loss .* \\(the mean of the first 2 steps\\)"
+                   --out "^checkpoints in ${run}: checkpoint.safetensors"
                    --keep 0 120 -- ${g2p} ${tiny} --steps 2 --out ${run} --resume)
   set_tests_properties(cli_g2p_tiny_clean PROPERTIES FIXTURES_SETUP g2p_tiny_clean)
   set_tests_properties(cli_g2p_tiny_train PROPERTIES FIXTURES_SETUP g2p_tiny FIXTURES_REQUIRED g2p_tiny_clean)
