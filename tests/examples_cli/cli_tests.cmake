@@ -128,6 +128,7 @@ if(TARGET image_caption)
   saccade_cli_refusal(caption_missing_data "^image_caption: --data: '/nonexistent/fashion-mnist' does not exist [(]Fashion-MNIST: install Debian's dataset-fashion-mnist" ${ic} --data /nonexistent/fashion-mnist)
   # the data folder holds no Fashion-MNIST: the error comes after the header lines, and leaves no folder behind
   saccade_cli_test(caption_data_without_files --err "^image_caption: read_idx: cannot open .*/t10k" 1 10 -- ${ic} --data ${CMAKE_CURRENT_LIST_DIR})
+  saccade_cli_test(caption_eval_only_bad_checkpoint --err "^image_caption: .*run_cli.sh" 1 10 -- ${ic} --eval-only --checkpoint ${SACCADE_CLI_RUN})
   saccade_cli_refusal(caption_eval_only_missing "^image_caption: --checkpoint: 'caption_out/checkpoint.safetensors' does not exist$" ${ic} --eval-only)
   # item 8: a resume with another --model trained the checkpoint's model in silence
   set(run ${SACCADE_CLI_WORK}/caption_tiny)
@@ -154,6 +155,7 @@ if(TARGET g2p)
                    --out "--val-every .*\\(default: 500\\)" --out "--dict .*\\(default: /usr/share" 0 1 -- ${g2p} --help)
   # item 14: an empty --dict gave "G2PVocab: no phones in ''"
   saccade_cli_test(g2p_empty_dict --err "^g2p: --dict: '/dev/null' holds no pronunciations" 2 10 -- ${g2p} --dict /dev/null)
+  saccade_cli_test(g2p_eval_only_bad_checkpoint --err "^g2p: .*run_cli.sh" 1 10 -- ${g2p} --eval-only --checkpoint ${SACCADE_CLI_RUN})
   saccade_cli_refusal(g2p_eval_only_without_checkpoint "^g2p: --eval-only: needs --checkpoint FILE$" ${g2p} --eval-only)
   # item 8: a resume states what it resumed, refuses another model, and says when there is nothing to train
   set(run ${SACCADE_CLI_WORK}/g2p_tiny)
