@@ -449,9 +449,9 @@ int main(int argc, char** argv) {
     if (!topts.profile_trace.empty()) cli::require_trace_path("--profile", topts.profile_trace);
     const saccade::Device device = cli::device("--device", device_name);
     topts.device = device;
+    if (*train) check_train_flags(topts, config, tokenizer == "bpe" ? vocab_size : 256, out_dir);
     if (*train)
       cli::require_directory("--data", data_dir, "the fortunes: install Debian's `fortunes`, scripts/setup");
-    if (*train) check_train_flags(topts, config, tokenizer == "bpe" ? vocab_size : 256, out_dir);
     if (*sample) {
       if (checkpoint.empty()) checkpoint = out_dir + "/best.safetensors";
       cli::require_file(checkpoint == out_dir + "/best.safetensors" ? "--out" : "--checkpoint", checkpoint);

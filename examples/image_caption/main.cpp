@@ -96,8 +96,6 @@ int main(int argc, char** argv) {
     const saccade::Device device = cli::device("--device", device_name);
     if (checkpoint.empty()) checkpoint = out_dir + "/checkpoint.safetensors";
     if (eval_only) cli::require_file("--checkpoint", checkpoint);
-    cli::require_directory("--data", data_dir,
-                           "Fashion-MNIST: install Debian's dataset-fashion-mnist, scripts/setup");
     ex::CaptionConfig config = shape;
     config.model = model;
     const bool from_checkpoint = eval_only || (resume && std::filesystem::exists(checkpoint));
@@ -114,6 +112,8 @@ int main(int argc, char** argv) {
                                           checkpoint, saved.describe(), config.describe()));
       config = saved;
     }
+    cli::require_directory("--data", data_dir,
+                           "Fashion-MNIST: install Debian's dataset-fashion-mnist, scripts/setup");
     cli::OutputDir out("--out", out_dir);  // removed again when the run fails before writing into it
     if (threads > 0) saccade::set_num_threads(static_cast<int>(threads));
     std::printf("device %s, %d CPU threads\n%s\n", device.str().c_str(), saccade::get_num_threads(),
