@@ -165,7 +165,10 @@ saccade::Device device(const std::string& flag, const std::string& name) {
   try {
     d = saccade::Device::parse(name);
   } catch (const std::exception& e) {
-    throw UsageError(flag, e.what());
+    std::string msg = e.what();
+    const std::string op = "Device::parse: ";  // the user typed a flag, not a function
+    if (msg.rfind(op, 0) == 0) msg.erase(0, op.size());
+    throw UsageError(flag, msg);
   }
   if (!d.is_cpu() && !saccade::cuda_is_available())
     throw UsageError(flag, name + " asked for, but saccade was built without CUDA or no GPU is present");

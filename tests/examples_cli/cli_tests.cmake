@@ -49,7 +49,7 @@ if(TARGET gpt)
     saccade_cli_refusal(gpt_device_cuda "^gpt: --device: cuda asked for, but" ${gpt} train --device cuda)
   endif()
 
-  saccade_cli_refusal(gpt_device_unknown "^gpt: --device: " ${gpt} train --device tpu)
+  saccade_cli_refusal(gpt_device_unknown "^gpt: --device: expected 'cpu', 'cuda' or 'cuda:N', got 'tpu'$" ${gpt} train --device tpu)
   saccade_cli_refusal(gpt_profile_unwritable "^gpt: --profile: cannot write" ${gpt} train --profile /nonexistent/t.json)
 
   # the tests that train or read the fortunes: only where Debian's fortunes are installed (scripts/setup)
