@@ -175,6 +175,16 @@ saccade::Device device(const std::string& flag, const std::string& name) {
   return d;
 }
 
+void require_same_model(const CLI::App& app, const std::vector<ModelFlag>& flags, const std::string& flag,
+                        const std::string& file, const std::string& saved) {
+  std::string differs;
+  for (const auto& [name, same] : flags)
+    if (app.count(name) > 0 && !same) differs += (differs.empty() ? "" : ", ") + name;
+  if (!differs.empty())
+    throw UsageError(flag,
+                     fmt::format("'{}' holds another model ({}) than {} ask for", file, saved, differs));
+}
+
 void require_trace_path(const std::string& flag, const std::string& path) {
   try {
     profiler::check_trace_path(path, flag.c_str());

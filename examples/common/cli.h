@@ -9,6 +9,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -77,6 +78,16 @@ saccade::Device device(const std::string& flag, const std::string& name);
 /// profiler::check_trace_path(path) for the flag `flag` (--profile): a trace file that cannot be written is a
 /// UsageError naming the flag, before any work.
 void require_trace_path(const std::string& flag, const std::string& path);
+
+/// A flag that names a model setting and whether its value is the one a checkpoint holds: {"--model",
+/// saved.model == model}.
+using ModelFlag = std::pair<std::string, bool>;
+
+/// Refuses (UsageError naming `flag`, "--resume" or "--eval-only") a run whose command line gives a model
+/// setting that differs from the model saved in `file` (described by `saved`): each of `flags` given on the
+/// command line (app.count) must agree. Flags left out take the checkpoint's settings, as a resume should.
+void require_same_model(const CLI::App& app, const std::vector<ModelFlag>& flags, const std::string& flag,
+                        const std::string& file, const std::string& saved);
 
 /// Throws UsageError("<flag>: '<path>' does not exist (<hint>)") unless `path` is an existing directory;
 /// `hint` (where the data comes from, say) is left out when empty.

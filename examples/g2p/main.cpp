@@ -83,24 +83,6 @@ void write_pictures(ex::G2PModel& model, const ex::G2PVocab& vocab, const std::v
   }
 }
 
-// Refuses (cli::UsageError naming `flag`) a --model, --d-model, --hidden, --layers or --dropout given on the
-// command line that differs from the model `saved` in `file` (resumed or evaluated), as gpt's resume does.
-void check_same_model(const CLI::App& app, const ex::G2PConfig& saved, const std::string& model,
-                      const ex::G2PConfig& shape, const char* flag, const std::string& file) {
-  std::string differs;
-  auto compare = [&](const char* name, bool same) {
-    if (app.count(name) > 0 && !same) differs += fmt::format("{}{}", differs.empty() ? "" : ", ", name);
-  };
-  compare("--model", saved.model == model);
-  compare("--d-model", saved.d_model == shape.d_model);
-  compare("--hidden", saved.hidden == shape.hidden);
-  compare("--layers", saved.layers == shape.layers);
-  compare("--dropout", saved.dropout == shape.dropout);
-  if (!differs.empty())
-    throw cli::UsageError(
-        flag, fmt::format("'{}' holds another model ({}) than {} ask for", file, saved.describe(), differs));
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -192,7 +174,13 @@ int main(int argc, char** argv) {
     std::optional<ex::G2PConfig> saved;
     if (from_file) {
       saved = ex::G2PConfig::from_metadata(saccade::nn::load_safetensors(source).metadata);
-      check_same_model(app, *saved, model_name, shape, eval_only ? "--eval-only" : "--resume", source);
+      cli::require_same_model(app,
+                              {{"--model", saved->model == model_name},
+                               {"--d-model", saved->d_model == shape.d_model},
+                               {"--hidden", saved->hidden == shape.hidden},
+                               {"--layers", saved->layers == shape.layers},
+                               {"--dropout", saved->dropout == shape.dropout}},
+                              eval_only ? "--eval-only" : "--resume", source, saved->describe());
       stress = saved->stress;
     }
     cli::OutputDir out("--out", out_dir);  // removed again when the run fails before writing into it

@@ -103,13 +103,14 @@ int main(int argc, char** argv) {
       const ex::CaptionConfig saved =
           ex::CaptionConfig::from_metadata(saccade::nn::load_safetensors(checkpoint).metadata);
       // a flag that names the model must agree with the checkpoint's (as gpt's resume refuses)
-      const bool shape_given = app.count("--model") + app.count("--grid") + app.count("--conv1") +
-                                   app.count("--conv2") + app.count("--d-model") + app.count("--hidden") >
-                               0;
-      if (shape_given && saved.describe() != config.describe())
-        throw cli::UsageError(eval_only ? "--eval-only" : "--resume",
-                              fmt::format("'{}' holds a different model ({}) than the flags ask for ({})",
-                                          checkpoint, saved.describe(), config.describe()));
+      cli::require_same_model(app,
+                              {{"--model", saved.model == model},
+                               {"--grid", saved.grid == shape.grid},
+                               {"--conv1", saved.conv1 == shape.conv1},
+                               {"--conv2", saved.conv2 == shape.conv2},
+                               {"--d-model", saved.d_model == shape.d_model},
+                               {"--hidden", saved.hidden == shape.hidden}},
+                              eval_only ? "--eval-only" : "--resume", checkpoint, saved.describe());
       config = saved;
     }
     cli::require_directory("--data", data_dir,
