@@ -125,6 +125,12 @@ CLI::Validator positive_real() { return real(0, false); }
 CLI::Validator non_negative_real() { return real(0, true); }
 CLI::Validator probability_below_one() { return real(0, true, 1, false); }
 
+CLI::Validator dtype_choices() { return CLI::IsMember({"f32", "bf16", "f16"}); }
+
+saccade::DType dtype(const std::string& name) {
+  return name == "bf16" ? DType::BFloat16 : name == "f16" ? DType::Float16 : DType::Float32;
+}
+
 void setup(CLI::App& app) {
   // a flag given twice takes its last value (a script's override), as argparse does
   app.option_defaults()->always_capture_default()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);

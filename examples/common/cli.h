@@ -15,6 +15,7 @@
 #include <CLI/CLI.hpp>
 
 #include "ops/device.h"
+#include "ops/dtype.h"
 
 namespace saccade::examples::cli {
 
@@ -52,6 +53,12 @@ CLI::Validator positive_real();
 CLI::Validator non_negative_real();
 /// real(0, true, 1, false): a probability that may not be 1 (dropout).
 CLI::Validator probability_below_one();
+
+/// The choices of a --dtype flag (precision of the forward): "f32", "bf16", "f16".
+CLI::Validator dtype_choices();
+
+/// The DType of a --dtype value that dtype_choices() accepted: Float32, BFloat16 or Float16.
+saccade::DType dtype(const std::string& name);
 
 /// Readies `app` for the examples' conventions: every option (of the subcommands added later too) captures
 /// its default, a flag given twice takes its last value, and --help prints each option's allowed values and

@@ -379,7 +379,7 @@ int main(int argc, char** argv) {
           "--dtype", dtype_name,
           "precision of the forward: f32, bf16 (autocast) or f16 (autocast and loss scaling); weights, "
           "gradients and AdamW stay float32")
-      ->check(CLI::IsMember({"f32", "bf16", "f16"}));
+      ->check(cli::dtype_choices());
   train->add_flag("--distributed", distributed,
                   "data-parallel over the ranks of mpirun (--batch-size is global; rank 0 prints and saves)");
   train->add_flag("--checkpoint-activations", checkpoint_activations,
@@ -526,9 +526,7 @@ int main(int argc, char** argv) {
     topts.device = device;
     topts.out_dir = out_dir;
     topts.distributed = distributed;
-    topts.dtype = dtype_name == "bf16"  ? saccade::DType::BFloat16
-                  : dtype_name == "f16" ? saccade::DType::Float16
-                                        : saccade::DType::Float32;
+    topts.dtype = cli::dtype(dtype_name);
     std::printf("forward in %s%s\n", std::string(saccade::dtype_name(topts.dtype)).c_str(),
                 topts.dtype == saccade::DType::Float32 ? "" : " (autocast; float32 weights and optimizer)");
     std::fflush(stdout);

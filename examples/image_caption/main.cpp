@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
       ->check(cli::integer(0));
   app.add_option("--dtype", dtype_flag,
                  "precision of the forward: f32, bf16 (autocast) or f16 (autocast and loss scaling)")
-      ->check(CLI::IsMember({"f32", "bf16", "f16"}));
+      ->check(cli::dtype_choices());
   app.add_option("--out", out_dir, "directory for the checkpoint and the pictures");
   app.add_flag("--resume", resume, "continue from the --checkpoint file when it exists");
   app.add_flag("--eval-only", eval_only, "only evaluate the model in --checkpoint");
@@ -150,9 +150,7 @@ int main(int argc, char** argv) {
       opts.profile = profile;
       opts.profile_trace = profile_trace;
       opts.distributed = distributed;
-      opts.dtype = dtype_flag == "bf16"  ? saccade::DType::BFloat16
-                   : dtype_flag == "f16" ? saccade::DType::Float16
-                                         : saccade::DType::Float32;
+      opts.dtype = cli::dtype(dtype_flag);
       std::printf("training %lld steps of batch %lld, lr %g, checkpoint %s\n",
                   static_cast<long long>(opts.steps), static_cast<long long>(batch_size), opts.lr,
                   checkpoint.c_str());
