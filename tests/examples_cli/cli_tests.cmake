@@ -94,6 +94,8 @@ if(TARGET gpt)
     # item 12: a run that the time limit ended said nothing of it
     saccade_cli_test(gpt_time_limit_ends_run --out "^trained steps 1-[0-9]+ in .*: the --time-limit of 0.001 s ended the run$"
                      --keep 0 60 -- ${gpt} train ${tiny} --steps 1000 --time-limit 0.001 --out t)
+    saccade_cli_test(gpt_stop_at_ends_run --out "^trained steps 1-1 in .*: stopped at --stop-at 1$"
+                     --keep 0 60 -- ${gpt} train ${tiny} --stop-at 1 --out s)
     # item 4: a bpe model exported or copied to another folder could not be sampled
     set(bpe ${SACCADE_CLI_WORK}/gpt_tiny_bpe)
     add_test(NAME cli_gpt_bpe_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${bpe})
