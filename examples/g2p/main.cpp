@@ -113,7 +113,10 @@ int main(int argc, char** argv) {
   app.add_option("--out", out_dir, "directory for checkpoints and pictures");
   app.add_option("--beam", beam, "beam width of the second evaluation (1: greedy only)")
       ->check(cli::integer(1, 256));
-  app.add_flag("--resume", resume, "continue from OUT/checkpoint.safetensors when it exists");
+  app.add_flag(
+      "--resume", resume,
+      "continue from OUT/checkpoint.safetensors (without one: says so and starts fresh); model flags that "
+      "differ from the checkpoint's are refused");
   app.add_option("--checkpoint", checkpoint,
                  "a trained model: pronounce --words (or stdin's words), or evaluate it with --eval-only");
   app.add_option("--words", words, "words to pronounce with --checkpoint, separated by spaces");

@@ -364,7 +364,10 @@ int main(int argc, char** argv) {
       ->check(cli::probability_below_one());
   train->add_option("--seed", model_seed, "seed of the init, the dropout and the training windows")
       ->check(cli::integer(0));
-  train->add_flag("--resume", topts.resume, "continue from OUT/last.safetensors when it exists");
+  train->add_flag(
+      "--resume", topts.resume,
+      "continue from OUT/last.safetensors (without one: says so and starts fresh); another model shape is "
+      "refused");
   train->add_option("--profile", topts.profile_trace,
                     "profile steps 2-4: a Chrome trace (Perfetto, chrome://tracing) here, a PNG beside it");
   train

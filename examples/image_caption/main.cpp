@@ -58,7 +58,10 @@ int main(int argc, char** argv) {
                  "precision of the forward: f32, bf16 (autocast) or f16 (autocast and loss scaling)")
       ->check(cli::dtype_choices());
   app.add_option("--out", out_dir, "directory for the checkpoint and the pictures");
-  app.add_flag("--resume", resume, "continue from the --checkpoint file when it exists");
+  app.add_flag(
+      "--resume", resume,
+      "continue from the --checkpoint file (without one: says so and starts fresh); model flags that "
+      "differ from the checkpoint's are refused");
   app.add_flag("--eval-only", eval_only, "only evaluate the model in --checkpoint");
   app.add_option("--checkpoint", checkpoint, "checkpoint file (default: OUT/checkpoint.safetensors)");
   app.add_option("--checkpoint-every", checkpoint_every, "steps between checkpoints")->check(cli::integer(1));
