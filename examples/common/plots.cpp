@@ -96,6 +96,72 @@ class PngStream {
 
 constexpr int kSeriesColours = 10;
 
+// The legend's distance from the plot's edges (normalised viewport units).
+constexpr double kLegendOffset = 0.02;
+
+// Whether a series of `plot` comes within the box [bx0, bx1] x [by0, by1] of normalised viewport
+// coordinates, the window being [x0, x1] x [y0, y1]: its points, and its lines sampled finely.
+bool hides_data(const LinePlot& plot, double x0, double x1, double y0, double y1, double bx0, double bx1,
+                double by0, double by1) {
+  auto inside = [&](double x, double y) {
+    const double u = (x - x0) / (x1 - x0), v = (y - y0) / (y1 - y0);
+    return u >= bx0 && u <= bx1 && v >= by0 && v <= by1;
+  };
+  for (const Series& s : plot.series)
+    for (size_t i = 0; i < s.x.size(); ++i) {
+      if (inside(s.x[i], s.y[i])) return true;
+      if (s.style == Series::Style::Points || i + 1 == s.x.size()) continue;
+      for (int k = 1; k < 16; ++k) {
+        const double t = k / 16.0;
+        if (inside(s.x[i] + t * (s.x[i + 1] - s.x[i]), s.y[i] + t * (s.y[i + 1] - s.y[i]))) return true;
+      }
+    }
+  return false;
+}
+
+// Where the legend of `plot` goes (a PL_POSITION_* corner) so that it hides no data: the first free corner
+// (the top one the plot prefers, the other top one, then the bottom ones); when every corner holds data, the
+// top corner that needs the least room and the window's top `y1` raised to give it that room. `w`, `h`: the
+// legend's size in normalised viewport units.
+PLINT place_legend(const LinePlot& plot, double x0, double x1, double y0, double& y1, double w, double h) {
+  const PLINT first = plot.legend_right ? PL_POSITION_RIGHT : PL_POSITION_LEFT;
+  const PLINT second = plot.legend_right ? PL_POSITION_LEFT : PL_POSITION_RIGHT;
+  const double margin = 0.01;
+  auto box_x = [&](PLINT side) {
+    return side == PL_POSITION_LEFT ? std::pair(kLegendOffset - margin, kLegendOffset + w + margin)
+                                    : std::pair(1 - kLegendOffset - w - margin, 1 - kLegendOffset + margin);
+  };
+  for (PLINT vertical : {PL_POSITION_TOP, PL_POSITION_BOTTOM})
+    for (PLINT side : {first, second}) {
+      const auto [bx0, bx1] = box_x(side);
+      const double by0 = vertical == PL_POSITION_TOP ? 1 - kLegendOffset - h - margin : 0;
+      const double by1 = vertical == PL_POSITION_TOP ? 1 : kLegendOffset + h + margin;
+      if (!hides_data(plot, x0, x1, y0, y1, bx0, bx1, by0, by1)) return vertical | side;
+    }
+  // Raise the top: the highest value under the legend's columns must end below the legend.
+  const double room = std::max(1 - kLegendOffset - h - 2 * margin, 0.2);
+  double best_y1 = INFINITY;
+  PLINT best = PL_POSITION_TOP | first;
+  for (PLINT side : {first, second}) {
+    const auto [bx0, bx1] = box_x(side);
+    double top = y0;
+    for (const Series& s : plot.series)
+      for (size_t i = 0; i < s.x.size(); ++i) {
+        const double u = (s.x[i] - x0) / (x1 - x0);
+        if (u >= bx0 && u <= bx1) top = std::max(top, s.y[i]);
+        // a line's segment crossing the columns counts at its higher end
+        if (i + 1 < s.x.size() && s.style != Series::Style::Points) {
+          const double u2 = (s.x[i + 1] - x0) / (x1 - x0);
+          if (std::min(u, u2) <= bx1 && std::max(u, u2) >= bx0) top = std::max({top, s.y[i], s.y[i + 1]});
+        }
+      }
+    const double needed = y0 + (top - y0) / room;
+    if (needed < best_y1) best_y1 = needed, best = PL_POSITION_TOP | side;
+  }
+  y1 = std::max(y1, best_y1);
+  return best;
+}
+
 // An image of nx x ny cells for plimagefr, x index first. plimagefr puts value [i][j] at grid corner (i, j)
 // and fills the quad up to corner (i + 1, j + 1), so nx x ny cells need (nx + 1) x (ny + 1) values: the last
 // column and row repeat their neighbours (plimage does the same internally, but rescales colours to the
@@ -144,13 +210,17 @@ void write_line_plot(const std::string& path, const LinePlot& plot) {
   }
   if (x1 == x0) x0 -= 0.5, x1 += 0.5;
   if (y1 == y0) y0 -= 0.5, y1 += 0.5;
-  double pad = 0.05 * (y1 - y0);
+  // a series drawn as dots (points, or a lone point) keeps its dots inside the box at the x ends too
+  auto dotted = [](const Series& s) { return s.style == Series::Style::Points || s.x.size() == 1; };
+  if (std::any_of(plot.series.begin(), plot.series.end(), dotted)) {
+    const double x_pad = 0.015 * (x1 - x0);
+    x0 -= x_pad, x1 += x_pad;
+  }
+  const double pad = 0.05 * (y1 - y0);
+  const double ylo = y0 - pad;
+  double yhi = y1 + pad;
   PngStream stream("write_line_plot", path, plot.width, plot.height);
   plvpor(0.1, 0.95, 0.1, 0.92);
-  plwind(x0, x1, y0 - pad, y1 + pad);
-  plcol0(1);
-  plbox("bcnst", 0, 0, "bcnstv", 0, 0);
-  pllab(plot.x_label.c_str(), plot.y_label.c_str(), plot.title.c_str());
   const auto n = static_cast<PLINT>(plot.series.size());
   std::vector<PLINT> opts(n), colours(n), styles(n), symbol_numbers(n, 1);
   std::vector<PLFLT> widths(n, 1.5), symbol_scales(n, 1.0);
@@ -159,23 +229,40 @@ void write_line_plot(const std::string& path, const LinePlot& plot) {
     const Series& s = plot.series[i];
     colours[i] = 2 + i % kSeriesColours;
     styles[i] = s.style == Series::Style::Dashed ? 2 : 1;
-    opts[i] = s.style == Series::Style::Points ? PL_LEGEND_SYMBOL : PL_LEGEND_LINE;
+    opts[i] = dotted(s) ? PL_LEGEND_SYMBOL : PL_LEGEND_LINE;
     text[i] = s.label.c_str();
+  }
+  auto legend = [&](PLINT position, PLINT opt, const PLINT* opt_array, const PLINT* text_colours) {
+    PLFLT w = 0, h = 0;
+    pllegend(&w, &h, opt, position | PL_POSITION_INSIDE, kLegendOffset, kLegendOffset, 0.08, 0, 1, 1, 0, 0, n,
+             opt_array, 1.0, 0.8, 2.0, 0.0, text_colours, text.data(), nullptr, nullptr, nullptr, nullptr,
+             colours.data(), styles.data(), widths.data(), colours.data(), symbol_scales.data(),
+             symbol_numbers.data(), symbols.data());
+    return std::pair<double, double>(w, h);
+  };
+  // The legend's size, measured by drawing its text in the background colour on the blank page.
+  plwind(x0, x1, ylo, yhi);
+  const std::vector<PLINT> none(n, PL_LEGEND_NONE), blank(n, 0);
+  const auto [legend_w, legend_h] =
+      legend(PL_POSITION_TOP | PL_POSITION_LEFT, PL_LEGEND_NONE, none.data(), blank.data());
+  const PLINT corner = place_legend(plot, x0, x1, ylo, yhi, legend_w, legend_h);
+  plwind(x0, x1, ylo, yhi);
+  plcol0(1);
+  plbox("bcnst", 0, 0, "bcnstv", 0, 0);
+  pllab(plot.x_label.c_str(), plot.y_label.c_str(), plot.title.c_str());
+  for (PLINT i = 0; i < n; ++i) {
+    const Series& s = plot.series[i];
     plcol0(colours[i]);
     pllsty(styles[i]);
     plwidth(1.5);
-    if (s.style == Series::Style::Points)
+    // a line through one point draws nothing: show a lone point as a dot
+    if (dotted(s))
       plstring(static_cast<PLINT>(s.x.size()), s.x.data(), s.y.data(), symbols[i]);
     else
       plline(static_cast<PLINT>(s.x.size()), s.x.data(), s.y.data());
   }
   pllsty(1);
-  PLFLT legend_w = 0, legend_h = 0;
-  pllegend(&legend_w, &legend_h, PL_LEGEND_BACKGROUND | PL_LEGEND_BOUNDING_BOX,
-           PL_POSITION_TOP | (plot.legend_right ? PL_POSITION_RIGHT : PL_POSITION_LEFT) | PL_POSITION_INSIDE,
-           0.02, 0.02, 0.08, 0, 1, 1, 0, 0, n, opts.data(), 1.0, 0.8, 2.0, 0.0, colours.data(), text.data(),
-           nullptr, nullptr, nullptr, nullptr, colours.data(), styles.data(), widths.data(), colours.data(),
-           symbol_scales.data(), symbol_numbers.data(), symbols.data());
+  legend(corner, PL_LEGEND_BACKGROUND | PL_LEGEND_BOUNDING_BOX, opts.data(), colours.data());
 }
 
 void write_stacked_bars(const std::string& path, const StackedBars& b) {
@@ -243,7 +330,22 @@ void write_heatmap(const std::string& path, const Heatmap& h) {
         blue[] = {0.94, 0.29, 0.05};
   plscmap1n(256);
   plscmap1l(1, 3, pos, red, green, blue, nullptr);
-  const double left = 0.12, right = 0.84, bottom = 0.14, top = 0.9, gap = 0.03;
+  // The axis labels sit beyond the tick labels, and the margins hold them: a tick label (at 0.8 of the
+  // character height) is about 0.6 character heights a character; plgchr gives the height in mm, plgspa the
+  // page's size in mm.
+  PLFLT default_height = 0, height = 0, page_x0 = 0, page_x1 = 0, page_y0 = 0, page_y1 = 0;
+  plgchr(&default_height, &height);
+  plgspa(&page_x0, &page_x1, &page_y0, &page_y1);
+  auto longest = [](const std::vector<std::string>& labels) {
+    size_t n = 0;
+    for (const std::string& l : labels) n = std::max(n, l.size());
+    return static_cast<double>(n);
+  };
+  const double y_label_at = h.row_labels.empty() ? 3.5 : 2.0 + 0.8 * 0.6 * longest(h.row_labels);
+  const double x_label_at = h.col_labels.empty() ? 3.0 : 2.5 + 0.8 * 0.6 * longest(h.col_labels);
+  const double left = std::max(0.12, (y_label_at + 1.0) * height / (page_x1 - page_x0));
+  const double bottom = std::max(0.14, (x_label_at + 1.0) * height / (page_y1 - page_y0));
+  const double right = 0.84, top = 0.9, gap = 0.03;
   const double pw = (right - left - gap * (C - 1)) / C, ph = (top - bottom - gap * (R - 1)) / R;
   plschr(0, 0.8);
   for (int64_t r = 0; r < R; ++r)
@@ -269,8 +371,8 @@ void write_heatmap(const std::string& path, const Heatmap& h) {
   plschr(0, 1.0);
   plvpor(left, right, bottom, top);
   plmtex("t", 1.5, 0.5, 0.5, h.title.c_str());
-  plmtex("b", h.col_labels.empty() ? 3.0 : 5.5, 0.5, 0.5, h.x_label.c_str());
-  plmtex("l", h.row_labels.empty() ? 3.5 : 6.0, 0.5, 0.5, h.y_label.c_str());
+  plmtex("b", x_label_at, 0.5, 0.5, h.x_label.c_str());
+  plmtex("l", y_label_at, 0.5, 0.5, h.y_label.c_str());
   // The colour scale.
   plvpor(0.88, 0.91, bottom, top);
   plwind(0, 1, 0, vmax);

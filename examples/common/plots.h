@@ -27,10 +27,14 @@ struct LinePlot {
   std::string title, x_label = "x", y_label = "y";
   std::vector<Series> series;
   int width = 800, height = 600;  ///< pixels
-  bool legend_right = false;      ///< the legend in the top right corner (falling curves), else top left
+  bool legend_right = false;  ///< prefer the top right corner for the legend (falling curves) to the top left
 };
 
-/// Writes `plot` as a width x height PNG; the axes span the data; the legend sits in a top corner.
+/// Writes `plot` as a width x height PNG; the axes span the data. The legend sits in the first corner where
+/// it hides no data (the preferred top one, the other top one, then the bottom ones); when data fills every
+/// corner, the y axis is lengthened upwards to make room for it in a top corner. A series of one point is
+/// drawn as a dot. Throws saccade::Error naming `path` for no series, a series with no values or with x and y
+/// of different lengths, a value that is not finite, or a file that can't be written.
 void write_line_plot(const std::string& path, const LinePlot& plot);
 
 /// Horizontal stacked bars: one row per category (top to bottom), one coloured segment per part, a legend

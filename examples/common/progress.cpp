@@ -21,7 +21,7 @@ ProgressBar::ProgressBar(int64_t total_steps, int64_t print_every, std::FILE* ou
 }
 
 std::string ProgressBar::format_line(int64_t step, int64_t total, double loss, double steps_per_s,
-                                     int bar_width, double seconds_left) {
+                                     int bar_width, double seconds_left, const std::string& loss_label) {
   double frac =
       total > 0 ? std::clamp(static_cast<double>(step) / static_cast<double>(total), 0.0, 1.0) : 0.0;
   auto filled = static_cast<int>(frac * bar_width);
@@ -37,8 +37,8 @@ std::string ProgressBar::format_line(int64_t step, int64_t total, double loss, d
     eta = s >= 3600 ? fmt::format("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
                     : fmt::format("{:02}:{:02}", s / 60, s % 60);
   }
-  return fmt::format("step {}/{} [{}] {:3}%  loss {:.4f}  {} steps/s  ETA {}", step, total, bar,
-                     static_cast<int>(frac * 100), loss, rate, eta);
+  return fmt::format("step {}/{} [{}] {:3}%  {} {:.4f}  {} steps/s  ETA {}", step, total, bar,
+                     static_cast<int>(frac * 100), loss_label, loss, rate, eta);
 }
 
 void ProgressBar::update(int64_t step, double loss, const std::string& extra, double seconds_left) {
@@ -47,7 +47,8 @@ void ProgressBar::update(int64_t step, double loss, const std::string& extra, do
   double rate = elapsed > 0 ? static_cast<double>(step) / elapsed : 0.0;
   bool last = step >= total_;
   auto line = [&] {
-    return format_line(step, total_, loss, rate, 20, seconds_left) + (extra.empty() ? "" : "  " + extra);
+    return format_line(step, total_, loss, rate, 20, seconds_left, loss_label_) +
+           (extra.empty() ? "" : "  " + extra);
   };
   if (tty_) {
     if (!last && now - last_draw_ < std::chrono::milliseconds(100)) return;

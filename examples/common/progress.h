@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <utility>
 
 namespace saccade::examples {
 
@@ -21,19 +22,25 @@ class ProgressBar {
   void update(int64_t step, double loss, const std::string& extra = "", double seconds_left = -1);
   /// Ends the in-place line (on a terminal) with a newline; safe to call more than once.
   void finish();
+  /// The name printed before the loss ("loss" by default): the trainers pass a running average and say so
+  /// ("avg loss"), so that it is not taken for the final mean or a step's loss in a log.
+  void set_loss_label(std::string label) { loss_label_ = std::move(label); }
 
   /// One progress line: "step 50/200 [=====>              ]  25%  loss 0.1235  12.5 steps/s  ETA 00:12"
   /// (bar of `bar_width` characters; ETA as MM:SS or H:MM:SS; "--" for steps/s and ETA when rate <= 0).
   /// With `seconds_left` >= 0 (a time limit), the ETA is the sooner of the steps left at this rate and
   /// seconds_left: a 5-minute run capped at 10⁶ steps shows the 5 minutes, not the million steps.
+  /// `loss_label` names the loss ("loss").
   static std::string format_line(int64_t step, int64_t total, double loss, double steps_per_s,
-                                 int bar_width = 20, double seconds_left = -1);
+                                 int bar_width = 20, double seconds_left = -1,
+                                 const std::string& loss_label = "loss");
 
  private:
   using Clock = std::chrono::steady_clock;
   int64_t total_, every_;
   std::FILE* out_;
   bool tty_, open_line_ = false;
+  std::string loss_label_ = "loss";
   Clock::time_point start_, last_draw_;
 };
 

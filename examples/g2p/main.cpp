@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "examples/common/cli.h"
 #include "examples/common/cmudict.h"
 #include "examples/common/plots.h"
 #include "examples/g2p/data.h"
@@ -25,9 +26,9 @@
 #include "ops/error.h"
 #include "ops/reduce.h"
 #include "ops/threads.h"
-#include "profiler/profiler.h"
 
 namespace ex = saccade::examples;
+namespace cli = saccade::examples::cli;
 using saccade::Tensor;
 
 namespace {
@@ -87,56 +88,66 @@ void write_pictures(ex::G2PModel& model, const ex::G2PVocab& vocab, const std::v
 int main(int argc, char** argv) {
   saccade::use_best_blas_core(argv);  // OpenBLAS at the CPU's width (ops/blas.h); may re-execute once
   CLI::App app{"Grapheme-to-phoneme conversion on the CMU Pronouncing Dictionary (bahdanau or transformer)"};
+  cli::setup(app);
   std::string model_name = "bahdanau", device_name = "cpu", out_dir = "g2p_out", checkpoint, words,
               dict_path = ex::kCmuDictPath;
   int64_t steps = 2500, batch_size = 128, beam = 5, val_every = 500, val_words = 1000, train_words = 0,
-          test_words = 0, d_model = -1, hidden = -1, layers = -1;
-  int threads = 0;
-  double lr = -1, dropout = -1;
+          test_words = 0, threads = 0;
+  ex::G2PConfig shape;  // --d-model, --hidden, --layers, --dropout
+  double lr = -1;
   uint64_t seed = 0;
   bool resume = false, eval_only = false, stress = false;
   std::string profile_trace;
   app.add_option("--model", model_name, "bahdanau or transformer")
       ->check(CLI::IsMember({"bahdanau", "transformer"}));
-  app.add_option("--steps", steps, "training steps")->check(CLI::PositiveNumber);
-  app.add_option("--batch-size", batch_size, "pronunciations per step")->check(CLI::PositiveNumber);
-  app.add_option("--lr", lr, "Adam's peak learning rate (default: bahdanau 2e-3, transformer 1e-3)");
-  app.add_option("--seed", seed, "seed of the initial weights, dropout and the batch order");
-  app.add_option("--threads", threads, "CPU threads (saccade::set_num_threads); default: the machine's cores")
-      ->check(CLI::PositiveNumber);
+  app.add_option("--steps", steps, "training steps")->check(cli::integer(1));
+  app.add_option("--batch-size", batch_size, "pronunciations per step")->check(cli::integer(1));
+  app.add_option("--lr", lr, "Adam's peak learning rate (default: bahdanau 2e-3, transformer 1e-3)")
+      ->check(cli::positive_real())
+      ->default_str("");
+  app.add_option("--seed", seed, "seed of the initial weights, dropout and the batch order")
+      ->check(cli::integer(0));
+  app.add_option("--threads", threads, "CPU threads (0: OMP_NUM_THREADS, else all cores)")
+      ->check(cli::integer(0, 4096));
   app.add_option("--device", device_name, "cpu, or cuda / cuda:N when built with CUDA");
   app.add_option("--out", out_dir, "directory for checkpoints and pictures");
   app.add_option("--beam", beam, "beam width of the second evaluation (1: greedy only)")
-      ->check(CLI::PositiveNumber);
-  app.add_flag("--resume", resume, "continue from OUT/checkpoint.safetensors when it exists");
+      ->check(cli::integer(1, 256));
+  app.add_flag(
+      "--resume", resume,
+      "continue from OUT/checkpoint.safetensors (without one: says so and starts fresh); model flags that "
+      "differ from the checkpoint's are refused");
   app.add_option("--checkpoint", checkpoint,
                  "a trained model: pronounce --words (or stdin's words), or evaluate it with --eval-only");
   app.add_option("--words", words, "words to pronounce with --checkpoint, separated by spaces");
   app.add_flag("--eval-only", eval_only, "evaluate --checkpoint on the test split");
   app.add_option("--profile", profile_trace,
                  "profile steps 2-4: a Chrome trace (Perfetto, chrome://tracing) here, a PNG beside it");
-  app.add_option("--val-every", val_every, "steps between validations (and checkpoints)");
-  app.add_option("--val-words", val_words, "validation words decoded at each validation");
-  app.add_option("--train-words", train_words, "use only the first N training words (0: all)");
-  app.add_option("--test-words", test_words, "evaluate on the first N test words (0: all)");
-  app.add_option("--d-model", d_model, "transformer width (128)")->check(CLI::PositiveNumber);
-  app.add_option("--hidden", hidden, "bahdanau GRU size (256)")->check(CLI::PositiveNumber);
-  app.add_option("--layers", layers, "transformer blocks per stack (3)")->check(CLI::PositiveNumber);
-  app.add_option("--dropout", dropout, "dropout (0.1)");
+  app.add_option("--val-every", val_every, "steps between validations (and checkpoints)")
+      ->check(cli::integer(1));
+  app.add_option("--val-words", val_words, "validation words decoded at each validation")
+      ->check(cli::integer(1));
+  app.add_option("--train-words", train_words, "use only the first N training words (0: all)")
+      ->check(cli::integer(0));
+  app.add_option("--test-words", test_words, "evaluate on the first N test words (0: all)")
+      ->check(cli::integer(0));
+  app.add_option("--d-model", shape.d_model, "transformer width")->check(cli::integer(1, 65536));
+  app.add_option("--hidden", shape.hidden, "bahdanau GRU size")->check(cli::integer(1, 65536));
+  app.add_option("--layers", shape.layers, "transformer blocks per stack")->check(cli::integer(1, 1024));
+  app.add_option("--dropout", shape.dropout, "dropout probability")->check(cli::probability_below_one());
   app.add_option("--dict", dict_path, "the dictionary file (festlex-cmu)");
   app.add_flag("--stress", stress,
                "keep the stress digit on vowel phones (ae1, ax0): a harder task with more phones; a "
                "checkpoint remembers it");
-  CLI11_PARSE(app, argc, argv);
+  if (int rc = cli::parse(app, argc, argv, "g2p"); rc >= 0) return rc;
 
   try {
-    if (!profile_trace.empty())
-      saccade::profiler::check_trace_path(profile_trace, "--profile");  // before any work
-    saccade::Device device = saccade::Device::parse(device_name);
-    SACCADE_CHECK(device.is_cpu() || saccade::cuda_is_available(),
-                  "g2p: --device {} asked for, but saccade was built without CUDA or no GPU is present",
-                  device_name);
-    if (threads > 0) saccade::set_num_threads(threads);
+    // before any work: the paths and the device
+    if (!profile_trace.empty()) cli::require_trace_path("--profile", profile_trace);
+    const saccade::Device device = cli::device("--device", device_name);
+    if (eval_only && checkpoint.empty()) throw cli::UsageError("--eval-only", "needs --checkpoint FILE");
+    if (!checkpoint.empty()) cli::require_file("--checkpoint", checkpoint);
+    if (threads > 0) saccade::set_num_threads(static_cast<int>(threads));
 
     // Using a trained model.
     if (!checkpoint.empty() && !eval_only) {
@@ -156,17 +167,36 @@ int main(int argc, char** argv) {
       return 0;
     }
 
-    std::filesystem::create_directories(out_dir);
-    std::printf("device %s, %d CPU threads\n%s\n", device.str().c_str(), saccade::get_num_threads(),
-                saccade::blas_info_line().c_str());
+    if (app.count("--dict") > 0)
+      cli::require_file("--dict", dict_path);  // the default's loader names its package
     const std::string last = out_dir + "/checkpoint.safetensors", best = out_dir + "/best.safetensors";
     const std::string source = eval_only ? checkpoint : last;
     const bool from_file = eval_only || (resume && std::filesystem::exists(last));
-    // A model evaluated or resumed from a file keeps the settings it was trained with, --stress included.
+    // A model evaluated or resumed from a file keeps the settings it was trained with, --stress included;
+    // a flag that names another model is refused.
     std::optional<ex::G2PConfig> saved;
-    if (from_file) saved = ex::G2PConfig::from_metadata(saccade::nn::load_safetensors(source).metadata);
-    if (saved) stress = saved->stress;
+    if (from_file) {
+      saved = ex::G2PConfig::from_metadata(saccade::nn::load_safetensors(source).metadata);
+      cli::require_same_model(app,
+                              {{"--model", saved->model == model_name},
+                               {"--d-model", saved->d_model == shape.d_model},
+                               {"--hidden", saved->hidden == shape.hidden},
+                               {"--layers", saved->layers == shape.layers},
+                               {"--dropout", saved->dropout == shape.dropout}},
+                              eval_only ? "--eval-only" : "--resume", source, saved->describe());
+      stress = saved->stress;
+    }
+    cli::OutputDir out("--out", out_dir);  // removed again when the run fails before writing into it
+    std::printf("device %s, %d CPU threads\n%s\n", device.str().c_str(), saccade::get_num_threads(),
+                saccade::blas_info_line().c_str());
+    if (resume && !from_file)
+      std::printf("--resume: no checkpoint at %s: starting a fresh %s model\n", last.c_str(),
+                  model_name.c_str());
     ex::CmuDict dict = ex::read_cmudict(dict_path, stress);
+    if (dict.words.empty())
+      throw cli::UsageError("--dict", fmt::format("'{}' holds no pronunciations (need the CMU dictionary's "
+                                                  "format, as festlex-cmu's)",
+                                                  dict_path));
     std::vector<ex::DictWord> train = ex::split_words(dict, ex::Split::Train),
                               val = ex::split_words(dict, ex::Split::Validation),
                               test = ex::split_words(dict, ex::Split::Test);
@@ -181,10 +211,8 @@ int main(int argc, char** argv) {
     ex::G2PConfig config = ex::G2PConfig::defaults(model_name);
     config.phones = ex::G2PVocab::from_words(dict.words).to_string();
     config.stress = stress;
-    if (d_model > 0) config.d_model = d_model;
-    if (hidden > 0) config.hidden = hidden;
-    if (layers > 0) config.layers = layers;
-    if (dropout >= 0) config.dropout = dropout;
+    config.d_model = shape.d_model, config.hidden = shape.hidden, config.layers = shape.layers;
+    config.dropout = shape.dropout;
     if (saved) config = *saved;
     ex::G2PVocab vocab = ex::G2PVocab::from_string(config.phones);
     auto model = ex::make_g2p_model(config, seed);
@@ -212,14 +240,24 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
       ex::G2PTrainResult tr = ex::train_g2p(*model, vocab, train, val, opts);
       if (tr.steps_done > 0)
-        std::printf("trained %lld steps in %.1f s (%.2f steps/s), loss %.4f -> %.4f\n",
-                    static_cast<long long>(tr.steps_done), tr.seconds, tr.steps_done / tr.seconds,
-                    tr.first_loss, tr.final_loss);
+        std::printf(
+            "trained %lld steps in %.1f s (%.2f steps/s); training loss %.4f (the mean of the first %lld "
+            "steps) "
+            "-> %.4f (of the last %lld; the progress line's avg loss is a running average)\n",
+            static_cast<long long>(tr.steps_done), tr.seconds, tr.steps_done / tr.seconds, tr.first_loss,
+            static_cast<long long>(std::min<int64_t>(tr.steps_done, 20)), tr.final_loss,
+            static_cast<long long>(std::min<int64_t>(tr.steps_done, 100)));
+      else
+        std::printf("%s is at step %lld or later: nothing to train (--steps %lld)\n", last.c_str(),
+                    static_cast<long long>(steps), static_cast<long long>(steps));
       if (std::filesystem::exists(best)) {
         saccade::nn::load(*model, best);
         std::printf("best validation WER %.4f (PER %.4f) at step %lld: evaluating %s\n", tr.best_wer,
                     tr.best_per, static_cast<long long>(tr.best_step), best.c_str());
       }
+      std::printf("checkpoints in %s: checkpoint.safetensors (the last step, to --resume)%s\n",
+                  out_dir.c_str(),
+                  std::filesystem::exists(best) ? ", best.safetensors (the best validation WER)" : "");
     }
 
     std::printf("test split: %zu words\n", test.size());
@@ -236,8 +274,7 @@ int main(int argc, char** argv) {
     write_pictures(*model, vocab, {"emphasis", "fixation", "kneading", "bought", "elephants", "exhibition"},
                    out_dir);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "g2p: %s\n", e.what());
-    return 1;
+    return cli::report("g2p", e);
   }
   return 0;
 }

@@ -85,6 +85,7 @@ G2PTrainResult train_g2p(G2PModel& model, const G2PVocab& vocab, const std::vect
   if (todo <= 0) return result;
   model.train();
   ProgressBar bar(todo, opts.print_every, opts.log ? opts.log : stdout, opts.log ? -1 : 0);
+  bar.set_loss_label("avg loss");  // a running average (0.95 per step) of the steps' losses
   StepProfiler profile(opts.profile_trace, 1, 3, opts.log);
   std::vector<double> losses;
   double ema = 0, tokens = 0;

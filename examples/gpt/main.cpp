@@ -2,19 +2,23 @@
 // with a KV cache. `gpt train` trains and scores (validation bits per byte); `gpt sample` generates from a
 // checkpoint. examples/gpt/README.md gives the commands and the measured results.
 #include <malloc.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <iterator>
 #include <optional>
+#include <set>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
 #include "autograd/grad_mode.h"
 #include "distributed/process_group.h"
+#include "examples/common/cli.h"
 #include "examples/common/plots.h"
 #include "examples/gpt/data.h"
 #include "examples/gpt/generate.h"
@@ -24,10 +28,10 @@
 #include "ops/creation.h"
 #include "ops/error.h"
 #include "ops/threads.h"
-#include "profiler/profiler.h"
 
 namespace ex = saccade::examples;
 namespace dist = saccade::distributed;
+namespace cli = saccade::examples::cli;
 
 namespace {
 
@@ -132,7 +136,8 @@ void write_loss_plot(const std::string& path, const std::vector<ex::TrainLogRow>
       valid.y.push_back(row.val_bits_per_byte);
     }
   }
-  plot.series = {train, valid};
+  plot.series = {train};
+  if (!valid.x.empty()) plot.series.push_back(valid);
   ex::write_line_plot(path, plot);
 }
 
@@ -158,6 +163,124 @@ void write_curves(const std::string& path, const std::vector<std::string>& logs,
   std::printf("wrote %s\n", path.c_str());
 }
 
+// The whole of a (small) file, "" when it cannot be read.
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// The tokenizer.model in the folder of the file `path` ("./tokenizer.model" for a bare file name).
+std::string tokenizer_beside(const std::string& path) {
+  const std::string folder = std::filesystem::path(path).parent_path().string();
+  return ex::tokenizer_path(folder.empty() ? "." : folder);
+}
+
+// gpt export: the bfloat16 weights of `checkpoint` at `to` and, for a bpe model, its tokenizer.model beside
+// them (so that the exported folder samples on its own). Refuses, before writing anything, a `to` that is the
+// checkpoint itself or a folder holding another tokenizer.model (cli::UsageError).
+void export_with_tokenizer(const std::string& checkpoint, const std::string& to) {
+  cli::require_file("--checkpoint", checkpoint);
+  cli::require_different_files("--to", checkpoint, to);
+  cli::require_writable_file("--to", to);
+  namespace fs = std::filesystem;
+  const std::string src = tokenizer_beside(checkpoint), dst = tokenizer_beside(to);
+  std::error_code ec;
+  const bool same_folder = fs::exists(src) && fs::exists(dst) && fs::equivalent(src, dst, ec);
+  if (fs::exists(src) && fs::exists(dst) && !same_folder && read_file(src) != read_file(dst))
+    throw cli::UsageError(
+        "--to", fmt::format("'{}' holds another tokenizer than '{}': export to another folder", dst, src));
+  ex::export_gpt(checkpoint, to, saccade::DType::BFloat16);
+  std::printf("wrote %s (bfloat16 weights of %s)\n", to.c_str(), checkpoint.c_str());
+  if (ex::load_gpt(to)->config().tokenizer != "bpe" || same_folder) return;
+  if (!fs::exists(src)) {
+    std::fprintf(stderr, "gpt: no %s beside the checkpoint: `gpt sample` will need --tokenizer FILE\n",
+                 src.c_str());
+    return;
+  }
+  fs::copy_file(src, dst, fs::copy_options::overwrite_existing);
+  std::printf("wrote %s (the bpe tokenizer the weights need)\n", dst.c_str());
+}
+
+// The tokenizer of `model`: byte tokens, or its bpe model from `file` (gpt sample --tokenizer) or from the
+// tokenizer.model beside `checkpoint`. Throws cli::UsageError for a file given to a byte model, a missing
+// file and a tokenizer of another vocabulary size than the model's.
+std::unique_ptr<ex::Tokenizer> load_tokenizer(const ex::GPT& model, const std::string& checkpoint,
+                                              const std::string& file) {
+  const std::string name = model.config().tokenizer;
+  if (name != "bpe") {
+    if (!file.empty())
+      throw cli::UsageError("--tokenizer", fmt::format("the model in '{}' reads {} tokens: it needs no "
+                                                       "tokenizer file",
+                                                       checkpoint, name));
+    return ex::make_tokenizer(name);
+  }
+  const std::string path = file.empty() ? tokenizer_beside(checkpoint) : file;
+  if (!std::filesystem::exists(path))
+    throw cli::UsageError("--tokenizer",
+                          fmt::format("the model in '{}' needs its bpe tokenizer, and there is "
+                                      "no '{}': name it with --tokenizer FILE",
+                                      checkpoint, path));
+  auto tok = std::make_unique<ex::SentencePieceTokenizer>(path);
+  if (tok->vocab_size() != model.config().vocab_size)
+    throw cli::UsageError("--tokenizer",
+                          fmt::format("'{}' has {} pieces, the model in '{}' {}: not its "
+                                      "tokenizer",
+                                      path, tok->vocab_size(), checkpoint, model.config().vocab_size));
+  return tok;
+}
+
+// The distinct characters (UTF-8 code points; a byte that starts none counts as itself) of `text`, line
+// breaks and tabs excepted: what SentencePiece's trainer counts as the characters a vocabulary must hold (it
+// reads line by line, and leaves out the tab, its pretokenization boundary).
+int64_t distinct_characters(const std::string& text) {
+  std::set<std::string> seen;
+  for (size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 1;
+    n = std::min(n, text.size() - i);
+    if (text[i] != '\n' && text[i] != '\t') seen.insert(text.substr(i, n));
+    i += n;
+  }
+  return static_cast<int64_t>(seen.size());
+}
+
+// Why a run that reached `step` ended: its --stop-at, its --steps, or its --time-limit.
+std::string why_ended(const ex::GPTTrainOptions& o, int64_t step) {
+  if (o.stop_at > 0 && step >= o.stop_at && o.stop_at < o.steps)
+    return fmt::format("stopped at --stop-at {}", o.stop_at);
+  if (step >= o.steps) return fmt::format("reached --steps {}", o.steps);
+  return fmt::format("the --time-limit of {} s ended the run", o.time_limit);
+}
+
+// The checks of `gpt train`'s flags that involve more than one flag or a path, before any work
+// (cli::UsageError naming the flag).
+void check_train_flags(const ex::GPTTrainOptions& o, const ex::GPTConfig& config, int64_t vocab,
+                       const std::string& out_dir) {
+  if (o.batch_size % o.grad_accum != 0)
+    throw cli::UsageError("--grad-accum",
+                          fmt::format("{} does not divide --batch-size {}", o.grad_accum, o.batch_size));
+  if (config.d_model % config.n_head != 0)
+    throw cli::UsageError("--n-head",
+                          fmt::format("{} does not divide --d-model {}", config.n_head, config.d_model));
+  cli::require_writable_directory("--out", out_dir);
+  // What one micro-batch's forward keeps for its backward, roughly (float32): per token, each block's ~18 d
+  // activations (attention through flash_attention: no T x T weights), the embeddings and final norm, and
+  // the logits with their gradient. A context that cannot fit in memory is refused here, not after minutes.
+  const double micro = static_cast<double>(o.batch_size / o.grad_accum);
+  const double bytes =
+      4.0 * micro * static_cast<double>(config.context) *
+      static_cast<double>(config.n_layer * 18 * config.d_model + 3 * config.d_model + 2 * vocab);
+  const double ram =
+      static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  if (o.device.is_cpu() && ram > 0 && bytes > ram)
+    throw cli::UsageError(
+        "--context",
+        fmt::format("a step of {} windows of {} tokens would hold about {:.0f} GB of activations, more "
+                    "than this machine's {:.0f} GB: lower --context or --batch-size, or raise "
+                    "--grad-accum",
+                    micro, config.context, bytes / 1e9, ram / 1e9));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -165,123 +288,157 @@ int main(int argc, char** argv) {
   mallopt(M_MMAP_THRESHOLD, 1 << 30);  // keep big freed blocks in the heap (see image_caption/main.cpp)
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   CLI::App app{"A GPT (GPT-2's architecture) trained on Debian's fortunes and sampled with a KV cache"};
+  cli::setup(app);
   app.require_subcommand(1);
   std::string device_name = "cpu", out_dir = "gpt_out", data_dir = ex::kFortunesDir, checkpoint,
-              tokenizer = "byte";
-  int threads = 0;
+              tokenizer = "byte", tokenizer_file;
+  int64_t threads = 0;
   ex::GPTConfig config;
   ex::GPTTrainOptions topts;
-  ex::SamplingOptions sopts;
+  ex::SamplingOptions sopts, train_sopts;
+  train_sopts.temperature = 0.8;  // the end-of-training sample
   uint64_t model_seed = 0;
   int64_t sample_tokens = 300, num_samples = 1, vocab_size = 2048, attention_layer = -1;
   std::string attention_png, dtype_name = "f32", export_to;
   bool distributed = false;
   bool checkpoint_activations = false;
   std::vector<std::string> prompts;
-  auto common = [&](CLI::App* sub) {
-    sub->option_defaults()->always_capture_default();  // --help shows the defaults
+  // `phase`: what the sampling flags shape ("the end-of-training sample: " under train)
+  auto common = [&](CLI::App* sub, ex::SamplingOptions& so, const std::string& phase) {
     sub->add_option("--device", device_name, "cpu, or cuda / cuda:N when built with CUDA");
-    sub->add_option("--threads", threads, "CPU threads (default: OMP_NUM_THREADS, else all cores)")
-        ->check(CLI::PositiveNumber);
+    sub->add_option("--threads", threads, "CPU threads (0: OMP_NUM_THREADS, else all cores)")
+        ->check(cli::integer(0, 4096));
     sub->add_option("--out", out_dir, "directory of the checkpoints (last.safetensors, best.safetensors)");
-    sub->add_option("--temperature", sopts.temperature, "sampling temperature (0: greedy)");
-    sub->add_option("--top-k", sopts.top_k, "sample among the k most likely tokens (0: all)");
-    sub->add_option("--top-p", sopts.top_p,
-                    "nucleus sampling: the most likely tokens holding this probability");
+    sub->add_option("--temperature", so.temperature, phase + "sampling temperature (0: greedy)")
+        ->check(cli::non_negative_real());
+    sub->add_option("--top-k", so.top_k, phase + "sample among the k most likely tokens (0: all)")
+        ->check(cli::integer(0));
+    sub->add_option("--top-p", so.top_p,
+                    phase + "nucleus sampling: the most likely tokens holding this probability")
+        ->check(cli::real(0, false, 1, true));
   };
   CLI::App* train = app.add_subcommand("train", "train on the fortunes and report validation bits per byte");
-  common(train);
+  common(train, train_sopts, "only for the sample at the end of training: ");
   train->add_option("--data", data_dir, "folder of the fortune files");
   train->add_option("--tokenizer", tokenizer, "byte, or bpe (SentencePiece, trained on the training stream)")
       ->check(CLI::IsMember({"byte", "bpe"}));
-  train->add_option("--vocab-size", vocab_size, "pieces of the bpe tokenizer (1000-4000)")
-      ->check(CLI::Range(260, 65536));
+  train
+      ->add_option("--vocab-size", vocab_size,
+                   "pieces of the bpe tokenizer (1000-4000 work well; at least 259 + the training stream's "
+                   "characters: "
+                   "366 for the fortunes)")
+      ->check(cli::integer(260, 65536));
   train->add_option("--steps", topts.steps, "optimizer steps (with --time-limit: the most)")
-      ->check(CLI::PositiveNumber);
+      ->check(cli::integer(1));
   train
       ->add_option("--time-limit", topts.time_limit,
                    "seconds of training (scoring excluded); the cosine decay then runs over time (0: none)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(cli::non_negative_real());
   train->add_option("--batch-size", topts.batch_size, "windows per step (over ranks and accumulation)")
-      ->check(CLI::PositiveNumber);
-  train->add_option("--grad-accum", topts.grad_accum, "micro-batches per step")->check(CLI::PositiveNumber);
-  train->add_option("--lr", topts.lr, "AdamW's peak learning rate");
-  train->add_option("--min-lr", topts.min_lr, "learning rate at the end of the cosine decay");
-  train->add_option("--warmup", topts.warmup, "linear warmup steps");
-  train->add_option("--weight-decay", topts.weight_decay, "AdamW weight decay of the block matrices");
-  train->add_option("--clip", topts.clip, "max gradient norm");
-  train->add_option("--eval-every", topts.eval_every, "steps between validation scores and checkpoints");
-  train->add_option("--eval-tokens", topts.eval_tokens, "validation tokens scored during training (-1: all)");
-  train->add_option("--context", config.context, "context length (block size)")->check(CLI::PositiveNumber);
-  train->add_option("--n-layer", config.n_layer, "blocks")->check(CLI::PositiveNumber);
-  train->add_option("--n-head", config.n_head, "attention heads")->check(CLI::PositiveNumber);
-  train->add_option("--d-model", config.d_model, "width of the residual stream")->check(CLI::PositiveNumber);
+      ->check(cli::integer(1));
+  train->add_option("--grad-accum", topts.grad_accum, "micro-batches per step (divides --batch-size)")
+      ->check(cli::integer(1));
+  train->add_option("--lr", topts.lr, "AdamW's peak learning rate")->check(cli::positive_real());
+  train->add_option("--min-lr", topts.min_lr, "learning rate at the end of the cosine decay")
+      ->check(cli::non_negative_real());
+  train->add_option("--warmup", topts.warmup, "linear warmup steps")->check(cli::integer(0));
+  train->add_option("--weight-decay", topts.weight_decay, "AdamW weight decay of the block matrices")
+      ->check(cli::non_negative_real());
+  train->add_option("--clip", topts.clip, "max gradient norm")->check(cli::positive_real());
+  train
+      ->add_option("--eval-every", topts.eval_every,
+                   "steps between validation scores and checkpoints (0: at the end only)")
+      ->check(cli::integer(0));
+  train->add_option("--eval-tokens", topts.eval_tokens, "validation tokens scored during training (-1: all)")
+      ->check(cli::integer_or(-1, 1));
+  train->add_option("--context", config.context, "context length (block size)")
+      ->check(cli::integer(1, 65536));
+  train->add_option("--n-layer", config.n_layer, "blocks")->check(cli::integer(1, 1024));
+  train->add_option("--n-head", config.n_head, "attention heads (divides --d-model)")
+      ->check(cli::integer(1, 4096));
+  train->add_option("--d-model", config.d_model, "width of the residual stream")
+      ->check(cli::integer(1, 65536));
   // a 10-minute run sees the training stream under 3 times and underfits: no dropout by default (GPT-2: 0.1)
   config.dropout = 0.0;
-  train->add_option("--dropout", config.dropout, "dropout probability (GPT-2's is 0.1)");
-  train->add_option("--seed", model_seed, "seed of the init, the dropout and the training windows");
-  train->add_flag("--resume", topts.resume, "continue from OUT/last.safetensors when it exists");
+  train->add_option("--dropout", config.dropout, "dropout probability (GPT-2's is 0.1)")
+      ->check(cli::probability_below_one());
+  train->add_option("--seed", model_seed, "seed of the init, the dropout and the training windows")
+      ->check(cli::integer(0));
+  train->add_flag(
+      "--resume", topts.resume,
+      "continue from OUT/last.safetensors (without one: says so and starts fresh); another model shape is "
+      "refused");
   train->add_option("--profile", topts.profile_trace,
                     "profile steps 2-4: a Chrome trace (Perfetto, chrome://tracing) here, a PNG beside it");
-  train->add_option("--stop-at", topts.stop_at, "stop after this step (saved: --resume continues the run)");
-  train->add_option("--sample-tokens", sample_tokens, "tokens to sample from the best model at the end");
+  train
+      ->add_option("--stop-at", topts.stop_at,
+                   "stop after this step (saved: --resume continues the run; default: none)")
+      ->check(cli::integer(1))
+      ->default_str("");
+  train->add_option("--sample-tokens", sample_tokens, "tokens to sample from the best model at the end")
+      ->check(cli::integer(0));
   train
       ->add_option(
           "--dtype", dtype_name,
           "precision of the forward: f32, bf16 (autocast) or f16 (autocast and loss scaling); weights, "
           "gradients and AdamW stay float32")
-      ->check(CLI::IsMember({"f32", "bf16", "f16"}));
+      ->check(cli::dtype_choices());
   train->add_flag("--distributed", distributed,
                   "data-parallel over the ranks of mpirun (--batch-size is global; rank 0 prints and saves)");
   train->add_flag("--checkpoint-activations", checkpoint_activations,
                   "recompute each block during backward instead of keeping its activations (less memory, one "
                   "more forward per block)");
   CLI::App* sample = app.add_subcommand("sample", "generate text from a checkpoint (stdin when no --prompt)");
-  common(sample);
-  sample->add_option("--checkpoint", checkpoint, "checkpoint (default OUT/best.safetensors)");
-  sample->add_option("--prompt", prompts, "prompt text (repeat for several prompts)");
-  sample->add_option("--max-new-tokens", sopts.max_new_tokens, "tokens to generate")
-      ->check(CLI::NonNegativeNumber);
-  sample->add_option("--seed", sopts.seed, "seed of the sampling");
+  common(sample, sopts, "");
+  sample->add_option("--checkpoint", checkpoint, "checkpoint (default: OUT/best.safetensors)");
+  sample->add_option("--tokenizer", tokenizer_file,
+                     "the bpe model's tokenizer.model (default: the one beside --checkpoint)");
+  sample->add_option("--prompt", prompts, "prompt text (repeat for several prompts)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  sample->add_option("--max-new-tokens", sopts.max_new_tokens, "tokens to generate")->check(cli::integer(0));
+  sample->add_option("--seed", sopts.seed, "seed of the sampling")->check(cli::integer(0));
   sample->add_option("--attention-png", attention_png,
                      "write the attention of each head over the sample here");
-  sample->add_option("--attention-layer", attention_layer,
-                     "the block drawn by --attention-png (-1: the last)");
+  sample
+      ->add_option("--attention-layer", attention_layer,
+                   "the block drawn by --attention-png (-1: the last, -2 the one before, ...)")
+      ->check(cli::integer(-1024, 1023));
   sample->add_option("--num-samples", num_samples, "samples per prompt (one batch, one KV cache per block)")
-      ->check(CLI::PositiveNumber);
+      ->check(cli::integer(1, 4096));
   CLI::App* exporter = app.add_subcommand(
       "export",
       "write a checkpoint's model weights alone, rounded to bfloat16 (half the bytes; for sampling "
-      "and PyTorch, not for resuming)");
+      "and PyTorch, not for resuming), and a bpe model's tokenizer.model beside them");
   exporter->add_option("--checkpoint", checkpoint, "checkpoint to read")->required();
-  exporter->add_option("--to", export_to, "the bfloat16 file to write")->required();
+  exporter->add_option("--to", export_to, "the bfloat16 file to write (not the checkpoint read)")->required();
   std::vector<std::string> curve_logs, curve_labels;
   std::string curves_png = "curves.png", curves_title = "GPT on fortunes: validation at equal training time";
   CLI::App* curves =
       app.add_subcommand("curves", "draw the validation curves of runs' log.csv files in one PNG");
   curves->add_option("logs", curve_logs, "log.csv files (gpt train's OUT/log.csv, bench/gpt_twin.py's)")
-      ->required();
-  curves->add_option("--label", curve_labels, "legend text of each log (in order)");
-  curves->add_option("--png", curves_png, "the picture to write")->capture_default_str();
-  curves->add_option("--title", curves_title, "the picture's title")->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+      ->required()
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  curves->add_option("--label", curve_labels, "legend text of each log (in order)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  curves->add_option("--png", curves_png, "the picture to write");
+  curves->add_option("--title", curves_title, "the picture's title");
+  if (int rc = cli::parse(app, argc, argv, "gpt"); rc >= 0) return rc;
   if (*exporter) {
     try {
-      ex::export_gpt(checkpoint, export_to, saccade::DType::BFloat16);
-      std::printf("wrote %s (bfloat16 weights of %s)\n", export_to.c_str(), checkpoint.c_str());
+      export_with_tokenizer(checkpoint, export_to);
       return 0;
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "gpt: %s\n", e.what());
-      return 1;
+      return cli::report("gpt", e);
     }
   }
   if (*curves) {
     try {
+      for (const std::string& log : curve_logs) cli::require_file("logs", log);
+      cli::require_writable_file("--png", curves_png);
       write_curves(curves_png, curve_logs, curve_labels, curves_title);
       return 0;
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "gpt: %s\n", e.what());
-      return 1;
+      return cli::report("gpt", e);
     }
   }
 
@@ -291,20 +448,32 @@ int main(int argc, char** argv) {
     if (!dist::is_main_process() && !std::freopen("/dev/null", "w", stdout)) return 1;
   }
   try {
-    if (!topts.profile_trace.empty())
-      saccade::profiler::check_trace_path(topts.profile_trace, "--profile");  // before any work
-    saccade::Device device = saccade::Device::parse(device_name);
-    SACCADE_CHECK(device.is_cpu() || saccade::cuda_is_available(),
-                  "gpt: --device {} asked for, but saccade was built without CUDA or no GPU is present",
-                  device_name);
-    if (threads > 0) saccade::set_num_threads(threads);
+    // before any work: the paths, and the flags that must agree
+    if (!topts.profile_trace.empty()) cli::require_trace_path("--profile", topts.profile_trace);
+    const saccade::Device device = cli::device("--device", device_name);
+    topts.device = device;
+    if (*train) check_train_flags(topts, config, tokenizer == "bpe" ? vocab_size : 256, out_dir);
+    if (*train)
+      cli::require_directory("--data", data_dir, "the fortunes: install Debian's `fortunes`, scripts/setup");
+    if (*sample) {
+      if (checkpoint.empty()) checkpoint = out_dir + "/best.safetensors";
+      cli::require_file(checkpoint == out_dir + "/best.safetensors" ? "--out" : "--checkpoint", checkpoint);
+      if (!tokenizer_file.empty()) cli::require_file("--tokenizer", tokenizer_file);
+      if (!attention_png.empty()) cli::require_writable_file("--attention-png", attention_png);
+    }
+    if (threads > 0) saccade::set_num_threads(static_cast<int>(threads));
     std::printf("device %s, %d CPU threads\n%s\n", device.str().c_str(), saccade::get_num_threads(),
                 saccade::blas_info_line().c_str());
     if (*sample) {
-      if (checkpoint.empty()) checkpoint = out_dir + "/best.safetensors";
       std::shared_ptr<ex::GPT> model = ex::load_gpt(checkpoint, device);
-      std::unique_ptr<ex::Tokenizer> tok = ex::make_tokenizer(
-          model->config().tokenizer, std::filesystem::path(checkpoint).parent_path().string());
+      const int64_t n_layer = model->config().n_layer;
+      if (attention_layer < -n_layer || attention_layer >= n_layer)
+        throw cli::UsageError(
+            "--attention-layer",
+            fmt::format("{} is not allowed (need an integer from {} to {}: the model has {} "
+                        "blocks)",
+                        attention_layer, -n_layer, n_layer - 1, n_layer));
+      std::unique_ptr<ex::Tokenizer> tok = load_tokenizer(*model, checkpoint, tokenizer_file);
       std::printf("%s, from %s\n", model->config().describe().c_str(), checkpoint.c_str());
       if (prompts.empty())
         prompts.emplace_back(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
@@ -320,7 +489,19 @@ int main(int argc, char** argv) {
         static_cast<long long>(corpus.documents), static_cast<long long>(corpus.distinct),
         static_cast<long long>(corpus.train_documents), corpus.train.size(),
         static_cast<long long>(corpus.valid_documents), corpus.valid.size());
-    std::filesystem::create_directories(out_dir);
+    if (tokenizer == "bpe" && !(topts.resume && std::filesystem::exists(ex::tokenizer_path(out_dir)))) {
+      // SentencePiece needs a piece for each character of the stream besides its 259 (256 bytes, <unk>, <s>,
+      // </s>): say so here rather than in its own words after the folder is made
+      const int64_t least = distinct_characters(corpus.train) + 259;
+      if (vocab_size < least)
+        throw cli::UsageError("--vocab-size",
+                              fmt::format("{} is not allowed (need an integer >= {} for this "
+                                          "training stream: its {} characters and 259 pieces)",
+                                          vocab_size, least, least - 259));
+    }
+    cli::OutputDir out("--out", out_dir);  // removed again if the run fails empty
+    if (topts.resume && !std::filesystem::exists(out_dir + "/last.safetensors"))
+      std::printf("--resume: no checkpoint at %s/last.safetensors: starting a fresh run\n", out_dir.c_str());
     if (tokenizer == "bpe" && !(topts.resume && std::filesystem::exists(ex::tokenizer_path(out_dir)))) {
       if (dist::is_main_process()) {
         std::printf("training a SentencePiece BPE tokenizer of %lld pieces on the training stream -> %s\n",
@@ -348,37 +529,47 @@ int main(int argc, char** argv) {
     topts.device = device;
     topts.out_dir = out_dir;
     topts.distributed = distributed;
-    topts.dtype = dtype_name == "bf16"  ? saccade::DType::BFloat16
-                  : dtype_name == "f16" ? saccade::DType::Float16
-                                        : saccade::DType::Float32;
+    topts.dtype = cli::dtype(dtype_name);
     std::printf("forward in %s%s\n", std::string(saccade::dtype_name(topts.dtype)).c_str(),
                 topts.dtype == saccade::DType::Float32 ? "" : " (autocast; float32 weights and optimizer)");
     std::fflush(stdout);
     ex::GPTTrainResult r = ex::train_gpt(*model, train_ids, valid_ids, topts);
     if (!dist::is_main_process()) return 0;
+    const int64_t end_step = r.start_step + r.steps_done;
     if (r.steps_done > 0) {
       std::printf(
-          "trained %lld steps in %.1f s (%.1f s with scoring and saving; %.2f steps/s, %.0f tokens/s), final "
-          "training loss %.4f nats/token\n",
-          static_cast<long long>(r.steps_done), r.seconds, r.wall_seconds, r.steps_done / r.seconds,
-          r.tokens_per_second, r.final_loss);
+          "trained steps %lld-%lld in %.1f s (%.1f s with scoring and saving; %.2f steps/s, %.0f tokens/s): "
+          "%s\n",
+          static_cast<long long>(r.start_step + 1), static_cast<long long>(end_step), r.seconds,
+          r.wall_seconds, r.steps_done / r.seconds, r.tokens_per_second, why_ended(topts, end_step).c_str());
+      std::printf(
+          "final training loss %.4f nats/token: the mean of the last %lld steps (the progress line's loss is "
+          "a "
+          "running average; log.csv has each step's)\n",
+          r.final_loss, static_cast<long long>(std::min<int64_t>(r.steps_done, 50)));
       write_loss_plot(out_dir + "/loss.png", r.log,
                       static_cast<double>(corpus.train.size()) / static_cast<double>(train_ids.size()));
+    } else {
+      std::printf("the checkpoint is at step %lld, %s: nothing to train; scoring %s/best.safetensors\n",
+                  static_cast<long long>(r.start_step), why_ended(topts, r.start_step).c_str(),
+                  out_dir.c_str());
     }
+    std::printf(
+        "outputs in %s: last.safetensors (to --resume), best.safetensors (the best validation score), "
+        "log.csv (each step)%s\n",
+        out_dir.c_str(), ex::plots_available() && !r.log.empty() ? ", loss.png" : "");
     std::shared_ptr<ex::GPT> best = ex::load_gpt(out_dir + "/best.safetensors", device);
     ex::LMScore s = ex::evaluate_lm(*best, valid_ids, topts.bytes_per_token);
     std::printf("best model on the whole validation stream: %.4f nats/token, %.4f bits/byte (%lld tokens)\n",
                 s.nats_per_token, s.bits_per_byte, static_cast<long long>(s.tokens));
     if (sample_tokens > 0) {
-      sopts.max_new_tokens = sample_tokens;
-      if (sopts.temperature == 1.0 && sopts.top_k == 0) sopts.temperature = 0.8;
-      run_samples(*best, *tok, {"\n%\n"}, sopts, 1);
+      train_sopts.max_new_tokens = sample_tokens;
+      run_samples(*best, *tok, {"\n%\n"}, train_sopts, 1);
     }
   } catch (const std::exception& e) {
     if (distributed && dist::world_size() > 1)
       dist::world().abort(fmt::format("gpt: rank {}: {}", dist::rank(), e.what()));
-    std::fprintf(stderr, "gpt: %s\n", e.what());
-    return 1;
+    return cli::report("gpt", e);
   }
   return 0;
 }

@@ -281,6 +281,7 @@ GPTTrainResult train_gpt(GPT& model, const std::vector<int64_t>& train, const st
   if (last <= r.start_step || (o.time_limit > 0 && trained >= o.time_limit)) return r;
   model.train();
   ProgressBar bar(last - r.start_step, o.print_every, o.log ? o.log : stdout, o.log ? -1 : 0);
+  bar.set_loss_label("avg loss");  // a running average (0.95 per step) of the steps' losses
   StepProfiler profile(distributed::is_main_process() ? o.profile_trace : "", 1, 3, o.log);
   double ema = 0;
   const auto start = Clock::now();

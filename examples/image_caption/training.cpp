@@ -126,6 +126,7 @@ TrainResult train_captioner(Captioner& model, const ImageSet& train_set, const T
   if (todo <= 0) return result;
   model.train();
   ProgressBar bar(todo, opts.print_every, opts.log ? opts.log : stdout, opts.log ? -1 : 0);
+  bar.set_loss_label("avg loss");  // a running average (0.95 per step) of the steps' losses
   StepProfiler profile(distributed::is_main_process() ? opts.profile_trace : "", 1, 3, opts.log);
   PhaseTimes times;
   std::vector<double> recent;

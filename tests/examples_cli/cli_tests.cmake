@@ -1,0 +1,206 @@
+# The example programs' command lines as a new user meets them (issue 42): each test runs the real binary
+# through run_cli.sh, which checks the exit code, the one line on stderr that names the flag, that no output
+# folder or file is left behind, and the time (an up-front refusal: under a second). Included from
+# examples/CMakeLists.txt once the programs are defined; each group only when its program is built.
+set(SACCADE_CLI_RUN ${CMAKE_CURRENT_LIST_DIR}/run_cli.sh)
+set(SACCADE_CLI_WORK ${PROJECT_BINARY_DIR}/tests/examples_cli)
+
+# saccade_cli_test(NAME [run_cli.sh options] RC SECONDS -- COMMAND...): one CTest test "cli_NAME".
+function(saccade_cli_test name)
+  add_test(NAME cli_${name} COMMAND sh ${SACCADE_CLI_RUN} ${ARGN})
+  set_tests_properties(cli_${name} PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=2" TIMEOUT 300 LABELS cli)
+endfunction()
+
+# A refusal before any work: exit code 2 in under a second, the stderr line matching `err`.
+function(saccade_cli_refusal name err)
+  saccade_cli_test(${name} --err ${err} 2 1 -- ${ARGN})
+endfunction()
+
+if(TARGET gpt)
+  set(gpt $<TARGET_FILE:gpt>)
+  # item 5: unreadable range errors, and --help's contradictory defaults
+  saccade_cli_refusal(gpt_steps_zero "^gpt: --steps: 0 is not allowed \\(need an integer >= 1\\)$" ${gpt} train --steps 0)
+  saccade_cli_refusal(gpt_steps_abc "^gpt: --steps: 'abc' is not a number$" ${gpt} train --steps abc)
+  saccade_cli_refusal(gpt_steps_fraction "^gpt: --steps: 2.5 is not an integer" ${gpt} train --steps 2.5)
+  saccade_cli_refusal(gpt_threads_negative "^gpt: --threads: -1 is not allowed \\(need an integer from 0 to" ${gpt} train --threads -1)
+  saccade_cli_test(gpt_help_defaults --out "--threads INT 0\\.\\.4096 +CPU threads \\(0: .*\\(default: 0\\)"
+                   --out "--steps INT >= 1 .*\\(default: 1500\\)" --no-out "POSITIVE"
+                   --out "--temperature .*only for the sample at the end of training" 0 1 -- ${gpt} train --help)
+  # item 3: --eval-tokens 0 scored nothing and failed at the end
+  saccade_cli_refusal(gpt_eval_tokens_zero "^gpt: --eval-tokens: 0 is not allowed \\(need -1 or an integer >= 1\\)$" ${gpt} train --eval-tokens 0)
+  # item 9: the sampling flags are checked before the model loads
+  saccade_cli_refusal(gpt_temperature_negative "^gpt: --temperature: -1 is not allowed \\(need a number >= 0\\)$" ${gpt} sample --temperature -1)
+  saccade_cli_refusal(gpt_top_p_zero "^gpt: --top-p: 0 is not allowed \\(need a number > 0 and <= 1\\)$" ${gpt} sample --top-p 0)
+  saccade_cli_refusal(gpt_top_p_two "^gpt: --top-p: 2 is not allowed" ${gpt} sample --top-p 2)
+  saccade_cli_refusal(gpt_top_k_negative "^gpt: --top-k: -1 is not allowed \\(need an integer >= 0\\)$" ${gpt} sample --top-k -1)
+  saccade_cli_refusal(gpt_attention_png_unwritable "^gpt: --attention-png: cannot write '/proc/x/a.png'" ${gpt} sample --checkpoint ${SACCADE_CLI_RUN} --attention-png /proc/x/a.png)
+  saccade_cli_refusal(gpt_sample_no_checkpoint "^gpt: --out: 'gpt_out/best.safetensors' does not exist$" ${gpt} sample --prompt x)
+  # item 14: a negative seed was taken as 2^64 - 1
+  saccade_cli_refusal(gpt_seed_negative "^gpt: --seed: -1 is not allowed \\(need an integer >= 0\\)$" ${gpt} train --seed -1)
+  # item 2 and others: flags that must agree, paths checked before any work
+  saccade_cli_refusal(gpt_grad_accum "^gpt: --grad-accum: 3 does not divide --batch-size 32$" ${gpt} train --grad-accum 3)
+  saccade_cli_refusal(gpt_out_unwritable "^gpt: --out: cannot make the folder '/proc/x/y'" ${gpt} train --out /proc/x/y)
+  # item 14: a context that cannot fit took gigabytes for 40 s before anything was said
+  saccade_cli_refusal(gpt_context_too_large "^gpt: --context: a step of 32 windows of 65536 tokens would hold about [0-9]+ GB of activations, more than this machine's"
+                      ${gpt} train --context 65536 --d-model 4096 --n-head 4 --n-layer 64)
+  saccade_cli_refusal(gpt_curves_missing_log "^gpt: logs: 'missing.csv' does not exist$" ${gpt} curves missing.csv)
+  if(NOT SACCADE_WITH_CUDA)
+    # item 11: the prefix was doubled ("gpt: gpt: --device cuda asked for ...")
+    saccade_cli_refusal(gpt_device_cuda "^gpt: --device: cuda asked for, but" ${gpt} train --device cuda)
+  endif()
+
+  saccade_cli_refusal(gpt_device_unknown "^gpt: --device: expected 'cpu', 'cuda' or 'cuda:N', got 'tpu'$" ${gpt} train --device tpu)
+  saccade_cli_refusal(gpt_profile_unwritable "^gpt: --profile: cannot write" ${gpt} train --profile /nonexistent/t.json)
+
+  # the tests that train or read the fortunes: only where Debian's fortunes are installed (scripts/setup)
+  if(EXISTS "/usr/share/games/fortunes/fortunes")
+    saccade_cli_test(gpt_vocab_size_too_small --err "^gpt: --vocab-size: 260 is not allowed \\(need an integer >= [0-9]+ for this training stream"
+                     2 10 -- ${gpt} train --tokenizer bpe --vocab-size 260)
+
+    # A tiny training run (a few seconds) that the tests below read from: its checkpoints are the fixture.
+    set(run ${SACCADE_CLI_WORK}/gpt_tiny)
+    set(tiny --steps 3 --batch-size 2 --context 16 --n-layer 1 --n-head 2 --d-model 16 --eval-every 0
+             --eval-tokens 256 --sample-tokens 8 --threads 2)
+    # item 12: the last lines say why the run ended and where its outputs went
+    add_test(NAME cli_gpt_tiny_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${run})
+    saccade_cli_test(gpt_tiny_train --out "^trained steps 1-3 in .*: reached --steps 3$" --out "^step 3/3 .* avg loss [0-9.]+ "
+                     --out "^final training loss .* the mean of the last 3 steps"
+                     --out "^outputs in ${run}: last.safetensors"
+                     --out "^--resume: no checkpoint at ${run}/last.safetensors: starting a fresh run$"
+                     --keep 0 120 -- ${gpt} train ${tiny} --out ${run} --resume)
+    set_tests_properties(cli_gpt_tiny_clean PROPERTIES FIXTURES_SETUP gpt_tiny_clean)
+    set_tests_properties(cli_gpt_tiny_train PROPERTIES FIXTURES_SETUP gpt_tiny FIXTURES_REQUIRED gpt_tiny_clean)
+    # item 8: a resume past --steps says there is nothing to train
+    saccade_cli_test(gpt_resume_nothing_to_train
+                     --out "^resumed from ${run}/last.safetensors at step 3$"
+                     --out "^the checkpoint is at step 3, reached --steps 2: nothing to train"
+                     --keep 0 120 -- ${gpt} train ${tiny} --steps 2 --out ${run} --resume)
+    # item 4: export onto the checkpoint it reads replaced the training checkpoint
+    saccade_cli_refusal(gpt_export_onto_itself "^gpt: --to: '.*best.safetensors' is the file being read"
+                        ${gpt} export --checkpoint ${run}/best.safetensors --to ${run}/./best.safetensors)
+    saccade_cli_test(gpt_export_and_sample --out "^wrote exported.safetensors" --keep 0 60 --
+                     sh -c "${gpt} export --checkpoint ${run}/best.safetensors --to exported.safetensors && ${gpt} sample --checkpoint exported.safetensors --prompt x --max-new-tokens 4")
+    saccade_cli_refusal(gpt_sample_tokenizer_for_bytes "^gpt: --tokenizer: the model in .* reads byte tokens"
+                        ${gpt} sample --checkpoint ${run}/best.safetensors --tokenizer ${SACCADE_CLI_RUN} --prompt x)
+    # item 9: --attention-layer was checked after the whole sample
+    saccade_cli_refusal(gpt_attention_layer "^gpt: --attention-layer: 9 is not allowed \\(need an integer from -1 to 0: the model has 1 blocks\\)$"
+                        ${gpt} sample --checkpoint ${run}/best.safetensors --attention-layer 9 --attention-png a.png --prompt x)
+    # item 6: a log with one validation score drew an empty picture
+    saccade_cli_test(gpt_curves_one_point --out "^wrote c.png$" --keep 0 10 --
+                     ${gpt} curves ${run}/log.csv --png c.png)
+    set_tests_properties(cli_gpt_resume_nothing_to_train cli_gpt_export_onto_itself cli_gpt_export_and_sample
+                         cli_gpt_sample_tokenizer_for_bytes cli_gpt_attention_layer cli_gpt_curves_one_point
+                         PROPERTIES FIXTURES_REQUIRED gpt_tiny)
+    # item 12: a run that the time limit ended said nothing of it
+    saccade_cli_test(gpt_time_limit_ends_run --out "^trained steps 1-[0-9]+ in .*: the --time-limit of 0.001 s ended the run$"
+                     --keep 0 60 -- ${gpt} train ${tiny} --steps 1000 --time-limit 0.001 --out t)
+    saccade_cli_test(gpt_stop_at_ends_run --out "^trained steps 1-1 in .*: stopped at --stop-at 1$"
+                     --keep 0 60 -- ${gpt} train ${tiny} --stop-at 1 --out s)
+    # item 4: a bpe model exported or copied to another folder could not be sampled
+    set(bpe ${SACCADE_CLI_WORK}/gpt_tiny_bpe)
+    add_test(NAME cli_gpt_bpe_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${bpe})
+    saccade_cli_test(gpt_bpe_train --out "^outputs in ${bpe}:" --keep 0 120 --
+                     ${gpt} train ${tiny} --tokenizer bpe --vocab-size 400 --out ${bpe})
+    set_tests_properties(cli_gpt_bpe_clean PROPERTIES FIXTURES_SETUP gpt_bpe_clean)
+    set_tests_properties(cli_gpt_bpe_train PROPERTIES FIXTURES_SETUP gpt_bpe FIXTURES_REQUIRED gpt_bpe_clean)
+    saccade_cli_test(gpt_bpe_export_elsewhere --out "^wrote moved/tokenizer.model" --out "^gpt: .*[(]bpe[)].*, from moved/m.safetensors"
+                     --keep 0 60 -- sh -c "mkdir moved && ${gpt} export --checkpoint ${bpe}/best.safetensors --to moved/m.safetensors && ${gpt} sample --checkpoint moved/m.safetensors --prompt x --max-new-tokens 4")
+    saccade_cli_test(gpt_bpe_sample_tokenizer_flag --out "^gpt: .*[(]bpe[)].*, from copy.safetensors" --keep 0 60 --
+                     sh -c "cp ${bpe}/best.safetensors copy.safetensors && ${gpt} sample --checkpoint copy.safetensors --tokenizer ${bpe}/tokenizer.model --prompt x --max-new-tokens 4")
+    saccade_cli_test(gpt_bpe_sample_without_tokenizer --err "^gpt: --tokenizer: the model in 'copy.safetensors' needs its bpe tokenizer, and there is no './tokenizer.model'"
+                     --keep 2 10 -- sh -c "cp ${bpe}/best.safetensors copy.safetensors && ${gpt} sample --checkpoint copy.safetensors --prompt x")
+    set_tests_properties(cli_gpt_bpe_export_elsewhere cli_gpt_bpe_sample_tokenizer_flag cli_gpt_bpe_sample_without_tokenizer
+                         PROPERTIES FIXTURES_REQUIRED gpt_bpe)
+  endif()
+  # item 11: with `> log 2>&1` the header lines come before the error
+  saccade_cli_test(gpt_log_order --first "^device cpu" --err "^gpt: fortune_files: " 1 10 -- ${gpt} train --data ${CMAKE_CURRENT_LIST_DIR})
+  saccade_cli_refusal(gpt_data_missing "^gpt: --data: '/nonexistent/fortunes' does not exist [(]the fortunes: install Debian's" ${gpt} train --data /nonexistent/fortunes)
+endif()
+
+if(TARGET image_caption)
+  set(ic $<TARGET_FILE:image_caption>)
+  # item 1: bad numbers became the defaults
+  saccade_cli_refusal(caption_steps_zero "^image_caption: --steps: 0 is not allowed \\(need an integer >= 1\\)$" ${ic} --steps 0)
+  saccade_cli_refusal(caption_steps_negative "^image_caption: --steps: -5 is not allowed" ${ic} --steps -5)
+  saccade_cli_refusal(caption_lr_zero "^image_caption: --lr: 0 is not allowed \\(need a number > 0\\)$" ${ic} --lr 0)
+  # item 5
+  saccade_cli_refusal(caption_batch_size_zero "^image_caption: --batch-size: 0 is not allowed \\(need an integer >= 1\\)$" ${ic} --batch-size 0)
+  # item 10: --help shows every default
+  saccade_cli_test(caption_help_defaults --out "--model .*\\(default: sat\\)" --out "--batch-size .*\\(default: 64\\)"
+                   --out "--out .*\\(default: caption_out\\)" --out "--eval-scenes .*\\(default: 2000\\)"
+                   --out "--steps .*\\(default: 1000\\)" 0 1 -- ${ic} --help)
+  # item 14: a failed run left an empty output folder
+  saccade_cli_refusal(caption_missing_data "^image_caption: --data: '/nonexistent/fashion-mnist' does not exist [(]Fashion-MNIST: install Debian's dataset-fashion-mnist" ${ic} --data /nonexistent/fashion-mnist)
+  # the data folder holds no Fashion-MNIST: the error comes after the header lines, and leaves no folder behind
+  saccade_cli_test(caption_data_without_files --err "^image_caption: read_idx: cannot open .*/t10k" 1 10 -- ${ic} --data ${CMAKE_CURRENT_LIST_DIR})
+  saccade_cli_test(caption_eval_only_bad_checkpoint --err "^image_caption: .*run_cli.sh" 1 10 -- ${ic} --eval-only --checkpoint ${SACCADE_CLI_RUN})
+  saccade_cli_refusal(caption_eval_only_missing "^image_caption: --checkpoint: 'caption_out/checkpoint.safetensors' does not exist$" ${ic} --eval-only)
+  # the tests that train: only where Fashion-MNIST is installed (scripts/setup)
+  if(EXISTS "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")
+    # item 8: a resume with another --model trained the checkpoint's model in silence
+    set(run ${SACCADE_CLI_WORK}/caption_tiny)
+    add_test(NAME cli_caption_tiny_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${run})
+    saccade_cli_test(caption_tiny_train --out "^--resume: no checkpoint at ${run}/checkpoint.safetensors: starting a fresh sat model$"
+                     --keep 0 120 -- ${ic} --steps 2 --batch-size 2 --eval-scenes 2 --pictures 0 --conv1 4 --conv2 4
+                     --d-model 16 --hidden 16 --threads 2 --out ${run} --resume)
+    set_tests_properties(cli_caption_tiny_clean PROPERTIES FIXTURES_SETUP caption_tiny_clean)
+    set_tests_properties(cli_caption_tiny_train PROPERTIES FIXTURES_SETUP caption_tiny FIXTURES_REQUIRED caption_tiny_clean)
+    saccade_cli_test(caption_resume_other_model --err "^image_caption: --resume: '.*' holds another model .* than --model ask for$" 2 10 --
+                     ${ic} --model transformer --out ${run} --resume)
+    set_tests_properties(cli_caption_resume_other_model PROPERTIES FIXTURES_REQUIRED caption_tiny)
+  endif()
+endif()
+
+if(TARGET g2p)
+  set(g2p $<TARGET_FILE:g2p>)
+  # item 1: lr and dropout fell back to the defaults
+  saccade_cli_refusal(g2p_lr_negative "^g2p: --lr: -1 is not allowed \\(need a number > 0\\)$" ${g2p} --lr -1)
+  saccade_cli_refusal(g2p_dropout_negative "^g2p: --dropout: -0.5 is not allowed \\(need a number >= 0 and < 1\\)$" ${g2p} --dropout -0.5)
+  # item 2: a raw C++ error ("cannot create std::vector larger than max_size()")
+  saccade_cli_refusal(g2p_val_words_negative "^g2p: --val-words: -1 is not allowed \\(need an integer >= 1\\)$" ${g2p} --val-words -1)
+  # item 10
+  saccade_cli_test(g2p_help_defaults --out "--steps .*\\(default: 2500\\)" --out "--beam .*\\(default: 5\\)"
+                   --out "--val-every .*\\(default: 500\\)" --out "--dict .*\\(default: /usr/share" 0 1 -- ${g2p} --help)
+  # item 14: an empty --dict gave "G2PVocab: no phones in ''"
+  saccade_cli_test(g2p_empty_dict --err "^g2p: --dict: '/dev/null' holds no pronunciations" 2 10 -- ${g2p} --dict /dev/null)
+  saccade_cli_test(g2p_eval_only_bad_checkpoint --err "^g2p: .*run_cli.sh" 1 10 -- ${g2p} --eval-only --checkpoint ${SACCADE_CLI_RUN})
+  saccade_cli_refusal(g2p_eval_only_without_checkpoint "^g2p: --eval-only: needs --checkpoint FILE$" ${g2p} --eval-only)
+  # the tests that train: only where the CMU dictionary is installed (festlex-cmu, scripts/setup)
+  if(EXISTS "/usr/share/festival/dicts/cmu/cmudict-0.4.out")
+    # item 8: a resume states what it resumed, refuses another model, and says when there is nothing to train
+    set(run ${SACCADE_CLI_WORK}/g2p_tiny)
+    set(tiny --train-words 200 --test-words 5 --val-words 5 --val-every 1 --hidden 8 --beam 1 --threads 2)
+    add_test(NAME cli_g2p_tiny_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${run})
+    saccade_cli_test(g2p_tiny_train --out "^--resume: no checkpoint at ${run}/checkpoint.safetensors: starting a fresh bahdanau model$"
+                     --out "^trained 2 steps in .*training loss .* \\(the mean of the first 2 steps\\)"
+                     --out "^checkpoints in ${run}: checkpoint.safetensors"
+                     --keep 0 120 -- ${g2p} ${tiny} --steps 2 --out ${run} --resume)
+    set_tests_properties(cli_g2p_tiny_clean PROPERTIES FIXTURES_SETUP g2p_tiny_clean)
+    set_tests_properties(cli_g2p_tiny_train PROPERTIES FIXTURES_SETUP g2p_tiny FIXTURES_REQUIRED g2p_tiny_clean)
+    saccade_cli_test(g2p_resume_other_model --err "^g2p: --resume: '.*' holds another model .* than --model ask for$" 2 10 --
+                     ${g2p} ${tiny} --model transformer --out ${run} --resume)
+    saccade_cli_test(g2p_resume_nothing_to_train --out "^resumed from ${run}/checkpoint.safetensors at step 2$"
+                     --out "nothing to train [(]--steps 1[)]$" --keep 0 120 -- ${g2p} ${tiny} --steps 1 --out ${run} --resume)
+    set_tests_properties(cli_g2p_resume_other_model cli_g2p_resume_nothing_to_train PROPERTIES FIXTURES_REQUIRED g2p_tiny)
+  endif()
+endif()
+
+if(TARGET nw_regression)
+  set(nw $<TARGET_FILE:nw_regression>)
+  saccade_cli_refusal(nw_epochs_zero "^nw_regression: --epochs: 0 is not allowed \\(need an integer from 1 to 1000000\\)$" ${nw} --epochs 0)
+  saccade_cli_refusal(nw_lr_abc "^nw_regression: --lr: 'abc' is not a number$" ${nw} --lr abc)
+  # item 14: --epochs 5 printed the d2l run twice
+  saccade_cli_test(nw_epochs_five --count "^parametric NW, 5 epochs of" 1 --count "^parametric NW, 5 epochs, w" 1
+                   --keep 0 60 -- ${nw} --epochs 5 --out nw)
+endif()
+
+# item 13: every command that a README shows parses with the program as built (flags that exist, values in
+# their ranges), so that the READMEs cannot drift from the programs.
+find_package(Python3 COMPONENTS Interpreter)
+if(Python3_FOUND AND TARGET gpt AND TARGET image_caption AND TARGET g2p AND TARGET nw_regression)
+  file(GLOB SACCADE_EXAMPLE_READMES ${PROJECT_SOURCE_DIR}/examples/README.md ${PROJECT_SOURCE_DIR}/examples/*/README.md)
+  add_test(NAME cli_readme_commands_parse
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/readme_commands.py ${PROJECT_BINARY_DIR}
+                   ${PROJECT_SOURCE_DIR}/README.md ${SACCADE_EXAMPLE_READMES})
+  set_tests_properties(cli_readme_commands_parse PROPERTIES LABELS cli TIMEOUT 120)
+endif()
