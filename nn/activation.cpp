@@ -16,6 +16,12 @@ Variable GELU::forward(const Variable& x) {
   return gelu(x);
 }
 
+Variable SiLU::forward(const Variable& x) {
+  ErrorScope scope(name(), {shape_of(x)});
+  SACCADE_CHECK(x.defined(), "SiLU: got an undefined input");
+  return silu(x);
+}
+
 Variable Tanh::forward(const Variable& x) {
   ErrorScope scope(name(), {shape_of(x)});
   SACCADE_CHECK(x.defined(), "Tanh: got an undefined input");

@@ -20,6 +20,13 @@ class GELU : public UnaryModule {
   Variable forward(const Variable& x) override;
 };
 
+/// SiLU (swish) x σ(x) (Elfwing et al. 2018; torch.nn.SiLU). forward: any floating x -> x's shape.
+class SiLU : public UnaryModule {
+ public:
+  SiLU() : UnaryModule("SiLU") {}
+  Variable forward(const Variable& x) override;
+};
+
 /// tanh(x) (torch.nn.Tanh).
 class Tanh : public UnaryModule {
  public:

@@ -13,6 +13,22 @@ PositionWiseFFN::PositionWiseFFN(int64_t ffn_num_inputs, int64_t ffn_num_hiddens
   dense2 = register_module("dense2", std::make_shared<Linear>(ffn_num_hiddens, ffn_num_outputs, true, gen));
 }
 
+SwiGLU::SwiGLU(int64_t hidden_size, int64_t intermediate_size, bool bias, Generator* gen)
+    : UnaryModule("SwiGLU") {
+  ErrorScope scope(name());
+  gate_proj =
+      register_module("gate_proj", std::make_shared<Linear>(hidden_size, intermediate_size, bias, gen));
+  up_proj = register_module("up_proj", std::make_shared<Linear>(hidden_size, intermediate_size, bias, gen));
+  down_proj =
+      register_module("down_proj", std::make_shared<Linear>(intermediate_size, hidden_size, bias, gen));
+}
+
+// x: (*, hidden) -> gate, up: (*, intermediate) -> (*, hidden)
+Variable SwiGLU::forward(const Variable& x) {
+  ErrorScope scope(name(), {shape_of(x)});
+  return down_proj->forward(swiglu(gate_proj->forward(x), up_proj->forward(x)));
+}
+
 // x: (*, in) -> (*, out)
 Variable PositionWiseFFN::forward(const Variable& x) {
   ErrorScope scope(name(), {shape_of(x)});

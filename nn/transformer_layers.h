@@ -1,6 +1,6 @@
 #pragma once
 // The position-wise feed-forward network and the residual add & norm of the Transformer (d2l section 11.7;
-// Vaswani et al. 2017, section 3.3 and 5.4).
+// Vaswani et al. 2017, section 3.3 and 5.4), and Llama's SwiGLU feed-forward (Shazeer 2020).
 #include <memory>
 
 #include "nn/activation.h"
@@ -27,6 +27,22 @@ class PositionWiseFFN : public UnaryModule {
   std::shared_ptr<Linear> dense1;
   std::shared_ptr<ReLU> relu;
   std::shared_ptr<Linear> dense2;
+};
+
+/// The SwiGLU feed-forward block of Llama-family models (Shazeer 2020, "GLU Variants Improve Transformer",
+/// FFN_SwiGLU; Hugging Face's LlamaMLP): down_proj(silu(gate_proj(x)) ⊙ up_proj(x)), the gating fused in one
+/// pass (swiglu, autograd/functions/elementwise.h).
+///
+/// Children (Hugging Face's names, so a Llama checkpoint's "mlp.gate_proj.weight" maps one to one):
+/// `gate_proj` and `up_proj` Linear(hidden_size, intermediate_size), `down_proj` Linear(intermediate_size,
+/// hidden_size), without biases unless `bias` (LlamaConfig.mlp_bias). Init as Linear, from `gen`.
+/// forward: x (*, hidden_size) -> (*, hidden_size). Errors as Linear's.
+class SwiGLU : public UnaryModule {
+ public:
+  SwiGLU(int64_t hidden_size, int64_t intermediate_size, bool bias = false, Generator* gen = nullptr);
+  Variable forward(const Variable& x) override;
+
+  std::shared_ptr<Linear> gate_proj, up_proj, down_proj;
 };
 
 /// The residual connection followed by layer normalisation: AddNorm(X, Y) = LayerNorm(Dropout(Y) + X) (d2l

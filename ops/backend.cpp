@@ -74,6 +74,8 @@ std::string_view unary_op_name(UnaryOp op) {
       return "gelu";
     case UnaryOp::GeluGrad:
       return "gelu_grad";
+    case UnaryOp::Silu:
+      return "silu";
     case UnaryOp::Sign:
       return "sign";
     case UnaryOp::PowScalar:
@@ -116,6 +118,10 @@ std::string_view binary_op_name(BinaryOp op) {
       return "logical_and";
     case BinaryOp::GeluBackward:
       return "gelu_backward";
+    case BinaryOp::SiluBackward:
+      return "silu_backward";
+    case BinaryOp::Swiglu:
+      return "swiglu";
     case BinaryOp::LogicalOr:
       return "logical_or";
   }

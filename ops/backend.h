@@ -33,6 +33,7 @@ enum class UnaryOp {
   Relu,
   Gelu,
   GeluGrad,  // d gelu(x) / dx (exact, erf-based gelu)
+  Silu,      // x · sigmoid(x)
   Sign,
   PowScalar,   // x ** alpha
   LogicalNot,  // bool -> bool
@@ -57,6 +58,8 @@ enum class BinaryOp {
   LogicalAnd,
   LogicalOr,     // Bool x Bool -> Bool
   GeluBackward,  // g · d gelu(x) / dx, with g the first operand and x the second (floating only)
+  SiluBackward,  // g · d silu(x) / dx, g first, x second (floating only)
+  Swiglu,        // silu(gate) · up, gate first, up second (floating only)
 };
 
 /// The reductions along one dim (Backend::reduce); Max and Min also drive Backend::arg_reduce.

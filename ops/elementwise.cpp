@@ -151,6 +151,28 @@ Tensor gelu_backward(const Tensor& g, const Tensor& x) {
                 x.defined() ? x.shape() : Shape{}, x.defined() ? dtype_name(x.dtype()) : "undefined");
   return binary(BinaryOp::GeluBackward, g, x);
 }
+Tensor silu(const Tensor& a) {
+  SACCADE_CHECK(!a.defined() || is_floating(a.dtype()),
+                "silu: expected a floating tensor, got {} of shape {}", a.dtype(), a.shape());
+  return unary(UnaryOp::Silu, a);
+}
+// The checks of the fused floating-only binary ops: both defined and floating (and, for swiglu, one shape).
+static void check_floating_pair(const char* op, const Tensor& a, const Tensor& b, bool same_shape) {
+  SACCADE_CHECK(a.defined() && b.defined() && is_floating(a.dtype()) && is_floating(b.dtype()) &&
+                    (!same_shape || a.shape() == b.shape()),
+                "{}: expected two floating tensors{}, got {} {} and {} {}", op,
+                same_shape ? " of one shape" : "", a.defined() ? a.shape() : Shape{},
+                a.defined() ? dtype_name(a.dtype()) : "undefined", b.defined() ? b.shape() : Shape{},
+                b.defined() ? dtype_name(b.dtype()) : "undefined");
+}
+Tensor silu_backward(const Tensor& g, const Tensor& x) {
+  check_floating_pair("silu_backward", g, x, false);
+  return binary(BinaryOp::SiluBackward, g, x);
+}
+Tensor swiglu(const Tensor& gate, const Tensor& up) {
+  check_floating_pair("swiglu", gate, up, true);
+  return binary(BinaryOp::Swiglu, gate, up);
+}
 Tensor sign(const Tensor& a) { return unary(UnaryOp::Sign, a); }
 
 Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi) {

@@ -76,6 +76,15 @@ Tensor gelu_grad(const Tensor& a);
 /// rounded to the dtype on its own, nor stored). Throws saccade::Error naming "gelu_backward" and the shapes
 /// for undefined or non-floating tensors, or shapes that do not broadcast.
 Tensor gelu_backward(const Tensor& g, const Tensor& x);
+/// SiLU (swish), x σ(x) = x / (1 + e^-x) (Elfwing et al. 2018; as torch.nn.functional.silu). Floating only.
+Tensor silu(const Tensor& a);
+/// g · silu'(x) = g σ(x) (1 + x (1 - σ(x))) in one pass, broadcast and promoted as mul. Throws saccade::Error
+/// naming "silu_backward" and the shapes for undefined or non-floating tensors.
+Tensor silu_backward(const Tensor& g, const Tensor& x);
+/// silu(gate) ⊙ up in one pass (SwiGLU's gate, Shazeer 2020; Llama's MLP computes down(silu(gate) * up)).
+/// gate, up: one shape, floating (16-bit: float32 inside, one rounding). Throws saccade::Error naming
+/// "swiglu" and the shapes for undefined, non-floating or differently shaped tensors.
+Tensor swiglu(const Tensor& gate, const Tensor& up);
 Tensor sign(const Tensor& a);
 /// min(max(a, lo), hi); either bound may be absent (both absent: a copy). Throws when lo > hi, or for bool.
 Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi);

@@ -210,6 +210,24 @@ template <class T>
 struct GeluBackward {
   SACCADE_HOST_DEVICE T operator()(T g, T x) const { return g * GeluGrad<T>{}(x); }
 };
+/// SiLU (swish), x σ(x) = x / (1 + e^-x) (Elfwing et al. 2018; Ramachandran et al. 2017).
+template <class T>
+struct Silu {
+  SACCADE_HOST_DEVICE T operator()(T x) const { return x / (T(1) + std::exp(-x)); }
+};
+/// g · silu'(x) = g σ(x) (1 + x (1 - σ(x))): SiLU's backward in one pass.
+template <class T>
+struct SiluBackward {
+  SACCADE_HOST_DEVICE T operator()(T g, T x) const {
+    const T s = T(1) / (T(1) + std::exp(-x));
+    return g * s * (T(1) + x * (T(1) - s));
+  }
+};
+/// silu(gate) · up: the SwiGLU feed-forward's gating in one pass (Shazeer 2020, eq. 6 with Swish_1).
+template <class T>
+struct Swiglu {
+  SACCADE_HOST_DEVICE T operator()(T gate, T up) const { return gate / (T(1) + std::exp(-gate)) * up; }
+};
 /// Gelu and GeluGrad in float for results stored in 16 bits (erf_float_single): the CPU's bfloat16 and
 /// float16 kernels (ops/cpu/elementwise.cpp).
 struct Gelu16 {
@@ -376,6 +394,8 @@ bool with_unary_functor(UnaryOp op, double alpha, Run&& run) {
         return run(Gelu<T>{}), true;
       case UnaryOp::GeluGrad:
         return run(GeluGrad<T>{}), true;
+      case UnaryOp::Silu:
+        return run(Silu<T>{}), true;
       case UnaryOp::Sign:
         return run(Sign<T>{}), true;
       case UnaryOp::PowScalar:
@@ -410,6 +430,12 @@ void with_binary_functor(BinaryOp op, Arith&& arith, Test&& test) {
     case BinaryOp::GeluBackward:
       if constexpr (std::is_floating_point_v<T>) return arith(GeluBackward<T>{});
       return;  // ops::gelu_backward takes floating tensors only
+    case BinaryOp::SiluBackward:
+      if constexpr (std::is_floating_point_v<T>) return arith(SiluBackward<T>{});
+      return;  // floating tensors only (ops::silu_backward)
+    case BinaryOp::Swiglu:
+      if constexpr (std::is_floating_point_v<T>) return arith(Swiglu<T>{});
+      return;  // floating tensors only (ops::swiglu)
     case BinaryOp::Eq:
       return test(Eq<T>{});
     case BinaryOp::Ne:

@@ -284,6 +284,39 @@ Variable gelu_grad(const Variable& a) {
   });
 }
 
+namespace {
+// silu'(x) = σ(x) (1 + x (1 - σ(x))), composed of recorded ops (the create_graph path of silu and swiglu)
+Variable silu_grad_composed(const Variable& x) {
+  const Variable s = sigmoid(x);
+  return mul(s, add(mul(x, rsub(s, 1.0)), 1.0));
+}
+}  // namespace
+
+Variable silu(const Variable& a) {
+  check_defined("silu", a);
+  // y = a σ(a):  da = g σ(a) (1 + a (1 - σ(a)))
+  SavedVariable sa(a, "silu");
+  return make_result("silu", ops::silu(a.data()), {a}, [sa](const Variable& g) -> Grads {
+    if (grad_enabled()) return {mul(g, silu_grad_composed(sa.get()))};  // create_graph: differentiable again
+    return {Variable(ops::silu_backward(g.data(), sa.get().data()))};
+  });
+}
+
+Variable swiglu(const Variable& gate, const Variable& up) {
+  check_defined("swiglu", gate, up);
+  SACCADE_CHECK(gate.dtype() == up.dtype(), "swiglu: gate {} ({}) and up {} ({}) must have one dtype",
+                gate.shape(), gate.dtype(), up.shape(), up.dtype());
+  // y = silu(gate) ⊙ up:  d up = silu(gate) ⊙ g,  d gate = silu'(gate) ⊙ g ⊙ up
+  SavedVariable sg(gate, "swiglu"), su(up, "swiglu");
+  return make_result("swiglu", ops::swiglu(gate.data(), up.data()), {gate, up},
+                     [sg, su](const Variable& g) -> Grads {
+                       const Variable x = sg.get(), u = su.get();
+                       if (grad_enabled()) return {mul(mul(g, u), silu_grad_composed(x)), mul(silu(x), g)};
+                       return {Variable(ops::silu_backward(ops::mul(g.data(), u.data()), x.data())),
+                               Variable(ops::swiglu(x.data(), g.data().to(x.dtype())))};
+                     });
+}
+
 Variable clamp(const Variable& a, std::optional<double> lo, std::optional<double> hi) {
   check_defined("clamp", a);
   // y = min(max(a, lo), hi):  da = g where lo <= a <= hi

@@ -57,6 +57,14 @@ Variable relu(const Variable& a);
 Variable gelu(const Variable& a);
 /// d gelu(a) / da = Φ(a) + a φ(a), elementwise (the derivative gelu's rule uses; differentiable again).
 Variable gelu_grad(const Variable& a);
+/// SiLU (swish) a σ(a) (Elfwing et al. 2018; torch.nn.functional.silu). The backward is one pass
+/// (ops::silu_backward); under create_graph it is composed of sigmoid and mul, so differentiable again.
+Variable silu(const Variable& a);
+/// silu(gate) ⊙ up, forward in one pass (ops::swiglu): the gating of a SwiGLU feed-forward (Shazeer 2020),
+/// as Llama's MLP, down_proj(silu(gate_proj(x)) * up_proj(x)). gate, up: one shape and dtype. Backward: d up
+/// = silu(gate) ⊙ g (one pass, ops::swiglu), d gate = silu'(gate) ⊙ (g ⊙ up) (two); under create_graph the
+/// composed silu(gate) * up. Throws saccade::Error naming "swiglu" for other shapes or dtypes.
+Variable swiglu(const Variable& gate, const Variable& up);
 /// Gradient passes where lo <= a <= hi, zero outside.
 Variable clamp(const Variable& a, std::optional<double> lo, std::optional<double> hi);
 

@@ -1,0 +1,102 @@
+// SiLU and SwiGLU (issue 40): the one-pass kernels against their composed definitions, gradcheck and
+// gradgradcheck, the 16-bit path as the float32 one rounded once, the modules, and bad input.
+#include <algorithm>
+
+#include "helpers.h"
+
+using namespace saccade;
+using saccade::testing::allclose;
+using saccade::testing::rand64;
+
+namespace {
+Variable leaf(const Tensor& t) { return Variable(t, true); }
+}  // namespace
+
+TEST_CASE("silu and swiglu: one pass each, equal to their definitions", "[ops][elementwise][swiglu]") {
+  // beyond exp's range on both sides too: silu(-800) = -0 (not NaN), silu(800) = 800
+  Tensor x =
+      ops::cat({ops::mul(rand64({1000}, 1), 8.0), ops::tensor({-800.0, 800.0, 0.0}, DType::Float64)}, 0);
+  Tensor sx = ops::mul(x, ops::sigmoid(x));
+  CHECK(allclose(ops::silu(x), sx, 1e-15, 1e-300));
+  Tensor g = rand64({1003}, 2), up = rand64({1003}, 3);
+  Tensor s = ops::sigmoid(x);
+  Tensor dsilu = ops::mul(s, ops::add(ops::mul(x, ops::rsub(s, 1.0)), 1.0));
+  CHECK(allclose(ops::silu_backward(g, x), ops::mul(g, dsilu), 1e-14, 1e-300));
+  CHECK(allclose(ops::swiglu(x, up), ops::mul(sx, up), 1e-15, 1e-300));
+  for (double v : ops::silu(x).to_vector<double>()) REQUIRE(std::isfinite(v));
+  // float32, strided inputs (a transposed gate)
+  Tensor gate32 = rand64({40, 30}, 4).to(DType::Float32).t(), up32 = rand64({30, 40}, 5).to(DType::Float32);
+  Tensor ref = ops::mul(ops::mul(gate32.to(DType::Float64), ops::sigmoid(gate32.to(DType::Float64))),
+                        up32.to(DType::Float64));
+  CHECK(allclose(ops::swiglu(gate32, up32), ref, 1e-6, 1e-7));
+}
+
+TEST_CASE("silu and swiglu: gradcheck, gradgradcheck, and the rule's one-pass gradients",
+          "[autograd][swiglu]") {
+  CHECK(gradcheck([](const std::vector<Variable>& v) { return silu(v[0]); }, {leaf(rand64({3, 5}, 6))}));
+  CHECK(gradgradcheck([](const std::vector<Variable>& v) { return silu(v[0]); }, {leaf(rand64({3, 5}, 7))}));
+  auto f = [](const std::vector<Variable>& v) { return swiglu(v[0], v[1]); };
+  CHECK(gradcheck(f, {leaf(rand64({4, 6}, 8)), leaf(rand64({4, 6}, 9))}));
+  CHECK(gradcheck(f, {leaf(rand64({6, 4}, 10).t()), leaf(rand64({4, 6}, 11))}));  // a strided gate
+  CHECK(gradgradcheck(f, {leaf(rand64({3, 4}, 12)), leaf(rand64({3, 4}, 13))}));
+  // only one input requiring grad
+  Variable fixed(rand64({4, 6}, 14));
+  CHECK(gradcheck([&](const std::vector<Variable>& v) { return swiglu(v[0], fixed); },
+                  {leaf(rand64({4, 6}, 15))}));
+  CHECK(gradcheck([&](const std::vector<Variable>& v) { return swiglu(fixed, v[0]); },
+                  {leaf(rand64({4, 6}, 16))}));
+  // float32: the fused rule against the composed silu(gate) * up
+  Tensor g0 = rand64({8, 16}, 17).to(DType::Float32), u0 = rand64({8, 16}, 18).to(DType::Float32);
+  Variable g1(g0, true), u1(u0, true), g2(g0, true), u2(u0, true);
+  Variable y1 = swiglu(g1, u1), y2 = mul(mul(g2, sigmoid(g2)), u2);
+  CHECK(allclose(y1.data(), y2.data(), 1e-6, 1e-7));
+  sum(mul(y1, y1)).backward();
+  sum(mul(y2, y2)).backward();
+  CHECK(allclose(g1.grad(), g2.grad(), 1e-5, 1e-6));
+  CHECK(allclose(u1.grad(), u2.grad(), 1e-5, 1e-6));
+}
+
+TEST_CASE("silu and swiglu: 16-bit in and out, the float32 computation rounded once", "[half][swiglu]") {
+  for (DType t : {DType::BFloat16, DType::Float16}) {
+    INFO(dtype_name(t));
+    Tensor a = ops::mul(rand64({300}, 20), 6.0).to(t), b = rand64({300}, 21).to(t);
+    const Tensor a32 = a.to(DType::Float32), b32 = b.to(DType::Float32);
+    CHECK(ops::silu(a).dtype() == t);
+    CHECK(allclose(ops::silu(a), ops::silu(a32).to(t), 0, 0));
+    CHECK(allclose(ops::swiglu(a, b), ops::swiglu(a32, b32).to(t), 0, 0));
+    CHECK(allclose(ops::silu_backward(b, a), ops::silu_backward(b32, a32).to(t), 0, 0));
+    Variable va(a, true), vb(b, true);
+    sum(swiglu(va, vb)).backward();
+    CHECK(va.grad().dtype() == t);
+    CHECK(vb.grad().dtype() == t);
+    CHECK(allclose(vb.grad(), ops::silu(a32).to(t), 0, 0));  // d up = silu(gate) · 1
+  }
+}
+
+TEST_CASE("SiLU and SwiGLU modules, and bad input", "[nn][swiglu][errors]") {
+  Generator gen(3);
+  nn::SwiGLU mlp(8, 20, false, &gen);
+  std::vector<std::string> keys = mlp.state_dict().keys();
+  std::sort(keys.begin(), keys.end());
+  CHECK(keys == std::vector<std::string>{"down_proj.weight", "gate_proj.weight", "up_proj.weight"});
+  CHECK(mlp.gate_proj->weight.shape() == Shape{20, 8});
+  CHECK(mlp.down_proj->weight.shape() == Shape{8, 20});
+  Variable x(rand64({2, 3, 8}, 30).to(DType::Float32));
+  Variable y = mlp.forward(x);
+  CHECK(y.shape() == Shape{2, 3, 8});
+  Variable ref = mlp.down_proj->forward(mul(silu(mlp.gate_proj->forward(x)), mlp.up_proj->forward(x)));
+  CHECK(allclose(y.data(), ref.data(), 1e-6, 1e-6));
+  CHECK(nn::SwiGLU(4, 6, true).state_dict().keys().size() == 6);
+  nn::SiLU act;
+  CHECK(allclose(act.forward(x).data(), silu(x).data(), 0, 0));
+  REQUIRE_THROWS_SACCADE(act.forward(Variable()), "SiLU: got an undefined input");
+  REQUIRE_THROWS_SACCADE(ops::swiglu(rand64({3}), rand64({4})),
+                         "swiglu: expected two floating tensors of one shape");
+  REQUIRE_THROWS_SACCADE(ops::swiglu(rand64({3}), Tensor()), "swiglu");
+  REQUIRE_THROWS_SACCADE(ops::silu(ops::ones({3}, DType::Int64)), "silu: expected a floating tensor");
+  REQUIRE_THROWS_SACCADE(ops::silu_backward(ops::ones({3}, DType::Int64), rand64({3})), "silu_backward");
+  REQUIRE_THROWS_SACCADE(swiglu(Variable(rand64({3})), Variable(rand64({3}).to(DType::Float32))),
+                         "swiglu: gate [3] (float64) and up [3] (float32) must have one dtype");
+  REQUIRE_THROWS_SACCADE(swiglu(Variable(rand64({3})), Variable(rand64({2}))), "swiglu");
+  REQUIRE_THROWS_SACCADE(mlp.forward(Variable(rand64({2, 5}).to(DType::Float32))), "SwiGLU");
+}
