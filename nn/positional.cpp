@@ -1,11 +1,14 @@
 #include "nn/positional.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "autograd/functions/elementwise.h"
+#include "autograd/functions/rotary.h"
 #include "autograd/functions/shape.h"
 #include "ops/creation.h"
+#include "ops/index.h"
 #include "ops/join.h"
 
 namespace saccade::nn {
@@ -98,6 +101,69 @@ Variable PositionalEncoding2D::forward_nchw(const Variable& X) {
   SACCADE_CHECK(X.defined() && X.dim() == 4, "PositionalEncoding2D: expected X of shape (B, C, H, W), got {}",
                 X.defined() ? X.shape() : Shape{});
   return permute(forward(permute(X, {0, 2, 3, 1})), {0, 3, 1, 2});
+}
+
+RotaryEmbedding::RotaryEmbedding(int64_t head_dim, double theta, ops::RotaryStyle style,
+                                 double rotary_fraction)
+    : Module("RotaryEmbedding"), head_dim_(head_dim), theta_(theta), style_(style) {
+  ErrorScope scope(name());
+  SACCADE_CHECK(rotary_fraction > 0 && rotary_fraction <= 1,
+                "RotaryEmbedding: rotary_fraction must be in (0, 1], got {}", rotary_fraction);
+  rotary_dim_ = static_cast<int64_t>(static_cast<double>(head_dim) * rotary_fraction);
+  if (rotary_fraction < 1) rotary_dim_ -= rotary_dim_ % 2;  // partial: the largest even count (as GPT-NeoX)
+  SACCADE_CHECK(
+      rotary_dim_ > 0 && rotary_dim_ % 2 == 0,
+      "RotaryEmbedding: the rotated dims must be even and positive: head_dim {} x rotary_fraction {} "
+      "gives {}",
+      head_dim, rotary_fraction, rotary_dim_);
+  SACCADE_CHECK(std::isfinite(theta) && theta > 1, "RotaryEmbedding: theta must be finite and > 1, got {}",
+                theta);
+}
+
+const ops::RotaryTables& RotaryEmbedding::tables(const Variable& x, int64_t positions) {
+  const DType dtype = x.dtype() == DType::Float64 ? DType::Float64 : DType::Float32;
+  const std::pair<DType, Device> key{dtype, x.device()};
+  for (auto& [k, t] : cache_) {
+    if (k != key) continue;
+    if (t.cos.size(0) < positions)
+      t = ops::rotary_tables(std::max(positions, 2 * t.cos.size(0)), rotary_dim_, theta_, dtype, x.device());
+    return t;
+  }
+  cache_.emplace_back(
+      key, ops::rotary_tables(std::max<int64_t>(positions, 64), rotary_dim_, theta_, dtype, x.device()));
+  return cache_.back().second;
+}
+
+// x: (..., T, head_dim) -> the same
+Variable RotaryEmbedding::forward(const Variable& x, int64_t offset) {
+  ErrorScope scope(name(), {shape_of(x)});
+  SACCADE_CHECK(x.defined() && x.dim() >= 2 && x.size(-1) == head_dim_ && is_floating(x.dtype()),
+                "RotaryEmbedding: expected a floating x of shape (..., T, {}), got {}", head_dim_,
+                x.defined() ? x.shape() : Shape{});
+  SACCADE_CHECK(offset >= 0, "RotaryEmbedding: offset must be >= 0, got {}", offset);
+  const int64_t T = x.size(-2);
+  const ops::RotaryTables& t = tables(x, offset + T);
+  return rotary_embedding(x, t.cos.narrow(0, offset, T), t.sin.narrow(0, offset, T), style_);
+}
+
+Variable RotaryEmbedding::forward(const Variable& x, const Tensor& positions) {
+  ErrorScope scope(name(), {shape_of(x)});
+  SACCADE_CHECK(x.defined() && x.dim() >= 2 && x.size(-1) == head_dim_ && is_floating(x.dtype()),
+                "RotaryEmbedding: expected a floating x of shape (..., T, {}), got {}", head_dim_,
+                x.defined() ? x.shape() : Shape{});
+  SACCADE_CHECK(positions.defined() && positions.dtype() == DType::Int64 && positions.dim() == 1 &&
+                    positions.size(0) == x.size(-2),
+                "RotaryEmbedding: positions must be int64 (T) with T = {}, got {}", x.size(-2),
+                positions.defined() ? positions.shape() : Shape{});
+  const Tensor on_host = positions.to(Device::cpu());
+  int64_t last = -1;
+  for (int64_t p : on_host.to_vector<int64_t>()) {
+    SACCADE_CHECK(p >= 0, "RotaryEmbedding: positions must be >= 0, got {}", p);
+    last = std::max(last, p);
+  }
+  const ops::RotaryTables& t = tables(x, last + 1);
+  const Tensor index = positions.to(x.device());
+  return rotary_embedding(x, ops::index_select(t.cos, 0, index), ops::index_select(t.sin, 0, index), style_);
 }
 
 }  // namespace saccade::nn

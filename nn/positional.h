@@ -1,13 +1,18 @@
 #pragma once
 // Sinusoidal positional encodings (Vaswani et al. 2017, section 3.5; d2l section 11.6.3): fixed,
 // parameter-free position signals added to token (or grid-cell) representations so that attention, which is
-// permutation equivariant, can tell positions apart.
+// permutation equivariant, can tell positions apart; and the rotary embedding of queries and keys (Su et al.
+// 2021), which makes a score depend on the distance between positions.
 #include <cstdint>
+
+#include <utility>
+#include <vector>
 
 #include "autograd/variable.h"
 #include "nn/dropout.h"
 #include "nn/module.h"
 #include "ops/random.h"
+#include "ops/rotary.h"
 
 namespace saccade::nn {
 
@@ -54,6 +59,41 @@ class PositionalEncoding2D : public Module {
 
   Variable P;
   std::shared_ptr<Dropout> dropout;
+};
+
+/// Rotary position embedding of queries and keys (Su et al. 2021; Hugging Face's LlamaRotaryEmbedding with
+/// apply_rotary_pos_emb): rotates the first rotary_dim = head_dim · rotary_fraction dims (rounded down to
+/// even) of x (B, H, T, head_dim) by the angles of each position. The cos/sin tables (ops::rotary_tables) are
+/// made once and grown by doubling when a later position needs more rows, one set per table dtype (float32,
+/// or float64 for float64 inputs) and device: no step recomputes them. They are no state (as Hugging Face's
+/// non-persistent buffers): state_dict() is empty.
+/// Throws saccade::Error naming "RotaryEmbedding" for an odd or non-positive rotary dim (a head_dim of 1, or
+/// an odd head_dim with rotary_fraction 1), a rotary_fraction outside (0, 1], or theta <= 1.
+class RotaryEmbedding : public Module {
+ public:
+  RotaryEmbedding(int64_t head_dim, double theta = 10000.0, ops::RotaryStyle style = ops::RotaryStyle::Half,
+                  double rotary_fraction = 1.0);
+
+  /// x (B, H, T, head_dim) (or any (..., T, head_dim)) rotated at positions offset .. offset + T - 1 (a
+  /// KV-cache step passes its own position). Throws saccade::Error naming "RotaryEmbedding" for another last
+  /// dim, offset < 0, or a non-floating x.
+  Variable forward(const Variable& x, int64_t offset = 0);
+  /// x rotated at `positions`: int64 (T), each >= 0, shared by every batch row. Throws
+  /// saccade::Error naming "RotaryEmbedding" for another length or a negative position.
+  Variable forward(const Variable& x, const Tensor& positions);
+
+  int64_t head_dim() const { return head_dim_; }
+  int64_t rotary_dim() const { return rotary_dim_; }
+  double theta() const { return theta_; }
+  ops::RotaryStyle style() const { return style_; }
+
+ private:
+  // the tables for x, with at least `positions` rows
+  const ops::RotaryTables& tables(const Variable& x, int64_t positions);
+  int64_t head_dim_, rotary_dim_;
+  double theta_;
+  ops::RotaryStyle style_;
+  std::vector<std::pair<std::pair<DType, Device>, ops::RotaryTables>> cache_;
 };
 
 }  // namespace saccade::nn

@@ -252,4 +252,17 @@ void Backend::gru_gates_backward(const Tensor& gy, const Tensor& gh, const Tenso
   copy(ops::mul(gy, z), gx_h);
 }
 
+// y_a = x_a c - x_b s,  y_b = x_b c + x_a s  (s negated when inverse), on strided views of the pairs
+void Backend::rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& out,
+                               bool interleaved, bool inverse) {
+  const int64_t half = cos.size(1), R = 2 * half, D = x.size(2);
+  auto a_of = [&](const Tensor& t) { return interleaved ? t.slice(2, 0, R, 2) : t.narrow(2, 0, half); };
+  auto b_of = [&](const Tensor& t) { return interleaved ? t.slice(2, 1, R, 2) : t.narrow(2, half, half); };
+  const Tensor c = cos.unsqueeze(0), s = inverse ? ops::neg(sin).unsqueeze(0) : sin.unsqueeze(0);
+  const Tensor xa = a_of(x), xb = b_of(x);
+  copy(ops::sub(ops::mul(xa, c), ops::mul(xb, s)), a_of(out));
+  copy(ops::add(ops::mul(xb, c), ops::mul(xa, s)), b_of(out));
+  if (R < D) copy(x.narrow(2, R, D - R), out.narrow(2, R, D - R));
+}
+
 }  // namespace saccade

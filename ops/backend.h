@@ -239,6 +239,14 @@ class Backend {
   virtual void gru_gates_backward(const Tensor& gy, const Tensor& gh, const Tensor& h, const Tensor& saved,
                                   const Tensor& ggi, const Tensor& ggh, const Tensor& gx_h);
 
+  // ---- rotary position embedding (ops::rotary_embedding) ----
+  /// x, out: (N, T, D) contiguous, float32 or float64; cos, sin: (T, R/2) contiguous, x's dtype, R <= D:
+  /// out = x with the first R dims of each row rotated (pairs (i, i + R/2), or (2i, 2i + 1) when
+  /// `interleaved`) by the angles of its position t, by their negatives when `inverse`; the rest copied. The
+  /// default composes the elementwise kernels on strided views; the CPU makes it in one pass.
+  virtual void rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& out,
+                                bool interleaved, bool inverse);
+
   // ---- random numbers: counter-based Philox4x32-10 (ops/philox.h); element i uses counter offset + i ----
   /// out (contiguous float) = U[low, high).
   virtual void uniform(const Tensor& out, uint64_t seed, uint64_t offset, double low, double high);

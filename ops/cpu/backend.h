@@ -34,6 +34,8 @@ class CpuBackend final : public Backend {
   void layer_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& weight, const Tensor& mean,
                            const Tensor& rstd, const Tensor& gx, const Tensor& gweight,
                            const Tensor& gbias) override;
+  void rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& out,
+                        bool interleaved, bool inverse) override;
   void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                                const ops::AttentionMask& mask, double scale,
                                const ops::AttentionDropout& dropout, const Tensor& out,

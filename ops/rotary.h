@@ -1,0 +1,42 @@
+#pragma once
+// Rotary position embedding (RoPE; Su et al. 2021, "RoFormer", section 3.4.2, eq. 34): each pair of
+// dimensions (x_a, x_b) of a query or key at position p is rotated by the angle p θ_i,
+//   y_a = x_a cos(p θ_i) - x_b sin(p θ_i),   y_b = x_b cos(p θ_i) + x_a sin(p θ_i),   θ_i = theta^(-2i / R),
+// so that the score of a query at m and a key at n depends on m - n only. Two conventions pair the
+// dimensions differently:
+//   - Half (GPT-NeoX, Hugging Face's Llama, rotate_half): pair i is (i, i + R/2);
+//   - Interleaved (GPT-J, Meta's original Llama): pair i is (2i, 2i + 1).
+// Partial rotary (GPT-NeoX's rotary_pct, Phi's partial_rotary_factor) rotates the first R of D dims and
+// passes the others through.
+#include <cstdint>
+
+#include "ops/tensor.h"
+
+namespace saccade::ops {
+
+/// Which dimensions form a rotated pair (see the file comment).
+enum class RotaryStyle { Half, Interleaved };
+
+/// cos(p θ_i) and sin(p θ_i) for positions p = 0 .. num_positions - 1 and pairs i = 0 .. rotary_dim/2 - 1.
+struct RotaryTables {
+  Tensor cos, sin;  ///< (num_positions, rotary_dim / 2)
+};
+/// The tables of RoPE with base `theta` (10000 in RoFormer and Llama 2; 500000 in Llama 3), computed in
+/// float64 (angles p θ_i exact to double rounding at any position) and stored as `dtype` (float32 or float64)
+/// on `device`. Throws saccade::Error naming rotary_tables for num_positions < 0, an odd or non-positive
+/// rotary_dim, theta <= 1 (or not finite), or another dtype.
+RotaryTables rotary_tables(int64_t num_positions, int64_t rotary_dim, double theta,
+                           DType dtype = DType::Float32, Device device = Device::cpu());
+
+/// x rotated at its positions: x (..., T, D) (a (B, H, T, D) head tensor, any strides), cos and sin (T, R/2)
+/// the rows of rotary_tables at the T positions (index_select of the tables by the positions, or a narrow at
+/// an offset: a KV-cache step rotates at its own position), R = 2 cos.size(1) <= D: the first R dims are
+/// rotated by `style`, the others copied. `inverse` rotates by -p θ_i (the backward: the rotation's
+/// transpose). Floating x (bfloat16 / float16: computed in float32, rounded once); cos and sin float32, or
+/// float64 for a float64 x. Result: x's shape and dtype, contiguous. Throws saccade::Error naming
+/// rotary_embedding for x with fewer than 2 dims, tables of another shape (T, R/2 with R even and <= D),
+/// dtype or device.
+Tensor rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin, RotaryStyle style,
+                        bool inverse = false);
+
+}  // namespace saccade::ops
