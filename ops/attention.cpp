@@ -1,5 +1,5 @@
 // Fused attention: argument checks, the one mask conversion, and the (B, ..., T, D) -> (B, H, T, D) plumbing.
-// The tiles themselves live in ops/cpu/attention.cpp.
+// The tiles themselves live in ops/cpu/ (attention_loop.h, attention.cpp, attention_half.cpp).
 #include "ops/attention.h"
 
 #include "ops/backend.h"
@@ -134,7 +134,7 @@ Tensor attention_keep_mask(const AttentionMask& m, const Shape& x, Device device
 Tensor attention_dropout_mask(const AttentionDropout& d, const Shape& scores_shape, DType dtype,
                               Device device) {
   if (d.p == 0) return Tensor();
-  // the kernels' counter of weight (bh, i, j) is offset + (bh·Tq + i)·Tk + j (ops/cpu/attention.cpp's
+  // the kernels' counter of weight (bh, i, j) is offset + (bh·Tq + i)·Tk + j (ops/cpu/attention_tiles.h's
   // dropout_of, ops/cuda/attention.cuh's Masking::dropout): ops::dropout's counter of that flat element
   Generator replay(d.seed);
   replay.advance(d.offset);
@@ -153,7 +153,7 @@ FlashAttentionForward flash_attention_forward(const Tensor& q, const Tensor& k, 
                 op, mask.keep.defined() ? mask.keep.shape() : Shape{}, s);
   // 16-bit on CUDA: the readable path (float32 copies of q, k, v; out rounded once; lse float32), unless
   // cuda::tensor_core_attention() sends them to the backend's tensor-core kernel (ops/cuda/attention_mma.cu).
-  // The CPU kernel widens head by head itself (ops/cpu/attention.cpp).
+  // The CPU kernel widens head by head itself (ops/cpu/attention_half.cpp).
   if (is_half(q.dtype()) && !q.device().is_cpu() && !cuda::tensor_core_attention()) {
     FlashAttentionForward r = flash_attention_forward(f32(q), f32(k), f32(v), mask, scale, dropout);
     r.out = r.out.to(q.dtype());
