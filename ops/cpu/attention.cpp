@@ -4,8 +4,14 @@
 // (tile products, row helpers, mask and dropout of one head), attention_loop.h (the tile loop, shared),
 // this file, attention_half.cpp (16-bit heads).
 //
-//   q: (B, H, Tq, D)   k: (B, H, Tk, D)   v: (B, H, Tk, Dv)   out: (B, H, Tq, Dv)   lse: (B, H, Tq)
-//   (any strides on B, H, T; unit stride on D)
+//   q: (B, H, Tq, D)   k: (B, H_kv, Tk, D)   v: (B, H_kv, Tk, Dv)   out: (B, H, Tq, Dv)   lse: (B, H, Tq)
+//   (any strides on B, H, T; unit stride on D; H = G·H_kv)
+//
+// Grouped-query attention (GQA, Ainslie et al. 2023; multi-query when H_kv = 1; multi-head when G = 1): query
+// head h reads key/value head h / G in place. The forward's tasks take the G query heads of a group one after
+// the other at each query tile, so a key tile is read from cache by the whole group; the backward's task is
+// a key/value head, which runs its G query heads one after the other and sums their dK and dV into its own
+// (attention_loop.h's for_each_kv_head). K and V are never repeated in memory.
 //
 // Forward, per (b, h, tile of Br queries): for each tile of Bc keys that some query of the tile may see,
 //   S = Q Kᵀ · scale;  masked entries -> -inf;  m' = max(m, rowmax S);  P = exp(S - m');
@@ -44,7 +50,7 @@ TileProducts tile_products(int64_t /*d*/) {
   return t_tile_products != TileProducts::Auto ? t_tile_products : TileProducts::Gemm;
 }
 
-// q: (B, H, Tq, D), k: (B, H, Tk, D), v: (B, H, Tk, Dv) -> out (B, H, Tq, Dv), lse (B, H, Tq)
+// q: (B, H, Tq, D), k: (B, H_kv, Tk, D), v: (B, H_kv, Tk, Dv) -> out (B, H, Tq, Dv), lse (B, H, Tq)
 void CpuBackend::flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                                          const ops::AttentionMask& mask, double scale,
                                          const ops::AttentionDropout& dropout, const Tensor& out,
@@ -58,15 +64,15 @@ void CpuBackend::flash_attention_forward(const Tensor& q, const Tensor& k, const
     auto make = [&] { return TileGemm<T>(how, call.n.bc * std::max(call.n.D, call.n.Dv)); };
     for_each_query_tile(call, make, [&](TileGemm<T>& gemm, const QueryTile& t) {
       const HeadProblem<T> hp =
-          call.problem<T>(t.b, t.h, head<const T>(q, t.b, t.h), head<const T>(k, t.b, t.h),
-                          head<const T>(v, t.b, t.h), head<T>(out, t.b, t.h), lse.data<T>());
+          call.problem<T>(t.b, t.h, head<const T>(q, t.b, t.h), head<const T>(k, t.b, t.hkv),
+                          head<const T>(v, t.b, t.hkv), head<T>(out, t.b, t.h), lse.data<T>());
       GemmProducts<T> prod{gemm};
       forward_tile(hp, t.i0, t.nr, t.row_end, prod);
     });
   });
 }
 
-// gout: (B, H, Tq, Dv) -> gq (B, H, Tq, D), gk (B, H, Tk, D), gv (B, H, Tk, Dv)
+// gout: (B, H, Tq, Dv) -> gq (B, H, Tq, D), gk (B, H_kv, Tk, D), gv (B, H_kv, Tk, Dv)
 void CpuBackend::flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
                                           const Tensor& out, const Tensor& gout, const Tensor& lse,
                                           const ops::AttentionMask& mask, double scale,
@@ -80,16 +86,19 @@ void CpuBackend::flash_attention_backward(const Tensor& q, const Tensor& k, cons
   blas_first_use();
   dispatch_floating(q.dtype(), "flash_attention_backward", [&]<class T>() {
     auto make = [&] { return TileGemm<T>(how, std::max(call.n.bc, kBr) * std::max(call.n.D, call.n.Dv)); };
-    for_each_head(call, make,
-                  [&](TileGemm<T>& gemm, int64_t b, int64_t h, const std::vector<int64_t>& row_end) {
-                    const HeadProblem<T> hp =
-                        call.problem<T>(b, h, head<const T>(q, b, h), head<const T>(k, b, h),
-                                        head<const T>(v, b, h), head<T>(out, b, h), lse.data<T>());
-                    const HeadGrads<T> g{head<const T>(gout, b, h), head<T>(gq, b, h), head<T>(gk, b, h),
-                                         head<T>(gv, b, h)};
-                    GemmProducts<T> prod{gemm};
-                    backward_head(hp, g, row_end, prod);
-                  });
+    auto one_group = [&](TileGemm<T>& gemm, int64_t b, int64_t hkv, const std::vector<int64_t>& row_end) {
+      for (int64_t g = 0; g < call.n.G; ++g) {  // the query heads that read key/value head hkv
+        const int64_t h = hkv * call.n.G + g;
+        const HeadProblem<T> hp =
+            call.problem<T>(b, h, head<const T>(q, b, h), head<const T>(k, b, hkv), head<const T>(v, b, hkv),
+                            head<T>(out, b, h), lse.data<T>());
+        const HeadGrads<T> grads{head<const T>(gout, b, h), head<T>(gq, b, h), head<T>(gk, b, hkv),
+                                 head<T>(gv, b, hkv), g > 0};
+        GemmProducts<T> prod{gemm};
+        backward_head(hp, grads, row_end, prod);
+      }
+    };
+    for_each_kv_head(call, make, one_group);
   });
 }
 

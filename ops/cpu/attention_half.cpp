@@ -1,8 +1,9 @@
 // The 16-bit unit of the CPU flash attention: bfloat16 and float16 heads through the float32 tile loop
 // (attention_loop.h), statistics, scores and accumulators float32, one rounding per stored element.
 //
-//   q: (B, H, Tq, D)   k: (B, H, Tk, D)   v: (B, H, Tk, Dv)   out: (B, H, Tq, Dv), 16-bit;  lse: (B, H, Tq)
-//   f32
+//   q: (B, H, Tq, D)   k: (B, H_kv, Tk, D)   v: (B, H_kv, Tk, Dv)   16-bit
+//   out: (B, H, Tq, Dv)   16-bit;   lse: (B, H, Tq)   float32
+//   (H = G·H_kv: grouped-query attention as in attention.cpp)
 //
 // Two routes for the tile products:
 //   - widened: the float32 kernel's GemmProducts on float32 copies of the rows a task reads (exact);
@@ -105,17 +106,21 @@ void dispatch_16(DType dt, F&& f) {
 }
 
 // One thread's scratch of the forward: float32 copies of the rows a task reads (its queries; the keys up to
-// the tile's last), or with VDPBF16PS the packed keys and the rounded P.
+// the tile's last, kept for the next task while it reads the same key/value head: the group's other query
+// heads and the head's later tiles widen only the rows they add), or with VDPBF16PS the packed keys and the
+// rounded P.
 struct ForwardScratch {
   TileGemm<float> gemm;
   std::vector<float> qf, kf, vf, of;
   std::vector<uint32_t> pairs;
   std::vector<bfloat16> p16;
+  int64_t kv_head = -1,
+          kv_rows = 0;  // kf, vf hold rows [0, kv_rows) of key/value head kv_head (b·H_kv + hkv)
 };
 
 }  // namespace
 
-// q: (B, H, Tq, D), k: (B, H, Tk, D), v: (B, H, Tk, Dv) -> out (B, H, Tq, Dv), lse (B, H, Tq) float32
+// q: (B, H, Tq, D), k: (B, H_kv, Tk, D), v: (B, H_kv, Tk, Dv) -> out (B, H, Tq, Dv), lse (B, H, Tq) float32
 void forward_half(const Tensor& q, const Tensor& k, const Tensor& v, const ops::AttentionMask& mask,
                   double scale, const ops::AttentionDropout& dropout, const Tensor& out, const Tensor& lse) {
   const Call call(q, k, v, mask, scale, dropout);
@@ -126,7 +131,7 @@ void forward_half(const Tensor& q, const Tensor& k, const Tensor& v, const ops::
     // (bfloat16 with VDPBF16PS: every product reads q, k and v themselves, nothing is widened)
     const bool dot16 = std::is_same_v<T, bfloat16> && dot_rows_bf16_available(n.D);
     auto make = [&] {
-      ForwardScratch s{TileGemm<float>(how, n.bc * std::max(n.D, n.Dv)), {}, {}, {}, {}, {}, {}};
+      ForwardScratch s{TileGemm<float>(how, n.bc * std::max(n.D, n.Dv)), {}, {}, {}, {}, {}, {}, -1, 0};
       if (!dot16) s.qf.resize(n.Tq * n.D), s.kf.resize(n.Tk * n.D), s.vf.resize(n.Tk * n.Dv);
       s.of.resize(n.Tq * n.Dv);
       if (dot16) s.pairs.resize(n.D / 2 * 64), s.p16.resize(kBr * n.bc);
@@ -139,8 +144,8 @@ void forward_half(const Tensor& q, const Tensor& k, const Tensor& v, const ops::
       if constexpr (std::is_same_v<T, bfloat16>) {
         if (dot16) {
           Bf16Products prod{head<const T>(q, t.b, t.h),
-                            head<const T>(k, t.b, t.h),
-                            head<const T>(v, t.b, t.h),
+                            head<const T>(k, t.b, t.hkv),
+                            head<const T>(v, t.b, t.hkv),
                             {},
                             s.pairs.data(),
                             s.p16.data(),
@@ -151,8 +156,10 @@ void forward_half(const Tensor& q, const Tensor& k, const Tensor& v, const ops::
       }
       const int64_t tile_end = *std::max_element(t.row_end, t.row_end + t.nr);
       widen_head_rows<T>(q, t.b, t.h, t.i0, t.i0 + t.nr, n.D, s.qf.data());
-      widen_head_rows<T>(k, t.b, t.h, 0, tile_end, n.D, s.kf.data());
-      widen_head_rows<T>(v, t.b, t.h, 0, tile_end, n.Dv, s.vf.data());
+      const int64_t kv = t.b * n.Hkv + t.hkv, from = kv == s.kv_head ? s.kv_rows : 0;
+      widen_head_rows<T>(k, t.b, t.hkv, from, std::max(from, tile_end), n.D, s.kf.data());
+      widen_head_rows<T>(v, t.b, t.hkv, from, std::max(from, tile_end), n.Dv, s.vf.data());
+      s.kv_head = kv, s.kv_rows = std::max(from, tile_end);
       GemmProducts<float> prod{s.gemm};
       forward_tile(hp, t.i0, t.nr, t.row_end, prod);
       store_head<T>(s.of, n.Dv, out, t.b, t.h, t.i0, t.i0 + t.nr);
@@ -160,7 +167,7 @@ void forward_half(const Tensor& q, const Tensor& k, const Tensor& v, const ops::
   });
 }
 
-// gout: (B, H, Tq, Dv) -> gq (B, H, Tq, D), gk (B, H, Tk, D), gv (B, H, Tk, Dv), all 16-bit
+// gout: (B, H, Tq, Dv) -> gq (B, H, Tq, D), gk (B, H_kv, Tk, D), gv (B, H_kv, Tk, Dv), all 16-bit
 void backward_half(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& gout,
                    const Tensor& lse, const ops::AttentionMask& mask, double scale,
                    const ops::AttentionDropout& dropout, const Tensor& gq, const Tensor& gk,
@@ -182,35 +189,41 @@ void backward_half(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
                      std::vector<uint32_t>(dot16 ? static_cast<size_t>(std::max(n.D, n.Dv) / 2 * 64) : 0),
                      std::vector<bfloat16>(dot16 ? static_cast<size_t>(2 * kBr * n.bc) : 0)};
     };
-    for_each_head(call, make, [&](Scratch& s, int64_t b, int64_t h, const std::vector<int64_t>& row_end) {
-      // (with VDPBF16PS the products read the 16-bit heads: only out and dO are widened, for Δ)
-      const std::vector<float> qf = dot16 ? std::vector<float>() : widen_head<T>(q, b, h, n.Tq, n.D),
-                               kf = dot16 ? std::vector<float>() : widen_head<T>(k, b, h, n.Tk, n.D),
-                               vf = dot16 ? std::vector<float>() : widen_head<T>(v, b, h, n.Tk, n.Dv),
-                               gof = widen_head<T>(gout, b, h, n.Tq, n.Dv);
-      std::vector<float> of = widen_head<T>(out, b, h, n.Tq, n.Dv);
-      std::vector<float> gqf(static_cast<size_t>(n.Tq * n.D)), gkf(static_cast<size_t>(n.Tk * n.D)),
-          gvf(static_cast<size_t>(n.Tk * n.Dv));
-      const HeadProblem<float> hp = call.problem<float>(
-          b, h, rows_in(qf, n.D), rows_in(kf, n.D), rows_in(vf, n.Dv), rows_out(of, n.Dv), lse.data<float>());
-      const HeadGrads<float> g{rows_in(gof, n.Dv), rows_out(gqf, n.D), rows_out(gkf, n.D),
-                               rows_out(gvf, n.Dv)};
-      if constexpr (std::is_same_v<T, bfloat16>) {
-        if (dot16) {
-          Bf16Products prod{head<const T>(q, b, h),    head<const T>(k, b, h), head<const T>(v, b, h),
-                            head<const T>(gout, b, h), s.pairs.data(),         s.p16.data(),
-                            s.p16.data() + kBr * n.bc};
-          backward_head(hp, g, row_end, prod);
+    auto one_group = [&](Scratch& s, int64_t b, int64_t hkv, const std::vector<int64_t>& row_end) {
+      // the key/value head, widened once for its group (with VDPBF16PS the products read the 16-bit heads);
+      // dK and dV summed over the group in float32, rounded once
+      const std::vector<float> kf = dot16 ? std::vector<float>() : widen_head<T>(k, b, hkv, n.Tk, n.D),
+                               vf = dot16 ? std::vector<float>() : widen_head<T>(v, b, hkv, n.Tk, n.Dv);
+      std::vector<float> gkf(static_cast<size_t>(n.Tk * n.D)), gvf(static_cast<size_t>(n.Tk * n.Dv));
+      for (int64_t g = 0; g < n.G; ++g) {  // the query heads that read key/value head hkv
+        const int64_t h = hkv * n.G + g;
+        // (with VDPBF16PS only out and dO are widened, for Δ)
+        const std::vector<float> qf = dot16 ? std::vector<float>() : widen_head<T>(q, b, h, n.Tq, n.D),
+                                 gof = widen_head<T>(gout, b, h, n.Tq, n.Dv);
+        std::vector<float> of = widen_head<T>(out, b, h, n.Tq, n.Dv), gqf(static_cast<size_t>(n.Tq * n.D));
+        const HeadProblem<float> hp =
+            call.problem<float>(b, h, rows_in(qf, n.D), rows_in(kf, n.D), rows_in(vf, n.Dv),
+                                rows_out(of, n.Dv), lse.data<float>());
+        const HeadGrads<float> grads{rows_in(gof, n.Dv), rows_out(gqf, n.D), rows_out(gkf, n.D),
+                                     rows_out(gvf, n.Dv), g > 0};
+        if constexpr (std::is_same_v<T, bfloat16>) {
+          if (dot16) {
+            Bf16Products prod{head<const T>(q, b, h),    head<const T>(k, b, hkv), head<const T>(v, b, hkv),
+                              head<const T>(gout, b, h), s.pairs.data(),           s.p16.data(),
+                              s.p16.data() + kBr * n.bc};
+            backward_head(hp, grads, row_end, prod);
+          }
         }
+        if (!dot16) {
+          GemmProducts<float> prod{s.gemm};
+          backward_head(hp, grads, row_end, prod);
+        }
+        store_head<T>(gqf, n.D, gq, b, h, 0, n.Tq);
       }
-      if (!dot16) {
-        GemmProducts<float> prod{s.gemm};
-        backward_head(hp, g, row_end, prod);
-      }
-      store_head<T>(gqf, n.D, gq, b, h, 0, n.Tq);
-      store_head<T>(gkf, n.D, gk, b, h, 0, n.Tk);
-      store_head<T>(gvf, n.Dv, gv, b, h, 0, n.Tk);
-    });
+      store_head<T>(gkf, n.D, gk, b, hkv, 0, n.Tk);
+      store_head<T>(gvf, n.Dv, gv, b, hkv, 0, n.Tk);
+    };
+    for_each_kv_head(call, make, one_group);
   });
 }
 

@@ -5,6 +5,7 @@
 //
 //   q: (Tq, D)  k: (Tk, D)  v: (Tk, Dv)  out: (Tq, Dv)  lse: (Tq)     one (b, h), HeadProblem
 //   gout: (Tq, Dv)  gq: (Tq, D)  gk: (Tk, D)  gv: (Tk, Dv)            its gradients, HeadGrads
+// (k, v, gk, gv: the key/value head that the query head reads, h / G with grouped-query attention)
 //
 // The loops own the softmax, the masks and the dropout; the tile products are a template argument (a
 // Products type, below), so each unit brings its own without an indirect call in the loop: GemmProducts
@@ -119,7 +120,8 @@ void forward_tile(const HeadProblem<T>& h, int64_t i0, int64_t nr, const int64_t
 
 // ---- backward ----
 
-// One (b, h): writes g.gq, g.gk and g.gv of the head. row_end[i]: one past the last key query i may see.
+// One (b, h): writes g.gq of the head, and writes (or, g.add_kv, adds into) g.gk and g.gv of its key/value
+// head. row_end[i]: one past the last key query i may see.
 template <class T, class Products>
 void backward_head(const HeadProblem<T>& h, const HeadGrads<T>& g, const std::vector<int64_t>& row_end,
                    Products& prod) {
@@ -193,21 +195,30 @@ void backward_head(const HeadProblem<T>& h, const HeadGrads<T>& g, const std::ve
       prod.add_grads(h, g, i0, nr, j0, nc, p.data(), dp.data(), dk.data(), dv.data());
     }
     for (int64_t c = 0; c < nc; ++c) {
-      std::copy(dk.begin() + c * D, dk.begin() + (c + 1) * D, g.gk.row(j0 + c));
-      std::copy(dv.begin() + c * Dv, dv.begin() + (c + 1) * Dv, g.gv.row(j0 + c));
+      if (g.add_kv) {  // a later query head of the group: dK and dV sum over the group
+        T *gkr = g.gk.row(j0 + c), *gvr = g.gv.row(j0 + c);
+        const T *dkr = dk.data() + c * D, *dvr = dv.data() + c * Dv;
+        for (int64_t d = 0; d < D; ++d) gkr[d] += dkr[d];
+        for (int64_t d = 0; d < Dv; ++d) gvr[d] += dvr[d];
+      } else {
+        std::copy(dk.begin() + c * D, dk.begin() + (c + 1) * D, g.gk.row(j0 + c));
+        std::copy(dv.begin() + c * Dv, dv.begin() + (c + 1) * Dv, g.gv.row(j0 + c));
+      }
     }
   }
 }
 
 // ---- the work split, one task a query tile (forward) or a head (backward) ----
 
-// The sizes of one call (ops/backend.h's contract): q (B, H, Tq, D), k (B, H, Tk, D), v (B, H, Tk, Dv); bc
-// keys per tile.
+// The sizes of one call (ops/backend.h's contract): q (B, H, Tq, D), k (B, H_kv, Tk, D), v (B, H_kv, Tk, Dv)
+// with H = G·H_kv (grouped-query attention; G = 1: multi-head); bc keys per tile.
 struct Sizes {
-  int64_t B, H, Tq, Tk, D, Dv, bc;
+  int64_t B, H, Hkv, G, Tq, Tk, D, Dv, bc;
   Sizes(const Tensor& q, const Tensor& k, const Tensor& v)
       : B(q.size(0)),
         H(q.size(1)),
+        Hkv(k.size(1)),
+        G(Hkv > 0 ? H / Hkv : 1),
         Tq(q.size(2)),
         Tk(k.size(2)),
         D(q.size(3)),
@@ -248,15 +259,17 @@ struct Call {
   }
 };
 
-// One task of the forward: the query tile [i0, i0 + nr) of head (b, h) (bh = b·H + h), and one past the last
-// key each of its queries may see.
+// One task of the forward: the query tile [i0, i0 + nr) of head (b, h) (bh = b·H + h), its key/value head
+// (b, hkv) with hkv = h / G, and one past the last key each of its queries may see.
 struct QueryTile {
-  int64_t b, h, bh, i0, nr;
+  int64_t b, h, hkv, bh, i0, nr;
   int64_t row_end[kBr];
 };
 
 // Runs body(scratch, tile) on every query tile of every (b, h): tiles are independent, so they are the
-// threads' tasks when the work is worth a team. make() builds one thread's scratch, once.
+// threads' tasks when the work is worth a team. make() builds one thread's scratch, once. The G query heads
+// of a group come one after the other at each query tile (task (b, hkv, tile, g)), so a thread reads a key
+// tile for the whole group while it is in cache; with G = 1 this is head after head, tile after tile.
 template <class MakeScratch, class Body>
 void for_each_query_tile(const Call& call, MakeScratch make, Body body) {
   const Sizes& n = call.n;
@@ -267,29 +280,34 @@ void for_each_query_tile(const Call& call, MakeScratch make, Body body) {
     auto scratch = make();
     for (int64_t t = t0; t < t1; ++t) {
       QueryTile tile;
-      tile.bh = t / ntiles, tile.b = tile.bh / n.H, tile.h = tile.bh % n.H, tile.i0 = (t % ntiles) * kBr;
-      tile.nr = std::min(kBr, n.Tq - tile.i0);
+      const int64_t g = t % n.G, kv_tile = t / n.G, bhkv = kv_tile / ntiles;
+      tile.b = bhkv / n.Hkv, tile.hkv = bhkv % n.Hkv, tile.h = tile.hkv * n.G + g,
+      tile.bh = tile.b * n.H + tile.h;
+      tile.i0 = (kv_tile % ntiles) * kBr, tile.nr = std::min(kBr, n.Tq - tile.i0);
       for (int64_t r = 0; r < tile.nr; ++r) tile.row_end[r] = call.lim.end(tile.b, tile.i0 + r);
       body(scratch, tile);
     }
   });
 }
 
-// Runs body(scratch, b, h, row_end) on every head (b, h), row_end[i] one past the last key query i may see:
-// the backward's tasks (each owns its head's dQ, dK and dV). make() as above.
+// Runs body(scratch, b, hkv, row_end) on every key/value head (b, hkv), row_end[i] one past the last key
+// query i may see: the backward's tasks. Each owns dK and dV of its key/value head and dQ of the G query
+// heads hkv·G + g of its group, which it runs one after the other (backward_head, g > 0 adding into dK and
+// dV), so no two threads write the same memory and no key/value head is copied per query head. make() as
+// above.
 template <class MakeScratch, class Body>
-void for_each_head(const Call& call, MakeScratch make, Body body) {
+void for_each_kv_head(const Call& call, MakeScratch make, Body body) {
   const Sizes& n = call.n;
-  const int64_t heads = n.B * n.H;
+  const int64_t heads = n.B * n.Hkv;
   const bool big =
       4.0 * double(n.B * n.H * n.Tq) * double(n.Tk) * double(n.D + n.Dv) > kParallelFlops && heads > 1;
   parallel_for(0, heads, big ? 1 : heads, [&](int64_t bh0, int64_t bh1) {
     auto scratch = make();
     for (int64_t bh = bh0; bh < bh1; ++bh) {
-      const int64_t b = bh / n.H, h = bh % n.H;
+      const int64_t b = bh / n.Hkv, hkv = bh % n.Hkv;
       std::vector<int64_t> row_end(static_cast<size_t>(n.Tq));
       for (int64_t i = 0; i < n.Tq; ++i) row_end[static_cast<size_t>(i)] = call.lim.end(b, i);
-      body(scratch, b, h, row_end);
+      body(scratch, b, hkv, row_end);
     }
   });
 }

@@ -302,6 +302,7 @@ HeadView<T> head(const Tensor& t, int64_t b, int64_t h) {
 
 // Everything the tile loop needs about one (b, h) besides its tile products' operands:
 //   q: (Tq, D)  k: (Tk, D)  v: (Tk, Dv)  out: (Tq, Dv)  lse: (Tq)
+// (k, v: key/value head h / G with grouped-query attention)
 // The forward writes out and lse; the backward reads them.
 template <class T>
 struct HeadProblem {
@@ -315,11 +316,13 @@ struct HeadProblem {
   bool dropping;  // dropout.p > 0
 };
 
-// The backward's views of one (b, h): gout (Tq, Dv) read; gq (Tq, D), gk (Tk, D), gv (Tk, Dv) written.
+// The backward's views of one (b, h): gout (Tq, Dv) read; gq (Tq, D), gk (Tk, D), gv (Tk, Dv) written, or
+// with add_kv (a later query head of a grouped-query group) gk and gv added into.
 template <class T>
 struct HeadGrads {
   HeadView<const T> gout;
   HeadView<T> gq, gk, gv;
+  bool add_kv = false;
 };
 
 }  // namespace saccade::cpu::flash
