@@ -80,7 +80,8 @@ void check_attention_inputs(const char* op, const Tensor& q, const Tensor& k, co
         "{}: q {} has {} heads but k {} and v {} have {}: grouped-query attention needs enable_gqa = "
         "true",
         op, q.shape(), q.size(-3), k.shape(), v.shape(), k.size(-3));
-    SACCADE_CHECK(k.size(-3) > 0 && q.size(-3) % k.size(-3) == 0,
+    // (G >= 1: no query heads over some key/value heads would leave dK and dV unwritten)
+    SACCADE_CHECK(k.size(-3) > 0 && q.size(-3) > 0 && q.size(-3) % k.size(-3) == 0,
                   "{}: q {} has {} heads, not a multiple of the {} key/value heads of k {} and v {} "
                   "(grouped-query attention: H = G·H_kv)",
                   op, q.shape(), q.size(-3), k.size(-3), k.shape(), v.shape());

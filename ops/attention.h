@@ -5,11 +5,12 @@
 // recomputes the probabilities tile by tile. Memory O(B·H·T·D).
 //
 // Shapes: q (B, ..., H, Tq, D), k (B, ..., H_kv, Tk, D), v (B, ..., H_kv, Tk, Dv): one rank >= 3, the same
-// leading dims, one float dtype (float32, float64, bfloat16, float16), any strides. H_kv = H is multi-head
-// attention; H = G·H_kv (rank >= 4, the dim before T) is grouped-query attention (GQA, Ainslie et al. 2023;
-// multi-query attention when H_kv = 1): query head h reads key/value head h / G, and the backward sums dK and
-// dV over each group inside the kernel; K and V are never repeated in memory. The dims between B and T are
-// flattened into H (and H_kv); query head m·H + h of the flat heads then reads flat key head (m·H + h) / G.
+// leading dims but H_kv, one float dtype (float32, float64, bfloat16, float16), any strides. H_kv = H is
+// multi-head attention; H = G·H_kv (rank >= 4, the dim before T) is grouped-query attention (GQA, Ainslie et
+// al. 2023; multi-query attention when H_kv = 1): query head h reads key/value head h / G, and the backward
+// sums dK and dV over each group inside the kernel; K and V are never repeated in memory. The dims between B
+// and T are flattened into H (and H_kv); query head m·H + h of the flat heads then reads flat key head (m·H +
+// h) / G.
 //
 // Masks reach the kernel in one form, AttentionMask, built (and checked) once by attention_mask() where the
 // user hands a mask in; the composed reference path turns the same AttentionMask into a Bool keep-mask with
@@ -30,7 +31,8 @@ namespace saccade::ops {
 void check_attention_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
                             bool enable_gqa = false);
 
-/// The scores' shape (B, ..., Tq, Tk) of q (B, ..., Tq, D) against k (B, ..., Tk, D) (shapes checked by
+/// The scores' shape (B, ..., H, Tq, Tk) of q (B, ..., H, Tq, D) against k (B, ..., H_kv, Tk, D): q's
+/// leading dims, one row of scores a query head also with grouped heads (shapes checked by
 /// check_attention_inputs).
 Shape attention_scores_shape(const Shape& q, const Shape& k);
 

@@ -230,6 +230,9 @@ TEST_CASE("grouped-query attention rejects bad input naming the op and the shape
   // 6 query heads over 4 key/value heads: not a multiple
   REQUIRE_THROWS_SACCADE(flash_attention(q, k4, v4, AttentionMask{}, 1.0), "flash_attention: q [2, 6, 3, 4]");
   REQUIRE_THROWS_SACCADE(flash_attention(q, k4, v4, AttentionMask{}, 1.0), "not a multiple");
+  // no query heads over two key/value heads (G = 0)
+  REQUIRE_THROWS_SACCADE(flash_attention(Variable(rand64({2, 0, 3, 4}, 7)), k2, v2, AttentionMask{}, 1.0),
+                         "not a multiple");
   // k and v with different numbers of heads
   REQUIRE_THROWS_SACCADE(flash_attention(q, k2, v3, AttentionMask{}, 1.0), "flash_attention");
   // the backward checks the same
