@@ -31,18 +31,19 @@ void check_valid_lens_or_mask(const char* module, const Tensor& mask, const Shap
 
 namespace {
 
-// scores: (B, ..., Tq, Tk), values: (B, ..., Tk, Dv): the composed path (the readable reference).
+// scores: (B, ..., H, Tq, Tk), values: (B, ..., H_kv, Tk, Dv): the composed path (the readable reference);
+// H = G·H_kv groups the heads as attention_values does.
 AttentionOutput attend_composed(const Variable& scores, const Variable& values,
                                 const ops::AttentionMask& mask, double dropout_p, bool training,
                                 Generator* gen) {
   Variable weights = masked_softmax(scores, ops::attention_keep_mask(mask, scores.shape(), scores.device()));
   Variable dropped = saccade::dropout(weights, dropout_p, training, gen);
-  return {matmul(dropped, values), weights};
+  return {attention_values(dropped, values), weights};
 }
 
-void check_qkv(const char* op, const Variable& q, const Variable& k, const Variable& v) {
+void check_qkv(const char* op, const Variable& q, const Variable& k, const Variable& v, bool enable_gqa) {
   check_defined(op, q, k, v);
-  ops::check_attention_inputs(op, q.data(), k.data(), v.data());
+  ops::check_attention_inputs(op, q.data(), k.data(), v.data(), enable_gqa);
 }
 
 }  // namespace
@@ -65,31 +66,32 @@ AttentionOutput attend_from_scores(const Variable& scores, const Variable& value
   return attend_composed(scores, values, mask, dropout_p, training, gen);
 }
 
-// q: (B, ..., Tq, D), k: (B, ..., Tk, D), v: (B, ..., Tk, Dv)
+// q: (B, ..., H, Tq, D), k: (B, ..., H_kv, Tk, D), v: (B, ..., H_kv, Tk, Dv)
 AttentionOutput scaled_dot_product_attention(const Variable& q, const Variable& k, const Variable& v,
                                              const Tensor& valid_lens_or_mask, bool causal, double dropout_p,
-                                             bool training, Generator* gen, bool need_weights) {
+                                             bool training, Generator* gen, bool need_weights,
+                                             bool enable_gqa) {
   ErrorScope scope("scaled_dot_product_attention");
   const char* op = "scaled_dot_product_attention";
-  check_qkv(op, q, k, v);
+  check_qkv(op, q, k, v, enable_gqa);
   ops::AttentionMask mask =
       ops::attention_mask(valid_lens_or_mask, ops::attention_scores_shape(q.shape(), k.shape()),
                           causal ? ops::CausalAlign::BottomRight : ops::CausalAlign::None, q.device(), op);
-  return scaled_dot_product_attention(q, k, v, mask, dropout_p, training, gen, need_weights, op);
+  return scaled_dot_product_attention(q, k, v, mask, dropout_p, training, gen, need_weights, op, enable_gqa);
 }
 
-// q: (B, ..., Tq, D), k: (B, ..., Tk, D), v: (B, ..., Tk, Dv)
+// q: (B, ..., H, Tq, D), k: (B, ..., H_kv, Tk, D), v: (B, ..., H_kv, Tk, Dv)
 AttentionOutput scaled_dot_product_attention(const Variable& q, const Variable& k, const Variable& v,
                                              const ops::AttentionMask& mask, double dropout_p, bool training,
-                                             Generator* gen, bool need_weights, const char* op) {
+                                             Generator* gen, bool need_weights, const char* op,
+                                             bool enable_gqa) {
   ErrorScope scope(op);
-  check_qkv(op, q, k, v);
+  check_qkv(op, q, k, v, enable_gqa);
   SACCADE_CHECK(dropout_p >= 0 && dropout_p < 1, "{}: dropout_p must be in [0, 1), got {}", op, dropout_p);
   const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
   // NOTE: the one place every dot-product attention goes through: fused unless the weights are asked for.
   if (!need_weights) return {flash_attention(q, k, v, mask, scale, dropout_p, training, gen), Variable()};
-  Variable scores = mul(matmul(q, transpose(k, -2, -1)), scale);
-  return attend_composed(scores, v, mask, dropout_p, training, gen);
+  return attend_composed(attention_scores(q, k, scale), v, mask, dropout_p, training, gen);
 }
 
 // ---- AdditiveAttention ----

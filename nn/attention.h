@@ -66,25 +66,33 @@ inline bool keeps_weights(const std::optional<bool>& need_weights, bool training
 ///   output = softmax(q kᵀ / √d + mask) v,
 /// with masked positions excluded from the softmax (probability 0; a fully masked row gives zeros).
 ///
-/// q: (B, ..., Tq, D), k: (B, ..., Tk, D), v: (B, ..., Tk, Dv), all of one rank >= 3 and the same leading
-/// dims, one float dtype. valid_lens_or_mask: see the file comment (undefined = none). causal: query i
-/// attends only to keys j <= i + (Tk - Tq) (causal_mask), combined with the other mask. dropout_p: applied to
-/// the weights when `training` (torch's dropout_p). need_weights: true (the default here, as this function
-/// always returned them) takes the composed path and returns the weights (B, ..., Tq, Tk) before dropout;
-/// false takes the fused kernel (FlashAttention; O(T) memory) and leaves `weights` undefined. Both give the
-/// same output and gradients, and the same dropout for the same generator state. Returns the output
-/// (B, ..., Tq, Dv). Throws saccade::Error naming "scaled_dot_product_attention" and the shapes for
-/// mismatched ranks, leading dims, D or Tk, or a bad mask.
+/// q: (B, ..., H, Tq, D), k: (B, ..., H_kv, Tk, D), v: (B, ..., H_kv, Tk, Dv), all of one rank >= 3 and the
+/// same leading dims, one float dtype (float32, float64, bfloat16, float16). H_kv = H unless `enable_gqa`
+/// (torch's name): then H may be G·H_kv, grouped-query attention (Ainslie et al. 2023; multi-query when
+/// H_kv = 1), query head h attending with key/value head h / G; neither path repeats k or v (the fused kernel
+/// reads the shared head, the composed one folds the group into one product: attention_scores). The heads dim
+/// is the one before Tq (rank >= 4). valid_lens_or_mask: see the file comment (undefined = none), for the
+/// scores (B, ..., H, Tq, Tk). causal: query i attends only to keys j <= i + (Tk - Tq) (causal_mask),
+/// combined with the other mask. dropout_p: applied to the weights when `training` (torch's dropout_p).
+/// need_weights: true (the default here, as this function always returned them) takes the composed path and
+/// returns the weights (B, ..., H, Tq, Tk) before dropout; false takes the fused kernel (FlashAttention, Dao
+/// et al. 2022 and 2023; O(T) memory) and leaves `weights` undefined. Both give the same output and
+/// gradients, and the same dropout for the same generator state. Returns the output (B, ..., H, Tq, Dv).
+/// Throws saccade::Error naming "scaled_dot_product_attention" and the shapes for mismatched ranks, leading
+/// dims, D or Tk, H_kv != H without enable_gqa, H not a multiple of H_kv, a bad mask, or grouped heads on
+/// CUDA's fused path.
 AttentionOutput scaled_dot_product_attention(const Variable& q, const Variable& k, const Variable& v,
                                              const Tensor& valid_lens_or_mask = Tensor(), bool causal = false,
                                              double dropout_p = 0.0, bool training = false,
-                                             Generator* gen = nullptr, bool need_weights = true);
+                                             Generator* gen = nullptr, bool need_weights = true,
+                                             bool enable_gqa = false);
 /// The same with a mask already checked and converted by ops::attention_mask (the form the modules pass down,
 /// with either causal alignment); errors name `op`.
 AttentionOutput scaled_dot_product_attention(const Variable& q, const Variable& k, const Variable& v,
                                              const ops::AttentionMask& mask, double dropout_p, bool training,
                                              Generator* gen, bool need_weights,
-                                             const char* op = "scaled_dot_product_attention");
+                                             const char* op = "scaled_dot_product_attention",
+                                             bool enable_gqa = false);
 
 /// The additive-attention scores composed from ops (saccade::additive_scores_composed,
 /// autograd/functions/attention.h, where it also gives the fused kernel its second derivative).

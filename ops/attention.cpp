@@ -1,5 +1,5 @@
 // Fused attention: argument checks, the one mask conversion, and the (B, ..., T, D) -> (B, H, T, D) plumbing.
-// The tiles themselves live in ops/cpu/attention.cpp.
+// The tiles themselves live in ops/cpu/ (attention_loop.h, attention.cpp, attention_half.cpp).
 #include "ops/attention.h"
 
 #include "ops/backend.h"
@@ -42,6 +42,14 @@ AttentionMask mask_4d(const AttentionMask& m) {
   return r;
 }
 
+// The fused kernels' checks beyond check_attention_inputs: grouped heads only where a kernel reads them.
+void check_fused_heads(const char* op, const Tensor& q, const Tensor& k, const Tensor& v) {
+  SACCADE_CHECK(q.device().is_cpu() || q.dim() < 4 || k.size(-3) == q.size(-3),
+                "{}: GQA on CUDA not yet supported: q {} has {} heads, k {} and v {} have {} (on {}; the CPU "
+                "kernel takes them)",
+                op, q.shape(), q.size(-3), k.shape(), v.shape(), k.size(-3), q.device());
+}
+
 void check_dropout(const char* op, const AttentionDropout& d) {
   SACCADE_CHECK(d.p >= 0 && d.p < 1, "{}: dropout_p must be in [0, 1), got {}", op, d.p);
 }
@@ -51,17 +59,33 @@ int64_t keep_flag_words(int64_t tk) { return (tk + 63) / 64; }
 
 }  // namespace
 
-// q: (B, ..., Tq, D), k: (B, ..., Tk, D), v: (B, ..., Tk, Dv)
-void check_attention_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor& v) {
+// q: (B, ..., H, Tq, D), k: (B, ..., H_kv, Tk, D), v: (B, ..., H_kv, Tk, Dv); H_kv = H unless enable_gqa
+void check_attention_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
+                            bool enable_gqa) {
   SACCADE_CHECK(q.defined() && k.defined() && v.defined(), "{}: got an undefined query, key or value", op);
   const int nd = q.dim();
+  // grouped-query attention: the heads dim (-3) of k and v may be a divisor of q's; every other one matches
+  const bool grouped = nd >= 4 && k.dim() == nd && v.dim() == nd && k.size(-3) != q.size(-3);
+  const int lead = grouped ? nd - 3 : nd - 2;
   SACCADE_CHECK(
-      nd >= 3 && k.dim() == nd && v.dim() == nd && same_leading_dims(q.shape(), k.shape(), nd - 2) &&
-          same_leading_dims(q.shape(), v.shape(), nd - 2) && q.size(-1) == k.size(-1) &&
-          k.size(-2) == v.size(-2),
-      "{}: q {}, k {} and v {} do not match: expected (B, ..., Tq, D), (B, ..., Tk, D), (B, ..., Tk, "
-      "Dv) of one rank >= 3",
-      op, q.shape(), k.shape(), v.shape());
+      nd >= 3 && k.dim() == nd && v.dim() == nd && same_leading_dims(q.shape(), k.shape(), lead) &&
+          same_leading_dims(q.shape(), v.shape(), lead) && q.size(-1) == k.size(-1) &&
+          k.size(-2) == v.size(-2) && (!grouped || k.size(-3) == v.size(-3)),
+      "{}: q {}, k {} and v {} do not match: expected (B, ..., H, Tq, D), (B, ..., H_kv, Tk, D), (B, "
+      "..., H_kv, Tk, Dv) of one rank >= 3, H_kv = H{}",
+      op, q.shape(), k.shape(), v.shape(), enable_gqa ? " or a divisor of H" : "");
+  if (grouped) {
+    SACCADE_CHECK(
+        enable_gqa,
+        "{}: q {} has {} heads but k {} and v {} have {}: grouped-query attention needs enable_gqa = "
+        "true",
+        op, q.shape(), q.size(-3), k.shape(), v.shape(), k.size(-3));
+    // (G >= 1: no query heads over some key/value heads would leave dK and dV unwritten)
+    SACCADE_CHECK(k.size(-3) > 0 && q.size(-3) > 0 && q.size(-3) % k.size(-3) == 0,
+                  "{}: q {} has {} heads, not a multiple of the {} key/value heads of k {} and v {} "
+                  "(grouped-query attention: H = G·H_kv)",
+                  op, q.shape(), q.size(-3), k.size(-3), k.shape(), v.shape());
+  }
   SACCADE_CHECK(is_floating(q.dtype()) && q.dtype() == k.dtype() && q.dtype() == v.dtype(),
                 "{}: q, k and v must have one float dtype, got {}, {}, {}", op, q.dtype(), k.dtype(),
                 v.dtype());
@@ -134,26 +158,28 @@ Tensor attention_keep_mask(const AttentionMask& m, const Shape& x, Device device
 Tensor attention_dropout_mask(const AttentionDropout& d, const Shape& scores_shape, DType dtype,
                               Device device) {
   if (d.p == 0) return Tensor();
-  // the kernels' counter of weight (bh, i, j) is offset + (bh·Tq + i)·Tk + j (ops/cpu/attention.cpp's
+  // the kernels' counter of weight (bh, i, j) is offset + (bh·Tq + i)·Tk + j (ops/cpu/attention_tiles.h's
   // dropout_of, ops/cuda/attention.cuh's Masking::dropout): ops::dropout's counter of that flat element
   Generator replay(d.seed);
   replay.advance(d.offset);
   return dropout(ones(scores_shape, dtype, device), d.p, true, &replay).mask;
 }
 
-// q: (B, ..., Tq, D), k: (B, ..., Tk, D), v: (B, ..., Tk, Dv) -> out (B, ..., Tq, Dv), lse (B, ..., Tq)
+// q: (B, ..., H, Tq, D), k: (B, ..., H_kv, Tk, D), v: (B, ..., H_kv, Tk, Dv) -> out (B, ..., H, Tq, Dv),
+// lse (B, ..., H, Tq)
 FlashAttentionForward flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                                               const AttentionMask& mask, double scale,
                                               const AttentionDropout& dropout) {
   const char* op = "flash_attention";
-  check_attention_inputs(op, q, k, v);
+  check_attention_inputs(op, q, k, v, /*enable_gqa=*/true);
+  check_fused_heads(op, q, k, v);
   check_dropout(op, dropout);
   const Shape s = attention_scores_shape(q.shape(), k.shape());
   SACCADE_CHECK(!mask.keep.defined() || mask.keep.shape() == s, "{}: keep-mask {} for attention scores {}",
                 op, mask.keep.defined() ? mask.keep.shape() : Shape{}, s);
   // 16-bit on CUDA: the readable path (float32 copies of q, k, v; out rounded once; lse float32), unless
   // cuda::tensor_core_attention() sends them to the backend's tensor-core kernel (ops/cuda/attention_mma.cu).
-  // The CPU kernel widens head by head itself (ops/cpu/attention.cpp).
+  // The CPU kernel widens head by head itself (ops/cpu/attention_half.cpp).
   if (is_half(q.dtype()) && !q.device().is_cpu() && !cuda::tensor_core_attention()) {
     FlashAttentionForward r = flash_attention_forward(f32(q), f32(k), f32(v), mask, scale, dropout);
     r.out = r.out.to(q.dtype());
@@ -180,7 +206,8 @@ FlashAttentionGrads flash_attention_backward(const Tensor& gout, const Tensor& q
                                              const AttentionMask& mask, double scale,
                                              const AttentionDropout& dropout) {
   const char* op = "flash_attention_backward";
-  check_attention_inputs(op, q, k, v);
+  check_attention_inputs(op, q, k, v, /*enable_gqa=*/true);
+  check_fused_heads(op, q, k, v);
   check_dropout(op, dropout);
   SACCADE_CHECK(
       gout.defined() && out.defined() && lse.defined() && gout.shape() == out.shape() &&

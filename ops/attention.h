@@ -4,8 +4,13 @@
 // softmax, never materialising the (Tq, Tk) scores. Forward saves only the per-row log-sum-exp; backward
 // recomputes the probabilities tile by tile. Memory O(B·H·T·D).
 //
-// Shapes: q (B, ..., Tq, D), k (B, ..., Tk, D), v (B, ..., Tk, Dv): one rank >= 3, the same leading dims, one
-// float dtype (float32 or float64), any strides. The dims between B and Tq (heads) are flattened into H.
+// Shapes: q (B, ..., H, Tq, D), k (B, ..., H_kv, Tk, D), v (B, ..., H_kv, Tk, Dv): one rank >= 3, the same
+// leading dims but H_kv, one float dtype (float32, float64, bfloat16, float16), any strides. H_kv = H is
+// multi-head attention; H = G·H_kv (rank >= 4, the dim before T) is grouped-query attention (GQA, Ainslie et
+// al. 2023; multi-query attention when H_kv = 1): query head h reads key/value head h / G, and the backward
+// sums dK and dV over each group inside the kernel; K and V are never repeated in memory. The dims between B
+// and T are flattened into H (and H_kv); query head m·H + h of the flat heads then reads flat key head (m·H +
+// h) / G.
 //
 // Masks reach the kernel in one form, AttentionMask, built (and checked) once by attention_mask() where the
 // user hands a mask in; the composed reference path turns the same AttentionMask into a Bool keep-mask with
@@ -19,11 +24,15 @@
 namespace saccade::ops {
 
 /// Checks the inputs of the attention op `op` (the function or module the user called): q, k, v defined,
-/// shapes as in the file comment, one float dtype, one device. Throws saccade::Error naming `op` and the
-/// three shapes. Every dot-product attention (fused or composed) checks its inputs here, once.
-void check_attention_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor& v);
+/// shapes as in the file comment, one float dtype, one device. Grouped heads (H_kv != H) only with
+/// `enable_gqa` (torch's name, scaled_dot_product_attention(enable_gqa=True)), and then H a multiple of H_kv
+/// and k, v with the same H_kv. Throws saccade::Error naming `op` and the three shapes. Every dot-product
+/// attention (fused or composed) checks its inputs here, once.
+void check_attention_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
+                            bool enable_gqa = false);
 
-/// The scores' shape (B, ..., Tq, Tk) of q (B, ..., Tq, D) against k (B, ..., Tk, D) (shapes checked by
+/// The scores' shape (B, ..., H, Tq, Tk) of q (B, ..., H, Tq, D) against k (B, ..., H_kv, Tk, D): q's
+/// leading dims, one row of scores a query head also with grouped heads (shapes checked by
 /// check_attention_inputs).
 Shape attention_scores_shape(const Shape& q, const Shape& k);
 
@@ -52,7 +61,7 @@ Tensor attention_dropout_mask(const AttentionDropout& dropout, const Shape& scor
 /// log Σ_j exp(s_ij) of the masked scaled scores (-inf for a row with nothing to attend), q's dtype (float32
 /// for 16-bit q, k, v: computed in float32, out rounded once; on a CPU with AVX512-BF16, bfloat16 q, k, v
 /// take P (and, in the backward, dS) rounded to bfloat16 for their products with v, dO, q and k, as PyTorch's
-/// CPU flash attention does: ops/cpu/attention.cpp).
+/// CPU flash attention does: ops/cpu/attention_half.cpp).
 /// `kept`: when dropout.p > 0 on the CPU and the flags take no more memory than out (⌈Tk/64⌉ · 8 bytes a
 /// query row against Dv · itemsize: Tk up to 16·Dv in 16 bits, 32·Dv in float32, so memory stays
 /// O(B·H·T·D)), the keep flags the kernel drew (AttentionDropout::kept), for flash_attention_backward to take
@@ -61,14 +70,19 @@ struct FlashAttentionForward {
   Tensor out, lse, kept;
 };
 
-/// out = dropout(softmax(q kᵀ · scale with masked entries excluded)) v, fused (shapes in the file comment).
-/// A row with nothing to attend gives zeros. Throws saccade::Error naming "flash_attention" and the shapes
-/// for mismatched ranks, leading dims, D or Tk, dtypes or devices, or a mask of the wrong shape.
+/// out = dropout(softmax(q kᵀ · scale with masked entries excluded)) v, fused (FlashAttention, Dao 2022 and
+/// 2023; shapes in the file comment, grouped heads included: q (B, ..., H, Tq, D), k (B, ..., H_kv, Tk, D),
+/// v (B, ..., H_kv, Tk, Dv) -> out (B, ..., H, Tq, Dv)). `mask` and `dropout` are those of the scores
+/// (B, ..., H, Tq, Tk). A row with nothing to attend gives zeros. Throws saccade::Error naming
+/// "flash_attention" and the shapes for mismatched ranks, leading dims, D or Tk, H not a multiple of H_kv,
+/// dtypes or devices, a mask of the wrong shape, or grouped heads on CUDA ("GQA on CUDA not yet
+/// supported": its kernels take H_kv = H only).
 FlashAttentionForward flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                                               const AttentionMask& mask, double scale,
                                               const AttentionDropout& dropout = {});
 
-/// Gradients of flash_attention_forward: gq, gk, gv of q's, k's and v's shapes.
+/// Gradients of flash_attention_forward: gq, gk, gv of q's, k's and v's shapes (gk, gv: summed over the G
+/// query heads of each key/value head).
 struct FlashAttentionGrads {
   Tensor gq, gk, gv;
 };
@@ -76,7 +90,8 @@ struct FlashAttentionGrads {
 /// The backward of flash_attention_forward (Dao et al. 2022, Algorithm 2 / FlashAttention-2's backward):
 /// from gout = dL/d(out) (out's shape), the inputs, out and lse, recomputes the probabilities tile by tile:
 ///   dV = Pᵀ dO,  dP = dO Vᵀ,  dS = P ⊙ (dP - rowsum(dO ⊙ O)),  dQ = scale dS K,  dK = scale dSᵀ Q
-/// (with the dropout mask applied to P and dP). Rows with nothing to attend give zero gradients. A defined
+/// (with the dropout mask applied to P and dP; with grouped heads dK and dV sum over the group). Rows with
+/// nothing to attend give zero gradients. Shapes and errors as flash_attention_forward's. A defined
 /// dropout.kept must be the forward's FlashAttentionForward::kept (shape checked: Int64 (B·H·Tq, ⌈Tk/64⌉)
 /// on q's device, else saccade::Error naming "flash_attention_backward" and the shapes).
 FlashAttentionGrads flash_attention_backward(const Tensor& gout, const Tensor& q, const Tensor& k,

@@ -11,22 +11,49 @@
 
 namespace saccade {
 
+// x (..., H, T, C) viewed as (..., H_kv, G·T, C): the rows of the G query heads of each group stacked
+static Variable fold_groups(const Variable& x, int64_t h_kv) {
+  Shape s = x.shape();
+  const size_t nd = s.size();
+  s[nd - 2] *= s[nd - 3] / h_kv;
+  s[nd - 3] = h_kv;
+  return reshape(x, s);
+}
+
+// q: (B, ..., H, Tq, D), k: (B, ..., H_kv, Tk, D) -> (B, ..., H, Tq, Tk)
+Variable attention_scores(const Variable& q, const Variable& k, double scale) {
+  if (q.dim() < 4 || q.size(-3) == k.size(-3)) return mul(matmul(q, transpose(k, -2, -1)), scale);
+  // (B, ..., H_kv, G·Tq, D) @ (B, ..., H_kv, D, Tk): one product a key head, no copy of k
+  Shape s = q.shape();
+  s[s.size() - 1] = k.size(-2);
+  return reshape(mul(matmul(fold_groups(q, k.size(-3)), transpose(k, -2, -1)), scale), s);
+}
+
+// weights: (B, ..., H, Tq, Tk), v: (B, ..., H_kv, Tk, Dv) -> (B, ..., H, Tq, Dv)
+Variable attention_values(const Variable& weights, const Variable& v) {
+  if (weights.dim() < 4 || weights.size(-3) == v.size(-3)) return matmul(weights, v);
+  Shape s = weights.shape();
+  s[s.size() - 1] = v.size(-1);
+  return reshape(matmul(fold_groups(weights, v.size(-3)), v), s);
+}
+
 // Z(softmax(q kᵀ · scale, masked)) v composed of autograd ops, with the kernel's own dropout mask Z (flash
-// attention's second derivative)
+// attention's second derivative); grouped heads as attention_scores
 static Variable attention_composed(const Variable& q, const Variable& k, const Variable& v,
                                    const ops::AttentionMask& mask, double scale,
                                    const ops::AttentionDropout& drop) {
-  Variable scores = mul(matmul(q, transpose(k, -2, -1)), scale);
+  Variable scores = attention_scores(q, k, scale);
   Tensor keep = ops::attention_keep_mask(mask, scores.shape(), scores.device());
   Variable weights = keep.defined() ? masked_softmax(scores, keep) : softmax(scores, -1);
   if (drop.p > 0)
     weights =
         mul(weights,
             Variable(ops::attention_dropout_mask(drop, weights.shape(), weights.dtype(), weights.device())));
-  return matmul(weights, v);
+  return attention_values(weights, v);
 }
 
-// q: (B, ..., Tq, D), k: (B, ..., Tk, D), v: (B, ..., Tk, Dv); out: (B, ..., Tq, Dv); lse: (B, ..., Tq)
+// q: (B, ..., H, Tq, D), k: (B, ..., H_kv, Tk, D), v: (B, ..., H_kv, Tk, Dv); out: (B, ..., H, Tq, Dv);
+// lse: (B, ..., H, Tq)
 Variable flash_attention(const Variable& q, const Variable& k, const Variable& v,
                          const ops::AttentionMask& mask, double scale, double dropout_p, bool training,
                          Generator* gen) {

@@ -6,15 +6,31 @@
 
 namespace saccade {
 
-/// out = dropout(softmax(q kᵀ · scale, masked)) v through the fused kernel (FlashAttention, Dao et al. 2022),
-/// differentiable in q, k and v. q (B, ..., Tq, D), k (B, ..., Tk, D), v (B, ..., Tk, Dv) -> (B, ..., Tq,
-/// Dv); `mask` from ops::attention_mask. Dropout p in [0, 1) is applied when `training`, drawing B·…·Tq·Tk
-/// counters from `gen` (the default generator when null) exactly as ops::dropout on the (B, ..., Tq, Tk)
-/// weights would, so that the composed path with the same generator state gives the same result.
-/// Throws saccade::Error naming "flash_attention" for mismatched shapes or dtypes, or a bad p.
+/// out = dropout(softmax(q kᵀ · scale, masked)) v through the fused kernel (FlashAttention, Dao et al. 2022;
+/// FlashAttention-2, Dao 2023), differentiable in q, k and v (twice: the second derivative recomputes the
+/// composed path). q (B, ..., H, Tq, D), k (B, ..., H_kv, Tk, D), v (B, ..., H_kv, Tk, Dv) -> (B, ..., H, Tq,
+/// Dv), float32, float64, bfloat16 or float16. H_kv = H is multi-head attention; H = G·H_kv is grouped-query
+/// attention (Ainslie et al. 2023; multi-query when H_kv = 1): query head h reads key/value head h / G, and
+/// k's and v's gradients sum over each group, without repeating k or v. `mask` from ops::attention_mask
+/// (for the scores (B, ..., H, Tq, Tk)). Dropout p in [0, 1) is applied when `training`, drawing
+/// B·…·H·Tq·Tk counters from `gen` (the default generator when null) exactly as ops::dropout on the
+/// (B, ..., H, Tq, Tk) weights would, so that the composed path with the same generator state gives the same
+/// result. Throws saccade::Error naming "flash_attention" and the shapes for mismatched shapes (H not a
+/// multiple of H_kv included) or dtypes, a bad p, or grouped heads on CUDA.
 Variable flash_attention(const Variable& q, const Variable& k, const Variable& v,
                          const ops::AttentionMask& mask, double scale, double dropout_p = 0.0,
                          bool training = false, Generator* gen = nullptr);
+
+/// The scores q kᵀ · scale (B, ..., H, Tq, Tk) of q (B, ..., H, Tq, D) against k (B, ..., H_kv, Tk, D), the
+/// composed path's first product. H = G·H_kv (grouped-query attention, Ainslie et al. 2023): query head h
+/// against key head h / G, the G query heads of a group folded into the rows of one product with their key
+/// head (q viewed as (B, ..., H_kv, G·Tq, D): a view when q is contiguous there), so k is never repeated and
+/// its gradient sums over the group inside the product. H_kv = H (or rank 3): matmul(q, kᵀ) · scale. Shapes
+/// as check_attention_inputs with enable_gqa (not checked again here).
+Variable attention_scores(const Variable& q, const Variable& k, double scale);
+/// weights (B, ..., H, Tq, Tk) @ v (B, ..., H_kv, Tk, Dv) -> (B, ..., H, Tq, Dv), grouped as
+/// attention_scores (the composed path's second product).
+Variable attention_values(const Variable& weights, const Variable& v);
 
 /// The additive-attention scores (Bahdanau et al. 2015, eq. 6; d2l 11.3.2), fused:
 ///   scores[b, i, l] = Σ_a w_v[a] tanh(qp[b, i, a] + kp[b, l, a]),

@@ -1,5 +1,5 @@
 #pragma once
-// How the CPU flash-attention kernels (ops/cpu/attention.cpp) compute their tile products (S = Q Kᵀ,
+// How the CPU flash-attention kernels (ops/cpu/attention_loop.h) compute their tile products (S = Q Kᵀ,
 // O += P V and the five products of the backward): through OpenBLAS (cblas_sgemm / cblas_dgemm on one small
 // tile at a time) or through plain loops the compiler vectorises. The kernels choose by head dim
 // (tile_products); a benchmark or a test can force one for a scope with TileProductsGuard (bench/attention

@@ -1,10 +1,10 @@
 #pragma once
-// The flash-attention tile products whose operands are both bfloat16 tensors (ops/cpu/attention.cpp): the
-// scores S = Q Kᵀ (forward and backward) and dP = dO Vᵀ (backward), on AVX512-BF16's VDPBF16PS. Each product
-// of two bf16 values is exact in float32 and the sums are float32, so the result is the float32 tile product
-// of the widened operands up to the order of the additions; the kernels skip widening Q and K (V, in the
-// backward) to float32 for these products. The other products (P V, Pᵀ dO, dSᵀ Q, dS K) round P and dS to
-// bfloat16 and go through gemm_bf16 (ops/cpu/attention.cpp says why).
+// The flash-attention tile products whose operands are both bfloat16 tensors (ops/cpu/attention_half.cpp):
+// the scores S = Q Kᵀ (forward and backward) and dP = dO Vᵀ (backward), on AVX512-BF16's VDPBF16PS. Each
+// product of two bf16 values is exact in float32 and the sums are float32, so the result is the float32 tile
+// product of the widened operands up to the order of the additions; the kernels skip widening Q and K (V, in
+// the backward) to float32 for these products. The other products (P V, Pᵀ dO, dSᵀ Q, dS K) round P and dS to
+// bfloat16 and go through gemm_bf16 (ops/cpu/attention_half.cpp says why).
 #include <cstdint>
 
 #include "ops/tensor.h"  // bfloat16
