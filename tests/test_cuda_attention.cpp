@@ -1,5 +1,5 @@
 // The CUDA fused attention kernels (ops/cuda/attention.cu) against each other and against the CPU's fused
-// kernel (ops/cpu/attention.cpp): the tiled backward (FlashAttention-2's Algorithm 2) and the readable
+// kernel (ops/cpu/attention.cpp, attention_loop.h): the tiled backward (FlashAttention-2's Algorithm 2) and the readable
 // one-thread-per-row backward, each from the same GPU forward, and the tiled and readable forwards, over
 // every mask kind (valid_lens (B) and (B, Tq), Bool keep-masks, both causal alignments), dropout with one
 // seed, Tq != Tk, sizes that do not divide the tiles, head dims 16 / 64 / 128, odd ones (40 / 24, 100 / 72)

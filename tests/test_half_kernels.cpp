@@ -334,7 +334,7 @@ TEST_CASE("16-bit GRU gates and additive attention scores: float32 inside", "[ha
 TEST_CASE("bfloat16 flash attention with every product on VDPBF16PS: within P's and dS's rounding of float32",
           "[half][flash]") {
   // With AVX512-BF16, the CPU kernels round P (forward and backward) and dS (backward) to bfloat16 before the
-  // products P V, Pᵀ dO, dSᵀ Q and dS K (ops/cpu/attention.cpp, as PyTorch's CPU flash attention). Each
+  // products P V, Pᵀ dO, dSᵀ Q and dS K (ops/cpu/attention_half.cpp, as PyTorch's CPU flash attention). Each
   // rounded factor is off by at most 2^-9 of itself, so against the float32 kernel on the same (widened)
   // inputs each result may differ by 2^-9 of the sum of its terms' magnitudes, plus its own rounding: the
   // bound is ulp · (|float32 result| + Σ |terms|) with ulp = 2^-8 (twice that). Several key tiles (131 keys,
