@@ -29,6 +29,7 @@
 #include "nn/grad_scaler.h"
 #include "nn/init.h"
 #include "nn/linear.h"
+#include "nn/llama.h"
 #include "nn/loss.h"
 #include "nn/module.h"
 #include "nn/multihead.h"

@@ -1,0 +1,96 @@
+// nn::LlamaBlock (issue 40): Hugging Face's parameter names and shapes, the block against a composed
+// reference written from readable pieces (rms_norm_composed, rotary_embedding_composed, key/value heads
+// repeated per group, softmax attention with a causal mask), causality, gradcheck, and bad input.
+#include <algorithm>
+#include <cmath>
+
+#include "helpers.h"
+
+using namespace saccade;
+using saccade::testing::allclose;
+using saccade::testing::rand64;
+
+namespace {
+
+nn::LlamaConfig tiny() {
+  nn::LlamaConfig c;
+  c.hidden_size = 16, c.intermediate_size = 24, c.num_attention_heads = 4, c.num_key_value_heads = 2;
+  c.rms_norm_eps = 1e-5, c.rope_theta = 500.0;
+  return c;
+}
+
+// The block from readable pieces: x (B, T, hidden), float64
+Variable reference(nn::LlamaBlock& b, const Variable& x) {
+  const nn::LlamaAttention& a = *b.self_attn;
+  const int64_t B = x.size(0), T = x.size(1), H = a.num_heads, Hkv = a.num_kv_heads, hd = a.head_dim;
+  ops::RotaryTables t = ops::rotary_tables(T, hd, 500.0, DType::Float64);
+  auto heads = [&](const Variable& y, int64_t h) { return permute(reshape(y, {B, T, h, hd}), {0, 2, 1, 3}); };
+  const Variable xn = rms_norm_composed(x, {x.size(2)}, b.input_layernorm->weight, 1e-5);
+  const Variable q =
+      rotary_embedding_composed(heads(a.q_proj->forward(xn), H), t.cos, t.sin, RotaryStyle::Half);
+  Variable k = rotary_embedding_composed(heads(a.k_proj->forward(xn), Hkv), t.cos, t.sin, RotaryStyle::Half);
+  Variable v = heads(a.v_proj->forward(xn), Hkv);
+  Tensor index = Tensor::empty({H}, DType::Int64);  // query head h reads key/value head h / (H / Hkv)
+  for (int64_t h = 0; h < H; ++h) index.data<int64_t>()[h] = h / (H / Hkv);
+  k = index_select(k, 1, index);
+  v = index_select(v, 1, index);
+  Variable s = mul(matmul(q, transpose(k, -2, -1)), 1.0 / std::sqrt(static_cast<double>(hd)));
+  s = masked_fill(s, ops::logical_not(nn::causal_mask(T, T)), -INFINITY);
+  const Variable o = reshape(permute(matmul(softmax(s, -1), v), {0, 2, 1, 3}), {B, T, H * hd});
+  const Variable h = add(x, a.o_proj->forward(o));
+  const Variable hn = rms_norm_composed(h, {x.size(2)}, b.post_attention_layernorm->weight, 1e-5);
+  return add(
+      h, b.mlp->down_proj->forward(mul(silu(b.mlp->gate_proj->forward(hn)), b.mlp->up_proj->forward(hn))));
+}
+
+}  // namespace
+
+TEST_CASE("LlamaBlock: Hugging Face's names, and the composed reference", "[nn][llama]") {
+  Generator gen(7);
+  nn::LlamaBlock block(tiny(), &gen);
+  std::vector<std::string> keys = block.state_dict().keys();
+  std::sort(keys.begin(), keys.end());
+  CHECK(keys == std::vector<std::string>{
+                    "input_layernorm.weight", "mlp.down_proj.weight", "mlp.gate_proj.weight",
+                    "mlp.up_proj.weight", "post_attention_layernorm.weight", "self_attn.k_proj.weight",
+                    "self_attn.o_proj.weight", "self_attn.q_proj.weight", "self_attn.v_proj.weight"});
+  CHECK(block.self_attn->k_proj->weight.shape() == Shape{8, 16});  // H_kv · head_dim = 2 · 4
+  CHECK(block.self_attn->q_proj->weight.shape() == Shape{16, 16});
+  block.to(DType::Float64);
+  for (const Variable& w : {block.input_layernorm->weight, block.post_attention_layernorm->weight}) {
+    Tensor d = w.data();  // not all ones, so the norms' weights count
+    ops::copy_(d, ops::add(rand64({16}, 8), 1.0));
+  }
+  Variable x(rand64({2, 5, 16}, 9), true);
+  Variable y = block.forward(x);
+  CHECK(y.shape() == Shape{2, 5, 16});
+  REQUIRE(allclose(y.data(), reference(block, Variable(x.data())).data(), 1e-12, 1e-12));
+  // causal: a later token changes nothing before it
+  Tensor x2 = x.data().clone();
+  Tensor last = x2.narrow(1, 4, 1);
+  ops::fill_(last, 3.0);
+  Tensor y2 = block.forward(Variable(x2)).data();
+  CHECK(allclose(y2.narrow(1, 0, 4), y.data().narrow(1, 0, 4), 1e-13, 1e-13));
+  CHECK_FALSE(allclose(y2.narrow(1, 4, 1), y.data().narrow(1, 4, 1), 1e-6, 1e-6));
+  // gradients through the whole block, to the input and to the parameters
+  CHECK(gradcheck([&](const std::vector<Variable>& v) { return block.forward(v[0]); },
+                  {Variable(rand64({1, 3, 16}, 10), true)}));
+  sum(y).backward();
+  for (const Variable& p : block.parameters()) CHECK(p.grad().defined());
+}
+
+TEST_CASE("LlamaBlock: bad configurations", "[nn][llama][errors]") {
+  nn::LlamaConfig c = tiny();
+  c.num_key_value_heads = 3;
+  REQUIRE_THROWS_SACCADE(nn::LlamaBlock{c},
+                         "LlamaAttention: num_attention_heads 4 is not a multiple of num_key_value_heads 3");
+  c = tiny();
+  c.head_dim = 3;
+  REQUIRE_THROWS_SACCADE(nn::LlamaBlock{c}, "RotaryEmbedding");
+  c = tiny();
+  c.num_attention_heads = 0;
+  REQUIRE_THROWS_SACCADE(nn::LlamaBlock{c}, "must be positive");
+  nn::LlamaBlock b(tiny());
+  REQUIRE_THROWS_SACCADE(b.forward(Variable(rand64({5, 16}).to(DType::Float32))),
+                         "LlamaAttention: expected x (B, T, hidden)");
+}
