@@ -3,6 +3,7 @@
 // repeated per group, softmax attention with a causal mask), causality, gradcheck, and bad input.
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "helpers.h"
 
@@ -77,6 +78,34 @@ TEST_CASE("LlamaBlock: Hugging Face's names, and the composed reference", "[nn][
                   {Variable(rand64({1, 3, 16}, 10), true)}));
   sum(y).backward();
   for (const Variable& p : block.parameters()) CHECK(p.grad().defined());
+}
+
+TEST_CASE("LlamaBlock: agrees with transformers' Llama layer (tests/fixtures/make_llama_block.py)",
+          "[nn][llama][torch]") {
+  // one decoder layer and the final RMSNorm of a random LlamaModel, float32, with the gradients of
+  // sum(output * R) to the input and to every weight
+  nn::Safetensors f = nn::load_safetensors(std::string(SACCADE_TEST_DATA_DIR) + "/llama_block.safetensors");
+  nn::LlamaBlock block(tiny());
+  nn::RMSNorm norm(16, 1e-5);
+  nn::StateDict layer;
+  for (const auto& [name, t] : f.tensors)
+    if (name.rfind("layers.0.", 0) == 0) layer.insert(name.substr(9), t);
+  block.load_state_dict(layer);  // strict: every name matches transformers'
+  norm.load_state_dict([&] {
+    nn::StateDict d;
+    d.insert("weight", f.tensors.at("norm.weight"));
+    return d;
+  }());
+  Variable x(f.tensors.at("input"), true);
+  Variable y = norm.forward(block.forward(x));
+  CHECK(allclose(y.data(), f.tensors.at("output"), 1e-5, 1e-5));
+  sum(mul(y, Variable(f.tensors.at("grad_output")))).backward();
+  CHECK(allclose(x.grad(), f.tensors.at("grad.input"), 1e-4, 1e-5));
+  for (const auto& [name, p] : block.named_parameters()) {
+    INFO(name);
+    CHECK(allclose(p.grad(), f.tensors.at("grad.layers.0." + name), 1e-4, 1e-5));
+  }
+  CHECK(allclose(norm.weight.grad(), f.tensors.at("grad.norm.weight"), 1e-4, 1e-5));
 }
 
 TEST_CASE("LlamaBlock: bad configurations", "[nn][llama][errors]") {
