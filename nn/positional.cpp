@@ -134,12 +134,19 @@ const ops::RotaryTables& RotaryEmbedding::tables(const Variable& x, int64_t posi
   return cache_.back().second;
 }
 
+namespace {
+// RotaryEmbedding::forward's check: x is floating, (..., T, head_dim)
+void check_rotary_input(const Variable& x, int64_t head_dim) {
+  SACCADE_CHECK(x.defined() && x.dim() >= 2 && x.size(-1) == head_dim && is_floating(x.dtype()),
+                "RotaryEmbedding: expected a floating x of shape (..., T, {}), got {}", head_dim,
+                x.defined() ? x.shape() : Shape{});
+}
+}  // namespace
+
 // x: (..., T, head_dim) -> the same
 Variable RotaryEmbedding::forward(const Variable& x, int64_t offset) {
   ErrorScope scope(name(), {shape_of(x)});
-  SACCADE_CHECK(x.defined() && x.dim() >= 2 && x.size(-1) == head_dim_ && is_floating(x.dtype()),
-                "RotaryEmbedding: expected a floating x of shape (..., T, {}), got {}", head_dim_,
-                x.defined() ? x.shape() : Shape{});
+  check_rotary_input(x, head_dim_);
   SACCADE_CHECK(offset >= 0, "RotaryEmbedding: offset must be >= 0, got {}", offset);
   const int64_t T = x.size(-2);
   const ops::RotaryTables& t = tables(x, offset + T);
@@ -148,9 +155,7 @@ Variable RotaryEmbedding::forward(const Variable& x, int64_t offset) {
 
 Variable RotaryEmbedding::forward(const Variable& x, const Tensor& positions) {
   ErrorScope scope(name(), {shape_of(x)});
-  SACCADE_CHECK(x.defined() && x.dim() >= 2 && x.size(-1) == head_dim_ && is_floating(x.dtype()),
-                "RotaryEmbedding: expected a floating x of shape (..., T, {}), got {}", head_dim_,
-                x.defined() ? x.shape() : Shape{});
+  check_rotary_input(x, head_dim_);
   SACCADE_CHECK(positions.defined() && positions.dtype() == DType::Int64 && positions.dim() == 1 &&
                     positions.size(0) == x.size(-2),
                 "RotaryEmbedding: positions must be int64 (T) with T = {}, got {}", x.size(-2),

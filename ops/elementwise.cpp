@@ -144,26 +144,23 @@ Tensor sigmoid(const Tensor& a) { return unary(UnaryOp::Sigmoid, a); }
 Tensor relu(const Tensor& a) { return unary(UnaryOp::Relu, a); }
 Tensor gelu(const Tensor& a) { return unary(UnaryOp::Gelu, a); }
 Tensor gelu_grad(const Tensor& a) { return unary(UnaryOp::GeluGrad, a); }
+// The check of the fused floating-only binary ops (gelu_backward, silu_backward, swiglu): both defined and
+// floating, and for swiglu of one shape.
+static void check_floating_pair(const char* op, const Tensor& a, const Tensor& b, bool same_shape) {
+  SACCADE_CHECK(a.defined() && b.defined() && is_floating(a.dtype()) && is_floating(b.dtype()) &&
+                    (!same_shape || a.shape() == b.shape()),
+                "{}: expected floating tensors{}, got {} {} and {} {}", op, same_shape ? " of one shape" : "",
+                a.defined() ? a.shape() : Shape{}, a.defined() ? dtype_name(a.dtype()) : "undefined",
+                b.defined() ? b.shape() : Shape{}, b.defined() ? dtype_name(b.dtype()) : "undefined");
+}
 Tensor gelu_backward(const Tensor& g, const Tensor& x) {
-  SACCADE_CHECK(g.defined() && x.defined() && is_floating(g.dtype()) && is_floating(x.dtype()),
-                "gelu_backward: expected floating tensors, got {} {} and {} {}",
-                g.defined() ? g.shape() : Shape{}, g.defined() ? dtype_name(g.dtype()) : "undefined",
-                x.defined() ? x.shape() : Shape{}, x.defined() ? dtype_name(x.dtype()) : "undefined");
+  check_floating_pair("gelu_backward", g, x, false);
   return binary(BinaryOp::GeluBackward, g, x);
 }
 Tensor silu(const Tensor& a) {
   SACCADE_CHECK(!a.defined() || is_floating(a.dtype()),
                 "silu: expected a floating tensor, got {} of shape {}", a.dtype(), a.shape());
   return unary(UnaryOp::Silu, a);
-}
-// The checks of the fused floating-only binary ops: both defined and floating (and, for swiglu, one shape).
-static void check_floating_pair(const char* op, const Tensor& a, const Tensor& b, bool same_shape) {
-  SACCADE_CHECK(a.defined() && b.defined() && is_floating(a.dtype()) && is_floating(b.dtype()) &&
-                    (!same_shape || a.shape() == b.shape()),
-                "{}: expected two floating tensors{}, got {} {} and {} {}", op,
-                same_shape ? " of one shape" : "", a.defined() ? a.shape() : Shape{},
-                a.defined() ? dtype_name(a.dtype()) : "undefined", b.defined() ? b.shape() : Shape{},
-                b.defined() ? dtype_name(b.dtype()) : "undefined");
 }
 Tensor silu_backward(const Tensor& g, const Tensor& x) {
   check_floating_pair("silu_backward", g, x, false);

@@ -54,8 +54,8 @@ Tensor rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin, R
   if (is_half(x.dtype()))
     return rotary_embedding(x.to(DType::Float32), cos, sin, style, inverse).to(x.dtype());
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
-  const int64_t rows = T == 0 ? 0 : x.numel() / (T * D);
   if (out.numel() == 0) return out;
+  const int64_t rows = x.numel() / (T * D);
   backend(x.device())
       .rotary_embedding(x.contiguous().view({rows, T, D}), cos.contiguous(), sin.contiguous(),
                         out.view({rows, T, D}), style == RotaryStyle::Interleaved, inverse);

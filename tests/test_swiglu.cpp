@@ -91,7 +91,7 @@ TEST_CASE("SiLU and SwiGLU modules, and bad input", "[nn][swiglu][errors]") {
   CHECK(allclose(act.forward(x).data(), silu(x).data(), 0, 0));
   REQUIRE_THROWS_SACCADE(act.forward(Variable()), "SiLU: got an undefined input");
   REQUIRE_THROWS_SACCADE(ops::swiglu(rand64({3}), rand64({4})),
-                         "swiglu: expected two floating tensors of one shape");
+                         "swiglu: expected floating tensors of one shape");
   REQUIRE_THROWS_SACCADE(ops::swiglu(rand64({3}), Tensor()), "swiglu");
   REQUIRE_THROWS_SACCADE(ops::silu(ops::ones({3}, DType::Int64)), "silu: expected a floating tensor");
   REQUIRE_THROWS_SACCADE(ops::silu_backward(ops::ones({3}, DType::Int64), rand64({3})), "silu_backward");

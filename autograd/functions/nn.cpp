@@ -58,13 +58,21 @@ Variable masked_softmax(const Variable& x, const Tensor& valid_lens_or_mask) {
   });
 }
 
+namespace {
+// The dims of x that normalized_shape names: its last normalized_shape.size() dims
+Shape trailing_dims(const Variable& x, const Shape& normalized_shape) {
+  Shape dims;
+  for (int i = 0; i < normalized_shape.size(); ++i) dims.push_back(x.dim() - normalized_shape.size() + i);
+  return dims;
+}
+}  // namespace
+
 // x: (..., *normalized_shape); weight, bias: (normalized_shape)
 Variable layer_norm_composed(const Variable& x, const Shape& normalized_shape, const Variable& weight,
                              const Variable& bias, double eps) {
   check_defined("layer_norm_composed", x);
   // y = (x - μ) / √(σ² + eps) ⊙ w + b over the last normalized_shape.size() dims (σ² biased)
-  Shape dims;
-  for (int i = 0; i < normalized_shape.size(); ++i) dims.push_back(x.dim() - normalized_shape.size() + i);
+  const Shape dims = trailing_dims(x, normalized_shape);
   Variable c = sub(x, mean(x, dims, true));
   Variable y = mul(c, rsqrt(add(mean(mul(c, c), dims, true), eps)));
   if (weight.defined()) y = mul(y, weight);
@@ -123,8 +131,7 @@ Variable rms_norm_composed(const Variable& x, const Shape& normalized_shape, con
                            std::optional<double> eps) {
   check_defined("rms_norm_composed", x);
   // y = x / √(mean(x²) + eps) ⊙ w over the last normalized_shape.size() dims
-  Shape dims;
-  for (int i = 0; i < normalized_shape.size(); ++i) dims.push_back(x.dim() - normalized_shape.size() + i);
+  const Shape dims = trailing_dims(x, normalized_shape);
   Variable y = mul(x, rsqrt(add(mean(mul(x, x), dims, true), rms_norm_eps(x, eps))));
   return weight.defined() ? mul(y, weight) : y;
 }

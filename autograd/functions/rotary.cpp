@@ -38,7 +38,7 @@ Variable rotary_embedding_composed(const Variable& x, const Tensor& cos, const T
     // x ⊙ [c, c] + rotate_half(x) ⊙ [s, s],  rotate_half(x) = [-x2, x1]
     const Variable x1 = narrow(x, last, 0, half), x2 = narrow(x, last, half, half);
     const Variable cc = cat({c, c}, -1), ss = cat({s, s}, -1);
-    rotated = add(mul(cat({x1, x2}, -1), cc), mul(cat({neg(x2), x1}, -1), ss));
+    rotated = add(mul(narrow(x, last, 0, R), cc), mul(cat({neg(x2), x1}, -1), ss));
   } else {
     // pairs (2i, 2i + 1): viewed as (..., R/2, 2)
     Shape pairs = x.shape();
