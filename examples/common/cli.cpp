@@ -244,13 +244,17 @@ fs::path existing_ancestor(const std::string& flag, const fs::path& path, std::v
 void require_writable_directory(const std::string& flag, const std::string& path) {
   if (path.empty()) throw UsageError(flag, "the folder name is empty");
   std::vector<fs::path> missing;
-  existing_ancestor(flag, path, &missing);
+  const fs::path parent = existing_ancestor(flag, path, &missing);
   if (missing.empty()) return;
-  // access() says yes to root everywhere (/proc too): make the folders, and remove them again
+  // access() says yes to root everywhere (/proc too): make a folder of our own in the nearest existing one,
+  // and remove it again. It has a name nobody else uses, so programs started beside this one, making and
+  // filling the same folders, are never disturbed.
+  std::string probe = (parent / ".saccade-probe-XXXXXX").string();
+  if (::mkdtemp(probe.data()) == nullptr)
+    throw UsageError(flag, fmt::format("cannot make the folder '{}' (cannot write in '{}')", path,
+                                       parent.string()));
   std::error_code ec;
-  fs::create_directories(path, ec);
-  for (auto it = missing.rbegin(); it != missing.rend(); ++it) fs::remove(*it);
-  if (ec) throw UsageError(flag, fmt::format("cannot make the folder '{}' ({})", path, ec.message()));
+  fs::remove(probe, ec);
 }
 
 void require_writable_file(const std::string& flag, const std::string& path) {
