@@ -1,0 +1,243 @@
+#include "hf/config.h"
+
+#include <algorithm>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "ops/error.h"
+
+namespace saccade::hf {
+
+using nlohmann::json;
+
+namespace {
+
+// Reading one config.json: every error names the function, the file and the key.
+struct Reader {
+  const json& j;
+  const std::string& path;
+
+  Error fail(const std::string& key, const std::string& what) const {
+    return Error(fmt::format("hf::load_config: '{}': \"{}\": {}", path, key, what));
+  }
+  bool has(const std::string& key) const { return j.contains(key) && !j[key].is_null(); }
+
+  // An integer >= lo, required unless a default is given.
+  int64_t integer(const std::string& key, std::optional<int64_t> fallback, int64_t lo = 1) const {
+    if (!has(key)) {
+      if (fallback) return *fallback;
+      throw fail(key, "missing (the architecture needs it)");
+    }
+    const json& v = j[key];
+    if (!v.is_number_integer()) throw fail(key, fmt::format("{} is not an integer", v.dump()));
+    const int64_t x = v.get<int64_t>();
+    if (x < lo || x > (int64_t{1} << 40))
+      throw fail(key, fmt::format("{} is out of range (need >= {})", x, lo));
+    return x;
+  }
+  double number(const json& v, const std::string& key, bool positive = true) const {
+    if (!v.is_number()) throw fail(key, fmt::format("{} is not a number", v.dump()));
+    const double x = v.get<double>();
+    if (!(x == x) || (positive && !(x > 0))) throw fail(key, fmt::format("{} is not a positive number", x));
+    return x;
+  }
+  double number(const std::string& key, double fallback) const {
+    return has(key) ? number(j[key], key) : fallback;
+  }
+  bool boolean(const std::string& key, bool fallback) const {
+    if (!has(key)) return fallback;
+    if (!j[key].is_boolean()) throw fail(key, fmt::format("{} is not true or false", j[key].dump()));
+    return j[key].get<bool>();
+  }
+  std::string string(const std::string& key, const std::string& fallback) const {
+    if (!has(key)) return fallback;
+    if (!j[key].is_string()) throw fail(key, fmt::format("{} is not a string", j[key].dump()));
+    return j[key].get<std::string>();
+  }
+  // null, an id, or a list of ids.
+  std::vector<int64_t> ids(const std::string& key) const {
+    std::vector<int64_t> out;
+    if (!has(key)) return out;
+    const json& v = j[key];
+    auto one = [&](const json& x) {
+      if (!x.is_number_integer() || x.get<int64_t>() < 0)
+        throw fail(key, fmt::format("{} is not a token id", v.dump()));
+      out.push_back(x.get<int64_t>());
+    };
+    if (v.is_array()) {
+      for (const json& x : v) one(x);
+    } else {
+      one(v);
+    }
+    return out;
+  }
+};
+
+// The rotary base: "rope_theta" at the top level, or inside "rope_parameters" (transformers >= 5) or
+// "rope_scaling"; any rope_type other than "default" changes the frequencies in ways saccade does not
+// implement, and is refused rather than run wrongly.
+double rope_theta(const Reader& r) {
+  double theta = r.number("rope_theta", 10000.0);
+  for (const char* key : {"rope_parameters", "rope_scaling"}) {
+    if (!r.has(key)) continue;
+    const json& p = r.j[key];
+    if (!p.is_object()) throw r.fail(key, fmt::format("{} is not an object", p.dump()));
+    std::string type = "default";
+    for (const char* k : {"rope_type", "type"})
+      if (p.contains(k) && p[k].is_string()) type = p[k].get<std::string>();
+    if (type != "default")
+      throw r.fail(key,
+                   fmt::format("rope_type '{}' is not supported (only 'default' rotary positions)", type));
+    if (p.contains("rope_theta")) theta = r.number(p["rope_theta"], std::string(key) + ".rope_theta");
+  }
+  return theta;
+}
+
+void check_architectures(const Reader& r, const std::vector<std::string>& known) {
+  if (!r.has("architectures")) return;
+  const json& a = r.j["architectures"];
+  if (!a.is_array()) throw r.fail("architectures", fmt::format("{} is not a list", a.dump()));
+  for (const json& name : a) {
+    if (!name.is_string() || std::find(known.begin(), known.end(), name.get<std::string>()) == known.end())
+      throw r.fail("architectures", fmt::format("{} is not supported (saccade reads {})", name.dump(),
+                                                fmt::join(known, ", ")));
+  }
+}
+
+}  // namespace
+
+std::string Config::describe() const {
+  std::string heads = num_key_value_heads != num_attention_heads
+                          ? fmt::format("{} heads ({} key/value)", num_attention_heads, num_key_value_heads)
+                          : fmt::format("{} heads", num_attention_heads);
+  return fmt::format("{}: {} layers, {}, hidden {}, context {}, vocab {}", model_type, num_hidden_layers,
+                     heads, hidden_size, max_position_embeddings, vocab_size);
+}
+
+Config parse_config(const std::string& text, const std::string& path) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    throw Error(fmt::format("hf::load_config: '{}': not JSON: {}", path, e.what()));
+  }
+  if (!j.is_object()) throw Error(fmt::format("hf::load_config: '{}': not a JSON object", path));
+  const Reader r{j, path};
+  Config c;
+  c.model_type = r.string("model_type", "");
+  c.vocab_size = r.integer("vocab_size", std::nullopt);
+  c.bos_token_id = r.ids("bos_token_id");
+  c.eos_token_id = r.ids("eos_token_id");
+  c.torch_dtype = r.has("dtype") ? r.string("dtype", "") : r.string("torch_dtype", "");
+  if (c.model_type == "gpt2") {
+    check_architectures(r, {"GPT2LMHeadModel", "GPT2Model"});
+    c.architecture = Architecture::GPT2;
+    c.hidden_size = r.integer("n_embd", std::nullopt);
+    c.num_hidden_layers = r.integer("n_layer", std::nullopt);
+    c.num_attention_heads = r.integer("n_head", std::nullopt);
+    c.max_position_embeddings = r.integer("n_positions", std::nullopt);
+    c.intermediate_size = r.integer("n_inner", 4 * c.hidden_size);
+    c.norm_eps = r.number("layer_norm_epsilon", 1e-5);
+    c.tie_word_embeddings = r.boolean("tie_word_embeddings", true);
+    c.hidden_act = r.string("activation_function", "gelu_new");
+    if (c.hidden_act != "gelu_new" && c.hidden_act != "gelu" && c.hidden_act != "relu")
+      throw r.fail("activation_function",
+                   fmt::format("'{}' is not supported (gelu_new, gelu or relu)", c.hidden_act));
+    c.num_key_value_heads = c.num_attention_heads;
+    if (c.hidden_size % c.num_attention_heads != 0)
+      throw r.fail("n_head",
+                   fmt::format("{} does not divide n_embd {}", c.num_attention_heads, c.hidden_size));
+    c.head_dim = c.hidden_size / c.num_attention_heads;
+    c.attention_bias = c.mlp_bias = true;
+  } else if (c.model_type == "llama") {
+    check_architectures(r, {"LlamaForCausalLM", "LlamaModel"});
+    c.architecture = Architecture::Llama;
+    c.hidden_size = r.integer("hidden_size", std::nullopt);
+    c.num_hidden_layers = r.integer("num_hidden_layers", std::nullopt);
+    c.num_attention_heads = r.integer("num_attention_heads", std::nullopt);
+    c.num_key_value_heads = r.integer("num_key_value_heads", c.num_attention_heads);
+    c.intermediate_size = r.integer("intermediate_size", std::nullopt);
+    c.max_position_embeddings = r.integer("max_position_embeddings", std::nullopt);
+    c.norm_eps = r.number("rms_norm_eps", 1e-6);
+    c.rope_theta = rope_theta(r);
+    c.tie_word_embeddings = r.boolean("tie_word_embeddings", false);
+    c.hidden_act = r.string("hidden_act", "silu");
+    if (c.hidden_act != "silu")
+      throw r.fail("hidden_act", fmt::format("'{}' is not supported (silu)", c.hidden_act));
+    c.attention_bias = r.boolean("attention_bias", false);
+    c.mlp_bias = r.boolean("mlp_bias", false);
+    if (c.num_attention_heads % c.num_key_value_heads != 0)
+      throw r.fail("num_key_value_heads", fmt::format("{} does not divide num_attention_heads {}",
+                                                      c.num_key_value_heads, c.num_attention_heads));
+    if (r.has("head_dim")) {
+      c.head_dim = r.integer("head_dim", std::nullopt);
+    } else {
+      if (c.hidden_size % c.num_attention_heads != 0)
+        throw r.fail("num_attention_heads", fmt::format("{} does not divide hidden_size {} (and no head_dim)",
+                                                        c.num_attention_heads, c.hidden_size));
+      c.head_dim = c.hidden_size / c.num_attention_heads;
+    }
+    if (c.head_dim % 2 != 0)
+      throw r.fail("head_dim", fmt::format("{} is odd (rotary needs pairs)", c.head_dim));
+  } else {
+    throw r.fail("model_type",
+                 c.model_type.empty()
+                     ? std::string("missing (saccade reads 'gpt2' and 'llama')")
+                     : fmt::format("'{}' is not supported (saccade reads 'gpt2' and 'llama')", c.model_type));
+  }
+  return c;
+}
+
+Config load_config(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error(fmt::format("hf::load_config: cannot read '{}'", path));
+  std::ostringstream text;
+  text << f.rdbuf();
+  return parse_config(text.str(), path);
+}
+
+std::string config_json(const Config& c) {
+  json j;
+  auto ids = [](const std::vector<int64_t>& v) -> json {
+    if (v.empty()) return nullptr;
+    if (v.size() == 1) return v[0];
+    return v;
+  };
+  j["model_type"] = c.model_type;
+  j["vocab_size"] = c.vocab_size;
+  j["bos_token_id"] = ids(c.bos_token_id);
+  j["eos_token_id"] = ids(c.eos_token_id);
+  j["tie_word_embeddings"] = c.tie_word_embeddings;
+  if (!c.torch_dtype.empty()) j["dtype"] = c.torch_dtype;
+  if (c.architecture == Architecture::GPT2) {
+    j["architectures"] = {"GPT2LMHeadModel"};
+    j["n_embd"] = c.hidden_size;
+    j["n_layer"] = c.num_hidden_layers;
+    j["n_head"] = c.num_attention_heads;
+    j["n_positions"] = c.max_position_embeddings;
+    j["n_inner"] = c.intermediate_size;
+    j["layer_norm_epsilon"] = c.norm_eps;
+    j["activation_function"] = c.hidden_act;
+  } else {
+    j["architectures"] = {"LlamaForCausalLM"};
+    j["hidden_size"] = c.hidden_size;
+    j["num_hidden_layers"] = c.num_hidden_layers;
+    j["num_attention_heads"] = c.num_attention_heads;
+    j["num_key_value_heads"] = c.num_key_value_heads;
+    j["head_dim"] = c.head_dim;
+    j["intermediate_size"] = c.intermediate_size;
+    j["max_position_embeddings"] = c.max_position_embeddings;
+    j["rms_norm_eps"] = c.norm_eps;
+    j["rope_theta"] = c.rope_theta;
+    j["hidden_act"] = c.hidden_act;
+    j["attention_bias"] = c.attention_bias;
+    j["mlp_bias"] = c.mlp_bias;
+  }
+  return j.dump(2) + "\n";
+}
+
+}  // namespace saccade::hf

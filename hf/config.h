@@ -1,0 +1,60 @@
+#pragma once
+// config.json of a model folder in the Hugging Face layout (transformers' PretrainedConfig, written by
+// save_pretrained): the two architectures saccade runs, GPT-2 (GPT2LMHeadModel, Radford et al. 2019) and the
+// Llama family (LlamaForCausalLM: Llama, TinyLlama, SmolLM, OLMo-style files), read into one struct with
+// transformers' field names. GPT-2's own spellings (n_embd, n_layer, n_head, n_positions, n_inner,
+// layer_norm_epsilon, activation_function) land in the common fields.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace saccade::hf {
+
+/// The architecture a config.json describes.
+enum class Architecture { GPT2, Llama };
+
+/// The fields of a config.json that shape a model, with transformers' names. Defaults are transformers'
+/// where a file may leave the field out (GPT2Config's and LlamaConfig's), and fields that the architecture
+/// needs and has no default for must be present (load_config refuses the file otherwise).
+struct Config {
+  Architecture architecture = Architecture::GPT2;
+  std::string model_type;  ///< "gpt2" or "llama"
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;              ///< GPT-2: n_embd
+  int64_t num_hidden_layers = 0;        ///< GPT-2: n_layer
+  int64_t num_attention_heads = 0;      ///< GPT-2: n_head
+  int64_t num_key_value_heads = 0;      ///< H_kv (Llama; grouped-query when < heads); GPT-2: = heads
+  int64_t head_dim = 0;                 ///< Llama's head_dim, else hidden_size / num_attention_heads
+  int64_t intermediate_size = 0;        ///< the MLP's width; GPT-2: n_inner, or 4 hidden_size when null
+  int64_t max_position_embeddings = 0;  ///< the context; GPT-2: n_positions
+  double norm_eps = 1e-5;               ///< Llama: rms_norm_eps (1e-6); GPT-2: layer_norm_epsilon (1e-5)
+  double rope_theta = 10000.0;          ///< Llama: rope_theta, or rope_parameters / rope_scaling's
+  bool tie_word_embeddings = true;      ///< GPT-2: true, Llama: false, unless the file says
+  std::string hidden_act;               ///< GPT-2: activation_function ("gelu_new"), Llama: "silu"
+  bool attention_bias = false, mlp_bias = false;    ///< Llama only (GPT-2 has biases everywhere)
+  std::vector<int64_t> bos_token_id, eos_token_id;  ///< empty when null or absent (a list: several eos)
+  std::string torch_dtype;  ///< "float32", "bfloat16", "float16" or "" (the dtype on disk)
+
+  /// "gpt2: 12 layers, 12 heads, hidden 768, context 1024, vocab 50257"
+  std::string describe() const;
+};
+
+/// Reads and checks `path` (a config.json). Accepts "model_type" "gpt2" (architectures GPT2LMHeadModel or
+/// GPT2Model, or none) and "llama" (LlamaForCausalLM or LlamaModel, or none); rotary settings either as a
+/// top-level "rope_theta" (as most published files have it) or inside "rope_parameters" / "rope_scaling"
+/// (newer transformers), where only the "default" rope_type is supported. Throws saccade::Error naming
+/// "hf::load_config", the file and the key for: a file that cannot be read or is not a JSON object, an
+/// unknown model_type or architectures entry, a missing field the architecture needs, a value of the wrong
+/// type or out of range (sizes < 1, heads not dividing the width, key/value heads not dividing the heads, a
+/// GPT-2 activation other than gelu_new / gelu / relu, a Llama hidden_act other than silu, an odd head_dim),
+/// and a rope scaling other than the default one.
+Config load_config(const std::string& path);
+
+/// Parses config.json text (as load_config, `path` only names the file in errors).
+Config parse_config(const std::string& text, const std::string& path = "config.json");
+
+/// The config.json that transformers writes for `config` (its save_pretrained fields; GPT-2's own spellings
+/// for GPT-2), as JSON text. parse_config(config_json(c)) == c for every field above.
+std::string config_json(const Config& config);
+
+}  // namespace saccade::hf
