@@ -147,6 +147,11 @@ Config parse_config(const std::string& text, const std::string& path) {
     if (c.hidden_act != "gelu_new" && c.hidden_act != "gelu" && c.hidden_act != "relu")
       throw r.fail("activation_function",
                    fmt::format("'{}' is not supported (gelu_new, gelu or relu)", c.hidden_act));
+    // GPT-2 variants that change the computation (their defaults are GPT-2's own)
+    if (r.boolean("scale_attn_by_inverse_layer_idx", false))
+      throw r.fail("scale_attn_by_inverse_layer_idx", "true is not supported");
+    if (!r.boolean("scale_attn_weights", true)) throw r.fail("scale_attn_weights", "false is not supported");
+    if (r.boolean("add_cross_attention", false)) throw r.fail("add_cross_attention", "true is not supported");
     c.num_key_value_heads = c.num_attention_heads;
     if (c.hidden_size % c.num_attention_heads != 0)
       throw r.fail("n_head",

@@ -2,6 +2,8 @@
 // Elementwise activations as modules (torch.nn.ReLU / GELU / Tanh / Sigmoid), for Sequential. No parameters;
 // any input shape, float32/float64; the result has the input's shape. An undefined input throws
 // saccade::Error naming the module.
+#include <string>
+
 #include "nn/unary_module.h"
 
 namespace saccade::nn {
@@ -13,11 +15,21 @@ class ReLU : public UnaryModule {
   Variable forward(const Variable& x) override;
 };
 
-/// Exact GELU x Φ(x), Φ the standard normal CDF (Hendrycks & Gimpel 2016; torch.nn.GELU(approximate='none')).
+/// GELU x Φ(x), Φ the standard normal CDF (Hendrycks & Gimpel 2016, eq. 1; torch.nn.GELU). With
+/// approximate = "tanh", their tanh approximation 0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³))), which GPT-2
+/// uses (transformers' "gelu_new"), composed from tanh, mul and add (its gradient by the chain rule); with
+/// "none" (the default) the exact one, one fused kernel. forward: any floating x -> x's shape. The
+/// constructor throws saccade::Error naming "GELU" for another `approximate`.
 class GELU : public UnaryModule {
  public:
-  GELU() : UnaryModule("GELU") {}
+  explicit GELU(const std::string& approximate = "none");
   Variable forward(const Variable& x) override;
+  /// "none" or "tanh" (torch's attribute); set it only through the constructor or set_approximate.
+  const std::string& approximate() const { return approximate_; }
+  void set_approximate(const std::string& approximate);
+
+ private:
+  std::string approximate_;
 };
 
 /// SiLU (swish) x σ(x) (Elfwing et al. 2018; torch.nn.SiLU). forward: any floating x -> x's shape.

@@ -1,8 +1,10 @@
 #include "nn/llama.h"
 
 #include "autograd/functions/elementwise.h"
+#include "autograd/functions/linalg.h"
 #include "autograd/functions/shape.h"
 #include "nn/attention.h"
+#include "nn/init.h"
 
 namespace saccade::nn {
 
@@ -44,10 +46,39 @@ Variable LlamaAttention::forward(const Variable& x, int64_t offset) {
   const Variable q = rotary_emb->forward(heads(q_proj->forward(x), num_heads), offset);
   const Variable k = rotary_emb->forward(heads(k_proj->forward(x), num_kv_heads), offset);
   const Variable v = heads(v_proj->forward(x), num_kv_heads);
+  return attend(q, k, v, B, T);
+}
+
+// q (B, H, Tq, hd), k, v (B, H_kv, Tk, hd), causal bottom-right -> (B, Tq, hidden)
+Variable LlamaAttention::attend(const Variable& q, const Variable& k, const Variable& v, int64_t B,
+                                int64_t T) {
   Variable o = scaled_dot_product_attention(q, k, v, Tensor(), /*causal=*/true, 0.0, false, nullptr,
                                             /*need_weights=*/false, /*enable_gqa=*/num_kv_heads != num_heads)
                    .output;
   return o_proj->forward(reshape(permute(o, {0, 2, 1, 3}), {B, T, num_heads * head_dim}));
+}
+
+Variable LlamaAttention::step(const Variable& x, KVCache& cache) {
+  ErrorScope scope(name(), {shape_of(x)});
+  SACCADE_CHECK(x.defined() && x.dim() == 3, "LlamaAttention: expected x (B, T, hidden), got {}",
+                x.defined() ? x.shape() : Shape{});
+  const int64_t B = x.size(0), T = x.size(1), offset = cache.length();
+  auto heads = [&](const Variable& y, int64_t h) {
+    return permute(reshape(y, {B, T, h, head_dim}), {0, 2, 1, 3});
+  };
+  const Variable q = rotary_emb->forward(heads(q_proj->forward(x), num_heads), offset);
+  Variable k = rotary_emb->forward(heads(k_proj->forward(x), num_kv_heads), offset);
+  Variable v = heads(v_proj->forward(x), num_kv_heads);
+  if (cache.keys.defined()) {
+    SACCADE_CHECK(cache.keys.size(0) == B && cache.keys.dtype() == k.dtype(),
+                  "LlamaAttention: the cache holds keys {} ({}), the new keys are {} ({})",
+                  cache.keys.shape(), cache.keys.dtype(), k.shape(), k.dtype());
+    k = cat({cache.keys, k}, 2);
+    v = cat({cache.values, v}, 2);
+  }
+  cache.keys = k;
+  cache.values = v;
+  return attend(q, k, v, B, T);
 }
 
 LlamaBlock::LlamaBlock(const LlamaConfig& c, Generator* gen) : Module("LlamaBlock") {
@@ -63,8 +94,88 @@ LlamaBlock::LlamaBlock(const LlamaConfig& c, Generator* gen) : Module("LlamaBloc
 // x: (B, T, hidden) -> (B, T, hidden)
 Variable LlamaBlock::forward(const Variable& x, int64_t offset) {
   ErrorScope scope(name(), {shape_of(x)});
-  const Variable h = add(x, self_attn->forward(input_layernorm->forward(x), offset));
+  return finish(x, self_attn->forward(input_layernorm->forward(x), offset));
+}
+
+Variable LlamaBlock::step(const Variable& x, KVCache& cache) {
+  ErrorScope scope(name(), {shape_of(x)});
+  return finish(x, self_attn->step(input_layernorm->forward(x), cache));
+}
+
+// h = x + attended, y = h + mlp(post_attention_layernorm(h))
+Variable LlamaBlock::finish(const Variable& x, const Variable& attended) {
+  const Variable h = add(x, attended);
   return add(h, mlp->forward(post_attention_layernorm->forward(h)));
+}
+
+// ---- the whole model ----
+
+LlamaModel::LlamaModel(const LlamaConfig& c, Generator* gen)
+    : Module("LlamaModel"), vocab_size_(c.vocab_size), context_(c.max_position_embeddings) {
+  ErrorScope scope(name());
+  SACCADE_CHECK(
+      c.vocab_size > 0 && c.num_hidden_layers > 0 && c.max_position_embeddings > 0,
+      "LlamaModel: vocab_size {}, num_hidden_layers {} and max_position_embeddings {} must be positive",
+      c.vocab_size, c.num_hidden_layers, c.max_position_embeddings);
+  embed_tokens = register_module("embed_tokens",
+                                 std::make_shared<Embedding>(c.vocab_size, c.hidden_size, std::nullopt, gen));
+  auto list = register_module("layers", std::make_shared<Module>("ModuleList"));
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i)
+    layers.push_back(list->register_module(std::to_string(i), std::make_shared<LlamaBlock>(c, gen)));
+  norm = register_module("norm", std::make_shared<RMSNorm>(c.hidden_size, c.rms_norm_eps));
+  for (auto& [n, p] : named_parameters())
+    if (p.dim() >= 2) init::normal_(p.data(), 0.0, 0.02, gen);
+}
+
+void LlamaModel::check(const Tensor& idx, int64_t offset) const {
+  SACCADE_CHECK(idx.defined() && idx.dim() == 2 && idx.dtype() == DType::Int64 && idx.size(1) >= 1,
+                "LlamaModel: expected token ids int64 (B, T), got {}", idx.defined() ? idx.shape() : Shape{});
+  SACCADE_CHECK(offset + idx.size(1) <= context_,
+                "LlamaModel: positions [{}, {}) of ids {} pass max_position_embeddings {}", offset,
+                offset + idx.size(1), idx.shape(), context_);
+}
+
+Variable LlamaModel::forward(const Tensor& idx, int64_t offset) {
+  ErrorScope scope(name(), {shape_of(idx)});
+  check(idx, offset);
+  Variable x = embed_tokens->forward(idx);
+  for (auto& layer : layers) x = layer->forward(x, offset);
+  return norm->forward(x);
+}
+
+Variable LlamaModel::step(const Tensor& idx, std::vector<KVCache>& caches) {
+  ErrorScope scope("LlamaModel::step", {shape_of(idx)});
+  SACCADE_CHECK(caches.size() == layers.size(), "LlamaModel::step: {} caches for {} layers", caches.size(),
+                layers.size());
+  check(idx, caches[0].length());
+  Variable x = embed_tokens->forward(idx);
+  for (size_t i = 0; i < layers.size(); ++i) x = layers[i]->step(x, caches[i]);
+  return norm->forward(x);
+}
+
+LlamaForCausalLM::LlamaForCausalLM(const LlamaConfig& c, uint64_t seed)
+    : Module("LlamaForCausalLM"), config_(c), gen_(std::make_unique<Generator>(seed)) {
+  ErrorScope scope(name());
+  model = register_module("model", std::make_shared<LlamaModel>(c, gen_.get()));
+  if (!c.tie_word_embeddings) {
+    lm_head =
+        register_module("lm_head", std::make_shared<Linear>(c.hidden_size, c.vocab_size, false, gen_.get()));
+    init::normal_(lm_head->weight.data(), 0.0, 0.02, gen_.get());
+  }
+}
+
+Variable LlamaForCausalLM::head(const Variable& hidden) {
+  return lm_head ? lm_head->forward(hidden) : linear(hidden, model->embed_tokens->weight);
+}
+
+Variable LlamaForCausalLM::forward(const Tensor& idx) {
+  ErrorScope scope(name(), {shape_of(idx)});
+  return head(model->forward(idx));
+}
+
+Variable LlamaForCausalLM::step(const Tensor& idx, State& state) {
+  ErrorScope scope("LlamaForCausalLM::step", {shape_of(idx)});
+  return head(model->step(idx, state.caches));
 }
 
 }  // namespace saccade::nn

@@ -9,9 +9,12 @@
 //   heads)
 #include <cstdint>
 #include <memory>
+#include <vector>
 
+#include "nn/embedding.h"
 #include "nn/linear.h"
 #include "nn/module.h"
+#include "nn/multihead.h"
 #include "nn/normalization.h"
 #include "nn/positional.h"
 #include "nn/transformer_layers.h"
@@ -29,6 +32,11 @@ struct LlamaConfig {
   double rope_theta = 10000.0;
   bool attention_bias = false;
   bool mlp_bias = false;
+  // the whole model's (LlamaForCausalLM)
+  int64_t vocab_size = 32000;
+  int64_t num_hidden_layers = 32;
+  int64_t max_position_embeddings = 2048;  ///< the context
+  bool tie_word_embeddings = false;        ///< lm_head multiplies by embed_tokens.weight (SmolLM)
 };
 
 /// Causal grouped-query self-attention with rotary positions (Hugging Face's LlamaAttention; Ainslie et al.
@@ -42,10 +50,19 @@ class LlamaAttention : public Module {
   /// x (B, T, hidden) at positions offset .. offset + T - 1 -> (B, T, hidden); the fused attention kernel
   /// (need_weights = false). Throws saccade::Error naming "LlamaAttention" for another shape.
   Variable forward(const Variable& x, int64_t offset = 0);
+  /// Incremental decoding: x (B, Tn, hidden) holds the positions after the cache.length() already in `cache`
+  /// (keys and values (B, H_kv, t, head_dim), the keys rotated) -> (B, Tn, hidden), equal to those rows of
+  /// forward over the whole prefix; the cache grows by Tn (H_kv heads: grouped-query attention keeps the
+  /// cache H / H_kv times smaller than the queries'). Throws saccade::Error naming "LlamaAttention" for
+  /// another shape or a cache of another batch or dtype.
+  Variable step(const Variable& x, KVCache& cache);
 
   std::shared_ptr<Linear> q_proj, k_proj, v_proj, o_proj;
   std::shared_ptr<RotaryEmbedding> rotary_emb;
   int64_t num_heads, num_kv_heads, head_dim;
+
+ private:
+  Variable attend(const Variable& q, const Variable& k, const Variable& v, int64_t B, int64_t T);
 };
 
 /// One Llama decoder block (Hugging Face's LlamaDecoderLayer). Children: input_layernorm and
@@ -55,10 +72,67 @@ class LlamaBlock : public Module {
  public:
   explicit LlamaBlock(const LlamaConfig& config, Generator* gen = nullptr);
   Variable forward(const Variable& x, int64_t offset = 0);
+  /// Incremental decoding through self_attn.step (see LlamaAttention::step).
+  Variable step(const Variable& x, KVCache& cache);
 
   std::shared_ptr<RMSNorm> input_layernorm, post_attention_layernorm;
   std::shared_ptr<LlamaAttention> self_attn;
   std::shared_ptr<SwiGLU> mlp;
+
+ private:
+  Variable finish(const Variable& x, const Variable& attended);
+};
+
+/// Hugging Face's LlamaModel: the decoder stack without the output layer. Children: embed_tokens
+/// Embedding(vocab, hidden), layers.0 ... layers.<n - 1> (LlamaBlock), norm RMSNorm(hidden, rms_norm_eps).
+/// Rotary positions, no position embedding. Init: every weight N(0, 0.02²) (transformers'
+/// initializer_range), norms 1, from Generator(seed).
+class LlamaModel : public Module {
+ public:
+  explicit LlamaModel(const LlamaConfig& config, Generator* gen = nullptr);
+  /// idx int64 (B, T) at positions offset .. offset + T - 1 -> the last hidden states (B, T, hidden) (after
+  /// norm). Throws saccade::Error naming "LlamaModel" for another rank, an id outside the vocabulary, or
+  /// positions past max_position_embeddings.
+  Variable forward(const Tensor& idx, int64_t offset = 0);
+  /// Incremental: idx (B, Tn) after caches[0].length() positions -> (B, Tn, hidden); one cache per layer.
+  Variable step(const Tensor& idx, std::vector<KVCache>& caches);
+
+  std::shared_ptr<Embedding> embed_tokens;
+  std::vector<std::shared_ptr<LlamaBlock>> layers;
+  std::shared_ptr<RMSNorm> norm;
+
+ private:
+  void check(const Tensor& idx, int64_t offset) const;
+  int64_t vocab_size_, context_;
+};
+
+/// Hugging Face's LlamaForCausalLM: children model (LlamaModel) and lm_head Linear(hidden, vocab, no bias),
+/// or, when tie_word_embeddings, no lm_head: the logits multiply by model.embed_tokens.weight. state_dict()
+/// names are transformers' ("model.layers.0.self_attn.q_proj.weight", "lm_head.weight"), so a checkpoint
+/// loads by name (hf::load_llama). Errors as LlamaModel's.
+class LlamaForCausalLM : public Module {
+ public:
+  explicit LlamaForCausalLM(const LlamaConfig& config, uint64_t seed = 0);
+  /// idx int64 (B, T) -> logits (B, T, vocab).
+  Variable forward(const Tensor& idx);
+  /// One KV cache per layer (see LlamaModel::step).
+  struct State {
+    std::vector<KVCache> caches;
+    int64_t length() const { return caches.empty() ? 0 : caches[0].length(); }
+  };
+  State init_state() const { return State{std::vector<KVCache>(model->layers.size())}; }
+  /// Incremental: idx (B, Tn) at positions state.length() .. -> logits (B, Tn, vocab), equal (up to float
+  /// rounding) to those rows of forward over the whole prefix.
+  Variable step(const Tensor& idx, State& state);
+  const LlamaConfig& config() const { return config_; }
+
+  std::shared_ptr<LlamaModel> model;
+  std::shared_ptr<Linear> lm_head;  ///< null when tied
+
+ private:
+  Variable head(const Variable& hidden);
+  LlamaConfig config_;
+  std::unique_ptr<Generator> gen_;
 };
 
 }  // namespace saccade::nn

@@ -130,9 +130,9 @@ void save_safetensors(const StateDict& tensors, const std::string& path, const M
 
 // ---- reading ----
 
-Safetensors load_safetensors(const std::string& path) {
+SafetensorsHeader read_safetensors_header(const std::string& path, const std::string& op) {
   auto fail = [&](const std::string& what) -> Error {
-    return Error(fmt::format("load_safetensors: '{}': {}", path, what));
+    return Error(fmt::format("{}: '{}': {}", op, path, what));
   };
   std::ifstream f(path, std::ios::binary);
   if (!f) throw fail(fmt::format("cannot open the file: {}", std::strerror(errno)));
@@ -170,14 +170,9 @@ Safetensors load_safetensors(const std::string& path) {
   if (!header.is_object()) throw fail("the header is not a JSON object");
   if (!duplicate.empty()) throw fail(fmt::format("duplicate key '{}' in the header", duplicate));
 
-  struct Entry {
-    std::string name;
-    DType dtype;
-    Shape shape;
-    uint64_t begin, end;
-  };
-  Safetensors out;
-  std::vector<Entry> entries;
+  using Entry = SafetensorsEntry;
+  SafetensorsHeader out;
+  std::vector<Entry>& entries = out.entries;
   for (const auto& [name, info] : header.items()) {
     if (name == "__metadata__") {
       if (!info.is_object()) throw fail("__metadata__ is not a JSON object");
@@ -240,15 +235,29 @@ Safetensors load_safetensors(const std::string& path) {
   }
   if (pos != size - 8 - n)
     throw fail(fmt::format("the tensors cover {} bytes of a data buffer of {} bytes", pos, size - 8 - n));
+  for (Entry& e : entries) e.begin += 8 + n, e.end += 8 + n;  // from the start of the file
+  out.file_size = size;
+  return out;
+}
 
-  for (const Entry& e : entries) {
+Safetensors load_safetensors(const std::string& path) {
+  auto fail = [&](const std::string& what) -> Error {
+    return Error(fmt::format("load_safetensors: '{}': {}", path, what));
+  };
+  SafetensorsHeader header = read_safetensors_header(path, "load_safetensors");
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw fail(fmt::format("cannot open the file: {}", std::strerror(errno)));
+  Safetensors out;
+  out.metadata = std::move(header.metadata);
+
+  for (const SafetensorsEntry& e : header.entries) {
     Tensor t;
     try {  // a shape of 0 elements can still be one Tensor refuses: [2^62, 0, 2^62]
       t = Tensor::empty(e.shape, e.dtype, Device::cpu(), "load_safetensors");
     } catch (const Error& err) {
       throw fail(fmt::format("tensor '{}': {}", e.name, err.what()));
     }
-    f.seekg(static_cast<std::streamoff>(8 + n + e.begin));
+    f.seekg(static_cast<std::streamoff>(e.begin));
     f.read(static_cast<char*>(t.raw_data()), static_cast<std::streamsize>(e.end - e.begin));
     if (!f) throw fail(fmt::format("read error in tensor '{}'", e.name));
     if (e.dtype == DType::Bool) {

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "nn/module.h"
 #include "nn/optim.h"
@@ -36,6 +37,26 @@ struct Safetensors {
   StateDict tensors;
   Metadata metadata;
 };
+
+/// One tensor of a safetensors file as its header describes it: [begin, end) are byte offsets from the start
+/// of the file (not of the data buffer), end - begin = the tensor's bytes.
+struct SafetensorsEntry {
+  std::string name;
+  DType dtype;
+  Shape shape;
+  uint64_t begin, end;
+};
+
+/// A safetensors file's header, validated as load_safetensors validates it (everything but the bool bytes),
+/// without reading the tensors: for readers that place the bytes themselves (hf/: memory-mapped, straight
+/// into a model's parameters). Entries in file order. Throws saccade::Error naming `op` and the file.
+struct SafetensorsHeader {
+  std::vector<SafetensorsEntry> entries;
+  Metadata metadata;
+  uint64_t file_size = 0;
+};
+SafetensorsHeader read_safetensors_header(const std::string& path,
+                                          const std::string& op = "load_safetensors");
 
 /// Writes `tensors` (any dtype: float32, float64, int64, bool, bfloat16, float16; any device, any strides) to
 /// `path` in the safetensors format, each as itself (BF16, F16 for the 16-bit ones), byte for byte as

@@ -17,6 +17,8 @@ void GPTConfig::check() const {
       "GPTConfig: need positive sizes, n_head dividing d_model and dropout in [0, 1), got vocab {}, "
       "context {}, n_layer {}, n_head {}, d_model {}, dropout {}",
       vocab_size, context, n_layer, n_head, d_model, dropout);
+  SACCADE_CHECK(activation == "gelu" || activation == "gelu_new",
+                "GPTConfig: activation must be 'gelu' or 'gelu_new', got '{}'", activation);
 }
 
 std::string GPTConfig::describe() const {
@@ -32,7 +34,8 @@ nn::Metadata GPTConfig::to_metadata() const {
           {"n_head", std::to_string(n_head)},
           {"d_model", std::to_string(d_model)},
           {"dropout", fmt::format("{}", dropout)},
-          {"tokenizer", tokenizer}};
+          {"tokenizer", tokenizer},
+          {"activation", activation}};
 }
 
 GPTConfig GPTConfig::from_metadata(const nn::Metadata& m) {
@@ -57,6 +60,7 @@ GPTConfig GPTConfig::from_metadata(const nn::Metadata& m) {
     SACCADE_CHECK(false, "GPTConfig::from_metadata: a malformed size in the checkpoint ({})", e.what());
   }
   c.tokenizer = get("tokenizer");
+  if (auto a = m.find("activation"); a != m.end()) c.activation = a->second;  // absent: older checkpoints
   c.check();
   return c;
 }
@@ -86,7 +90,10 @@ GPT::GPT(const GPTConfig& config, uint64_t seed)
   ln_f = register_module("ln_f", std::make_shared<nn::LayerNorm>(d));
   nn::init::normal_(wte->weight.data(), 0.0, 0.02, gen_.get());
   nn::init::normal_(wpe->weight.data(), 0.0, 0.02, gen_.get());
-  for (auto& b : h) nn::gpt2_init_(*b, config.n_layer, gen_.get());
+  for (auto& b : h) {
+    nn::gpt2_init_(*b, config.n_layer, gen_.get());
+    if (config.activation == "gelu_new") b->mlp->gelu->set_approximate("tanh");
+  }
 }
 
 // idx: (B, T) int64 at positions [start, start + T) -> (B, T, d)

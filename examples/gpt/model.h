@@ -30,9 +30,12 @@ struct GPTConfig {
   int64_t n_layer = 4, n_head = 4, d_model = 128;
   double dropout = 0.1;            ///< on the embeddings, the attention weights and the residual branches
   std::string tokenizer = "byte";  ///< the tokenizer the model was trained with (make_tokenizer)
+  /// The MLP's GELU: "gelu" (exact, the default) or "gelu_new" (the tanh approximation, GPT-2's own:
+  /// a model loaded from a Hugging Face GPT-2 checkpoint keeps it). Metadata "activation", absent = "gelu".
+  std::string activation = "gelu";
 
-  /// Throws saccade::Error naming "GPTConfig" for sizes < 1, n_head not dividing d_model or dropout outside
-  /// [0, 1).
+  /// Throws saccade::Error naming "GPTConfig" for sizes < 1, n_head not dividing d_model, dropout outside
+  /// [0, 1) or another activation.
   void check() const;
   /// "gpt: 4 layers, 4 heads, d_model 128, context 128, vocab 256 (byte), dropout 0.1"
   std::string describe() const;

@@ -1,0 +1,103 @@
+#include "examples/gpt/hf_gpt2.h"
+
+#include <fmt/format.h>
+
+#include "ops/error.h"
+
+namespace saccade::examples {
+
+std::vector<hf::NameRule> gpt2_name_table(int64_t n_layer, const std::string& prefix) {
+  const std::string p = prefix;
+  std::vector<hf::NameRule> t = {{p + "wte.weight", {"wte.weight"}}, {p + "wpe.weight", {"wpe.weight"}}};
+  for (int64_t i = 0; i < n_layer; ++i) {
+    const std::string theirs = fmt::format("{}h.{}.", p, i), ours = fmt::format("h.{}.", i);
+    auto qkv = [&](const char* what) {
+      std::vector<std::string> v;
+      for (const char* w : {"W_q", "W_k", "W_v"}) v.push_back(fmt::format("{}attn.{}.{}", ours, w, what));
+      return v;
+    };
+    for (const char* ln : {"ln_1", "ln_2"})
+      for (const char* w : {"weight", "bias"})
+        t.push_back({fmt::format("{}{}.{}", theirs, ln, w), {fmt::format("{}{}.{}", ours, ln, w)}});
+    t.push_back({theirs + "attn.c_attn.weight", qkv("weight"), /*transpose=*/true, /*split_dim=*/1});
+    t.push_back({theirs + "attn.c_attn.bias", qkv("bias"), false, 0});
+    t.push_back({theirs + "attn.c_proj.weight", {ours + "attn.W_o.weight"}, true});
+    t.push_back({theirs + "attn.c_proj.bias", {ours + "attn.W_o.bias"}});
+    for (const char* lin : {"c_fc", "c_proj"}) {
+      t.push_back(
+          {fmt::format("{}mlp.{}.weight", theirs, lin), {fmt::format("{}mlp.{}.weight", ours, lin)}, true});
+      t.push_back({fmt::format("{}mlp.{}.bias", theirs, lin), {fmt::format("{}mlp.{}.bias", ours, lin)}});
+    }
+  }
+  t.push_back({p + "ln_f.weight", {"ln_f.weight"}});
+  t.push_back({p + "ln_f.bias", {"ln_f.bias"}});
+  return t;
+}
+
+GPTConfig hf_gpt2_config(const hf::Config& c) {
+  auto refuse = [&](const std::string& what) {
+    return Error(fmt::format("hf_gpt2_config: this GPT cannot hold {}", what));
+  };
+  if (c.architecture != hf::Architecture::GPT2) throw refuse(fmt::format("a '{}' model", c.model_type));
+  if (!c.tie_word_embeddings) throw refuse("untied input and output embeddings (tie_word_embeddings false)");
+  if (c.intermediate_size != 4 * c.hidden_size)
+    throw refuse(fmt::format("an MLP of width {} (n_inner; it has 4 n_embd = {})", c.intermediate_size,
+                             4 * c.hidden_size));
+  if (c.norm_eps != 1e-5) throw refuse(fmt::format("layer_norm_epsilon {} (it has 1e-5)", c.norm_eps));
+  if (c.hidden_act == "relu") throw refuse("a relu MLP (activation_function 'relu')");
+  GPTConfig g;
+  g.vocab_size = c.vocab_size;
+  g.context = c.max_position_embeddings;
+  g.n_layer = c.num_hidden_layers;
+  g.n_head = c.num_attention_heads;
+  g.d_model = c.hidden_size;
+  g.dropout = 0.0;
+  g.activation = c.hidden_act;  // "gelu_new" or "gelu"
+  g.tokenizer = "hf";
+  return g;
+}
+
+hf::Config gpt2_hf_config(const GPTConfig& g, int64_t eos_id) {
+  hf::Config c;
+  c.architecture = hf::Architecture::GPT2;
+  c.model_type = "gpt2";
+  c.vocab_size = g.vocab_size;
+  c.hidden_size = g.d_model;
+  c.num_hidden_layers = g.n_layer;
+  c.num_attention_heads = c.num_key_value_heads = g.n_head;
+  c.head_dim = g.d_model / g.n_head;
+  c.intermediate_size = 4 * g.d_model;
+  c.max_position_embeddings = g.context;
+  c.norm_eps = 1e-5;
+  c.tie_word_embeddings = true;
+  c.hidden_act = g.activation;
+  c.attention_bias = c.mlp_bias = true;
+  if (eos_id >= 0) c.bos_token_id = c.eos_token_id = {eos_id};
+  c.torch_dtype = "float32";
+  return c;
+}
+
+std::shared_ptr<GPT> load_hf_gpt2(const std::string& dir, bool strict, hf::LoadReport* report) {
+  const hf::Config config = hf::load_config(dir + "/config.json");
+  const GPTConfig g = hf_gpt2_config(config);
+  hf::Weights weights(dir);
+  const std::string prefix = weights.contains("transformer.wte.weight") ? "transformer." : "";
+  // lm_head.weight is wte.weight (tied); the causal-mask buffers are not parameters
+  std::vector<std::string> ignore = {"lm_head.weight"};
+  for (int64_t i = 0; i < g.n_layer; ++i)
+    for (const char* b : {"attn.bias", "attn.masked_bias"})
+      ignore.push_back(fmt::format("{}h.{}.{}", prefix, i, b));
+  auto model = std::make_shared<GPT>(g);
+  hf::LoadReport r = hf::load_weights(*model, weights, gpt2_name_table(g.n_layer, prefix), strict, ignore);
+  if (report) *report = std::move(r);
+  model->eval();
+  return model;
+}
+
+void save_hf_gpt2(const GPT& model, const std::string& dir, DType dtype, int64_t eos_id) {
+  hf::Config c = gpt2_hf_config(model.config(), eos_id);
+  c.torch_dtype = std::string(dtype_name(dtype));
+  hf::save_pretrained(dir, c, hf::export_weights(model, gpt2_name_table(model.config().n_layer), dtype));
+}
+
+}  // namespace saccade::examples

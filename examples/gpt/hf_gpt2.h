@@ -1,0 +1,52 @@
+#pragma once
+// GPT-2 checkpoints in the Hugging Face layout (transformers' GPT2LMHeadModel, as save_pretrained writes
+// them and as the published "gpt2" files hold them) <-> this example's GPT: one name table, both directions.
+//
+//   transformer.wte.weight (V, d)                 wte.weight
+//   transformer.wpe.weight (C, d)                 wpe.weight
+//   transformer.h.N.ln_1.{weight,bias}            h.N.ln_1.{weight,bias}
+//   transformer.h.N.attn.c_attn.weight (d, 3d)    h.N.attn.W_q / W_k / W_v .weight, each (d, d): split,
+//   transposed transformer.h.N.attn.c_attn.bias (3d)         h.N.attn.W_q / W_k / W_v .bias: split
+//   transformer.h.N.attn.c_proj.weight (d, d)     h.N.attn.W_o.weight, transposed   (GPT-2's Conv1D is (in,
+//   out)) transformer.h.N.ln_2, mlp.c_fc, mlp.c_proj    h.N.ln_2, mlp.c_fc, mlp.c_proj (weights transposed)
+//   transformer.ln_f.{weight,bias}                ln_f.{weight,bias}
+//   lm_head.weight                                tied to wte.weight: not stored by us, ignored when present
+//
+// The published files name the tensors without "transformer." (they were saved from GPT2Model) and carry the
+// causal-mask buffers h.N.attn.bias / h.N.attn.masked_bias: both are accepted.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "examples/gpt/model.h"
+#include "hf/checkpoint.h"
+#include "hf/config.h"
+
+namespace saccade::examples {
+
+/// GPT-2's name table for a GPT of `n_layer` blocks, the checkpoint names prefixed with `prefix`
+/// ("transformer." as transformers writes them, "" as the published files have them).
+std::vector<hf::NameRule> gpt2_name_table(int64_t n_layer, const std::string& prefix = "transformer.");
+
+/// The GPTConfig of a GPT-2 config.json: sizes, context = n_positions, dropout 0, activation "gelu_new"
+/// (or "gelu"), tokenizer "hf". Throws saccade::Error naming "hf_gpt2_config" for a config that is not
+/// GPT-2's or that this GPT cannot hold: untied embeddings, an MLP width other than 4 d, a layer_norm_epsilon
+/// other than 1e-5, a relu activation.
+GPTConfig hf_gpt2_config(const hf::Config& config);
+
+/// The GPT-2 config.json fields of `config` (transformers' GPT2Config; bos and eos `eos_id` when >= 0).
+hf::Config gpt2_hf_config(const GPTConfig& config, int64_t eos_id = -1);
+
+/// Loads the GPT-2 checkpoint folder `dir` (config.json, model.safetensors or shards; float32, bfloat16 or
+/// float16 on disk) into a new float32 GPT. Strict: a tensor the GPT has no place for is an error unless
+/// `strict` is false, when it is listed in `report` (if given). Throws what hf::load_config, hf::Weights,
+/// hf_gpt2_config and hf::load_weights throw (naming the file and the tensor); nothing is half-loaded.
+std::shared_ptr<GPT> load_hf_gpt2(const std::string& dir, bool strict = true,
+                                  hf::LoadReport* report = nullptr);
+
+/// Writes `model` to `dir` in the Hugging Face GPT-2 layout (config.json + model.safetensors in `dtype`),
+/// which transformers' GPT2LMHeadModel.from_pretrained loads. Throws what hf::save_pretrained throws.
+void save_hf_gpt2(const GPT& model, const std::string& dir, DType dtype = DType::Float32,
+                  int64_t eos_id = -1);
+
+}  // namespace saccade::examples

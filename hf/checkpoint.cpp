@@ -1,0 +1,324 @@
+#include "hf/checkpoint.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "ops/foreach.h"
+#include "ops/half.h"
+#include "ops/join.h"
+
+namespace saccade::hf {
+
+namespace fs = std::filesystem;
+
+// ---- Weights: the mapped files ----
+
+struct Weights::Shard {
+  std::string path;
+  nn::SafetensorsHeader header;
+  const unsigned char* map = nullptr;
+  size_t size = 0;
+  ~Shard() {
+    if (map) ::munmap(const_cast<unsigned char*>(map), size);
+  }
+};
+
+namespace {
+
+Error weights_error(const std::string& dir, const std::string& what) {
+  return Error(fmt::format("hf::Weights: '{}': {}", dir, what));
+}
+
+// The shard files of `dir`: model.safetensors, or the files model.safetensors.index.json names (each with
+// the tensors the index assigns it).
+std::vector<std::pair<std::string, std::set<std::string>>> shard_files(const std::string& dir) {
+  const fs::path single = fs::path(dir) / "model.safetensors";
+  const fs::path index = fs::path(dir) / "model.safetensors.index.json";
+  std::error_code ec;
+  if (fs::exists(single, ec) && !fs::exists(index, ec)) return {{single.string(), {}}};
+  if (!fs::exists(index, ec))
+    throw weights_error(dir, "neither model.safetensors nor model.safetensors.index.json is there");
+  std::ifstream f(index, std::ios::binary);
+  std::ostringstream text;
+  text << f.rdbuf();
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text.str());
+  } catch (const nlohmann::json::exception& e) {
+    throw weights_error(index.string(), fmt::format("not JSON: {}", e.what()));
+  }
+  if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
+    throw weights_error(index.string(), "no \"weight_map\" object");
+  std::map<std::string, std::set<std::string>> files;
+  for (const auto& [name, file] : j["weight_map"].items()) {
+    if (!file.is_string())
+      throw weights_error(index.string(),
+                          fmt::format("tensor '{}': {} is not a file name", name, file.dump()));
+    const std::string f = file.get<std::string>();
+    if (f.empty() || f.find('/') != std::string::npos || f == "." || f == "..")
+      throw weights_error(index.string(),
+                          fmt::format("tensor '{}': '{}' is not a file in the folder", name, f));
+    files[f].insert(name);
+  }
+  std::vector<std::pair<std::string, std::set<std::string>>> out;
+  for (auto& [file, names] : files) {
+    const fs::path p = fs::path(dir) / file;
+    if (!fs::is_regular_file(p, ec))
+      throw weights_error(index.string(), fmt::format("names the file '{}' (for '{}'), which is missing",
+                                                      file, *names.begin()));
+    out.emplace_back(p.string(), std::move(names));
+  }
+  return out;
+}
+
+// The dtypes read_into converts between.
+bool is_loadable(DType d) { return d == DType::Float32 || d == DType::BFloat16 || d == DType::Float16; }
+
+float load_one(const unsigned char* p, DType d, size_t i) {
+  uint16_t h;
+  switch (d) {
+    case DType::Float32: {
+      float f;
+      std::memcpy(&f, p + 4 * i, 4);
+      return f;
+    }
+    case DType::BFloat16:
+      std::memcpy(&h, p + 2 * i, 2);
+      return bf16_bits_to_float(h);
+    default:
+      std::memcpy(&h, p + 2 * i, 2);
+      return f16_bits_to_float(h);
+  }
+}
+
+// dst[i] = src[i] converted, for n elements of float32 / bfloat16 / float16 each.
+void convert(void* dst, DType dd, const unsigned char* src, DType sd, size_t n) {
+  if (dd == sd) {
+    std::memcpy(dst, src, n * dtype_size(dd));
+    return;
+  }
+  if (dd == DType::Float32) {
+    float* o = static_cast<float*>(dst);
+    for (size_t i = 0; i < n; ++i) o[i] = load_one(src, sd, i);
+    return;
+  }
+  uint16_t* o = static_cast<uint16_t*>(dst);
+  for (size_t i = 0; i < n; ++i) {
+    const float f = load_one(src, sd, i);
+    o[i] = dd == DType::BFloat16 ? float_to_bf16_bits(f) : float_to_f16_bits(f);
+  }
+}
+
+}  // namespace
+
+Weights::Weights(const std::string& dir) : dir_(dir) {
+  std::set<std::string> seen;
+  for (auto& [path, expected] : shard_files(dir)) {
+    auto shard = std::make_unique<Shard>();
+    shard->path = path;
+    shard->header = nn::read_safetensors_header(path, "hf::Weights");
+    for (const std::string& name : expected) {
+      const auto& es = shard->header.entries;
+      if (std::none_of(es.begin(), es.end(), [&](const nn::SafetensorsEntry& e) { return e.name == name; }))
+        throw weights_error(path, fmt::format("the index names it for '{}', which it does not hold", name));
+    }
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw weights_error(path, fmt::format("cannot open: {}", std::strerror(errno)));
+    shard->size = shard->header.file_size;
+    void* m = ::mmap(nullptr, shard->size, PROT_READ, MAP_PRIVATE, fd, 0);
+    ::close(fd);
+    if (m == MAP_FAILED) throw weights_error(path, fmt::format("cannot map: {}", std::strerror(errno)));
+    shard->map = static_cast<const unsigned char*>(m);
+    for (size_t i = 0; i < shard->header.entries.size(); ++i) {
+      const std::string& name = shard->header.entries[i].name;
+      if (!seen.insert(name).second)
+        throw weights_error(dir, fmt::format("tensor '{}' is in two files (the second: '{}')", name, path));
+      names_.push_back(name);
+      index_.emplace_back(name, Where{shards_.size(), i});
+    }
+    shards_.push_back(std::move(shard));
+  }
+  std::sort(index_.begin(), index_.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+}
+
+Weights::~Weights() = default;
+
+const Weights::Where& Weights::find(const std::string& name) const {
+  auto it = std::lower_bound(index_.begin(), index_.end(), name,
+                             [](const auto& item, const std::string& n) { return item.first < n; });
+  if (it == index_.end() || it->first != name)
+    throw weights_error(dir_, fmt::format("no tensor '{}' in the checkpoint", name));
+  return it->second;
+}
+
+bool Weights::contains(const std::string& name) const {
+  auto it = std::lower_bound(index_.begin(), index_.end(), name,
+                             [](const auto& item, const std::string& n) { return item.first < n; });
+  return it != index_.end() && it->first == name;
+}
+
+const nn::SafetensorsEntry& Weights::entry(const std::string& name) const {
+  const Where& w = find(name);
+  return shards_[w.shard]->header.entries[w.entry];
+}
+
+Tensor Weights::read(const std::string& name) const {
+  const Where& w = find(name);
+  const Shard& s = *shards_[w.shard];
+  const nn::SafetensorsEntry& e = s.header.entries[w.entry];
+  Tensor t = Tensor::empty(e.shape, e.dtype, Device::cpu(), "hf::Weights::read");
+  std::memcpy(t.raw_data(), s.map + e.begin, e.end - e.begin);
+  return t;
+}
+
+void Weights::read_into(const std::string& name, const Tensor& dst) const {
+  const Where& w = find(name);
+  const Shard& s = *shards_[w.shard];
+  const nn::SafetensorsEntry& e = s.header.entries[w.entry];
+  const size_t n = static_cast<size_t>(e.shape.numel());
+  SACCADE_CHECK(is_loadable(e.dtype) && is_loadable(dst.dtype()),
+                "hf::Weights::read_into: '{}': tensor '{}' is {}, the destination {} (need float32, bfloat16 "
+                "or float16)",
+                s.path, name, dtype_name(e.dtype), dtype_name(dst.dtype()));
+  SACCADE_CHECK(dst.device().is_cpu() && dst.is_contiguous() && static_cast<size_t>(dst.numel()) == n,
+                "hf::Weights::read_into: '{}': tensor '{}' of shape {} into a destination of shape {}",
+                s.path, name, e.shape, dst.shape());
+  convert(dst.raw_data(), dst.dtype(), s.map + e.begin, e.dtype, n);
+  // The bytes are in the parameter now: let the kernel drop the file's pages from this process.
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t lo = (e.begin + page - 1) / page * page, hi = e.end / page * page;
+  if (hi > lo) ::madvise(const_cast<unsigned char*>(s.map) + lo, hi - lo, MADV_DONTNEED);
+}
+
+// ---- the tables ----
+
+namespace {
+
+// The shape of part `i` of `rule`'s checkpoint tensor of shape `full`, after the transpose.
+Shape part_shape(const NameRule& rule, const Shape& full) {
+  std::vector<int64_t> dims(full.begin(), full.end());
+  const int64_t parts = static_cast<int64_t>(rule.ours.size());
+  if (parts > 1) dims[static_cast<size_t>(rule.split_dim)] /= parts;
+  if (rule.transpose) std::swap(dims[0], dims[1]);
+  return Shape(dims);
+}
+
+}  // namespace
+
+LoadReport load_weights(nn::Module& module, const Weights& weights, const std::vector<NameRule>& table,
+                        bool strict, const std::vector<std::string>& ignore) {
+  auto fail = [&](const std::string& what) {
+    return Error(fmt::format("hf::load_weights: '{}': {}", weights.dir(), what));
+  };
+  const nn::StateDict ours = module.state_dict();
+  std::set<std::string> filled, used;
+  // 1. Check everything.
+  for (const NameRule& rule : table) {
+    if (!weights.contains(rule.hf)) throw fail(fmt::format("the checkpoint has no tensor '{}'", rule.hf));
+    const nn::SafetensorsEntry& e = weights.entry(rule.hf);
+    if (!is_loadable(e.dtype))
+      throw fail(fmt::format("tensor '{}' is {} (need F32, BF16 or F16)", rule.hf, dtype_name(e.dtype)));
+    const int64_t parts = static_cast<int64_t>(rule.ours.size());
+    if ((rule.transpose && static_cast<size_t>(e.shape.size()) != 2) ||
+        (parts > 1 && (rule.split_dim >= static_cast<int64_t>(static_cast<size_t>(e.shape.size())) ||
+                       e.shape[static_cast<size_t>(rule.split_dim)] % parts != 0)))
+      throw fail(fmt::format("tensor '{}' has shape {}, which cannot be split into {} along dim {}{}",
+                             rule.hf, e.shape, parts, rule.split_dim,
+                             rule.transpose ? " and transposed" : ""));
+    const Shape want = part_shape(rule, e.shape);
+    for (const std::string& name : rule.ours) {
+      const Tensor* t = ours.find(name);
+      if (!t)
+        throw fail(fmt::format("tensor '{}' goes to '{}', which the model does not have", rule.hf, name));
+      if (t->shape() != want)
+        throw fail(fmt::format("tensor '{}' of shape {} gives '{}' the shape {}, the model's is {}", rule.hf,
+                               e.shape, name, want, t->shape()));
+      if (!filled.insert(name).second) throw fail(fmt::format("'{}' is filled twice", name));
+    }
+    used.insert(rule.hf);
+  }
+  for (const auto& [name, t] : ours)
+    if (!filled.count(name))
+      throw fail(fmt::format("nothing in the checkpoint fills the model's '{}'", name));
+  LoadReport report;
+  std::vector<std::string> extra;
+  for (const std::string& name : weights.names())
+    if (!used.count(name) && std::find(ignore.begin(), ignore.end(), name) == ignore.end())
+      extra.push_back(name);
+  if (!extra.empty() && strict)
+    throw fail(
+        fmt::format("{} tensor(s) the model has no place for: {}", extra.size(), fmt::join(extra, ", ")));
+  report.skipped = extra;
+  // 2. Write.
+  std::vector<Tensor> written;
+  for (const NameRule& rule : table) {
+    if (rule.ours.size() == 1 && !rule.transpose) {
+      const Tensor& dst = ours.at(rule.ours[0]);
+      weights.read_into(rule.hf, dst);
+      written.push_back(dst);
+      continue;
+    }
+    const Tensor full = weights.read(rule.hf);
+    const int64_t parts = static_cast<int64_t>(rule.ours.size());
+    const int64_t len = full.shape()[static_cast<size_t>(rule.split_dim)] / parts;
+    for (int64_t i = 0; i < parts; ++i) {
+      Tensor part = parts > 1 ? full.narrow(rule.split_dim, i * len, len) : full;
+      if (rule.transpose) part = part.transpose(0, 1);
+      const Tensor& dst = ours.at(rule.ours[static_cast<size_t>(i)]);
+      const Tensor src = part.to(dst.dtype()).contiguous();
+      std::memcpy(dst.raw_data(), src.raw_data(), static_cast<size_t>(src.numel()) * dtype_size(src.dtype()));
+      written.push_back(dst);
+    }
+  }
+  ops::bump_versions(written);
+  return report;
+}
+
+nn::StateDict export_weights(const nn::Module& module, const std::vector<NameRule>& table, DType dtype) {
+  const nn::StateDict ours = module.state_dict();
+  nn::StateDict out;
+  for (const NameRule& rule : table) {
+    std::vector<Tensor> parts;
+    for (const std::string& name : rule.ours) {
+      const Tensor* t = ours.find(name);
+      SACCADE_CHECK(t, "hf::export_weights: the model has no '{}' (for '{}')", name, rule.hf);
+      Tensor p = t->to(Device::cpu()).to(dtype);
+      parts.push_back(rule.transpose ? p.transpose(0, 1) : p);
+    }
+    out.insert(rule.hf, (parts.size() == 1 ? parts[0] : ops::cat(parts, rule.split_dim)).contiguous());
+  }
+  return out;
+}
+
+void save_pretrained(const std::string& dir, const Config& config, const nn::StateDict& tensors) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw Error(fmt::format("hf::save_pretrained: cannot make the folder '{}': {}", dir, ec.message()));
+  nn::save_safetensors(tensors, (fs::path(dir) / "model.safetensors").string(), {{"format", "pt"}});
+  const std::string path = (fs::path(dir) / "config.json").string(), tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f << config_json(config);
+    f.flush();
+    if (!f) throw Error(fmt::format("hf::save_pretrained: cannot write '{}'", tmp));
+  }
+  fs::rename(tmp, path, ec);
+  if (ec)
+    throw Error(fmt::format("hf::save_pretrained: cannot rename '{}' to '{}': {}", tmp, path, ec.message()));
+}
+
+}  // namespace saccade::hf

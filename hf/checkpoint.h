@@ -1,0 +1,107 @@
+#pragma once
+// The weights of a model folder in the Hugging Face layout, and the tables that carry them into saccade's
+// modules and back:
+//
+//   dir/config.json                      hf/config.h
+//   dir/model.safetensors                one file, or
+//   dir/model.safetensors.index.json     {"weight_map": {"<tensor>": "model-00001-of-00002.safetensors",
+//   ...}} dir/model-0000N-of-0000M.safetensors the shards it names
+//
+// Weights maps every file (mmap) and validates each header as nn::load_safetensors does; a tensor's bytes are
+// read only when it is loaded, straight into the module's parameter (converted between float32, bfloat16 and
+// float16 on the way), and the pages are dropped after: loading holds the model once, not twice.
+//
+// An architecture's table (NameRule rows) says which checkpoint tensor fills which parameters: one to one, or
+// one checkpoint tensor split into several parameters (GPT-2's c_attn holds W_q, W_k and W_v side by side),
+// transposed where the checkpoint stores (in, out) (GPT-2's Conv1D) and saccade's Linear (out, in). The same
+// table turns a module back into the checkpoint's tensors (export_weights), for save_pretrained.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hf/config.h"
+#include "nn/module.h"
+#include "nn/serialization.h"
+
+namespace saccade::hf {
+
+/// The tensors of a checkpoint folder's model.safetensors, or of the shards its model.safetensors.index.json
+/// names, memory-mapped (read-only) for as long as this object lives.
+class Weights {
+ public:
+  /// Opens `dir`. Throws saccade::Error naming "hf::Weights" and the file for: neither model.safetensors nor
+  /// an index; an index that is not JSON, has no "weight_map" object, or names a file that is missing, is
+  /// outside the folder, or does not hold the tensor it is named for; a shard that is not valid safetensors
+  /// (nn::read_safetensors_header's checks); a tensor found in two shards.
+  explicit Weights(const std::string& dir);
+  ~Weights();
+  Weights(const Weights&) = delete;
+  Weights& operator=(const Weights&) = delete;
+
+  /// Every tensor name, in file order (shard by shard).
+  const std::vector<std::string>& names() const { return names_; }
+  bool contains(const std::string& name) const;
+  /// The header entry of `name` (dtype, shape). Throws saccade::Error naming the folder and the tensor when
+  /// absent.
+  const nn::SafetensorsEntry& entry(const std::string& name) const;
+  /// The tensor `name` as a new CPU tensor of its dtype on disk (a copy of the mapped bytes).
+  Tensor read(const std::string& name) const;
+  /// Copies `name` into `dst` (CPU, contiguous, float32 / bfloat16 / float16, of the tensor's element
+  /// count), converting from the dtype on disk as torch's copy_ does (round to nearest even), then lets the
+  /// kernel drop the mapped pages. Throws saccade::Error naming the tensor for another element count or a
+  /// dtype other than F32, BF16 or F16 on either side.
+  void read_into(const std::string& name, const Tensor& dst) const;
+  /// The folder.
+  const std::string& dir() const { return dir_; }
+
+ private:
+  struct Shard;
+  struct Where {
+    size_t shard, entry;
+  };
+  const Where& find(const std::string& name) const;
+  std::string dir_;
+  std::vector<std::unique_ptr<Shard>> shards_;
+  std::vector<std::string> names_;
+  std::vector<std::pair<std::string, Where>> index_;  // sorted by name
+};
+
+/// One row of an architecture's name table: the checkpoint tensor `hf` fills the module's state_dict entries
+/// `ours` (one, or several stacked along the checkpoint tensor's dimension `split_dim` in equal parts), each
+/// transposed when `transpose` (a 2-D checkpoint tensor stored (in, out) for a Linear (out, in)).
+struct NameRule {
+  std::string hf;
+  std::vector<std::string> ours;
+  bool transpose = false;
+  int64_t split_dim = 0;
+};
+
+/// What load_weights did not use: checkpoint tensors no row names (non-strict loads only; strict loads
+/// refuse them).
+struct LoadReport {
+  std::vector<std::string> skipped;
+};
+
+/// Loads `weights` into `module` by `table`. Every row's checkpoint tensor must exist and match its
+/// parameters' shapes (after the split and transpose); every state_dict entry of the module must be filled
+/// by exactly one row; checkpoint tensors that no row names and `ignore` does not list are an error when
+/// `strict`, and listed in the report otherwise. Everything is checked before anything is written: on error
+/// the module is unchanged. Throws saccade::Error naming "hf::load_weights", the folder and the tensor.
+LoadReport load_weights(nn::Module& module, const Weights& weights, const std::vector<NameRule>& table,
+                        bool strict = true, const std::vector<std::string>& ignore = {});
+
+/// The checkpoint tensors `table` makes of `module` (the reverse of load_weights: parts concatenated along
+/// split_dim, transposed back), as contiguous CPU tensors of `dtype` (float32, bfloat16 or float16), in the
+/// table's order. Throws saccade::Error naming "hf::export_weights" and the entry for a name the module
+/// lacks.
+nn::StateDict export_weights(const nn::Module& module, const std::vector<NameRule>& table,
+                             DType dtype = DType::Float32);
+
+/// Writes `dir`/config.json (config_json(config)) and `dir`/model.safetensors (`tensors`, metadata
+/// {"format": "pt"} as transformers writes it), each atomically (a .tmp file renamed), making `dir` if it
+/// is missing: what transformers' from_pretrained reads. Throws saccade::Error naming
+/// "hf::save_pretrained" and the path for an I/O failure.
+void save_pretrained(const std::string& dir, const Config& config, const nn::StateDict& tensors);
+
+}  // namespace saccade::hf

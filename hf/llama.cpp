@@ -1,0 +1,77 @@
+#include "hf/llama.h"
+
+#include <fmt/format.h>
+
+#include "ops/error.h"
+
+namespace saccade::hf {
+
+nn::LlamaConfig llama_config(const Config& c) {
+  SACCADE_CHECK(c.architecture == Architecture::Llama, "hf::llama_config: a '{}' config is not a Llama's",
+                c.model_type);
+  nn::LlamaConfig l;
+  l.hidden_size = c.hidden_size;
+  l.intermediate_size = c.intermediate_size;
+  l.num_attention_heads = c.num_attention_heads;
+  l.num_key_value_heads = c.num_key_value_heads;
+  l.head_dim = c.head_dim;
+  l.rms_norm_eps = c.norm_eps;
+  l.rope_theta = c.rope_theta;
+  l.attention_bias = c.attention_bias;
+  l.mlp_bias = c.mlp_bias;
+  l.vocab_size = c.vocab_size;
+  l.num_hidden_layers = c.num_hidden_layers;
+  l.max_position_embeddings = c.max_position_embeddings;
+  l.tie_word_embeddings = c.tie_word_embeddings;
+  return l;
+}
+
+Config llama_hf_config(const nn::LlamaConfig& l) {
+  Config c;
+  c.architecture = Architecture::Llama;
+  c.model_type = "llama";
+  c.vocab_size = l.vocab_size;
+  c.hidden_size = l.hidden_size;
+  c.num_hidden_layers = l.num_hidden_layers;
+  c.num_attention_heads = l.num_attention_heads;
+  c.num_key_value_heads = l.num_key_value_heads;
+  c.head_dim = l.head_dim > 0 ? l.head_dim : l.hidden_size / l.num_attention_heads;
+  c.intermediate_size = l.intermediate_size;
+  c.max_position_embeddings = l.max_position_embeddings;
+  c.norm_eps = l.rms_norm_eps;
+  c.rope_theta = l.rope_theta;
+  c.tie_word_embeddings = l.tie_word_embeddings;
+  c.hidden_act = "silu";
+  c.attention_bias = l.attention_bias;
+  c.mlp_bias = l.mlp_bias;
+  return c;
+}
+
+std::vector<NameRule> llama_name_table(const nn::LlamaForCausalLM& model) {
+  std::vector<NameRule> t;
+  for (const auto& [name, tensor] : model.state_dict()) t.push_back({name, {name}});
+  return t;
+}
+
+std::shared_ptr<nn::LlamaForCausalLM> load_llama(const std::string& dir, bool strict, LoadReport* report) {
+  const Config config = load_config(dir + "/config.json");
+  SACCADE_CHECK(config.architecture == Architecture::Llama,
+                "hf::load_llama: '{}/config.json' describes a '{}' model, not a Llama", dir,
+                config.model_type);
+  Weights weights(dir);
+  auto model = std::make_shared<nn::LlamaForCausalLM>(llama_config(config));
+  std::vector<std::string> ignore;
+  if (config.tie_word_embeddings) ignore.push_back("lm_head.weight");
+  LoadReport r = load_weights(*model, weights, llama_name_table(*model), strict, ignore);
+  if (report) *report = std::move(r);
+  model->eval();
+  return model;
+}
+
+void save_llama(const nn::LlamaForCausalLM& model, const std::string& dir, DType dtype) {
+  Config c = llama_hf_config(model.config());
+  c.torch_dtype = std::string(dtype_name(dtype));
+  save_pretrained(dir, c, export_weights(model, llama_name_table(model), dtype));
+}
+
+}  // namespace saccade::hf

@@ -1,0 +1,37 @@
+#pragma once
+// Llama-family checkpoints in the Hugging Face layout (transformers' LlamaForCausalLM: Llama 2 and 3,
+// TinyLlama, SmolLM, ...) <-> nn::LlamaForCausalLM. The module's state_dict names are transformers' own, so
+// the name table is the identity; with tie_word_embeddings the model has no lm_head and a stored
+// "lm_head.weight" is ignored.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hf/checkpoint.h"
+#include "hf/config.h"
+#include "nn/llama.h"
+
+namespace saccade::hf {
+
+/// The nn::LlamaConfig of a Llama config.json. Throws saccade::Error naming "hf::llama_config" for a config
+/// of another architecture.
+nn::LlamaConfig llama_config(const Config& config);
+
+/// The config.json fields of `config` (transformers' LlamaConfig).
+Config llama_hf_config(const nn::LlamaConfig& config);
+
+/// The name table of `model`: one row per state_dict entry, under its own name.
+std::vector<NameRule> llama_name_table(const nn::LlamaForCausalLM& model);
+
+/// Loads the Llama checkpoint folder `dir` (config.json, model.safetensors or shards; float32, bfloat16 or
+/// float16 on disk) into a new float32 nn::LlamaForCausalLM in eval mode. Strict unless `strict` is false
+/// (then `report` lists what was skipped). Throws what load_config, Weights and load_weights throw, naming
+/// the file and the tensor; nothing is half-loaded.
+std::shared_ptr<nn::LlamaForCausalLM> load_llama(const std::string& dir, bool strict = true,
+                                                 LoadReport* report = nullptr);
+
+/// Writes `model` to `dir` in the Hugging Face layout (config.json + model.safetensors in `dtype`), which
+/// transformers' LlamaForCausalLM.from_pretrained loads.
+void save_llama(const nn::LlamaForCausalLM& model, const std::string& dir, DType dtype = DType::Float32);
+
+}  // namespace saccade::hf

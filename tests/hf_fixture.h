@@ -1,0 +1,52 @@
+#pragma once
+// What tests/test_hf_gpt2.cpp and test_hf_llama.cpp share: the fixture files written by transformers
+// (tests/fixtures/make_hf_gpt2.py, make_hf_llama.py) and llm.c's training check.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "autograd/functions/nn.h"
+#include "autograd/functions/shape.h"
+#include "nn/optim.h"
+#include "nn/serialization.h"
+
+namespace saccade::testing {
+
+/// tests/data/`name`: a fixture file or folder.
+inline std::string hf_data(const std::string& name) {
+  return std::string(SACCADE_TEST_DATA_DIR) + "/" + name;
+}
+
+/// The whole of the file `path`, as bytes.
+inline std::string file_bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), {}};
+}
+
+/// Trains `model` (logits = model.forward(ids (B, T)) of shape (B, T, V)) with AdamW (lr 1e-3, weight
+/// decay 0.1 on every parameter, as the fixture scripts' torch.optim.AdamW) on expected's "batch" (inputs
+/// batch[:, :-1], targets batch[:, 1:]) for as many steps as expected's "losses" has, checking each step's
+/// mean cross-entropy against transformers' to 1e-5 relative.
+template <class Model>
+void check_adamw_losses(Model& model, const nn::Safetensors& expected, int64_t vocab_size) {
+  model.train();
+  const Tensor& batch = expected.tensors.at("batch");
+  const Tensor inputs = batch.narrow(1, 0, batch.size(1) - 1).contiguous();
+  const Tensor targets = batch.narrow(1, 1, batch.size(1) - 1).contiguous().reshape({-1});
+  nn::AdamOptions o;
+  o.lr = 1e-3, o.weight_decay = 0.1;
+  nn::AdamW opt(model.parameters(), o);
+  const Tensor& losses = expected.tensors.at("losses");
+  for (int64_t step = 0; step < losses.numel(); ++step) {
+    Variable loss = cross_entropy(reshape(model.forward(inputs), {-1, vocab_size}), targets);
+    CAPTURE(step);
+    CHECK(loss.data().template item<float>() == Approx(losses.data<float>()[step]).epsilon(1e-5));
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+  }
+}
+
+}  // namespace saccade::testing

@@ -1,0 +1,203 @@
+// GPT-2 checkpoints in the Hugging Face layout (issue 41; llm.c's test_gpt2 at a tiny size): the folders
+// tests/data/hf_gpt2 (float32) and hf_gpt2_bf16 were written by transformers' save_pretrained, and
+// hf_gpt2_expected.safetensors holds what transformers computes with them (tests/fixtures/make_hf_gpt2.py).
+#if defined(SACCADE_HAVE_GPT) && defined(SACCADE_HAVE_HF)
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "autograd/grad_mode.h"
+#include "examples/gpt/generate.h"
+#include "examples/gpt/hf_gpt2.h"
+#include "helpers.h"
+#include "hf_fixture.h"
+#include "nn/serialization.h"
+#include "temp_dir.h"
+
+using namespace saccade;
+using namespace saccade::examples;
+using saccade::testing::allclose;
+using saccade::testing::check_adamw_losses;
+using saccade::testing::file_bytes;
+using saccade::testing::TempDir;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kData = SACCADE_TEST_DATA_DIR;
+
+const nn::Safetensors& expected() {
+  static const nn::Safetensors e = nn::load_safetensors(kData + "/hf_gpt2_expected.safetensors");
+  return e;
+}
+
+std::vector<int64_t> row(const Tensor& ids, int64_t b) {
+  const int64_t T = ids.size(1);
+  const int64_t* p = ids.data<int64_t>() + b * T;
+  return {p, p + T};
+}
+
+// A copy of the float32 fixture folder in `dir`, with `edit` applied to its tensors before they are written.
+void write_variant(const TempDir& dir, const std::function<void(nn::StateDict&)>& edit) {
+  nn::Safetensors f = nn::load_safetensors(kData + "/hf_gpt2/model.safetensors");
+  nn::StateDict t = f.tensors;
+  edit(t);
+  nn::save_safetensors(t, dir.file("model.safetensors"), f.metadata);
+  fs::copy_file(kData + "/hf_gpt2/config.json", dir.file("config.json"));
+}
+
+}  // namespace
+
+TEST_CASE("hf GPT-2: logits agree with transformers, float32 and bfloat16 checkpoints", "[hf][gpt]") {
+  const Tensor& ids = expected().tensors.at("ids");
+  NoGradGuard no_grad;
+  auto model = load_hf_gpt2(kData + "/hf_gpt2");
+  CHECK(model->config().activation == "gelu_new");
+  CHECK(allclose(model->forward(ids).data(), expected().tensors.at("logits"), 1e-5, 1e-5));
+
+  auto rounded = load_hf_gpt2(kData + "/hf_gpt2_bf16");
+  CHECK(allclose(rounded->forward(ids).data(), expected().tensors.at("logits_bf16"), 1e-5, 1e-5));
+  // the bf16 weights are not the float32 ones: the two logits differ beyond the tolerance
+  CHECK_FALSE(allclose(rounded->forward(ids).data(), expected().tensors.at("logits"), 1e-5, 1e-5));
+}
+
+TEST_CASE("hf GPT-2: greedy continuations equal transformers', with and without the KV cache", "[hf][gpt]") {
+  auto model = load_hf_gpt2(kData + "/hf_gpt2");
+  const Tensor& greedy = expected().tensors.at("greedy");
+  const std::vector<int64_t> prompt = row(expected().tensors.at("ids"), 0);
+  const std::vector<int64_t> all = row(greedy, 0);
+  const std::vector<int64_t> want(all.begin() + static_cast<int64_t>(prompt.size()), all.end());
+  SamplingOptions greedy_options;
+  greedy_options.temperature = 0;
+  greedy_options.max_new_tokens = static_cast<int64_t>(want.size());
+  for (bool cache : {true, false}) {
+    CAPTURE(cache);
+    CHECK(generate(*model, {prompt}, greedy_options, cache).tokens[0] == want);
+  }
+}
+
+TEST_CASE("hf GPT-2: ten AdamW steps give transformers' losses", "[hf][gpt]") {
+  auto model = load_hf_gpt2(kData + "/hf_gpt2");
+  check_adamw_losses(*model, expected(), model->config().vocab_size);
+}
+
+TEST_CASE("hf GPT-2: an export is transformers' own file, byte for byte", "[hf][gpt]") {
+  auto model = load_hf_gpt2(kData + "/hf_gpt2");
+  TempDir dir("hf_gpt2_export");
+  save_hf_gpt2(*model, dir.path.string(), DType::Float32, 100);
+  CHECK(file_bytes(dir.file("model.safetensors")) == file_bytes(kData + "/hf_gpt2/model.safetensors"));
+  const hf::Config c = hf::load_config(dir.file("config.json"));
+  CHECK(c.describe() == hf::load_config(kData + "/hf_gpt2/config.json").describe());
+  CHECK(c.hidden_act == "gelu_new");
+  CHECK(c.eos_token_id == std::vector<int64_t>{100});
+  // and it loads back to the same logits
+  NoGradGuard no_grad;
+  const Tensor& ids = expected().tensors.at("ids");
+  CHECK(allclose(load_hf_gpt2(dir.path.string())->forward(ids).data(), model->forward(ids).data(), 0, 0));
+  // in bfloat16 it is transformers' bf16 file
+  TempDir half("hf_gpt2_export_bf16");
+  save_hf_gpt2(*model, half.path.string(), DType::BFloat16, 100);
+  CHECK(file_bytes(half.file("model.safetensors")) == file_bytes(kData + "/hf_gpt2_bf16/model.safetensors"));
+}
+
+TEST_CASE("hf GPT-2: the published layout (no 'transformer.' prefix, mask buffers) and shards load",
+          "[hf][gpt]") {
+  NoGradGuard no_grad;
+  const Tensor& ids = expected().tensors.at("ids");
+  TempDir plain("hf_gpt2_plain");
+  write_variant(plain, [](nn::StateDict& t) {
+    nn::StateDict out;
+    for (const auto& [k, v] : t) out.insert(k.substr(std::string("transformer.").size()), v);
+    out.insert("h.0.attn.bias", ops::ones({1, 1, 32, 32}));
+    out.insert("h.1.attn.masked_bias", ops::full({}, -1e4));
+    t = out;
+  });
+  CHECK(allclose(load_hf_gpt2(plain.path.string())->forward(ids).data(), expected().tensors.at("logits"),
+                 1e-5, 1e-5));
+
+  // two shards and an index, as save_pretrained(max_shard_size=...) writes them
+  TempDir sharded("hf_gpt2_shards");
+  nn::StateDict all = nn::load_safetensors(kData + "/hf_gpt2/model.safetensors").tensors, a, b;
+  std::string map;
+  for (const auto& [k, v] : all) {
+    const bool first = k.find("h.1.") == std::string::npos;
+    (first ? a : b).insert(k, v);
+    map += fmt::format("{}\"{}\": \"model-0000{}-of-00002.safetensors\"", map.empty() ? "" : ", ", k,
+                       first ? 1 : 2);
+  }
+  nn::save_safetensors(a, sharded.file("model-00001-of-00002.safetensors"));
+  nn::save_safetensors(b, sharded.file("model-00002-of-00002.safetensors"));
+  std::ofstream(sharded.file("model.safetensors.index.json"))
+      << "{\"metadata\": {}, \"weight_map\": {" << map << "}}";
+  fs::copy_file(kData + "/hf_gpt2/config.json", sharded.file("config.json"));
+  CHECK(allclose(load_hf_gpt2(sharded.path.string())->forward(ids).data(), expected().tensors.at("logits"),
+                 1e-5, 1e-5));
+
+  // an index naming a missing shard
+  fs::remove(sharded.file("model-00002-of-00002.safetensors"));
+  CHECK_THROWS_WITH(load_hf_gpt2(sharded.path.string()),
+                    Catch::Contains("model.safetensors.index.json") &&
+                        Catch::Contains("model-00002-of-00002.safetensors") && Catch::Contains("missing"));
+}
+
+TEST_CASE("hf GPT-2: bad checkpoints are refused naming the file and the tensor, nothing loaded",
+          "[hf][gpt]") {
+  SECTION("a missing tensor") {
+    TempDir d("hf_bad");
+    write_variant(d, [](nn::StateDict& t) {
+      nn::StateDict out;
+      for (const auto& [k, v] : t)
+        if (k != "transformer.h.1.mlp.c_fc.bias") out.insert(k, v);
+      t = out;
+    });
+    CHECK_THROWS_WITH(load_hf_gpt2(d.path.string()), Catch::Contains("hf::load_weights") &&
+                                                         Catch::Contains("transformer.h.1.mlp.c_fc.bias"));
+  }
+  SECTION("a wrong shape") {
+    TempDir d("hf_bad");
+    write_variant(d, [](nn::StateDict& t) { t.insert_or_assign("transformer.ln_f.bias", ops::zeros({31})); });
+    CHECK_THROWS_WITH(load_hf_gpt2(d.path.string()), Catch::Contains("transformer.ln_f.bias") &&
+                                                         Catch::Contains("[31]") && Catch::Contains("[32]"));
+  }
+  SECTION("an extra tensor: strict refuses, non-strict reports it") {
+    TempDir d("hf_bad");
+    write_variant(d, [](nn::StateDict& t) { t.insert("transformer.extra.weight", ops::zeros({2})); });
+    CHECK_THROWS_WITH(load_hf_gpt2(d.path.string()), Catch::Contains("transformer.extra.weight"));
+    hf::LoadReport report;
+    load_hf_gpt2(d.path.string(), /*strict=*/false, &report);
+    CHECK(report.skipped == std::vector<std::string>{"transformer.extra.weight"});
+  }
+  SECTION("a config the GPT cannot hold, or that is not GPT-2's") {
+    TempDir d("hf_bad");
+    write_variant(d, [](nn::StateDict&) {});
+    std::string text = file_bytes(d.file("config.json"));
+    auto replace = [&](const std::string& from, const std::string& to) {
+      std::string s = text;
+      s.replace(s.find(from), from.size(), to);
+      std::ofstream(d.file("config.json"), std::ios::trunc) << s;
+    };
+    replace("\"tie_word_embeddings\": true", "\"tie_word_embeddings\": false");
+    CHECK_THROWS_WITH(load_hf_gpt2(d.path.string()), Catch::Contains("tie_word_embeddings"));
+    replace("\"model_type\": \"gpt2\"", "\"model_type\": \"bert\"");
+    CHECK_THROWS_WITH(load_hf_gpt2(d.path.string()), Catch::Contains("config.json") &&
+                                                         Catch::Contains("model_type") &&
+                                                         Catch::Contains("bert"));
+    replace("\"n_embd\": 32,", "");
+    CHECK_THROWS_WITH(load_hf_gpt2(d.path.string()), Catch::Contains("\"n_embd\": missing"));
+  }
+  SECTION("a failed load leaves the model unchanged") {
+    TempDir d("hf_bad");
+    write_variant(
+        d, [](nn::StateDict& t) { t.insert_or_assign("transformer.h.1.ln_2.weight", ops::zeros({3})); });
+    GPT model(hf_gpt2_config(hf::load_config(d.file("config.json"))));
+    const Tensor before = model.wte->weight.data().clone();
+    hf::Weights w(d.path.string());
+    CHECK_THROWS(hf::load_weights(model, w, gpt2_name_table(2)));
+    CHECK(allclose(model.wte->weight.data(), before, 0, 0));
+  }
+}
+
+#endif
