@@ -96,9 +96,12 @@ if(TARGET gpt)
     set_tests_properties(cli_gpt_resume_nothing_to_train cli_gpt_export_onto_itself cli_gpt_export_and_sample
                          cli_gpt_sample_tokenizer_for_bytes cli_gpt_attention_layer cli_gpt_curves_one_point
                          PROPERTIES FIXTURES_REQUIRED gpt_tiny)
-    # item 12: a run that the time limit ended said nothing of it
+    # item 12: a run that the time limit ended said nothing of it, and its bar ended at "step 25/1000 ... 2%"
+    # (counted against --steps): the last bar line is printed, at 100% of the time limit
     saccade_cli_test(gpt_time_limit_ends_run --out "^trained steps 1-[0-9]+ in .*: the --time-limit of 0.001 s ended the run$"
-                     --keep 0 60 -- ${gpt} train ${tiny} --steps 1000 --time-limit 0.001 --out t)
+                     --out "^step [0-9]+/100000 \\[=+\\] 100% of --time-limit  avg loss [0-9.]+ .* of 0.001 s$"
+                     --no-out "^step .*/100000 .* [0-9]?[0-9]%  avg loss"
+                     --keep 0 60 -- ${gpt} train ${tiny} --steps 100000 --time-limit 0.001 --out t)
     saccade_cli_test(gpt_stop_at_ends_run --out "^trained steps 1-1 in .*: stopped at --stop-at 1$"
                      --keep 0 60 -- ${gpt} train ${tiny} --stop-at 1 --out s)
     # item 4: a bpe model exported or copied to another folder could not be sampled
