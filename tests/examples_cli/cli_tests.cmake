@@ -49,6 +49,13 @@ if(TARGET gpt)
   saccade_cli_refusal(gpt_context_too_large "^gpt: --context: a step of 32 windows of 65536 tokens would hold about [0-9]+ GB of activations, more than this machine's"
                       ${gpt} train --context 65536 --d-model 4096 --n-head 4 --n-layer 64)
   saccade_cli_refusal(gpt_curves_missing_log "^gpt: logs: 'missing.csv' does not exist$" ${gpt} curves missing.csv)
+  # item 6: an empty series is refused, not drawn as an empty picture (a lone score is drawn as a dot:
+  # cli_gpt_curves_one_point)
+  saccade_cli_refusal(gpt_curves_no_validation "^gpt: logs: '.*log_without_validation.csv' holds no validation score: nothing to draw$"
+                      ${gpt} curves ${CMAKE_CURRENT_LIST_DIR}/log_without_validation.csv --png c.png)
+  saccade_cli_refusal(gpt_curves_labels "^gpt: --label: 1 label for 2 logs \\(give one per log, or none\\)$"
+                      ${gpt} curves ${CMAKE_CURRENT_LIST_DIR}/log_without_validation.csv
+                      ${CMAKE_CURRENT_LIST_DIR}/log_without_validation.csv --label a --png c.png)
   if(NOT SACCADE_WITH_CUDA)
     # item 11: the prefix was doubled ("gpt: gpt: --device cuda asked for ...")
     saccade_cli_refusal(gpt_device_cuda "^gpt: --device: cuda asked for, but" ${gpt} train --device cuda)
