@@ -147,7 +147,8 @@ if(TARGET image_caption)
   # item 14: a failed run left an empty output folder
   saccade_cli_refusal(caption_missing_data "^image_caption: --data: '/nonexistent/fashion-mnist' does not exist [(]Fashion-MNIST: install Debian's dataset-fashion-mnist" ${ic} --data /nonexistent/fashion-mnist)
   # the data folder holds no Fashion-MNIST: the error comes after the header lines, and leaves no folder behind
-  saccade_cli_test(caption_data_without_files --err "^image_caption: read_idx: cannot open .*/t10k" 1 10 -- ${ic} --data ${CMAKE_CURRENT_LIST_DIR})
+  # item 11: with `> log 2>&1` the header lines come before the error
+  saccade_cli_test(caption_data_without_files --first "^device cpu" --err "^image_caption: read_idx: cannot open .*/t10k" 1 10 -- ${ic} --data ${CMAKE_CURRENT_LIST_DIR})
   saccade_cli_test(caption_eval_only_bad_checkpoint --err "^image_caption: .*run_cli.sh" 1 10 -- ${ic} --eval-only --checkpoint ${SACCADE_CLI_RUN})
   saccade_cli_refusal(caption_eval_only_missing "^image_caption: --checkpoint: 'caption_out/checkpoint.safetensors' does not exist$" ${ic} --eval-only)
   # the tests that train: only where Fashion-MNIST is installed (scripts/setup)
@@ -155,7 +156,11 @@ if(TARGET image_caption)
     # item 8: a resume with another --model trained the checkpoint's model in silence
     set(run ${SACCADE_CLI_WORK}/caption_tiny)
     add_test(NAME cli_caption_tiny_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${run})
+    # item 12: the progress line's loss and the final one are named, the checkpoint's path is said (in the
+    # regex, "." stands for ";", a CMake list separator)
     saccade_cli_test(caption_tiny_train --out "^--resume: no checkpoint at ${run}/checkpoint.safetensors: starting a fresh sat model$"
+                     --out "^step 2/2 .* avg loss [0-9.]+ " --out "^training 2 steps of batch 2, .*checkpoint ${run}/checkpoint.safetensors$"
+                     --out "^trained 2 steps in .*final training loss [0-9.]+ \\(the mean of the last 2 steps. the progress line's loss is a running average\\)$"
                      --keep 0 120 -- ${ic} --steps 2 --batch-size 2 --eval-scenes 2 --pictures 0 --conv1 4 --conv2 4
                      --d-model 16 --hidden 16 --threads 2 --out ${run} --resume)
     set_tests_properties(cli_caption_tiny_clean PROPERTIES FIXTURES_SETUP caption_tiny_clean)
@@ -176,8 +181,8 @@ if(TARGET g2p)
   # item 10
   saccade_cli_test(g2p_help_defaults --out "--steps .*\\(default: 2500\\)" --out "--beam .*\\(default: 5\\)"
                    --out "--val-every .*\\(default: 500\\)" --out "--dict .*\\(default: /usr/share" 0 1 -- ${g2p} --help)
-  # item 14: an empty --dict gave "G2PVocab: no phones in ''"
-  saccade_cli_test(g2p_empty_dict --err "^g2p: --dict: '/dev/null' holds no pronunciations" 2 10 -- ${g2p} --dict /dev/null)
+  # item 14: an empty --dict gave "G2PVocab: no phones in ''"; item 11: after the header lines in `> log 2>&1`
+  saccade_cli_test(g2p_empty_dict --first "^device cpu" --err "^g2p: --dict: '/dev/null' holds no pronunciations" 2 10 -- ${g2p} --dict /dev/null)
   saccade_cli_test(g2p_eval_only_bad_checkpoint --err "^g2p: .*run_cli.sh" 1 10 -- ${g2p} --eval-only --checkpoint ${SACCADE_CLI_RUN})
   saccade_cli_refusal(g2p_eval_only_without_checkpoint "^g2p: --eval-only: needs --checkpoint FILE$" ${g2p} --eval-only)
   # the tests that train: only where the CMU dictionary is installed (festlex-cmu, scripts/setup)
