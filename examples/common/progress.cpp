@@ -21,9 +21,20 @@ ProgressBar::ProgressBar(int64_t total_steps, int64_t print_every, std::FILE* ou
 }
 
 std::string ProgressBar::format_line(int64_t step, int64_t total, double loss, double steps_per_s,
-                                     int bar_width, double seconds_left, const std::string& loss_label) {
+                                     int bar_width, double seconds_left, const std::string& loss_label,
+                                     double time_limit) {
   double frac =
       total > 0 ? std::clamp(static_cast<double>(step) / static_cast<double>(total), 0.0, 1.0) : 0.0;
+  // the time ends the run first when what is left of it is shorter than the steps left at this rate (or,
+  // before a rate, when more of it than of the steps is used)
+  bool timed = false;
+  if (time_limit > 0 && seconds_left >= 0) {
+    double time_frac = std::clamp(1.0 - seconds_left / time_limit, 0.0, 1.0);
+    timed = steps_per_s > 0
+                ? seconds_left < static_cast<double>(std::max<int64_t>(total - step, 0)) / steps_per_s
+                : time_frac > frac;
+    if (timed) frac = time_frac;
+  }
   auto filled = static_cast<int>(frac * bar_width);
   std::string bar(static_cast<size_t>(filled), '=');
   if (filled < bar_width) bar += '>';
@@ -37,17 +48,18 @@ std::string ProgressBar::format_line(int64_t step, int64_t total, double loss, d
     eta = s >= 3600 ? fmt::format("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
                     : fmt::format("{:02}:{:02}", s / 60, s % 60);
   }
-  return fmt::format("step {}/{} [{}] {:3}%  {} {:.4f}  {} steps/s  ETA {}", step, total, bar,
-                     static_cast<int>(frac * 100), loss_label, loss, rate, eta);
+  return fmt::format("step {}/{} [{}] {:3}%{}  {} {:.4f}  {} steps/s  ETA {}", step, total, bar,
+                     static_cast<int>(frac * 100), timed ? " of --time-limit" : "", loss_label, loss, rate,
+                     eta);
 }
 
 void ProgressBar::update(int64_t step, double loss, const std::string& extra, double seconds_left) {
   auto now = Clock::now();
   double elapsed = std::chrono::duration<double>(now - start_).count();
   double rate = elapsed > 0 ? static_cast<double>(step) / elapsed : 0.0;
-  bool last = step >= total_;
+  bool last = step >= total_ || (time_limit_ > 0 && seconds_left == 0);
   auto line = [&] {
-    return format_line(step, total_, loss, rate, 20, seconds_left, loss_label_) +
+    return format_line(step, total_, loss, rate, 20, seconds_left, loss_label_, time_limit_) +
            (extra.empty() ? "" : "  " + extra);
   };
   if (tty_) {

@@ -18,8 +18,12 @@ class ProgressBar {
   explicit ProgressBar(int64_t total_steps, int64_t print_every = 100, std::FILE* out = stdout, int tty = -1);
   /// Reports that `step` steps (1-based, <= total_steps) are done and the current loss; `extra` (e.g.
   /// "1234 tokens/s") is appended to the line. `seconds_left` >= 0: the run also stops when that much more
-  /// time has passed (a time limit), and the ETA is whichever limit comes first.
+  /// time has passed (a time limit), and the ETA is whichever limit comes first; with set_time_limit, the bar
+  /// and the percentage too, and `seconds_left` == 0 is the last step (its line is always printed).
   void update(int64_t step, double loss, const std::string& extra = "", double seconds_left = -1);
+  /// The run's time limit in seconds (> 0), of which update's `seconds_left` is what remains: the line then
+  /// shows progress against whichever of the steps and the time will end the run first.
+  void set_time_limit(double seconds) { time_limit_ = seconds; }
   /// Ends the in-place line (on a terminal) with a newline; safe to call more than once.
   void finish();
   /// The name printed before the loss ("loss" by default): the trainers pass a running average and say so
@@ -30,10 +34,12 @@ class ProgressBar {
   /// (bar of `bar_width` characters; ETA as MM:SS or H:MM:SS; "--" for steps/s and ETA when rate <= 0).
   /// With `seconds_left` >= 0 (a time limit), the ETA is the sooner of the steps left at this rate and
   /// seconds_left: a 5-minute run capped at 10⁶ steps shows the 5 minutes, not the million steps.
-  /// `loss_label` names the loss ("loss").
+  /// `loss_label` names the loss ("loss"). With `time_limit` > 0 as well (seconds_left of it remain), the bar
+  /// and the percentage follow the time when the time will end the run first, and say so:
+  /// "step 1450/100000 [============>       ]  60% of --time-limit  loss ...".
   static std::string format_line(int64_t step, int64_t total, double loss, double steps_per_s,
                                  int bar_width = 20, double seconds_left = -1,
-                                 const std::string& loss_label = "loss");
+                                 const std::string& loss_label = "loss", double time_limit = 0);
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -41,6 +47,7 @@ class ProgressBar {
   std::FILE* out_;
   bool tty_, open_line_ = false;
   std::string loss_label_ = "loss";
+  double time_limit_ = 0;
   Clock::time_point start_, last_draw_;
 };
 

@@ -62,8 +62,16 @@ void write_pictures(ex::G2PModel& model, const ex::G2PVocab& vocab, const std::v
     for (char c : words[i]) letters.push_back(std::string(1, c));
     ex::Heatmap h;
     h.weights = mean;
-    h.title =
-        fmt::format("{} -> {}{}", words[i], join(phones), heads > 1 ? " (last layer, mean of heads)" : "");
+    // a long, babbling output (an untrained model's 32 phones) would run the title off the picture's edges:
+    // about 64 characters fit its 520 pixels
+    const std::string head = words[i] + " -> ", tail = heads > 1 ? " (last layer, mean of heads)" : "";
+    std::string said = join(phones);
+    if (head.size() + said.size() + tail.size() > 64) {
+      const std::string more = fmt::format(" ... ({} phones)", n);
+      said.resize(std::max<size_t>(64 - std::min<size_t>(64, head.size() + tail.size() + more.size()), 8));
+      said = said.substr(0, said.rfind(' ')) + more;
+    }
+    h.title = head + said + tail;
     h.x_label = "letters";
     h.y_label = "phones";
     h.row_labels = rows;

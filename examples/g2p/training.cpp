@@ -71,8 +71,10 @@ G2PTrainResult train_g2p(G2PModel& model, const G2PVocab& vocab, const std::vect
   auto validate = [&](int64_t step) {
     if (val.empty()) return;
     G2PEval e = evaluate_g2p(model, vocab, val, /*beam=*/1);
-    bool better =
-        e.score.wer < result.best_wer || (e.score.wer == result.best_wer && e.score.per < result.best_per);
+    // the first validation is the best so far whatever it scores (best_step 0: none yet), so that a run that
+    // validated leaves a best.safetensors even when no score beats WER 1 (a tiny or a diverged model)
+    bool better = result.best_step == 0 || e.score.wer < result.best_wer ||
+                  (e.score.wer == result.best_wer && e.score.per < result.best_per);
     if (better) result.best_wer = e.score.wer, result.best_per = e.score.per, result.best_step = step;
     if (better && !opts.best.empty()) nn::save_checkpoint(opts.best, model, adam, step, metadata());
     if (opts.log)

@@ -42,7 +42,7 @@ struct G2PTrainResult {
   double first_loss = 0;              ///< mean loss of the first min(20, steps_done) steps of this call
   double final_loss = 0;              ///< mean loss of the last min(100, steps_done) steps
   double best_wer = 1, best_per = 1;  ///< best validation figures (greedy), when validated
-  int64_t best_step = 0;
+  int64_t best_step = 0;              ///< the step of best_wer (0: no validation yet)
 };
 
 /// Trains `model` (on opts.device) on `train` and validates on `validation`. Throws saccade::Error for bad

@@ -145,8 +145,9 @@ void write_loss_plot(const std::string& path, const std::vector<ex::TrainLogRow>
 // and bench/gpt_twin.py's at equal time.
 void write_curves(const std::string& path, const std::vector<std::string>& logs,
                   std::vector<std::string> labels, const std::string& title) {
-  SACCADE_CHECK(labels.empty() || labels.size() == logs.size(),
-                "gpt curves: {} --label for {} logs (give one per log, or none)", labels.size(), logs.size());
+  if (!labels.empty() && labels.size() != logs.size())
+    throw cli::UsageError("--label", fmt::format("{} label{} for {} logs (give one per log, or none)",
+                                                 labels.size(), labels.size() == 1 ? "" : "s", logs.size()));
   ex::LinePlot plot;
   plot.title = title, plot.x_label = "training time (s)", plot.y_label = "validation bits per byte";
   plot.width = 900, plot.legend_right = true;
@@ -156,7 +157,9 @@ void write_curves(const std::string& path, const std::vector<std::string>& logs,
     for (const ex::TrainLogRow& row : ex::read_train_log(logs[i]))
       if (!std::isnan(row.val_bits_per_byte))
         s.x.push_back(row.seconds), s.y.push_back(row.val_bits_per_byte);
-    SACCADE_CHECK(!s.x.empty(), "gpt curves: {} holds no validation score", logs[i]);
+    // an empty series would draw an empty picture (issue 42); a lone score is drawn as a dot
+    if (s.x.empty())
+      throw cli::UsageError("logs", fmt::format("'{}' holds no validation score: nothing to draw", logs[i]));
     plot.series.push_back(s);
   }
   ex::write_line_plot(path, plot);

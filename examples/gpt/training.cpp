@@ -282,6 +282,7 @@ GPTTrainResult train_gpt(GPT& model, const std::vector<int64_t>& train, const st
   model.train();
   ProgressBar bar(last - r.start_step, o.print_every, o.log ? o.log : stdout, o.log ? -1 : 0);
   bar.set_loss_label("avg loss");  // a running average (0.95 per step) of the steps' losses
+  if (o.time_limit > 0) bar.set_time_limit(o.time_limit);
   StepProfiler profile(distributed::is_main_process() ? o.profile_trace : "", 1, 3, o.log);
   double ema = 0;
   const auto start = Clock::now();
@@ -341,9 +342,9 @@ GPTTrainResult train_gpt(GPT& model, const std::vector<int64_t>& train, const st
     if (o.log && distributed::is_main_process())
       bar.update(step - r.start_step, ema,
                  o.time_limit > 0
-                     ? fmt::format("{:.0f} tokens/s, {:.0f} of {:.0f} s", tps, trained, o.time_limit)
+                     ? fmt::format("{:.0f} tokens/s, {:.1f} of {:g} s", tps, trained, o.time_limit)
                      : fmt::format("{:.0f} tokens/s", tps),
-                 o.time_limit > 0 ? std::max(o.time_limit - trained, 0.0) : -1.0);
+                 o.time_limit > 0 ? (out_of_time ? 0.0 : std::max(o.time_limit - trained, 0.0)) : -1.0);
     const bool at_eval = (o.eval_every > 0 && step % o.eval_every == 0) || step == last || out_of_time;
     if (at_eval) {
       if (o.log && distributed::is_main_process()) bar.finish();

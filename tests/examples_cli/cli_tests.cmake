@@ -49,6 +49,13 @@ if(TARGET gpt)
   saccade_cli_refusal(gpt_context_too_large "^gpt: --context: a step of 32 windows of 65536 tokens would hold about [0-9]+ GB of activations, more than this machine's"
                       ${gpt} train --context 65536 --d-model 4096 --n-head 4 --n-layer 64)
   saccade_cli_refusal(gpt_curves_missing_log "^gpt: logs: 'missing.csv' does not exist$" ${gpt} curves missing.csv)
+  # item 6: an empty series is refused, not drawn as an empty picture (a lone score is drawn as a dot:
+  # cli_gpt_curves_one_point)
+  saccade_cli_refusal(gpt_curves_no_validation "^gpt: logs: '.*log_without_validation.csv' holds no validation score: nothing to draw$"
+                      ${gpt} curves ${CMAKE_CURRENT_LIST_DIR}/log_without_validation.csv --png c.png)
+  saccade_cli_refusal(gpt_curves_labels "^gpt: --label: 1 label for 2 logs \\(give one per log, or none\\)$"
+                      ${gpt} curves ${CMAKE_CURRENT_LIST_DIR}/log_without_validation.csv
+                      ${CMAKE_CURRENT_LIST_DIR}/log_without_validation.csv --label a --png c.png)
   if(NOT SACCADE_WITH_CUDA)
     # item 11: the prefix was doubled ("gpt: gpt: --device cuda asked for ...")
     saccade_cli_refusal(gpt_device_cuda "^gpt: --device: cuda asked for, but" ${gpt} train --device cuda)
@@ -96,9 +103,12 @@ if(TARGET gpt)
     set_tests_properties(cli_gpt_resume_nothing_to_train cli_gpt_export_onto_itself cli_gpt_export_and_sample
                          cli_gpt_sample_tokenizer_for_bytes cli_gpt_attention_layer cli_gpt_curves_one_point
                          PROPERTIES FIXTURES_REQUIRED gpt_tiny)
-    # item 12: a run that the time limit ended said nothing of it
+    # item 12: a run that the time limit ended said nothing of it, and its bar ended at "step 25/1000 ... 2%"
+    # (counted against --steps): the last bar line is printed, at 100% of the time limit
     saccade_cli_test(gpt_time_limit_ends_run --out "^trained steps 1-[0-9]+ in .*: the --time-limit of 0.001 s ended the run$"
-                     --keep 0 60 -- ${gpt} train ${tiny} --steps 1000 --time-limit 0.001 --out t)
+                     --out "^step [0-9]+/100000 \\[=+\\] 100% of --time-limit  avg loss [0-9.]+ .* of 0.001 s$"
+                     --no-out "^step .*/100000 .* [0-9]?[0-9]%  avg loss"
+                     --keep 0 60 -- ${gpt} train ${tiny} --steps 100000 --time-limit 0.001 --out t)
     saccade_cli_test(gpt_stop_at_ends_run --out "^trained steps 1-1 in .*: stopped at --stop-at 1$"
                      --keep 0 60 -- ${gpt} train ${tiny} --stop-at 1 --out s)
     # item 4: a bpe model exported or copied to another folder could not be sampled
@@ -137,7 +147,8 @@ if(TARGET image_caption)
   # item 14: a failed run left an empty output folder
   saccade_cli_refusal(caption_missing_data "^image_caption: --data: '/nonexistent/fashion-mnist' does not exist [(]Fashion-MNIST: install Debian's dataset-fashion-mnist" ${ic} --data /nonexistent/fashion-mnist)
   # the data folder holds no Fashion-MNIST: the error comes after the header lines, and leaves no folder behind
-  saccade_cli_test(caption_data_without_files --err "^image_caption: read_idx: cannot open .*/t10k" 1 10 -- ${ic} --data ${CMAKE_CURRENT_LIST_DIR})
+  # item 11: with `> log 2>&1` the header lines come before the error
+  saccade_cli_test(caption_data_without_files --first "^device cpu" --err "^image_caption: read_idx: cannot open .*/t10k" 1 10 -- ${ic} --data ${CMAKE_CURRENT_LIST_DIR})
   saccade_cli_test(caption_eval_only_bad_checkpoint --err "^image_caption: .*run_cli.sh" 1 10 -- ${ic} --eval-only --checkpoint ${SACCADE_CLI_RUN})
   saccade_cli_refusal(caption_eval_only_missing "^image_caption: --checkpoint: 'caption_out/checkpoint.safetensors' does not exist$" ${ic} --eval-only)
   # the tests that train: only where Fashion-MNIST is installed (scripts/setup)
@@ -145,7 +156,11 @@ if(TARGET image_caption)
     # item 8: a resume with another --model trained the checkpoint's model in silence
     set(run ${SACCADE_CLI_WORK}/caption_tiny)
     add_test(NAME cli_caption_tiny_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${run})
+    # item 12: the progress line's loss and the final one are named, the checkpoint's path is said (in the
+    # regex, "." stands for ";", a CMake list separator)
     saccade_cli_test(caption_tiny_train --out "^--resume: no checkpoint at ${run}/checkpoint.safetensors: starting a fresh sat model$"
+                     --out "^step 2/2 .* avg loss [0-9.]+ " --out "^training 2 steps of batch 2, .*checkpoint ${run}/checkpoint.safetensors$"
+                     --out "^trained 2 steps in .*final training loss [0-9.]+ \\(the mean of the last 2 steps. the progress line's loss is a running average\\)$"
                      --keep 0 120 -- ${ic} --steps 2 --batch-size 2 --eval-scenes 2 --pictures 0 --conv1 4 --conv2 4
                      --d-model 16 --hidden 16 --threads 2 --out ${run} --resume)
     set_tests_properties(cli_caption_tiny_clean PROPERTIES FIXTURES_SETUP caption_tiny_clean)
@@ -166,8 +181,8 @@ if(TARGET g2p)
   # item 10
   saccade_cli_test(g2p_help_defaults --out "--steps .*\\(default: 2500\\)" --out "--beam .*\\(default: 5\\)"
                    --out "--val-every .*\\(default: 500\\)" --out "--dict .*\\(default: /usr/share" 0 1 -- ${g2p} --help)
-  # item 14: an empty --dict gave "G2PVocab: no phones in ''"
-  saccade_cli_test(g2p_empty_dict --err "^g2p: --dict: '/dev/null' holds no pronunciations" 2 10 -- ${g2p} --dict /dev/null)
+  # item 14: an empty --dict gave "G2PVocab: no phones in ''"; item 11: after the header lines in `> log 2>&1`
+  saccade_cli_test(g2p_empty_dict --first "^device cpu" --err "^g2p: --dict: '/dev/null' holds no pronunciations" 2 10 -- ${g2p} --dict /dev/null)
   saccade_cli_test(g2p_eval_only_bad_checkpoint --err "^g2p: .*run_cli.sh" 1 10 -- ${g2p} --eval-only --checkpoint ${SACCADE_CLI_RUN})
   saccade_cli_refusal(g2p_eval_only_without_checkpoint "^g2p: --eval-only: needs --checkpoint FILE$" ${g2p} --eval-only)
   # the tests that train: only where the CMU dictionary is installed (festlex-cmu, scripts/setup)
@@ -200,12 +215,16 @@ if(TARGET nw_regression)
 endif()
 
 # item 13: every command that a README shows parses with the program as built (flags that exist, values in
-# their ranges), so that the READMEs cannot drift from the programs.
+# their ranges), and runs with tiny settings (the commands of each README in order, in a temporary folder of
+# their own), so that the READMEs cannot drift from the programs. The commands that cannot run here (mpirun,
+# data not installed) are listed as skipped, with the reason, in the test's output.
 find_package(Python3 COMPONENTS Interpreter)
 if(Python3_FOUND AND TARGET gpt AND TARGET image_caption AND TARGET g2p AND TARGET nw_regression)
   file(GLOB SACCADE_EXAMPLE_READMES ${PROJECT_SOURCE_DIR}/examples/README.md ${PROJECT_SOURCE_DIR}/examples/*/README.md)
-  add_test(NAME cli_readme_commands_parse
-           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/readme_commands.py ${PROJECT_BINARY_DIR}
-                   ${PROJECT_SOURCE_DIR}/README.md ${SACCADE_EXAMPLE_READMES})
-  set_tests_properties(cli_readme_commands_parse PROPERTIES LABELS cli TIMEOUT 120)
+  foreach(mode parse run)
+    add_test(NAME cli_readme_commands_${mode}
+             COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/readme_commands.py --${mode} ${PROJECT_BINARY_DIR}
+                     ${PROJECT_SOURCE_DIR}/README.md ${SACCADE_EXAMPLE_READMES})
+  endforeach()
+  set_tests_properties(cli_readme_commands_parse cli_readme_commands_run PROPERTIES LABELS cli TIMEOUT 300)
 endif()
