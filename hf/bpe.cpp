@@ -1,6 +1,7 @@
 #include "hf/bpe.h"
 
 #include <algorithm>
+#include <array>
 #include <fstream>
 #include <mutex>
 #include <queue>
@@ -49,7 +50,8 @@ struct ByteLevelBPETokenizer::Impl {
   std::vector<std::unique_ptr<SplitRegex>> splits;  // Split pre-tokenizers, then ByteLevel's own regex
   size_t byte_level_step = 0;  // splits[0, byte_level_step) are Split pre-tokenizers, the rest ByteLevel's
   bool add_prefix_space = false;
-  std::vector<AddedToken> added;  // longest first
+  std::vector<AddedToken> added;        // longest first
+  std::array<bool, 256> added_first{};  // the first bytes of the added tokens
   std::unordered_map<int64_t, std::string> added_content;
   std::vector<int64_t> prefix, suffix;  // the post-processor's template around the ids
   std::optional<int64_t> bos, eos;
@@ -199,6 +201,7 @@ struct ByteLevelBPETokenizer::Impl {
   }
 
   void finish() {
+    for (const AddedToken& t : added) added_first[static_cast<unsigned char>(t.content[0])] = true;
     std::stable_sort(added.begin(), added.end(), [](const AddedToken& x, const AddedToken& y) {
       return x.content.size() > y.content.size();
     });
@@ -222,6 +225,7 @@ json parse_json(const std::string& text, const std::string& file) {
 }
 
 Error fail(const std::string& file, const std::string& key, const std::string& what) {
+  if (key.empty()) return Error(fmt::format("hf::ByteLevelBPE: '{}': {}", file, what));
   return Error(fmt::format("hf::ByteLevelBPE: '{}': \"{}\": {}", file, key, what));
 }
 
@@ -229,13 +233,12 @@ void read_vocab(Impl& m, const json& v, const std::string& file, const std::stri
   if (!v.is_object())
     throw fail(file, key, fmt::format("not an object of token -> id but {}", v.type_name()));
   for (const auto& [token, id] : v.items()) {
-    if (!id.is_number_integer())
-      throw fail(file, key + "." + token, fmt::format("the id {} is not an integer", id.dump()));
+    const std::string at = key.empty() ? token : key + "." + token;
+    if (!id.is_number_integer()) throw fail(file, at, fmt::format("the id {} is not an integer", id.dump()));
     const int64_t i = id.get<int64_t>();
-    if (i < 0 || i >= kMaxId)
-      throw fail(file, key + "." + token, fmt::format("the id {} is out of range", i));
+    if (i < 0 || i >= kMaxId) throw fail(file, at, fmt::format("the id {} is out of range", i));
     const auto [it, fresh] = m.id_to_token.emplace(i, token);
-    if (!fresh) throw fail(file, key + "." + token, fmt::format("id {} is also '{}'", i, it->second));
+    if (!fresh) throw fail(file, at, fmt::format("id {} is also '{}'", i, it->second));
     m.vocab.emplace(token, i);
   }
 }
@@ -484,6 +487,10 @@ std::vector<int64_t> ByteLevelBPETokenizer::encode(const std::string& text, bool
   // Cut out the added tokens: at each position the longest one that starts there (m.added is longest first).
   size_t done = 0;
   for (size_t i = 0; i < text.size() && !m.added.empty();) {
+    if (!m.added_first[static_cast<unsigned char>(text[i])]) {
+      ++i;
+      continue;
+    }
     const AddedToken* hit = nullptr;
     for (const AddedToken& t : m.added)
       if (text.compare(i, t.content.size(), t.content) == 0) {

@@ -125,7 +125,7 @@ TEST_CASE("hf tokenizers: any bytes round-trip through byte-level BPE, the whole
   for (const char* dir : {"gpt2", "llama3", "sp"}) {
     const auto t = hf::load_tokenizer(kDir + dir);
     const auto ids = t->encode(fortunes, false);
-    CHECK(ids.size() < fortunes.size() / 2);  // BPE merges; the byte count would mean nothing merged
+    CHECK(ids.size() < fortunes.size());  // merges happened (one id per byte would mean none)
     CHECK(t->decode(ids) == fortunes);
   }
 }
