@@ -1,0 +1,237 @@
+// hf/ tokenizers against Hugging Face's own: the ids that transformers / tokenizers / sentencepiece give for
+// the edge cases and the fortunes (tests/data/hf_tok/expected.json, made by
+// tests/fixtures/make_hf_tokenizers.py), decode(encode(x)) == x, and the readers' errors.
+#ifdef SACCADE_HAVE_HF
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "helpers.h"
+#include "hf/bpe.h"
+#include "hf/pretokenizer.h"
+#include "hf/tokenizer.h"
+#include "temp_dir.h"
+
+using namespace saccade;
+using hf::ByteLevelBPETokenizer;
+
+namespace {
+
+const std::string kDir = std::string(SACCADE_TEST_DATA_DIR) + "/hf_tok/";
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+const nlohmann::json& expected() {
+  static const nlohmann::json j = nlohmann::json::parse(read_text(kDir + "expected.json"));
+  return j;
+}
+
+// A vocab.json holding the 256 byte characters (ids 0..255) and `extra` tokens after them.
+std::string byte_vocab(const std::vector<std::string>& extra) {
+  nlohmann::json v = nlohmann::json::object();
+  for (int b = 0; b < 256; ++b) v[hf::byte_to_unicode()[b]] = b;
+  for (size_t i = 0; i < extra.size(); ++i) v[extra[i]] = 256 + static_cast<int>(i);
+  return v.dump();
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST_CASE("hf tokenizers: the ids of Hugging Face on the edge cases and the fortunes, and back", "[hf]") {
+  const auto& e = expected();
+  const auto& texts = e["texts"];
+  REQUIRE(texts.size() >= 300);
+  REQUIRE(texts[0] == read_text(kDir + "edge_cases.txt"));
+  struct Case {
+    std::string key, dir, kind;
+  };
+  for (const Case& c :
+       {Case{"byte_level", "gpt2", "vocab.json"}, Case{"byte_level", "bpe_json", "tokenizer.json"},
+        Case{"llama3", "llama3", "tokenizer.json"}, Case{"sp", "sp", "tokenizer.model"}}) {
+    const auto tok = hf::load_tokenizer(kDir + c.dir);
+    INFO(tok->name());
+    CHECK(tok->name().find(c.kind) != std::string::npos);
+    const auto prefix = e[c.key]["prefix"].get<std::vector<int64_t>>();
+    size_t identical = 0, round_trips = 0;
+    for (size_t i = 0; i < texts.size(); ++i) {
+      const std::string text = texts[i];
+      const auto want = e[c.key]["ids"][i].get<std::vector<int64_t>>();
+      auto want_special = prefix;
+      want_special.insert(want_special.end(), want.begin(), want.end());
+      const auto ids = tok->encode(text, false);
+      INFO("text " << i << ": " << text);
+      CHECK(ids == want);
+      CHECK(tok->encode(text, true) == want_special);
+      CHECK(tok->decode(ids) == text);
+      identical += ids == want;
+      round_trips += tok->decode(ids) == text;
+    }
+    CHECK(identical == texts.size());
+    CHECK(round_trips == texts.size());
+  }
+}
+
+TEST_CASE("hf tokenizers: special tokens, BOS and EOS, vocabulary sizes", "[hf]") {
+  const auto gpt2 = hf::load_tokenizer(kDir + "gpt2");
+  const auto eot = gpt2->encode("<|endoftext|>", false);
+  REQUIRE(eot.size() == 1);
+  CHECK(gpt2->bos_id() == eot[0]);
+  CHECK(gpt2->eos_id() == eot[0]);
+  CHECK(gpt2->encode("a<|endoftext|>b", false) ==
+        std::vector<int64_t>{gpt2->encode("a", false)[0], eot[0], gpt2->encode("b", false)[0]});
+  CHECK(gpt2->vocab_size() == 991);
+
+  const auto llama3 = hf::load_tokenizer(kDir + "llama3");
+  CHECK(llama3->vocab_size() == 993);
+  CHECK(llama3->bos_id() == 991);
+  CHECK_FALSE(llama3->eos_id() == 991);
+  CHECK(llama3->encode("", true) == std::vector<int64_t>{991});
+  CHECK(llama3->encode("<|end_of_text|>", false) == std::vector<int64_t>{992});
+  CHECK(llama3->decode({991, 992}) == "<|begin_of_text|><|end_of_text|>");
+
+  const auto sp = hf::load_tokenizer(kDir + "sp");
+  CHECK(sp->bos_id() == 1);
+  CHECK(sp->eos_id() == 2);
+  CHECK(sp->encode("", true) == std::vector<int64_t>{1});
+}
+
+TEST_CASE("hf tokenizers: any bytes round-trip through byte-level BPE, the whole fortunes file too", "[hf]") {
+  const auto tok = hf::load_tokenizer(kDir + "bpe_json");
+  std::string bytes;
+  for (int i = 0; i < 256; ++i) bytes += static_cast<char>(i);
+  bytes +=
+      "\xff\xfe ok \xc3 \xe2\x82 caf\xc3\xa9 \xf0\x9f\x98";  // invalid and cut-off UTF-8 among valid text
+  CHECK(tok->decode(tok->encode(bytes, false)) == bytes);
+  const std::string fortunes = read_text("/usr/share/games/fortunes/fortunes");
+  if (fortunes.empty()) {
+    WARN("no /usr/share/games/fortunes/fortunes (scripts/setup installs it): skipped");
+    return;
+  }
+  for (const char* dir : {"gpt2", "llama3", "sp"}) {
+    const auto t = hf::load_tokenizer(kDir + dir);
+    const auto ids = t->encode(fortunes, false);
+    CHECK(ids.size() < fortunes.size());  // merges happened (one id per byte would mean none)
+    CHECK(t->decode(ids) == fortunes);
+  }
+}
+
+TEST_CASE("hf tokenizers: merges apply in rank order, leftmost first among equals", "[hf]") {
+  // "abc": with "b c" ranked before "a b", b and c merge first and "a" stays alone
+  auto t =
+      ByteLevelBPETokenizer::parse_vocab_merges(byte_vocab({"bc", "ab", "abc"}), "#version: 0.2\nb c\na b\n");
+  CHECK(t->encode("abc", false) == std::vector<int64_t>{'a', 256});
+  t = ByteLevelBPETokenizer::parse_vocab_merges(byte_vocab({"bc", "ab", "abc"}), "a b\nb c\nab c\n");
+  CHECK(t->encode("abc", false) == std::vector<int64_t>{258});
+  // "aaa": the leftmost pair merges first, then nothing is left to merge with
+  t = ByteLevelBPETokenizer::parse_vocab_merges(byte_vocab({"aa"}), "a a\n");
+  CHECK(t->encode("aaa", false) == std::vector<int64_t>{256, 'a'});
+  CHECK(t->encode("aaaa", false) == std::vector<int64_t>{256, 256});
+  CHECK(t->bos_id() == std::nullopt);
+}
+
+TEST_CASE("hf tokenizers: encode is thread-safe (one shared cache)", "[hf]") {
+  const auto tok = hf::load_tokenizer(kDir + "gpt2");
+  const auto& texts = expected()["texts"];
+  std::vector<std::vector<int64_t>> want;
+  for (const auto& t : texts) want.push_back(tok->encode(t.get<std::string>(), false));
+  std::vector<int> ok(4, 0);
+  std::vector<std::thread> threads;
+  for (int k = 0; k < 4; ++k)
+    threads.emplace_back([&, k] {
+      for (size_t i = 0; i < texts.size(); ++i)
+        ok[k] += tok->encode(texts[i].get<std::string>(), false) == want[i];
+    });
+  for (auto& th : threads) th.join();
+  for (int k = 0; k < 4; ++k) CHECK(ok[k] == static_cast<int>(texts.size()));
+}
+
+TEST_CASE("hf tokenizers: bad files and bad ids name the file and the key or line", "[hf]") {
+  using Catch::Matchers::Contains;
+  const std::string vocab = byte_vocab({"ab"});
+  auto merges_error = [&](const std::string& merges) {
+    return error_of([&] { ByteLevelBPETokenizer::parse_vocab_merges(vocab, merges, "v.json", "m.txt"); });
+  };
+  CHECK_THAT(merges_error("a b\nab\n"), Contains("'m.txt': line 2") && Contains("'ab'"));
+  CHECK_THAT(merges_error("a  b\n"), Contains("line 1"));
+  CHECK_THAT(merges_error("#version: 0.2\na c\n"),
+             Contains("'m.txt': line 2") && Contains("'ac' is not in the vocabulary"));
+  CHECK_THAT(merges_error("a x y\n"), Contains("line 1"));
+  auto vocab_error = [&](const std::string& v) {
+    return error_of([&] { ByteLevelBPETokenizer::parse_vocab_merges(v, "", "v.json", "m.txt"); });
+  };
+  CHECK_THAT(vocab_error("[1, 2]"), Contains("'v.json'") && Contains("not an object"));
+  CHECK_THAT(vocab_error("{\"a\": \"1\"}"), Contains("'v.json'") && Contains("\"a\""));
+  CHECK_THAT(vocab_error("{\"a\": -1}"), Contains("out of range"));
+  CHECK_THAT(vocab_error("{\"a\": 1, \"b\": 1}"), Contains("id 1 is also"));
+  CHECK_THAT(vocab_error("{\"a\": 0}"), Contains("no token for byte"));
+  CHECK_THAT(vocab_error("{\"a\": "), Contains("'v.json': not JSON"));
+  CHECK_THAT(vocab_error(std::string(100, '[') + std::string(100, ']')), Contains("deeper than 64"));
+
+  const nlohmann::json good = nlohmann::json::parse(read_text(kDir + "llama3/tokenizer.json"));
+  auto json_error = [&](const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json j = good;
+    edit(j);
+    return error_of([&] { ByteLevelBPETokenizer::parse_tokenizer_json(j.dump(), "t.json"); });
+  };
+  CHECK(json_error([](nlohmann::json&) {}) == "(no error)");
+  CHECK_THAT(json_error([](nlohmann::json& j) { j["model"]["type"] = "WordPiece"; }),
+             Contains("'t.json'") && Contains("model.type") && Contains("WordPiece"));
+  CHECK_THAT(json_error([](nlohmann::json& j) {
+               j["pre_tokenizer"] = {{"type", "Metaspace"}};
+             }),
+             Contains("pre_tokenizer.type") && Contains("Metaspace"));
+  CHECK_THAT(json_error([](nlohmann::json& j) {
+               j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "([";
+             }),
+             Contains("does not compile"));
+  CHECK_THAT(json_error([](nlohmann::json& j) {
+               j["normalizer"] = {{"type", "NFC"}};
+             }),
+             Contains("normalizer"));
+  CHECK_THAT(json_error([](nlohmann::json& j) {
+               j["post_processor"] = {{"type", "BertProcessing"}};
+             }),
+             Contains("post_processor.type"));
+  CHECK_THAT(json_error([](nlohmann::json& j) { j["model"]["merges"][3] = "Ġ"; }),
+             Contains("model.merges[3]"));
+  CHECK_THAT(json_error([](nlohmann::json& j) { j["model"]["merges"][5] = "Ġ zzzz"; }),
+             Contains("model.merges[5]") && Contains("'zzzz' is not in the vocabulary"));
+  CHECK_THAT(json_error([](nlohmann::json& j) { j["model"]["vocab"]["Ġt"] = 3.5; }),
+             Contains("model.vocab.Ġt"));
+  CHECK_THAT(json_error([](nlohmann::json& j) { j["added_tokens"][1]["id"] = 5; }),
+             Contains("added_tokens[1]") && Contains("id 5"));
+  CHECK_THAT(json_error([](nlohmann::json& j) { j["added_tokens"][1]["lstrip"] = true; }),
+             Contains("added_tokens[1].lstrip"));
+
+  const auto tok = hf::load_tokenizer(kDir + "gpt2");
+  CHECK_THAT(error_of([&] {
+               tok->decode({1, 991});
+             }),
+             Contains("hf::ByteLevelBPE") && Contains("vocab.json") && Contains("991"));
+  CHECK_THAT(error_of([&] { tok->decode({-1}); }), Contains("id -1"));
+  const auto sp = hf::load_tokenizer(kDir + "sp");
+  CHECK_THAT(error_of([&] { sp->decode({400}); }),
+             Contains("hf::SentencePieceTokenizer") && Contains("tokenizer.model"));
+  testing::TempDir empty("saccade_hf_tok");
+  CHECK_THAT(error_of([&] { hf::load_tokenizer(empty.path.string()); }),
+             Contains("hf::load_tokenizer") && Contains(empty.path.string()));
+  std::ofstream(empty.file("tokenizer.model")) << "not a model";
+  CHECK_THAT(error_of([&] { hf::load_tokenizer(empty.path.string()); }), Contains("tokenizer.model"));
+}
+
+#endif  // SACCADE_HAVE_HF
