@@ -13,6 +13,8 @@
 #include "examples/gpt/generate.h"
 #include "examples/gpt/hf_gpt2.h"
 #include "helpers.h"
+#include "hf/llama.h"
+#include "hf/tokenizer.h"
 #include "hf_fixture.h"
 #include "nn/serialization.h"
 #include "temp_dir.h"
@@ -87,19 +89,19 @@ TEST_CASE("hf GPT-2: ten AdamW steps give transformers' losses", "[hf][gpt]") {
 TEST_CASE("hf GPT-2: an export is transformers' own file, byte for byte", "[hf][gpt]") {
   auto model = load_hf_gpt2(kData + "/hf_gpt2");
   TempDir dir("hf_gpt2_export");
-  save_hf_gpt2(*model, dir.path.string(), DType::Float32, 100);
+  save_hf_gpt2(*model, dir.path.string(), DType::Float32, 0);
   CHECK(file_bytes(dir.file("model.safetensors")) == file_bytes(kData + "/hf_gpt2/model.safetensors"));
   const hf::Config c = hf::load_config(dir.file("config.json"));
   CHECK(c.describe() == hf::load_config(kData + "/hf_gpt2/config.json").describe());
   CHECK(c.hidden_act == "gelu_new");
-  CHECK(c.eos_token_id == std::vector<int64_t>{100});
+  CHECK(c.eos_token_id == std::vector<int64_t>{0});
   // and it loads back to the same logits
   NoGradGuard no_grad;
   const Tensor& ids = expected().tensors.at("ids");
   CHECK(allclose(load_hf_gpt2(dir.path.string())->forward(ids).data(), model->forward(ids).data(), 0, 0));
   // in bfloat16 it is transformers' bf16 file
   TempDir half("hf_gpt2_export_bf16");
-  save_hf_gpt2(*model, half.path.string(), DType::BFloat16, 100);
+  save_hf_gpt2(*model, half.path.string(), DType::BFloat16, 0);
   CHECK(file_bytes(half.file("model.safetensors")) == file_bytes(kData + "/hf_gpt2_bf16/model.safetensors"));
 }
 
@@ -198,6 +200,39 @@ TEST_CASE("hf GPT-2: bad checkpoints are refused naming the file and the tensor,
     CHECK_THROWS(hf::load_weights(model, w, gpt2_name_table(2)));
     CHECK(allclose(model.wte->weight.data(), before, 0, 0));
   }
+}
+
+TEST_CASE("hf eval: the windowed score of a text equals transformers', GPT-2 and Llama", "[hf][gpt]") {
+  const std::string text = file_bytes(kData + "/hf_eval.txt");
+  auto gpt2 = load_hf_gpt2(kData + "/hf_gpt2");
+  auto llama = hf::load_llama(kData + "/hf_llama");
+  const std::pair<std::string, CausalLM*> cases[] = {{"hf_gpt2", as_causal_lm(*gpt2).release()},
+                                                     {"hf_llama", as_causal_lm(*llama).release()}};
+  for (const auto& [name, raw] : cases) {
+    CAPTURE(name);
+    std::unique_ptr<CausalLM> lm(raw);
+    const nn::Safetensors want = nn::load_safetensors(kData + "/" + name + "_expected.safetensors");
+    const std::vector<int64_t> ids = hf::load_tokenizer(kData + "/" + name)->encode(text, false);
+    const WindowScore s = score_windows(*lm, ids);
+    CHECK(s.tokens == want.tensors.at("eval_tokens").item<int64_t>());
+    CHECK(s.tokens > 2 * lm->context());  // several windows, the last one shorter
+    CHECK(s.nats == Approx(want.tensors.at("eval_nats").item<double>()).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("hf Llama through generate(): greedy tokens with and without the cache agree with transformers'",
+          "[hf][gpt]") {
+  auto llama = hf::load_llama(kData + "/hf_llama");
+  const nn::Safetensors want = nn::load_safetensors(kData + "/hf_llama_expected.safetensors");
+  const std::vector<int64_t> prompt = row(want.tensors.at("ids"), 0);
+  const std::vector<int64_t> all = row(want.tensors.at("greedy"), 0);
+  SamplingOptions o;
+  o.temperature = 0;
+  o.max_new_tokens = static_cast<int64_t>(all.size() - prompt.size());
+  auto lm = as_causal_lm(*llama);
+  for (bool cache : {true, false})
+    CHECK(generate(*lm, {prompt}, o, cache).tokens[0] ==
+          std::vector<int64_t>(all.begin() + static_cast<int64_t>(prompt.size()), all.end()));
 }
 
 #endif

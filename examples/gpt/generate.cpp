@@ -62,7 +62,15 @@ Tensor to_ids(const std::vector<std::vector<int64_t>>& rows, int64_t begin, int6
 Generation generate(GPT& model, const std::vector<std::vector<int64_t>>& prompts, const SamplingOptions& o,
                     bool use_cache, bool keep_logits,
                     const std::function<void(const std::vector<int64_t>&)>& on_tokens) {
-  const GPTConfig& c = model.config();
+  return generate(*as_causal_lm(model), prompts, o, use_cache, keep_logits, on_tokens);
+}
+
+Generation generate(CausalLM& model, const std::vector<std::vector<int64_t>>& prompts,
+                    const SamplingOptions& o, bool use_cache, bool keep_logits,
+                    const std::function<void(const std::vector<int64_t>&)>& on_tokens) {
+  struct {
+    int64_t context, vocab_size;
+  } c{model.context(), model.vocab_size()};
   SACCADE_CHECK(!prompts.empty(), "generate: no prompts");
   SACCADE_CHECK(o.max_new_tokens >= 0, "generate: max_new_tokens must be >= 0, got {}", o.max_new_tokens);
   for (const auto& p : prompts) {
@@ -80,7 +88,7 @@ Generation generate(GPT& model, const std::vector<std::vector<int64_t>>& prompts
       static_cast<int64_t>(std::min_element(prompts.begin(), prompts.end(), by_length)->size());
   const int64_t longest =
       static_cast<int64_t>(std::max_element(prompts.begin(), prompts.end(), by_length)->size());
-  const Device device = model.wte->weight.device();
+  const Device device = model.device();
   // Rows advance in lockstep, one position per step after a prefill of the shortest prompt; a row whose
   // prompt is longer is fed its own next prompt token until it runs out. Every row sees exactly the
   // positions and tokens it would see alone, so unequal prompts share one batch and one KV cache.
@@ -89,10 +97,11 @@ Generation generate(GPT& model, const std::vector<std::vector<int64_t>>& prompts
   Generation out;
   out.tokens.resize(B);
   std::mt19937_64 rng(o.seed);
-  const bool was_training = model.is_training();
-  model.eval();
+  nn::Module& module = model.module();
+  const bool was_training = module.is_training();
+  module.eval();
   NoGradGuard no_grad;
-  GPT::State state = model.init_state();
+  model.reset();
   const int64_t steps = o.max_new_tokens == 0 ? 0 : longest - shortest + o.max_new_tokens;
   for (int64_t n = 0; n < steps; ++n) {
     const int64_t len = shortest + n;  // every row's length
@@ -100,13 +109,13 @@ Generation generate(GPT& model, const std::vector<std::vector<int64_t>>& prompts
     if (!use_cache) {
       logits = model.forward(to_ids(seq, std::max<int64_t>(0, len - c.context), len, device));
     } else {
-      if (state.length() >= c.context) state = model.init_state();  // full: refill from the last context / 2
+      if (model.cached() >= c.context) model.reset();  // full: refill from the last context / 2
       // the first step prefills every row's common prompt start (at most the context); a refill keeps the
       // last context / 2 tokens; otherwise one new position
-      const int64_t from = state.length() != 0 ? len - 1
+      const int64_t from = model.cached() != 0 ? len - 1
                            : n == 0            ? 0
                                     : std::max<int64_t>(0, len - std::max<int64_t>(c.context / 2, 1));
-      logits = model.step(to_ids(seq, from, len, device), state);
+      logits = model.step(to_ids(seq, from, len, device));
     }
     Tensor last = logits.data().select(1, logits.size(1) - 1).to(Device::cpu()).contiguous();  // (B, V)
     if (keep_logits) out.logits.push_back(last.clone());
@@ -124,7 +133,7 @@ Generation generate(GPT& model, const std::vector<std::vector<int64_t>>& prompts
     }
     if (on_tokens) on_tokens(next);
   }
-  model.train(was_training);
+  module.train(was_training);
   return out;
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "examples/gpt/causal_lm.h"
 #include "examples/gpt/model.h"
 
 namespace saccade::examples {
@@ -52,6 +53,10 @@ std::vector<int64_t> fit_prompt(const std::vector<int64_t>& prompt, int64_t cont
 /// or done); keep_logits keeps each step's (B, V) logits, one per step. Throws saccade::Error naming
 /// "generate" for no prompts, an empty or too long prompt, or a token outside the vocabulary.
 Generation generate(GPT& model, const std::vector<std::vector<int64_t>>& prompts,
+                    const SamplingOptions& options, bool use_cache = true, bool keep_logits = false,
+                    const std::function<void(const std::vector<int64_t>&)>& on_tokens = {});
+/// The same for any CausalLM (a GPT, a Hugging Face Llama): its own KV cache is reset first.
+Generation generate(CausalLM& model, const std::vector<std::vector<int64_t>>& prompts,
                     const SamplingOptions& options, bool use_cache = true, bool keep_logits = false,
                     const std::function<void(const std::vector<int64_t>&)>& on_tokens = {});
 

@@ -1,9 +1,11 @@
 // gpt: a decoder-only Transformer (GPT-2's architecture) trained on Debian's fortunes (DATA.md) and sampled
 // with a KV cache. `gpt train` trains and scores (validation bits per byte); `gpt sample` generates from a
-// checkpoint. examples/gpt/README.md gives the commands and the measured results.
+// checkpoint; `gpt sample --hf DIR` and `gpt eval --hf DIR` run a GPT-2 or Llama model folder in the Hugging
+// Face layout. examples/gpt/README.md gives the commands and the measured results.
 #include <malloc.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -22,6 +24,11 @@
 #include "examples/common/plots.h"
 #include "examples/gpt/data.h"
 #include "examples/gpt/generate.h"
+#ifdef SACCADE_HAVE_HF
+#include "examples/gpt/hf_gpt2.h"
+#include "hf/llama.h"
+#include "hf/tokenizer.h"
+#endif
 #include "examples/gpt/tokenizer.h"
 #include "examples/gpt/training.h"
 #include "ops/blas.h"
@@ -284,6 +291,74 @@ void check_train_flags(const ex::GPTTrainOptions& o, const ex::GPTConfig& config
                     micro, config.context, bytes / 1e9, ram / 1e9));
 }
 
+#ifdef SACCADE_HAVE_HF
+// A model folder in the Hugging Face layout, loaded: GPT-2 into this example's GPT, Llama into
+// nn::LlamaForCausalLM, with the folder's own tokenizer.
+struct HFModel {
+  std::shared_ptr<ex::GPT> gpt;
+  std::shared_ptr<saccade::nn::LlamaForCausalLM> llama;
+  std::unique_ptr<ex::CausalLM> lm;
+  std::unique_ptr<saccade::hf::Tokenizer> tok;
+  std::string description;
+};
+
+HFModel load_hf(const std::string& dir, saccade::Device device) {
+  namespace hf = saccade::hf;
+  HFModel m;
+  const hf::Config config = hf::load_config(dir + "/config.json");
+  m.tok = hf::load_tokenizer(dir);
+  if (config.architecture == hf::Architecture::GPT2) {
+    m.gpt = ex::load_hf_gpt2(dir);
+    m.gpt->to(device);
+    m.lm = ex::as_causal_lm(*m.gpt);
+  } else {
+    m.llama = hf::load_llama(dir);
+    m.llama->to(device);
+    m.lm = ex::as_causal_lm(*m.llama);
+  }
+  if (m.tok->vocab_size() > m.lm->vocab_size())
+    throw saccade::Error(fmt::format("gpt: '{}': the tokenizer has {} ids, the model's vocabulary {}", dir,
+                                     m.tok->vocab_size(), m.lm->vocab_size()));
+  m.description = config.describe() + ", tokenizer " + m.tok->name();
+  return m;
+}
+
+// `gpt sample --hf`: each prompt encoded as the folder's tokenizer encodes it (its special tokens
+// included), cut from the left to the context, continued; the text streamed, then the new ids (with
+// --print-ids) and the speed.
+void run_hf_samples(HFModel& m, const std::vector<std::string>& prompts, const ex::SamplingOptions& opts,
+                    bool print_ids) {
+  for (const std::string& prompt : prompts) {
+    int64_t dropped = 0;
+    const std::vector<int64_t> ids = ex::fit_prompt(m.tok->encode(prompt, true), m.lm->context(), &dropped);
+    if (dropped > 0)
+      std::fprintf(
+          stderr, "gpt: the prompt has %zu tokens, more than the context of %lld: kept its last %lld\n",
+          ids.size() + dropped, static_cast<long long>(m.lm->context()), static_cast<long long>(ids.size()));
+    std::vector<int64_t> shown;
+    std::string printed;
+    std::printf("---\n%s", prompt.c_str());
+    std::fflush(stdout);
+    auto stream = [&](const std::vector<int64_t>& next) {
+      if (next[0] < 0) return;
+      shown.push_back(next[0]);
+      std::string text = m.tok->decode(shown);
+      if (text.size() > printed.size() && text.compare(0, printed.size(), printed) == 0)
+        std::fputs(text.c_str() + printed.size(), stdout);
+      printed = text;
+      std::fflush(stdout);
+    };
+    const auto start = std::chrono::steady_clock::now();
+    ex::Generation g = ex::generate(*m.lm, {ids}, opts, true, false, stream);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::printf("\n");
+    if (print_ids) std::printf("ids: %s\n", fmt::format("{}", fmt::join(g.tokens[0], " ")).c_str());
+    std::printf("generated %zu tokens after a prompt of %zu in %.2f s: %.1f tokens/s (prefill included)\n",
+                g.tokens[0].size(), ids.size(), seconds, static_cast<double>(g.tokens[0].size()) / seconds);
+  }
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -408,6 +483,30 @@ int main(int argc, char** argv) {
       ->check(cli::integer(-1024, 1023));
   sample->add_option("--num-samples", num_samples, "samples per prompt (one batch, one KV cache per block)")
       ->check(cli::integer(1, 4096));
+  std::string hf_dir, eval_data;
+  bool print_ids = false;
+#ifdef SACCADE_HAVE_HF
+  auto* hf_flag =
+      sample->add_option("--hf", hf_dir,
+                         "a Hugging Face model folder (GPT-2 or Llama: config.json, model.safetensors "
+                         "or shards, its tokenizer) to sample instead of a checkpoint");
+  hf_flag->excludes(sample->get_option("--checkpoint"))
+      ->excludes(sample->get_option("--tokenizer"))
+      ->excludes(sample->get_option("--attention-png"))
+      ->excludes(sample->get_option("--num-samples"));
+  sample->add_flag("--print-ids", print_ids, "with --hf: also print the new token ids, one line 'ids: ...'");
+  CLI::App* evaluator = app.add_subcommand(
+      "eval",
+      "score a text file with a Hugging Face model folder: its tokens (no special tokens) in windows of the "
+      "context, the first of each unscored; prints tokens, loss (nats/token) and bits_per_byte");
+  evaluator->add_option("--hf", hf_dir, "the model folder (GPT-2 or Llama)")->required();
+  evaluator->add_option("--data", eval_data, "the text file to score")->required();
+  evaluator->add_option("--device", device_name, "cpu, or cuda / cuda:N when built with CUDA");
+  evaluator->add_option("--threads", threads, "CPU threads (0: OMP_NUM_THREADS, else all cores)")
+      ->check(cli::integer(0, 4096));
+#else
+  CLI::App* evaluator = nullptr;
+#endif
   CLI::App* exporter = app.add_subcommand(
       "export",
       "write a checkpoint's model weights alone, rounded to bfloat16 (half the bytes; for sampling "
@@ -458,7 +557,13 @@ int main(int argc, char** argv) {
     if (*train) check_train_flags(topts, config, tokenizer == "bpe" ? vocab_size : 256, out_dir);
     if (*train)
       cli::require_directory("--data", data_dir, "the fortunes: install Debian's `fortunes`, scripts/setup");
-    if (*sample) {
+    const bool hf_run = !hf_dir.empty();
+    if (hf_run) {
+      cli::require_directory("--hf", hf_dir);
+      cli::require_file("--hf", hf_dir + "/config.json");
+    }
+    if (evaluator && *evaluator) cli::require_file("--data", eval_data);
+    if (*sample && !hf_run) {
       if (checkpoint.empty()) checkpoint = out_dir + "/best.safetensors";
       cli::require_file(checkpoint == out_dir + "/best.safetensors" ? "--out" : "--checkpoint", checkpoint);
       if (!tokenizer_file.empty()) cli::require_file("--tokenizer", tokenizer_file);
@@ -467,6 +572,25 @@ int main(int argc, char** argv) {
     if (threads > 0) saccade::set_num_threads(static_cast<int>(threads));
     std::printf("device %s, %d CPU threads\n%s\n", device.str().c_str(), saccade::get_num_threads(),
                 saccade::blas_info_line().c_str());
+#ifdef SACCADE_HAVE_HF
+    if (hf_run) {
+      HFModel m = load_hf(hf_dir, device);
+      std::printf("%s, from %s\n", m.description.c_str(), hf_dir.c_str());
+      if (*sample) {
+        if (prompts.empty())
+          prompts.emplace_back(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+        run_hf_samples(m, prompts, sopts, print_ids);
+        return 0;
+      }
+      std::ifstream f(eval_data, std::ios::binary);
+      const std::string text{std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+      const ex::WindowScore s = ex::score_windows(*m.lm, m.tok->encode(text, false));
+      std::printf("tokens %lld\nloss %.6f\nbits_per_byte %.6f\n", static_cast<long long>(s.tokens),
+                  s.nats / static_cast<double>(s.tokens),
+                  s.nats / std::log(2.0) / static_cast<double>(text.size()));
+      return 0;
+    }
+#endif
     if (*sample) {
       std::shared_ptr<ex::GPT> model = ex::load_gpt(checkpoint, device);
       const int64_t n_layer = model->config().n_layer;

@@ -130,6 +130,27 @@ if(TARGET gpt)
   # item 11: with `> log 2>&1` the header lines come before the error
   saccade_cli_test(gpt_log_order --first "^device cpu" --err "^gpt: fortune_files: " 1 10 -- ${gpt} train --data ${CMAKE_CURRENT_LIST_DIR})
   saccade_cli_refusal(gpt_data_missing "^gpt: --data: '/nonexistent/fortunes' does not exist [(]the fortunes: install Debian's" ${gpt} train --data /nonexistent/fortunes)
+
+  # issue 41: Hugging Face model folders (tests/data/hf_gpt2, hf_llama: tests/fixtures/make_hf_*.py). The numbers
+  # themselves are checked against transformers in tests/test_hf_gpt2.cpp; here, the command lines.
+  if(TARGET saccade_hf)
+    set(hf_data ${PROJECT_SOURCE_DIR}/tests/data)
+    saccade_cli_test(gpt_hf_eval --out "^gpt2: 2 layers, 4 heads, hidden 32, context 32, vocab 991" --out "^tokens [0-9]+$"
+                     --out "^loss [0-9.]+$" --out "^bits_per_byte [0-9.]+$" 0 10 --
+                     ${gpt} eval --hf ${hf_data}/hf_gpt2 --data ${hf_data}/hf_eval.txt --threads 2)
+    saccade_cli_test(gpt_hf_sample_llama --out "^llama: 2 layers, 4 heads \\(2 key/value\\)" --out "^---$"
+                     --out "^ids:( [0-9]+){12}$" --out "^generated 12 tokens after a prompt of [0-9]+ in .* tokens/s"
+                     0 10 -- ${gpt} sample --hf ${hf_data}/hf_llama --prompt "A fortune" --max-new-tokens 12
+                     --temperature 0 --print-ids --threads 2)
+    saccade_cli_test(gpt_hf_sample_gpt2_long_prompt --out "^generated 4 tokens after a prompt of 32 in"
+                     --err "^gpt: the prompt has [0-9]+ tokens, more than the context of 32: kept its last 32$" 0 10 --
+                     ${gpt} sample --hf ${hf_data}/hf_gpt2 --prompt "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty twenty-one"
+                     --max-new-tokens 4 --threads 2)
+    saccade_cli_refusal(gpt_hf_missing "^gpt: --hf: '/nonexistent/model' does not exist" ${gpt} sample --hf /nonexistent/model)
+    saccade_cli_refusal(gpt_hf_no_config "^gpt: --hf: '.*/tests/data/hf_tok/config.json' does not exist" ${gpt} eval --hf ${hf_data}/hf_tok --data ${hf_data}/hf_eval.txt)
+    saccade_cli_refusal(gpt_hf_with_checkpoint "^gpt: --checkpoint excludes --hf$" ${gpt} sample --hf ${hf_data}/hf_gpt2 --checkpoint x)
+    saccade_cli_refusal(gpt_hf_eval_no_data "^gpt: .*--data is required" ${gpt} eval --hf ${hf_data}/hf_gpt2)
+  endif()
 endif()
 
 if(TARGET image_caption)
