@@ -1,7 +1,12 @@
 #include "examples/gpt/hf_gpt2.h"
 
-#include <fmt/format.h>
+#include <filesystem>
+#include <fstream>
 
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "hf/pretokenizer.h"
 #include "ops/error.h"
 
 namespace saccade::examples {
@@ -98,6 +103,42 @@ void save_hf_gpt2(const GPT& model, const std::string& dir, DType dtype, int64_t
   hf::Config c = gpt2_hf_config(model.config(), eos_id);
   c.torch_dtype = std::string(dtype_name(dtype));
   hf::save_pretrained(dir, c, hf::export_weights(model, gpt2_name_table(model.config().n_layer), dtype));
+}
+
+void write_byte_tokenizer_json(const std::string& path) {
+  nlohmann::ordered_json vocab = nlohmann::ordered_json::object();
+  for (int b = 0; b < 256; ++b) vocab[hf::byte_to_unicode()[static_cast<size_t>(b)]] = b;
+  const nlohmann::ordered_json byte_level = {
+      {"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}};
+  const nlohmann::ordered_json j = {{"version", "1.0"},
+                                    {"truncation", nullptr},
+                                    {"padding", nullptr},
+                                    {"added_tokens", nlohmann::ordered_json::array()},
+                                    {"normalizer", nullptr},
+                                    {"pre_tokenizer", byte_level},
+                                    {"post_processor", nullptr},
+                                    {"decoder", byte_level},
+                                    {"model",
+                                     {{"type", "BPE"},
+                                      {"dropout", nullptr},
+                                      {"unk_token", nullptr},
+                                      {"continuing_subword_prefix", nullptr},
+                                      {"end_of_word_suffix", nullptr},
+                                      {"fuse_unk", false},
+                                      {"byte_fallback", false},
+                                      {"ignore_merges", false},
+                                      {"vocab", vocab},
+                                      {"merges", nlohmann::ordered_json::array()}}}};
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f << j.dump(2) << "\n";
+    f.flush();
+    SACCADE_CHECK(f.good(), "write_byte_tokenizer_json: cannot write '{}'", tmp);
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  SACCADE_CHECK(!ec, "write_byte_tokenizer_json: cannot rename '{}' to '{}': {}", tmp, path, ec.message());
 }
 
 }  // namespace saccade::examples

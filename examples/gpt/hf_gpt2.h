@@ -49,4 +49,11 @@ std::shared_ptr<GPT> load_hf_gpt2(const std::string& dir, bool strict = true,
 void save_hf_gpt2(const GPT& model, const std::string& dir, DType dtype = DType::Float32,
                   int64_t eos_id = -1);
 
+/// Writes `path`, a tokenizer.json (Hugging Face tokenizers' format) that encodes every byte as its own value
+/// (this example's byte tokenizer): a byte-level BPE of the 256 byte characters (GPT-2's bytes_to_unicode)
+/// and no merges, a ByteLevel pre-tokenizer without the regex and the ByteLevel decoder; so that a model
+/// trained on bytes and saved with save_hf_gpt2 samples in transformers. Atomic (a .tmp file renamed). Throws
+/// saccade::Error naming "write_byte_tokenizer_json" and the file for an I/O failure.
+void write_byte_tokenizer_json(const std::string& path);
+
 }  // namespace saccade::examples

@@ -381,6 +381,8 @@ int main(int argc, char** argv) {
   bool distributed = false;
   bool checkpoint_activations = false;
   std::vector<std::string> prompts;
+  std::string hf_dir, eval_data, init_from_hf, save_hf;
+  bool print_ids = false;
   // `phase`: what the sampling flags shape ("the end-of-training sample: " under train)
   auto common = [&](CLI::App* sub, ex::SamplingOptions& so, const std::string& phase) {
     sub->add_option("--device", device_name, "cpu, or cuda / cuda:N when built with CUDA");
@@ -466,6 +468,18 @@ int main(int argc, char** argv) {
   train->add_flag("--checkpoint-activations", checkpoint_activations,
                   "recompute each block during backward instead of keeping its activations (less memory, one "
                   "more forward per block)");
+#ifdef SACCADE_HAVE_HF
+  auto* init_flag =
+      train->add_option("--init-from-hf", init_from_hf,
+                        "fine-tune a Hugging Face GPT-2 folder (its weights, sizes and tokenizer; "
+                        "dropout 0) instead of a new model");
+  for (const char* f :
+       {"--n-layer", "--n-head", "--d-model", "--context", "--tokenizer", "--vocab-size", "--dropout"})
+    init_flag->excludes(train->get_option(f));
+  train->add_option("--save-hf", save_hf,
+                    "also write the best model to this folder in the Hugging Face GPT-2 layout (config.json, "
+                    "model.safetensors, its tokenizer), for transformers and `gpt sample --hf`");
+#endif
   CLI::App* sample = app.add_subcommand("sample", "generate text from a checkpoint (stdin when no --prompt)");
   common(sample, sopts, "");
   sample->add_option("--checkpoint", checkpoint, "checkpoint (default: OUT/best.safetensors)");
@@ -483,8 +497,6 @@ int main(int argc, char** argv) {
       ->check(cli::integer(-1024, 1023));
   sample->add_option("--num-samples", num_samples, "samples per prompt (one batch, one KV cache per block)")
       ->check(cli::integer(1, 4096));
-  std::string hf_dir, eval_data;
-  bool print_ids = false;
 #ifdef SACCADE_HAVE_HF
   auto* hf_flag =
       sample->add_option("--hf", hf_dir,
@@ -557,6 +569,17 @@ int main(int argc, char** argv) {
     if (*train) check_train_flags(topts, config, tokenizer == "bpe" ? vocab_size : 256, out_dir);
     if (*train)
       cli::require_directory("--data", data_dir, "the fortunes: install Debian's `fortunes`, scripts/setup");
+    if (!init_from_hf.empty()) {
+      cli::require_directory("--init-from-hf", init_from_hf);
+      cli::require_file("--init-from-hf", init_from_hf + "/config.json");
+    }
+    if (!save_hf.empty()) {
+      cli::require_writable_directory("--save-hf", save_hf);
+      if (init_from_hf.empty() && tokenizer == "bpe")
+        throw cli::UsageError("--save-hf",
+                              "a bpe (SentencePiece) model has no tokenizer in the GPT-2 layout here: "
+                              "train with --tokenizer byte, or fine-tune with --init-from-hf");
+    }
     const bool hf_run = !hf_dir.empty();
     if (hf_run) {
       cli::require_directory("--hf", hf_dir);
@@ -638,8 +661,32 @@ int main(int argc, char** argv) {
       }
       if (distributed) dist::barrier();
     }
+#ifdef SACCADE_HAVE_HF
+    std::shared_ptr<ex::GPT> pretrained;
+    if (!init_from_hf.empty()) {
+      // the folder's tokenizer goes beside the checkpoints (so they load alone), its weights into the GPT
+      const saccade::hf::Config hf_config = saccade::hf::load_config(init_from_hf + "/config.json");
+      if (hf_config.architecture != saccade::hf::Architecture::GPT2)
+        throw cli::UsageError("--init-from-hf",
+                              fmt::format("'{}' holds a {} model: gpt train fine-tunes GPT-2 "
+                                          "folders (gpt sample --hf and gpt eval --hf read it)",
+                                          init_from_hf, hf_config.model_type));
+      if (dist::is_main_process()) ex::copy_hf_tokenizer(init_from_hf, out_dir);
+      if (distributed) dist::barrier();
+      tokenizer = "hf";
+      pretrained = ex::load_hf_gpt2(init_from_hf);
+      pretrained->train();
+      config = pretrained->config();
+      std::printf("initialised from %s (%s)\n", init_from_hf.c_str(), hf_config.describe().c_str());
+    }
+#endif
     std::unique_ptr<ex::Tokenizer> tok = ex::make_tokenizer(tokenizer, out_dir);
-    config.vocab_size = tok->vocab_size();
+    if (tokenizer != "hf")
+      config.vocab_size = tok->vocab_size();
+    else if (tok->vocab_size() > config.vocab_size)
+      throw cli::UsageError("--init-from-hf",
+                            fmt::format("the tokenizer of '{}' has {} ids, the model {}", init_from_hf,
+                                        tok->vocab_size(), config.vocab_size));
     config.tokenizer = tok->name();
     std::vector<int64_t> train_ids = tok->encode(corpus.train), valid_ids = tok->encode(corpus.valid);
     // DATA.md's bits per byte: a token stands for the stream's bytes over its tokens (exactly 1 for bytes)
@@ -648,6 +695,9 @@ int main(int argc, char** argv) {
                 tok->name().c_str(), static_cast<long long>(tok->vocab_size()), train_ids.size(),
                 valid_ids.size(), topts.bytes_per_token);
     auto model = std::make_shared<ex::GPT>(config, model_seed);
+#ifdef SACCADE_HAVE_HF
+    if (pretrained) model = pretrained;
+#endif
     model->to(device);
     for (auto& block : model->h) block->checkpoint_activations = checkpoint_activations;
     std::printf("%s, %lld parameters\n", config.describe().c_str(),
@@ -689,6 +739,20 @@ int main(int argc, char** argv) {
     ex::LMScore s = ex::evaluate_lm(*best, valid_ids, topts.bytes_per_token);
     std::printf("best model on the whole validation stream: %.4f nats/token, %.4f bits/byte (%lld tokens)\n",
                 s.nats_per_token, s.bits_per_byte, static_cast<long long>(s.tokens));
+#ifdef SACCADE_HAVE_HF
+    if (!save_hf.empty()) {
+      const auto* hf_tok = dynamic_cast<const ex::HFTokenizer*>(tok.get());
+      ex::save_hf_gpt2(*best, save_hf, saccade::DType::Float32, hf_tok ? hf_tok->eos_id() : -1);
+      if (hf_tok)
+        ex::copy_hf_tokenizer(out_dir, save_hf);
+      else
+        ex::write_byte_tokenizer_json(save_hf + "/tokenizer.json");
+      std::printf(
+          "wrote %s: the best model in the Hugging Face GPT-2 layout (config.json, model.safetensors, "
+          "tokenizer)\n",
+          save_hf.c_str());
+    }
+#endif
     if (sample_tokens > 0) {
       train_sopts.max_new_tokens = sample_tokens;
       run_samples(*best, *tok, {"\n%\n"}, train_sopts, 1);

@@ -1,5 +1,11 @@
 #include "examples/gpt/tokenizer.h"
 
+#include <filesystem>
+
+#ifdef SACCADE_HAVE_HF
+#include "hf/tokenizer.h"
+#endif
+
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
 
@@ -88,12 +94,64 @@ int64_t SentencePieceTokenizer::vocab_size() const { return impl_->sp.GetPieceSi
 
 std::string tokenizer_path(const std::string& dir) { return dir + "/tokenizer.model"; }
 
-bool is_known_tokenizer(const std::string& name) { return name == "byte" || name == "bpe"; }
+#ifdef SACCADE_HAVE_HF
+struct HFTokenizer::Impl {
+  std::unique_ptr<hf::Tokenizer> tok;
+};
+
+HFTokenizer::HFTokenizer(const std::string& dir) : impl_(std::make_unique<Impl>()) {
+  impl_->tok = hf::load_tokenizer(dir);
+}
+HFTokenizer::~HFTokenizer() = default;
+std::vector<int64_t> HFTokenizer::encode(const std::string& text) const {
+  return impl_->tok->encode(text, false);
+}
+std::string HFTokenizer::decode(const std::vector<int64_t>& ids) const { return impl_->tok->decode(ids); }
+int64_t HFTokenizer::vocab_size() const { return impl_->tok->vocab_size(); }
+int64_t HFTokenizer::eos_id() const { return impl_->tok->eos_id().value_or(-1); }
+
+int copy_hf_tokenizer(const std::string& from, const std::string& to) {
+  namespace fs = std::filesystem;
+  int n = 0;
+  for (const char* name : {"tokenizer.json", "vocab.json", "merges.txt", "tokenizer.model",
+                           "tokenizer_config.json", "special_tokens_map.json"}) {
+    const fs::path src = fs::path(from) / name, dst = fs::path(to) / name, tmp = dst.string() + ".tmp";
+    std::error_code ec;
+    if (!fs::exists(src, ec)) continue;
+    if (fs::exists(dst, ec) && fs::equivalent(src, dst, ec)) {
+      ++n;
+      continue;
+    }
+    fs::copy_file(src, tmp, fs::copy_options::overwrite_existing, ec);
+    if (!ec) fs::rename(tmp, dst, ec);
+    SACCADE_CHECK(!ec, "copy_hf_tokenizer: cannot copy '{}' to '{}': {}", src.string(), dst.string(),
+                  ec.message());
+    ++n;
+  }
+  return n;
+}
+#endif
+
+bool is_known_tokenizer(const std::string& name) {
+#ifdef SACCADE_HAVE_HF
+  if (name == "hf") return true;
+#endif
+  return name == "byte" || name == "bpe";
+}
 
 std::unique_ptr<Tokenizer> make_tokenizer(const std::string& name, const std::string& dir) {
   SACCADE_CHECK(is_known_tokenizer(name),
-                "make_tokenizer: unknown tokenizer '{}' for '{}' (known: byte, bpe)", name, dir);
+                "make_tokenizer: unknown tokenizer '{}' for '{}' (known: byte, bpe{})", name, dir,
+#ifdef SACCADE_HAVE_HF
+                ", hf"
+#else
+                ""
+#endif
+  );
   if (name == "bpe") return std::make_unique<SentencePieceTokenizer>(tokenizer_path(dir));
+#ifdef SACCADE_HAVE_HF
+  if (name == "hf") return std::make_unique<HFTokenizer>(dir);
+#endif
   return std::make_unique<ByteTokenizer>();
 }
 

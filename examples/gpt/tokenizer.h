@@ -17,7 +17,7 @@ class Tokenizer {
   /// The text of `ids`. Throws saccade::Error naming the tokenizer for an id outside [0, vocab_size()).
   virtual std::string decode(const std::vector<int64_t>& ids) const = 0;
   virtual int64_t vocab_size() const = 0;
-  /// "byte" or "bpe" (the checkpoint's metadata "tokenizer").
+  /// "byte", "bpe" or "hf" (the checkpoint's metadata "tokenizer").
   virtual std::string name() const = 0;
 };
 
@@ -54,15 +54,45 @@ class SentencePieceTokenizer : public Tokenizer {
   std::unique_ptr<Impl> impl_;
 };
 
+#ifdef SACCADE_HAVE_HF
+/// The tokenizer of a Hugging Face model folder (hf::load_tokenizer: tokenizer.json, vocab.json + merges.txt
+/// or tokenizer.model) as this example's Tokenizer, for fine-tuning (`gpt train --init-from-hf`): encode
+/// adds no special tokens (training and scoring streams, as transformers scores text). name() "hf"; its
+/// files are copied beside the run's checkpoints (copy_hf_tokenizer) so that they load alone. Throws what
+/// hf::load_tokenizer throws.
+class HFTokenizer : public Tokenizer {
+ public:
+  explicit HFTokenizer(const std::string& dir);
+  ~HFTokenizer() override;
+  std::vector<int64_t> encode(const std::string& text) const override;
+  std::string decode(const std::vector<int64_t>& ids) const override;
+  int64_t vocab_size() const override;
+  std::string name() const override { return "hf"; }
+  /// The end-of-text id, or -1.
+  int64_t eos_id() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Copies the tokenizer files of model folder `from` (tokenizer.json, vocab.json, merges.txt,
+/// tokenizer.model, tokenizer_config.json, special_tokens_map.json: those present) into folder `to`, each
+/// atomically (a .tmp file renamed). Returns how many it copied. Throws saccade::Error naming
+/// "copy_hf_tokenizer" and the file for an I/O failure.
+int copy_hf_tokenizer(const std::string& from, const std::string& to);
+#endif
+
 /// The file a "bpe" tokenizer lives in beside its checkpoints: `dir`/tokenizer.model.
 std::string tokenizer_path(const std::string& dir);
 
-/// Whether make_tokenizer knows `name` ("byte" or "bpe"): load_gpt refuses a checkpoint naming another, so
-/// that the error names the file.
+/// Whether make_tokenizer knows `name` ("byte", "bpe", and "hf" where hf/ is built): load_gpt refuses a
+/// checkpoint naming another, so that the error names the file.
 bool is_known_tokenizer(const std::string& name);
 
-/// The tokenizer called `name`: "byte", or "bpe" loaded from tokenizer_path(dir). Throws saccade::Error
-/// naming "make_tokenizer" and `dir` for an unknown name, and SentencePieceTokenizer's errors.
+/// The tokenizer called `name`: "byte", "bpe" loaded from tokenizer_path(dir), or "hf" (HFTokenizer of
+/// `dir`). Throws saccade::Error naming "make_tokenizer" and `dir` for an unknown name, and
+/// SentencePieceTokenizer's errors.
 std::unique_ptr<Tokenizer> make_tokenizer(const std::string& name, const std::string& dir = ".");
 
 }  // namespace saccade::examples

@@ -150,6 +150,19 @@ if(TARGET gpt)
     saccade_cli_refusal(gpt_hf_no_config "^gpt: --hf: '.*/tests/data/hf_tok/config.json' does not exist" ${gpt} eval --hf ${hf_data}/hf_tok --data ${hf_data}/hf_eval.txt)
     saccade_cli_refusal(gpt_hf_with_checkpoint "^gpt: --checkpoint excludes --hf$" ${gpt} sample --hf ${hf_data}/hf_gpt2 --checkpoint x)
     saccade_cli_refusal(gpt_hf_eval_no_data "^gpt: .*--data is required" ${gpt} eval --hf ${hf_data}/hf_gpt2)
+    # fine-tuning a GPT-2 folder and writing the result back in its layout (transformers reads it: checked by
+    # hand with transformers 5.24, the README says how); then the written folder samples and scores
+    if(EXISTS "/usr/share/games/fortunes/fortunes")
+      saccade_cli_test(gpt_hf_finetune --keep --out "^initialised from .*hf_gpt2 \\(gpt2: 2 layers" --out "^wrote hf: the best model"
+                       --out "^tokens [0-9]+$" 0 60 -- sh -c "${gpt} train --init-from-hf ${hf_data}/hf_gpt2 --steps 3 --batch-size 2 --eval-every 0 --eval-tokens 256 --sample-tokens 8 --threads 2 --out run --save-hf hf && ${gpt} eval --hf hf --data ${hf_data}/hf_eval.txt --threads 2")
+      saccade_cli_test(gpt_hf_save_bytes --keep --out "^wrote hf: the best model" --out "^ids:( [0-9]+){5}$" 0 60 --
+                       sh -c "${gpt} train --steps 3 --batch-size 2 --context 16 --n-layer 1 --n-head 2 --d-model 16 --eval-every 0 --eval-tokens 256 --sample-tokens 0 --threads 2 --out run --save-hf hf && ${gpt} sample --hf hf --prompt abc --max-new-tokens 5 --print-ids --threads 2")
+    endif()
+    saccade_cli_refusal(gpt_hf_init_llama "^gpt: --init-from-hf: '.*hf_llama' holds a llama model: gpt train fine-tunes GPT-2 folders"
+                        ${gpt} train --init-from-hf ${hf_data}/hf_llama --steps 1)
+    saccade_cli_refusal(gpt_hf_init_with_sizes "^gpt: --n-layer excludes --init-from-hf$" ${gpt} train --init-from-hf ${hf_data}/hf_gpt2 --n-layer 2)
+    saccade_cli_refusal(gpt_hf_save_bpe "^gpt: --save-hf: a bpe \\(SentencePiece\\) model has no tokenizer in the GPT-2 layout"
+                        ${gpt} train --tokenizer bpe --save-hf hf)
   endif()
 endif()
 
