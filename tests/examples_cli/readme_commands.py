@@ -48,6 +48,21 @@ def steps(first, more):
     return lambda given, default: str(more if given is not None and int(given) > default else first)
 
 
+# A model folder in the Hugging Face layout that a README downloads (`gpt2`, a Llama's): the tiny folders of the
+# same layout that tests/fixtures/make_hf_*.py wrote stand in for it.
+FIXTURES = __import__("pathlib").Path(__file__).resolve().parent.parent / "data"
+
+
+def hf_folder(given):
+    if given is None:
+        return None
+    return str(FIXTURES / ("hf_llama" if re.search(r"llama|smol", given, re.I) else "hf_gpt2"))
+
+
+# the sizes of a model that --init-from-hf brings (gpt train refuses them beside it)
+HF_SIZES = {"--context", "--n-layer", "--n-head", "--d-model", "--vocab-size", "--tokenizer", "--dropout"}
+
+
 # Per program (and gpt's subcommand): flag -> tiny value (a string: taken whatever the README says) or a
 # function (README's value or None, the program's default) -> tiny value; and the program's default --steps.
 TINY = {
@@ -57,8 +72,11 @@ TINY = {
         "--eval-every": "0", "--eval-tokens": "256", "--sample-tokens": "8", "--threads": "1",
         "--vocab-size": "400",  # the least for the fortunes: 366 (a byte tokenizer takes and ignores it)
         "--warmup": "1", "--time-limit": lambda given, _: "0.5" if given else None,
+        "--init-from-hf": lambda given, _: hf_folder(given),
     }, 1500),
-    "gpt sample": ({"--max-new-tokens": "4", "--threads": "1"}, 0),
+    "gpt sample": ({"--max-new-tokens": "4", "--threads": "1", "--hf": lambda given, _: hf_folder(given)}, 0),
+    "gpt eval": ({"--hf": lambda given, _: hf_folder(given), "--data": str(FIXTURES / "hf_eval.txt"),
+                  "--threads": "1"}, 0),
     "g2p": ({
         "--steps": steps(2, 3), "--train-words": "200", "--test-words": "5", "--val-words": "5",
         "--val-every": "1", "--hidden": "8", "--d-model": "8", "--layers": "1", "--threads": "1",
@@ -114,6 +132,8 @@ def tiny_arguments(program, args):
     for flag, rule in table.items():
         if uses_checkpoint and flag not in given and flag not in FOR_USE:
             continue  # a trained model's sizes come from its checkpoint
+        if "--init-from-hf" in given and flag in HF_SIZES:
+            continue  # the pretrained folder's sizes
         value = rule(given.get(flag), default_steps) if callable(rule) else rule
         if value is not None:
             out += [flag, value]
