@@ -524,7 +524,17 @@ int main(int argc, char** argv) {
       "write a checkpoint's model weights alone, rounded to bfloat16 (half the bytes; for sampling "
       "and PyTorch, not for resuming), and a bpe model's tokenizer.model beside them");
   exporter->add_option("--checkpoint", checkpoint, "checkpoint to read")->required();
-  exporter->add_option("--to", export_to, "the bfloat16 file to write (not the checkpoint read)")->required();
+  auto* to_flag =
+      exporter->add_option("--to", export_to, "the bfloat16 file to write (not the checkpoint read)");
+  std::string export_hf;
+#ifdef SACCADE_HAVE_HF
+  exporter
+      ->add_option(
+          "--hf", export_hf,
+          "instead: write this folder in the Hugging Face GPT-2 layout (float32 config.json, "
+          "model.safetensors and the tokenizer; byte and hf models), for transformers and `gpt sample --hf`")
+      ->excludes(to_flag);
+#endif
   std::vector<std::string> curve_logs, curve_labels;
   std::string curves_png = "curves.png", curves_title = "GPT on fortunes: validation at equal training time";
   CLI::App* curves =
@@ -539,6 +549,32 @@ int main(int argc, char** argv) {
   if (int rc = cli::parse(app, argc, argv, "gpt"); rc >= 0) return rc;
   if (*exporter) {
     try {
+      if (export_to.empty() && export_hf.empty())
+        throw cli::UsageError("--to", "give the file to write (or --hf FOLDER)");
+#ifdef SACCADE_HAVE_HF
+      if (!export_hf.empty()) {
+        cli::require_file("--checkpoint", checkpoint);
+        cli::require_writable_directory("--hf", export_hf);
+        std::shared_ptr<ex::GPT> model = ex::load_gpt(checkpoint);
+        const std::string name = model->config().tokenizer;
+        if (name == "bpe")
+          throw cli::UsageError("--hf",
+                                "a bpe (SentencePiece) model has no tokenizer in the GPT-2 layout here "
+                                "(byte and hf models export)");
+        const std::string folder = std::filesystem::path(checkpoint).parent_path().string();
+        std::unique_ptr<ex::Tokenizer> tok = ex::make_tokenizer(name, folder.empty() ? "." : folder);
+        const auto* hf_tok = dynamic_cast<const ex::HFTokenizer*>(tok.get());
+        ex::save_hf_gpt2(*model, export_hf, saccade::DType::Float32, hf_tok ? hf_tok->eos_id() : -1);
+        if (hf_tok)
+          ex::copy_hf_tokenizer(folder.empty() ? "." : folder, export_hf);
+        else
+          ex::write_byte_tokenizer_json(export_hf + "/tokenizer.json");
+        std::printf(
+            "wrote %s: %s in the Hugging Face GPT-2 layout (config.json, model.safetensors, tokenizer)\n",
+            export_hf.c_str(), checkpoint.c_str());
+        return 0;
+      }
+#endif
       export_with_tokenizer(checkpoint, export_to);
       return 0;
     } catch (const std::exception& e) {

@@ -92,6 +92,13 @@ if(TARGET gpt)
                         ${gpt} export --checkpoint ${run}/best.safetensors --to ${run}/./best.safetensors)
     saccade_cli_test(gpt_export_and_sample --out "^wrote exported.safetensors" --keep 0 60 --
                      sh -c "${gpt} export --checkpoint ${run}/best.safetensors --to exported.safetensors && ${gpt} sample --checkpoint exported.safetensors --prompt x --max-new-tokens 4")
+    if(TARGET saccade_hf)
+      # issue 41: our own checkpoint in the Hugging Face GPT-2 layout, with a byte-level tokenizer.json
+      saccade_cli_test(gpt_export_hf --out "^wrote hf: .* in the Hugging Face GPT-2 layout" --out "^ids:( [0-9]+){4}$" --keep 0 60 --
+                       sh -c "${gpt} export --checkpoint ${run}/best.safetensors --hf hf && ${gpt} sample --hf hf --prompt abc --max-new-tokens 4 --print-ids")
+      set_tests_properties(cli_gpt_export_hf PROPERTIES FIXTURES_REQUIRED gpt_tiny)
+    endif()
+    saccade_cli_refusal(gpt_export_nowhere "^gpt: --to: give the file to write \\(or --hf FOLDER\\)$" ${gpt} export --checkpoint x)
     saccade_cli_refusal(gpt_sample_tokenizer_for_bytes "^gpt: --tokenizer: the model in .* reads byte tokens"
                         ${gpt} sample --checkpoint ${run}/best.safetensors --tokenizer ${SACCADE_CLI_RUN} --prompt x)
     # item 9: --attention-layer was checked after the whole sample
