@@ -12,6 +12,7 @@
 #include "autograd/grad_mode.h"
 #include "examples/gpt/generate.h"
 #include "examples/gpt/hf_gpt2.h"
+#include "examples/gpt/training.h"
 #include "helpers.h"
 #include "hf/llama.h"
 #include "hf/tokenizer.h"
@@ -233,6 +234,72 @@ TEST_CASE("hf Llama through generate(): greedy tokens with and without the cache
   for (bool cache : {true, false})
     CHECK(generate(*lm, {prompt}, o, cache).tokens[0] ==
           std::vector<int64_t>(all.begin() + static_cast<int64_t>(prompt.size()), all.end()));
+}
+
+// Issue 40's PyTorch twin for the Llama-style GPT (arch "llama"): transformers' LlamaForCausalLM with the
+// fixture's random weights, loaded through the Llama name table.
+TEST_CASE("GPT arch llama: transformers' Llama logits, greedy tokens and AdamW losses", "[hf][gpt]") {
+  const nn::Safetensors want = nn::load_safetensors(kData + "/hf_llama_expected.safetensors");
+  auto model = load_hf_gpt(kData + "/hf_llama");
+  const GPTConfig& c = model->config();
+  CHECK(c.arch == "llama");
+  CHECK(c.kv_heads() == 2);
+  CHECK(model->num_parameters() == c.num_parameters());
+  {
+    NoGradGuard no_grad;
+    CHECK(allclose(model->forward(want.tensors.at("ids")).data(), want.tensors.at("logits"), 1e-5, 1e-5));
+  }
+  const std::vector<int64_t> prompt = row(want.tensors.at("ids"), 0), all = row(want.tensors.at("greedy"), 0);
+  SamplingOptions o;
+  o.temperature = 0;
+  o.max_new_tokens = static_cast<int64_t>(all.size() - prompt.size());
+  for (bool cache : {true, false})
+    CHECK(generate(*model, {prompt}, o, cache).tokens[0] ==
+          std::vector<int64_t>(all.begin() + static_cast<int64_t>(prompt.size()), all.end()));
+  // the metadata carries the architecture: a checkpoint reads back the same model
+  TempDir dir("gpt_llama");
+  nn::save(*model, dir.file("m.safetensors"), c.to_metadata());
+  auto back = load_gpt(dir.file("m.safetensors"));
+  CHECK(back->config().to_metadata() == c.to_metadata());
+  {
+    NoGradGuard no_grad;
+    CHECK(allclose(back->forward(want.tensors.at("ids")).data(), want.tensors.at("logits"), 1e-5, 1e-5));
+  }
+  check_adamw_losses(*model, want, c.vocab_size);
+}
+
+TEST_CASE("GPT arch llama: a fresh model's cache, its export, and what it refuses", "[hf][gpt]") {
+  GPTConfig c;
+  c.arch = "llama", c.vocab_size = 50, c.context = 24, c.n_layer = 2, c.n_head = 4, c.n_kv_head = 1,
+  c.d_model = 16;
+  c.tie = false;
+  GPT model(c, 3);
+  CHECK(model.num_parameters() == c.num_parameters());
+  CHECK(model.lm_head != nullptr);
+  std::vector<int64_t> prompt = {1, 7, 3, 9, 4};
+  SamplingOptions o;
+  o.temperature = 0, o.max_new_tokens = 19;  // to the context (beyond it the two refill differently)
+  CHECK(generate(model, {prompt}, o, true).tokens[0] == generate(model, {prompt}, o, false).tokens[0]);
+  // exported in the Llama layout, it loads back into nn::LlamaForCausalLM with the same logits
+  TempDir dir("gpt_llama_hf");
+  save_hf_gpt(model, dir.path.string());
+  auto llama = hf::load_llama(dir.path.string());
+  NoGradGuard no_grad;
+  const Tensor ids = ops::from_vector(prompt, {1, 5});
+  model.eval();  // its embedding dropout (0.1) off
+  CHECK(allclose(llama->forward(ids).data(), model.forward(ids).data(), 1e-6, 1e-6));
+
+  GPTConfig bad = c;
+  bad.n_kv_head = 3;
+  CHECK_THROWS_WITH(GPT(bad), Catch::Contains("n_kv_head 3 does not divide n_head 4"));
+  bad = c;
+  bad.arch = "mamba";
+  CHECK_THROWS_WITH(GPT(bad), Catch::Contains("arch must be 'gpt2' or 'llama'"));
+  // head_dim 12 with 4 heads of 32: not a GPT's
+  CHECK_THROWS_WITH(load_hf_gpt(kData + "/hf_llama_tied"), Catch::Contains("head_dim 12"));
+  nn::Metadata m = c.to_metadata();
+  m["tie"] = "maybe";
+  CHECK_THROWS_WITH(GPTConfig::from_metadata(m), Catch::Contains("\"tie\" is 'maybe'"));
 }
 
 #endif

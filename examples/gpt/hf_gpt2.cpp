@@ -2,10 +2,12 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "hf/llama.h"
 #include "hf/pretokenizer.h"
 #include "ops/error.h"
 
@@ -82,6 +84,21 @@ hf::Config gpt2_hf_config(const GPTConfig& g, int64_t eos_id) {
   return c;
 }
 
+namespace {
+
+// A new GPT of `g`, filled from `weights` by the table that `table_of` makes for it, in eval mode.
+std::shared_ptr<GPT> filled(const GPTConfig& g, const hf::Weights& weights,
+                            const std::function<std::vector<hf::NameRule>(const GPT&)>& table_of,
+                            const std::vector<std::string>& ignore, bool strict, hf::LoadReport* report) {
+  auto model = std::make_shared<GPT>(g);
+  hf::LoadReport r = hf::load_weights(*model, weights, table_of(*model), strict, ignore);
+  if (report) *report = std::move(r);
+  model->eval();
+  return model;
+}
+
+}  // namespace
+
 std::shared_ptr<GPT> load_hf_gpt2(const std::string& dir, bool strict, hf::LoadReport* report) {
   const hf::Config config = hf::load_config(dir + "/config.json");
   const GPTConfig g = hf_gpt2_config(config);
@@ -92,17 +109,75 @@ std::shared_ptr<GPT> load_hf_gpt2(const std::string& dir, bool strict, hf::LoadR
   for (int64_t i = 0; i < g.n_layer; ++i)
     for (const char* b : {"attn.bias", "attn.masked_bias"})
       ignore.push_back(fmt::format("{}h.{}.{}", prefix, i, b));
-  auto model = std::make_shared<GPT>(g);
-  hf::LoadReport r = hf::load_weights(*model, weights, gpt2_name_table(g.n_layer, prefix), strict, ignore);
-  if (report) *report = std::move(r);
-  model->eval();
-  return model;
+  return filled(
+      g, weights, [&](const GPT&) { return gpt2_name_table(g.n_layer, prefix); }, ignore, strict, report);
 }
 
 void save_hf_gpt2(const GPT& model, const std::string& dir, DType dtype, int64_t eos_id) {
   hf::Config c = gpt2_hf_config(model.config(), eos_id);
   c.torch_dtype = std::string(dtype_name(dtype));
   hf::save_pretrained(dir, c, hf::export_weights(model, gpt2_name_table(model.config().n_layer), dtype));
+}
+
+std::vector<hf::NameRule> llama_gpt_name_table(const GPT& model) {
+  std::vector<hf::NameRule> t;
+  for (const auto& [name, tensor] : model.state_dict()) {
+    std::string theirs = name;
+    if (name == "wte.weight")
+      theirs = "model.embed_tokens.weight";
+    else if (name == "ln_f.weight")
+      theirs = "model.norm.weight";
+    else if (name.rfind("h.", 0) == 0)
+      theirs = "model.layers." + name.substr(2);
+    t.push_back({theirs, {name}});
+  }
+  return t;
+}
+
+GPTConfig hf_llama_gpt_config(const hf::Config& c) {
+  auto refuse = [&](const std::string& what) {
+    return Error(fmt::format("hf_llama_gpt_config: this GPT cannot hold {}", what));
+  };
+  if (c.architecture != hf::Architecture::Llama)
+    throw refuse(fmt::format("a '{}' model as a llama", c.model_type));
+  if (c.head_dim * c.num_attention_heads != c.hidden_size)
+    throw refuse(fmt::format("head_dim {} with {} heads of a hidden size {} (it has hidden / heads)",
+                             c.head_dim, c.num_attention_heads, c.hidden_size));
+  if (c.attention_bias || c.mlp_bias) throw refuse("attention or MLP biases");
+  GPTConfig g;
+  g.arch = "llama";
+  g.vocab_size = c.vocab_size;
+  g.context = c.max_position_embeddings;
+  g.n_layer = c.num_hidden_layers;
+  g.n_head = c.num_attention_heads;
+  g.n_kv_head = c.num_key_value_heads;
+  g.d_model = c.hidden_size;
+  g.intermediate = c.intermediate_size;
+  g.rope_theta = c.rope_theta;
+  g.norm_eps = c.norm_eps;
+  g.tie = c.tie_word_embeddings;
+  g.dropout = 0.0;
+  g.tokenizer = "hf";
+  return g;
+}
+
+std::shared_ptr<GPT> load_hf_gpt(const std::string& dir, bool strict, hf::LoadReport* report) {
+  const hf::Config config = hf::load_config(dir + "/config.json");
+  if (config.architecture == hf::Architecture::GPT2) return load_hf_gpt2(dir, strict, report);
+  const GPTConfig g = hf_llama_gpt_config(config);
+  hf::Weights weights(dir);
+  std::vector<std::string> ignore;
+  if (g.tie) ignore.push_back("lm_head.weight");
+  return filled(g, weights, llama_gpt_name_table, ignore, strict, report);
+}
+
+void save_hf_gpt(const GPT& model, const std::string& dir, DType dtype, int64_t eos_id) {
+  const GPTConfig& g = model.config();
+  if (g.arch == "gpt2") return save_hf_gpt2(model, dir, dtype, eos_id);
+  hf::Config c = hf::llama_hf_config(g.llama());
+  if (eos_id >= 0) c.eos_token_id = {eos_id};
+  c.torch_dtype = std::string(dtype_name(dtype));
+  hf::save_pretrained(dir, c, hf::export_weights(model, llama_gpt_name_table(model), dtype));
 }
 
 void write_byte_tokenizer_json(const std::string& path) {

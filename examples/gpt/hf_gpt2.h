@@ -1,6 +1,8 @@
 #pragma once
 // GPT-2 checkpoints in the Hugging Face layout (transformers' GPT2LMHeadModel, as save_pretrained writes
 // them and as the published "gpt2" files hold them) <-> this example's GPT: one name table, both directions.
+// Llama checkpoints go into a GPT of arch "llama" the same way (llama_gpt_name_table), so that `gpt train
+// --init-from-hf` fine-tunes both.
 //
 //   transformer.wte.weight (V, d)                 wte.weight
 //   transformer.wpe.weight (C, d)                 wpe.weight
@@ -48,6 +50,26 @@ std::shared_ptr<GPT> load_hf_gpt2(const std::string& dir, bool strict = true,
 /// which transformers' GPT2LMHeadModel.from_pretrained loads. Throws what hf::save_pretrained throws.
 void save_hf_gpt2(const GPT& model, const std::string& dir, DType dtype = DType::Float32,
                   int64_t eos_id = -1);
+
+/// The Llama name table of a GPT of arch "llama": model.embed_tokens.weight <-> wte.weight,
+/// model.layers.N.<x>
+/// <-> h.N.<x> (nn::LlamaBlock carries transformers' names), model.norm.weight <-> ln_f.weight, and
+/// lm_head.weight <-> lm_head.weight unless tied.
+std::vector<hf::NameRule> llama_gpt_name_table(const GPT& model);
+
+/// The GPTConfig of a Llama config.json (arch "llama"; context = max_position_embeddings, dropout 0,
+/// tokenizer "hf"). Throws saccade::Error naming "hf_llama_gpt_config" for what this GPT cannot hold: a
+/// head_dim other than hidden_size / num_attention_heads, attention or MLP biases.
+GPTConfig hf_llama_gpt_config(const hf::Config& config);
+
+/// Loads a GPT-2 or Llama checkpoint folder into a float32 GPT of the matching arch (load_hf_gpt2 for GPT-2;
+/// the Llama table for Llama), as load_hf_gpt2 does.
+std::shared_ptr<GPT> load_hf_gpt(const std::string& dir, bool strict = true,
+                                 hf::LoadReport* report = nullptr);
+
+/// Writes `model` in the Hugging Face layout of its arch (save_hf_gpt2 for gpt2; LlamaForCausalLM's
+/// config.json and names for llama).
+void save_hf_gpt(const GPT& model, const std::string& dir, DType dtype = DType::Float32, int64_t eos_id = -1);
 
 /// Writes `path`, a tokenizer.json (Hugging Face tokenizers' format) that encodes every byte as its own value
 /// (this example's byte tokenizer): a byte-level BPE of the 256 byte characters (GPT-2's bytes_to_unicode)

@@ -272,6 +272,16 @@ void check_train_flags(const ex::GPTTrainOptions& o, const ex::GPTConfig& config
   if (config.d_model % config.n_head != 0)
     throw cli::UsageError("--n-head",
                           fmt::format("{} does not divide --d-model {}", config.n_head, config.d_model));
+  if (config.arch != "llama" && (config.n_kv_head != 0 || config.rope_theta != 10000.0))
+    throw cli::UsageError(config.n_kv_head != 0 ? "--n-kv-head" : "--rope-theta", "only for --arch llama");
+  if (config.arch == "llama" && config.n_head % config.kv_heads() != 0)
+    throw cli::UsageError("--n-kv-head",
+                          fmt::format("{} does not divide --n-head {}", config.n_kv_head, config.n_head));
+  if (config.arch == "llama" && (config.d_model / config.n_head) % 2 != 0)
+    throw cli::UsageError("--n-head", fmt::format("the head size --d-model / --n-head = {} is odd (rotary "
+                                                  "positions rotate pairs)",
+                                                  config.d_model / config.n_head));
+
   cli::require_writable_directory("--out", out_dir);
   // What one micro-batch's forward keeps for its backward, roughly (float32): per token, each block's ~18 d
   // activations (attention through flash_attention: no T x T weights), the embeddings and final norm, and
@@ -438,6 +448,14 @@ int main(int argc, char** argv) {
       ->check(cli::integer(1, 4096));
   train->add_option("--d-model", config.d_model, "width of the residual stream")
       ->check(cli::integer(1, 65536));
+  train
+      ->add_option("--arch", config.arch,
+                   "the block: gpt2 (learned positions, LayerNorm, GELU, tied output) or llama (rotary "
+                   "positions, RMSNorm, SwiGLU, grouped-query attention)")
+      ->check(CLI::IsMember({"gpt2", "llama"}));
+  train->add_option("--n-kv-head", config.n_kv_head, "llama: key/value heads (divides --n-head; 0: --n-head)")
+      ->check(cli::integer(0, 4096));
+  train->add_option("--rope-theta", config.rope_theta, "llama: the rotary base")->check(cli::positive_real());
   // a 10-minute run sees the training stream under 3 times and underfits: no dropout by default (GPT-2: 0.1)
   config.dropout = 0.0;
   train->add_option("--dropout", config.dropout, "dropout probability (GPT-2's is 0.1)")
@@ -471,14 +489,15 @@ int main(int argc, char** argv) {
 #ifdef SACCADE_HAVE_HF
   auto* init_flag =
       train->add_option("--init-from-hf", init_from_hf,
-                        "fine-tune a Hugging Face GPT-2 folder (its weights, sizes and tokenizer; "
+                        "fine-tune a Hugging Face GPT-2 or Llama folder (its weights, sizes and tokenizer; "
                         "dropout 0) instead of a new model");
   for (const char* f :
        {"--n-layer", "--n-head", "--d-model", "--context", "--tokenizer", "--vocab-size", "--dropout"})
     init_flag->excludes(train->get_option(f));
-  train->add_option("--save-hf", save_hf,
-                    "also write the best model to this folder in the Hugging Face GPT-2 layout (config.json, "
-                    "model.safetensors, its tokenizer), for transformers and `gpt sample --hf`");
+  train->add_option(
+      "--save-hf", save_hf,
+      "also write the best model to this folder in the Hugging Face layout of its arch (config.json, "
+      "model.safetensors, its tokenizer), for transformers and `gpt sample --hf`");
 #endif
   CLI::App* sample = app.add_subcommand("sample", "generate text from a checkpoint (stdin when no --prompt)");
   common(sample, sopts, "");
@@ -531,7 +550,7 @@ int main(int argc, char** argv) {
   exporter
       ->add_option(
           "--hf", export_hf,
-          "instead: write this folder in the Hugging Face GPT-2 layout (float32 config.json, "
+          "instead: write this folder in the Hugging Face layout of its arch (float32 config.json, "
           "model.safetensors and the tokenizer; byte and hf models), for transformers and `gpt sample --hf`")
       ->excludes(to_flag);
 #endif
@@ -558,20 +577,20 @@ int main(int argc, char** argv) {
         std::shared_ptr<ex::GPT> model = ex::load_gpt(checkpoint);
         const std::string name = model->config().tokenizer;
         if (name == "bpe")
-          throw cli::UsageError("--hf",
-                                "a bpe (SentencePiece) model has no tokenizer in the GPT-2 layout here "
-                                "(byte and hf models export)");
+          throw cli::UsageError(
+              "--hf",
+              "a bpe (SentencePiece) model has no tokenizer in the Hugging Face layout here "
+              "(byte and hf models export)");
         const std::string folder = std::filesystem::path(checkpoint).parent_path().string();
         std::unique_ptr<ex::Tokenizer> tok = ex::make_tokenizer(name, folder.empty() ? "." : folder);
         const auto* hf_tok = dynamic_cast<const ex::HFTokenizer*>(tok.get());
-        ex::save_hf_gpt2(*model, export_hf, saccade::DType::Float32, hf_tok ? hf_tok->eos_id() : -1);
+        ex::save_hf_gpt(*model, export_hf, saccade::DType::Float32, hf_tok ? hf_tok->eos_id() : -1);
         if (hf_tok)
           ex::copy_hf_tokenizer(folder.empty() ? "." : folder, export_hf);
         else
           ex::write_byte_tokenizer_json(export_hf + "/tokenizer.json");
-        std::printf(
-            "wrote %s: %s in the Hugging Face GPT-2 layout (config.json, model.safetensors, tokenizer)\n",
-            export_hf.c_str(), checkpoint.c_str());
+        std::printf("wrote %s: %s in the Hugging Face layout (config.json, model.safetensors, tokenizer)\n",
+                    export_hf.c_str(), checkpoint.c_str());
         return 0;
       }
 #endif
@@ -603,6 +622,9 @@ int main(int argc, char** argv) {
     const saccade::Device device = cli::device("--device", device_name);
     topts.device = device;
     if (*train) check_train_flags(topts, config, tokenizer == "bpe" ? vocab_size : 256, out_dir);
+    if (*train && config.arch == "llama" && checkpoint_activations)
+      throw cli::UsageError("--checkpoint-activations",
+                            "only for --arch gpt2 (its blocks recompute themselves)");
     if (*train)
       cli::require_directory("--data", data_dir, "the fortunes: install Debian's `fortunes`, scripts/setup");
     if (!init_from_hf.empty()) {
@@ -613,7 +635,7 @@ int main(int argc, char** argv) {
       cli::require_writable_directory("--save-hf", save_hf);
       if (init_from_hf.empty() && tokenizer == "bpe")
         throw cli::UsageError("--save-hf",
-                              "a bpe (SentencePiece) model has no tokenizer in the GPT-2 layout here: "
+                              "a bpe (SentencePiece) model has no tokenizer in the Hugging Face layout here: "
                               "train with --tokenizer byte, or fine-tune with --init-from-hf");
     }
     const bool hf_run = !hf_dir.empty();
@@ -652,6 +674,11 @@ int main(int argc, char** argv) {
 #endif
     if (*sample) {
       std::shared_ptr<ex::GPT> model = ex::load_gpt(checkpoint, device);
+      if (!attention_png.empty() && model->config().arch != "gpt2")
+        throw cli::UsageError("--attention-png",
+                              fmt::format("the {} model in '{}' keeps no attention weights "
+                                          "(its attention is the fused kernel)",
+                                          model->config().arch, checkpoint));
       const int64_t n_layer = model->config().n_layer;
       if (attention_layer < -n_layer || attention_layer >= n_layer)
         throw cli::UsageError(
@@ -702,15 +729,10 @@ int main(int argc, char** argv) {
     if (!init_from_hf.empty()) {
       // the folder's tokenizer goes beside the checkpoints (so they load alone), its weights into the GPT
       const saccade::hf::Config hf_config = saccade::hf::load_config(init_from_hf + "/config.json");
-      if (hf_config.architecture != saccade::hf::Architecture::GPT2)
-        throw cli::UsageError("--init-from-hf",
-                              fmt::format("'{}' holds a {} model: gpt train fine-tunes GPT-2 "
-                                          "folders (gpt sample --hf and gpt eval --hf read it)",
-                                          init_from_hf, hf_config.model_type));
       if (dist::is_main_process()) ex::copy_hf_tokenizer(init_from_hf, out_dir);
       if (distributed) dist::barrier();
       tokenizer = "hf";
-      pretrained = ex::load_hf_gpt2(init_from_hf);
+      pretrained = ex::load_hf_gpt(init_from_hf);
       pretrained->train();
       config = pretrained->config();
       std::printf("initialised from %s (%s)\n", init_from_hf.c_str(), hf_config.describe().c_str());
@@ -778,13 +800,13 @@ int main(int argc, char** argv) {
 #ifdef SACCADE_HAVE_HF
     if (!save_hf.empty()) {
       const auto* hf_tok = dynamic_cast<const ex::HFTokenizer*>(tok.get());
-      ex::save_hf_gpt2(*best, save_hf, saccade::DType::Float32, hf_tok ? hf_tok->eos_id() : -1);
+      ex::save_hf_gpt(*best, save_hf, saccade::DType::Float32, hf_tok ? hf_tok->eos_id() : -1);
       if (hf_tok)
         ex::copy_hf_tokenizer(out_dir, save_hf);
       else
         ex::write_byte_tokenizer_json(save_hf + "/tokenizer.json");
       std::printf(
-          "wrote %s: the best model in the Hugging Face GPT-2 layout (config.json, model.safetensors, "
+          "wrote %s: the best model in the Hugging Face layout (config.json, model.safetensors, "
           "tokenizer)\n",
           save_hf.c_str());
     }

@@ -19,23 +19,65 @@ void GPTConfig::check() const {
       vocab_size, context, n_layer, n_head, d_model, dropout);
   SACCADE_CHECK(activation == "gelu" || activation == "gelu_new",
                 "GPTConfig: activation must be 'gelu' or 'gelu_new', got '{}'", activation);
+  SACCADE_CHECK(arch == "gpt2" || arch == "llama", "GPTConfig: arch must be 'gpt2' or 'llama', got '{}'",
+                arch);
+  if (arch == "llama") {
+    SACCADE_CHECK(n_kv_head >= 0 && n_head % kv_heads() == 0,
+                  "GPTConfig: n_kv_head {} does not divide n_head {}", n_kv_head, n_head);
+    SACCADE_CHECK((d_model / n_head) % 2 == 0, "GPTConfig: the head size {} is odd (rotary needs pairs)",
+                  d_model / n_head);
+    SACCADE_CHECK(rope_theta > 0 && norm_eps > 0 && intermediate >= 0,
+                  "GPTConfig: need rope_theta > 0, norm_eps > 0 and intermediate >= 0, got {}, {}, {}",
+                  rope_theta, norm_eps, intermediate);
+  }
+}
+
+nn::LlamaConfig GPTConfig::llama() const {
+  nn::LlamaConfig c;
+  c.hidden_size = d_model;
+  c.intermediate_size = ffn_hidden();
+  c.num_attention_heads = n_head;
+  c.num_key_value_heads = kv_heads();
+  c.head_dim = d_model / n_head;
+  c.rms_norm_eps = norm_eps;
+  c.rope_theta = rope_theta;
+  c.vocab_size = vocab_size;
+  c.num_hidden_layers = n_layer;
+  c.max_position_embeddings = context;
+  c.tie_word_embeddings = tie;
+  return c;
 }
 
 std::string GPTConfig::describe() const {
+  if (arch == "llama")
+    return fmt::format(
+        "llama: {} layers, {} heads ({} key/value), d_model {}, SwiGLU {}, context {}, vocab {} "
+        "({}), rope_theta {}, {}, dropout {}",
+        n_layer, n_head, kv_heads(), d_model, ffn_hidden(), context, vocab_size, tokenizer, rope_theta,
+        tie ? "tied output" : "untied output", dropout);
   return fmt::format("gpt: {} layers, {} heads, d_model {}, context {}, vocab {} ({}), dropout {}", n_layer,
                      n_head, d_model, context, vocab_size, tokenizer, dropout);
 }
 
 nn::Metadata GPTConfig::to_metadata() const {
-  return {{"model", "gpt"},
-          {"vocab_size", std::to_string(vocab_size)},
-          {"context", std::to_string(context)},
-          {"n_layer", std::to_string(n_layer)},
-          {"n_head", std::to_string(n_head)},
-          {"d_model", std::to_string(d_model)},
-          {"dropout", fmt::format("{}", dropout)},
-          {"tokenizer", tokenizer},
-          {"activation", activation}};
+  nn::Metadata m = {{"model", "gpt"},
+                    {"vocab_size", std::to_string(vocab_size)},
+                    {"context", std::to_string(context)},
+                    {"n_layer", std::to_string(n_layer)},
+                    {"n_head", std::to_string(n_head)},
+                    {"d_model", std::to_string(d_model)},
+                    {"dropout", fmt::format("{}", dropout)},
+                    {"tokenizer", tokenizer},
+                    {"activation", activation},
+                    {"arch", arch}};
+  if (arch == "llama") {
+    m["n_kv_head"] = std::to_string(kv_heads());
+    m["rope_theta"] = fmt::format("{}", rope_theta);
+    m["intermediate"] = std::to_string(ffn_hidden());
+    m["norm_eps"] = fmt::format("{}", norm_eps);
+    m["tie"] = tie ? "true" : "false";
+  }
+  return m;
 }
 
 GPTConfig GPTConfig::from_metadata(const nn::Metadata& m) {
@@ -61,11 +103,35 @@ GPTConfig GPTConfig::from_metadata(const nn::Metadata& m) {
   }
   c.tokenizer = get("tokenizer");
   if (auto a = m.find("activation"); a != m.end()) c.activation = a->second;  // absent: older checkpoints
+  if (auto a = m.find("arch"); a != m.end()) c.arch = a->second;
+  try {  // the llama fields (absent from older checkpoints: gpt2's defaults)
+    if (auto a = m.find("n_kv_head"); a != m.end()) c.n_kv_head = std::stoll(a->second);
+    if (auto a = m.find("rope_theta"); a != m.end()) c.rope_theta = std::stod(a->second);
+    if (auto a = m.find("intermediate"); a != m.end()) c.intermediate = std::stoll(a->second);
+    if (auto a = m.find("norm_eps"); a != m.end()) c.norm_eps = std::stod(a->second);
+  } catch (const std::logic_error& e) {
+    SACCADE_CHECK(false, "GPTConfig::from_metadata: a malformed llama field in the checkpoint ({})",
+                  e.what());
+  }
+  if (auto a = m.find("tie"); a != m.end()) {
+    SACCADE_CHECK(a->second == "true" || a->second == "false",
+                  "GPTConfig::from_metadata: \"tie\" is '{}', not true or false", a->second);
+    c.tie = a->second == "true";
+  }
   c.check();
   return c;
 }
 
 int64_t GPTConfig::num_parameters() const {
+  if (arch == "llama") {  // wte (+ lm_head), ln_f; per block two norms, q, k, v, o, and SwiGLU's three
+    const __int128 d = d_model, kv = d_model / std::max<int64_t>(n_head, 1) * kv_heads(), f = ffn_hidden(),
+                   n = vocab_size * __int128{1} * d * (tie ? 1 : 2) + d +
+                       n_layer * (2 * d + 2 * d * d + 2 * d * kv + 3 * d * f);
+    const bool ok = vocab_size >= 0 && n_layer >= 0 && d_model >= 0 && d_model < (int64_t{1} << 31) &&
+                    vocab_size < (int64_t{1} << 40) && n_layer < (int64_t{1} << 40) &&
+                    f < (int64_t{1} << 40) && n <= (__int128{1} << 62);
+    return ok ? static_cast<int64_t>(n) : -1;
+  }
   const __int128 d = d_model, n = vocab_size * __int128{1} * d + context * __int128{1} * d + 2 * d +
                                   n_layer * (12 * d * d + 13 * d);
   const bool ok = vocab_size >= 0 && context >= 0 && n_layer >= 0 && d_model >= 0 &&
@@ -81,6 +147,20 @@ GPT::GPT(const GPTConfig& config, uint64_t seed)
   const int64_t d = config.d_model;
   wte =
       register_module("wte", std::make_shared<nn::Embedding>(config.vocab_size, d, std::nullopt, gen_.get()));
+  if (config.arch == "llama") {  // Llama's init: every matrix N(0, 0.02²) (transformers' initializer_range)
+    drop = register_module("drop", std::make_shared<nn::Dropout>(config.dropout, gen_.get()));
+    const nn::LlamaConfig lc = config.llama();
+    auto list = register_module("h", std::make_shared<Module>("ModuleList"));
+    for (int64_t i = 0; i < config.n_layer; ++i)
+      layers.push_back(
+          list->register_module(std::to_string(i), std::make_shared<nn::LlamaBlock>(lc, gen_.get())));
+    rms_f = register_module("ln_f", std::make_shared<nn::RMSNorm>(d, config.norm_eps));
+    if (!config.tie)
+      lm_head = register_module("lm_head", std::make_shared<nn::Linear>(d, config.vocab_size, false));
+    for (auto& [n, p] : named_parameters())
+      if (p.dim() >= 2) nn::init::normal_(p.data(), 0.0, 0.02, gen_.get());
+    return;
+  }
   wpe = register_module("wpe", std::make_shared<nn::Embedding>(config.context, d, std::nullopt, gen_.get()));
   drop = register_module("drop", std::make_shared<nn::Dropout>(config.dropout, gen_.get()));
   auto list = register_module("h", std::make_shared<Module>("ModuleList"));  // children h.0, h.1, ...
@@ -105,27 +185,34 @@ Variable GPT::embed(const Tensor& idx, int64_t start) {
                 "GPT: positions [{}, {}) of ids {} pass the context of {} (crop the input to its last {} "
                 "tokens)",
                 start, start + T, idx.shape(), config_.context, config_.context);
+  if (!wpe) return drop->forward(wte->forward(idx));  // llama: rotary positions, in the attention
   Tensor pos =
       ops::arange(static_cast<double>(start), static_cast<double>(start + T), 1, DType::Int64, idx.device());
   return drop->forward(wte->forward(idx) + wpe->forward(pos));
 }
 
 // x: (B, T, d) -> (B, T, V)
-Variable GPT::head(const Variable& x) { return linear(ln_f->forward(x), wte->weight); }
+Variable GPT::head(const Variable& x) {
+  if (rms_f) return lm_head ? lm_head->forward(rms_f->forward(x)) : linear(rms_f->forward(x), wte->weight);
+  return linear(ln_f->forward(x), wte->weight);
+}
 
 Variable GPT::forward(const Tensor& idx) {
   ErrorScope scope(name(), {nn::shape_of(idx)});
   Variable x = embed(idx, 0);
   for (auto& b : h) x = b->forward(x);
+  for (auto& l : layers) x = l->forward(x, 0);
   return head(x);
 }
 
 Variable GPT::step(const Tensor& idx, State& state) {
   ErrorScope scope("GPT::step", {nn::shape_of(idx)});
-  SACCADE_CHECK(state.caches.size() == h.size(), "GPT::step: a state of {} caches for {} blocks",
-                state.caches.size(), h.size());
+  const size_t blocks = h.size() + layers.size();
+  SACCADE_CHECK(state.caches.size() == blocks, "GPT::step: a state of {} caches for {} blocks",
+                state.caches.size(), blocks);
   Variable x = embed(idx, state.length());
   for (size_t i = 0; i < h.size(); ++i) x = h[i]->step(x, state.caches[i]);
+  for (size_t i = 0; i < layers.size(); ++i) x = layers[i]->step(x, state.caches[i]);
   return head(x);
 }
 
@@ -134,6 +221,7 @@ void GPT::set_need_weights(std::optional<bool> need) {
 }
 
 std::vector<Tensor> GPT::attention_weights() const {
+  SACCADE_CHECK(layers.empty(), "GPT::attention_weights: a llama model's attention keeps no weights");
   std::vector<Tensor> w;
   for (auto& b : h) w.push_back(b->attention_weights());
   return w;
@@ -144,6 +232,10 @@ std::vector<Variable> GPT::decayed_parameters() const {
   for (auto& b : h)
     for (auto& [name, p] : b->named_parameters())
       if (p.dim() >= 2) out.push_back(p);
+  for (auto& l : layers)
+    for (auto& [name, p] : l->named_parameters())
+      if (p.dim() >= 2) out.push_back(p);
+  if (lm_head) out.push_back(lm_head->weight);
   return out;
 }
 

@@ -17,6 +17,7 @@
 
 #include "nn/embedding.h"
 #include "nn/gpt_block.h"
+#include "nn/llama.h"
 #include "nn/normalization.h"
 #include "nn/serialization.h"
 #include "ops/random.h"
@@ -33,11 +34,29 @@ struct GPTConfig {
   /// The MLP's GELU: "gelu" (exact, the default) or "gelu_new" (the tanh approximation, GPT-2's own:
   /// a model loaded from a Hugging Face GPT-2 checkpoint keeps it). Metadata "activation", absent = "gelu".
   std::string activation = "gelu";
+  /// The block: "gpt2" (GPT-2's: learned positions, LayerNorm, GELU MLP, biases, tied output) or "llama"
+  /// (the Llama family's: rotary positions, RMSNorm, SwiGLU, no biases, grouped-query attention with
+  /// n_kv_head key/value heads; nn::LlamaBlock). Metadata "arch", absent = "gpt2". The fields below are
+  /// llama's (metadata "n_kv_head", "rope_theta", "intermediate", "norm_eps", "tie").
+  std::string arch = "gpt2";
+  int64_t n_kv_head = 0;        ///< key/value heads (0: n_head); divides n_head
+  double rope_theta = 10000.0;  ///< the rotary base
+  int64_t intermediate = 0;     ///< SwiGLU's hidden width (0: 8 d / 3 rounded up to a multiple of 16)
+  double norm_eps = 1e-5;       ///< RMSNorm's epsilon
+  bool tie = true;              ///< the output layer multiplies by wte.weight (false: lm_head of its own)
 
+  /// The nn::LlamaConfig of a llama (head_dim d / n_head, max_position_embeddings = context).
+  nn::LlamaConfig llama() const;
+  /// n_kv_head, or n_head when 0.
+  int64_t kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
+  /// intermediate, or its default when 0.
+  int64_t ffn_hidden() const { return intermediate > 0 ? intermediate : (8 * d_model / 3 + 15) / 16 * 16; }
   /// Throws saccade::Error naming "GPTConfig" for sizes < 1, n_head not dividing d_model, dropout outside
-  /// [0, 1) or another activation.
+  /// [0, 1), another activation or arch, n_kv_head not dividing n_head, an odd head size or a rope_theta
+  /// <= 0 for llama.
   void check() const;
-  /// "gpt: 4 layers, 4 heads, d_model 128, context 128, vocab 256 (byte), dropout 0.1"
+  /// "gpt: 4 layers, 4 heads, d_model 128, context 128, vocab 256 (byte), dropout 0.1", with the llama
+  /// fields for a llama ("llama: 4 layers, 4 heads (2 key/value), ...").
   std::string describe() const;
   /// The checkpoint metadata ("model": "gpt", "vocab_size", ...), and back. from_metadata throws
   /// saccade::Error naming "GPTConfig::from_metadata" for a checkpoint of another model (no "model": "gpt")
@@ -51,8 +70,10 @@ struct GPTConfig {
   int64_t num_parameters() const;
 };
 
-/// The GPT module. Children: wte Embedding(vocab, d), wpe Embedding(context, d), drop (Dropout), h.0 ...
-/// h.<n_layer - 1> (nn::GPTBlock), ln_f LayerNorm(d): nanoGPT's names without its "transformer." prefix.
+/// The GPT module. Children for arch "gpt2": wte Embedding(vocab, d), wpe Embedding(context, d), drop
+/// (Dropout), h.0 ... h.<n_layer - 1> (nn::GPTBlock), ln_f LayerNorm(d): nanoGPT's names without its
+/// "transformer." prefix. For arch "llama": wte, drop (on the embeddings only), h.N (nn::LlamaBlock, in
+/// `layers`), ln_f RMSNorm(d) (in `rms_f`) and, unless tied, lm_head Linear(d, vocab, no bias).
 class GPT : public nn::Module {
  public:
   /// The decoding state of one batch of sequences: one self-attention KV cache per block.
@@ -74,11 +95,12 @@ class GPT : public nn::Module {
   /// equal (up to float rounding) to those rows of forward over the whole prefix; appends to the caches.
   /// Throws saccade::Error naming "GPT::step" when the positions would pass the context.
   Variable step(const Tensor& idx, State& state);
-  State init_state() const { return State{std::vector<nn::KVCache>(h.size())}; }
+  State init_state() const { return State{std::vector<nn::KVCache>(h.size() + layers.size())}; }
 
-  /// Whether the attention layers keep their weights (see nn::MultiHeadAttention::need_weights).
+  /// Whether the attention layers keep their weights (see nn::MultiHeadAttention::need_weights); gpt2 only
+  /// (llama's attention always runs the fused kernel).
   void set_need_weights(std::optional<bool> need);
-  /// Each block's last self-attention weights (B, H, T, T) (throws when they were not kept).
+  /// Each block's last self-attention weights (B, H, T, T) (throws when they were not kept, or for llama).
   std::vector<Tensor> attention_weights() const;
 
   const GPTConfig& config() const { return config_; }
@@ -90,10 +112,13 @@ class GPT : public nn::Module {
   std::vector<Variable> decayed_parameters() const;
   std::vector<Variable> undecayed_parameters() const;
 
-  std::shared_ptr<nn::Embedding> wte, wpe;
+  std::shared_ptr<nn::Embedding> wte, wpe;  ///< wpe: gpt2 only
   std::shared_ptr<nn::Dropout> drop;
-  std::vector<std::shared_ptr<nn::GPTBlock>> h;
-  std::shared_ptr<nn::LayerNorm> ln_f;
+  std::vector<std::shared_ptr<nn::GPTBlock>> h;         ///< gpt2's blocks (empty for llama)
+  std::vector<std::shared_ptr<nn::LlamaBlock>> layers;  ///< llama's blocks (empty for gpt2)
+  std::shared_ptr<nn::LayerNorm> ln_f;                  ///< gpt2's final norm
+  std::shared_ptr<nn::RMSNorm> rms_f;                   ///< llama's final norm (child name "ln_f")
+  std::shared_ptr<nn::Linear> lm_head;                  ///< llama untied only
 
  private:
   Variable head(const Variable& x);  // ln_f, then the tied output layer

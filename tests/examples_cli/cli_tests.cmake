@@ -94,7 +94,7 @@ if(TARGET gpt)
                      sh -c "${gpt} export --checkpoint ${run}/best.safetensors --to exported.safetensors && ${gpt} sample --checkpoint exported.safetensors --prompt x --max-new-tokens 4")
     if(TARGET saccade_hf)
       # issue 41: our own checkpoint in the Hugging Face GPT-2 layout, with a byte-level tokenizer.json
-      saccade_cli_test(gpt_export_hf --out "^wrote hf: .* in the Hugging Face GPT-2 layout" --out "^ids:( [0-9]+){4}$" --keep 0 60 --
+      saccade_cli_test(gpt_export_hf --out "^wrote hf: .* in the Hugging Face layout" --out "^ids:( [0-9]+){4}$" --keep 0 60 --
                        sh -c "${gpt} export --checkpoint ${run}/best.safetensors --hf hf && ${gpt} sample --hf hf --prompt abc --max-new-tokens 4 --print-ids")
       set_tests_properties(cli_gpt_export_hf PROPERTIES FIXTURES_REQUIRED gpt_tiny)
     endif()
@@ -138,6 +138,17 @@ if(TARGET gpt)
   saccade_cli_test(gpt_log_order --first "^device cpu" --err "^gpt: fortune_files: " 1 10 -- ${gpt} train --data ${CMAKE_CURRENT_LIST_DIR})
   saccade_cli_refusal(gpt_data_missing "^gpt: --data: '/nonexistent/fortunes' does not exist [(]the fortunes: install Debian's" ${gpt} train --data /nonexistent/fortunes)
 
+  # issue 40: the Llama-style block (--arch llama): trains, samples from its checkpoint with no flags; refusals
+  if(EXISTS "/usr/share/games/fortunes/fortunes")
+    saccade_cli_test(gpt_llama_train_sample --keep --out "^llama: 1 layers, 4 heads \\(2 key/value\\), d_model 16, SwiGLU 48"
+                     --out "^---$" 0 60 -- sh -c "${gpt} train --arch llama --n-kv-head 2 --rope-theta 500 --steps 3 --batch-size 2 --context 16 --n-layer 1 --n-head 4 --d-model 16 --eval-every 0 --eval-tokens 256 --sample-tokens 8 --threads 2 --out run && ${gpt} sample --checkpoint run/best.safetensors --prompt x --max-new-tokens 4")
+  endif()
+  saccade_cli_refusal(gpt_kv_head_gpt2 "^gpt: --n-kv-head: only for --arch llama$" ${gpt} train --n-kv-head 2)
+  saccade_cli_refusal(gpt_kv_head_divides "^gpt: --n-kv-head: 3 does not divide --n-head 4$" ${gpt} train --arch llama --n-kv-head 3)
+  saccade_cli_refusal(gpt_llama_odd_head "^gpt: --n-head: the head size --d-model / --n-head = 3 is odd" ${gpt} train --arch llama --d-model 12 --n-head 4)
+  saccade_cli_refusal(gpt_llama_checkpointing "^gpt: --checkpoint-activations: only for --arch gpt2" ${gpt} train --arch llama --checkpoint-activations)
+  saccade_cli_refusal(gpt_arch_unknown "^gpt: --arch: " ${gpt} train --arch mamba)
+
   # issue 41: Hugging Face model folders (tests/data/hf_gpt2, hf_llama: tests/fixtures/make_hf_*.py). The numbers
   # themselves are checked against transformers in tests/test_hf_gpt2.cpp; here, the command lines.
   if(TARGET saccade_hf)
@@ -165,10 +176,14 @@ if(TARGET gpt)
       saccade_cli_test(gpt_hf_save_bytes --keep --out "^wrote hf: the best model" --out "^ids:( [0-9]+){5}$" 0 60 --
                        sh -c "${gpt} train --steps 3 --batch-size 2 --context 16 --n-layer 1 --n-head 2 --d-model 16 --eval-every 0 --eval-tokens 256 --sample-tokens 0 --threads 2 --out run --save-hf hf && ${gpt} sample --hf hf --prompt abc --max-new-tokens 5 --print-ids --threads 2")
     endif()
-    saccade_cli_refusal(gpt_hf_init_llama "^gpt: --init-from-hf: '.*hf_llama' holds a llama model: gpt train fine-tunes GPT-2 folders"
-                        ${gpt} train --init-from-hf ${hf_data}/hf_llama --steps 1)
+    if(EXISTS "/usr/share/games/fortunes/fortunes")
+      # a Llama folder fine-tunes into a GPT of arch llama, and goes back to the Llama layout
+      saccade_cli_test(gpt_hf_finetune_llama --keep --out "^initialised from .*hf_llama \\(llama: 2 layers"
+                       --out "^llama: 2 layers, 4 heads \\(2 key/value\\), d_model 32" --out "^tokens [0-9]+$" 0 60 --
+                       sh -c "${gpt} train --init-from-hf ${hf_data}/hf_llama --steps 3 --batch-size 2 --eval-every 0 --eval-tokens 256 --sample-tokens 8 --threads 2 --out run --save-hf hf && ${gpt} eval --hf hf --data ${hf_data}/hf_eval.txt --threads 2")
+    endif()
     saccade_cli_refusal(gpt_hf_init_with_sizes "^gpt: --n-layer excludes --init-from-hf$" ${gpt} train --init-from-hf ${hf_data}/hf_gpt2 --n-layer 2)
-    saccade_cli_refusal(gpt_hf_save_bpe "^gpt: --save-hf: a bpe \\(SentencePiece\\) model has no tokenizer in the GPT-2 layout"
+    saccade_cli_refusal(gpt_hf_save_bpe "^gpt: --save-hf: a bpe \\(SentencePiece\\) model has no tokenizer in the Hugging Face layout"
                         ${gpt} train --tokenizer bpe --save-hf hf)
   endif()
 endif()
