@@ -302,4 +302,26 @@ TEST_CASE("GPT arch llama: a fresh model's cache, its export, and what it refuse
   CHECK_THROWS_WITH(GPTConfig::from_metadata(m), Catch::Contains("\"tie\" is 'maybe'"));
 }
 
+TEST_CASE("hf: a model converted to bfloat16 or float16 after loading stays near transformers' logits",
+          "[hf][gpt]") {
+  NoGradGuard no_grad;
+  for (const char* name : {"hf_gpt2", "hf_llama"}) {
+    const nn::Safetensors want = nn::load_safetensors(kData + "/" + name + "_expected.safetensors");
+    const Tensor& expected = want.tensors.at("logits");
+    const double scale = ops::amax(ops::abs(expected), {}).item<double>();
+    for (DType dtype : {DType::BFloat16, DType::Float16}) {
+      CAPTURE(name, dtype_name(dtype));
+      auto model = load_hf_gpt(kData + "/" + name);
+      model->to(dtype);
+      const Tensor got = model->forward(want.tensors.at("ids")).data();
+      CHECK(got.dtype() == dtype);
+      const double err = ops::amax(ops::abs(got.to(DType::Float32) - expected), {}).item<double>();
+      CAPTURE(err, scale);
+      // a few roundings of 2^-8 (bf16) or 2^-11 (f16) relative through two blocks
+      CHECK(err < (dtype == DType::BFloat16 ? 0.03 : 0.005) * scale);
+      CHECK(err > 0);             // it did compute in 16 bits
+    }
+  }
+}
+
 #endif

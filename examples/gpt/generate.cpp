@@ -117,7 +117,8 @@ Generation generate(CausalLM& model, const std::vector<std::vector<int64_t>>& pr
                                     : std::max<int64_t>(0, len - std::max<int64_t>(c.context / 2, 1));
       logits = model.step(to_ids(seq, from, len, device));
     }
-    Tensor last = logits.data().select(1, logits.size(1) - 1).to(Device::cpu()).contiguous();  // (B, V)
+    Tensor last =  // (B, V) float32 (a 16-bit model's logits widened)
+        logits.data().select(1, logits.size(1) - 1).to(Device::cpu()).to(DType::Float32).contiguous();
     if (keep_logits) out.logits.push_back(last.clone());
     std::vector<int64_t> next(B, -1);
     for (int64_t b = 0; b < B; ++b) {

@@ -526,6 +526,12 @@ int main(int argc, char** argv) {
       ->excludes(sample->get_option("--attention-png"))
       ->excludes(sample->get_option("--num-samples"));
   sample->add_flag("--print-ids", print_ids, "with --hf: also print the new token ids, one line 'ids: ...'");
+  sample
+      ->add_option("--dtype", dtype_name,
+                   "with --hf: the weights' and the computation's precision, f32, bf16 or f16 (the model is "
+                   "converted after loading)")
+      ->check(cli::dtype_choices())
+      ->needs(hf_flag);
   CLI::App* evaluator = app.add_subcommand(
       "eval",
       "score a text file with a Hugging Face model folder: its tokens (no special tokens) in windows of the "
@@ -656,6 +662,7 @@ int main(int argc, char** argv) {
 #ifdef SACCADE_HAVE_HF
     if (hf_run) {
       HFModel m = load_hf(hf_dir, device);
+      if (cli::dtype(dtype_name) != saccade::DType::Float32) m.lm->module().to(cli::dtype(dtype_name));
       std::printf("%s, from %s\n", m.description.c_str(), hf_dir.c_str());
       if (*sample) {
         if (prompts.empty())
