@@ -312,17 +312,28 @@ struct HFModel {
   std::string description;
 };
 
-HFModel load_hf(const std::string& dir, saccade::Device device) {
+// The tensors a non-strict load skipped, on one line (nothing when none).
+void report_skipped(const saccade::hf::LoadReport& r, const std::string& dir) {
+  if (!r.skipped.empty())
+    std::printf("--non-strict: %zu tensor(s) of %s skipped: %s\n", r.skipped.size(), dir.c_str(),
+                fmt::format("{}", fmt::join(r.skipped, ", ")).c_str());
+}
+
+HFModel load_hf(const std::string& dir, saccade::Device device, bool strict) {
   namespace hf = saccade::hf;
   HFModel m;
   const hf::Config config = hf::load_config(dir + "/config.json");
   m.tok = hf::load_tokenizer(dir);
   if (config.architecture == hf::Architecture::GPT2) {
-    m.gpt = ex::load_hf_gpt2(dir);
+    saccade::hf::LoadReport r;
+    m.gpt = ex::load_hf_gpt2(dir, strict, &r);
+    report_skipped(r, dir);
     m.gpt->to(device);
     m.lm = ex::as_causal_lm(*m.gpt);
   } else {
-    m.llama = hf::load_llama(dir);
+    saccade::hf::LoadReport r;
+    m.llama = hf::load_llama(dir, strict, &r);
+    report_skipped(r, dir);
     m.llama->to(device);
     m.lm = ex::as_causal_lm(*m.llama);
   }
@@ -392,7 +403,7 @@ int main(int argc, char** argv) {
   bool checkpoint_activations = false;
   std::vector<std::string> prompts;
   std::string hf_dir, eval_data, init_from_hf, save_hf;
-  bool print_ids = false;
+  bool print_ids = false, non_strict = false;
   // `phase`: what the sampling flags shape ("the end-of-training sample: " under train)
   auto common = [&](CLI::App* sub, ex::SamplingOptions& so, const std::string& phase) {
     sub->add_option("--device", device_name, "cpu, or cuda / cuda:N when built with CUDA");
@@ -494,6 +505,11 @@ int main(int argc, char** argv) {
   for (const char* f :
        {"--n-layer", "--n-head", "--d-model", "--context", "--tokenizer", "--vocab-size", "--dropout"})
     init_flag->excludes(train->get_option(f));
+  train
+      ->add_flag("--non-strict", non_strict,
+                 "with --init-from-hf: skip checkpoint tensors the model has no place for, listing them "
+                 "(default: refuse)")
+      ->needs(init_flag);
   train->add_option(
       "--save-hf", save_hf,
       "also write the best model to this folder in the Hugging Face layout of its arch (config.json, "
@@ -526,6 +542,9 @@ int main(int argc, char** argv) {
       ->excludes(sample->get_option("--attention-png"))
       ->excludes(sample->get_option("--num-samples"));
   sample->add_flag("--print-ids", print_ids, "with --hf: also print the new token ids, one line 'ids: ...'");
+  const std::string non_strict_help =
+      "load a folder whose checkpoint has tensors the model has no place for, listing them (default: refuse)";
+  sample->add_flag("--non-strict", non_strict, non_strict_help)->needs(hf_flag);
   sample
       ->add_option("--dtype", dtype_name,
                    "with --hf: the weights' and the computation's precision, f32, bf16 or f16 (the model is "
@@ -538,6 +557,7 @@ int main(int argc, char** argv) {
       "context, the first of each unscored; prints tokens, loss (nats/token) and bits_per_byte");
   evaluator->add_option("--hf", hf_dir, "the model folder (GPT-2 or Llama)")->required();
   evaluator->add_option("--data", eval_data, "the text file to score")->required();
+  evaluator->add_flag("--non-strict", non_strict, non_strict_help);
   evaluator->add_option("--device", device_name, "cpu, or cuda / cuda:N when built with CUDA");
   evaluator->add_option("--threads", threads, "CPU threads (0: OMP_NUM_THREADS, else all cores)")
       ->check(cli::integer(0, 4096));
@@ -661,7 +681,7 @@ int main(int argc, char** argv) {
                 saccade::blas_info_line().c_str());
 #ifdef SACCADE_HAVE_HF
     if (hf_run) {
-      HFModel m = load_hf(hf_dir, device);
+      HFModel m = load_hf(hf_dir, device, !non_strict);
       if (cli::dtype(dtype_name) != saccade::DType::Float32) m.lm->module().to(cli::dtype(dtype_name));
       std::printf("%s, from %s\n", m.description.c_str(), hf_dir.c_str());
       if (*sample) {
@@ -739,7 +759,9 @@ int main(int argc, char** argv) {
       if (dist::is_main_process()) ex::copy_hf_tokenizer(init_from_hf, out_dir);
       if (distributed) dist::barrier();
       tokenizer = "hf";
-      pretrained = ex::load_hf_gpt(init_from_hf);
+      saccade::hf::LoadReport skipped;
+      pretrained = ex::load_hf_gpt(init_from_hf, !non_strict, &skipped);
+      report_skipped(skipped, init_from_hf);
       pretrained->train();
       config = pretrained->config();
       std::printf("initialised from %s (%s)\n", init_from_hf.c_str(), hf_config.describe().c_str());

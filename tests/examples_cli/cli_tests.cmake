@@ -167,6 +167,7 @@ if(TARGET gpt)
     saccade_cli_test(gpt_hf_sample_bf16 --out "^ids:( [0-9]+){6}$" 0 10 -- ${gpt} sample --hf ${hf_data}/hf_gpt2
                      --prompt "A fortune" --max-new-tokens 6 --dtype bf16 --print-ids --threads 2)
     saccade_cli_refusal(gpt_dtype_without_hf "^gpt: --dtype requires --hf$" ${gpt} sample --dtype bf16)
+    saccade_cli_refusal(gpt_non_strict_without_hf "^gpt: --non-strict requires --hf$" ${gpt} sample --non-strict)
     saccade_cli_refusal(gpt_hf_missing "^gpt: --hf: '/nonexistent/model' does not exist" ${gpt} sample --hf /nonexistent/model)
     saccade_cli_refusal(gpt_hf_no_config "^gpt: --hf: '.*/tests/data/hf_tok/config.json' does not exist" ${gpt} eval --hf ${hf_data}/hf_tok --data ${hf_data}/hf_eval.txt)
     saccade_cli_refusal(gpt_hf_with_checkpoint "^gpt: --checkpoint excludes --hf$" ${gpt} sample --hf ${hf_data}/hf_gpt2 --checkpoint x)
