@@ -182,7 +182,16 @@ Tensor Weights::read(const std::string& name) const {
   const nn::SafetensorsEntry& e = s.header.entries[w.entry];
   Tensor t = Tensor::empty(e.shape, e.dtype, Device::cpu(), "hf::Weights::read");
   std::memcpy(t.raw_data(), s.map + e.begin, e.end - e.begin);
+  drop_pages(s, e);
   return t;
+}
+
+// The bytes are in a tensor now: let the kernel drop the file's pages from this process (they stay in the
+// page cache), so that loading holds each weight once.
+void Weights::drop_pages(const Shard& s, const nn::SafetensorsEntry& e) {
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t lo = (e.begin + page - 1) / page * page, hi = e.end / page * page;
+  if (hi > lo) ::madvise(const_cast<unsigned char*>(s.map) + lo, hi - lo, MADV_DONTNEED);
 }
 
 void Weights::read_into(const std::string& name, const Tensor& dst) const {
@@ -198,10 +207,7 @@ void Weights::read_into(const std::string& name, const Tensor& dst) const {
                 "hf::Weights::read_into: '{}': tensor '{}' of shape {} into a destination of shape {}",
                 s.path, name, e.shape, dst.shape());
   convert(dst.raw_data(), dst.dtype(), s.map + e.begin, e.dtype, n);
-  // The bytes are in the parameter now: let the kernel drop the file's pages from this process.
-  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  const size_t lo = (e.begin + page - 1) / page * page, hi = e.end / page * page;
-  if (hi > lo) ::madvise(const_cast<unsigned char*>(s.map) + lo, hi - lo, MADV_DONTNEED);
+  drop_pages(s, e);
 }
 
 // ---- the tables ----

@@ -45,7 +45,8 @@ class Weights {
   /// The header entry of `name` (dtype, shape). Throws saccade::Error naming the folder and the tensor when
   /// absent.
   const nn::SafetensorsEntry& entry(const std::string& name) const;
-  /// The tensor `name` as a new CPU tensor of its dtype on disk (a copy of the mapped bytes).
+  /// The tensor `name` as a new CPU tensor of its dtype on disk (a copy of the mapped bytes, whose pages are
+  /// then dropped as read_into's).
   Tensor read(const std::string& name) const;
   /// Copies `name` into `dst` (CPU, contiguous, float32 / bfloat16 / float16, of the tensor's element
   /// count), converting from the dtype on disk as torch's copy_ does (round to nearest even), then lets the
@@ -61,6 +62,7 @@ class Weights {
     size_t shard, entry;
   };
   const Where& find(const std::string& name) const;
+  static void drop_pages(const Shard& shard, const nn::SafetensorsEntry& entry);
   std::string dir_;
   std::vector<std::unique_ptr<Shard>> shards_;
   std::vector<std::string> names_;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "nn/init.h"
 #include "ops/error.h"
 
 namespace saccade::hf {
@@ -59,7 +60,11 @@ std::shared_ptr<nn::LlamaForCausalLM> load_llama(const std::string& dir, bool st
                 "hf::load_llama: '{}/config.json' describes a '{}' model, not a Llama", dir,
                 config.model_type);
   Weights weights(dir);
-  auto model = std::make_shared<nn::LlamaForCausalLM>(llama_config(config));
+  std::shared_ptr<nn::LlamaForCausalLM> model;
+  {
+    nn::init::SkipInitGuard skip;  // every parameter is loaded below (or the load throws)
+    model = std::make_shared<nn::LlamaForCausalLM>(llama_config(config));
+  }
   std::vector<std::string> ignore;
   if (config.tie_word_embeddings) ignore.push_back("lm_head.weight");
   LoadReport r = load_weights(*model, weights, llama_name_table(*model), strict, ignore);

@@ -42,9 +42,18 @@ std::pair<int64_t, int64_t> calculate_fan_in_and_fan_out(const Shape& shape) {
   return {shape[1] * receptive, shape[0] * receptive};
 }
 
+namespace {
+thread_local bool skip_init = false;
+}  // namespace
+
+SkipInitGuard::SkipInitGuard() : previous_(skip_init) { skip_init = true; }
+SkipInitGuard::~SkipInitGuard() { skip_init = previous_; }
+bool init_skipped() { return skip_init; }
+
 Tensor uniform_(const Tensor& t, double a, double b, Generator* gen) {
   check_float(t, "uniform_");
   SACCADE_CHECK(a <= b, "uniform_: expected a <= b, got a = {}, b = {}", a, b);
+  if (skip_init) return t;
   Tensor out = t;
   ops::copy_(out, ops::uniform(t.shape(), a, b, t.dtype(), t.device(), gen));
   return out;
@@ -53,6 +62,7 @@ Tensor uniform_(const Tensor& t, double a, double b, Generator* gen) {
 Tensor normal_(const Tensor& t, double mean, double std, Generator* gen) {
   check_float(t, "normal_");
   SACCADE_CHECK(std >= 0, "normal_: expected std >= 0, got {}", std);
+  if (skip_init) return t;
   Tensor out = t;
   ops::copy_(out, ops::normal(t.shape(), mean, std, t.dtype(), t.device(), gen));
   return out;

@@ -45,6 +45,26 @@ Tensor kaiming_uniform_(const Tensor& t, double a = 0, FanMode mode = FanMode::F
 Tensor kaiming_normal_(const Tensor& t, double a = 0, FanMode mode = FanMode::FanIn,
                        Nonlinearity nonlinearity = Nonlinearity::LeakyRelu, Generator* gen = nullptr);
 
+/// While alive, the random initialisers on this thread (uniform_, normal_ and everything built on them:
+/// xavier_*, kaiming_*, linear_default_init_, the modules' own init) leave their tensors as they are, which
+/// is uninitialised memory from ops::empty for a new parameter; zeros_, ones_ and constant_ still write. For
+/// a model whose every parameter is about to be loaded (hf::load_llama, the GPT example's Hugging Face
+/// loaders), as transformers skips the init of the weights it loads: the load then neither draws 124M random
+/// numbers (seconds) nor touches the pages twice. Nests; restores the previous state on destruction.
+class SkipInitGuard {
+ public:
+  SkipInitGuard();
+  ~SkipInitGuard();
+  SkipInitGuard(const SkipInitGuard&) = delete;
+  SkipInitGuard& operator=(const SkipInitGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+/// Whether a SkipInitGuard is alive on this thread.
+bool init_skipped();
+
 /// torch.nn.Linear's reset_parameters (also Conv's): weight (out, in, k...) by kaiming_uniform_(a = √5), i.e.
 /// U(-1/√fan_in, 1/√fan_in), and bias (out), when defined, by U(-1/√fan_in, 1/√fan_in) (0 when fan_in is 0).
 void linear_default_init_(const Tensor& weight, const Tensor& bias, Generator* gen = nullptr);

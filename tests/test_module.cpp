@@ -346,6 +346,32 @@ TEST_CASE("init: distributions have the documented bounds and variances", "[nn][
   REQUIRE_NOTHROW(init::kaiming_uniform_(empty));
 }
 
+TEST_CASE("init: SkipInitGuard leaves the random initialisers' tensors alone, nests, and ends",
+          "[nn][init]") {
+  namespace init = nn::init;
+  Tensor t = ops::zeros({4, 3});
+  REQUIRE_FALSE(init::init_skipped());
+  {
+    init::SkipInitGuard skip;
+    {
+      init::SkipInitGuard nested;
+      init::normal_(t);
+    }
+    REQUIRE(init::init_skipped());
+    init::uniform_(t, 1, 2);
+    init::kaiming_uniform_(t);
+    init::xavier_normal_(t);
+    nn::Linear lin(3, 4);  // a module's own init too
+    REQUIRE(ops::sum(ops::abs(t), {}).item<double>() == 0);
+    init::ones_(t);  // the constant ones still write
+    REQUIRE(ops::sum(t, {}).item<double>() == 12);
+    REQUIRE_THROWS_SACCADE(init::normal_(t, 0, -1), "std");  // and still check their input
+  }
+  REQUIRE_FALSE(init::init_skipped());
+  init::uniform_(t, 2, 3);
+  REQUIRE(ops::amin(t, {}).item<double>() >= 2);
+}
+
 TEST_CASE("init: same seed same values, bad input throws", "[nn][init]") {
   namespace init = nn::init;
   Tensor a = ops::empty({5, 6}), b = ops::empty({5, 6});

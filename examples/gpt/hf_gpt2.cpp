@@ -9,6 +9,7 @@
 
 #include "hf/llama.h"
 #include "hf/pretokenizer.h"
+#include "nn/init.h"
 #include "ops/error.h"
 
 namespace saccade::examples {
@@ -90,7 +91,11 @@ namespace {
 std::shared_ptr<GPT> filled(const GPTConfig& g, const hf::Weights& weights,
                             const std::function<std::vector<hf::NameRule>(const GPT&)>& table_of,
                             const std::vector<std::string>& ignore, bool strict, hf::LoadReport* report) {
-  auto model = std::make_shared<GPT>(g);
+  std::shared_ptr<GPT> model;
+  {
+    nn::init::SkipInitGuard skip;  // every parameter is loaded below (or the load throws)
+    model = std::make_shared<GPT>(g);
+  }
   hf::LoadReport r = hf::load_weights(*model, weights, table_of(*model), strict, ignore);
   if (report) *report = std::move(r);
   model->eval();
