@@ -139,6 +139,30 @@ TEST_CASE("matmul: a product with fewer rows than columns split into column bloc
   set_num_threads(previous);
 }
 
+TEST_CASE("matmul: one output row goes through gemv and agrees with the reference", "[ops][linalg]") {
+  // batch-1 decoding's products: (1, k) @ (k, n) with b row-major and column-major (linear's w.t()), a's row
+  // contiguous or strided (a transposed view), n split into column blocks across 2 threads (the last short),
+  // float64 and float32; and a (1, 1, k) batch of one
+  int previous = get_num_threads();
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (int64_t n : {1, 5, 64, 700}) {
+      CAPTURE(threads, n);
+      Tensor x = rand64({1, 3000}, 41), w = rand64({3000, n}, 42), wt = rand64({n, 3000}, 43).t();
+      Tensor xt = rand64({3000, 1}, 44).t();  // a row with stride 1 along its column-major storage
+      Tensor xs = rand64({3000, 2}, 45).narrow(1, 0, 1).t();  // a row of stride 2
+      for (const Tensor& a : {x, xt, xs}) {
+        REQUIRE(allclose(ops::matmul(a, w), ref_matmul(a, w), 1e-10, 1e-10));
+        REQUIRE(allclose(ops::matmul(a, wt), ref_matmul(a, wt), 1e-10, 1e-10));
+        REQUIRE(allclose(ops::matmul(a.to(DType::Float32), wt.to(DType::Float32)),
+                         ref_matmul(a, wt).to(DType::Float32), 1e-4, 1e-3));
+      }
+      REQUIRE(allclose(ops::matmul(x.unsqueeze(0), w), ref_matmul(x, w).unsqueeze(0), 1e-10, 1e-10));
+    }
+  }
+  set_num_threads(previous);
+}
+
 TEST_CASE("matmul: empty dims", "[ops][linalg]") {
   Tensor z = ops::matmul(ops::ones({3, 0}), ops::ones({0, 2}));  // K = 0: a sum of nothing
   REQUIRE(allclose(z, ops::zeros({3, 2})));

@@ -41,6 +41,30 @@ void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t 
               static_cast<int>(lda), b, static_cast<int>(ldb), 0.0, c, static_cast<int>(ldc));
 }
 
+// One output row: c (1, n) = op(a) row (k, stride inc_a) @ op(b) (k, n), as a matrix-vector product. sgemm
+// with m = 1 would pack (copy) all of op(b) per call, which doubles the bytes a batch-1 decoding step
+// reads; gemv streams b once. b not transposed: c = bᵀ a over b's n columns; transposed (stored (n, k)): c =
+// b a.
+void gemv(bool trans_b, int64_t n, int64_t k, const float* a, int64_t inc_a, const float* b, int64_t ldb,
+          float* c) {
+  if (trans_b)
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(n), static_cast<int>(k), 1.0f, b,
+                static_cast<int>(ldb), a, static_cast<int>(inc_a), 0.0f, c, 1);
+  else
+    cblas_sgemv(CblasRowMajor, CblasTrans, static_cast<int>(k), static_cast<int>(n), 1.0f, b,
+                static_cast<int>(ldb), a, static_cast<int>(inc_a), 0.0f, c, 1);
+}
+
+void gemv(bool trans_b, int64_t n, int64_t k, const double* a, int64_t inc_a, const double* b, int64_t ldb,
+          double* c) {
+  if (trans_b)
+    cblas_dgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(n), static_cast<int>(k), 1.0, b,
+                static_cast<int>(ldb), a, static_cast<int>(inc_a), 0.0, c, 1);
+  else
+    cblas_dgemv(CblasRowMajor, CblasTrans, static_cast<int>(k), static_cast<int>(n), 1.0, b,
+                static_cast<int>(ldb), a, static_cast<int>(inc_a), 0.0, c, 1);
+}
+
 // bfloat16 and float16: float32 inside, one rounding per output (gemm_half.h)
 template <class T>
 requires(std::is_same_v<T, bfloat16> ||
@@ -82,6 +106,19 @@ void CpuBackend::bmm(const Tensor& a, const Tensor& b, const Tensor& out) {
       // threads slower than 1.
       run(0, mats * rows);
       return;
+    }
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      if (mats == 1 && rows == 1) {  // one output row (batch-1 decoding): gemv over column blocks
+        constexpr int64_t kColBlock = 64;
+        const int64_t blocks = (n + kColBlock - 1) / kColBlock,
+                      block_cost = std::max<int64_t>(1, kColBlock * k);
+        const int64_t inc_a = la.trans ? la.ld : 1;
+        parallel_for(0, blocks, (kGemmGrain + block_cost - 1) / block_cost, [&](int64_t b0, int64_t b1) {
+          const int64_t j0 = b0 * kColBlock, j1 = std::min(n, b1 * kColBlock);
+          gemv(lb.trans, j1 - j0, k, pa, inc_a, pb + (lb.trans ? j0 * lb.ld : j0), lb.ld, pc + j0);
+        });
+        return;
+      }
     }
     if (mats == 1 && rows < n) {  // column blocks of kColBlock (a multiple of every vector width)
       constexpr int64_t kColBlock = 64;
