@@ -70,13 +70,13 @@ AttentionOutput attend_from_scores(const Variable& scores, const Variable& value
 AttentionOutput scaled_dot_product_attention(const Variable& q, const Variable& k, const Variable& v,
                                              const Tensor& valid_lens_or_mask, bool causal, double dropout_p,
                                              bool training, Generator* gen, bool need_weights,
-                                             bool enable_gqa) {
+                                             bool enable_gqa, int64_t window) {
   ErrorScope scope("scaled_dot_product_attention");
   const char* op = "scaled_dot_product_attention";
   check_qkv(op, q, k, v, enable_gqa);
-  ops::AttentionMask mask =
-      ops::attention_mask(valid_lens_or_mask, ops::attention_scores_shape(q.shape(), k.shape()),
-                          causal ? ops::CausalAlign::BottomRight : ops::CausalAlign::None, q.device(), op);
+  ops::AttentionMask mask = ops::attention_mask(
+      valid_lens_or_mask, ops::attention_scores_shape(q.shape(), k.shape()),
+      causal ? ops::CausalAlign::BottomRight : ops::CausalAlign::None, q.device(), op, window);
   return scaled_dot_product_attention(q, k, v, mask, dropout_p, training, gen, need_weights, op, enable_gqa);
 }
 
@@ -89,9 +89,15 @@ AttentionOutput scaled_dot_product_attention(const Variable& q, const Variable& 
   check_qkv(op, q, k, v, enable_gqa);
   SACCADE_CHECK(dropout_p >= 0 && dropout_p < 1, "{}: dropout_p must be in [0, 1), got {}", op, dropout_p);
   const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
-  // NOTE: the one place every dot-product attention goes through: fused unless the weights are asked for.
-  if (!need_weights) return {flash_attention(q, k, v, mask, scale, dropout_p, training, gen), Variable()};
-  return attend_composed(attention_scores(q, k, scale), v, mask, dropout_p, training, gen);
+  ops::check_attention_window(op, mask.window, mask.causal,
+                              ops::attention_scores_shape(q.shape(), k.shape()));
+  // NOTE: the one place every dot-product attention goes through: fused unless the weights are asked for
+  // (or a window is on CUDA, whose fused kernels do not take one yet).
+  if (!need_weights && (mask.window == 0 || q.device().is_cpu()))
+    return {flash_attention(q, k, v, mask, scale, dropout_p, training, gen), Variable()};
+  AttentionOutput r = attend_composed(attention_scores(q, k, scale), v, mask, dropout_p, training, gen);
+  if (!need_weights) r.weights = Variable();
+  return r;
 }
 
 // ---- AdditiveAttention ----

@@ -77,17 +77,23 @@ inline bool keeps_weights(const std::optional<bool>& need_weights, bool training
 /// need_weights: true (the default here, as this function always returned them) takes the composed path and
 /// returns the weights (B, ..., H, Tq, Tk) before dropout; false takes the fused kernel (FlashAttention, Dao
 /// et al. 2022 and 2023; O(T) memory) and leaves `weights` undefined. Both give the same output and
-/// gradients, and the same dropout for the same generator state. Returns the output (B, ..., H, Tq, Dv).
+/// gradients, and the same dropout for the same generator state. window: sliding-window (local) causal
+/// attention (Beltagy et al. 2020, Longformer; Jiang et al. 2023, Mistral, transformers' sliding_window):
+/// with window = W >= 1 query i attends only to the last W keys up to its causal limit,
+/// i + (Tk - Tq) - W < j <= i + (Tk - Tq), combined with the other masks; 0 (the default) is none. It needs
+/// causal = true (a window without it is refused, not made symmetric). The fused CPU kernel skips the key
+/// tiles outside every window, so it costs O(Tq·W); on CUDA a windowed call takes the composed path (its
+/// fused kernels do not take a window yet). Returns the output (B, ..., H, Tq, Dv).
 /// Throws saccade::Error naming "scaled_dot_product_attention" and the shapes for mismatched ranks, leading
-/// dims, D or Tk, H_kv != H without enable_gqa, H not a multiple of H_kv, a bad mask, or grouped heads on
-/// CUDA's fused path.
+/// dims, D or Tk, H_kv != H without enable_gqa, H not a multiple of H_kv, a bad mask, window < 0, a window
+/// without causal, or grouped heads on CUDA's fused path.
 AttentionOutput scaled_dot_product_attention(const Variable& q, const Variable& k, const Variable& v,
                                              const Tensor& valid_lens_or_mask = Tensor(), bool causal = false,
                                              double dropout_p = 0.0, bool training = false,
                                              Generator* gen = nullptr, bool need_weights = true,
-                                             bool enable_gqa = false);
+                                             bool enable_gqa = false, int64_t window = 0);
 /// The same with a mask already checked and converted by ops::attention_mask (the form the modules pass down,
-/// with either causal alignment); errors name `op`.
+/// with either causal alignment, and its window); errors name `op`.
 AttentionOutput scaled_dot_product_attention(const Variable& q, const Variable& k, const Variable& v,
                                              const ops::AttentionMask& mask, double dropout_p, bool training,
                                              Generator* gen, bool need_weights,

@@ -71,8 +71,9 @@ Variable MultiHeadAttention::attend(const Variable& queries, const Variable& k, 
   // a Bool (B, Tq, Tk) mask gets a head dim; (Tq, Tk) and (B, H, Tq, Tk) broadcast as they are
   if (m.defined() && m.dtype() == DType::Bool && m.dim() == 3) m = m.unsqueeze(1);
   // checked and converted once, here; bottom-right causal alignment (KV cache, see the header)
-  const ops::AttentionMask am = ops::attention_mask(
-      m, scores, causal ? ops::CausalAlign::BottomRight : ops::CausalAlign::None, queries.device(), op);
+  const ops::AttentionMask am =
+      ops::attention_mask(m, scores, causal ? ops::CausalAlign::BottomRight : ops::CausalAlign::None,
+                          queries.device(), op, window);
   Variable q = split_heads(W_q->forward(queries), num_heads_);
   const bool keep = keeps_weights(need_weights, is_training());
   AttentionOutput r = scaled_dot_product_attention(q, k, v, am, dropout, is_training(), gen_, keep, op);

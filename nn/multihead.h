@@ -48,9 +48,10 @@ class MultiHeadAttention : public Module {
   /// (B, H, Tq, Tk) (or broadcastable to those); or undefined. causal: masked self-attention aligned
   /// bottom-right (query i sees keys j <= i + Tk - Tq: the queries are the last Tq positions, as incremental
   /// decoding with a KV cache needs; equal to torch's is_causal only when Tq == Tk), combined with the mask.
-  /// Takes the fused kernel unless the weights are kept (need_weights). Throws saccade::Error naming
-  /// "MultiHeadAttention" and the shapes for wrong ranks, feature sizes, mismatched B or Tk, or a mask of the
-  /// wrong shape.
+  /// With `window` (the member) set, causal attention is sliding-window attention over the last `window`
+  /// keys. Takes the fused kernel unless the weights are kept (need_weights). Throws saccade::Error naming
+  /// "MultiHeadAttention" and the shapes for wrong ranks, feature sizes, mismatched B or Tk, a mask of the
+  /// wrong shape, or a window without causal.
   Variable forward(const Variable& queries, const Variable& keys, const Variable& values,
                    const Tensor& valid_lens_or_mask = Tensor(), bool causal = false);
 
@@ -74,6 +75,12 @@ class MultiHeadAttention : public Module {
   /// Keep the weights of each forward for attention_weights() (true), never (false: always the fused
   /// kernel), or only in eval mode (unset, the default: d2l's plot-after-eval works, training is fused).
   std::optional<bool> need_weights;
+  /// Sliding-window (local) causal attention (Beltagy et al. 2020, Longformer; Jiang et al. 2023, Mistral's
+  /// sliding_window): a causal forward attends from each query to the last `window` keys up to its causal
+  /// limit only (scaled_dot_product_attention's window; forward_cached too, over the cached keys, which it
+  /// still keeps in full). 0 (the default): no window. A negative value, or a window on a forward without
+  /// causal, throws saccade::Error naming "MultiHeadAttention" at that forward.
+  int64_t window = 0;
 
  private:
   Variable attend(const Variable& queries, const Variable& k, const Variable& v, const Tensor& mask,

@@ -50,6 +50,17 @@ void check_fused_heads(const char* op, const Tensor& q, const Tensor& k, const T
                 op, q.shape(), q.size(-3), k.shape(), v.shape(), k.size(-3), q.device());
 }
 
+// The fused kernels' checks of a mask built by hand (attention_mask checks the ones it builds): the window's
+// rules, and no window on CUDA, whose kernels do not read it.
+void check_fused_window(const char* op, const AttentionMask& m, const Tensor& q, const Tensor& k) {
+  const Shape s = attention_scores_shape(q.shape(), k.shape());
+  check_attention_window(op, m.window, m.causal, s);
+  SACCADE_CHECK(m.window == 0 || q.device().is_cpu(),
+                "{}: sliding window on CUDA not yet supported: window {} for attention scores {} on {} (the "
+                "CPU kernel takes it; scaled_dot_product_attention takes the composed path there)",
+                op, m.window, s, q.device());
+}
+
 void check_dropout(const char* op, const AttentionDropout& d) {
   SACCADE_CHECK(d.p >= 0 && d.p < 1, "{}: dropout_p must be in [0, 1), got {}", op, d.p);
 }
@@ -98,10 +109,22 @@ Shape attention_scores_shape(const Shape& q, const Shape& k) {
   return s;
 }
 
+void check_attention_window(const char* op, int64_t window, CausalAlign causal, const Shape& x) {
+  SACCADE_CHECK(window >= 0, "{}: window must be >= 1 (or 0: no window), got {} for attention scores {}", op,
+                window, x);
+  SACCADE_CHECK(
+      window == 0 || causal != CausalAlign::None,
+      "{}: window {} needs causal attention (a sliding window is causal here: query i sees the last "
+      "{} keys up to its causal limit), got causal = false for attention scores {}",
+      op, window, window, x);
+}
+
 AttentionMask attention_mask(const Tensor& m, const Shape& x, CausalAlign causal, Device device,
-                             const char* op) {
+                             const char* op, int64_t window) {
+  check_attention_window(op, window, causal, x);
   AttentionMask r;
   r.causal = causal;
+  r.window = window;
   if (!m.defined()) return r;
   const int nd = x.size();
   SACCADE_CHECK(m.device() == device, "{}: the mask is on {} but the attention inputs are on {}", op,
@@ -149,8 +172,11 @@ Tensor attention_keep_mask(const AttentionMask& m, const Shape& x, Device device
     const int64_t shift = m.causal == CausalAlign::BottomRight ? tk - tq : 0;
     Tensor rows =
         add(arange(0, static_cast<double>(tq), 1, DType::Int64, device), static_cast<double>(shift));
-    keep = both(
-        le(arange(0, static_cast<double>(tk), 1, DType::Int64, device).view({1, tk}), rows.view({tq, 1})));
+    Tensor cols = arange(0, static_cast<double>(tk), 1, DType::Int64, device).view({1, tk});
+    keep = both(le(cols, rows.view({tq, 1})));
+    // the window: j > i + shift - W, the last W keys up to the causal limit
+    if (m.window > 0)
+      keep = logical_and(keep, gt(cols, sub(rows, static_cast<double>(m.window)).view({tq, 1})));
   }
   return keep;
 }
@@ -173,6 +199,7 @@ FlashAttentionForward flash_attention_forward(const Tensor& q, const Tensor& k, 
   const char* op = "flash_attention";
   check_attention_inputs(op, q, k, v, /*enable_gqa=*/true);
   check_fused_heads(op, q, k, v);
+  check_fused_window(op, mask, q, k);
   check_dropout(op, dropout);
   const Shape s = attention_scores_shape(q.shape(), k.shape());
   SACCADE_CHECK(!mask.keep.defined() || mask.keep.shape() == s, "{}: keep-mask {} for attention scores {}",
@@ -208,6 +235,7 @@ FlashAttentionGrads flash_attention_backward(const Tensor& gout, const Tensor& q
   const char* op = "flash_attention_backward";
   check_attention_inputs(op, q, k, v, /*enable_gqa=*/true);
   check_fused_heads(op, q, k, v);
+  check_fused_window(op, mask, q, k);
   check_dropout(op, dropout);
   SACCADE_CHECK(
       gout.defined() && out.defined() && lse.defined() && gout.shape() == out.shape() &&

@@ -39,10 +39,17 @@ Shape attention_scores_shape(const Shape& q, const Shape& k);
 /// Checks `valid_lens_or_mask` against scores of shape (B, ..., Tq, Tk) and converts it once:
 /// int64 valid_lens (B) or (B, Tq) (keys k >= valid_len masked, d2l 11.3.1), a Bool keep-mask broadcastable
 /// to the scores (true = attend, as torch's boolean attn_mask), or undefined (no mask); `causal` is added as
-/// is. Throws saccade::Error naming `op` (the function or module the user called) and the shapes for any
-/// other dtype, a shape that does not fit, or another device than `device`.
+/// is, and so is `window` (sliding-window causal attention, AttentionMask::window: query i sees only the last
+/// `window` keys up to its causal limit; Beltagy et al. 2020, Longformer; Jiang et al. 2023, Mistral's
+/// sliding_window; 0 = none). Throws saccade::Error naming `op` (the function or module the user called) and
+/// the shapes for any other dtype, a shape that does not fit, another device than `device`, a negative
+/// window, or a window without a causal rule (a local window is defined here only as the causal one).
 AttentionMask attention_mask(const Tensor& valid_lens_or_mask, const Shape& scores_shape, CausalAlign causal,
-                             Device device, const char* op);
+                             Device device, const char* op, int64_t window = 0);
+
+/// Checks a window against scores of shape `scores_shape` under `causal` (the rules of attention_mask):
+/// throws saccade::Error naming `op` and the shape when window < 0, or window > 0 with CausalAlign::None.
+void check_attention_window(const char* op, int64_t window, CausalAlign causal, const Shape& scores_shape);
 
 /// The Bool keep-mask (true = attend) equal to `mask` for scores of shape (B, ..., Tq, Tk), broadcastable to
 /// it; undefined when `mask` masks nothing. Used by the composed (reference) path's masked_softmax.
@@ -73,10 +80,13 @@ struct FlashAttentionForward {
 /// out = dropout(softmax(q kᵀ · scale with masked entries excluded)) v, fused (FlashAttention, Dao 2022 and
 /// 2023; shapes in the file comment, grouped heads included: q (B, ..., H, Tq, D), k (B, ..., H_kv, Tk, D),
 /// v (B, ..., H_kv, Tk, Dv) -> out (B, ..., H, Tq, Dv)). `mask` and `dropout` are those of the scores
-/// (B, ..., H, Tq, Tk). A row with nothing to attend gives zeros. Throws saccade::Error naming
-/// "flash_attention" and the shapes for mismatched ranks, leading dims, D or Tk, H not a multiple of H_kv,
-/// dtypes or devices, a mask of the wrong shape, or grouped heads on CUDA ("GQA on CUDA not yet
-/// supported": its kernels take H_kv = H only).
+/// (B, ..., H, Tq, Tk). A row with nothing to attend gives zeros. With a window (mask.window = W > 0) the
+/// CPU kernel skips the key tiles wholly outside every query's window, so time grows as O(Tq·W), not
+/// O(Tq·Tk). Throws saccade::Error naming "flash_attention" and the shapes for mismatched ranks, leading
+/// dims, D or Tk, H not a multiple of H_kv, dtypes or devices, a mask of the wrong shape, a bad window
+/// (check_attention_window), grouped heads on CUDA ("GQA on CUDA not yet supported": its kernels take
+/// H_kv = H only), or a window on CUDA ("sliding window on CUDA not yet supported": nn's
+/// scaled_dot_product_attention takes the composed path there instead).
 FlashAttentionForward flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                                               const AttentionMask& mask, double scale,
                                               const AttentionDropout& dropout = {});

@@ -82,13 +82,18 @@ namespace ops {
 enum class CausalAlign { None, TopLeft, BottomRight };
 
 /// The one form of an attention mask that the kernels take. A key j is attended by query i of batch row b
-/// and head h iff all of:  j < valid_lens[b] (or [b, i]);  the causal rule;  keep[b, h, i, j].
+/// and head h iff all of:  j < valid_lens[b] (or [b, i]);  the causal rule;  the window;  keep[b, h, i, j].
+/// The window (sliding-window or local causal attention: Beltagy et al. 2020, Longformer; Jiang et al.
+/// 2023, Mistral), W = window > 0, only with a causal rule: with c = i + (Tk - Tq) (BottomRight) or c = i
+/// (TopLeft) the last key the causal rule lets query i see, the window keeps keys c - W < j <= c, the last
+/// W. window = 0: no window.
 /// NOTE: a negative valid_len counts as 0 (the row attends to nothing and gives zeros); it is not checked
 /// on the host because that would read the tensor (a device synchronisation on every forward).
 struct AttentionMask {
   Tensor valid_lens;  ///< int64 (B) or (B, Tq), contiguous; undefined = no length limit
   Tensor keep;        ///< Bool expanded to the scores' shape (B, ..., Tq, Tk) (stride 0 on broadcast dims)
   CausalAlign causal = CausalAlign::None;
+  int64_t window = 0;  ///< keys a query sees at most, the last ones up to its causal limit; 0 = no window
 };
 
 /// Dropout on the attention probabilities inside the kernel (inverted dropout, p in [0, 1); p = 0: none).

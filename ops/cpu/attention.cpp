@@ -17,7 +17,8 @@
 //   S = Q Kᵀ · scale;  masked entries -> -inf;  m' = max(m, rowmax S);  P = exp(S - m');
 //   l = l e^(m - m') + rowsum P;   O = O e^(m - m') + dropout(P) V;  m = m'
 // and at the end O /= l, lse = m + log l. Key tiles past the last key any query of the tile may see (causal,
-// valid_lens) are never computed.
+// valid_lens), and before the first one (a sliding window: Beltagy et al. 2020, Longformer; Jiang et al.
+// 2023, Mistral), are never computed, so a window of W keys costs O(Tq·W), not O(Tq·Tk).
 // Backward, per (b, h): for each key tile, for each query tile that sees it, P = exp(S - lse) is recomputed
 // and
 //   dV += dropout(P)ᵀ dO,  dP = dropout(dO Vᵀ),  dS = P ⊙ (dP - Δ),  dQ += scale dS K,  dK += scale dSᵀ Q
@@ -67,7 +68,7 @@ void CpuBackend::flash_attention_forward(const Tensor& q, const Tensor& k, const
           call.problem<T>(t.b, t.h, head<const T>(q, t.b, t.h), head<const T>(k, t.b, t.hkv),
                           head<const T>(v, t.b, t.hkv), head<T>(out, t.b, t.h), lse.data<T>());
       GemmProducts<T> prod{gemm};
-      forward_tile(hp, t.i0, t.nr, t.row_end, prod);
+      forward_tile(hp, t.i0, t.nr, t.row_begin, t.row_end, prod);
     });
   });
 }
@@ -86,7 +87,7 @@ void CpuBackend::flash_attention_backward(const Tensor& q, const Tensor& k, cons
   blas_first_use();
   dispatch_floating(q.dtype(), "flash_attention_backward", [&]<class T>() {
     auto make = [&] { return TileGemm<T>(how, std::max(call.n.bc, kBr) * std::max(call.n.D, call.n.Dv)); };
-    auto one_group = [&](TileGemm<T>& gemm, int64_t b, int64_t hkv, const std::vector<int64_t>& row_end) {
+    auto one_group = [&](TileGemm<T>& gemm, int64_t b, int64_t hkv, const HeadRows& rows) {
       for (int64_t g = 0; g < call.n.G; ++g) {  // the query heads that read key/value head hkv
         const int64_t h = hkv * call.n.G + g;
         const HeadProblem<T> hp =
@@ -95,7 +96,7 @@ void CpuBackend::flash_attention_backward(const Tensor& q, const Tensor& k, cons
         const HeadGrads<T> grads{head<const T>(gout, b, h), head<T>(gq, b, h), head<T>(gk, b, hkv),
                                  head<T>(gv, b, hkv), g > 0};
         GemmProducts<T> prod{gemm};
-        backward_head(hp, grads, row_end, prod);
+        backward_head(hp, grads, rows, prod);
       }
     };
     for_each_kv_head(call, make, one_group);

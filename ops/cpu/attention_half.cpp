@@ -150,7 +150,7 @@ void forward_half(const Tensor& q, const Tensor& k, const Tensor& v, const ops::
                             s.pairs.data(),
                             s.p16.data(),
                             nullptr};
-          forward_tile(hp, t.i0, t.nr, t.row_end, prod);
+          forward_tile(hp, t.i0, t.nr, t.row_begin, t.row_end, prod);
           return store_head<T>(s.of, n.Dv, out, t.b, t.h, t.i0, t.i0 + t.nr);
         }
       }
@@ -161,7 +161,7 @@ void forward_half(const Tensor& q, const Tensor& k, const Tensor& v, const ops::
       widen_head_rows<T>(v, t.b, t.hkv, from, std::max(from, tile_end), n.Dv, s.vf.data());
       s.kv_head = kv, s.kv_rows = std::max(from, tile_end);
       GemmProducts<float> prod{s.gemm};
-      forward_tile(hp, t.i0, t.nr, t.row_end, prod);
+      forward_tile(hp, t.i0, t.nr, t.row_begin, t.row_end, prod);
       store_head<T>(s.of, n.Dv, out, t.b, t.h, t.i0, t.i0 + t.nr);
     });
   });
@@ -189,7 +189,7 @@ void backward_half(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
                      std::vector<uint32_t>(dot16 ? static_cast<size_t>(std::max(n.D, n.Dv) / 2 * 64) : 0),
                      std::vector<bfloat16>(dot16 ? static_cast<size_t>(2 * kBr * n.bc) : 0)};
     };
-    auto one_group = [&](Scratch& s, int64_t b, int64_t hkv, const std::vector<int64_t>& row_end) {
+    auto one_group = [&](Scratch& s, int64_t b, int64_t hkv, const HeadRows& rows) {
       // the key/value head, widened once for its group (with VDPBF16PS the products read the 16-bit heads);
       // dK and dV summed over the group in float32, rounded once
       const std::vector<float> kf = dot16 ? std::vector<float>() : widen_head<T>(k, b, hkv, n.Tk, n.D),
@@ -211,12 +211,12 @@ void backward_half(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
             Bf16Products prod{head<const T>(q, b, h),    head<const T>(k, b, hkv), head<const T>(v, b, hkv),
                               head<const T>(gout, b, h), s.pairs.data(),           s.p16.data(),
                               s.p16.data() + kBr * n.bc};
-            backward_head(hp, grads, row_end, prod);
+            backward_head(hp, grads, rows, prod);
           }
         }
         if (!dot16) {
           GemmProducts<float> prod{s.gemm};
-          backward_head(hp, grads, row_end, prod);
+          backward_head(hp, grads, rows, prod);
         }
         store_head<T>(gqf, n.D, gq, b, h, 0, n.Tq);
       }

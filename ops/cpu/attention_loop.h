@@ -59,10 +59,12 @@ struct GemmProducts {
 
 // ---- forward ----
 
-// One tile of queries [i0, i0 + nr) of one (b, h): writes its rows of out and lse. row_end[r]: one past the
-// last key query i0 + r may see (RowLimits::end).
+// One tile of queries [i0, i0 + nr) of one (b, h): writes its rows of out and lse. Query i0 + r may see keys
+// [row_begin[r], row_end[r]) (RowLimits::begin and ::end); key tiles before the first key and after the last
+// one any query of the tile sees (the sliding window, causal, valid_lens) are never computed.
 template <class T, class Products>
-void forward_tile(const HeadProblem<T>& h, int64_t i0, int64_t nr, const int64_t* row_end, Products& prod) {
+void forward_tile(const HeadProblem<T>& h, int64_t i0, int64_t nr, const int64_t* row_begin,
+                  const int64_t* row_end, Products& prod) {
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
   const int64_t Dv = h.dv, bc = h.bc;
   const KeepView& keep = h.keep;
@@ -71,7 +73,9 @@ void forward_tile(const HeadProblem<T>& h, int64_t i0, int64_t nr, const int64_t
   std::vector<T> m(static_cast<size_t>(nr), kNegInf), l(static_cast<size_t>(nr), T(0));
   std::vector<T> z(drop ? static_cast<size_t>(bc) : 0);  // one row's dropout multipliers
   const int64_t tile_end = *std::max_element(row_end, row_end + nr);
-  for (int64_t j0 = 0; j0 < tile_end; j0 += bc) {
+  // (the first key tile on the grid of Bc keys, the backward's: dropout flags come in whole bytes)
+  const int64_t tile_begin = std::min(*std::min_element(row_begin, row_begin + nr), tile_end) / bc * bc;
+  for (int64_t j0 = tile_begin; j0 < tile_end; j0 += bc) {
     const int64_t nc = std::min(bc, tile_end - j0);
     // S = Q Kᵀ · scale   (nr, nc)
     prod.scores(h, i0, nr, j0, nc, s.data());
@@ -79,9 +83,12 @@ void forward_tile(const HeadProblem<T>& h, int64_t i0, int64_t nr, const int64_t
       T* sr = s.data() + r * bc;
       const int64_t i = i0 + r, end = row_end[r] - j0;
       const int64_t seen = std::clamp<int64_t>(end, 0, nc);
+      const int64_t first =
+          std::clamp<int64_t>(row_begin[r] - j0, 0, seen);  // keys before: outside the window
+      std::fill(sr, sr + first, kNegInf);
       std::fill(sr + seen, sr + nc, kNegInf);
       if (keep.p)
-        for (int64_t c = 0; c < seen; ++c)
+        for (int64_t c = first; c < seen; ++c)
           if (!keep(i, j0 + c)) sr[c] = kNegInf;
       // whole vectors: the entries past `seen` are -inf already (a scalar tail cost more than the lanes)
       const T mx = row_max(sr, std::min<int64_t>(nc, (seen + 15) / 16 * 16));
@@ -120,11 +127,28 @@ void forward_tile(const HeadProblem<T>& h, int64_t i0, int64_t nr, const int64_t
 
 // ---- backward ----
 
+// The keys each query of one (b, h) may see: [begin[i], end[i]) (RowLimits), with the union of its query
+// tiles' ranges, [tile_begin[t], tile_end[t]) for the kBr queries from t · kBr.
+struct HeadRows {
+  std::vector<int64_t> begin, end, tile_begin, tile_end;
+  HeadRows(const RowLimits& lim, int64_t b, int64_t tq)
+      : begin(static_cast<size_t>(tq)), end(static_cast<size_t>(tq)) {
+    for (int64_t i = 0; i < tq; ++i)
+      begin[static_cast<size_t>(i)] = lim.begin(i), end[static_cast<size_t>(i)] = lim.end(b, i);
+    for (int64_t i0 = 0; i0 < tq; i0 += kBr) {
+      const auto from = static_cast<std::ptrdiff_t>(i0),
+                 to = static_cast<std::ptrdiff_t>(std::min(tq, i0 + kBr));
+      tile_begin.push_back(*std::min_element(begin.begin() + from, begin.begin() + to));
+      tile_end.push_back(*std::max_element(end.begin() + from, end.begin() + to));
+    }
+  }
+};
+
 // One (b, h): writes g.gq of the head, and writes (or, g.add_kv, adds into) g.gk and g.gv of its key/value
-// head. row_end[i]: one past the last key query i may see.
+// head. rows: the keys each query may see; the (query tile, key tile) pairs that no query sees (the sliding
+// window, causal, valid_lens) are never computed.
 template <class T, class Products>
-void backward_head(const HeadProblem<T>& h, const HeadGrads<T>& g, const std::vector<int64_t>& row_end,
-                   Products& prod) {
+void backward_head(const HeadProblem<T>& h, const HeadGrads<T>& g, const HeadRows& rows, Products& prod) {
   const int64_t Tq = h.tq, Tk = h.tk, D = h.d, Dv = h.dv, bc = h.bc;
   const KeepView& keep = h.keep;
   const DropoutView<T>* drop = h.dropping ? &h.dropout : nullptr;
@@ -147,13 +171,16 @@ void backward_head(const HeadProblem<T>& h, const HeadGrads<T>& g, const std::ve
     std::fill(dv.begin(), dv.end(), T(0));
     for (int64_t i0 = 0; i0 < Tq; i0 += kBr) {
       const int64_t nr = std::min(kBr, Tq - i0);
-      if (*std::max_element(row_end.begin() + i0, row_end.begin() + i0 + nr) <= j0) continue;  // sees none
+      const auto t = static_cast<size_t>(i0 / kBr);
+      if (rows.tile_end[t] <= j0 || rows.tile_begin[t] >= j0 + nc) continue;  // sees none of these keys
       // P = exp(Q Kᵀ · scale - lse), masked   (nr, nc)
       prod.scores(h, i0, nr, j0, nc, p.data());
       // dP = dO Vᵀ   (nr, nc)
       prod.dp(h, g, i0, nr, j0, nc, dp.data());
       for (int64_t r = 0; r < nr; ++r) {
-        const int64_t i = i0 + r, end = std::clamp<int64_t>(row_end[static_cast<size_t>(i)] - j0, 0, nc);
+        const auto ri = static_cast<size_t>(i0 + r);
+        const int64_t i = i0 + r, end = std::clamp<int64_t>(rows.end[ri] - j0, 0, nc);
+        const int64_t first = std::clamp<int64_t>(rows.begin[ri] - j0, 0, end);
         const T li = h.lse[i], di = delta[static_cast<size_t>(i)];
         T *pr = p.data() + r * bc, *dpr = dp.data() + r * bc;
         // P = exp(S - lse) on the keys the row sees, 0 elsewhere (and on rows that see nothing: lse = -inf)
@@ -163,9 +190,10 @@ void backward_head(const HeadProblem<T>& h, const HeadGrads<T>& g, const std::ve
           // whole vectors (a tail left to the scalar epilogue costs more than the extra lanes; the scores
           // past `end` are finite, their values are overwritten)
           exp_shifted(pr, std::min<int64_t>(nc, (end + 15) / 16 * 16), li);
+          std::fill(pr, pr + first, T(0));  // before the window
           std::fill(pr + end, pr + nc, T(0));
           if (keep.p)
-            for (int64_t c = 0; c < end; ++c)
+            for (int64_t c = first; c < end; ++c)
               if (!keep(i, j0 + c)) pr[c] = T(0);
         }
         // (at the machine's vector width: outside with_isa these loops ran on 128-bit SSE)
@@ -228,6 +256,8 @@ struct Sizes {
 
 // What one call shares between its heads: its sizes, what the mask decides, the scale and the dropout.
 struct Call {
+  // Keys a query sees at most: Tk, or the window (the work of a call is Tq times these, not Tq·Tk).
+  double keys_seen() const { return double(lim.window > 0 ? std::min(n.Tk, lim.window) : n.Tk); }
   Sizes n;
   RowLimits lim;
   double scale;
@@ -260,10 +290,10 @@ struct Call {
 };
 
 // One task of the forward: the query tile [i0, i0 + nr) of head (b, h) (bh = b·H + h), its key/value head
-// (b, hkv) with hkv = h / G, and one past the last key each of its queries may see.
+// (b, hkv) with hkv = h / G, and the first key and one past the last each of its queries may see.
 struct QueryTile {
   int64_t b, h, hkv, bh, i0, nr;
-  int64_t row_end[kBr];
+  int64_t row_begin[kBr], row_end[kBr];
 };
 
 // Runs body(scratch, tile) on every query tile of every (b, h): tiles are independent, so they are the
@@ -275,7 +305,7 @@ void for_each_query_tile(const Call& call, MakeScratch make, Body body) {
   const Sizes& n = call.n;
   const int64_t ntiles = (n.Tq + kBr - 1) / kBr, tasks = n.B * n.H * ntiles;
   const bool big =
-      2.0 * double(n.B * n.H * n.Tq) * double(n.Tk) * double(n.D + n.Dv) > kParallelFlops && tasks > 1;
+      2.0 * double(n.B * n.H * n.Tq) * call.keys_seen() * double(n.D + n.Dv) > kParallelFlops && tasks > 1;
   parallel_for(0, tasks, big ? 1 : tasks, [&](int64_t t0, int64_t t1) {
     auto scratch = make();
     for (int64_t t = t0; t < t1; ++t) {
@@ -284,14 +314,15 @@ void for_each_query_tile(const Call& call, MakeScratch make, Body body) {
       tile.b = bhkv / n.Hkv, tile.hkv = bhkv % n.Hkv, tile.h = tile.hkv * n.G + g,
       tile.bh = tile.b * n.H + tile.h;
       tile.i0 = (kv_tile % ntiles) * kBr, tile.nr = std::min(kBr, n.Tq - tile.i0);
-      for (int64_t r = 0; r < tile.nr; ++r) tile.row_end[r] = call.lim.end(tile.b, tile.i0 + r);
+      for (int64_t r = 0; r < tile.nr; ++r)
+        tile.row_begin[r] = call.lim.begin(tile.i0 + r), tile.row_end[r] = call.lim.end(tile.b, tile.i0 + r);
       body(scratch, tile);
     }
   });
 }
 
-// Runs body(scratch, b, hkv, row_end) on every key/value head (b, hkv), row_end[i] one past the last key
-// query i may see: the backward's tasks. Each owns dK and dV of its key/value head and dQ of the G query
+// Runs body(scratch, b, hkv, rows) on every key/value head (b, hkv), rows the keys each query may see
+// (HeadRows): the backward's tasks. Each owns dK and dV of its key/value head and dQ of the G query
 // heads hkv·G + g of its group, which it runs one after the other (backward_head, g > 0 adding into dK and
 // dV), so no two threads write the same memory and no key/value head is copied per query head. make() as
 // above.
@@ -300,14 +331,12 @@ void for_each_kv_head(const Call& call, MakeScratch make, Body body) {
   const Sizes& n = call.n;
   const int64_t heads = n.B * n.Hkv;
   const bool big =
-      4.0 * double(n.B * n.H * n.Tq) * double(n.Tk) * double(n.D + n.Dv) > kParallelFlops && heads > 1;
+      4.0 * double(n.B * n.H * n.Tq) * call.keys_seen() * double(n.D + n.Dv) > kParallelFlops && heads > 1;
   parallel_for(0, heads, big ? 1 : heads, [&](int64_t bh0, int64_t bh1) {
     auto scratch = make();
     for (int64_t bh = bh0; bh < bh1; ++bh) {
       const int64_t b = bh / n.Hkv, hkv = bh % n.Hkv;
-      std::vector<int64_t> row_end(static_cast<size_t>(n.Tq));
-      for (int64_t i = 0; i < n.Tq; ++i) row_end[static_cast<size_t>(i)] = call.lim.end(b, i);
-      body(scratch, b, hkv, row_end);
+      body(scratch, b, hkv, HeadRows(call.lim, b, n.Tq));
     }
   });
 }

@@ -161,20 +161,28 @@ struct RowLimits {
   bool per_query;
   ops::CausalAlign causal;
   int64_t tq, tk;
+  int64_t window;  // 0: none; else only with a causal rule (ops::AttentionMask::window)
 
+  // One past the last key the causal rule lets query i see (tk without one).
+  int64_t causal_end(int64_t i) const {
+    if (causal == ops::CausalAlign::None) return tk;
+    return i + 1 + (causal == ops::CausalAlign::BottomRight ? tk - tq : 0);
+  }
   // One past the last key query i of batch row b may see.
   int64_t end(int64_t b, int64_t i) const {
-    int64_t e = tk;
+    int64_t e = std::min(tk, causal_end(i));
     if (valid_lens) e = std::min(e, std::max<int64_t>(0, valid_lens[per_query ? b * tq + i : b]));
-    if (causal != ops::CausalAlign::None)
-      e = std::min(e, i + 1 + (causal == ops::CausalAlign::BottomRight ? tk - tq : 0));
     return std::max<int64_t>(e, 0);
   }
+  // The first key query i may see: the window's first, c - W + 1 with c its last causal key (0 without a
+  // window). Non-decreasing in i, and may be >= end (the row sees nothing).
+  int64_t begin(int64_t i) const { return window > 0 ? std::max<int64_t>(0, causal_end(i) - window) : 0; }
 };
 
 inline RowLimits limits_of(const ops::AttentionMask& m, int64_t tq, int64_t tk) {
   const bool vl = m.valid_lens.defined();
-  return {vl ? m.valid_lens.data<int64_t>() : nullptr, vl && m.valid_lens.dim() == 2, m.causal, tq, tk};
+  return {
+      vl ? m.valid_lens.data<int64_t>() : nullptr, vl && m.valid_lens.dim() == 2, m.causal, tq, tk, m.window};
 }
 
 // The Bool keep-mask of one (b, h): keep(i, j), or true everywhere when undefined.
