@@ -173,6 +173,7 @@ Config parse_config(const std::string& text, const std::string& path) {
     c.hidden_act = r.string("hidden_act", "silu");
     if (c.hidden_act != "silu")
       throw r.fail("hidden_act", fmt::format("'{}' is not supported (silu)", c.hidden_act));
+    c.sliding_window = r.has("sliding_window") ? r.integer("sliding_window", std::nullopt) : 0;
     c.attention_bias = r.boolean("attention_bias", false);
     c.mlp_bias = r.boolean("mlp_bias", false);
     if (c.num_attention_heads % c.num_key_value_heads != 0)
@@ -241,6 +242,7 @@ std::string config_json(const Config& c) {
     j["hidden_act"] = c.hidden_act;
     j["attention_bias"] = c.attention_bias;
     j["mlp_bias"] = c.mlp_bias;
+    if (c.sliding_window > 0) j["sliding_window"] = c.sliding_window;
   }
   return j.dump(2) + "\n";
 }

@@ -31,7 +31,8 @@ struct Config {
   double rope_theta = 10000.0;          ///< Llama: rope_theta, or rope_parameters / rope_scaling's
   bool tie_word_embeddings = true;      ///< GPT-2: true, Llama: false, unless the file says
   std::string hidden_act;               ///< GPT-2: activation_function ("gelu_new"), Llama: "silu"
-  bool attention_bias = false, mlp_bias = false;    ///< Llama only (GPT-2 has biases everywhere)
+  bool attention_bias = false, mlp_bias = false;  ///< Llama only (GPT-2 has biases everywhere)
+  int64_t sliding_window = 0;  ///< Llama only: "sliding_window" (Mistral's field; null or absent: 0, none)
   std::vector<int64_t> bos_token_id, eos_token_id;  ///< empty when null or absent (a list: several eos)
   std::string torch_dtype;  ///< "float32", "bfloat16", "float16" or "" (the dtype on disk)
 

@@ -24,6 +24,7 @@ nn::LlamaConfig llama_config(const Config& c) {
   l.num_hidden_layers = c.num_hidden_layers;
   l.max_position_embeddings = c.max_position_embeddings;
   l.tie_word_embeddings = c.tie_word_embeddings;
+  l.sliding_window = c.sliding_window;
   return l;
 }
 
@@ -45,6 +46,7 @@ Config llama_hf_config(const nn::LlamaConfig& l) {
   c.hidden_act = "silu";
   c.attention_bias = l.attention_bias;
   c.mlp_bias = l.mlp_bias;
+  c.sliding_window = l.sliding_window;
   return c;
 }
 

@@ -13,13 +13,15 @@ LlamaAttention::LlamaAttention(const LlamaConfig& c, Generator* gen)
       num_heads(c.num_attention_heads),
       num_kv_heads(c.num_key_value_heads),
       head_dim(c.head_dim > 0 ? c.head_dim
-                              : (c.num_attention_heads > 0 ? c.hidden_size / c.num_attention_heads : 0)) {
+                              : (c.num_attention_heads > 0 ? c.hidden_size / c.num_attention_heads : 0)),
+      window(c.sliding_window) {
   ErrorScope scope(name());
   SACCADE_CHECK(
       c.hidden_size > 0 && num_heads > 0 && num_kv_heads > 0 && head_dim > 0,
       "LlamaAttention: hidden_size {}, num_attention_heads {}, num_key_value_heads {} and head_dim {} "
       "must be positive",
       c.hidden_size, num_heads, num_kv_heads, head_dim);
+  SACCADE_CHECK(window >= 0, "LlamaAttention: sliding_window must be >= 0 (0: none), got {}", window);
   SACCADE_CHECK(num_heads % num_kv_heads == 0,
                 "LlamaAttention: num_attention_heads {} is not a multiple of num_key_value_heads {}",
                 num_heads, num_kv_heads);
@@ -52,9 +54,10 @@ Variable LlamaAttention::forward(const Variable& x, int64_t offset) {
 // q (B, H, Tq, hd), k, v (B, H_kv, Tk, hd), causal bottom-right -> (B, Tq, hidden)
 Variable LlamaAttention::attend(const Variable& q, const Variable& k, const Variable& v, int64_t B,
                                 int64_t T) {
-  Variable o = scaled_dot_product_attention(q, k, v, Tensor(), /*causal=*/true, 0.0, false, nullptr,
-                                            /*need_weights=*/false, /*enable_gqa=*/num_kv_heads != num_heads)
-                   .output;
+  Variable o =
+      scaled_dot_product_attention(q, k, v, Tensor(), /*causal=*/true, 0.0, false, nullptr,
+                                   /*need_weights=*/false, /*enable_gqa=*/num_kv_heads != num_heads, window)
+          .output;
   return o_proj->forward(reshape(permute(o, {0, 2, 1, 3}), {B, T, num_heads * head_dim}));
 }
 

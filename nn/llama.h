@@ -37,13 +37,17 @@ struct LlamaConfig {
   int64_t num_hidden_layers = 32;
   int64_t max_position_embeddings = 2048;  ///< the context
   bool tie_word_embeddings = false;        ///< lm_head multiplies by embed_tokens.weight (SmolLM)
+  /// Sliding-window attention (Mistral's sliding_window; nn::scaled_dot_product_attention's window): each
+  /// position sees the last W positions, itself included; 0 = none. A KV cache keeps every position and
+  /// masks the older ones.
+  int64_t sliding_window = 0;
 };
 
 /// Causal grouped-query self-attention with rotary positions (Hugging Face's LlamaAttention; Ainslie et al.
 /// 2023; Su et al. 2021). Children: q_proj Linear(hidden, H·head_dim), k_proj and v_proj Linear(hidden,
 /// H_kv·head_dim), o_proj Linear(H·head_dim, hidden); rotary_emb (no state). Init as Linear, from `gen`.
 /// Throws saccade::Error naming "LlamaAttention" for sizes that are not positive, H not a multiple of H_kv,
-/// or an odd head_dim.
+/// an odd head_dim or a negative sliding_window.
 class LlamaAttention : public Module {
  public:
   explicit LlamaAttention(const LlamaConfig& config, Generator* gen = nullptr);
@@ -59,7 +63,7 @@ class LlamaAttention : public Module {
 
   std::shared_ptr<Linear> q_proj, k_proj, v_proj, o_proj;
   std::shared_ptr<RotaryEmbedding> rotary_emb;
-  int64_t num_heads, num_kv_heads, head_dim;
+  int64_t num_heads, num_kv_heads, head_dim, window;
 
  private:
   Variable attend(const Variable& q, const Variable& k, const Variable& v, int64_t B, int64_t T);

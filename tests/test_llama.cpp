@@ -5,7 +5,10 @@
 #include <cmath>
 #include <string>
 
+#include "autograd/grad_mode.h"
 #include "helpers.h"
+#include "nn/llama.h"
+#include "ops/creation.h"
 
 using namespace saccade;
 using saccade::testing::allclose;
@@ -122,4 +125,37 @@ TEST_CASE("LlamaBlock: bad configurations", "[nn][llama][errors]") {
   nn::LlamaBlock b(tiny());
   REQUIRE_THROWS_SACCADE(b.forward(Variable(rand64({5, 16}).to(DType::Float32))),
                          "LlamaAttention: expected x (B, T, hidden)");
+}
+
+TEST_CASE("LlamaForCausalLM: sliding window; the KV cache equals the whole sequence", "[nn][llama][window]") {
+  nn::LlamaConfig c;
+  c.hidden_size = 16, c.intermediate_size = 24, c.num_attention_heads = 4, c.num_key_value_heads = 2;
+  c.vocab_size = 30, c.num_hidden_layers = 1, c.max_position_embeddings = 40, c.rms_norm_eps = 1e-5;
+  nn::LlamaForCausalLM full(c, 7);
+  c.sliding_window = 5;
+  nn::LlamaForCausalLM local(c, 7);  // the same weights (same seed, same shapes)
+  full.eval(), local.eval();
+  NoGradGuard no_grad;
+  std::vector<int64_t> ids = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9};
+  const int64_t T = static_cast<int64_t>(ids.size());
+  const Tensor x = ops::from_vector(ids, {1, T});
+  const Tensor windowed = local.forward(x).data();
+  // one layer, rotary (relative) positions: position t with a window of 5 sees exactly what the model without
+  // a window sees at the end of the 5 tokens up to t
+  for (int64_t t = 0; t < T; ++t) {
+    CAPTURE(t);
+    const int64_t from = std::max<int64_t>(0, t - 4);
+    const Tensor tail =
+        ops::from_vector(std::vector<int64_t>(ids.begin() + from, ids.begin() + t + 1), {1, t + 1 - from});
+    const Tensor want = full.forward(tail).data().select(1, t - from);
+    REQUIRE(allclose(windowed.select(1, t), want, 1e-5, 1e-5));
+  }
+  CHECK_FALSE(allclose(windowed, full.forward(x).data(), 1e-3, 1e-3));
+  // decoding one position at a time through the cache (which keeps all positions and masks the old ones)
+  auto state = local.init_state();
+  for (int64_t t = 0; t < T; ++t)
+    REQUIRE(allclose(local.step(x.narrow(1, t, 1), state).data().select(1, 0), windowed.select(1, t), 1e-5,
+                     1e-5));
+  c.sliding_window = -1;
+  CHECK_THROWS_WITH(nn::LlamaForCausalLM(c), Catch::Contains("sliding_window must be >= 0"));
 }

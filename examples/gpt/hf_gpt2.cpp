@@ -161,6 +161,7 @@ GPTConfig hf_llama_gpt_config(const hf::Config& c) {
   g.rope_theta = c.rope_theta;
   g.norm_eps = c.norm_eps;
   g.tie = c.tie_word_embeddings;
+  g.window = c.sliding_window;
   g.dropout = 0.0;
   g.tokenizer = "hf";
   return g;

@@ -272,8 +272,11 @@ void check_train_flags(const ex::GPTTrainOptions& o, const ex::GPTConfig& config
   if (config.d_model % config.n_head != 0)
     throw cli::UsageError("--n-head",
                           fmt::format("{} does not divide --d-model {}", config.n_head, config.d_model));
-  if (config.arch != "llama" && (config.n_kv_head != 0 || config.rope_theta != 10000.0))
-    throw cli::UsageError(config.n_kv_head != 0 ? "--n-kv-head" : "--rope-theta", "only for --arch llama");
+  if (config.arch != "llama" && (config.n_kv_head != 0 || config.rope_theta != 10000.0 || config.window != 0))
+    throw cli::UsageError(config.n_kv_head != 0      ? "--n-kv-head"
+                          : config.rope_theta != 1e4 ? "--rope-theta"
+                                                     : "--window",
+                          "only for --arch llama");
   if (config.arch == "llama" && config.n_head % config.kv_heads() != 0)
     throw cli::UsageError("--n-kv-head",
                           fmt::format("{} does not divide --n-head {}", config.n_kv_head, config.n_head));
@@ -467,6 +470,10 @@ int main(int argc, char** argv) {
   train->add_option("--n-kv-head", config.n_kv_head, "llama: key/value heads (divides --n-head; 0: --n-head)")
       ->check(cli::integer(0, 4096));
   train->add_option("--rope-theta", config.rope_theta, "llama: the rotary base")->check(cli::positive_real());
+  train
+      ->add_option("--window", config.window,
+                   "llama: sliding-window attention, each position sees the last W (0: the whole context)")
+      ->check(cli::integer(0));
   // a 10-minute run sees the training stream under 3 times and underfits: no dropout by default (GPT-2: 0.1)
   config.dropout = 0.0;
   train->add_option("--dropout", config.dropout, "dropout probability (GPT-2's is 0.1)")

@@ -26,9 +26,11 @@ void GPTConfig::check() const {
                   "GPTConfig: n_kv_head {} does not divide n_head {}", n_kv_head, n_head);
     SACCADE_CHECK((d_model / n_head) % 2 == 0, "GPTConfig: the head size {} is odd (rotary needs pairs)",
                   d_model / n_head);
-    SACCADE_CHECK(rope_theta > 0 && norm_eps > 0 && intermediate >= 0,
-                  "GPTConfig: need rope_theta > 0, norm_eps > 0 and intermediate >= 0, got {}, {}, {}",
-                  rope_theta, norm_eps, intermediate);
+    SACCADE_CHECK(
+        rope_theta > 0 && norm_eps > 0 && intermediate >= 0 && window >= 0,
+        "GPTConfig: need rope_theta > 0, norm_eps > 0, intermediate >= 0 and window >= 0, got {}, {}, "
+        "{}, {}",
+        rope_theta, norm_eps, intermediate, window);
   }
 }
 
@@ -45,16 +47,18 @@ nn::LlamaConfig GPTConfig::llama() const {
   c.num_hidden_layers = n_layer;
   c.max_position_embeddings = context;
   c.tie_word_embeddings = tie;
+  c.sliding_window = window;
   return c;
 }
 
 std::string GPTConfig::describe() const {
   if (arch == "llama")
     return fmt::format(
-        "llama: {} layers, {} heads ({} key/value), d_model {}, SwiGLU {}, context {}, vocab {} "
-        "({}), rope_theta {}, {}, dropout {}",
-        n_layer, n_head, kv_heads(), d_model, ffn_hidden(), context, vocab_size, tokenizer, rope_theta,
-        tie ? "tied output" : "untied output", dropout);
+               "llama: {} layers, {} heads ({} key/value), d_model {}, SwiGLU {}, context {}, vocab {} "
+               "({}), rope_theta {}, {}, dropout {}",
+               n_layer, n_head, kv_heads(), d_model, ffn_hidden(), context, vocab_size, tokenizer, rope_theta,
+               tie ? "tied output" : "untied output", dropout) +
+           (window > 0 ? fmt::format(", window {}", window) : "");
   return fmt::format("gpt: {} layers, {} heads, d_model {}, context {}, vocab {} ({}), dropout {}", n_layer,
                      n_head, d_model, context, vocab_size, tokenizer, dropout);
 }
@@ -76,6 +80,7 @@ nn::Metadata GPTConfig::to_metadata() const {
     m["intermediate"] = std::to_string(ffn_hidden());
     m["norm_eps"] = fmt::format("{}", norm_eps);
     m["tie"] = tie ? "true" : "false";
+    if (window > 0) m["window"] = std::to_string(window);
   }
   return m;
 }
@@ -109,6 +114,7 @@ GPTConfig GPTConfig::from_metadata(const nn::Metadata& m) {
     if (auto a = m.find("rope_theta"); a != m.end()) c.rope_theta = std::stod(a->second);
     if (auto a = m.find("intermediate"); a != m.end()) c.intermediate = std::stoll(a->second);
     if (auto a = m.find("norm_eps"); a != m.end()) c.norm_eps = std::stod(a->second);
+    if (auto a = m.find("window"); a != m.end()) c.window = std::stoll(a->second);
   } catch (const std::logic_error& e) {
     SACCADE_CHECK(false, "GPTConfig::from_metadata: a malformed llama field in the checkpoint ({})",
                   e.what());

@@ -37,13 +37,14 @@ struct GPTConfig {
   /// The block: "gpt2" (GPT-2's: learned positions, LayerNorm, GELU MLP, biases, tied output) or "llama"
   /// (the Llama family's: rotary positions, RMSNorm, SwiGLU, no biases, grouped-query attention with
   /// n_kv_head key/value heads; nn::LlamaBlock). Metadata "arch", absent = "gpt2". The fields below are
-  /// llama's (metadata "n_kv_head", "rope_theta", "intermediate", "norm_eps", "tie").
+  /// llama's (metadata "n_kv_head", "rope_theta", "intermediate", "norm_eps", "tie", "window").
   std::string arch = "gpt2";
   int64_t n_kv_head = 0;        ///< key/value heads (0: n_head); divides n_head
   double rope_theta = 10000.0;  ///< the rotary base
   int64_t intermediate = 0;     ///< SwiGLU's hidden width (0: 8 d / 3 rounded up to a multiple of 16)
   double norm_eps = 1e-5;       ///< RMSNorm's epsilon
   bool tie = true;              ///< the output layer multiplies by wte.weight (false: lm_head of its own)
+  int64_t window = 0;           ///< sliding-window attention: each position sees the last W (0: all)
 
   /// The nn::LlamaConfig of a llama (head_dim d / n_head, max_position_embeddings = context).
   nn::LlamaConfig llama() const;

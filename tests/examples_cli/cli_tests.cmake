@@ -140,10 +140,11 @@ if(TARGET gpt)
 
   # issue 40: the Llama-style block (--arch llama): trains, samples from its checkpoint with no flags; refusals
   if(EXISTS "/usr/share/games/fortunes/fortunes")
-    saccade_cli_test(gpt_llama_train_sample --keep --out "^llama: 1 layers, 4 heads \\(2 key/value\\), d_model 16, SwiGLU 48"
-                     --out "^---$" 0 60 -- sh -c "${gpt} train --arch llama --n-kv-head 2 --rope-theta 500 --steps 3 --batch-size 2 --context 16 --n-layer 1 --n-head 4 --d-model 16 --eval-every 0 --eval-tokens 256 --sample-tokens 8 --threads 2 --out run && ${gpt} sample --checkpoint run/best.safetensors --prompt x --max-new-tokens 4")
+    saccade_cli_test(gpt_llama_train_sample --keep --out "^llama: 1 layers, 4 heads \\(2 key/value\\), d_model 16, SwiGLU 48.*, window 8, [0-9]+ parameters$"
+                     --out "^---$" 0 60 -- sh -c "${gpt} train --arch llama --n-kv-head 2 --rope-theta 500 --window 8 --steps 3 --batch-size 2 --context 16 --n-layer 1 --n-head 4 --d-model 16 --eval-every 0 --eval-tokens 256 --sample-tokens 8 --threads 2 --out run && ${gpt} sample --checkpoint run/best.safetensors --prompt x --max-new-tokens 4")
   endif()
   saccade_cli_refusal(gpt_kv_head_gpt2 "^gpt: --n-kv-head: only for --arch llama$" ${gpt} train --n-kv-head 2)
+  saccade_cli_refusal(gpt_window_gpt2 "^gpt: --window: only for --arch llama$" ${gpt} train --window 8)
   saccade_cli_refusal(gpt_kv_head_divides "^gpt: --n-kv-head: 3 does not divide --n-head 4$" ${gpt} train --arch llama --n-kv-head 3)
   saccade_cli_refusal(gpt_llama_odd_head "^gpt: --n-head: the head size --d-model / --n-head = 3 is odd" ${gpt} train --arch llama --d-model 12 --n-head 4)
   saccade_cli_refusal(gpt_llama_checkpointing "^gpt: --checkpoint-activations: only for --arch gpt2" ${gpt} train --arch llama --checkpoint-activations)
