@@ -127,7 +127,7 @@ TEST_CASE("LlamaBlock: bad configurations", "[nn][llama][errors]") {
                          "LlamaAttention: expected x (B, T, hidden)");
 }
 
-TEST_CASE("LlamaForCausalLM: sliding window; the KV cache equals the whole sequence", "[nn][llama][window]") {
+TEST_CASE("LlamaForCausalLM: sliding window, and the KV cache equals the whole sequence", "[nn][llama][window]") {
   nn::LlamaConfig c;
   c.hidden_size = 16, c.intermediate_size = 24, c.num_attention_heads = 4, c.num_key_value_heads = 2;
   c.vocab_size = 30, c.num_hidden_layers = 1, c.max_position_embeddings = 40, c.rms_norm_eps = 1e-5;
