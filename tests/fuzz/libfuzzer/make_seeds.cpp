@@ -104,6 +104,18 @@ void write_hf_weights_seeds(const fs::path& dir) {
   nn::StateDict c = hf::export_weights(conv, fuzz::Conv1DModel::table());
   c.insert("attn.bias", ops::ones({1, 1, 4, 4}, DType::Float32));
   write_hf_weights(p("conv1d"), 4, {safetensors_of(c)});
+  write_hf_weights(p("conv1d_f32_into_bf16"), 6, {safetensors_of(c)});  // converted on load
+  // refused: a wrong dtype, a wrong shape, a tensor in both shards (each leaves the module as it was)
+  nn::StateDict wrong;
+  for (const auto& [k, t] : c) wrong.insert(k, k == "attn.c_proj.bias" ? t.to(DType::Int64) : t);
+  write_hf_weights(p("conv1d_i64_bias"), 4, {safetensors_of(wrong)});
+  nn::LlamaConfig wider = fuzz::tiny_llama_config(false);
+  wider.intermediate_size = 16;
+  write_hf_weights(p("llama_wider_mlp"), 0, {safetensors_of(nn::LlamaForCausalLM(wider, 5).state_dict())});
+  nn::StateDict both = second;
+  both.insert("model.embed_tokens.weight", first.at("model.embed_tokens.weight"));
+  write_hf_weights(p("llama_tensor_in_both_shards"), F::kIndexed,
+                   {hf_index({first, second}), safetensors_of(first), safetensors_of(both)});
   nn::StateDict c1, c2;  // bf16, c_proj's weight in the second shard
   for (const auto& [k, t] : hf::export_weights(conv, fuzz::Conv1DModel::table(), DType::BFloat16))
     (k == "attn.c_proj.weight" ? c2 : c1).insert(k, t);
