@@ -17,6 +17,9 @@
 #include "ops/io.h"
 #include "tests/fuzz/libfuzzer/fuzz_common.h"
 #include "tests/fuzz/libfuzzer/fuzz_gpt.h"
+#ifdef SACCADE_FUZZ_HF
+#include "tests/fuzz/libfuzzer/fuzz_hf.h"
+#endif
 
 using namespace saccade;
 namespace fs = std::filesystem;
@@ -45,6 +48,82 @@ nn::Metadata gpt_resume_metadata(examples::GPT& m, int64_t step) {
   meta["warmup_end_seconds"] = "0";
   return meta;
 }
+
+#ifdef SACCADE_FUZZ_HF
+// The bytes of a safetensors file of `tensors` (saccade's writer, through a scratch file).
+std::string safetensors_of(const nn::StateDict& tensors) {
+  const std::string path = fuzz::scratch("seed.safetensors");
+  nn::save_safetensors(tensors, path, {{"format", "pt"}});
+  return fuzz::read_bytes(path);
+}
+
+// An hf_weights input: the flags byte, then the files cut by the separator (which none of them may hold).
+void write_hf_weights(const std::string& path, uint8_t flags, const std::vector<std::string>& files) {
+  std::string out(1, static_cast<char>(flags));
+  for (size_t i = 0; i < files.size(); ++i) {
+    SACCADE_CHECK(files[i].find(fuzz::kShardSeparator) == std::string::npos,
+                  "fuzz_make_seeds: {}: file {} holds the separator", path, i);
+    out += (i ? std::string(fuzz::kShardSeparator) : std::string()) + files[i];
+  }
+  write_text(path, out);
+}
+
+// The index of `shards` (tensor name -> kShardNames[shard]) as transformers writes it.
+std::string hf_index(const std::vector<nn::StateDict>& shards) {
+  std::string map;
+  for (size_t i = 0; i < shards.size(); ++i)
+    for (const auto& [k, t] : shards[i])
+      map += fmt::format("{}\n    \"{}\": \"{}\"", map.empty() ? "" : ",", k, fuzz::kShardNames[i]);
+  return fmt::format("{{\n  \"metadata\": {{\"total_size\": 0}},\n  \"weight_map\": {{{}\n  }}\n}}\n", map);
+}
+
+// hf_weights: the tiny models' checkpoints as transformers lays them out, one file or two shards, in each
+// dtype on disk, with what a loader ignores or skips
+void write_hf_weights_seeds(const fs::path& dir) {
+  fs::create_directories(dir);
+  const auto p = [&](const char* name) { return (dir / name).string(); };
+  using F = fuzz::HfWeightsFlags;
+  nn::LlamaForCausalLM llama(fuzz::tiny_llama_config(false), 3);
+  const nn::StateDict l = llama.state_dict();
+  write_hf_weights(p("llama_single"), 0, {safetensors_of(l)});
+  nn::StateDict first, second;  // embed_tokens and layer 0, then the rest, bf16 in the second shard
+  for (const auto& [k, t] : l) {
+    if (k.starts_with("model.embed_tokens") || k.starts_with("model.layers.0."))
+      first.insert(k, t);
+    else
+      second.insert(k, t.to(DType::BFloat16));
+  }
+  write_hf_weights(p("llama_sharded"), F::kIndexed,
+                   {hf_index({first, second}), safetensors_of(first), safetensors_of(second)});
+  nn::LlamaForCausalLM tied(fuzz::tiny_llama_config(true), 4);
+  nn::StateDict t16;  // f16 on disk, with the lm_head a tied checkpoint may still carry
+  for (const auto& [k, t] : tied.state_dict()) t16.insert(k, t.to(DType::Float16));
+  t16.insert("lm_head.weight", t16.at("model.embed_tokens.weight"));
+  write_hf_weights(p("llama_tied_f16"), 2, {safetensors_of(t16)});
+  fuzz::Conv1DModel conv;
+  nn::StateDict c = hf::export_weights(conv, fuzz::Conv1DModel::table());
+  c.insert("attn.bias", ops::ones({1, 1, 4, 4}, DType::Float32));
+  write_hf_weights(p("conv1d"), 4, {safetensors_of(c)});
+  write_hf_weights(p("conv1d_f32_into_bf16"), 6, {safetensors_of(c)});  // converted on load
+  // refused: a wrong dtype, a wrong shape, a tensor in both shards (each leaves the module as it was)
+  nn::StateDict wrong;
+  for (const auto& [k, t] : c) wrong.insert(k, k == "attn.c_proj.bias" ? t.to(DType::Int64) : t);
+  write_hf_weights(p("conv1d_i64_bias"), 4, {safetensors_of(wrong)});
+  nn::LlamaConfig wider = fuzz::tiny_llama_config(false);
+  wider.intermediate_size = 16;
+  write_hf_weights(p("llama_wider_mlp"), 0, {safetensors_of(nn::LlamaForCausalLM(wider, 5).state_dict())});
+  nn::StateDict both = second;
+  both.insert("model.embed_tokens.weight", first.at("model.embed_tokens.weight"));
+  write_hf_weights(p("llama_tensor_in_both_shards"), F::kIndexed,
+                   {hf_index({first, second}), safetensors_of(first), safetensors_of(both)});
+  nn::StateDict c1, c2;  // bf16, c_proj's weight in the second shard
+  for (const auto& [k, t] : hf::export_weights(conv, fuzz::Conv1DModel::table(), DType::BFloat16))
+    (k == "attn.c_proj.weight" ? c2 : c1).insert(k, t);
+  c2.insert("extra", ops::zeros({2}, DType::Float32));  // skipped by the non-strict load
+  write_hf_weights(p("conv1d_bf16_sharded_nonstrict"), F::kIndexed | 6 | F::kNonStrict,
+                   {hf_index({c1, c2}), safetensors_of(c1), safetensors_of(c2)});
+}
+#endif
 
 }  // namespace
 
@@ -155,6 +234,9 @@ int main(int argc, char** argv) {
   write_text(f("fortunes", "fortunes"),
              "A fool and his money are soon parted.\n%\nTo be, or not to be.\n\t-- Hamlet\n%\n\n%\n"
              "A fool and his money are soon parted.\n%\n100% sure\n%");
+#ifdef SACCADE_FUZZ_HF
+  write_hf_weights_seeds(corpus / "hf_weights");
+#endif
   std::printf("seeds written under %s\n", corpus.c_str());
   return 0;
 }
