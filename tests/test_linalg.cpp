@@ -158,6 +158,16 @@ TEST_CASE("matmul: one output row goes through gemv and agrees with the referenc
                          ref_matmul(a, wt).to(DType::Float32), 1e-4, 1e-3));
       }
       REQUIRE(allclose(ops::matmul(x.unsqueeze(0), w), ref_matmul(x, w).unsqueeze(0), 1e-10, 1e-10));
+      // 16 bits: float32 sums of the rounded operands, one rounding of each output (gemm_half's precision)
+      for (DType half : {DType::BFloat16, DType::Float16}) {
+        CAPTURE(dtype_name(half));
+        const Tensor xh = x.to(half), wh = w.to(half), wth = wt.to(half);
+        const double tol = half == DType::BFloat16 ? 1.0 / 128 : 1.0 / 1024;  // two units of the last place
+        REQUIRE(allclose(ops::matmul(xh, wh).to(DType::Float64),
+                         ref_matmul(xh.to(DType::Float64), wh.to(DType::Float64)), tol, 1e-3));
+        REQUIRE(allclose(ops::matmul(xh, wth).to(DType::Float64),
+                         ref_matmul(xh.to(DType::Float64), wth.to(DType::Float64)), tol, 1e-3));
+      }
     }
   }
   set_num_threads(previous);

@@ -16,11 +16,15 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <type_traits>
+#include <vector>
 
 #include "ops/cpu/backend.h"
 #include "ops/cpu/blas_check.h"
 #include "ops/cpu/gemm_half.h"
+#include "ops/cpu/simd.h"
 #include "ops/cpu/thread_pool.h"
 
 namespace saccade::cpu {
@@ -65,6 +69,45 @@ void gemv(bool trans_b, int64_t n, int64_t k, const double* a, int64_t inc_a, co
                 static_cast<int>(ldb), a, static_cast<int>(inc_a), 0.0, c, 1);
 }
 
+// The same for 16-bit operands, with gemm_half's precision: a's row widened once, float32 products and sums,
+// one rounding per output. b is streamed once, in its own 16 bits (half the bytes of float32 weights: what a
+// bf16 decoding step is bound by). Loops compiled for the machine's vector width (simd.h).
+// b's element i as float32: bfloat16 by its bits (a shift the vectoriser sees through), float16 by value.
+template <class T>
+inline float widen(const T* b, int64_t i) {
+  if constexpr (std::is_same_v<T, bfloat16>)
+    return std::bit_cast<float>(uint32_t(reinterpret_cast<const uint16_t*>(b)[i]) << 16);
+  else
+    return static_cast<float>(b[i]);
+}
+
+template <class T>
+void gemv_half(bool trans_b, int64_t n, int64_t k, const T* a, int64_t inc_a, const T* b, int64_t ldb, T* c) {
+  std::vector<float> x(static_cast<size_t>(k)), w(static_cast<size_t>(trans_b ? k : n));
+  for (int64_t i = 0; i < k; ++i) x[static_cast<size_t>(i)] = static_cast<float>(a[i * inc_a]);
+  const float* px = x.data();
+  float* pw = w.data();
+  // a row of b widened into pw (a plain loop the vectoriser takes), then float32 BLAS on it
+  auto widen_row = [&](const T* row, int64_t len) {
+    with_isa([&] {
+      for (int64_t i = 0; i < len; ++i) pw[i] = widen(row, i);
+    });
+  };
+  if (trans_b) {  // b (n, k): one dot product per output
+    for (int64_t j = 0; j < n; ++j) {
+      widen_row(b + j * ldb, k);
+      c[j] = T(cblas_sdot(static_cast<int>(k), px, 1, pw, 1));
+    }
+    return;
+  }
+  std::vector<float> y(static_cast<size_t>(n), 0.0f);  // b (k, n): axpy of each row into float32 sums
+  for (int64_t i = 0; i < k; ++i) {
+    widen_row(b + i * ldb, n);
+    cblas_saxpy(static_cast<int>(n), px[i], pw, 1, y.data(), 1);
+  }
+  for (int64_t j = 0; j < n; ++j) c[j] = T(y[static_cast<size_t>(j)]);
+}
+
 // bfloat16 and float16: float32 inside, one rounding per output (gemm_half.h)
 template <class T>
 requires(std::is_same_v<T, bfloat16> ||
@@ -99,6 +142,21 @@ void CpuBackend::bmm(const Tensor& a, const Tensor& b, const Tensor& out) {
         r += r1 - r0;
       }
     };
+    if (mats == 1 && rows == 1) {  // one output row (batch-1 decoding): gemv over column blocks
+      constexpr int64_t kColBlock = 64;
+      const int64_t blocks = (n + kColBlock - 1) / kColBlock,
+                    block_cost = std::max<int64_t>(1, kColBlock * k);
+      const int64_t inc_a = la.trans ? la.ld : 1;
+      parallel_for(0, blocks, (kGemmGrain + block_cost - 1) / block_cost, [&](int64_t b0, int64_t b1) {
+        const int64_t j0 = b0 * kColBlock, j1 = std::min(n, b1 * kColBlock);
+        const T* pb0 = pb + (lb.trans ? j0 * lb.ld : j0);
+        if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>)
+          gemv(lb.trans, j1 - j0, k, pa, inc_a, pb0, lb.ld, pc + j0);
+        else
+          gemv_half(lb.trans, j1 - j0, k, pa, inc_a, pb0, lb.ld, pc + j0);
+      });
+      return;
+    }
     if constexpr (std::is_same_v<T, bfloat16>) {
       // Our bf16 GEMM threads itself (gemm_bf16.cpp: B packed once by all threads, then row blocks × column
       // groups): one call a matrix. Pieces of rows, as OpenBLAS's sgemm gets below, would each repack all of
@@ -106,19 +164,6 @@ void CpuBackend::bmm(const Tensor& a, const Tensor& b, const Tensor& out) {
       // threads slower than 1.
       run(0, mats * rows);
       return;
-    }
-    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-      if (mats == 1 && rows == 1) {  // one output row (batch-1 decoding): gemv over column blocks
-        constexpr int64_t kColBlock = 64;
-        const int64_t blocks = (n + kColBlock - 1) / kColBlock,
-                      block_cost = std::max<int64_t>(1, kColBlock * k);
-        const int64_t inc_a = la.trans ? la.ld : 1;
-        parallel_for(0, blocks, (kGemmGrain + block_cost - 1) / block_cost, [&](int64_t b0, int64_t b1) {
-          const int64_t j0 = b0 * kColBlock, j1 = std::min(n, b1 * kColBlock);
-          gemv(lb.trans, j1 - j0, k, pa, inc_a, pb + (lb.trans ? j0 * lb.ld : j0), lb.ld, pc + j0);
-        });
-        return;
-      }
     }
     if (mats == 1 && rows < n) {  // column blocks of kColBlock (a multiple of every vector width)
       constexpr int64_t kColBlock = 64;
