@@ -349,7 +349,10 @@ void read_post_processor(Impl& m, const json& p, const std::string& file, const 
       if (!ids || !ids->is_array())
         throw fail(file, where + ".special_tokens", fmt::format("no ids for '{}'", id->get<std::string>()));
       for (const json& x : *ids) {
-        if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= m.vocab_size)
+        // an id of the vocabulary or of an added token (read before the post-processor): a hole below
+        // vocab_size is not one, and decode would refuse what encode(text, true) gave
+        if (!x.is_number_integer() ||
+            !(m.id_to_token.count(x.get<int64_t>()) || m.added_content.count(x.get<int64_t>())))
           throw fail(file, where + ".special_tokens." + id->get<std::string>(),
                      fmt::format("the id {} is not in the vocabulary", x.dump()));
         (seen_a ? m.suffix : m.prefix).push_back(x.get<int64_t>());
