@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <iterator>
 #include <optional>
@@ -42,6 +43,35 @@ namespace cli = saccade::examples::cli;
 
 namespace {
 
+// `ids` cut to their last `context` tokens (ex::fit_prompt), with a warning on stderr when that dropped any.
+std::vector<int64_t> fit_prompt_warning(const std::vector<int64_t>& ids, int64_t context) {
+  int64_t dropped = 0;
+  std::vector<int64_t> kept = ex::fit_prompt(ids, context, &dropped);
+  if (dropped > 0)
+    std::fprintf(stderr,
+                 "gpt: the prompt has %zu tokens, more than the context of %lld: kept its last %lld\n",
+                 kept.size() + dropped, static_cast<long long>(context), static_cast<long long>(kept.size()));
+  return kept;
+}
+
+// generate()'s on_tokens callback that prints row 0's text as it comes: the whole sample is decoded at every
+// token and only what is new printed (a subword's bytes may complete later). `shown` starts as the ids
+// already printed, whose text is `printed`.
+struct TextStream {
+  std::function<std::string(const std::vector<int64_t>&)> decode;
+  std::vector<int64_t> shown;
+  std::string printed;
+  void operator()(const std::vector<int64_t>& next) {
+    if (next[0] < 0) return;
+    shown.push_back(next[0]);
+    std::string text = decode(shown);
+    if (text.size() > printed.size() && text.compare(0, printed.size(), printed) == 0)
+      std::fputs(text.c_str() + printed.size(), stdout);
+    printed = text;
+    std::fflush(stdout);
+  }
+};
+
 // Samples `num_samples` continuations of every prompt in one batch (prompts of any lengths, one KV cache per
 // block): printed as the tokens come when there is one row, else every row at the end. Returns the first
 // prompt's first sample (prompt and new tokens).
@@ -49,31 +79,13 @@ std::vector<int64_t> run_samples(ex::GPT& model, const ex::Tokenizer& tok,
                                  const std::vector<std::string>& prompts, const ex::SamplingOptions& opts,
                                  int64_t num_samples) {
   std::vector<std::vector<int64_t>> batch;
-  for (const std::string& prompt : prompts) {
-    int64_t dropped = 0;
-    std::vector<int64_t> ids = ex::fit_prompt(tok.encode(prompt), model.config().context, &dropped);
-    if (dropped > 0)
-      std::fprintf(stderr,
-                   "gpt: the prompt has %zu tokens, more than the context of %lld: kept its last %lld\n",
-                   ids.size() + dropped, static_cast<long long>(model.config().context),
-                   static_cast<long long>(ids.size()));
-    batch.insert(batch.end(), num_samples, ids);
-  }
-  // streaming: decode the whole sample and print what is new (a subword's bytes may complete later)
-  std::vector<int64_t> shown = batch[0];
-  std::string printed = tok.decode(shown);
+  for (const std::string& prompt : prompts)
+    batch.insert(batch.end(), num_samples, fit_prompt_warning(tok.encode(prompt), model.config().context));
+  TextStream stream{[&](const std::vector<int64_t>& ids) { return tok.decode(ids); }, batch[0],
+                    tok.decode(batch[0])};
   const bool streaming = batch.size() == 1;
-  if (streaming) std::printf("---\n%s", printed.c_str());
+  if (streaming) std::printf("---\n%s", stream.printed.c_str());
   std::fflush(stdout);
-  auto stream = [&](const std::vector<int64_t>& next) {
-    if (next[0] < 0) return;
-    shown.push_back(next[0]);
-    std::string text = tok.decode(shown);
-    if (text.size() > printed.size() && text.compare(0, printed.size(), printed) == 0)
-      std::fputs(text.c_str() + printed.size(), stdout);
-    printed = text;
-    std::fflush(stdout);
-  };
   ex::Generation g = ex::generate(model, batch, opts, true, false,
                                   streaming ? std::function<void(const std::vector<int64_t>&)>(stream)
                                             : std::function<void(const std::vector<int64_t>&)>());
@@ -353,25 +365,10 @@ HFModel load_hf(const std::string& dir, saccade::Device device, bool strict) {
 void run_hf_samples(HFModel& m, const std::vector<std::string>& prompts, const ex::SamplingOptions& opts,
                     bool print_ids) {
   for (const std::string& prompt : prompts) {
-    int64_t dropped = 0;
-    const std::vector<int64_t> ids = ex::fit_prompt(m.tok->encode(prompt, true), m.lm->context(), &dropped);
-    if (dropped > 0)
-      std::fprintf(
-          stderr, "gpt: the prompt has %zu tokens, more than the context of %lld: kept its last %lld\n",
-          ids.size() + dropped, static_cast<long long>(m.lm->context()), static_cast<long long>(ids.size()));
-    std::vector<int64_t> shown;
-    std::string printed;
+    const std::vector<int64_t> ids = fit_prompt_warning(m.tok->encode(prompt, true), m.lm->context());
     std::printf("---\n%s", prompt.c_str());
     std::fflush(stdout);
-    auto stream = [&](const std::vector<int64_t>& next) {
-      if (next[0] < 0) return;
-      shown.push_back(next[0]);
-      std::string text = m.tok->decode(shown);
-      if (text.size() > printed.size() && text.compare(0, printed.size(), printed) == 0)
-        std::fputs(text.c_str() + printed.size(), stdout);
-      printed = text;
-      std::fflush(stdout);
-    };
+    TextStream stream{[&](const std::vector<int64_t>& new_ids) { return m.tok->decode(new_ids); }, {}, ""};
     const auto start = std::chrono::steady_clock::now();
     ex::Generation g = ex::generate(*m.lm, {ids}, opts, true, false, stream);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
