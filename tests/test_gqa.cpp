@@ -9,6 +9,7 @@
 #include <cmath>
 #include <memory>
 
+#include "attention_checks.h"
 #include "helpers.h"
 #include "nn/attention.h"
 #include "ops/cpu/flash_tiles.h"
@@ -16,6 +17,7 @@
 
 using namespace saccade;
 using saccade::testing::allclose;
+using saccade::testing::check_attention_derivatives;
 using saccade::testing::rand64;
 
 namespace {
@@ -162,23 +164,7 @@ TEST_CASE("grouped-query attention gradcheck and gradgradcheck, fused and compos
   const AttentionMask causal = mask_of(ops::tensor({6, 3}, DType::Int64), s, CausalAlign::BottomRight);
   Variable q(rand64({2, 4, 5, 3}, 1), true), k(rand64({2, 2, 7, 3}, 2), true),
       v(rand64({2, 2, 7, 2}, 3), true);
-  for (double p : {0.0, 0.3}) {
-    INFO("dropout " << p);
-    auto fused = [&](const std::vector<Variable>& x) {
-      Generator g(5);  // a fresh generator per call: the same dropout mask at every evaluation
-      return flash_attention(x[0], x[1], x[2], causal, 0.7, p, true, &g);
-    };
-    auto composed = [&](const std::vector<Variable>& x) {
-      Generator g(5);
-      return nn::scaled_dot_product_attention(x[0], x[1], x[2], causal, p, true, &g, true,
-                                              "scaled_dot_product_attention", true)
-          .output;
-    };
-    REQUIRE(gradcheck(fused, {q, k, v}));
-    REQUIRE(gradcheck(composed, {q, k, v}));
-    REQUIRE(gradgradcheck(fused, {q, k, v}));
-    REQUIRE(gradgradcheck(composed, {q, k, v}));
-  }
+  check_attention_derivatives(q, k, v, causal);
   Variable q5(rand64({1, 2, 4, 3, 2}, 4), true), k5(rand64({1, 2, 1, 4, 2}, 5), true),
       v5(rand64({1, 2, 1, 4, 3}, 6), true);
   REQUIRE(gradcheck(

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 
+#include "attention_checks.h"
 #include "helpers.h"
 #include "nn/attention.h"
 #include "nn/multihead.h"
@@ -15,6 +16,7 @@
 
 using namespace saccade;
 using saccade::testing::allclose;
+using saccade::testing::check_attention_derivatives;
 using saccade::testing::rand64;
 
 namespace {
@@ -200,23 +202,7 @@ TEST_CASE("sliding-window attention gradcheck and gradgradcheck, fused and compo
   const AttentionMask mask = mask_of(ops::tensor({6, 4}, DType::Int64), s, CausalAlign::BottomRight, 3);
   Variable q(rand64({2, 4, 5, 3}, 1), true), k(rand64({2, 2, 7, 3}, 2), true),
       v(rand64({2, 2, 7, 2}, 3), true);
-  for (double p : {0.0, 0.3}) {
-    INFO("dropout " << p);
-    auto fused = [&](const std::vector<Variable>& x) {
-      Generator g(5);  // a fresh generator per call: the same dropout mask at every evaluation
-      return flash_attention(x[0], x[1], x[2], mask, 0.7, p, true, &g);
-    };
-    auto composed = [&](const std::vector<Variable>& x) {
-      Generator g(5);
-      return nn::scaled_dot_product_attention(x[0], x[1], x[2], mask, p, true, &g, true,
-                                              "scaled_dot_product_attention", true)
-          .output;
-    };
-    REQUIRE(gradcheck(fused, {q, k, v}));
-    REQUIRE(gradcheck(composed, {q, k, v}));
-    REQUIRE(gradgradcheck(fused, {q, k, v}));
-    REQUIRE(gradgradcheck(composed, {q, k, v}));
-  }
+  check_attention_derivatives(q, k, v, mask);
 }
 
 TEST_CASE("sliding-window attention in 16 bits: within one rounding of float32",
