@@ -76,6 +76,28 @@ TEST_CASE("layers: LayerNorm Flatten Identity and activations", "[nn][layers]") 
   CHECK(allclose(nn::GELU().forward(x).data(), ops::tensor({gelu(-1), 0, gelu(2)})));
 }
 
+TEST_CASE("layers: GELU(approximate = 'tanh') is GPT-2's gelu_new, with its derivatives", "[nn][layers]") {
+  // 0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³))) (Hendrycks & Gimpel 2016, section 2)
+  auto gelu_tanh = [](double v) {
+    return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+  };
+  nn::GELU g("tanh");
+  CHECK(g.approximate() == "tanh");
+  Tensor x = ops::tensor({-3, -1, 0, 0.5, 2});  // float32: 1 + tanh cancels near -3, hence the absolute bound
+  CHECK(allclose(g.forward(x).data(),
+                 ops::tensor({gelu_tanh(-3), gelu_tanh(-1), 0, gelu_tanh(0.5), gelu_tanh(2)}), 1e-5, 1e-6));
+  // within 1e-3 of the exact GELU, and not equal to it
+  const Tensor exact = nn::GELU().forward(x).data();
+  CHECK(allclose(g.forward(x).data(), exact, 0, 1e-3));
+  CHECK_FALSE(allclose(g.forward(x).data(), exact, 0, 1e-6));
+  auto f = [&](const std::vector<Variable>& v) { return g.forward(v[0]); };
+  Variable x64(rand64({3, 4}, 9), true);
+  CHECK(gradcheck(f, {x64}));
+  CHECK(gradgradcheck(f, {x64}));
+  CHECK_THROWS_WITH(nn::GELU("fast"),
+                    Catch::Contains("GELU: approximate must be 'none' or 'tanh', got 'fast'"));
+}
+
 TEST_CASE("layers: Dropout follows the training flag", "[nn][layers]") {
   Generator g(5);
   nn::Dropout drop(0.5, &g);
