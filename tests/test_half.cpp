@@ -79,6 +79,16 @@ TEST_CASE("bfloat16: the vectorisable conversions (cpu/bf16_lanes.h) give half.h
                             0, 0));
 }
 
+TEST_CASE("float16: the branch-free widening (cpu/bf16_lanes.h) gives half.h's float for every pattern",
+          "[half]") {
+  // normals, subnormals (rebiased by one multiplication), zeros of both signs, infinities, NaN payloads
+  for (uint32_t b = 0; b < 0x10000; ++b) {
+    INFO("float16 bits " << b);
+    REQUIRE(std::bit_cast<uint32_t>(cpu::f16_widen(static_cast<uint16_t>(b))) ==
+            std::bit_cast<uint32_t>(f16_bits_to_float(static_cast<uint16_t>(b))));
+  }
+}
+
 TEST_CASE("float16: rounding to nearest even, overflow to inf, subnormals, NaN", "[half]") {
   CHECK(h(1.0f) == 0x3c00);  // exponent 15 = 0b01111
   CHECK(h(-2.0f) == 0xc000);

@@ -188,6 +188,32 @@ TEST_CASE(
     }
 }
 
+TEST_CASE("isa dispatch: one-row 16-bit matmuls (the gemv) agree at every width", "[ops][isa]") {
+  // The gemv sums each product in the same 16 float lanes at every width (linalg.cpp's dot_rows): AVX2 and
+  // AVX-512 (both with FMA) give the same bits; the baseline width multiplies and adds apart, so it may
+  // differ by one rounding of the output. k = 1000 leaves a tail of 8 past the lanes, n = 203 a tail past the
+  // groups of four rows; b both (n, k) (linear's w.t()) and (k, n).
+  for (DType half : {DType::BFloat16, DType::Float16}) {
+    CAPTURE(dtype_name(half));
+    const Tensor x = randn({1, 1000}, half, 1), wt = randn({203, 1000}, half, 2).t(),
+                 w = randn({1000, 203}, half, 3);
+    const double ulp = half == DType::BFloat16 ? 1.0 / 128 : 1.0 / 1024;
+    std::vector<Tensor> by_width;
+    for (Isa isa : widths()) {
+      cpu::IsaGuard guard(isa);
+      by_width.push_back(ops::cat({ops::matmul(x, wt), ops::matmul(x, w)}, 0));
+    }
+    const Tensor want = ops::cat({ops::matmul(x.to(DType::Float64), wt.to(DType::Float64)),
+                                  ops::matmul(x.to(DType::Float64), w.to(DType::Float64))},
+                                 0);
+    for (size_t i = 0; i < by_width.size(); ++i) {
+      CAPTURE(i);
+      REQUIRE(allclose(by_width[i].to(DType::Float64), want, ulp, 1e-2));
+      if (widths()[i] >= Isa::Avx2) REQUIRE(allclose(by_width[i], by_width.back(), 0, 0));
+    }
+  }
+}
+
 TEST_CASE("isa dispatch: uniform draws and attention dropout are the same at every width", "[ops][isa]") {
   // rand: element i is uniform_float(word 0 of Philox block offset + i), exactly (ops/philox.h)
   const int64_t n = 1037;

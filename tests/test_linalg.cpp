@@ -173,6 +173,31 @@ TEST_CASE("matmul: one output row goes through gemv and agrees with the referenc
   set_num_threads(previous);
 }
 
+TEST_CASE("matmul: one output row of 16-bit weights widens every pattern as the GEMM does", "[ops][linalg]") {
+  // The gemv path widens b in vector registers (f16_widen, bf16_widen); the two-row GEMM path through
+  // gemm_half widens with half.h's structs. Weights over every exponent, subnormals included, in rows of
+  // 4 (the gemv's row group) and a tail row; products of one nonzero term per output, so both paths give the
+  // widened weight times a power of two exactly.
+  const int64_t k = 37, n = 4 * 7 + 3;
+  for (DType half : {DType::BFloat16, DType::Float16}) {
+    CAPTURE(dtype_name(half));
+    std::vector<double> wv(static_cast<size_t>(n * k), 0.0), xv(static_cast<size_t>(k), 0.0);
+    for (int64_t j = 0; j < n; ++j)
+      wv[static_cast<size_t>(j * k + j % k)] = std::ldexp(1.0 + 0.125 * (j % 8), static_cast<int>(j) - 24);
+    wv[1 * k + 1] = INFINITY;  // an infinity and a NaN inside the first group of four rows
+    wv[2 * k + 2] = NAN;
+    for (int64_t i = 0; i < k; ++i) xv[static_cast<size_t>(i)] = 0.5;
+    const Tensor w = ops::from_vector(wv, {n, k}).to(half), x = ops::from_vector(xv, {1, k}).to(half);
+    const Tensor one = ops::matmul(x, w.t()), two = ops::matmul(ops::cat({x, x}, 0), w.t());
+    REQUIRE(one.shape() == Shape{1, n});
+    REQUIRE(allclose(one.to(DType::Float64), two.narrow(0, 0, 1).to(DType::Float64), 0, 0));
+    // against the widened weights themselves: one product by 0.5 each
+    REQUIRE(allclose(one.to(DType::Float64).reshape({n}),
+                     ops::mul(ops::sum(w.to(DType::Float64), Shape{1}), 0.5).to(half).to(DType::Float64), 0,
+                     0));
+  }
+}
+
 TEST_CASE("matmul: empty dims", "[ops][linalg]") {
   Tensor z = ops::matmul(ops::ones({3, 0}), ops::ones({0, 2}));  // K = 0: a sum of nothing
   REQUIRE(allclose(z, ops::zeros({3, 2})));

@@ -1,9 +1,9 @@
 #pragma once
-// bfloat16 <-> float for loops that GCC should vectorise: the same bits as ops/half.h's bfloat16(float) and
-// float(bfloat16) (nearest even; NaN stays a quiet NaN of the same sign), written as branch-free integer
-// arithmetic on the 16 bits. Inside a loop that does other work too (dropout's product and mask, attention's
-// head copies), the struct's conversions, whose NaN case returns early, kept GCC 12 from vectorising: those
-// loops ran one element at a time.
+// bfloat16 <-> float (and float16 -> float) for loops that GCC should vectorise: the same bits as
+// ops/half.h's bfloat16(float) and float(bfloat16) (nearest even; NaN stays a quiet NaN of the same sign),
+// written as branch-free integer arithmetic on the 16 bits. Inside a loop that does other work too (dropout's
+// product and mask, attention's head copies), the struct's conversions, whose NaN case returns early, kept
+// GCC 12 from vectorising: those loops ran one element at a time.
 #include <bit>
 #include <cstdint>
 
@@ -21,6 +21,18 @@ inline uint16_t bf16_round(float f) {
 
 /// The float of bfloat16 bits h (exact).
 inline float bf16_widen(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
+
+/// The float of IEEE binary16 bits h (exact, as ops/half.h's f16_bits_to_float: subnormals, infinities and
+/// NaN payloads included), branch-free so that a loop calling it vectorises. The 15 bits below the sign,
+/// shifted into a float's exponent and mantissa, are the value times 2^-112 for normal and subnormal halves
+/// (a float denormal for the latter); one multiplication by 2^112 rebiases the exponent exactly (with the
+/// default MXCSR, no denormals-are-zero). All exponent bits set (infinity, NaN) keeps the mantissa bits.
+inline float f16_widen(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16, em = h & 0x7fffu;
+  const uint32_t scaled = std::bit_cast<uint32_t>(std::bit_cast<float>(em << 13) * 0x1p112f);
+  const uint32_t special = 0u - static_cast<uint32_t>(em >= 0x7c00u);  // a mask, as in bf16_round
+  return std::bit_cast<float>(sign | (scaled & ~special) | ((0x7f800000u | (em << 13)) & special));
+}
 
 /// Row r of `to` (row stride ldt) = bf16_round of row r of `from` (row stride ldf), rows × cols, at the
 /// machine's vector width (with_isa, once for all rows; bf16_lanes.cpp). The one loop behind the casts,
