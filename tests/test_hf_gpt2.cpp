@@ -268,6 +268,34 @@ TEST_CASE("GPT arch llama: transformers' Llama logits, greedy tokens and AdamW l
   check_adamw_losses(*model, want, c.vocab_size);
 }
 
+TEST_CASE("crop_context: a pretrained GPT-2 or Llama on shorter windows computes what it computed on them",
+          "[hf][gpt]") {
+  for (const char* folder : {"/hf_gpt2", "/hf_llama"}) {
+    CAPTURE(folder);
+    auto model = load_hf_gpt(kData + folder);
+    const int64_t full = model->config().context;
+    auto cropped = crop_context(*model, 8);
+    CHECK(cropped->config().context == 8);
+    GPTConfig c = model->config();
+    c.context = 8;
+    CHECK(cropped->config().to_metadata() == c.to_metadata());
+    CHECK(cropped->num_parameters() == c.num_parameters());  // gpt2: 8 rows of positions instead of `full`
+    if (model->wpe) CHECK(cropped->wpe->weight.shape() == Shape{8, c.d_model});
+    // the same logits over windows of up to 8 tokens, and no storage shared with the original
+    Generator g(3);
+    const Tensor ids = ops::randint(0, c.vocab_size, {2, 8}, Device::cpu(), &g);
+    {
+      NoGradGuard no_grad;
+      CHECK(allclose(cropped->forward(ids).data(), model->forward(ids).data(), 0, 0));
+    }
+    for (const auto& [name, t] : cropped->state_dict())
+      CHECK(t.raw_data() != model->state_dict().at(name).raw_data());
+    CHECK_THROWS_AS(cropped->forward(ops::zeros({1, 9}, DType::Int64)), Error);
+    CHECK_THROWS_WITH(crop_context(*model, full + 1), Catch::Contains("crop_context: context"));
+    CHECK_THROWS_WITH(crop_context(*model, 0), Catch::Contains("crop_context: context 0"));
+  }
+}
+
 TEST_CASE("GPT arch llama: a fresh model's cache, its export, and what it refuses", "[hf][gpt]") {
   GPTConfig c;
   c.arch = "llama", c.vocab_size = 50, c.context = 24, c.n_layer = 2, c.n_head = 4, c.n_kv_head = 1,
@@ -319,7 +347,7 @@ TEST_CASE("hf: a model converted to bfloat16 or float16 after loading stays near
       CAPTURE(err, scale);
       // a few roundings of 2^-8 (bf16) or 2^-11 (f16) relative through two blocks
       CHECK(err < (dtype == DType::BFloat16 ? 0.03 : 0.005) * scale);
-      CHECK(err > 0);             // it did compute in 16 bits
+      CHECK(err > 0);  // it did compute in 16 bits
     }
   }
 }

@@ -452,7 +452,10 @@ int main(int argc, char** argv) {
       ->check(cli::integer(0));
   train->add_option("--eval-tokens", topts.eval_tokens, "validation tokens scored during training (-1: all)")
       ->check(cli::integer_or(-1, 1));
-  train->add_option("--context", config.context, "context length (block size)")
+  train
+      ->add_option("--context", config.context,
+                   "context length (block size); with --init-from-hf, the model's is cropped to it (as "
+                   "nanoGPT's crop_block_size)")
       ->check(cli::integer(1, 65536));
   train->add_option("--n-layer", config.n_layer, "blocks")->check(cli::integer(1, 1024));
   train->add_option("--n-head", config.n_head, "attention heads (divides --d-model)")
@@ -506,8 +509,7 @@ int main(int argc, char** argv) {
       train->add_option("--init-from-hf", init_from_hf,
                         "fine-tune a Hugging Face GPT-2 or Llama folder (its weights, sizes and tokenizer; "
                         "dropout 0) instead of a new model");
-  for (const char* f :
-       {"--n-layer", "--n-head", "--d-model", "--context", "--tokenizer", "--vocab-size", "--dropout"})
+  for (const char* f : {"--n-layer", "--n-head", "--d-model", "--tokenizer", "--vocab-size", "--dropout"})
     init_flag->excludes(train->get_option(f));
   train
       ->add_flag("--non-strict", non_strict,
@@ -660,6 +662,13 @@ int main(int argc, char** argv) {
     if (!init_from_hf.empty()) {
       cli::require_directory("--init-from-hf", init_from_hf);
       cli::require_file("--init-from-hf", init_from_hf + "/config.json");
+#ifdef SACCADE_HAVE_HF
+      const int64_t hf_context =
+          saccade::hf::load_config(init_from_hf + "/config.json").max_position_embeddings;
+      if (*train && train->get_option("--context")->count() > 0 && config.context > hf_context)
+        throw cli::UsageError("--context", fmt::format("{} passes the context of '{}' ({})", config.context,
+                                                       init_from_hf, hf_context));
+#endif
     }
     if (!save_hf.empty()) {
       cli::require_writable_directory("--save-hf", save_hf);
@@ -767,6 +776,8 @@ int main(int argc, char** argv) {
       pretrained = ex::load_hf_gpt(init_from_hf, !non_strict, &skipped);
       report_skipped(skipped, init_from_hf);
       pretrained->train();
+      if (train->get_option("--context")->count() > 0)  // windows shorter than the model's (checked above)
+        pretrained = ex::crop_context(*pretrained, config.context);
       config = pretrained->config();
       std::printf("initialised from %s (%s)\n", init_from_hf.c_str(), hf_config.describe().c_str());
     }

@@ -255,4 +255,22 @@ std::vector<Variable> GPT::undecayed_parameters() const {
   return out;
 }
 
+std::shared_ptr<GPT> crop_context(GPT& model, int64_t context) {
+  GPTConfig c = model.config();
+  SACCADE_CHECK(context >= 1 && context <= c.context, "crop_context: context {} is not in [1, {}] ({})",
+                context, c.context, c.describe());
+  c.context = context;
+  std::shared_ptr<GPT> cropped;
+  {
+    nn::init::SkipInitGuard skip;  // every weight is overwritten below
+    cropped = std::make_shared<GPT>(c, model.generator().seed());
+  }
+  nn::StateDict dict;
+  for (const auto& [name, t] : model.state_dict())
+    dict.insert(name, name == "wpe.weight" ? t.narrow(0, 0, context).clone() : t.clone());
+  cropped->load_state_dict(dict);
+  cropped->train(model.is_training());
+  return cropped;
+}
+
 }  // namespace saccade::examples

@@ -128,4 +128,11 @@ class GPT : public nn::Module {
   std::unique_ptr<Generator> gen_;
 };
 
+/// The same model with a shorter context (nanoGPT's crop_block_size): a copy of `model` whose config has
+/// `context`, sharing no storage with it; gpt2's position table keeps its first `context` rows, llama (rotary
+/// positions) has no table to cut. For fine-tuning a pretrained model on shorter windows (GPT-2's 1024 to
+/// 256, say) with a smaller position table. Throws saccade::Error naming "crop_context" unless
+/// 1 <= context <= model.config().context.
+std::shared_ptr<GPT> crop_context(GPT& model, int64_t context);
+
 }  // namespace saccade::examples

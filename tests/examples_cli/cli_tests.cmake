@@ -187,6 +187,14 @@ if(TARGET gpt)
                        --out "^llama: 2 layers, 4 heads \\(2 key/value\\), d_model 32" --out "^tokens [0-9]+$" 0 60 --
                        sh -c "${gpt} train --init-from-hf ${hf_data}/hf_llama --steps 3 --batch-size 2 --eval-every 0 --eval-tokens 256 --sample-tokens 8 --threads 2 --out run --save-hf hf && ${gpt} eval --hf hf --data ${hf_data}/hf_eval.txt --threads 2")
     endif()
+    if(EXISTS "/usr/share/games/fortunes/fortunes")
+      # --context with --init-from-hf crops the model's (32) to the windows (16), and the export says so
+      saccade_cli_test(gpt_hf_finetune_cropped --keep --out "^gpt: 2 layers, 4 heads, d_model 32, context 16"
+                       --out "^tokens [0-9]+$" 0 60 --
+                       sh -c "${gpt} train --init-from-hf ${hf_data}/hf_gpt2 --context 16 --steps 2 --batch-size 2 --eval-every 0 --eval-tokens 64 --sample-tokens 0 --threads 2 --out run --save-hf hf && grep -q '\"n_positions\": 16' hf/config.json && ${gpt} eval --hf hf --data ${hf_data}/hf_eval.txt --threads 2")
+    endif()
+    saccade_cli_refusal(gpt_hf_init_context_too_long "^gpt: --context: 64 passes the context of '.*hf_gpt2' \\(32\\)$"
+                        ${gpt} train --init-from-hf ${hf_data}/hf_gpt2 --context 64)
     saccade_cli_refusal(gpt_hf_init_with_sizes "^gpt: --n-layer excludes --init-from-hf$" ${gpt} train --init-from-hf ${hf_data}/hf_gpt2 --n-layer 2)
     saccade_cli_refusal(gpt_hf_save_bpe "^gpt: --save-hf: a bpe \\(SentencePiece\\) model has no tokenizer in the Hugging Face layout"
                         ${gpt} train --tokenizer bpe --save-hf hf)
