@@ -36,52 +36,46 @@ LlamaAttention::LlamaAttention(const LlamaConfig& c, Generator* gen)
   rotary_emb = register_module("rotary_emb", std::make_shared<RotaryEmbedding>(head_dim, c.rope_theta));
 }
 
+GroupedHeads LlamaAttention::heads() const {
+  return GroupedHeads{num_heads, num_kv_heads, head_dim, rotary_emb.get()};
+}
+
+int64_t LlamaAttention::kv_cache_bytes_per_token() const {
+  return heads().kv_cache_bytes_per_token(k_proj->weight.dtype());
+}
+
 // x: (B, T, hidden) -> q (B, H, T, hd), k, v (B, H_kv, T, hd) -> (B, T, hidden)
 Variable LlamaAttention::forward(const Variable& x, int64_t offset) {
   ErrorScope scope(name(), {shape_of(x)});
+  check_input(x);
+  const GroupedHeads g = heads();
+  return attend(g.queries(q_proj->forward(x), offset), g.keys(k_proj->forward(x), offset),
+                g.values(v_proj->forward(x)));
+}
+
+void LlamaAttention::check_input(const Variable& x) const {
   SACCADE_CHECK(x.defined() && x.dim() == 3, "LlamaAttention: expected x (B, T, hidden), got {}",
                 x.defined() ? x.shape() : Shape{});
-  const int64_t B = x.size(0), T = x.size(1);
-  auto heads = [&](const Variable& y, int64_t h) {
-    return permute(reshape(y, {B, T, h, head_dim}), {0, 2, 1, 3});
-  };
-  const Variable q = rotary_emb->forward(heads(q_proj->forward(x), num_heads), offset);
-  const Variable k = rotary_emb->forward(heads(k_proj->forward(x), num_kv_heads), offset);
-  const Variable v = heads(v_proj->forward(x), num_kv_heads);
-  return attend(q, k, v, B, T);
 }
 
 // q (B, H, Tq, hd), k, v (B, H_kv, Tk, hd), causal bottom-right -> (B, Tq, hidden)
-Variable LlamaAttention::attend(const Variable& q, const Variable& k, const Variable& v, int64_t B,
-                                int64_t T) {
-  Variable o =
-      scaled_dot_product_attention(q, k, v, Tensor(), /*causal=*/true, 0.0, false, nullptr,
-                                   /*need_weights=*/false, /*enable_gqa=*/num_kv_heads != num_heads, window)
-          .output;
-  return o_proj->forward(reshape(permute(o, {0, 2, 1, 3}), {B, T, num_heads * head_dim}));
+Variable LlamaAttention::attend(const Variable& q, const Variable& k, const Variable& v) {
+  const char* op = "LlamaAttention";
+  const ops::AttentionMask mask =
+      ops::attention_mask(Tensor(), Shape{q.size(0), num_heads, q.size(2), k.size(2)},
+                          ops::CausalAlign::BottomRight, q.device(), op, window);
+  return o_proj->forward(
+      heads().attend(q, k, v, mask, 0.0, false, nullptr, /*need_weights=*/false, op).output);
 }
 
 Variable LlamaAttention::step(const Variable& x, KVCache& cache) {
   ErrorScope scope(name(), {shape_of(x)});
-  SACCADE_CHECK(x.defined() && x.dim() == 3, "LlamaAttention: expected x (B, T, hidden), got {}",
-                x.defined() ? x.shape() : Shape{});
-  const int64_t B = x.size(0), T = x.size(1), offset = cache.length();
-  auto heads = [&](const Variable& y, int64_t h) {
-    return permute(reshape(y, {B, T, h, head_dim}), {0, 2, 1, 3});
-  };
-  const Variable q = rotary_emb->forward(heads(q_proj->forward(x), num_heads), offset);
-  Variable k = rotary_emb->forward(heads(k_proj->forward(x), num_kv_heads), offset);
-  Variable v = heads(v_proj->forward(x), num_kv_heads);
-  if (cache.keys.defined()) {
-    SACCADE_CHECK(cache.keys.size(0) == B && cache.keys.dtype() == k.dtype(),
-                  "LlamaAttention: the cache holds keys {} ({}), the new keys are {} ({})",
-                  cache.keys.shape(), cache.keys.dtype(), k.shape(), k.dtype());
-    k = cat({cache.keys, k}, 2);
-    v = cat({cache.values, v}, 2);
-  }
-  cache.keys = k;
-  cache.values = v;
-  return attend(q, k, v, B, T);
+  check_input(x);
+  const GroupedHeads g = heads();
+  const int64_t offset = cache.length();
+  auto [k, v] =
+      cache.append(g.keys(k_proj->forward(x), offset), g.values(v_proj->forward(x)), "LlamaAttention");
+  return attend(g.queries(q_proj->forward(x), offset), k, v);
 }
 
 LlamaBlock::LlamaBlock(const LlamaConfig& c, Generator* gen) : Module("LlamaBlock") {

@@ -60,13 +60,19 @@ class LlamaAttention : public Module {
   /// cache H / H_kv times smaller than the queries'). Throws saccade::Error naming "LlamaAttention" for
   /// another shape or a cache of another batch or dtype.
   Variable step(const Variable& x, KVCache& cache);
+  /// The KV cache's bytes per cached position and batch row: 2 · H_kv · head_dim · sizeof(dtype) for the
+  /// dtype of k_proj's weight (GroupedHeads::kv_cache_bytes_per_token).
+  int64_t kv_cache_bytes_per_token() const;
 
   std::shared_ptr<Linear> q_proj, k_proj, v_proj, o_proj;
   std::shared_ptr<RotaryEmbedding> rotary_emb;
   int64_t num_heads, num_kv_heads, head_dim, window;
 
  private:
-  Variable attend(const Variable& q, const Variable& k, const Variable& v, int64_t B, int64_t T);
+  // the head arithmetic this layer shares with MultiHeadAttention, over the fields above
+  GroupedHeads heads() const;
+  void check_input(const Variable& x) const;
+  Variable attend(const Variable& q, const Variable& k, const Variable& v);
 };
 
 /// One Llama decoder block (Hugging Face's LlamaDecoderLayer). Children: input_layernorm and

@@ -41,32 +41,97 @@ void check_heads(const char* op, int64_t num_hiddens, int64_t num_heads) {
 
 }  // namespace
 
+// ---- the KV cache and the grouped heads ----
+
+int64_t KVCache::bytes() const {
+  return keys.defined() ? (keys.numel() + values.numel()) * static_cast<int64_t>(dtype_size(keys.dtype()))
+                        : 0;
+}
+
+// new_keys, new_values: (B, H_kv, Tn, d) -> the cache's (B, H_kv, t + Tn, d)
+std::pair<Variable, Variable> KVCache::append(const Variable& new_keys, const Variable& new_values,
+                                              const char* op) {
+  if (keys.defined()) {
+    SACCADE_CHECK(keys.size(0) == new_keys.size(0) && keys.size(1) == new_keys.size(1) &&
+                      keys.size(3) == new_keys.size(3) && keys.dtype() == new_keys.dtype(),
+                  "{}: the cache holds keys {} ({}), the new keys are {} ({})", op, keys.shape(),
+                  keys.dtype(), new_keys.shape(), new_keys.dtype());
+    keys = cat({keys, new_keys}, 2);
+    values = cat({values, new_values}, 2);
+  } else {
+    keys = new_keys;
+    values = new_values;
+  }
+  return {keys, values};
+}
+
+// projected: (B, T, H · d) -> (B, H, T, d), rotated at offset ..
+Variable GroupedHeads::queries(const Variable& projected, int64_t offset) const {
+  const Variable q = split_heads(projected, num_heads);
+  return rotary ? rotary->forward(q, offset) : q;
+}
+
+Variable GroupedHeads::keys(const Variable& projected, int64_t offset) const {
+  const Variable k = split_heads(projected, num_kv_heads);
+  return rotary ? rotary->forward(k, offset) : k;
+}
+
+Variable GroupedHeads::values(const Variable& projected) const {
+  return split_heads(projected, num_kv_heads);
+}
+
+// q: (B, H, Tq, d), k, v: (B, H_kv, Tk, d) -> output (B, Tq, H · d), weights (B, H, Tq, Tk)
+AttentionOutput GroupedHeads::attend(const Variable& q, const Variable& k, const Variable& v,
+                                     const ops::AttentionMask& mask, double dropout, bool training,
+                                     Generator* gen, bool need_weights, const char* op) const {
+  AttentionOutput r = scaled_dot_product_attention(q, k, v, mask, dropout, training, gen, need_weights, op,
+                                                   /*enable_gqa=*/num_kv_heads != num_heads);
+  return {merge_heads(r.output), r.weights};
+}
+
+int64_t GroupedHeads::kv_cache_bytes_per_token(DType dtype) const {
+  return 2 * num_kv_heads * head_dim * static_cast<int64_t>(dtype_size(dtype));
+}
+
 // ---- MultiHeadAttention (d2l) ----
 
 MultiHeadAttention::MultiHeadAttention(int64_t num_hiddens, int64_t num_heads, double dropout, bool bias,
                                        int64_t query_size, int64_t key_size, int64_t value_size,
-                                       Generator* gen)
+                                       Generator* gen, int64_t num_kv_heads,
+                                       std::optional<RotaryConfig> rotary)
     : Module("MultiHeadAttention"),
       dropout(dropout),
       num_hiddens_(num_hiddens),
-      num_heads_(num_heads),
+      heads_{num_heads, num_kv_heads < 0 ? num_heads : num_kv_heads,
+             num_heads > 0 ? num_hiddens / num_heads : 0},
       gen_(gen) {
   ErrorScope scope(name());
   check_heads("MultiHeadAttention", num_hiddens, num_heads);
+  SACCADE_CHECK(heads_.num_kv_heads > 0 && num_heads % heads_.num_kv_heads == 0,
+                "MultiHeadAttention: num_heads {} must be a positive multiple of num_kv_heads {}", num_heads,
+                heads_.num_kv_heads);
   SACCADE_CHECK(dropout >= 0 && dropout < 1, "MultiHeadAttention: dropout must be in [0, 1), got {}",
                 dropout);
   auto size = [&](int64_t s) { return s < 0 ? num_hiddens : s; };
+  const int64_t kv_features = heads_.num_kv_heads * heads_.head_dim;
   W_q = register_module("W_q", std::make_shared<Linear>(size(query_size), num_hiddens, bias, gen));
-  W_k = register_module("W_k", std::make_shared<Linear>(size(key_size), num_hiddens, bias, gen));
-  W_v = register_module("W_v", std::make_shared<Linear>(size(value_size), num_hiddens, bias, gen));
+  W_k = register_module("W_k", std::make_shared<Linear>(size(key_size), kv_features, bias, gen));
+  W_v = register_module("W_v", std::make_shared<Linear>(size(value_size), kv_features, bias, gen));
   W_o = register_module("W_o", std::make_shared<Linear>(num_hiddens, num_hiddens, bias, gen));
+  if (rotary) {
+    rotary_emb = register_module(
+        "rotary_emb",
+        std::make_shared<RotaryEmbedding>(heads_.head_dim, rotary->theta, rotary->style, rotary->fraction));
+    heads_.rotary = rotary_emb.get();
+  }
 }
 
-// queries: (B, Tq, ·), k, v: (B, H, Tk, d) already projected -> (B, Tq, num_hiddens)
+// queries: (B, Tq, ·), k, v: (B, H_kv, Tk, d) already projected (k rotated) -> (B, Tq, num_hiddens)
 Variable MultiHeadAttention::attend(const Variable& queries, const Variable& k, const Variable& v,
                                     const Tensor& mask, bool causal) {
   const char* op = "MultiHeadAttention";
-  const Shape scores{queries.size(0), num_heads_, queries.size(1), k.size(2)};
+  const int64_t Tq = queries.size(1), Tk = k.size(2);
+  const Shape scores{queries.size(0), heads_.num_heads, Tq, Tk};
   Tensor m = mask;
   // a Bool (B, Tq, Tk) mask gets a head dim; (Tq, Tk) and (B, H, Tq, Tk) broadcast as they are
   if (m.defined() && m.dtype() == DType::Bool && m.dim() == 3) m = m.unsqueeze(1);
@@ -74,16 +139,25 @@ Variable MultiHeadAttention::attend(const Variable& queries, const Variable& k, 
   const ops::AttentionMask am =
       ops::attention_mask(m, scores, causal ? ops::CausalAlign::BottomRight : ops::CausalAlign::None,
                           queries.device(), op, window);
-  Variable q = split_heads(W_q->forward(queries), num_heads_);
+  SACCADE_CHECK(!heads_.rotary || Tq <= Tk,
+                "{}: rotary positions make the Tq = {} queries the last positions of the Tk = {} keys, so Tq "
+                "must be <= Tk (queries {}, keys {})",
+                op, Tq, Tk, queries.shape(), k.shape());
+  // the queries are the last Tq positions (the causal alignment), so they rotate at Tk - Tq ..
+  const Variable q = heads_.queries(W_q->forward(queries), Tk - Tq);
   const bool keep = keeps_weights(need_weights, is_training());
-  AttentionOutput r = scaled_dot_product_attention(q, k, v, am, dropout, is_training(), gen_, keep, op);
+  AttentionOutput r = heads_.attend(q, k, v, am, dropout, is_training(), gen_, keep, op);
   weights_ = keep ? r.weights.data() : Tensor();
   weights_skipped_ = !keep;
-  return W_o->forward(merge_heads(r.output));
+  return W_o->forward(r.output);
 }
 
 Tensor MultiHeadAttention::attention_weights() const {
   return kept_attention_weights(weights_, weights_skipped_, "MultiHeadAttention::attention_weights");
+}
+
+int64_t MultiHeadAttention::kv_cache_bytes_per_token() const {
+  return heads_.kv_cache_bytes_per_token(W_k->weight.dtype());
 }
 
 // queries: (B, Tq, q), keys: (B, Tk, k), values: (B, Tk, v) -> (B, Tq, num_hiddens)
@@ -93,11 +167,11 @@ Variable MultiHeadAttention::forward(const Variable& queries, const Variable& ke
                    {shape_of(queries), shape_of(keys), shape_of(values), shape_of(valid_lens_or_mask)});
   check_qkv("MultiHeadAttention", queries, keys, values, W_q->in_features(), W_k->in_features(),
             W_v->in_features());
-  return attend(queries, split_heads(W_k->forward(keys), num_heads_),
-                split_heads(W_v->forward(values), num_heads_), valid_lens_or_mask, causal);
+  return attend(queries, heads_.keys(W_k->forward(keys), 0), heads_.values(W_v->forward(values)),
+                valid_lens_or_mask, causal);
 }
 
-// queries: (B, Tq, q), new_keys: (B, Tn, k), new_values: (B, Tn, v); cache: (B, H, t, d) -> (B, Tq,
+// queries: (B, Tq, q), new_keys: (B, Tn, k), new_values: (B, Tn, v); cache: (B, H_kv, t, d) -> (B, Tq,
 // num_hiddens)
 Variable MultiHeadAttention::forward_cached(const Variable& queries, const Variable& new_keys,
                                             const Variable& new_values, KVCache& cache,
@@ -106,17 +180,8 @@ Variable MultiHeadAttention::forward_cached(const Variable& queries, const Varia
       name(), {shape_of(queries), shape_of(new_keys), shape_of(new_values), shape_of(valid_lens_or_mask)});
   const char* op = "MultiHeadAttention";
   check_qkv(op, queries, new_keys, new_values, W_q->in_features(), W_k->in_features(), W_v->in_features());
-  Variable k = split_heads(W_k->forward(new_keys), num_heads_);
-  Variable v = split_heads(W_v->forward(new_values), num_heads_);
-  if (cache.keys.defined()) {
-    SACCADE_CHECK(cache.keys.size(0) == k.size(0) && cache.keys.dtype() == k.dtype(),
-                  "{}: the cache holds keys {} ({}), the new keys are {} ({})", op, cache.keys.shape(),
-                  cache.keys.dtype(), k.shape(), k.dtype());
-    k = cat({cache.keys, k}, 2);
-    v = cat({cache.values, v}, 2);
-  }
-  cache.keys = k;
-  cache.values = v;
+  auto [k, v] = cache.append(heads_.keys(W_k->forward(new_keys), cache.length()),
+                             heads_.values(W_v->forward(new_values)), op);
   return attend(queries, k, v, valid_lens_or_mask, causal);
 }
 

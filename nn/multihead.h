@@ -5,42 +5,101 @@
 //   - MultiheadAttention: torch.nn.MultiheadAttention's (batch_first=True), with in_proj_weight (3E, E),
 //     in_proj_bias (3E), out_proj.weight (E, E), out_proj.bias (E), so torch state dicts load one to one.
 // Both split num_hiddens into num_heads heads of num_hiddens / num_heads features and call
-// scaled_dot_product_attention on (B, H, T, d_head) tensors.
+// scaled_dot_product_attention on (B, H, T, d_head) tensors. MultiHeadAttention may also group its key/value
+// heads (num_kv_heads) and rotate its queries and keys (rotary), through GroupedHeads, which LlamaAttention
+// (nn/llama.h) shares.
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <utility>
 
 #include "autograd/variable.h"
+#include "nn/attention.h"
 #include "nn/linear.h"
 #include "nn/module.h"
+#include "nn/positional.h"
 #include "ops/random.h"
 
 namespace saccade::nn {
 
-/// The projected keys and values of the positions seen so far, per head: keys, values (B, H, t, d_head).
-/// Empty (undefined) until the first cached forward. One cache per self-attention layer. Decode under
-/// NoGradGuard: with grad mode on, the cached Variables keep the graphs of the earlier steps alive.
+/// The projected keys and values of the positions seen so far, per key/value head: keys, values (B, H_kv, t,
+/// d_head) (H_kv = H without grouped-query attention; keys rotated when the layer is rotary). Empty
+/// (undefined) until the first cached forward. One cache per self-attention layer. Decode under NoGradGuard:
+/// with grad mode on, the cached Variables keep the graphs of the earlier steps alive.
 struct KVCache {
   Variable keys, values;
   /// t, the number of cached positions.
   int64_t length() const { return keys.defined() ? keys.size(2) : 0; }
+  /// The bytes the cache holds now: B · t · 2 · H_kv · d_head · the dtype's size (0 when empty).
+  int64_t bytes() const;
   /// Empties the cache (length() becomes 0): call before decoding a new sequence.
   void reset() { keys = values = Variable(); }
+  /// Appends new keys and values (B, H_kv, Tn, d_head) along the positions and returns the whole cache
+  /// (keys, values) (B, H_kv, t + Tn, d_head). Throws saccade::Error naming `op` (the module decoding) and
+  /// both shapes when the new keys differ from the cached ones in B, H_kv, d_head or dtype.
+  std::pair<Variable, Variable> append(const Variable& new_keys, const Variable& new_values, const char* op);
+};
+
+/// Rotary position embedding of a MultiHeadAttention's queries and keys (RoPE, Su et al. 2021; the settings
+/// of nn::RotaryEmbedding, under Hugging Face's config names in the comments).
+struct RotaryConfig {
+  ops::RotaryStyle style = ops::RotaryStyle::Half;  ///< Half: GPT-NeoX and HF Llama; Interleaved: GPT-J
+  double theta = 10000.0;                           ///< the base (rope_theta)
+  double fraction = 1.0;  ///< the share of head_dim rotated, in (0, 1] (partial_rotary_factor)
+};
+
+/// The head arithmetic of grouped-query attention (Ainslie et al. 2023) with optional rotary positions (Su et
+/// al. 2021), shared by MultiHeadAttention and LlamaAttention: H = num_heads query heads and H_kv =
+/// num_kv_heads key/value heads of head_dim features each, query head h reading key/value head h / (H / H_kv)
+/// (scaled_dot_product_attention's enable_gqa: K and V are never repeated in memory). A view of its module's
+/// settings; `rotary` is the module's child (null: no rotary positions). The module checks the sizes.
+struct GroupedHeads {
+  int64_t num_heads, num_kv_heads, head_dim;
+  RotaryEmbedding* rotary = nullptr;
+
+  /// Projected queries (B, T, H · head_dim) -> (B, H, T, head_dim), rotated at positions offset .. offset +
+  /// T - 1 when rotary.
+  Variable queries(const Variable& projected, int64_t offset) const;
+  /// Projected keys (B, T, H_kv · head_dim) -> (B, H_kv, T, head_dim), rotated as the queries.
+  Variable keys(const Variable& projected, int64_t offset) const;
+  /// Projected values (B, T, H_kv · head_dim) -> (B, H_kv, T, head_dim).
+  Variable values(const Variable& projected) const;
+  /// Attention of q (B, H, Tq, head_dim) over k, v (B, H_kv, Tk, head_dim) under `mask` (ops::attention_mask
+  /// for scores (B, H, Tq, Tk)), through scaled_dot_product_attention (its dropout, need_weights and errors,
+  /// naming `op`) -> output (B, Tq, H · head_dim) with the heads merged, weights (B, H, Tq, Tk) when kept.
+  AttentionOutput attend(const Variable& q, const Variable& k, const Variable& v,
+                         const ops::AttentionMask& mask, double dropout, bool training, Generator* gen,
+                         bool need_weights, const char* op) const;
+  /// The KV cache's bytes per cached position and batch row: 2 · H_kv · head_dim · sizeof(dtype) (keys and
+  /// values), H / H_kv times less than multi-head attention's.
+  int64_t kv_cache_bytes_per_token(DType dtype) const;
 };
 
 /// Multi-head attention as d2l section 11.5 (Vaswani et al. 2017, section 3.2.2):
 ///   head_i = attention(W_q^(i) q, W_k^(i) k, W_v^(i) v),   output = W_o [head_1; ...; head_H],
 /// with attention = scaled_dot_product_attention (dropout on the weights, as d2l's DotProductAttention).
-/// Children: W_q Linear(query_size, num_hiddens), W_k Linear(key_size, num_hiddens),
-/// W_v Linear(value_size, num_hiddens), W_o Linear(num_hiddens, num_hiddens), each with a bias iff `bias`;
-/// query/key/value sizes default (-1) to num_hiddens (d2l uses LazyLinear; here they are given).
+/// Children: W_q Linear(query_size, num_hiddens), W_k Linear(key_size, H_kv · d_head),
+/// W_v Linear(value_size, H_kv · d_head), W_o Linear(num_hiddens, num_hiddens), each with a bias iff `bias`;
+/// query/key/value sizes default (-1) to num_hiddens (d2l uses LazyLinear; here they are given); rotary_emb
+/// RotaryEmbedding (no state) when rotary. d_head = num_hiddens / num_heads.
+///
+/// Grouped-query attention (Ainslie et al. 2023): num_kv_heads = H_kv key/value heads (-1, the default: H,
+/// multi-head attention; 1: multi-query attention), query head h attending with key/value head h / (H /
+/// H_kv); the KV cache holds H_kv heads, 2 · H_kv · d_head values per position (kv_cache_bytes_per_token).
+/// Rotary positions (Su et al. 2021): `rotary` rotates the queries and keys after their projection; a key's
+/// position is its index in the (cached) key sequence, the Tq queries are the last Tq positions of it (the
+/// bottom-right alignment of `causal` below), so self-attention puts position i at row i.
 class MultiHeadAttention : public Module {
  public:
-  /// Throws saccade::Error naming "MultiHeadAttention" unless num_heads > 0 divides num_hiddens > 0.
-  /// Init as torch.nn.Linear's from `gen`, which also drives dropout (it must outlive the module).
+  /// Throws saccade::Error naming "MultiHeadAttention" and the sizes unless num_heads > 0 divides
+  /// num_hiddens > 0 and is a multiple of num_kv_heads > 0, or (naming "RotaryEmbedding" after it) for
+  /// a rotary fraction outside (0, 1], rotated dims that are not even and positive (an odd d_head with
+  /// fraction 1), or theta <= 1. Init as torch.nn.Linear's from `gen`, which also drives dropout (it must
+  /// outlive the module).
   MultiHeadAttention(int64_t num_hiddens, int64_t num_heads, double dropout = 0.0, bool bias = false,
                      int64_t query_size = -1, int64_t key_size = -1, int64_t value_size = -1,
-                     Generator* gen = nullptr);
+                     Generator* gen = nullptr, int64_t num_kv_heads = -1,
+                     std::optional<RotaryConfig> rotary = std::nullopt);
 
   /// queries (B, Tq, query_size), keys (B, Tk, key_size), values (B, Tk, value_size) -> (B, Tq, num_hiddens).
   /// valid_lens_or_mask: int64 valid_lens (B) or (B, Tq), the same for every head (d2l repeats them per
@@ -51,12 +110,13 @@ class MultiHeadAttention : public Module {
   /// With `window` (the member) set, causal attention is sliding-window attention over the last `window`
   /// keys. Takes the fused kernel unless the weights are kept (need_weights). Throws saccade::Error naming
   /// "MultiHeadAttention" and the shapes for wrong ranks, feature sizes, mismatched B or Tk, a mask of the
-  /// wrong shape, or a window without causal.
+  /// wrong shape, a window without causal, or (rotary) more queries than keys.
   Variable forward(const Variable& queries, const Variable& keys, const Variable& values,
                    const Tensor& valid_lens_or_mask = Tensor(), bool causal = false);
 
-  /// Incremental attention: projects the new keys and values (B, Tn, ·), appends them to `cache`, and
-  /// attends from queries (B, Tq, query_size) to all cached positions (B, H, t + Tn, d_head). With
+  /// Incremental attention: projects the new keys and values (B, Tn, ·) (rotated at positions t .. t + Tn - 1
+  /// when rotary), appends them to `cache`, and attends from queries (B, Tq, query_size) (positions t + Tn -
+  /// Tq ..) to all cached positions (B, H_kv, t + Tn, d_head). With
   /// causal = true and the queries being the new positions, the outputs equal the corresponding rows of a
   /// full-sequence forward(..., causal = true). Masks as forward, over the t + Tn cached keys.
   Variable forward_cached(const Variable& queries, const Variable& new_keys, const Variable& new_values,
@@ -68,9 +128,17 @@ class MultiHeadAttention : public Module {
   Tensor attention_weights() const;
 
   int64_t num_hiddens() const { return num_hiddens_; }
-  int64_t num_heads() const { return num_heads_; }
+  int64_t num_heads() const { return heads_.num_heads; }
+  /// H_kv, the key/value heads (num_heads() unless grouped).
+  int64_t num_kv_heads() const { return heads_.num_kv_heads; }
+  int64_t head_dim() const { return heads_.head_dim; }
+  /// The KV cache's bytes per cached position and batch row, 2 · H_kv · d_head · sizeof(dtype), for the
+  /// dtype of the key projection's weight (the cache's dtype outside autocast): the figure to compare
+  /// layouts by (multi-head, grouped, multi-query).
+  int64_t kv_cache_bytes_per_token() const;
 
   std::shared_ptr<Linear> W_q, W_k, W_v, W_o;
+  std::shared_ptr<RotaryEmbedding> rotary_emb;  ///< null unless rotary
   double dropout;
   /// Keep the weights of each forward for attention_weights() (true), never (false: always the fused
   /// kernel), or only in eval mode (unset, the default: d2l's plot-after-eval works, training is fused).
@@ -85,7 +153,8 @@ class MultiHeadAttention : public Module {
  private:
   Variable attend(const Variable& queries, const Variable& k, const Variable& v, const Tensor& mask,
                   bool causal);
-  int64_t num_hiddens_, num_heads_;
+  int64_t num_hiddens_;
+  GroupedHeads heads_;
   Generator* gen_;
   Tensor weights_;
   bool weights_skipped_ = false;  // the last forward took the fused kernel

@@ -12,6 +12,7 @@
 #include "attention_checks.h"
 #include "helpers.h"
 #include "nn/attention.h"
+#include "ops/cpu/attention_loop.h"
 #include "ops/cpu/flash_tiles.h"
 #include "ops/cpu/simd.h"
 
@@ -207,6 +208,54 @@ TEST_CASE("grouped-query attention in bfloat16: within one rounding of the float
       CHECK(ops::max(ops::sub(err, bound)).item<double>() <= 0);
     }
   }
+}
+
+TEST_CASE("multi-query attention backward at batch 1: the group's query heads split across the threads",
+          "[attention][flash][gqa]") {
+  // B·H_kv = 1 key/value head on 2 or 3 threads: the backward cuts the G = 6 query heads into one run per
+  // thread (Call::kv_slices), each with its own dK and dV, added in run order after. Against the composed
+  // path in float64 and float32 (masks, dropout); the same bits on every run; dQ bit for bit the one-thread
+  // kernel's (a query head's work does not change), dK and dV within float rounding of it (the order of the
+  // sums over the group does); bfloat16 within its rounding of the one-thread kernel.
+  struct Threads {
+    int before = get_num_threads();
+    ~Threads() { set_num_threads(before); }
+  } restore;
+  const int64_t B = 1, H = 6, Hkv = 1, Tq = 70, Tk = 133, D = 16;
+  const Shape s{B, H, Tq, Tk};
+  const ops::AttentionDropout no_drop{};
+  for (DType dt : {DType::Float64, DType::Float32, DType::BFloat16}) {
+    const double tol = dt == DType::Float64 ? 1e-10 : dt == DType::Float32 ? 1e-5 : 0x1p-6;
+    const Tensor q = randn({B, H, Tq, D}, dt, 41), k = randn({B, Hkv, Tk, D}, dt, 42),
+                 v = randn({B, Hkv, Tk, D}, dt, 43);
+    for (double p : {0.0, 0.3}) {
+      const AttentionMask mask = mask_of(Tensor(), s, p > 0 ? CausalAlign::BottomRight : CausalAlign::None);
+      set_num_threads(1);
+      REQUIRE(cpu::flash::Call(q, k, v, mask, 1.0, no_drop).kv_slices() == 1);
+      const Run one = run(true, q, k, v, mask, p);
+      for (int threads : {2, 3}) {
+        INFO(dt << ", dropout " << p << ", " << threads << " threads");
+        set_num_threads(threads);
+        REQUIRE(cpu::flash::Call(q, k, v, mask, 1.0, no_drop).kv_slices() == threads);
+        const Run f = run(true, q, k, v, mask, p), again = run(true, q, k, v, mask, p);
+        for (auto [a, b] :
+             {std::pair{f.out, again.out}, {f.gq, again.gq}, {f.gk, again.gk}, {f.gv, again.gv}})
+          CHECK(allclose(a, b, 0, 0));
+        CHECK(allclose(f.gq, one.gq, 0, 0));
+        CHECK(allclose(f.gk, one.gk, tol, tol));
+        CHECK(allclose(f.gv, one.gv, tol, tol));
+        if (dt == DType::BFloat16) continue;  // (the composed path runs bfloat16 ops, a rounding per op)
+        const Run r = run(false, q, k, v, mask, p);
+        for (auto [a, b] : {std::pair{f.out, r.out}, {f.gq, r.gq}, {f.gk, r.gk}, {f.gv, r.gv}})
+          CHECK(allclose(a, b, tol, tol));
+      }
+    }
+  }
+  // while the key/value heads give every thread one, a task is a whole group
+  set_num_threads(2);
+  const Tensor q = randn({2, H, Tq, D}, DType::Float32, 1), k = randn({2, Hkv, Tk, D}, DType::Float32, 2);
+  const AttentionMask mask = mask_of(Tensor(), {2, H, Tq, Tk});
+  CHECK(cpu::flash::Call(q, k, k, mask, 1.0, no_drop).kv_slices() == 1);
 }
 
 TEST_CASE("grouped-query attention rejects bad input naming the op and the shapes",

@@ -11,7 +11,9 @@
 // head h reads key/value head h / G in place. The forward's tasks take the G query heads of a group one after
 // the other at each query tile, so a key tile is read from cache by the whole group; the backward's task is
 // a key/value head, which runs its G query heads one after the other and sums their dK and dV into its own
-// (attention_loop.h's for_each_kv_head). K and V are never repeated in memory.
+// (attention_loop.h's for_each_kv_head), or, with fewer key/value heads than threads (multi-query attention
+// at batch 1), a run of a group's query heads, whose dK and dV partial sums are added in a fixed order after.
+// K and V are never repeated in memory.
 //
 // Forward, per (b, h, tile of Br queries): for each tile of Bc keys that some query of the tile may see,
 //   S = Q Kᵀ · scale;  masked entries -> -inf;  m' = max(m, rowmax S);  P = exp(S - m');
@@ -87,19 +89,27 @@ void CpuBackend::flash_attention_backward(const Tensor& q, const Tensor& k, cons
   blas_first_use();
   dispatch_floating(q.dtype(), "flash_attention_backward", [&]<class T>() {
     auto make = [&] { return TileGemm<T>(how, std::max(call.n.bc, kBr) * std::max(call.n.D, call.n.Dv)); };
-    auto one_group = [&](TileGemm<T>& gemm, int64_t b, int64_t hkv, const HeadRows& rows) {
-      for (int64_t g = 0; g < call.n.G; ++g) {  // the query heads that read key/value head hkv
+    KvPartials<T> parts(call);  // dK and dV per slice of a group, when its query heads are split
+    auto one_slice = [&](TileGemm<T>& gemm, int64_t b, int64_t hkv, int64_t g0, int64_t g1, int64_t slice,
+                         const HeadRows& rows) {
+      const int64_t bh = b * call.n.Hkv + hkv;
+      const HeadView<T> dk = parts.slices > 1 ? parts.k(bh, slice) : head<T>(gk, b, hkv),
+                        dv = parts.slices > 1 ? parts.v(bh, slice) : head<T>(gv, b, hkv);
+      for (int64_t g = g0; g < g1; ++g) {  // query heads of the group that reads key/value head hkv
         const int64_t h = hkv * call.n.G + g;
         const HeadProblem<T> hp =
             call.problem<T>(b, h, head<const T>(q, b, h), head<const T>(k, b, hkv), head<const T>(v, b, hkv),
                             head<T>(out, b, h), lse.data<T>());
-        const HeadGrads<T> grads{head<const T>(gout, b, h), head<T>(gq, b, h), head<T>(gk, b, hkv),
-                                 head<T>(gv, b, hkv), g > 0};
+        const HeadGrads<T> grads{head<const T>(gout, b, h), head<T>(gq, b, h), dk, dv, g > g0};
         GemmProducts<T> prod{gemm};
         backward_head(hp, grads, rows, prod);
       }
     };
-    for_each_kv_head(call, make, one_group);
+    for_each_kv_head(call, make, one_slice);
+    if (parts.slices > 1)
+      for (int64_t b = 0; b < call.n.B; ++b)
+        for (int64_t hkv = 0; hkv < call.n.Hkv; ++hkv)
+          parts.sum(b * call.n.Hkv + hkv, head<T>(gk, b, hkv), head<T>(gv, b, hkv));
   });
 }
 

@@ -189,13 +189,19 @@ void backward_half(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
                      std::vector<uint32_t>(dot16 ? static_cast<size_t>(std::max(n.D, n.Dv) / 2 * 64) : 0),
                      std::vector<bfloat16>(dot16 ? static_cast<size_t>(2 * kBr * n.bc) : 0)};
     };
-    auto one_group = [&](Scratch& s, int64_t b, int64_t hkv, const HeadRows& rows) {
+    KvPartials<float> parts(call);  // dK and dV per slice of a group, when its query heads are split
+    auto one_slice = [&](Scratch& s, int64_t b, int64_t hkv, int64_t g0, int64_t g1, int64_t slice,
+                         const HeadRows& rows) {
       // the key/value head, widened once for its group (with VDPBF16PS the products read the 16-bit heads);
-      // dK and dV summed over the group in float32, rounded once
+      // dK and dV summed over the group in float32 (here, or over the slices after), rounded once
       const std::vector<float> kf = dot16 ? std::vector<float>() : widen_head<T>(k, b, hkv, n.Tk, n.D),
                                vf = dot16 ? std::vector<float>() : widen_head<T>(v, b, hkv, n.Tk, n.Dv);
-      std::vector<float> gkf(static_cast<size_t>(n.Tk * n.D)), gvf(static_cast<size_t>(n.Tk * n.Dv));
-      for (int64_t g = 0; g < n.G; ++g) {  // the query heads that read key/value head hkv
+      std::vector<float> gkf(parts.slices > 1 ? 0 : static_cast<size_t>(n.Tk * n.D)),
+          gvf(parts.slices > 1 ? 0 : static_cast<size_t>(n.Tk * n.Dv));
+      const int64_t bh = b * n.Hkv + hkv;
+      const HeadView<float> dk = parts.slices > 1 ? parts.k(bh, slice) : rows_out(gkf, n.D),
+                            dv = parts.slices > 1 ? parts.v(bh, slice) : rows_out(gvf, n.Dv);
+      for (int64_t g = g0; g < g1; ++g) {  // query heads of the group that reads key/value head hkv
         const int64_t h = hkv * n.G + g;
         // (with VDPBF16PS only out and dO are widened, for Δ)
         const std::vector<float> qf = dot16 ? std::vector<float>() : widen_head<T>(q, b, h, n.Tq, n.D),
@@ -204,8 +210,7 @@ void backward_half(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
         const HeadProblem<float> hp =
             call.problem<float>(b, h, rows_in(qf, n.D), rows_in(kf, n.D), rows_in(vf, n.Dv),
                                 rows_out(of, n.Dv), lse.data<float>());
-        const HeadGrads<float> grads{rows_in(gof, n.Dv), rows_out(gqf, n.D), rows_out(gkf, n.D),
-                                     rows_out(gvf, n.Dv), g > 0};
+        const HeadGrads<float> grads{rows_in(gof, n.Dv), rows_out(gqf, n.D), dk, dv, g > g0};
         if constexpr (std::is_same_v<T, bfloat16>) {
           if (dot16) {
             Bf16Products prod{head<const T>(q, b, h),    head<const T>(k, b, hkv), head<const T>(v, b, hkv),
@@ -220,10 +225,19 @@ void backward_half(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
         }
         store_head<T>(gqf, n.D, gq, b, h, 0, n.Tq);
       }
+      if (parts.slices > 1) return;
       store_head<T>(gkf, n.D, gk, b, hkv, 0, n.Tk);
       store_head<T>(gvf, n.Dv, gv, b, hkv, 0, n.Tk);
     };
-    for_each_kv_head(call, make, one_group);
+    for_each_kv_head(call, make, one_slice);
+    if (parts.slices > 1)
+      for (int64_t b = 0; b < n.B; ++b)
+        for (int64_t hkv = 0; hkv < n.Hkv; ++hkv) {
+          std::vector<float> gkf(static_cast<size_t>(n.Tk * n.D)), gvf(static_cast<size_t>(n.Tk * n.Dv));
+          parts.sum(b * n.Hkv + hkv, rows_out(gkf, n.D), rows_out(gvf, n.Dv));
+          store_head<T>(gkf, n.D, gk, b, hkv, 0, n.Tk);
+          store_head<T>(gvf, n.Dv, gv, b, hkv, 0, n.Tk);
+        }
   });
 }
 

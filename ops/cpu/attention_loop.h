@@ -287,6 +287,19 @@ struct Call {
             dropout_of<T>(dropout, bh, n.Tq, n.Tk),
             dropout.p > 0};
   }
+
+  // Whether the backward's work is worth a team of threads.
+  bool backward_parallel() const {
+    return 4.0 * double(n.B * n.H * n.Tq) * keys_seen() * double(n.D + n.Dv) > kParallelFlops;
+  }
+  // The backward's tasks per key/value head (for_each_kv_head): 1, a whole group, while the B·H_kv key/value
+  // heads give every thread one; else the group's G query heads cut into this many runs (at most G), so that
+  // multi-query attention at batch 1 still keeps every thread busy.
+  int64_t kv_slices() const {
+    const int64_t groups = n.B * n.Hkv, threads = pool_size();
+    if (!backward_parallel() || groups >= threads) return 1;
+    return std::min(n.G, (threads + groups - 1) / groups);
+  }
 };
 
 // One task of the forward: the query tile [i0, i0 + nr) of head (b, h) (bh = b·H + h), its key/value head
@@ -321,24 +334,58 @@ void for_each_query_tile(const Call& call, MakeScratch make, Body body) {
   });
 }
 
-// Runs body(scratch, b, hkv, rows) on every key/value head (b, hkv), rows the keys each query may see
-// (HeadRows): the backward's tasks. Each owns dK and dV of its key/value head and dQ of the G query
-// heads hkv·G + g of its group, which it runs one after the other (backward_head, g > 0 adding into dK and
-// dV), so no two threads write the same memory and no key/value head is copied per query head. make() as
-// above.
+// Runs body(scratch, b, hkv, g0, g1, slice, rows) for every key/value head (b, hkv) and each of its
+// call.kv_slices() runs of query heads [g0, g1) of its group (rows: the keys each query may see, HeadRows):
+// the backward's tasks. A task owns dQ of its query heads hkv·G + g, which it runs one after the other
+// (backward_head, the heads after g0 adding into dK and dV), and the dK and dV of its slice: the key/value
+// head's own when there is one slice, else a buffer of its slice (KvPartials), which the caller sums in slice
+// order once every task is done. So no two threads write the same memory, no key/value head is copied per
+// query head, and the sums do not depend on which thread ran which task. make() as above.
 template <class MakeScratch, class Body>
 void for_each_kv_head(const Call& call, MakeScratch make, Body body) {
   const Sizes& n = call.n;
-  const int64_t heads = n.B * n.Hkv;
-  const bool big =
-      4.0 * double(n.B * n.H * n.Tq) * call.keys_seen() * double(n.D + n.Dv) > kParallelFlops && heads > 1;
-  parallel_for(0, heads, big ? 1 : heads, [&](int64_t bh0, int64_t bh1) {
+  const int64_t slices = call.kv_slices(), tasks = n.B * n.Hkv * slices;
+  parallel_for(0, tasks, call.backward_parallel() && tasks > 1 ? 1 : tasks, [&](int64_t t0, int64_t t1) {
     auto scratch = make();
-    for (int64_t bh = bh0; bh < bh1; ++bh) {
-      const int64_t b = bh / n.Hkv, hkv = bh % n.Hkv;
-      body(scratch, b, hkv, HeadRows(call.lim, b, n.Tq));
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t bh = t / slices, s = t % slices, b = bh / n.Hkv, hkv = bh % n.Hkv;
+      body(scratch, b, hkv, s * n.G / slices, (s + 1) * n.G / slices, s, HeadRows(call.lim, b, n.Tq));
     }
   });
 }
+
+// The dK and dV of every slice of every key/value head when call.kv_slices() > 1 (nothing otherwise), in the
+// unit's accumulation type A: slice s of head bh = b·H_kv + hkv writes k(bh, s) (Tk, D) and v(bh, s) (Tk,
+// Dv); sum(bh, ...) adds the slices in order, the same order whichever thread ran them.
+template <class A>
+struct KvPartials {
+  int64_t slices, tk, d, dv;
+  std::vector<A> gk, gv;
+  explicit KvPartials(const Call& call)
+      : slices(call.kv_slices()),
+        tk(call.n.Tk),
+        d(call.n.D),
+        dv(call.n.Dv),
+        gk(slices > 1 ? static_cast<size_t>(call.n.B * call.n.Hkv * slices * tk * d) : 0),
+        gv(slices > 1 ? static_cast<size_t>(call.n.B * call.n.Hkv * slices * tk * dv) : 0) {}
+  HeadView<A> k(int64_t bh, int64_t s) { return {gk.data() + (bh * slices + s) * tk * d, d}; }
+  HeadView<A> v(int64_t bh, int64_t s) { return {gv.data() + (bh * slices + s) * tk * dv, dv}; }
+  // out_k (Tk, D) = Σ_s k(bh, s), out_v (Tk, Dv) = Σ_s v(bh, s), summed in slice order
+  void sum(int64_t bh, HeadView<A> out_k, HeadView<A> out_v) {
+    auto add = [&](HeadView<A> out, int64_t cols, auto part) {
+      for (int64_t j = 0; j < tk; ++j) {
+        A* o = out.row(j);
+        std::copy(part(0).row(j), part(0).row(j) + cols, o);
+        for (int64_t s = 1; s < slices; ++s) {
+          const A* p = part(s).row(j);
+#pragma omp simd
+          for (int64_t c = 0; c < cols; ++c) o[c] += p[c];
+        }
+      }
+    };
+    add(out_k, d, [&](int64_t s) { return k(bh, s); });
+    add(out_v, dv, [&](int64_t s) { return v(bh, s); });
+  }
+};
 
 }  // namespace saccade::cpu::flash
