@@ -213,7 +213,11 @@ std::vector<std::string_view> PreTokenizer::split(std::string_view text,
   for (const Step& step : steps_) {
     if (step.prefix_space)  // as tokenizers: on each piece that reaches ByteLevel
       for (auto& p : pieces)
-        if (!p.empty() && p.front() != ' ') p = owned.emplace_back(" " + std::string(p));
+        if (!p.empty() && p.front() != ' ') {
+          std::string& prefixed = owned.emplace_back(1, ' ');
+          prefixed += p;
+          p = prefixed;
+        }
     if (!step.regex) continue;
     next.clear();
     for (const auto p : pieces) {
