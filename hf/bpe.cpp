@@ -196,11 +196,11 @@ struct BPETokenizer::Impl {
   }
 
   // Normalization, pre-tokenization and BPE of text that holds no added token.
-  void encode_text(std::string_view text, std::vector<int64_t>& out) const {
+  void encode_text(std::string_view text, bool at_start, std::vector<int64_t>& out) const {
     std::string normalized;
     if (normalizer) text = normalized = normalizer->apply(text, who());
     std::deque<std::string> owned;
-    for (const auto p : pre->split(text, owned)) encode_piece(p, out);
+    for (const auto p : pre->split(text, at_start, owned)) encode_piece(p, out);
   }
 
   // Shared by both readers: the vocabulary's checks, and each byte's id.
@@ -469,11 +469,11 @@ std::vector<int64_t> BPETokenizer::encode(const std::string& text, bool add_spec
       ++i;
       continue;
     }
-    m.encode_text(std::string_view(text).substr(done, i - done), ids);
+    m.encode_text(std::string_view(text).substr(done, i - done), done == 0, ids);
     ids.push_back(hit->id);
     done = i += hit->content.size();
   }
-  m.encode_text(std::string_view(text).substr(done), ids);
+  m.encode_text(std::string_view(text).substr(done), done == 0, ids);
   if (add_special_tokens) ids.insert(ids.end(), m.suffix.begin(), m.suffix.end());
   return ids;
 }

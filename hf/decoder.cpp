@@ -10,7 +10,7 @@ namespace saccade::hf {
 
 namespace {
 
-enum class Kind { ByteLevel, Replace, ByteFallback, Fuse, Strip };
+enum class Kind { ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace };
 
 std::string joined(const std::vector<std::string>& tokens, std::string_view sep) {
   std::string out;
@@ -88,7 +88,8 @@ std::string strip(const std::string& t, const std::string& content, size_t start
 struct Decoder::Step {
   Kind kind = Kind::ByteLevel;
   std::unique_ptr<Regex> regex;  // Replace's pattern
-  std::string content;           // Replace's content, Strip's character
+  std::string content;           // Replace's content, Strip's character, Metaspace's replacement
+  bool drop_first = false;       // Metaspace: the replacement is dropped from the first token
   size_t start = 0, stop = 0;    // Strip's counts
 };
 
@@ -118,6 +119,11 @@ Decoder::Decoder(const nlohmann::json* j, const std::string& file) {
       step.kind = Kind::Replace;
       step.regex = pattern(s, "pattern", file, where);
       step.content = text(s, "content", file, where);
+    } else if (t == "Metaspace") {
+      step.kind = Kind::Metaspace;
+      step.content = text(s, "replacement", file, where);
+      const json* scheme = get(s, "prepend_scheme");
+      step.drop_first = scheme ? *scheme != "never" : flag(s, "add_prefix_space", file, where, true);
     } else if (t == "Strip") {
       step.kind = Kind::Strip;
       step.content = text(s, "content", file, where);
@@ -150,6 +156,20 @@ std::string Decoder::decode(std::vector<std::string> tokens, const std::string& 
         break;
       case Kind::Replace:
         for (std::string& t : tokens) t = step.regex->replace(t, step.content, who);
+        break;
+      case Kind::Metaspace:  // as tokenizers: the replacement is a space, or nothing in the first token
+        for (size_t i = 0; i < tokens.size(); ++i) {
+          std::string out;
+          for (size_t at = 0; at < tokens[i].size();) {
+            if (!step.content.empty() && tokens[i].compare(at, step.content.size(), step.content) == 0) {
+              if (!(i == 0 && step.drop_first)) out += ' ';
+              at += step.content.size();
+            } else {
+              out += tokens[i][at++];
+            }
+          }
+          tokens[i] = std::move(out);
+        }
         break;
       case Kind::Strip:
         for (std::string& t : tokens) t = strip(t, step.content, step.start, step.stop);

@@ -12,8 +12,9 @@ namespace saccade::hf {
 /// A Sequence of, or one of, tokenizers' decoders, each on the list of tokens: ByteLevel (GPT-2's
 /// characters back to bytes, all tokens joined), Replace (a Regex or String `pattern` -> `content` in each
 /// token), ByteFallback (runs of "<0xNN>" tokens back to their bytes), Fuse (all tokens joined) and Strip
-/// (up to `start` leading and `stop` trailing `content` characters off each token). No decoder joins the
-/// tokens with spaces, as tokenizers does.
+/// (up to `start` leading and `stop` trailing `content` characters off each token) and Metaspace (its
+/// `replacement` back to a space, dropped in the first token unless prepend_scheme is "never"). No decoder
+/// joins the tokens with spaces, as tokenizers does.
 class Decoder {
  public:
   /// Reads `j` (null: no decoder). Throws saccade::Error naming "hf::BPE", `file` and the key for an

@@ -148,10 +148,13 @@ struct PreTokenizer::Step {
   SplitBehavior behavior = SplitBehavior::Isolated;
   bool invert = false;
   bool prefix_space = false;  // ByteLevel's add_prefix_space, before its split
+  // Metaspace: spaces become `replacement` (then `regex` splits at it), prepended as prepend_scheme says
+  std::string replacement;
+  std::string prepend_scheme;
 };
 
 PreTokenizer::PreTokenizer(const std::string& who) : who_(who) {
-  steps_.push_back({std::make_unique<Regex>(kGpt2Pattern, who), SplitBehavior::Isolated, false, false});
+  steps_.emplace_back().regex = std::make_unique<Regex>(kGpt2Pattern, who);
   byte_level_ = true;
 }
 
@@ -192,6 +195,21 @@ PreTokenizer::PreTokenizer(const nlohmann::json* p, const std::string& file, con
         throw fail(file, where + ".behavior", fmt::format("the behavior '{}' is not supported", b));
       step.behavior = it->second;
       step.invert = flag(s, "invert", file, where, false);
+    } else if (t == "Metaspace") {
+      step.replacement = text(s, "replacement", file, where);
+      std::vector<std::pair<uint32_t, uint32_t>> chars;
+      if (!utf8_chars(step.replacement, chars) || chars.size() != 1)
+        throw fail(file, where + ".replacement", "not one character");
+      step.prepend_scheme = get(s, "prepend_scheme") ? text(s, "prepend_scheme", file, where)
+                            : flag(s, "add_prefix_space", file, where, true) ? "always"
+                                                                             : "never";
+      if (step.prepend_scheme != "always" && step.prepend_scheme != "first" && step.prepend_scheme != "never")
+        throw fail(file, where + ".prepend_scheme",
+                   fmt::format("'{}' is not always, first or never", step.prepend_scheme));
+      if (flag(s, "split", file, where, true)) {
+        step.regex = std::make_unique<Regex>(step.replacement, who, true);
+        step.behavior = SplitBehavior::MergedWithNext;
+      }
     } else if (t == "Digits") {
       step.regex = std::make_unique<Regex>(R"(\p{N})", who);
       step.behavior = flag(s, "individual_digits", file, where, false) ? SplitBehavior::Isolated
@@ -207,10 +225,25 @@ PreTokenizer::~PreTokenizer() = default;
 
 bool PreTokenizer::byte_level() const { return byte_level_; }
 
-std::vector<std::string_view> PreTokenizer::split(std::string_view text,
+std::vector<std::string_view> PreTokenizer::split(std::string_view text, bool at_start,
                                                   std::deque<std::string>& owned) const {
   std::vector<std::string_view> pieces{text}, next;
   for (const Step& step : steps_) {
+    if (!step.replacement.empty())  // as tokenizers' Metaspace, on each piece
+      for (size_t k = 0; k < pieces.size(); ++k) {
+        std::string& m = owned.emplace_back();
+        for (const char c : pieces[k]) {
+          if (c == ' ')
+            m += step.replacement;
+          else
+            m += c;
+        }
+        const bool first = at_start && k == 0 && pieces[k].data() == text.data();
+        if (!m.empty() && !m.starts_with(step.replacement) &&
+            (step.prepend_scheme == "always" || (step.prepend_scheme == "first" && first)))
+          m.insert(0, step.replacement);
+        pieces[k] = m;
+      }
     if (step.prefix_space)  // as tokenizers: on each piece that reaches ByteLevel
       for (auto& p : pieces)
         if (!p.empty() && p.front() != ' ') {

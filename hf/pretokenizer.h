@@ -61,7 +61,9 @@ class Regex {
 };
 
 /// A tokenizer.json "pre_tokenizer": a Sequence of Split (Regex or String pattern, any behavior, invert),
-/// Digits (individual_digits true: each digit alone; false: runs of digits) and a last ByteLevel
+/// Digits (individual_digits true: each digit alone; false: runs of digits), Metaspace (spaces become
+/// `replacement`, which goes first as prepend_scheme says: "always", "first" (only on the text's first
+/// stretch) or "never"; with split, pieces start at each replacement) and a last ByteLevel
 /// (add_prefix_space, use_regex: GPT-2's pattern), or one of them, or none (null). Digits means Unicode's
 /// \p{N}, as Rust's char::is_numeric.
 class PreTokenizer {
@@ -75,9 +77,11 @@ class PreTokenizer {
   ~PreTokenizer();
   /// Whether the last step is ByteLevel: pieces then map bytes to GPT-2's characters before BPE.
   bool byte_level() const;
-  /// The pieces of `text` (non-empty, in order). ByteLevel's prefix space makes new strings, kept in
-  /// `owned`. Throws as Regex::find_matches.
-  std::vector<std::string_view> split(std::string_view text, std::deque<std::string>& owned) const;
+  /// The pieces of `text` (non-empty, in order); `at_start`: `text` begins the encoded text (no added token
+  /// before it). ByteLevel's prefix space and Metaspace make new strings, kept in `owned`. Throws as
+  /// Regex::find_matches.
+  std::vector<std::string_view> split(std::string_view text, bool at_start,
+                                      std::deque<std::string>& owned) const;
 
  private:
   struct Step;

@@ -241,9 +241,9 @@ TEST_CASE("hf tokenizers: bad files and bad ids name the file and the key or lin
   CHECK_THAT(json_error([](nlohmann::json& j) { j["model"]["type"] = "WordPiece"; }),
              Contains("'t.json'") && Contains("model.type") && Contains("WordPiece"));
   CHECK_THAT(json_error([](nlohmann::json& j) {
-               j["pre_tokenizer"] = {{"type", "Metaspace"}};
+               j["pre_tokenizer"] = {{"type", "BertPreTokenizer"}};
              }),
-             Contains("pre_tokenizer.type") && Contains("Metaspace"));
+             Contains("pre_tokenizer.type") && Contains("BertPreTokenizer"));
   CHECK_THAT(json_error([](nlohmann::json& j) {
                j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "([";
              }),
@@ -322,11 +322,11 @@ TEST_CASE("hf tokenizers: bad files and bad ids name the file and the key or lin
   std::ofstream(empty.file("tokenizer.model")) << "not a model";
   CHECK_THAT(error_of([&] { hf::load_tokenizer(empty.path.string()); }), Contains("tokenizer.model"));
   nlohmann::json unknown = good;
-  unknown["pre_tokenizer"]["pretokenizers"][1] = {{"type", "Metaspace"}, {"replacement", "▁"}};
+  unknown["pre_tokenizer"]["pretokenizers"][1] = {{"type", "UnicodeScripts"}};
   std::ofstream(empty.file("tokenizer.json")) << unknown.dump();
   CHECK_THAT(error_of([&] { hf::load_tokenizer(empty.path.string()); }),
              Contains(empty.file("tokenizer.json")) && Contains("\"pre_tokenizer.pretokenizers[1].type\"") &&
-                 Contains("Metaspace"));
+                 Contains("UnicodeScripts"));
 }
 
 #endif  // SACCADE_HAVE_HF
