@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <deque>
 #include <fstream>
 #include <mutex>
 #include <queue>
@@ -11,21 +12,26 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "hf/decoder.h"
+#include "hf/normalizer.h"
 #include "hf/pretokenizer.h"
+#include "hf/tokenizer_json.h"
 #include "ops/error.h"
 
 namespace saccade::hf {
 
 using nlohmann::json;
+using namespace tokjson;
 
 namespace {
 
 constexpr int64_t kMaxId = int64_t{1} << 31;
 constexpr size_t kCacheEntries = 10000;  // as tokenizers' BPE cache; pieces are not cached beyond it
+constexpr size_t kCacheMaxBytes = 256;   // nor longer pieces (a text without pre-tokenizer is one piece)
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(fmt::format("hf::ByteLevelBPE: cannot read '{}'", path));
+  if (!in) throw Error(fmt::format("hf::BPE: cannot read '{}'", path));
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
@@ -40,31 +46,34 @@ struct AddedToken {
 
 }  // namespace
 
-struct ByteLevelBPETokenizer::Impl {
+struct BPETokenizer::Impl {
   std::string source;  // the file(s), for messages
   std::unordered_map<std::string, int64_t> vocab;
   std::unordered_map<int64_t, std::string> id_to_token;
   std::unordered_map<uint64_t, std::pair<int32_t, int64_t>> merges;  // (left << 32 | right) -> (rank, merged)
   std::optional<int64_t> unk;
+  bool fuse_unk = false;
+  bool byte_fallback = false;
   bool ignore_merges = false;
-  std::vector<std::unique_ptr<SplitRegex>> splits;  // Split pre-tokenizers, then ByteLevel's own regex
-  size_t byte_level_step = 0;  // splits[0, byte_level_step) are Split pre-tokenizers, the rest ByteLevel's
-  bool add_prefix_space = false;
+  std::unique_ptr<Normalizer> normalizer;  // null: none
+  std::unique_ptr<PreTokenizer> pre;
+  std::unique_ptr<Decoder> decoder;
   std::vector<AddedToken> added;        // longest first
   std::array<bool, 256> added_first{};  // the first bytes of the added tokens
   std::unordered_map<int64_t, std::string> added_content;
   std::vector<int64_t> prefix, suffix;  // the post-processor's template around the ids
   std::optional<int64_t> bos, eos;
   int64_t vocab_size = 0;
-  std::array<int64_t, 256> byte_ids{};  // the id of each byte's character
+  std::array<int64_t, 256> byte_ids{};      // byte-level: the id of each byte's character, or -1
+  std::array<int64_t, 256> fallback_ids{};  // the id of each byte's "<0xNN>" token, or -1
 
   mutable std::mutex cache_mutex;
   mutable std::unordered_map<std::string, std::vector<int64_t>> cache;
 
-  std::string who() const { return fmt::format("hf::ByteLevelBPE '{}'", source); }
+  std::string who() const { return fmt::format("hf::BPE '{}'", source); }
 
-  // BPE of one piece, already mapped to byte characters: `chars` are its characters' ids, merged by rank
-  // (lowest first, leftmost among equals) with a heap of candidate pairs, as tokenizers' Word::merge_all.
+  // BPE of one piece: `ids` are its initial symbols (symbols()), merged by rank (lowest first, leftmost
+  // among equals) with a heap of candidate pairs, as tokenizers' Word::merge_all.
   void merge(std::vector<int64_t>& ids) const {
     struct Symbol {
       int64_t id;
@@ -109,68 +118,102 @@ struct ByteLevelBPETokenizer::Impl {
     for (int i = 0; i >= 0 && i < n; i = sym[i].next) ids.push_back(sym[i].id);
   }
 
+  // The initial symbols of a piece, as tokenizers' BPE::merge_word: each character's id; else, with
+  // byte_fallback, the ids of its bytes' "<0xNN>" tokens; else the unknown token (one for a run of them
+  // with fuse_unk; NOTE: as there, a pending unknown token is placed only by the next known character).
+  void symbols(std::string_view piece, std::vector<int64_t>& ids) const {
+    bool pending = false;
+    auto unknown = [&](std::string_view c) {
+      if (byte_fallback) {
+        bool all = true;
+        for (const char b : c) all = all && fallback_ids[static_cast<unsigned char>(b)] >= 0;
+        if (all) {
+          for (const char b : c) ids.push_back(fallback_ids[static_cast<unsigned char>(b)]);
+          return;
+        }
+      }
+      if (!unk) return;  // NOTE: without an unk token, tokenizers drops the character
+      if (pending && !fuse_unk) ids.push_back(*unk);
+      pending = true;
+    };
+    auto known = [&](int64_t id) {
+      if (pending) ids.push_back(*unk);
+      pending = false;
+      ids.push_back(id);
+    };
+    if (pre->byte_level()) {
+      for (const char b : piece) {
+        const int64_t id = byte_ids[static_cast<unsigned char>(b)];
+        if (id >= 0)
+          known(id);
+        else
+          unknown(byte_to_unicode()[static_cast<unsigned char>(b)]);
+      }
+    } else {
+      for (size_t i = 0; i < piece.size();) {
+        const size_t len = utf8_char_len(piece, i);
+        const std::string_view c = piece.substr(i, len);
+        const auto it = vocab.find(std::string(c));
+        if (it != vocab.end())
+          known(it->second);
+        else
+          unknown(c);
+        i += len;
+      }
+    }
+    if (pending) ids.push_back(*unk);
+  }
+
   // The ids of one pre-tokenized piece (raw bytes), through the cache.
   void encode_piece(std::string_view piece, std::vector<int64_t>& out) const {
-    std::string mapped;
-    for (const char b : piece) mapped += byte_to_unicode()[static_cast<unsigned char>(b)];
-    {
+    const bool cacheable = piece.size() <= kCacheMaxBytes;
+    if (cacheable) {
       std::lock_guard<std::mutex> lock(cache_mutex);
-      const auto it = cache.find(mapped);
+      const auto it = cache.find(std::string(piece));
       if (it != cache.end()) {
         out.insert(out.end(), it->second.begin(), it->second.end());
         return;
       }
     }
     std::vector<int64_t> ids;
-    const auto whole = ignore_merges ? vocab.find(mapped) : vocab.end();
+    auto whole = vocab.end();
+    if (ignore_merges) {
+      std::string word;
+      if (pre->byte_level())
+        for (const char b : piece) word += byte_to_unicode()[static_cast<unsigned char>(b)];
+      whole = vocab.find(pre->byte_level() ? word : std::string(piece));
+    }
     if (whole != vocab.end()) {
       ids.push_back(whole->second);
     } else {
-      for (const char b : piece) {
-        const int64_t id = byte_ids[static_cast<unsigned char>(b)];
-        if (id >= 0)
-          ids.push_back(id);
-        else if (unk)
-          ids.push_back(*unk);  // NOTE: without an unk token, tokenizers drops the character
-      }
+      symbols(piece, ids);
       merge(ids);
     }
     out.insert(out.end(), ids.begin(), ids.end());
+    if (!cacheable) return;
     std::lock_guard<std::mutex> lock(cache_mutex);
-    if (cache.size() < kCacheEntries) cache.emplace(std::move(mapped), std::move(ids));
+    if (cache.size() < kCacheEntries) cache.emplace(std::string(piece), std::move(ids));
   }
 
-  // Pre-tokenization and BPE of text that holds no added token.
-  void encode_text(std::string_view text, std::vector<int64_t>& out) const {
-    std::vector<std::string_view> pieces{text};
-    std::vector<std::string> prefixed;  // owns the pieces that ByteLevel's add_prefix_space made
-    for (size_t k = 0; k <= splits.size(); ++k) {
-      if (k == byte_level_step && add_prefix_space) {  // as tokenizers: on each piece that reaches ByteLevel
-        prefixed.reserve(pieces.size());
-        for (auto& p : pieces)
-          if (!p.empty() && p.front() != ' ') p = prefixed.emplace_back(" " + std::string(p));
-      }
-      if (k == splits.size()) break;
-      std::vector<std::string_view> next;
-      for (const auto p : pieces) {
-        const auto parts = splits[k]->split(p, who());
-        next.insert(next.end(), parts.begin(), parts.end());
-      }
-      pieces = std::move(next);
-    }
-    for (const auto p : pieces)
-      if (!p.empty()) encode_piece(p, out);
+  // Normalization, pre-tokenization and BPE of text that holds no added token.
+  void encode_text(std::string_view text, bool at_start, std::vector<int64_t>& out) const {
+    std::string normalized;
+    if (normalizer) text = normalized = normalizer->apply(text, who());
+    std::deque<std::string> owned;
+    for (const auto p : pre->split(text, at_start, owned)) encode_piece(p, out);
   }
 
   // Shared by both readers: the vocabulary's checks, and each byte's id.
   void check_vocab(const std::string& file) {
     for (const auto& [token, id] : vocab) vocab_size = std::max(vocab_size, id + 1);
     for (int b = 0; b < 256; ++b) {
+      const auto fallback = vocab.find(fmt::format("<0x{:02X}>", b));
+      fallback_ids[b] = fallback == vocab.end() ? -1 : fallback->second;
       const auto it = vocab.find(byte_to_unicode()[b]);
       byte_ids[b] = it == vocab.end() ? -1 : it->second;
-      if (it == vocab.end() && !unk)
-        throw Error(fmt::format("hf::ByteLevelBPE: '{}': the vocabulary has no token for byte {:#04x} ('{}')",
-                                file, b, byte_to_unicode()[b]));
+      if (it == vocab.end() && !unk && pre->byte_level())
+        throw Error(fmt::format("hf::BPE: '{}': the vocabulary has no token for byte {:#04x} ('{}')", file, b,
+                                byte_to_unicode()[b]));
     }
   }
 
@@ -179,21 +222,20 @@ struct ByteLevelBPETokenizer::Impl {
     const auto ia = vocab.find(a), ib = vocab.find(b), im = vocab.find(a + b);
     for (const auto& [tok, it] : {std::pair{a, ia}, std::pair{b, ib}, std::pair{a + b, im}})
       if (it == vocab.end())
-        throw Error(fmt::format("hf::ByteLevelBPE: '{}': {}: merge '{} {}': '{}' is not in the vocabulary",
-                                file, where, a, b, tok));
+        throw Error(fmt::format("hf::BPE: '{}': {}: merge '{} {}': '{}' is not in the vocabulary", file,
+                                where, a, b, tok));
     merges.insert_or_assign(static_cast<uint64_t>(ia->second) << 32 | static_cast<uint64_t>(ib->second),
                             std::pair{rank, im->second});
   }
 
   void add_token(const std::string& content, int64_t id, const std::string& file, const std::string& where) {
-    if (content.empty())
-      throw Error(fmt::format("hf::ByteLevelBPE: '{}': {}: an empty added token", file, where));
+    if (content.empty()) throw Error(fmt::format("hf::BPE: '{}': {}: an empty added token", file, where));
     if (id < 0 || id >= kMaxId)
-      throw Error(fmt::format("hf::ByteLevelBPE: '{}': {}: id {} is out of range", file, where, id));
+      throw Error(fmt::format("hf::BPE: '{}': {}: id {} is out of range", file, where, id));
     const auto it = id_to_token.find(id);
     if (it != id_to_token.end() && it->second != content)
-      throw Error(fmt::format("hf::ByteLevelBPE: '{}': {}: id {} of '{}' is the vocabulary's '{}'", file,
-                              where, id, content, it->second));
+      throw Error(fmt::format("hf::BPE: '{}': {}: id {} of '{}' is the vocabulary's '{}'", file, where, id,
+                              content, it->second));
     if (added_content.count(id)) return;
     added.push_back({content, id});
     added_content[id] = content;
@@ -210,24 +252,7 @@ struct ByteLevelBPETokenizer::Impl {
 
 namespace {
 
-using Impl = ByteLevelBPETokenizer::Impl;
-
-// nlohmann's parse, with the file named in errors and nesting bounded (its values are freed recursively).
-json parse_json(const std::string& text, const std::string& file) {
-  try {
-    return json::parse(text, [&](int depth, json::parse_event_t, json&) {
-      if (depth > 64) throw Error(fmt::format("hf::ByteLevelBPE: '{}': JSON nested deeper than 64", file));
-      return true;
-    });
-  } catch (const json::exception& e) {
-    throw Error(fmt::format("hf::ByteLevelBPE: '{}': not JSON: {}", file, e.what()));
-  }
-}
-
-Error fail(const std::string& file, const std::string& key, const std::string& what) {
-  if (key.empty()) return Error(fmt::format("hf::ByteLevelBPE: '{}': {}", file, what));
-  return Error(fmt::format("hf::ByteLevelBPE: '{}': \"{}\": {}", file, key, what));
-}
+using Impl = BPETokenizer::Impl;
 
 void read_vocab(Impl& m, const json& v, const std::string& file, const std::string& key) {
   if (!v.is_object())
@@ -252,68 +277,6 @@ bool split_merge(std::string_view line, std::string& a, std::string& b) {
   a = line.substr(0, sp);
   b = line.substr(sp + 1);
   return true;
-}
-
-const json* get(const json& j, const char* key) {
-  const auto it = j.find(key);
-  return it == j.end() || it->is_null() ? nullptr : &*it;
-}
-
-bool flag(const json& j, const char* key, const std::string& file, const std::string& where, bool fallback) {
-  const json* v = get(j, key);
-  if (!v) return fallback;
-  if (!v->is_boolean())
-    throw fail(file, where + "." + key, fmt::format("{} is not true or false", v->dump()));
-  return v->get<bool>();
-}
-
-std::string type_of(const json& j, const std::string& file, const std::string& where) {
-  if (!j.is_object()) throw fail(file, where, fmt::format("not an object but {}", j.type_name()));
-  const json* t = get(j, "type");
-  if (!t || !t->is_string()) throw fail(file, where + ".type", "missing or not a string");
-  return t->get<std::string>();
-}
-
-void read_pre_tokenizer(Impl& m, const json& p, const std::string& file) {
-  const std::string type = type_of(p, file, "pre_tokenizer");
-  std::vector<const json*> steps{&p};
-  if (type == "Sequence") {
-    const json* list = get(p, "pretokenizers");
-    if (!list || !list->is_array() || list->empty())
-      throw fail(file, "pre_tokenizer.pretokenizers", "missing, empty or not a list");
-    steps.clear();
-    for (const json& s : *list) steps.push_back(&s);
-  }
-  for (size_t i = 0; i < steps.size(); ++i) {
-    const std::string where =
-        type == "Sequence" ? fmt::format("pre_tokenizer.pretokenizers[{}]", i) : "pre_tokenizer";
-    const std::string t = type_of(*steps[i], file, where);
-    const bool last = i + 1 == steps.size();
-    if (t == "ByteLevel") {
-      if (!last) throw fail(file, where, "a ByteLevel pre-tokenizer before the last step is not supported");
-      m.add_prefix_space = flag(*steps[i], "add_prefix_space", file, where, false);
-      m.byte_level_step = m.splits.size();
-      if (flag(*steps[i], "use_regex", file, where, true))
-        m.splits.push_back(std::make_unique<SplitRegex>(kGpt2Pattern, m.who()));
-    } else if (t == "Split") {
-      if (last) throw fail(file, where, "the pre-tokenizer must end in a ByteLevel step");
-      const json* pattern = get(*steps[i], "pattern");
-      const json* behavior = get(*steps[i], "behavior");
-      if (!pattern || !pattern->is_object() || pattern->size() != 1 || !pattern->begin()->is_string() ||
-          (pattern->begin().key() != "Regex" && pattern->begin().key() != "String"))
-        throw fail(file, where + ".pattern", "not {\"Regex\": ...} or {\"String\": ...}");
-      if (!behavior || *behavior != "Isolated")
-        throw fail(file, where + ".behavior", "only \"Isolated\" is supported");
-      if (flag(*steps[i], "invert", file, where, false))
-        throw fail(file, where + ".invert", "true is not supported");
-      const std::string text = pattern->begin()->get<std::string>();
-      m.splits.push_back(
-          std::make_unique<SplitRegex>(pattern->begin().key() == "Regex" ? text : escape_pattern(text),
-                                       fmt::format("{} {}", m.who(), where)));
-    } else {
-      throw fail(file, where + ".type", fmt::format("the pre-tokenizer type '{}' is not supported", t));
-    }
-  }
 }
 
 void read_post_processor(Impl& m, const json& p, const std::string& file, const std::string& where) {
@@ -366,20 +329,23 @@ void read_post_processor(Impl& m, const json& p, const std::string& file, const 
 
 }  // namespace
 
-ByteLevelBPETokenizer::ByteLevelBPETokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-ByteLevelBPETokenizer::~ByteLevelBPETokenizer() = default;
+BPETokenizer::BPETokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+BPETokenizer::~BPETokenizer() = default;
 
-std::unique_ptr<ByteLevelBPETokenizer> ByteLevelBPETokenizer::from_vocab_merges(
-    const std::string& vocab_path, const std::string& merges_path) {
+std::unique_ptr<BPETokenizer> BPETokenizer::from_vocab_merges(const std::string& vocab_path,
+                                                              const std::string& merges_path) {
   return parse_vocab_merges(read_file(vocab_path), read_file(merges_path), vocab_path, merges_path);
 }
 
-std::unique_ptr<ByteLevelBPETokenizer> ByteLevelBPETokenizer::parse_vocab_merges(
-    const std::string& vocab_text, const std::string& merges_text, const std::string& vocab_path,
-    const std::string& merges_path) {
+std::unique_ptr<BPETokenizer> BPETokenizer::parse_vocab_merges(const std::string& vocab_text,
+                                                               const std::string& merges_text,
+                                                               const std::string& vocab_path,
+                                                               const std::string& merges_path) {
   auto m = std::make_unique<Impl>();
   m->source = vocab_path;
-  read_vocab(*m, parse_json(vocab_text, vocab_path), vocab_path, "");
+  m->pre = std::make_unique<PreTokenizer>(m->who());
+  m->decoder = std::make_unique<Decoder>();
+  read_vocab(*m, parse(vocab_text, vocab_path), vocab_path, "");
   m->check_vocab(vocab_path);
   std::string_view rest = merges_text, line;
   std::string a, b;
@@ -391,26 +357,25 @@ std::unique_ptr<ByteLevelBPETokenizer> ByteLevelBPETokenizer::parse_vocab_merges
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.starts_with("#version")) continue;
     if (!split_merge(line, a, b))
-      throw Error(fmt::format("hf::ByteLevelBPE: '{}': line {}: '{}' is not a merge \"a b\"", merges_path,
-                              number, line.substr(0, 80)));
+      throw Error(fmt::format("hf::BPE: '{}': line {}: '{}' is not a merge \"a b\"", merges_path, number,
+                              line.substr(0, 80)));
     m->add_merge(a, b, rank++, merges_path, fmt::format("line {}", number));
   }
-  m->splits.push_back(std::make_unique<SplitRegex>(kGpt2Pattern, m->who()));
   if (const auto it = m->vocab.find("<|endoftext|>"); it != m->vocab.end()) {
     m->add_token(it->first, it->second, vocab_path, "<|endoftext|>");
     m->bos = m->eos = it->second;
   }
   m->finish();
-  return std::unique_ptr<ByteLevelBPETokenizer>(new ByteLevelBPETokenizer(std::move(m)));
+  return std::unique_ptr<BPETokenizer>(new BPETokenizer(std::move(m)));
 }
 
-std::unique_ptr<ByteLevelBPETokenizer> ByteLevelBPETokenizer::from_tokenizer_json(const std::string& path) {
+std::unique_ptr<BPETokenizer> BPETokenizer::from_tokenizer_json(const std::string& path) {
   return parse_tokenizer_json(read_file(path), path);
 }
 
-std::unique_ptr<ByteLevelBPETokenizer> ByteLevelBPETokenizer::parse_tokenizer_json(const std::string& text,
-                                                                                   const std::string& path) {
-  const json j = parse_json(text, path);
+std::unique_ptr<BPETokenizer> BPETokenizer::parse_tokenizer_json(const std::string& text,
+                                                                 const std::string& path) {
+  const json j = parse(text, path);
   if (!j.is_object()) throw fail(path, "", "the file is not a JSON object");
   auto m = std::make_unique<Impl>();
   m->source = path;
@@ -421,9 +386,12 @@ std::unique_ptr<ByteLevelBPETokenizer> ByteLevelBPETokenizer::parse_tokenizer_js
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix", "dropout"})
     if (const json* v = get(*model, key); v && *v != "")
       throw fail(path, std::string("model.") + key, fmt::format("{} is not supported", v->dump()));
-  if (flag(*model, "byte_fallback", path, "model", false))
-    throw fail(path, "model.byte_fallback", "not supported");
+  m->byte_fallback = flag(*model, "byte_fallback", path, "model", false);
+  m->fuse_unk = flag(*model, "fuse_unk", path, "model", false);
   m->ignore_merges = flag(*model, "ignore_merges", path, "model", false);
+  if (const json* n = get(j, "normalizer")) m->normalizer = std::make_unique<Normalizer>(*n, path);
+  m->pre = std::make_unique<PreTokenizer>(get(j, "pre_tokenizer"), path, m->who());
+  m->decoder = std::make_unique<Decoder>(get(j, "decoder"), path);
   const json* vocab = get(*model, "vocab");
   if (!vocab) throw fail(path, "model.vocab", "missing");
   read_vocab(*m, *vocab, path, "model.vocab");
@@ -451,12 +419,6 @@ std::unique_ptr<ByteLevelBPETokenizer> ByteLevelBPETokenizer::parse_tokenizer_js
     }
     m->add_merge(a, b, static_cast<int32_t>(i), path, where);
   }
-  if (const json* n = get(j, "normalizer"))
-    throw fail(path, "normalizer",
-               fmt::format("the normalizer '{}' is not supported (only null)", n->dump().substr(0, 80)));
-  const json* pre = get(j, "pre_tokenizer");
-  if (!pre) throw fail(path, "pre_tokenizer", "missing (byte-level BPE needs a ByteLevel pre-tokenizer)");
-  read_pre_tokenizer(*m, *pre, path);
   if (const json* added = get(j, "added_tokens")) {
     if (!added->is_array()) throw fail(path, "added_tokens", "not a list");
     for (size_t i = 0; i < added->size(); ++i) {
@@ -468,6 +430,9 @@ std::unique_ptr<ByteLevelBPETokenizer> ByteLevelBPETokenizer::parse_tokenizer_js
         throw fail(path, where, "not an object with an integer id and a string content");
       for (const char* key : {"lstrip", "rstrip", "single_word"})
         if (flag(t, key, path, where, false)) throw fail(path, where + "." + key, "true is not supported");
+      // tokenizers matches a normalized added token in the normalized text; these are cut out before
+      if (m->normalizer && flag(t, "normalized", path, where, !flag(t, "special", path, where, false)))
+        throw fail(path, where + ".normalized", "true is not supported with a normalizer");
       m->add_token(content->get<std::string>(), id->get<int64_t>(), path, where);
     }
   }
@@ -480,10 +445,10 @@ std::unique_ptr<ByteLevelBPETokenizer> ByteLevelBPETokenizer::parse_tokenizer_js
       if (!m->eos) m->eos = it->second;
     }
   m->finish();
-  return std::unique_ptr<ByteLevelBPETokenizer>(new ByteLevelBPETokenizer(std::move(m)));
+  return std::unique_ptr<BPETokenizer>(new BPETokenizer(std::move(m)));
 }
 
-std::vector<int64_t> ByteLevelBPETokenizer::encode(const std::string& text, bool add_special_tokens) const {
+std::vector<int64_t> BPETokenizer::encode(const std::string& text, bool add_special_tokens) const {
   const Impl& m = *impl_;
   std::vector<int64_t> ids;
   if (add_special_tokens) ids = m.prefix;
@@ -504,46 +469,36 @@ std::vector<int64_t> ByteLevelBPETokenizer::encode(const std::string& text, bool
       ++i;
       continue;
     }
-    m.encode_text(std::string_view(text).substr(done, i - done), ids);
+    m.encode_text(std::string_view(text).substr(done, i - done), done == 0, ids);
     ids.push_back(hit->id);
     done = i += hit->content.size();
   }
-  m.encode_text(std::string_view(text).substr(done), ids);
+  m.encode_text(std::string_view(text).substr(done), done == 0, ids);
   if (add_special_tokens) ids.insert(ids.end(), m.suffix.begin(), m.suffix.end());
   return ids;
 }
 
-std::string ByteLevelBPETokenizer::decode(const std::vector<int64_t>& ids) const {
+std::string BPETokenizer::decode(const std::vector<int64_t>& ids) const {
   const Impl& m = *impl_;
-  std::string out;
-  std::vector<std::pair<uint32_t, uint32_t>> chars;
+  // As tokenizers: the tokens of the ids (an added token's content first), through the decoder.
+  std::vector<std::string> tokens;
+  tokens.reserve(ids.size());
   for (size_t i = 0; i < ids.size(); ++i) {
     if (const auto a = m.added_content.find(ids[i]); a != m.added_content.end()) {
-      out += a->second;
+      tokens.push_back(a->second);
       continue;
     }
     const auto t = m.id_to_token.find(ids[i]);
     SACCADE_CHECK(t != m.id_to_token.end(), "{}: decode: id {} at {} is not in the vocabulary of {}", name(),
                   ids[i], i, m.vocab_size);
-    // As tokenizers' ByteLevel decoder: a token whose characters are not all byte characters is kept as is.
-    std::string bytes;
-    bool all = utf8_chars(t->second, chars);
-    for (const auto& [c, len] : chars) {
-      const auto b = unicode_to_byte().find(c);
-      if (b == unicode_to_byte().end()) {
-        all = false;
-        break;
-      }
-      bytes += static_cast<char>(b->second);
-    }
-    out += all ? bytes : t->second;
+    tokens.push_back(t->second);
   }
-  return out;
+  return m.decoder->decode(std::move(tokens), name());
 }
 
-int64_t ByteLevelBPETokenizer::vocab_size() const { return impl_->vocab_size; }
-std::optional<int64_t> ByteLevelBPETokenizer::bos_id() const { return impl_->bos; }
-std::optional<int64_t> ByteLevelBPETokenizer::eos_id() const { return impl_->eos; }
-std::string ByteLevelBPETokenizer::name() const { return impl_->who(); }
+int64_t BPETokenizer::vocab_size() const { return impl_->vocab_size; }
+std::optional<int64_t> BPETokenizer::bos_id() const { return impl_->bos; }
+std::optional<int64_t> BPETokenizer::eos_id() const { return impl_->eos; }
+std::string BPETokenizer::name() const { return impl_->who(); }
 
 }  // namespace saccade::hf

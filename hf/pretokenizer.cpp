@@ -3,22 +3,28 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
+#include "hf/tokenizer_json.h"
 #include "ops/error.h"
 
 namespace saccade::hf {
 
-struct SplitRegex::Impl {
+struct Regex::Impl {
   pcre2_code* code = nullptr;
   pcre2_match_context* context = nullptr;
 };
 
-SplitRegex::SplitRegex(const std::string& pattern, const std::string& who) : impl_(std::make_unique<Impl>()) {
+Regex::Regex(const std::string& pattern, const std::string& who, bool literal)
+    : impl_(std::make_unique<Impl>()) {
+  if (literal && pattern.empty()) return;  // tokenizers: an empty literal matches nothing
   int error = 0;
   PCRE2_SIZE offset = 0;
   impl_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-                              PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &error, &offset, nullptr);
+                              PCRE2_UTF | PCRE2_MATCH_INVALID_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP),
+                              &error, &offset, nullptr);
   if (!impl_->code) {
     PCRE2_UCHAR message[256];
     pcre2_get_error_message(error, message, sizeof(message));
@@ -32,42 +38,230 @@ SplitRegex::SplitRegex(const std::string& pattern, const std::string& who) : imp
   pcre2_set_depth_limit(impl_->context, 10000);
 }
 
-SplitRegex::~SplitRegex() {
+Regex::~Regex() {
   pcre2_match_context_free(impl_->context);
   pcre2_code_free(impl_->code);
 }
 
-std::vector<std::string_view> SplitRegex::split(std::string_view text, const std::string& who) const {
-  std::unique_ptr<pcre2_match_data, void (*)(pcre2_match_data*)> md(
-      pcre2_match_data_create_from_pattern(impl_->code, nullptr), pcre2_match_data_free);
-  std::vector<std::string_view> pieces;
-  const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
-  size_t start = 0, done = 0;  // searching from start; text[0, done) is in pieces
-  while (start < text.size()) {
-    const int rc = pcre2_match(impl_->code, subject, text.size(), start, 0, md.get(), impl_->context);
-    if (rc == PCRE2_ERROR_NOMATCH) break;
-    if (rc < 0) {
-      PCRE2_UCHAR message[256];
-      pcre2_get_error_message(rc, message, sizeof(message));
-      throw Error(fmt::format("{}: pre-tokenization gave up at byte {}: {}", who, start,
-                              reinterpret_cast<const char*>(message)));
+std::vector<Match> Regex::find_matches(std::string_view text, const std::string& who) const {
+  if (text.empty()) return {{0, 0, false}};
+  std::vector<Match> out;
+  size_t prev = 0;  // text[0, prev) is in out
+  if (impl_->code) {
+    std::unique_ptr<pcre2_match_data, void (*)(pcre2_match_data*)> md(
+        pcre2_match_data_create_from_pattern(impl_->code, nullptr), pcre2_match_data_free);
+    const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
+    size_t start = 0;                   // searching from here
+    size_t last_end = text.size() + 1;  // where the last match ended (none yet)
+    // As the onig crate's find_iter, which tokenizers uses: an empty match where the last match ended is
+    // skipped by one character, any other is a match.
+    while (start <= text.size()) {
+      const int rc = pcre2_match(impl_->code, subject, text.size(), start, 0, md.get(), impl_->context);
+      if (rc == PCRE2_ERROR_NOMATCH) break;
+      if (rc < 0) {
+        PCRE2_UCHAR message[256];
+        pcre2_get_error_message(rc, message, sizeof(message));
+        throw Error(fmt::format("{}: pre-tokenization gave up at byte {}: {}", who, start,
+                                reinterpret_cast<const char*>(message)));
+      }
+      const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.get());
+      const size_t b = ov[0], e = ov[1];
+      if (b == e && e == last_end) {
+        start += start < text.size() ? utf8_char_len(text, start) : 1;
+        continue;
+      }
+      if (b > prev) out.push_back({prev, b, false});
+      out.push_back({b, e, true});
+      prev = start = last_end = e;
     }
-    const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.get());
-    const size_t b = ov[0], e = ov[1];
-    if (e == b) {  // an empty match splits nothing: search again one character further
-      start = b + 1;
-      while (start < text.size() && (static_cast<unsigned char>(text[start]) & 0xC0) == 0x80) ++start;
-      continue;
-    }
-    if (b > done) pieces.push_back(text.substr(done, b - done));
-    pieces.push_back(text.substr(b, e - b));
-    done = start = e;
   }
-  if (done < text.size()) pieces.push_back(text.substr(done));
+  if (prev < text.size()) out.push_back({prev, text.size(), false});
+  return out;
+}
+
+std::vector<std::string_view> Regex::split(std::string_view text, SplitBehavior behavior, bool invert,
+                                           const std::string& who) const {
+  std::vector<Match> matches = find_matches(text, who);
+  if (invert)
+    for (Match& m : matches) m.is_match = !m.is_match;
+  // As tokenizers' NormalizedString::split: the kept stretches, merged by the behavior.
+  std::vector<Match> kept;
+  bool previous = false;  // whether the stretch before was a match
+  auto merge_or_push = [&](const Match& m, bool merge) {
+    if (merge && !kept.empty()) {
+      kept.back().end = m.end;
+    } else {
+      kept.push_back(m);
+    }
+  };
+  switch (behavior) {
+    case SplitBehavior::Removed:
+      for (const Match& m : matches)
+        if (!m.is_match) kept.push_back(m);
+      break;
+    case SplitBehavior::Isolated:
+      kept = matches;
+      break;
+    case SplitBehavior::Contiguous:
+      for (const Match& m : matches) {
+        merge_or_push(m, m.is_match == previous);
+        previous = m.is_match;
+      }
+      break;
+    case SplitBehavior::MergedWithPrevious:
+      for (const Match& m : matches) {
+        merge_or_push(m, m.is_match && !previous);
+        previous = m.is_match;
+      }
+      break;
+    case SplitBehavior::MergedWithNext:
+      for (size_t i = matches.size(); i-- > 0;) {  // from the end: a match joins the stretch after it
+        const Match& m = matches[i];
+        if (m.is_match && !previous && !kept.empty())
+          kept.back().begin = m.begin;
+        else
+          kept.push_back(m);
+        previous = m.is_match;
+      }
+      std::reverse(kept.begin(), kept.end());
+      break;
+  }
+  std::vector<std::string_view> pieces;
+  for (const Match& m : kept)
+    if (m.end > m.begin) pieces.push_back(text.substr(m.begin, m.end - m.begin));
   return pieces;
 }
 
-std::string escape_pattern(const std::string& literal) { return "\\Q" + literal + "\\E"; }
+std::string Regex::replace(std::string_view text, std::string_view content, const std::string& who) const {
+  std::string out;
+  for (const Match& m : find_matches(text, who)) {
+    if (m.is_match)
+      out += content;
+    else
+      out += text.substr(m.begin, m.end - m.begin);
+  }
+  return out;
+}
+
+struct PreTokenizer::Step {
+  std::unique_ptr<Regex> regex;  // null: no split (ByteLevel without use_regex)
+  SplitBehavior behavior = SplitBehavior::Isolated;
+  bool invert = false;
+  bool prefix_space = false;  // ByteLevel's add_prefix_space, before its split
+  // Metaspace: spaces become `replacement` (then `regex` splits at it), prepended as prepend_scheme says
+  std::string replacement;
+  std::string prepend_scheme;
+};
+
+PreTokenizer::PreTokenizer(const std::string& who) : who_(who) {
+  steps_.emplace_back().regex = std::make_unique<Regex>(kGpt2Pattern, who);
+  byte_level_ = true;
+}
+
+PreTokenizer::PreTokenizer(const nlohmann::json* p, const std::string& file, const std::string& who)
+    : who_(who) {
+  using namespace tokjson;
+  if (!p) return;
+  const std::string type = type_of(*p, file, "pre_tokenizer");
+  std::vector<const json*> steps{p};
+  if (type == "Sequence") {
+    const json& all = list(*p, "pretokenizers", file, "pre_tokenizer");
+    steps.clear();
+    for (const json& s : all) steps.push_back(&s);
+  }
+  static const std::pair<const char*, SplitBehavior> kBehaviors[] = {
+      {"Removed", SplitBehavior::Removed},
+      {"Isolated", SplitBehavior::Isolated},
+      {"MergedWithPrevious", SplitBehavior::MergedWithPrevious},
+      {"MergedWithNext", SplitBehavior::MergedWithNext},
+      {"Contiguous", SplitBehavior::Contiguous}};
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const json& s = *steps[i];
+    const std::string where =
+        type == "Sequence" ? fmt::format("pre_tokenizer.pretokenizers[{}]", i) : "pre_tokenizer";
+    const std::string t = type_of(s, file, where);
+    if (byte_level_) throw fail(file, where, "a step after a ByteLevel pre-tokenizer is not supported");
+    Step step;
+    if (t == "ByteLevel") {
+      step.prefix_space = flag(s, "add_prefix_space", file, where, false);
+      if (flag(s, "use_regex", file, where, true)) step.regex = std::make_unique<Regex>(kGpt2Pattern, who);
+      byte_level_ = true;
+    } else if (t == "Split") {
+      step.regex = pattern(s, "pattern", file, where);
+      const std::string b = text(s, "behavior", file, where);
+      const auto it = std::find_if(std::begin(kBehaviors), std::end(kBehaviors),
+                                   [&](const auto& kb) { return b == kb.first; });
+      if (it == std::end(kBehaviors))
+        throw fail(file, where + ".behavior", fmt::format("the behavior '{}' is not supported", b));
+      step.behavior = it->second;
+      step.invert = flag(s, "invert", file, where, false);
+    } else if (t == "Metaspace") {
+      step.replacement = text(s, "replacement", file, where);
+      std::vector<std::pair<uint32_t, uint32_t>> chars;
+      if (!utf8_chars(step.replacement, chars) || chars.size() != 1)
+        throw fail(file, where + ".replacement", "not one character");
+      step.prepend_scheme = get(s, "prepend_scheme") ? text(s, "prepend_scheme", file, where)
+                            : flag(s, "add_prefix_space", file, where, true) ? "always"
+                                                                             : "never";
+      if (step.prepend_scheme != "always" && step.prepend_scheme != "first" && step.prepend_scheme != "never")
+        throw fail(file, where + ".prepend_scheme",
+                   fmt::format("'{}' is not always, first or never", step.prepend_scheme));
+      if (flag(s, "split", file, where, true)) {
+        step.regex = std::make_unique<Regex>(step.replacement, who, true);
+        step.behavior = SplitBehavior::MergedWithNext;
+      }
+    } else if (t == "Digits") {
+      step.regex = std::make_unique<Regex>(R"(\p{N})", who);
+      step.behavior = flag(s, "individual_digits", file, where, false) ? SplitBehavior::Isolated
+                                                                       : SplitBehavior::Contiguous;
+    } else {
+      throw fail(file, where + ".type", fmt::format("the pre-tokenizer type '{}' is not supported", t));
+    }
+    steps_.push_back(std::move(step));
+  }
+}
+
+PreTokenizer::~PreTokenizer() = default;
+
+bool PreTokenizer::byte_level() const { return byte_level_; }
+
+std::vector<std::string_view> PreTokenizer::split(std::string_view text, bool at_start,
+                                                  std::deque<std::string>& owned) const {
+  std::vector<std::string_view> pieces{text}, next;
+  for (const Step& step : steps_) {
+    if (!step.replacement.empty())  // as tokenizers' Metaspace, on each piece
+      for (size_t k = 0; k < pieces.size(); ++k) {
+        std::string& m = owned.emplace_back();
+        for (const char c : pieces[k]) {
+          if (c == ' ')
+            m += step.replacement;
+          else
+            m += c;
+        }
+        const bool first = at_start && k == 0 && pieces[k].data() == text.data();
+        if (!m.empty() && !m.starts_with(step.replacement) &&
+            (step.prepend_scheme == "always" || (step.prepend_scheme == "first" && first)))
+          m.insert(0, step.replacement);
+        pieces[k] = m;
+      }
+    if (step.prefix_space)  // as tokenizers: on each piece that reaches ByteLevel
+      for (auto& p : pieces)
+        if (!p.empty() && p.front() != ' ') {
+          std::string& prefixed = owned.emplace_back(1, ' ');
+          prefixed += p;
+          p = prefixed;
+        }
+    if (!step.regex) continue;
+    next.clear();
+    for (const auto p : pieces) {
+      const auto parts = step.regex->split(p, step.behavior, step.invert, who_);
+      next.insert(next.end(), parts.begin(), parts.end());
+    }
+    pieces.swap(next);
+  }
+  std::erase_if(pieces, [](std::string_view p) { return p.empty(); });
+  return pieces;
+}
 
 const std::array<std::string, 256>& byte_to_unicode() {
   static const std::array<std::string, 256> table = [] {
@@ -98,28 +292,41 @@ const std::unordered_map<uint32_t, uint8_t>& unicode_to_byte() {
   return table;
 }
 
+namespace {
+
+// The code point of the valid UTF-8 character at s[i] and its length, or length 0 where s[i] starts none.
+std::pair<uint32_t, uint32_t> utf8_char(std::string_view s, size_t i) {
+  const auto c0 = static_cast<unsigned char>(s[i]);
+  const uint32_t len = c0 < 0x80           ? 1
+                       : (c0 >> 5) == 0x6  ? 2
+                       : (c0 >> 4) == 0xE  ? 3
+                       : (c0 >> 3) == 0x1E ? 4
+                                           : 0;
+  if (len == 0 || i + len > s.size()) return {0, 0};
+  uint32_t cp = len == 1 ? c0 : c0 & (0x7F >> len);
+  for (uint32_t k = 1; k < len; ++k) {
+    const auto c = static_cast<unsigned char>(s[i + k]);
+    if ((c & 0xC0) != 0x80) return {0, 0};
+    cp = (cp << 6) | (c & 0x3F);
+  }
+  const uint32_t min = len == 1 ? 0 : len == 2 ? 0x80 : len == 3 ? 0x800 : 0x10000;
+  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return {0, 0};
+  return {cp, len};
+}
+
+}  // namespace
+
 bool utf8_chars(std::string_view s, std::vector<std::pair<uint32_t, uint32_t>>& out) {
   out.clear();
   for (size_t i = 0; i < s.size();) {
-    const auto c0 = static_cast<unsigned char>(s[i]);
-    const uint32_t len = c0 < 0x80           ? 1
-                         : (c0 >> 5) == 0x6  ? 2
-                         : (c0 >> 4) == 0xE  ? 3
-                         : (c0 >> 3) == 0x1E ? 4
-                                             : 0;
-    if (len == 0 || i + len > s.size()) return false;
-    uint32_t cp = len == 1 ? c0 : c0 & (0x7F >> len);
-    for (uint32_t k = 1; k < len; ++k) {
-      const auto c = static_cast<unsigned char>(s[i + k]);
-      if ((c & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (c & 0x3F);
-    }
-    const uint32_t min = len == 1 ? 0 : len == 2 ? 0x80 : len == 3 ? 0x800 : 0x10000;
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
-    out.emplace_back(cp, len);
-    i += len;
+    const auto c = utf8_char(s, i);
+    if (c.second == 0) return false;
+    out.push_back(c);
+    i += c.second;
   }
   return true;
 }
+
+size_t utf8_char_len(std::string_view s, size_t i) { return std::max<size_t>(1, utf8_char(s, i).second); }
 
 }  // namespace saccade::hf

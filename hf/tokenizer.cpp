@@ -13,9 +13,9 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir) {
   namespace fs = std::filesystem;
   const fs::path d(dir);
   if (fs::is_regular_file(d / "tokenizer.json"))
-    return ByteLevelBPETokenizer::from_tokenizer_json((d / "tokenizer.json").string());
+    return BPETokenizer::from_tokenizer_json((d / "tokenizer.json").string());
   if (fs::is_regular_file(d / "vocab.json") && fs::is_regular_file(d / "merges.txt"))
-    return ByteLevelBPETokenizer::from_vocab_merges((d / "vocab.json").string(), (d / "merges.txt").string());
+    return BPETokenizer::from_vocab_merges((d / "vocab.json").string(), (d / "merges.txt").string());
   if (fs::is_regular_file(d / "tokenizer.model"))
     return std::make_unique<SentencePieceTokenizer>((d / "tokenizer.model").string());
   throw Error(

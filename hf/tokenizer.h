@@ -1,5 +1,5 @@
 #pragma once
-// The tokenizers of model folders in the Hugging Face layout: GPT-2's byte-level BPE (vocab.json +
+// The tokenizers of model folders in the Hugging Face layout: BPE (GPT-2's vocab.json +
 // merges.txt, or a tokenizer.json of model type BPE; hf/bpe.h) and SentencePiece's tokenizer.model (Llama 2,
 // TinyLlama; through libsentencepiece). load_tokenizer picks the one a folder holds. Same shape as the GPT
 // example's examples/gpt/tokenizer.h, plus special tokens: encode(text, true) encodes as transformers'
@@ -29,7 +29,7 @@ class Tokenizer {
   virtual std::optional<int64_t> bos_id() const = 0;
   /// The id of the end-of-text token, if the tokenizer has one.
   virtual std::optional<int64_t> eos_id() const = 0;
-  /// What it is and where it came from, for messages: "hf::ByteLevelBPE 'dir/tokenizer.json'".
+  /// What it is and where it came from, for messages: "hf::BPE 'dir/tokenizer.json'".
   virtual std::string name() const = 0;
 };
 

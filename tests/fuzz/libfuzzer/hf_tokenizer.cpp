@@ -1,5 +1,6 @@
-// libFuzzer target: the byte-level BPE readers of hf/ (hf::ByteLevelBPETokenizer: vocab.json + merges.txt,
-// and tokenizer.json) and encode / decode on arbitrary bytes with what they accept.
+// libFuzzer target: the BPE readers of hf/ (hf::BPETokenizer: vocab.json + merges.txt, and tokenizer.json
+// with its normalizers, pre-tokenizers, decoders, byte fallback) and encode / decode on arbitrary bytes with
+// what they accept.
 // Input: one byte (even: vocab.json + merges.txt, odd: tokenizer.json), then the files and the text to
 // encode, separated by two NUL bytes: vocab \0\0 merges \0\0 text, or tokenizer.json \0\0 text.
 // Properties: a rejected file raises saccade::Error naming it; an accepted one encodes any bytes into ids in
@@ -42,11 +43,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view rest(reinterpret_cast<const char*>(data) + 1, size - 1);
   const auto p = parts(rest, json ? 2 : 3);
   const std::string& text = p.back();
-  std::unique_ptr<hf::ByteLevelBPETokenizer> tok;
+  std::unique_ptr<hf::BPETokenizer> tok;
   try {
-    tok = json ? hf::ByteLevelBPETokenizer::parse_tokenizer_json(p[0], "fuzz_tokenizer.json")
-               : hf::ByteLevelBPETokenizer::parse_vocab_merges(p[0], p[1], "fuzz_vocab.json",
-                                                               "fuzz_merges.txt");
+    tok = json ? hf::BPETokenizer::parse_tokenizer_json(p[0], "fuzz_tokenizer.json")
+               : hf::BPETokenizer::parse_vocab_merges(p[0], p[1], "fuzz_vocab.json", "fuzz_merges.txt");
   } catch (const Error& e) {
     const std::string msg = e.what();
     fuzz::check_rejection(e, msg.find("fuzz_merges.txt") != std::string::npos ? "fuzz_merges.txt"
