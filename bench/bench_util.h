@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -47,17 +48,21 @@ inline Stats stats(std::vector<double> v) {
   return {v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]), v.front(), v.back()};
 }
 
+/// Milliseconds of one call of f().
+template <class F>
+double ms_of(F&& f) {
+  const auto t0 = Clock::now();
+  f();
+  return 1e3 * seconds_since(t0);
+}
+
 /// Milliseconds of each of `samples` calls of f(), after one untimed warm-up call (allocator, OpenBLAS
 /// buffers).
 template <class F>
 std::vector<double> time_ms(int samples, F&& f) {
   f();
   std::vector<double> ms;
-  for (int i = 0; i < samples; ++i) {
-    auto t0 = Clock::now();
-    f();
-    ms.push_back(1e3 * seconds_since(t0));
-  }
+  for (int i = 0; i < samples; ++i) ms.push_back(ms_of(f));
   return ms;
 }
 
@@ -69,6 +74,33 @@ inline double load_average() {
     std::fclose(f);
   }
   return l;
+}
+
+/// Peak resident memory of this process so far (VmHWM of /proc/self/status), in KiB; -1 when unreadable.
+inline long peak_rss_kib() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::atol(line.c_str() + 6);
+  return -1;
+}
+
+/// Writes n floats to `path` as raw native-endian float32 (numpy.fromfile(path, "<f4") on x86); false on
+/// failure. The agreement checks hand their inputs to the PyTorch twin this way.
+inline bool write_floats(const std::string& path, const float* data, size_t n) {
+  std::ofstream f(path, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(n * sizeof(float)));
+  return static_cast<bool>(f);
+}
+
+/// The raw float32 values of `path` (as write_floats or numpy's tofile wrote them); empty when unreadable.
+inline std::vector<float> read_floats(const std::string& path) {
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  if (!f) return {};
+  std::vector<float> v(static_cast<size_t>(f.tellg()) / sizeof(float));
+  f.seekg(0);
+  f.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
+  return f ? v : std::vector<float>{};
 }
 
 /// A CPU-bound competitor: `timeout <seconds> sh -c 'while :; do :; done'` in a child process, stopped when
