@@ -73,9 +73,8 @@ struct GqaCase {
 // FLOPs of one causal forward + backward as FlashAttention counts them: 3.5 · 4 B H T² D / 2.
 double flash_flops(const GqaShape& s) { return 3.5 * 4.0 * s.B * s.H * double(s.T) * s.T * s.D / 2.0; }
 
-// "median [min-max] GFLOP/s" of ms samples, or "-" when there are none (or the twin answered -1).
+// "median [min-max] GFLOP/s" of ms samples.
 std::string cell(const std::vector<double>& ms, double flops, const char* tag = "") {
-  if (ms.empty() || ms[0] < 0) return "-";
   const sb::Stats st = sb::stats(ms);
   return fmt::format("{:.1f} [{:.1f}-{:.1f}] {:.0f}{}", st.median, st.min, st.max,
                      flops / (st.median * 1e-3) / 1e9, tag);
@@ -111,8 +110,7 @@ int check_mode() {
   return ok ? 0 : 1;
 }
 
-void table(sb::TorchServer& torch_d, sb::TorchServer& torch_p, DType dt, int samples, int64_t max_t,
-           int threads, int64_t tokens) {
+void table(sb::TorchPair& torch, DType dt, int samples, int64_t max_t, int threads, int64_t tokens) {
   std::printf(
       "\ncausal attention fwd+bwd, %s, H = 32, D = 64, B·T = %lld, %d thread(s), %d runs alternating; "
       "GFLOP/s = 3.5·4·B·H·T²·D/2 per run (FlashAttention's count, causal half)\n",
@@ -125,24 +123,21 @@ void table(sb::TorchServer& torch_d, sb::TorchServer& torch_p, DType dt, int sam
     GqaCase ours(gqa, dt), ours_mha(mha, dt);
     const std::string request =
         "gqa " + shape_args(gqa) + " " + dtype_arg(dt) + " " + std::to_string(threads);
-    ours.run(), ours_mha.run();  // warm-up, both sides
-    if (torch_d.ok()) torch_d.ask(request), torch_p.ask(request);
-    std::vector<double> ms[4];  // ours GQA, ours MHA, torch defaults, torch OMP_WAIT_POLICY=PASSIVE
+    ours.run(), ours_mha.run(), torch.warm_up(request);  // warm-up, all sides
+    torch.clear();
+    std::vector<double> ms[2];  // ours GQA, ours MHA
     for (int i = 0; i < samples; ++i) {
       ms[0].push_back(sb::ms_of([&] { ours.run(); }));
       ms[1].push_back(sb::ms_of([&] { ours_mha.run(); }));
-      if (torch_d.ok()) ms[2].push_back(torch_d.ask(request)), ms[3].push_back(torch_p.ask(request));
+      torch.run(request);
     }
-    const double flops = flash_flops(gqa);
-    const bool has_torch = !ms[2].empty() && ms[2][0] >= 0;
-    const int t =
-        has_torch && !ms[3].empty() && ms[3][0] >= 0 && sb::stats(ms[3]).median < sb::stats(ms[2]).median ? 3
-                                                                                                          : 2;
-    const double ours_med = sb::stats(ms[0]).median;
+    const double flops = flash_flops(gqa), ours_med = sb::stats(ms[0]).median;
+    const char* tag = "";
+    const std::vector<double>& theirs = torch.best(&tag);
     std::printf("%-6lld %-4lld %-28s %-28s %-8.2f %-30s %s\n", (long long)T, (long long)gqa.B,
                 cell(ms[0], flops).c_str(), cell(ms[1], flops).c_str(), sb::stats(ms[1]).median / ours_med,
-                cell(ms[t], flops, t == 2 ? " d" : " p").c_str(),
-                has_torch ? fmt::format("{:.2f}", sb::stats(ms[t]).median / ours_med).c_str() : "-");
+                torch.answered() ? cell(theirs, flops, tag).c_str() : "-",
+                torch.answered() ? fmt::format("{:.2f}", sb::stats(theirs).median / ours_med).c_str() : "-");
     std::fflush(stdout);
   }
 }
@@ -196,13 +191,12 @@ int attention_gqa_main(int argc, char** argv) {
       "grouped-query attention (issue 40), ours against PyTorch and our MHA kernel\n%s\nload average %.2f\n",
       blas_info_line().c_str(), sb::load_average());
   const std::string script = std::string(SACCADE_BENCH_DIR) + "/attention_torch.py";
-  sb::TorchServer torch_d(script, ""), torch_p(script, "OMP_WAIT_POLICY=PASSIVE");
-  std::printf("%s\n", torch_d.ok() ? sb::torch_info().c_str()
-                                   : (sb::python() + " cannot import torch: no PyTorch columns").c_str());
+  sb::TorchPair torch(script);
+  std::printf("%s\n", sb::torch_line(torch).c_str());
   std::vector<DType> dtypes;
   if (which != "bf16") dtypes.push_back(DType::Float32);
   if (which != "f32") dtypes.push_back(DType::BFloat16);
-  for (DType dt : dtypes) table(torch_d, torch_p, dt, int(samples), max_t, int(threads), tokens);
+  for (DType dt : dtypes) table(torch, dt, int(samples), max_t, int(threads), tokens);
   std::printf(
       "(GQA/MHA = MHA ms / GQA ms at equal FLOPs, goal >= 1; torch/ours = torch ms / ours ms, goal >= 1.5; "
       "d/p = torch's better thread setting: defaults / OMP_WAIT_POLICY=PASSIVE)\n\n");

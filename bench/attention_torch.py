@@ -107,7 +107,7 @@ def has_gqa():
         return False
 
 
-def make_case(words):
+def make_attention_case(words):
     """The case a request names (None where this torch lacks the op)."""
     if words[0] == "gqa":
         if not has_gqa():
@@ -118,7 +118,11 @@ def make_case(words):
     return (SdpaCase if words[0] == "sdpa" else Case)(*map(int, words[1:5]))
 
 
-def serve():
+def serve(make_case=None):
+    """Answers the --serve requests of stdin (see the file comment) until its end. make_case(words) builds the
+    case a request line names (None where this torch lacks the op); default: this file's cases. A request's
+    last word is the thread count; the case is kept while the same words come again."""
+    make_case = make_case or make_attention_case
     cases = {}
     for line in sys.stdin:
         words = line.split()

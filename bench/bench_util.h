@@ -210,6 +210,42 @@ class TorchServer {
   bool ok_ = false;
 };
 
+/// A PyTorch twin run twice side by side, with its defaults ("d") and with OMP_WAIT_POLICY=PASSIVE ("p": its
+/// better setting on a machine shared with other processes), recording each one's answers (ms) to the
+/// requests of one table cell; the tables show the setting with the lower median.
+class TorchPair {
+ public:
+  explicit TorchPair(const std::string& script) : d_(script, ""), p_(script, "OMP_WAIT_POLICY=PASSIVE") {}
+  bool ok() const { return d_.ok(); }
+  /// Forgets the recorded answers (a new cell).
+  void clear() { ms_d_.clear(), ms_p_.clear(); }
+  /// Sends `request` to both, without recording (a warm-up).
+  void warm_up(const std::string& request) {
+    if (ok()) d_.ask(request), p_.ask(request);
+  }
+  /// Sends `request` to both and records their answers.
+  void run(const std::string& request) {
+    if (ok()) ms_d_.push_back(d_.ask(request)), ms_p_.push_back(p_.ask(request));
+  }
+  /// Whether both settings answered every request with a time (-1: the twin lacks the op).
+  bool answered() const {
+    auto good = [](const std::vector<double>& v) {
+      return !v.empty() && std::all_of(v.begin(), v.end(), [](double x) { return x >= 0; });
+    };
+    return good(ms_d_) && good(ms_p_);
+  }
+  /// The recorded answers of the setting with the lower median; `tag` gets " d" or " p".
+  const std::vector<double>& best(const char** tag) const {
+    const bool p = stats(ms_p_).median < stats(ms_d_).median;
+    *tag = p ? " p" : " d";
+    return p ? ms_p_ : ms_d_;
+  }
+
+ private:
+  TorchServer d_, p_;
+  std::vector<double> ms_d_, ms_p_;
+};
+
 #ifdef SACCADE_BENCH_DIR
 /// One line on the PyTorch python() runs (bench/torch_info.py: version, BLAS and its core, CPU capability,
 /// threads), or a line saying it cannot import torch.
@@ -222,6 +258,11 @@ inline std::string torch_info() {
   }
   while (!line.empty() && line.back() == '\n') line.pop_back();
   return line.empty() ? python() + " cannot import torch" : line;
+}
+
+/// torch_info() when `torch` started, else a line saying the tables have no PyTorch columns.
+inline std::string torch_line(const TorchPair& torch) {
+  return torch.ok() ? torch_info() : python() + " cannot import torch: no PyTorch columns";
 }
 #endif
 
