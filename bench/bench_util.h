@@ -162,6 +162,7 @@ inline std::map<std::string, double> run_torch(const std::string& script, const 
 class TorchServer {
  public:
   TorchServer(const std::string& script, const std::string& env, const std::string& mode = "--serve") {
+    signal(SIGPIPE, SIG_IGN);  // a twin that died answers -1 (a failed write), instead of ending this program
     int to_child[2], from_child[2];
     if (pipe(to_child) != 0 || pipe(from_child) != 0) return;
     pid_ = fork();
