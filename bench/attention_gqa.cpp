@@ -13,11 +13,13 @@
 // forward + backward at the largest T, each in a fresh process: VmHWM (resident high-water mark) for both
 // frameworks, and our caching allocator's peak bytes in use (blocks of 64 KiB and more) beside it.
 //
-// Usage: build/bench/attention --gqa [samples] [max_T] [f32|bf16|both] [threads] [tokens]
-//          (default 5 runs, max_T 4096, both, 2 threads, B·T = 8192; `--gqa 1 256 both 2 256` is a smoke run)
-//        build/bench/attention --gqa-peak B T H H_kv D f32|bf16 threads   (one fwd+bwd here: peak_mib,
-//        alloc_mib) build/bench/attention --gqa-check   (a small float32 case against PyTorch: output and
-//        gradients)
+// Usage:
+//   build/bench/attention --gqa [samples] [max_T] [f32|bf16|both] [threads] [tokens]
+//       default 5 runs, max_T 4096, both, 2 threads, B·T = 8192; `--gqa 2 512 both 2 512` is a smoke run
+//   build/bench/attention --gqa-peak B T H H_kv D f32|bf16 threads
+//       one forward + backward in this process: prints peak_mib (VmHWM) and alloc_mib (the allocator's)
+//   build/bench/attention --gqa-check
+//       a small float32 case against PyTorch: output and gradients
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
