@@ -15,7 +15,8 @@ torch.nn.MultiheadAttention(batch_first=True), need_weights=False, a causal bool
                                   output gradient; -1 where torch has no enable_gqa (before 2.5)
   /usr/bin/python3 bench/attention_torch.py --peak B T D H   prints `peak_mib X`: the VmHWM increment of one
                                                              forward+backward in this fresh process
-  python3 bench/attention_torch.py --peak-gqa B T H H_KV D DTYPE threads   the same for one `gqa` case
+  python3 bench/attention_torch.py --peak-gqa B T H H_KV D DTYPE threads   the same for one `gqa` case, after
+                                                             one at T = 64 (torch's first-call setup not counted)
   python3 bench/attention_torch.py --gqa-check B T H H_KV D DIR   reads q, k, v (float32) and the output
       gradient g from DIR/{q,k,v,g}.bin (raw float32, written by `attention --gqa-check`), runs the `gqa` case's
       forward + backward in float32 and writes out, dq, dk, dv as DIR/{out,dq,dk,dv}_torch.bin (float32)
@@ -145,9 +146,12 @@ def serve(make_case=None):
         print(f"{1e3 * (time.perf_counter() - t0):.3f}", flush=True)
 
 
-def peak(case, threads=1):
-    """Prints the VmHWM increment of one case.run() in this fresh process."""
+def peak(case, threads=1, warm_up=None):
+    """Prints the VmHWM increment of one case.run() in this fresh process, after warm_up.run() when given (a
+    small case of the same op: what torch sets up on an op's first call is then not counted)."""
     torch.set_num_threads(threads)
+    if warm_up is not None:
+        warm_up.run()
     before = vm_hwm_kib()
     case.run()
     print(f"peak_mib {(vm_hwm_kib() - before) / 1024:.1f}")
@@ -297,7 +301,9 @@ if __name__ == "__main__":
     elif len(sys.argv) == 6 and sys.argv[1] == "--peak":
         peak(Case(*map(int, sys.argv[2:6])))
     elif len(sys.argv) == 9 and sys.argv[1] == "--peak-gqa":
-        peak(GqaCase.random(*map(int, sys.argv[2:7]), sys.argv[7]), int(sys.argv[8]))
+        B, T, H, H_kv, D = map(int, sys.argv[2:7])
+        peak(GqaCase.random(B, T, H, H_kv, D, sys.argv[7]), int(sys.argv[8]),
+             GqaCase.random(1, 64, H, H_kv, D, sys.argv[7]))
     elif len(sys.argv) == 8 and sys.argv[1] == "--gqa-check":
         gqa_check(sys.argv[7], *map(int, sys.argv[2:7]))
     else:
