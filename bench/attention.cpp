@@ -14,12 +14,12 @@
 // Usage: build/bench/attention [samples] [max_T]   (default 5 runs per setting; max_T skips larger shapes)
 //        build/bench/attention --peak B T D H      (one forward+backward in this process: prints its peak)
 //        build/bench/attention --device cuda [samples] [max_T]   (the GPU table: bench/attention_cuda.cpp)
+//        build/bench/attention --gqa ...   (grouped-query attention, issue 40: bench/attention_gqa.cpp)
 #include <cblas.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -34,15 +34,6 @@ namespace {
 struct Shape4 {
   int64_t B, T, D, H;
 };
-
-// Peak resident memory of this process so far (VmHWM), in KiB.
-long peak_kib() {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("VmHWM:", 0) == 0) return std::atol(line.c_str() + 6);
-  return -1;
-}
 
 struct Case {
   std::shared_ptr<nn::MultiheadAttention> mha;
@@ -107,9 +98,9 @@ int peak_mode(char** argv) {
   Shape4 s{std::atol(argv[2]), std::atol(argv[3]), std::atol(argv[4]), std::atol(argv[5])};
   set_num_threads(1);
   Case c(s);
-  long before = peak_kib();
+  long before = sb::peak_rss_kib();
   c.run();
-  std::printf("peak_mib %.1f\n", (peak_kib() - before) / 1024.0);
+  std::printf("peak_mib %.1f\n", (sb::peak_rss_kib() - before) / 1024.0);
   return 0;
 }
 
@@ -117,10 +108,13 @@ int peak_mode(char** argv) {
 
 // bench/attention_cuda.cpp: the --device cuda table.
 int attention_cuda_main(int samples, int64_t max_t);
+// bench/attention_gqa.cpp: the --gqa, --gqa-peak and --gqa-check modes.
+int attention_gqa_main(int argc, char** argv);
 
 int main(int argc, char** argv) {
   use_best_blas_core(argv);
   if (argc == 6 && std::strcmp(argv[1], "--peak") == 0) return peak_mode(argv);
+  if (argc >= 2 && std::strncmp(argv[1], "--gqa", 5) == 0) return attention_gqa_main(argc, argv);
   int first = 1;  // the first of [samples] [max_T]
   if (argc >= 3 && std::strcmp(argv[1], "--device") == 0) {
     const std::string device = argv[2];
@@ -164,12 +158,8 @@ int main(int argc, char** argv) {
       // [0] saccade MHA, [1] torch MHA, [2] torch MHA passive, [3] saccade SDPA, [4] torch SDPA, [5] passive
       std::vector<double> ms[6];
       for (int i = 0; i < samples; ++i) {
-        auto t0 = sb::Clock::now();
-        c.run();
-        ms[0].push_back(1e3 * sb::seconds_since(t0));
-        t0 = sb::Clock::now();
-        bare.run();
-        ms[3].push_back(1e3 * sb::seconds_since(t0));
+        ms[0].push_back(sb::ms_of([&] { c.run(); }));
+        ms[3].push_back(sb::ms_of([&] { bare.run(); }));
         if (!torch) continue;
         ms[1].push_back(torch_default.ask("run" + args)), ms[2].push_back(torch_passive.ask("run" + args));
         ms[4].push_back(torch_default.ask("sdpa" + args)), ms[5].push_back(torch_passive.ask("sdpa" + args));

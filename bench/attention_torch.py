@@ -8,8 +8,18 @@ torch.nn.MultiheadAttention(batch_first=True), need_weights=False, a causal bool
       sdpa B T D H threads     -> ms of one forward+backward of bare
                                   torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True),
                                   q, k, v (B, H, T, D/H); -1 where torch has none (1.13)
+      gqa B T H H_KV D DTYPE threads -> ms of one forward+backward of grouped-query attention,
+                                  scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True),
+                                  q (B, H, T, D), k, v (B, H_KV, T, D), DTYPE f32 or bf16 (tensors of that
+                                  dtype: torch's CPU flash kernel takes both), backward from a fixed random
+                                  output gradient; -1 where torch has no enable_gqa (before 2.5)
   /usr/bin/python3 bench/attention_torch.py --peak B T D H   prints `peak_mib X`: the VmHWM increment of one
                                                              forward+backward in this fresh process
+  python3 bench/attention_torch.py --peak-gqa B T H H_KV D DTYPE threads   the same for one `gqa` case, after
+                                                             one at T = 64 (torch's first-call setup not counted)
+  python3 bench/attention_torch.py --gqa-check B T H H_KV D DIR   reads q, k, v (float32) and the output
+      gradient g from DIR/{q,k,v,g}.bin (raw float32, written by `attention --gqa-check`), runs the `gqa` case's
+      forward + backward in float32 and writes out, dq, dk, dv as DIR/{out,dq,dk,dv}_torch.bin (float32)
   python3 bench/attention_torch.py --serve-cuda              the GPU twin of bench/attention --device cuda:
       torch.nn.functional.scaled_dot_product_attention forward + backward on CUDA, q, k, v (8, 8, T, 64),
       float32, scale 1/sqrt(64), a fixed random output gradient; one request a line, one answer a line:
@@ -65,7 +75,55 @@ class SdpaCase:
             t.grad = None
 
 
-def serve():
+class GqaCase:
+    """Causal grouped-query attention: q (B, H, T, D), k, v (B, H_kv, T, D), output gradient g (B, H, T, D)."""
+
+    def __init__(self, q, k, v, g):
+        self.q, self.k, self.v = (t.requires_grad_() for t in (q, k, v))
+        self.g = g
+
+    @staticmethod
+    def random(B, T, H, H_kv, D, dtype):
+        """Random normal tensors of `dtype` ("f32" or "bf16")."""
+        torch.manual_seed(0)
+        dt = torch.bfloat16 if dtype == "bf16" else torch.float32
+        return GqaCase(*(torch.randn(B, h, T, D).to(dt) for h in (H, H_kv, H_kv, H)))
+
+    def forward(self):
+        return torch.nn.functional.scaled_dot_product_attention(self.q, self.k, self.v, is_causal=True,
+                                                                enable_gqa=self.q.size(1) != self.k.size(1))
+
+    def run(self):
+        self.forward().backward(self.g)
+        self.q.grad = self.k.grad = self.v.grad = None
+
+
+def has_gqa():
+    """Whether this torch's scaled_dot_product_attention takes enable_gqa (2.5 and later)."""
+    try:
+        x = torch.zeros(1, 2, 1, 1)
+        torch.nn.functional.scaled_dot_product_attention(x, x[:, :1], x[:, :1], enable_gqa=True)
+        return True
+    except (AttributeError, TypeError, RuntimeError):
+        return False
+
+
+def make_attention_case(words):
+    """The case a request names (None where this torch lacks the op)."""
+    if words[0] == "gqa":
+        if not has_gqa():
+            return None
+        return GqaCase.random(*map(int, words[1:6]), words[6])
+    if words[0] == "sdpa" and not hasattr(torch.nn.functional, "scaled_dot_product_attention"):
+        return None
+    return (SdpaCase if words[0] == "sdpa" else Case)(*map(int, words[1:5]))
+
+
+def serve(make_case=None):
+    """Answers the --serve requests of stdin (see the file comment) until its end. make_case(words) builds the
+    case a request line names (None where this torch lacks the op); default: this file's cases. A request's
+    last word is the thread count; the case is kept while the same words come again."""
+    make_case = make_case or make_attention_case
     cases = {}
     for line in sys.stdin:
         words = line.split()
@@ -74,28 +132,44 @@ def serve():
         if words[0] == "ping":
             print(1, flush=True)
             continue
-        B, T, D, H, threads = map(int, words[1:6])
-        torch.set_num_threads(threads)
-        sdpa = words[0] == "sdpa"
-        if sdpa and not hasattr(torch.nn.functional, "scaled_dot_product_attention"):
-            print(-1, flush=True)
-            continue
-        key = (sdpa, B, T, D, H)
+        torch.set_num_threads(int(words[-1]))
+        key = tuple(words[:-1])
         if key not in cases:
             if len(cases) > 1:
                 cases.clear()
-            cases[key] = (SdpaCase if sdpa else Case)(B, T, D, H)
+            cases[key] = make_case(words)
+        if cases[key] is None:
+            print(-1, flush=True)
+            continue
         t0 = time.perf_counter()
         cases[key].run()
         print(f"{1e3 * (time.perf_counter() - t0):.3f}", flush=True)
 
 
-def peak(B, T, D, H):
-    torch.set_num_threads(1)
-    case = Case(B, T, D, H)
+def peak(case, threads=1, warm_up=None):
+    """Prints the VmHWM increment of one case.run() in this fresh process, after warm_up.run() when given (a
+    small case of the same op: what torch sets up on an op's first call is then not counted)."""
+    torch.set_num_threads(threads)
+    if warm_up is not None:
+        warm_up.run()
     before = vm_hwm_kib()
     case.run()
     print(f"peak_mib {(vm_hwm_kib() - before) / 1024:.1f}")
+
+
+def gqa_check(folder, B, T, H, H_kv, D):
+    """The `gqa` case on the float32 inputs of `attention --gqa-check`, in float32 as the benchmark runs it;
+    writes the output and the gradients as float32."""
+    import numpy as np
+
+    def load(name, heads):
+        return torch.from_numpy(np.fromfile(f"{folder}/{name}.bin", dtype="<f4").reshape(B, heads, T, D))
+
+    case = GqaCase(load("q", H), load("k", H_kv), load("v", H_kv), load("g", H))
+    out = case.forward()
+    out.backward(case.g)
+    for name, t in (("out", out), ("dq", case.q.grad), ("dk", case.k.grad), ("dv", case.v.grad)):
+        t.detach().float().numpy().tofile(f"{folder}/{name}_torch.bin")
 
 
 class CudaCase:
@@ -225,6 +299,12 @@ if __name__ == "__main__":
     elif len(sys.argv) > 1 and sys.argv[1] == "--serve-cuda":
         serve_cuda()
     elif len(sys.argv) == 6 and sys.argv[1] == "--peak":
-        peak(*map(int, sys.argv[2:6]))
+        peak(Case(*map(int, sys.argv[2:6])))
+    elif len(sys.argv) == 9 and sys.argv[1] == "--peak-gqa":
+        B, T, H, H_kv, D = map(int, sys.argv[2:7])
+        peak(GqaCase.random(B, T, H, H_kv, D, sys.argv[7]), int(sys.argv[8]),
+             GqaCase.random(1, 64, H, H_kv, D, sys.argv[7]))
+    elif len(sys.argv) == 8 and sys.argv[1] == "--gqa-check":
+        gqa_check(sys.argv[7], *map(int, sys.argv[2:7]))
     else:
         sys.exit(__doc__)

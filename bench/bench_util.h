@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -47,17 +48,21 @@ inline Stats stats(std::vector<double> v) {
   return {v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]), v.front(), v.back()};
 }
 
+/// Milliseconds of one call of f().
+template <class F>
+double ms_of(F&& f) {
+  const auto t0 = Clock::now();
+  f();
+  return 1e3 * seconds_since(t0);
+}
+
 /// Milliseconds of each of `samples` calls of f(), after one untimed warm-up call (allocator, OpenBLAS
 /// buffers).
 template <class F>
 std::vector<double> time_ms(int samples, F&& f) {
   f();
   std::vector<double> ms;
-  for (int i = 0; i < samples; ++i) {
-    auto t0 = Clock::now();
-    f();
-    ms.push_back(1e3 * seconds_since(t0));
-  }
+  for (int i = 0; i < samples; ++i) ms.push_back(ms_of(f));
   return ms;
 }
 
@@ -69,6 +74,33 @@ inline double load_average() {
     std::fclose(f);
   }
   return l;
+}
+
+/// Peak resident memory of this process so far (VmHWM of /proc/self/status), in KiB; -1 when unreadable.
+inline long peak_rss_kib() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::atol(line.c_str() + 6);
+  return -1;
+}
+
+/// Writes n floats to `path` as raw native-endian float32 (numpy.fromfile(path, "<f4") on x86); false on
+/// failure. The agreement checks hand their inputs to the PyTorch twin this way.
+inline bool write_floats(const std::string& path, const float* data, size_t n) {
+  std::ofstream f(path, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(n * sizeof(float)));
+  return static_cast<bool>(f);
+}
+
+/// The raw float32 values of `path` (as write_floats or numpy's tofile wrote them); empty when unreadable.
+inline std::vector<float> read_floats(const std::string& path) {
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  if (!f) return {};
+  std::vector<float> v(static_cast<size_t>(f.tellg()) / sizeof(float));
+  f.seekg(0);
+  f.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
+  return f ? v : std::vector<float>{};
 }
 
 /// A CPU-bound competitor: `timeout <seconds> sh -c 'while :; do :; done'` in a child process, stopped when
@@ -130,6 +162,7 @@ inline std::map<std::string, double> run_torch(const std::string& script, const 
 class TorchServer {
  public:
   TorchServer(const std::string& script, const std::string& env, const std::string& mode = "--serve") {
+    signal(SIGPIPE, SIG_IGN);  // a twin that died answers -1 (a failed write), instead of ending this program
     int to_child[2], from_child[2];
     if (pipe(to_child) != 0 || pipe(from_child) != 0) return;
     pid_ = fork();
@@ -178,6 +211,42 @@ class TorchServer {
   bool ok_ = false;
 };
 
+/// A PyTorch twin run twice side by side, with its defaults ("d") and with OMP_WAIT_POLICY=PASSIVE ("p": its
+/// better setting on a machine shared with other processes), recording each one's answers (ms) to the
+/// requests of one table cell; the tables show the setting with the lower median.
+class TorchPair {
+ public:
+  explicit TorchPair(const std::string& script) : d_(script, ""), p_(script, "OMP_WAIT_POLICY=PASSIVE") {}
+  bool ok() const { return d_.ok(); }
+  /// Forgets the recorded answers (a new cell).
+  void clear() { ms_d_.clear(), ms_p_.clear(); }
+  /// Sends `request` to both, without recording (a warm-up).
+  void warm_up(const std::string& request) {
+    if (ok()) d_.ask(request), p_.ask(request);
+  }
+  /// Sends `request` to both and records their answers.
+  void run(const std::string& request) {
+    if (ok()) ms_d_.push_back(d_.ask(request)), ms_p_.push_back(p_.ask(request));
+  }
+  /// Whether both settings answered every request with a time (-1: the twin lacks the op).
+  bool answered() const {
+    auto good = [](const std::vector<double>& v) {
+      return !v.empty() && std::all_of(v.begin(), v.end(), [](double x) { return x >= 0; });
+    };
+    return good(ms_d_) && good(ms_p_);
+  }
+  /// The recorded answers of the setting with the lower median; `tag` gets " d" or " p".
+  const std::vector<double>& best(const char** tag) const {
+    const bool p = stats(ms_p_).median < stats(ms_d_).median;
+    *tag = p ? " p" : " d";
+    return p ? ms_p_ : ms_d_;
+  }
+
+ private:
+  TorchServer d_, p_;
+  std::vector<double> ms_d_, ms_p_;
+};
+
 #ifdef SACCADE_BENCH_DIR
 /// One line on the PyTorch python() runs (bench/torch_info.py: version, BLAS and its core, CPU capability,
 /// threads), or a line saying it cannot import torch.
@@ -190,6 +259,11 @@ inline std::string torch_info() {
   }
   while (!line.empty() && line.back() == '\n') line.pop_back();
   return line.empty() ? python() + " cannot import torch" : line;
+}
+
+/// torch_info() when `torch` started, else a line saying the tables have no PyTorch columns.
+inline std::string torch_line(const TorchPair& torch) {
+  return torch.ok() ? torch_info() : python() + " cannot import torch: no PyTorch columns";
 }
 #endif
 
