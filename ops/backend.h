@@ -181,8 +181,8 @@ class Backend {
 
   // ---- fused attention (ops/attention.h; CPU: ops/cpu/attention.cpp, attention_half.cpp) ----
   /// q (B, H, Tq, D), k (B, H_kv, Tk, D), v (B, H_kv, Tk, Dv), out (B, H, Tq, Dv) with H = G·H_kv
-  /// (grouped-query attention: query head h reads key/value head h / G; the CPU only, ops/attention.cpp
-  /// refuses G > 1 elsewhere): any strides with unit stride on the last dim; lse (B, H, Tq) contiguous.
+  /// (grouped-query attention: query head h reads key/value head h / G, on the CPU and on CUDA): any
+  /// strides with unit stride on the last dim; lse (B, H, Tq) contiguous.
   /// mask.keep, when defined, is a Bool (B, H, Tq, Tk) view; mask.valid_lens contiguous int64 (B) or (B, Tq).
   /// Writes out and lse (-inf for a fully masked row).
   virtual void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
