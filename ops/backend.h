@@ -169,8 +169,8 @@ class Backend {
   virtual void softmax(const Tensor& x, const Tensor& out, bool log);
   /// y = softmax(x) (or log_softmax), gy = dL/dy, gx = dL/dx; all (rows, n).
   virtual void softmax_backward(const Tensor& y, const Tensor& gy, const Tensor& gx, bool log);
-  /// x, out: (rows, n); weight, bias: (n) or undefined; mean, rstd: (rows) float, written for backward.
-  /// mean undefined: RMSNorm (no centring: μ = 0, rstd = 1 / sqrt(mean(x²) + eps); Zhang & Sennrich 2019).
+  /// x, out: (rows, n); weight, bias: (n) or undefined; mean, rstd: (rows), x's dtype (float32 for 16-bit x:
+  /// CUDA's, from rms_norm), written. mean undefined: RMSNorm (μ = 0, rstd = 1 / sqrt(mean(x²) + eps)).
   virtual void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
                           const Tensor& out, const Tensor& mean, const Tensor& rstd);
   /// gx (rows, n); gweight, gbias (n) or undefined (then not computed). mean undefined: RMSNorm's backward
@@ -247,7 +247,7 @@ class Backend {
                                   const Tensor& ggi, const Tensor& ggh, const Tensor& gx_h);
 
   // ---- rotary position embedding (ops::rotary_embedding) ----
-  /// x, out: (N, T, D) contiguous, float32 or float64; cos, sin: (T, R/2) contiguous, x's dtype, R <= D:
+  /// x, out (N, T, D) f32/f64 (CUDA: bf16/f16 too), cos, sin (T, R/2) x's (f32 for 16 bits), contiguous:
   /// out = x with the first R dims of each row rotated (pairs (i, i + R/2), or (2i, 2i + 1) when
   /// `interleaved`) by the angles of its position t, by their negatives when `inverse`; the rest copied. The
   /// default composes the elementwise kernels on strided views; the CPU makes it in one pass.
