@@ -92,9 +92,7 @@ AttentionOutput scaled_dot_product_attention(const Variable& q, const Variable& 
   ops::check_attention_window(op, mask.window, mask.causal,
                               ops::attention_scores_shape(q.shape(), k.shape()));
   // NOTE: the one place every dot-product attention goes through: fused unless the weights are asked for
-  // (or a window is on CUDA, whose fused kernels do not take one yet).
-  if (!need_weights && (mask.window == 0 || q.device().is_cpu()))
-    return {flash_attention(q, k, v, mask, scale, dropout_p, training, gen), Variable()};
+  if (!need_weights) return {flash_attention(q, k, v, mask, scale, dropout_p, training, gen), Variable()};
   AttentionOutput r = attend_composed(attention_scores(q, k, scale), v, mask, dropout_p, training, gen);
   if (!need_weights) r.weights = Variable();
   return r;

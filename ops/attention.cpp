@@ -42,23 +42,10 @@ AttentionMask mask_4d(const AttentionMask& m) {
   return r;
 }
 
-// The fused kernels' checks beyond check_attention_inputs: grouped heads only where a kernel reads them.
-void check_fused_heads(const char* op, const Tensor& q, const Tensor& k, const Tensor& v) {
-  SACCADE_CHECK(q.device().is_cpu() || q.dim() < 4 || k.size(-3) == q.size(-3),
-                "{}: GQA on CUDA not yet supported: q {} has {} heads, k {} and v {} have {} (on {}; the CPU "
-                "kernel takes them)",
-                op, q.shape(), q.size(-3), k.shape(), v.shape(), k.size(-3), q.device());
-}
-
-// The fused kernels' checks of a mask built by hand (attention_mask checks the ones it builds): the window's
-// rules, and no window on CUDA, whose kernels do not read it.
+// The fused kernels' check of a mask built by hand (attention_mask checks the ones it builds): the window's
+// rules.
 void check_fused_window(const char* op, const AttentionMask& m, const Tensor& q, const Tensor& k) {
-  const Shape s = attention_scores_shape(q.shape(), k.shape());
-  check_attention_window(op, m.window, m.causal, s);
-  SACCADE_CHECK(m.window == 0 || q.device().is_cpu(),
-                "{}: sliding window on CUDA not yet supported: window {} for attention scores {} on {} (the "
-                "CPU kernel takes it; scaled_dot_product_attention takes the composed path there)",
-                op, m.window, s, q.device());
+  check_attention_window(op, m.window, m.causal, attention_scores_shape(q.shape(), k.shape()));
 }
 
 void check_dropout(const char* op, const AttentionDropout& d) {
@@ -198,7 +185,6 @@ FlashAttentionForward flash_attention_forward(const Tensor& q, const Tensor& k, 
                                               const AttentionDropout& dropout) {
   const char* op = "flash_attention";
   check_attention_inputs(op, q, k, v, /*enable_gqa=*/true);
-  check_fused_heads(op, q, k, v);
   check_fused_window(op, mask, q, k);
   check_dropout(op, dropout);
   const Shape s = attention_scores_shape(q.shape(), k.shape());
@@ -234,7 +220,6 @@ FlashAttentionGrads flash_attention_backward(const Tensor& gout, const Tensor& q
                                              const AttentionDropout& dropout) {
   const char* op = "flash_attention_backward";
   check_attention_inputs(op, q, k, v, /*enable_gqa=*/true);
-  check_fused_heads(op, q, k, v);
   check_fused_window(op, mask, q, k);
   check_dropout(op, dropout);
   SACCADE_CHECK(

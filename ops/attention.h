@@ -81,12 +81,10 @@ struct FlashAttentionForward {
 /// 2023; shapes in the file comment, grouped heads included: q (B, ..., H, Tq, D), k (B, ..., H_kv, Tk, D),
 /// v (B, ..., H_kv, Tk, Dv) -> out (B, ..., H, Tq, Dv)). `mask` and `dropout` are those of the scores
 /// (B, ..., H, Tq, Tk). A row with nothing to attend gives zeros. With a window (mask.window = W > 0) the
-/// CPU kernel skips the key tiles wholly outside every query's window, so time grows as O(Tq·W), not
-/// O(Tq·Tk). Throws saccade::Error naming "flash_attention" and the shapes for mismatched ranks, leading
-/// dims, D or Tk, H not a multiple of H_kv, dtypes or devices, a mask of the wrong shape, a bad window
-/// (check_attention_window), grouped heads on CUDA ("GQA on CUDA not yet supported": its kernels take
-/// H_kv = H only), or a window on CUDA ("sliding window on CUDA not yet supported": nn's
-/// scaled_dot_product_attention takes the composed path there instead).
+/// CPU and CUDA kernels skip the key tiles wholly outside every query's window, so time grows as O(Tq·W),
+/// not O(Tq·Tk). Throws saccade::Error naming "flash_attention" and the shapes for mismatched ranks, leading
+/// dims, D or Tk, H not a multiple of H_kv, dtypes or devices, a mask of the wrong shape, or a bad window
+/// (check_attention_window).
 FlashAttentionForward flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                                               const AttentionMask& mask, double scale,
                                               const AttentionDropout& dropout = {});

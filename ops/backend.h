@@ -169,8 +169,8 @@ class Backend {
   virtual void softmax(const Tensor& x, const Tensor& out, bool log);
   /// y = softmax(x) (or log_softmax), gy = dL/dy, gx = dL/dx; all (rows, n).
   virtual void softmax_backward(const Tensor& y, const Tensor& gy, const Tensor& gx, bool log);
-  /// x, out: (rows, n); weight, bias: (n) or undefined; mean, rstd: (rows) float, written for backward.
-  /// mean undefined: RMSNorm (no centring: μ = 0, rstd = 1 / sqrt(mean(x²) + eps); Zhang & Sennrich 2019).
+  /// x, out: (rows, n); weight, bias: (n) or undefined; mean, rstd: (rows), x's dtype (float32 for 16-bit x:
+  /// CUDA's, from rms_norm), written. mean undefined: RMSNorm (μ = 0, rstd = 1 / sqrt(mean(x²) + eps)).
   virtual void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
                           const Tensor& out, const Tensor& mean, const Tensor& rstd);
   /// gx (rows, n); gweight, gbias (n) or undefined (then not computed). mean undefined: RMSNorm's backward
@@ -181,8 +181,8 @@ class Backend {
 
   // ---- fused attention (ops/attention.h; CPU: ops/cpu/attention.cpp, attention_half.cpp) ----
   /// q (B, H, Tq, D), k (B, H_kv, Tk, D), v (B, H_kv, Tk, Dv), out (B, H, Tq, Dv) with H = G·H_kv
-  /// (grouped-query attention: query head h reads key/value head h / G; the CPU only, ops/attention.cpp
-  /// refuses G > 1 elsewhere): any strides with unit stride on the last dim; lse (B, H, Tq) contiguous.
+  /// (grouped-query attention: query head h reads key/value head h / G, on the CPU and on CUDA): any
+  /// strides with unit stride on the last dim; lse (B, H, Tq) contiguous.
   /// mask.keep, when defined, is a Bool (B, H, Tq, Tk) view; mask.valid_lens contiguous int64 (B) or (B, Tq).
   /// Writes out and lse (-inf for a fully masked row).
   virtual void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
@@ -247,7 +247,7 @@ class Backend {
                                   const Tensor& ggi, const Tensor& ggh, const Tensor& gx_h);
 
   // ---- rotary position embedding (ops::rotary_embedding) ----
-  /// x, out: (N, T, D) contiguous, float32 or float64; cos, sin: (T, R/2) contiguous, x's dtype, R <= D:
+  /// x, out (N, T, D) f32/f64 (CUDA: bf16/f16 too), cos, sin (T, R/2) x's (f32 for 16 bits), contiguous:
   /// out = x with the first R dims of each row rotated (pairs (i, i + R/2), or (2i, 2i + 1) when
   /// `interleaved`) by the angles of its position t, by their negatives when `inverse`; the rest copied. The
   /// default composes the elementwise kernels on strided views; the CPU makes it in one pass.

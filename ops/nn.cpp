@@ -27,7 +27,7 @@ void check_float(const char* op, const Tensor& t, const char* what = "input") {
 // the CPU's converts block by block) and of flash attention on CUDA (ops/attention.cpp) are the readable
 // version: they widen the whole inputs to float32 here, run the float32 kernel, and round the result once.
 // Statistics (layer_norm's mean and rstd, attention's lse) stay float32. Kernels that widen tile by tile
-// inside are a follow-up.
+// inside are a follow-up; rms_norm on CUDA has one already (ops/cuda/nn.cu).
 
 // Runs the (rows, n) softmax kernel along `dim`: the dim is moved last, the rest flattened into rows.
 Tensor softmax_impl(const Tensor& x, int64_t dim, bool log, const char* op) {
@@ -217,14 +217,17 @@ RmsNormForward rms_norm_forward(const Tensor& x, const Shape& ns, const Tensor& 
   auto [rows, n] = layer_norm_rows(x, ns, op);
   check_affine(op, x, weight, ns, "weight");
   SACCADE_CHECK(eps >= 0, "{}: eps must be non-negative, got {} (input shape {})", op, eps, x.shape());
-  if (is_half(x.dtype())) {  // rstd stays float32
+  // 16 bits: rstd stays float32; the CPU normalises float32 copies (out rounded once), CUDA's kernel loads
+  // and stores the 16 bits itself, float32 inside (ops/cuda/nn.cu)
+  if (is_half(x.dtype()) && x.device().is_cpu()) {
     RmsNormForward r = rms_norm_forward(f32(x), ns, f32(weight), eps);
     r.out = r.out.to(x.dtype());
     return r;
   }
   Tensor xc = x.contiguous();
+  const DType stats = is_half(x.dtype()) ? DType::Float32 : x.dtype();
   RmsNormForward r{Tensor::empty(x.shape(), x.dtype(), x.device()),
-                   Tensor::empty(leading_shape(x, ns), x.dtype(), x.device())};
+                   Tensor::empty(leading_shape(x, ns), stats, x.device())};
   backend(x.device())
       .layer_norm(xc.view({rows, n}), flat(weight, n), Tensor(), eps, r.out.view({rows, n}), Tensor(),
                   r.rstd.view({rows}));
@@ -249,7 +252,7 @@ RmsNormGrads rms_norm_backward(const Tensor& gy, const Tensor& x, const Shape& n
   SACCADE_CHECK(rstd.numel() == rows && rstd.dtype() == stats,
                 "{}: rstd {} must hold one {} value per row ({} rows of input shape {})", op, rstd.shape(),
                 stats, rows, x.shape());
-  if (is_half(x.dtype())) {
+  if (is_half(x.dtype()) && x.device().is_cpu()) {  // as the forward: each gradient rounded once
     RmsNormGrads g = rms_norm_backward(f32(gy), f32(x), ns, f32(weight), rstd, weight_grad);
     return {narrow_to(g.gx, x.dtype()), narrow_to(g.gweight, x.dtype())};
   }

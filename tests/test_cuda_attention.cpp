@@ -1,17 +1,22 @@
 // The CUDA fused attention kernels (ops/cuda/attention.cu) against each other and against the CPU's fused
-// kernel (ops/cpu/attention.cpp, attention_loop.h): the tiled backward (FlashAttention-2's Algorithm 2) and the readable
-// one-thread-per-row backward, each from the same GPU forward, and the tiled and readable forwards, over
-// every mask kind (valid_lens (B) and (B, Tq), Bool keep-masks, both causal alignments), dropout with one
-// seed, Tq != Tk, sizes that do not divide the tiles, head dims 16 / 64 / 128, odd ones (40 / 24, 100 / 72)
-// and one past the tiled kernels' 128 (the readable fallback), float32 and float64, empty sizes and rows that
-// see no key. Without a GPU each case runs its CPU half (and checks what the CPU alone can: rows that see
+// kernel (ops/cpu/attention.cpp, attention_loop.h): the tiled backward (FlashAttention-2's Algorithm 2) and
+// the readable one-thread-per-row backward, each from the same GPU forward, and the tiled and readable
+// forwards, over every mask kind (valid_lens (B) and (B, Tq), Bool keep-masks, both causal alignments),
+// dropout with one seed, Tq != Tk, sizes that do not divide the tiles, head dims 16 / 64 / 128, odd ones (40
+// / 24, 100 / 72) and one past the tiled kernels' 128 (the readable fallback), float32 and float64, empty
+// sizes and rows that see no key; grouped-query attention (H_kv = H / G key/value heads, G = 2 and
+// multi-query G = H) and sliding windows (with every causal alignment, valid_lens and dropout).
+// [attention_plan]: the tile plan of the window (ops/cuda/attention_plan.h) against brute force, on the CPU
+// in every build. Without a GPU each case runs its CPU half (and checks what the CPU alone can: rows that see
 // nothing give zeros), then warns "skipped: no CUDA GPU present" and passes.
+#include <algorithm>
 #include <vector>
 
 #include "cuda_helpers.h"
 #include "helpers.h"
 #include "ops/attention.h"
 #include "ops/cuda/api.h"
+#include "ops/cuda/attention_plan.h"
 
 using namespace saccade;
 using ops::CausalAlign;
@@ -36,23 +41,27 @@ struct ReadableGuard {
   }
 };
 
-// One attention problem: q (B, H, Tq, D), k (B, H, Tk, D), v (B, H, Tk, Dv), gout (B, H, Tq, Dv), float64
-// on the CPU (cast to the dtype under test), a mask in the user's form and dropout.
+// One attention problem: q (B, H, Tq, D), k (B, H_kv, Tk, D), v (B, H_kv, Tk, Dv), gout (B, H, Tq, Dv),
+// float64 on the CPU (cast to the dtype under test), a mask in the user's form, a window and dropout.
 struct Problem {
-  int64_t B = 0, H = 0, Tq = 0, Tk = 0, D = 0, Dv = 0;
+  int64_t B = 0, H = 0, H_kv = 0, Tq = 0, Tk = 0, D = 0, Dv = 0;
   Tensor mask;  // undefined, int64 valid_lens (B) / (B, Tq), or Bool broadcastable to (B, H, Tq, Tk)
   CausalAlign causal = CausalAlign::None;
-  double p = 0;  // dropout
+  int64_t window = 0;  // 0: none (a window needs a causal alignment)
+  double p = 0;        // dropout
   Tensor q, k, v, gout;
 };
 
-Problem make_problem(int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t Dv, uint64_t seed) {
+// H_kv = 0: H (one key/value head per query head)
+Problem make_problem(int64_t B, int64_t H, int64_t Tq, int64_t Tk, int64_t D, int64_t Dv, uint64_t seed,
+                     int64_t H_kv = 0) {
   Generator g(seed);
   Problem pr;
-  pr.B = B, pr.H = H, pr.Tq = Tq, pr.Tk = Tk, pr.D = D, pr.Dv = Dv;
+  if (H_kv == 0) H_kv = H;
+  pr.B = B, pr.H = H, pr.H_kv = H_kv, pr.Tq = Tq, pr.Tk = Tk, pr.D = D, pr.Dv = Dv;
   pr.q = ops::randn({B, H, Tq, D}, DType::Float64, kCpu, &g);
-  pr.k = ops::randn({B, H, Tk, D}, DType::Float64, kCpu, &g);
-  pr.v = ops::randn({B, H, Tk, Dv}, DType::Float64, kCpu, &g);
+  pr.k = ops::randn({B, H_kv, Tk, D}, DType::Float64, kCpu, &g);
+  pr.v = ops::randn({B, H_kv, Tk, Dv}, DType::Float64, kCpu, &g);
   pr.gout = ops::randn({B, H, Tq, Dv}, DType::Float64, kCpu, &g);
   return pr;
 }
@@ -64,7 +73,7 @@ struct Result {
 
 ops::AttentionMask mask_on(const Problem& pr, Device d) {
   return ops::attention_mask(pr.mask.defined() ? pr.mask.to(d) : Tensor(), {pr.B, pr.H, pr.Tq, pr.Tk},
-                             pr.causal, d, "test");
+                             pr.causal, d, "test", pr.window);
 }
 
 ops::AttentionDropout dropout_of(const Problem& pr) { return {pr.p, 1234, 77, Tensor()}; }
@@ -96,8 +105,9 @@ bool close(const Tensor& gpu, const Tensor& cpu, DType dt) {
 // The whole comparison for one problem and dtype: the CPU kernel, then (with a GPU) the tiled forward and
 // backward, the readable backward from the same forward, and the readable forward, all against the CPU.
 void check_problem(const Problem& pr, DType dt) {
-  INFO("B " << pr.B << " H " << pr.H << " Tq " << pr.Tq << " Tk " << pr.Tk << " D " << pr.D << " Dv " << pr.Dv
-            << " causal " << int(pr.causal) << " dropout " << pr.p << " dtype " << dtype_name(dt));
+  INFO("B " << pr.B << " H " << pr.H << " H_kv " << pr.H_kv << " Tq " << pr.Tq << " Tk " << pr.Tk << " D "
+            << pr.D << " Dv " << pr.Dv << " causal " << int(pr.causal) << " window " << pr.window
+            << " dropout " << pr.p << " dtype " << dtype_name(dt));
   const Result c = run(pr, kCpu, dt);
   REQUIRE(c.gq.shape() == pr.q.shape());
   REQUIRE(c.gk.shape() == pr.k.shape());
@@ -267,27 +277,24 @@ TEST_CASE("cuda attention: empty sizes give empty or zero results on both device
   if (no_gpu()) return;
 }
 
-TEST_CASE(
-    "cuda attention: the tensor-core 16-bit kernels = the CPU on the same 16-bit inputs, every mask kind",
-    "[cuda][flash][mma]") {
+namespace {
+
+// The tensor-core 16-bit kernels (attention_mma.cu) on each problem against the CPU on the same 16-bit
+// inputs, in bfloat16 and float16; without a GPU only the CPU half runs.
+void check_tensor_core(const std::vector<Problem>& problems) {
   // cuda::set_tensor_core_attention(true) for the test (off by default); restored when it leaves
   struct TensorCoreGuard {
     TensorCoreGuard() { cuda::set_tensor_core_attention(true); }
     ~TensorCoreGuard() { cuda::set_tensor_core_attention(false); }
   };
-  // Head dims: 64 and 128 (kD exactly), 40 / 24 (padded, 16-byte rows), 36 / 20 (padded, element loads);
-  // 70 query rows (two 64-row blocks, the second partial) and 45 or 130 keys (partial 64-key tiles).
-  std::vector<Problem> problems;
-  for (auto [D, Dv] : {std::pair<int64_t, int64_t>{64, 64}, {128, 128}, {40, 24}, {36, 20}})
-    for (const Problem& pr : mask_cases(make_problem(2, 3, 70, D == 128 ? 130 : 45, D, Dv, 600 + D)))
-      problems.push_back(pr);
   for (DType dt : {DType::BFloat16, DType::Float16}) {
     // P is rounded to 16 bits before P V (as FlashAttention-2 does): out within a few 16-bit ulps of the CPU,
     // which rounds out once; lse (float32 sums of exact products) within float32 accumulation error
     const double tol = dt == DType::BFloat16 ? 3e-2 : 5e-3;
     for (const Problem& pr : problems) {
-      INFO("Tq " << pr.Tq << " Tk " << pr.Tk << " D " << pr.D << " Dv " << pr.Dv << " causal "
-                 << int(pr.causal) << " dropout " << pr.p << " dtype " << dtype_name(dt));
+      INFO("H " << pr.H << " H_kv " << pr.H_kv << " Tq " << pr.Tq << " Tk " << pr.Tk << " D " << pr.D
+                << " Dv " << pr.Dv << " causal " << int(pr.causal) << " window " << pr.window << " dropout "
+                << pr.p << " dtype " << dtype_name(dt));
       const Result c = run(pr, kCpu, dt);
       REQUIRE(c.out.dtype() == dt);
       if (!cuda_is_available()) continue;
@@ -305,5 +312,157 @@ TEST_CASE(
       CHECK(allclose(g.gv.to(kCpu).to(DType::Float64), c.gv.to(DType::Float64), 4 * tol, 4 * tol));
     }
   }
+}
+
+}  // namespace
+
+TEST_CASE(
+    "cuda attention: the tensor-core 16-bit kernels = the CPU on the same 16-bit inputs, every mask kind",
+    "[cuda][flash][mma]") {
+  // Head dims: 64 and 128 (kD exactly), 40 / 24 (padded, 16-byte rows), 36 / 20 (padded, element loads);
+  // 70 query rows (two 64-row blocks, the second partial) and 45 or 130 keys (partial 64-key tiles).
+  std::vector<Problem> problems;
+  for (auto [D, Dv] : {std::pair<int64_t, int64_t>{64, 64}, {128, 128}, {40, 24}, {36, 20}})
+    for (const Problem& pr : mask_cases(make_problem(2, 3, 70, D == 128 ? 130 : 45, D, Dv, 600 + D)))
+      problems.push_back(pr);
+  check_tensor_core(problems);
   if (no_gpu()) return;
+}
+
+// ---- grouped-query attention and sliding windows ----
+
+TEST_CASE("cuda attention: grouped-query and multi-query heads = the CPU, every mask kind, every kernel",
+          "[cuda][flash][gqa]") {
+  // H = 4 query heads over H_kv = 2 (G = 2) and 1 (multi-query, G = 4): the backward blocks sum dK and dV
+  // over the group; Tq, Tk divide no tile; head dims 40 / 24 (kD 64, padded)
+  for (int64_t H_kv : {2, 1})
+    for (const Problem& pr : mask_cases(make_problem(2, 4, 37, 70, 40, 24, 700 + H_kv, H_kv)))
+      for (DType dt : {DType::Float32, DType::Float64}) check_problem(pr, dt);
+  // several key tiles of every kernel (64 keys), head dim 128
+  Problem pr = make_problem(1, 4, 130, 150, 128, 128, 710, 1);
+  pr.causal = CausalAlign::BottomRight;
+  for (DType dt : {DType::Float32, DType::Float64}) check_problem(pr, dt);
+  if (no_gpu()) return;
+}
+
+TEST_CASE("cuda attention: sliding windows = the CPU, both causal alignments, with valid_lens and dropout",
+          "[cuda][flash][window]") {
+  // windows of 1 key, shorter than a tile, a tile, longer than a tile and longer than Tk; Tq = Tk, Tq < Tk
+  // (bottom-right: the window ends at key i + Tk - Tq) and Tq > Tk (top-left: the last rows see nothing);
+  // several query and key tiles of every kernel
+  Generator g(9);
+  for (auto [Tq, Tk] : {std::pair<int64_t, int64_t>{150, 150}, {100, 190}, {170, 90}})
+    for (int64_t window : {1, 20, 64, 100, 1000})
+      for (CausalAlign causal : {CausalAlign::TopLeft, CausalAlign::BottomRight}) {
+        Problem pr = make_problem(1, 2, Tq, Tk, 64, 64, 800 + Tq + window);
+        pr.causal = causal, pr.window = window;
+        if (window == 20 || window == 100) {  // with valid_lens per query and dropout
+          pr = make_problem(2, 2, Tq, Tk, 64, 64, 800 + Tq + window);
+          pr.causal = causal, pr.window = window;
+          pr.mask = ops::randint(0, Tk + 1, {2, Tq}, kCpu, &g);
+          pr.p = 0.2;
+        }
+        check_problem(pr, DType::Float32);
+      }
+  // float64 (the tiled kernels of attention.cu only) and head dim 128
+  Problem pr = make_problem(2, 2, 130, 130, 128, 128, 850);
+  pr.causal = CausalAlign::TopLeft, pr.window = 20;
+  for (DType dt : {DType::Float32, DType::Float64}) check_problem(pr, dt);
+  if (no_gpu()) return;
+}
+
+TEST_CASE("cuda attention: grouped-query heads with a sliding window = the CPU",
+          "[cuda][flash][gqa][window]") {
+  Problem pr = make_problem(2, 6, 140, 140, 64, 64, 900, 2);  // G = 3
+  pr.causal = CausalAlign::BottomRight, pr.window = 33;
+  for (DType dt : {DType::Float32, DType::Float64}) check_problem(pr, dt);
+  pr.p = 0.1;
+  pr.mask = ops::tensor({120.0, 7.0}, DType::Int64);
+  check_problem(pr, DType::Float32);
+  if (no_gpu()) return;
+}
+
+TEST_CASE("cuda attention: the tensor-core 16-bit kernels with grouped-query heads and sliding windows",
+          "[cuda][flash][mma][gqa][window]") {
+  std::vector<Problem> problems;
+  for (int64_t H_kv : {2, 1})
+    for (const Problem& pr : mask_cases(make_problem(2, 4, 70, 130, 64, 64, 950 + H_kv, H_kv)))
+      problems.push_back(pr);
+  for (int64_t window : {1, 40, 64, 100})
+    for (CausalAlign causal : {CausalAlign::TopLeft, CausalAlign::BottomRight}) {
+      Problem pr = make_problem(2, 4, 150, 200, 64, 64, 960 + window, 2);
+      pr.causal = causal, pr.window = window;
+      problems.push_back(pr);
+    }
+  check_tensor_core(problems);
+  if (no_gpu()) return;
+}
+
+namespace {
+
+// Whether query i may see key j under the causal rule and the window (the definition of ops/backend.h's
+// AttentionMask, written out).
+bool visible(const cuda::AttentionPlan& p, int64_t i, int64_t j) {
+  const int64_t c = i + (p.causal == CausalAlign::BottomRight ? p.Tk - p.Tq : 0);  // the causal limit
+  if (j < 0 || j >= p.Tk) return false;
+  if (p.causal != CausalAlign::None && j > c) return false;
+  return p.window == 0 || j > c - p.window;
+}
+
+}  // namespace
+
+TEST_CASE("attention plan: a query's keys and the tiles each block visits, against brute force",
+          "[attention_plan]") {
+  int64_t checked = 0;
+  for (CausalAlign causal : {CausalAlign::None, CausalAlign::TopLeft, CausalAlign::BottomRight})
+    for (int64_t Tq : {1, 5, 64, 130})
+      for (int64_t Tk : {1, 7, 64, 200})
+        for (int64_t window : {0, 1, 3, 16, 64, 100, 1000}) {
+          if (window > 0 && causal == CausalAlign::None) continue;  // a window needs a causal rule
+          const cuda::AttentionPlan p{Tq, Tk, causal, window};
+          INFO("causal " << int(causal) << " Tq " << Tq << " Tk " << Tk << " window " << window);
+          // each query sees exactly [first_key, key_end)
+          for (int64_t i = 0; i < Tq; ++i)
+            for (int64_t j = 0; j < Tk; ++j)
+              REQUIRE(visible(p, i, j) == (j >= p.first_key(i) && j < p.key_end(i)));
+          for (int64_t tile : {16, 32, 64}) {
+            // forward: a block of query rows [i0, i0 + tile) walks the key tiles of key_tiles(i0, end, tile),
+            // end one past the last key its rows see
+            for (int64_t i0 = 0; i0 < Tq; i0 += tile) {
+              const int64_t i1 = std::min(Tq, i0 + tile);
+              int64_t block_end = 0;
+              for (int64_t i = i0; i < i1; ++i) block_end = std::max(block_end, p.key_end(i));
+              for (int64_t j0 = 0; j0 < Tk; j0 += tile) {
+                bool needed = false;
+                for (int64_t i = i0; i < i1 && !needed; ++i)
+                  for (int64_t j = j0; j < std::min(Tk, j0 + tile) && !needed; ++j) needed = visible(p, i, j);
+                const cuda::RowSpan span = p.key_tiles(i0, block_end, tile);
+                const bool visited = j0 >= span.begin && j0 < span.end;
+                INFO("query tile " << i0 << " key tile " << j0 << " tile " << tile);
+                CHECK(needed == visited);  // every needed tile, none wholly outside
+                ++checked;
+              }
+            }
+            // backward: a block of keys [j0, j0 + n) of key/value head 1 with G = 3 query heads walks, head
+            // by head (3, 4, 5), the query tiles that see one of its keys
+            for (int64_t qt : {8, 32, 64})
+              for (int64_t j0 = 0; j0 < Tk; j0 += tile) {
+                const int64_t n = std::min(tile, Tk - j0);
+                std::vector<std::pair<int64_t, int64_t>> needed, walked;  // (query head, query tile start)
+                for (int64_t h = 3; h < 6; ++h)
+                  for (int64_t i0 = 0; i0 < Tq; i0 += qt) {
+                    bool sees = false;
+                    for (int64_t i = i0; i < std::min(Tq, i0 + qt) && !sees; ++i)
+                      for (int64_t j = j0; j < j0 + n && !sees; ++j) sees = visible(p, i, j);
+                    if (sees) needed.emplace_back(h, i0);
+                  }
+                const cuda::QueryWalk walk = p.query_walk(j0, n, qt, 3, 1);
+                for (int64_t t = 0; t < walk.steps(); ++t) walked.emplace_back(walk.head(t), walk.row0(t));
+                INFO("key tile " << j0 << " (" << n << " keys), query tiles of " << qt);
+                CHECK(needed == walked);  // every needed tile, none wholly outside, in order
+                ++checked;
+              }
+          }
+        }
+  CHECK(checked > 10000);
 }

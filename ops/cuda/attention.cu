@@ -20,9 +20,11 @@
 // (cuda::set_fast_attention(false) brings it back here). cuda::set_readable_attention(true) selects the
 // readable ones, which the tests compare all of them with.
 //
-// Shapes: q (B, H, Tq, D), k (B, H, Tk, D), v (B, H, Tk, Dv), out (B, H, Tq, Dv), gq/gk/gv like q/k/v, gout
-// like out: any strides with unit last stride; lse (B, H, Tq) contiguous; valid_lens int64 (B) or (B, Tq);
-// keep Bool (B, H, Tq, Tk) view.
+// Shapes: q (B, H, Tq, D), k (B, H_kv, Tk, D), v (B, H_kv, Tk, Dv) with H = G·H_kv (grouped-query attention;
+// query head h reads key/value head h / G), out (B, H, Tq, Dv), gq/gk/gv like q/k/v, gout like out: any
+// strides with unit last stride; lse (B, H, Tq) contiguous; valid_lens int64 (B) or (B, Tq); keep Bool
+// (B, H, Tq, Tk) view. A sliding window (Masking::window) starts each row's key walk at its first key, and
+// each tiled kernel visits only the tiles the plan of attention_plan.h gives it.
 #include <cmath>
 #include <cstdint>
 
@@ -50,19 +52,20 @@ __global__ void attention_forward_rows(Rows<const T> q, Rows<const T> k, Rows<co
   const T neg_inf = -static_cast<T>(INFINITY);
   for (int64_t t = first_index(); t < B * mk.H * mk.Tq; t += grid_stride()) {
     const int64_t i = t % mk.Tq, h = (t / mk.Tq) % mk.H, b = t / (mk.Tq * mk.H);
+    const int64_t hk = mk.kv_head(h);
     const T* qi = q.row(b, h, i);
     T* o = out.row(b, h, i);
     for (int64_t d = 0; d < Dv; ++d) o[d] = T(0);
     T m = neg_inf, l = 0;
     const int64_t end = mk.end(b, i);
-    for (int64_t j = 0; j < end; ++j) {
+    for (int64_t j = mk.plan().first_key(i); j < end; ++j) {
       if (!mk.kept(b, h, i, j)) continue;
-      const T s = scale * dot(qi, k.row(b, h, j), D);
+      const T s = scale * dot(qi, k.row(b, hk, j), D);
       const T m_new = max(m, s);
       const T c = exp(m - m_new), e = exp(s - m_new);  // c = 0 while m = -inf
       l = l * c + e;
       const T ze = mk.dropout(b, h, i, j) * e;
-      const T* vj = v.row(b, h, j);
+      const T* vj = v.row(b, hk, j);
       for (int64_t d = 0; d < Dv; ++d) o[d] = o[d] * c + ze * vj[d];
       m = m_new;
     }
@@ -98,7 +101,7 @@ __global__ void attention_forward_tiled(Rows<const T> q, Rows<const T> k, Rows<c
   __shared__ T ks[kBc][kD];
   __shared__ T vs[kBc][kD];
   const int64_t bh = blockIdx.x / tiles, i0 = (blockIdx.x % tiles) * kBr;
-  const int64_t b = bh / mk.H, h = bh % mk.H, i = i0 + threadIdx.x;
+  const int64_t b = bh / mk.H, h = bh % mk.H, hk = mk.kv_head(h), i = i0 + threadIdx.x;
   const bool row = i < mk.Tq;
   T qr[kD], o[kD];
   const T* qi = row ? q.row(b, h, i) : nullptr;
@@ -112,13 +115,15 @@ __global__ void attention_forward_tiled(Rows<const T> q, Rows<const T> k, Rows<c
   const int64_t end = row ? mk.end(b, i) : 0;
   const int64_t block_end =
       block_reduce(end, Larger<int64_t>{}, int64_t{0});  // keys past this: no row sees them
-  for (int64_t j0 = 0; j0 < block_end; j0 += kBc) {
+  // key tiles before the first key of row i0 (the window) no row of the block sees either
+  const RowSpan key_span = mk.plan().key_tiles(i0, block_end, kBc);
+  for (int64_t j0 = key_span.begin; j0 < key_span.end; j0 += kBc) {
     __syncthreads();  // the previous tile is no longer read
     for (int idx = threadIdx.x; idx < kBc * kD; idx += blockDim.x) {
       const int r = idx / kD, d = idx % kD;
       const bool in = j0 + r < mk.Tk;
-      ks[r][d] = in && d < D ? k.row(b, h, j0 + r)[d] : T(0);
-      vs[r][d] = in && d < Dv ? v.row(b, h, j0 + r)[d] : T(0);
+      ks[r][d] = in && d < D ? k.row(b, hk, j0 + r)[d] : T(0);
+      vs[r][d] = in && d < Dv ? v.row(b, hk, j0 + r)[d] : T(0);
     }
     __syncthreads();
     const int64_t n = end - j0 < kBc ? end - j0 : kBc;  // this row's keys in the tile (may be <= 0)
@@ -170,7 +175,7 @@ __global__ void attention_backward_rows(Rows<const T> q, Rows<const T> k, Rows<c
                                         Rows<const T> gout, const T* lse, Rows<T> gq, Rows<T> gk, Rows<T> gv,
                                         Masking<T> mk, int64_t B, int64_t D, int64_t Dv, T scale) {
   for (int64_t t = first_index(); t < B * mk.H * mk.Tq; t += grid_stride()) {
-    const int64_t i = t % mk.Tq, h = (t / mk.Tq) % mk.H, b = t / (mk.Tq * mk.H);
+    const int64_t i = t % mk.Tq, h = (t / mk.Tq) % mk.H, b = t / (mk.Tq * mk.H), hk = mk.kv_head(h);
     const T* qi = q.row(b, h, i);
     const T* gi = gout.row(b, h, i);
     T* gqi = gq.row(b, h, i);
@@ -179,14 +184,14 @@ __global__ void attention_backward_rows(Rows<const T> q, Rows<const T> k, Rows<c
     if (li == -static_cast<T>(INFINITY)) continue;  // the row saw nothing: zero gradients
     const T delta = dot(gi, out.row(b, h, i), Dv);
     const int64_t end = mk.end(b, i);
-    for (int64_t j = 0; j < end; ++j) {
+    for (int64_t j = mk.plan().first_key(i); j < end; ++j) {
       if (!mk.kept(b, h, i, j)) continue;
-      const T* kj = k.row(b, h, j);
-      const T* vj = v.row(b, h, j);
+      const T* kj = k.row(b, hk, j);
+      const T* vj = v.row(b, hk, j);
       const T p = exp(scale * dot(qi, kj, D) - li), z = mk.dropout(b, h, i, j);
       const T ds = p * (z * dot(gi, vj, Dv) - delta);
-      T* gkj = gk.row(b, h, j);
-      T* gvj = gv.row(b, h, j);
+      T* gkj = gk.row(b, hk, j);  // the G query heads of a group add into one key/value head
+      T* gvj = gv.row(b, hk, j);
       for (int64_t d = 0; d < Dv; ++d) atomicAdd(gvj + d, z * p * gi[d]);
       for (int64_t d = 0; d < D; ++d) {
         gqi[d] += scale * ds * kj[d];
@@ -199,10 +204,11 @@ __global__ void attention_backward_rows(Rows<const T> q, Rows<const T> k, Rows<c
 // ---- the tiled backward (FlashAttention-2, Dao 2023, Algorithm 2), on CUDA cores ----
 //
 // Pass 1, attention_backward_delta: Δ_i = dO_i · O_i, one warp per query row.
-// Pass 2, attention_backward_tiled: one block of kBwdThreads threads per (b, h, tile of N keys). The block
-// keeps K_j and V_j in shared memory and its dK_j, dV_j in registers (each thread owns E = N kD / 256
-// elements of each), and walks the query tiles of N rows. For each query tile Q_i that some row of which
-// sees a key of this tile (the others are skipped: causal, valid_lens, rows with lse = -inf):
+// Pass 2, attention_backward_tiled: one block of kBwdThreads threads per (b, key/value head, tile of N keys).
+// The block keeps K_j and V_j in shared memory and its dK_j, dV_j in registers (each thread owns
+// E = N kD / 256 elements of each), and walks, for each of the G query heads of its group, the query tiles
+// of N rows that the plan gives it (attention_plan.h: causal and window limits). For each query tile Q_i
+// that some row of which sees a key of this tile (the others are skipped: valid_lens, rows with lse = -inf):
 //
 //   load Q_i, dO_i (N, kD), lse_i, Δ_i and the rows' ends into shared memory
 //   S = scale Q_i K_jᵀ,  P = exp(S - lse_i) (0 where masked),  dP = dO_i V_jᵀ    (N, N), an entry a thread
@@ -264,21 +270,24 @@ __global__ void __launch_bounds__(kBwdThreads)
   __shared__ T lse_s[N], delta_s[N];
   __shared__ int64_t end_s[N];  // one past the last key row i0 + r sees
   const T neg_inf = -static_cast<T>(INFINITY);
-  const int64_t bh = blockIdx.x / key_tiles, j0 = (blockIdx.x % key_tiles) * N;
-  const int64_t b = bh / mk.H, h = bh % mk.H;
+  const int64_t bhk = blockIdx.x / key_tiles, j0 = (blockIdx.x % key_tiles) * N;
+  const int64_t b = bhk / mk.H_kv(), hk = bhk % mk.H_kv();
   const int tid = threadIdx.x;
   for (int idx = tid; idx < N * kD; idx += kBwdThreads) {
     const int c = idx / kD, d = idx % kD;
     const bool in = j0 + c < mk.Tk;
-    ks[c][d] = in && d < D ? k.row(b, h, j0 + c)[d] : T(0);
-    vs[c][d] = in && d < Dv ? v.row(b, h, j0 + c)[d] : T(0);
+    ks[c][d] = in && d < D ? k.row(b, hk, j0 + c)[d] : T(0);
+    vs[c][d] = in && d < Dv ? v.row(b, hk, j0 + c)[d] : T(0);
   }
   // element e < E of this thread in an (N, kD) tile: row (tid + e kBwdThreads) / kD, column tid % kD
   // (kBwdThreads is a multiple of kD), so a warp reads one row's consecutive columns
   const int col = tid % kD, row0 = tid / kD;
   constexpr int kRowStep = kBwdThreads / kD;
   T dk[E] = {}, dv[E] = {};
-  for (int64_t i0 = 0; i0 < mk.Tq; i0 += N) {
+  // the query tiles of the group's query heads that see a key of this tile (attention_plan.h)
+  const QueryWalk walk = mk.plan().query_walk(j0, min(int64_t{N}, mk.Tk - j0), N, mk.group, hk);
+  for (int64_t t = 0; t < walk.steps(); ++t) {
+    const int64_t h = walk.head(t), bh = b * mk.H + h, i0 = walk.row0(t);
     // NOTE: the previous tile's readers of end_s, lse_s, delta_s passed the barrier before its products
     const bool sees = stage_query_rows(mk, b, bh, i0, N, j0, lse, delta, end_s, lse_s, delta_s);
     if (!__syncthreads_or(sees)) continue;  // also the barrier after the previous tile's products
@@ -332,8 +341,8 @@ __global__ void __launch_bounds__(kBwdThreads)
   for (int e = 0; e < E; ++e) {
     const int c = row0 + e * kRowStep;
     if (j0 + c >= mk.Tk) continue;
-    if (col < D) gk.row(b, h, j0 + c)[col] = scale * dk[e];
-    if (col < Dv) gv.row(b, h, j0 + c)[col] = dv[e];
+    if (col < D) gk.row(b, hk, j0 + c)[col] = scale * dk[e];
+    if (col < Dv) gv.row(b, hk, j0 + c)[col] = dv[e];
   }
 }
 
@@ -356,10 +365,10 @@ void CudaBackend::flash_attention_forward(const Tensor& q, const Tensor& k, cons
                                           const ops::AttentionDropout& dropout, const Tensor& out,
                                           const Tensor& lse) {
   const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), Tk = k.size(2), D = q.size(3), Dv = v.size(3);
-  const int64_t rows = B * H * Tq;
+  const int64_t H_kv = k.size(1), rows = B * H * Tq;
   if (rows == 0) return;
   if (is_half(q.dtype())) {  // 16 bits (ops/attention.cpp sends them only with tensor_core_attention() on)
-    if (flash_attention_forward_mma(q, k, v, masking_of<float>(mask, dropout, H, Tq, Tk),
+    if (flash_attention_forward_mma(q, k, v, masking_of<float>(mask, dropout, H, H_kv, Tq, Tk),
                                     static_cast<float>(scale), out, lse))
       return;
     // where the tensor-core kernel does not apply: float32 copies, out rounded once
@@ -372,7 +381,7 @@ void CudaBackend::flash_attention_forward(const Tensor& q, const Tensor& k, cons
   const int64_t tiles = (Tq + kBr - 1) / kBr;
   const bool tiled = !readable_attention() && D <= 128 && Dv <= 128 && B * H * tiles <= INT32_MAX;
   dispatch_floating(q.dtype(), "flash_attention_forward", [&]<class T>() {
-    const Masking<T> mk = masking_of<T>(mask, dropout, H, Tq, Tk);
+    const Masking<T> mk = masking_of<T>(mask, dropout, H, H_kv, Tq, Tk);
     if constexpr (std::is_same_v<T, float>) {  // the register-tiled kernel (attention_fast.cu)
       if (fast_attention() && !readable_attention() &&
           flash_attention_forward_fast(q, k, v, mk, static_cast<float>(scale), out, lse))
@@ -400,9 +409,10 @@ void CudaBackend::flash_attention_backward(const Tensor& q, const Tensor& k, con
                                            const ops::AttentionDropout& dropout, const Tensor& gq,
                                            const Tensor& gk, const Tensor& gv) {
   const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), Tk = k.size(2), D = q.size(3), Dv = v.size(3);
-  const int64_t rows = B * H * Tq;
+  const int64_t H_kv = k.size(1), rows = B * H * Tq;
   if (is_half(q.dtype())) {  // 16 bits (ops/attention.cpp sends them only with tensor_core_attention() on)
-    if (flash_attention_backward_mma(q, k, v, out, gout, lse, masking_of<float>(mask, dropout, H, Tq, Tk),
+    if (flash_attention_backward_mma(q, k, v, out, gout, lse,
+                                     masking_of<float>(mask, dropout, H, H_kv, Tq, Tk),
                                      static_cast<float>(scale), gq, gk, gv))
       return;
     // where the tensor-core kernels do not apply: float32 copies, each gradient rounded once
@@ -418,7 +428,7 @@ void CudaBackend::flash_attention_backward(const Tensor& q, const Tensor& k, con
   }
   const int kd = bwd_head_dim(D, Dv);
   const int64_t n = kd ? bwd_tile(kd, static_cast<int>(q.itemsize())) : 1;
-  const int64_t key_tiles = (Tk + n - 1) / n, blocks = B * H * key_tiles;
+  const int64_t key_tiles = (Tk + n - 1) / n, blocks = B * H_kv * key_tiles;  // a block per key/value head
   const bool tiled = !readable_attention() && kd > 0 && blocks <= INT32_MAX;
   if (rows == 0 || !tiled) {  // the readable kernel adds into gk, gv; no query rows: zero gradients
     fill(gk, 0.0);
@@ -430,7 +440,7 @@ void CudaBackend::flash_attention_backward(const Tensor& q, const Tensor& k, con
   const Tensor delta =
       tiled ? Tensor::empty({rows}, q.dtype(), q.device(), "flash_attention_backward") : Tensor();
   dispatch_floating(q.dtype(), "flash_attention_backward", [&]<class T>() {
-    const Masking<T> mk = masking_of<T>(mask, dropout, H, Tq, Tk);
+    const Masking<T> mk = masking_of<T>(mask, dropout, H, H_kv, Tq, Tk);
     if (!tiled) {
       attention_backward_rows<T><<<blocks_for(rows, 128), 128, 0, stream()>>>(
           const_rows_of<T>(q), const_rows_of<T>(k), const_rows_of<T>(v), const_rows_of<T>(out),

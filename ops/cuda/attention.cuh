@@ -2,12 +2,19 @@
 // attention_fast.cu: the register-tiled float32 kernels): strided row access to (B, H, T, D) tensors, the
 // mask and dropout decisions for one element (b, h, i, j) of the (B, H, Tq, Tk) weights, and the fast
 // kernels' launchers (attention_fast.cu: float32; attention_mma.cu: 16 bits on the tensor cores).
+//
+// Grouped-query attention (Ainslie et al. 2023): q has H heads, k and v H_kv = H / G; query head h reads
+// key/value head h / G (Masking::kv_head). The forwards index K and V by it; the backwards run one block per
+// (b, key/value head, key tile) that walks the G query heads of its group, so dK and dV are summed over the
+// group in registers (no atomics, no copy of K and V per query head). The sliding window and the tile ranges
+// come from attention_plan.h.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 
 #include "ops/backend.h"
+#include "ops/cuda/attention_plan.h"
 #include "ops/cuda/loop.cuh"
 #include "ops/philox.h"
 #include "ops/tensor.h"
@@ -37,6 +44,8 @@ struct Masking {
   const int64_t* valid_lens;  // nullptr, (B) or (B, Tq)
   bool per_query;
   ops::CausalAlign causal;
+  int64_t window;       // 0: none; else query i sees the last `window` keys up to its causal limit
+  int64_t group;        // G = H / H_kv: query heads per key/value head (1 without grouped-query attention)
   const uint8_t* keep;  // nullptr or Bool (B, H, Tq, Tk) with strides ks[4]
   int64_t ks[4];
   int64_t H, Tq, Tk;
@@ -44,16 +53,22 @@ struct Masking {
   uint64_t seed, offset;
   T drop_scale;  // 1 / (1 - p)
 
+  /// The positions-only part of the mask (causal rule, window): attention_plan.h.
+  __host__ __device__ AttentionPlan plan() const { return {Tq, Tk, causal, window}; }
+  /// Key/value heads; the key/value head of query head h.
+  __host__ __device__ int64_t H_kv() const { return H / group; }
+  __device__ int64_t kv_head(int64_t h) const { return h / group; }
   /// One past the last key query i of batch row b may see.
   __device__ int64_t end(int64_t b, int64_t i) const {
-    int64_t e = Tk;
+    int64_t e = plan().key_end(i);
     if (valid_lens) e = min(e, max(int64_t{0}, valid_lens[per_query ? b * Tq + i : b]));
-    if (causal != ops::CausalAlign::None)
-      e = min(e, i + 1 + (causal == ops::CausalAlign::BottomRight ? Tk - Tq : 0));
-    return max(e, int64_t{0});
+    return e;
   }
+  /// Whether key j (< end(b, i)) is attended by query i of head h: inside the window and kept by the
+  /// keep-mask. Every kernel asks this of every score it computes, so a tile that the plan visits only
+  /// partly is masked exactly.
   __device__ bool kept(int64_t b, int64_t h, int64_t i, int64_t j) const {
-    return !keep || keep[b * ks[0] + h * ks[1] + i * ks[2] + j * ks[3]];
+    return j >= plan().first_key(i) && (!keep || keep[b * ks[0] + h * ks[1] + i * ks[2] + j * ks[3]]);
   }
   /// The dropout multiplier: 0 or 1/(1-p), as ops::dropout draws element (b, h, i, j); 1 without dropout.
   __device__ T dropout(int64_t b, int64_t h, int64_t i, int64_t j) const {
@@ -82,10 +97,14 @@ __device__ bool stage_query_rows(const Masking<T>& mk, int64_t b, int64_t bh, in
   return end_s[tid] > j0 && lse_s[tid] != -static_cast<T>(INFINITY);
 }
 
+/// The Masking of a mask for q (B, H, Tq, D) and k (B, H_kv, Tk, D), H a multiple of H_kv (ops/attention.cpp
+/// checked it).
 template <class T>
-Masking<T> masking_of(const ops::AttentionMask& m, const ops::AttentionDropout& d, int64_t H, int64_t Tq,
-                      int64_t Tk) {
+Masking<T> masking_of(const ops::AttentionMask& m, const ops::AttentionDropout& d, int64_t H, int64_t H_kv,
+                      int64_t Tq, int64_t Tk) {
   Masking<T> r{};
+  r.window = m.window;
+  r.group = H_kv > 0 ? H / H_kv : 1;
   r.valid_lens = m.valid_lens.defined() ? m.valid_lens.data<int64_t>() : nullptr;
   r.per_query = m.valid_lens.defined() && m.valid_lens.dim() == 2;
   r.causal = m.causal;

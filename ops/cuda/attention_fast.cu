@@ -6,9 +6,9 @@
 // (Philox, as ops::dropout draws it) and the outputs are those of the readable kernel (attention.cu's
 // header); the tests compare all three.
 //
-// Shapes: q (B, H, Tq, D), k (B, H, Tk, D), v (B, H, Tk, Dv), out / gout (B, H, Tq, Dv), lse / delta
-// (B, H, Tq) contiguous; any strides with unit last stride. float32 only, D, Dv <= 128, padded with zeros
-// to kD = 64 or 128 in shared memory.
+// Shapes: q (B, H, Tq, D), k (B, H_kv, Tk, D), v (B, H_kv, Tk, Dv) (H = G·H_kv: query head h reads key/value
+// head h / G), out / gout (B, H, Tq, Dv), lse / delta (B, H, Tq) contiguous; any strides with unit last
+// stride. float32 only, D, Dv <= 128, padded with zeros to kD = 64 or 128 in shared memory.
 //
 // Forward, one block of 256 threads per (b, h, 64 query rows); thread (ty, tx) = (tid / 16, tid % 16) owns
 // query rows 4 ty .. 4 ty + 3 and, of each 64-key tile, the key columns tx + 16 j (j < 4: strided, so the 16
@@ -18,11 +18,13 @@
 //   m' = max(m, rowmax S)            across the half-warp that shares the rows (shuffles)
 //   P = exp(S - m'),  l = l e^(m-m') + rowsum P,  O = O e^(m-m')
 //   O += (Z ⊙ P) V                    Pᵀ through shared memory (float4 of 4 rows), V rows as float4
-// Backward pass 2, one block of 256 threads per (b, h, 64-key tile), walking the query tiles of 32 rows that
-// see it: S and dP (32 x 64: 2 rows x 4 strided keys a thread), P = exp(S - lse), dS = P (Z dP - Δ); then
-// dV += (Z P)ᵀ dO and dK += dSᵀ Q (64 x kD: 4 keys x kD/16 columns a thread, kept in registers for the whole
-// walk) and dQ += dS K (32 x kD: 2 rows x kD/16 columns, added to gq with atomicAdd as FlashAttention-2
-// does). Shared memory is dynamic (68-128 KiB: more than a block may use without opting in).
+// Backward pass 2, one block of 256 threads per (b, key/value head, 64-key tile), walking, for each query
+// head of the group, the query tiles of 32 rows that see it (attention_plan.h; forward blocks likewise start
+// at the first key tile their rows' window reaches): S and dP (32 x 64: 2 rows x 4 strided keys a thread), P
+// = exp(S - lse), dS = P (Z dP - Δ); then dV += (Z P)ᵀ dO and dK += dSᵀ Q (64 x kD: 4 keys x kD/16 columns a
+// thread, kept in registers for the whole walk) and dQ += dS K (32 x kD: 2 rows x kD/16 columns, added to gq
+// with atomicAdd as FlashAttention-2 does). Shared memory is dynamic (68-128 KiB: more than a block may use
+// without opting in).
 #include <cmath>
 #include <cstdint>
 
@@ -80,7 +82,7 @@ __global__ void __launch_bounds__(kThreadsFast, kD == 64 ? 2 : 1)
   const float neg_inf = -INFINITY;
   const int tid = threadIdx.x, ty = tid / 16, tx = tid % 16;
   const int64_t bh = blockIdx.x / tiles, i0 = (blockIdx.x % tiles) * kTile;
-  const int64_t b = bh / mk.H, h = bh % mk.H;
+  const int64_t b = bh / mk.H, h = bh % mk.H, hk = mk.kv_head(h);
   load_tile<kD>(qs, L, q, b, h, i0, kTile, mk.Tq, D, scale);
   int64_t end[4];  // one past the last key each of my rows sees
   float m[4], l[4], o[4][4 * G];
@@ -95,10 +97,11 @@ __global__ void __launch_bounds__(kThreadsFast, kD == 64 ? 2 : 1)
     for (int c = 0; c < 4 * G; ++c) o[i][c] = 0;
   }
   const int64_t block_end = block_reduce(my_end, Larger<int64_t>{}, int64_t{0});  // no row sees a key past it
-  for (int64_t j0 = 0; j0 < block_end; j0 += kTile) {
+  const RowSpan key_span = mk.plan().key_tiles(i0, block_end, kTile);
+  for (int64_t j0 = key_span.begin; j0 < key_span.end; j0 += kTile) {
     __syncthreads();  // the previous tile's K, V, Pᵀ are no longer read (and Q is written, first time)
-    load_tile<kD>(ks, L, k, b, h, j0, kTile, mk.Tk, D, 1.0f);
-    load_tile<kD>(vs, L, v, b, h, j0, kTile, mk.Tk, Dv, 1.0f);
+    load_tile<kD>(ks, L, k, b, hk, j0, kTile, mk.Tk, D, 1.0f);
+    load_tile<kD>(vs, L, v, b, hk, j0, kTile, mk.Tk, Dv, 1.0f);
     __syncthreads();
     float s[4][4] = {};
 #pragma unroll 2
@@ -206,13 +209,16 @@ __global__ void __launch_bounds__(kThreadsFast, kD == 64 ? 2 : 1)
   int64_t* end_s = reinterpret_cast<int64_t*>(delta_s + kBwdRows);  // (32), 8-byte aligned: 32 floats before
   const float neg_inf = -INFINITY;
   const int tid = threadIdx.x, ty = tid / 16, tx = tid % 16;
-  const int64_t bh = blockIdx.x / key_tiles, j0 = (blockIdx.x % key_tiles) * kTile;
-  const int64_t b = bh / mk.H, h = bh % mk.H;
-  load_tile<kD>(ks, L, k, b, h, j0, kTile, mk.Tk, D, 1.0f);
-  load_tile<kD>(vs, L, v, b, h, j0, kTile, mk.Tk, Dv, 1.0f);
-  // dK, dV: keys 4 ty + i, columns 64 g + 4 tx + e
+  const int64_t bhk = blockIdx.x / key_tiles, j0 = (blockIdx.x % key_tiles) * kTile;
+  const int64_t b = bhk / mk.H_kv(), hk = bhk % mk.H_kv();
+  load_tile<kD>(ks, L, k, b, hk, j0, kTile, mk.Tk, D, 1.0f);
+  load_tile<kD>(vs, L, v, b, hk, j0, kTile, mk.Tk, Dv, 1.0f);
+  // dK, dV: keys 4 ty + i, columns 64 g + 4 tx + e, summed over the query heads of the group
   float dk[4][4 * G] = {}, dv[4][4 * G] = {};
-  for (int64_t i0 = 0; i0 < mk.Tq; i0 += kBwdRows) {
+  // the query tiles of the group's query heads that see a key of this tile (attention_plan.h)
+  const QueryWalk walk = mk.plan().query_walk(j0, min(int64_t{kTile}, mk.Tk - j0), kBwdRows, mk.group, hk);
+  for (int64_t t = 0; t < walk.steps(); ++t) {
+    const int64_t h = walk.head(t), bh = b * mk.H + h, i0 = walk.row0(t);
     const bool sees = stage_query_rows(mk, b, bh, i0, kBwdRows, j0, lse, delta, end_s, lse_s, delta_s);
     // NOTE: also the barrier after the previous step's products (they read qs, gos, ps, dss, dst, *_s)
     if (!__syncthreads_or(sees)) continue;
@@ -315,8 +321,8 @@ __global__ void __launch_bounds__(kThreadsFast, kD == 64 ? 2 : 1)
   for (int i = 0; i < 4; ++i) {
     const int64_t kj = j0 + 4 * ty + i;
     if (kj >= mk.Tk) continue;
-    float* gkr = gk.row(b, h, kj);
-    float* gvr = gv.row(b, h, kj);
+    float* gkr = gk.row(b, hk, kj);
+    float* gvr = gv.row(b, hk, kj);
 #pragma unroll
     for (int g = 0; g < G; ++g)
 #pragma unroll
@@ -385,7 +391,7 @@ bool flash_attention_backward_fast(const Tensor& q, const Tensor& k, const Tenso
                                    const Tensor& lse, const Tensor& delta, const Masking<float>& mk,
                                    float scale, const Tensor& gq, const Tensor& gk, const Tensor& gv) {
   const int kd = fast_head_dim(q, v);
-  const int64_t key_tiles = (mk.Tk + kTile - 1) / kTile, blocks = q.size(0) * mk.H * key_tiles;
+  const int64_t key_tiles = (mk.Tk + kTile - 1) / kTile, blocks = q.size(0) * mk.H_kv() * key_tiles;
   if (kd == 0 || blocks > INT32_MAX) return false;
   if (kd == 64)
     launch_backward<64>(q, k, v, gout, lse, delta, mk, scale, gq, gk, gv, blocks, key_tiles);

@@ -5,10 +5,11 @@
 // running maximum m and sum l of a row stay in the registers of one group of four lanes, and the 64-key tiles
 // of K and V are shared by the block's four warps. The index math is in ops/cuda/mma.h (tested on the CPU).
 //
-// Shapes: q (B, H, Tq, D), k (B, H, Tk, D), v (B, H, Tk, Dv), out (B, H, Tq, Dv) in one 16-bit dtype, any
-// strides with unit last stride; lse (B, H, Tq) float32 contiguous. D, Dv <= 128, padded with zeros to
-// kD = 64 or 128 in shared memory. Masks (valid_lens, keep-masks, causal) and dropout (Philox, as
-// ops::dropout draws each element) as the float32 kernels: attention.cuh's Masking.
+// Shapes: q (B, H, Tq, D), k (B, H_kv, Tk, D), v (B, H_kv, Tk, Dv) (H = G·H_kv: query head h reads key/value
+// head h / G), out (B, H, Tq, Dv) in one 16-bit dtype, any strides with unit last stride; lse (B, H, Tq)
+// float32 contiguous. D, Dv <= 128, padded with zeros to kD = 64 or 128 in shared memory. Masks (valid_lens,
+// keep-masks, causal) and dropout (Philox, as ops::dropout draws each element) as the float32 kernels:
+// attention.cuh's Masking.
 //
 // One block of 4 warps (128 threads) per (b, h, 64 query rows). Warp w, rows i0 + 16 w .. + 15:
 //   Q fragments (16 x kD) loaded once from shared memory into registers (kD / 16 k-steps x 4 registers)
@@ -21,7 +22,7 @@
 //   nothing).
 // Written without a GPU (2026-11-25) and off by default (cuda::set_tensor_core_attention) until the
 // [cuda][flash][mma] tests pass on one. Not here yet (issue 27): cp.async double buffering of the K and V
-// tiles, ldmatrix loads, causal skipping of whole query tiles in the backward beyond the per-tile test.
+// tiles, ldmatrix loads.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -125,7 +126,7 @@ __global__ void __launch_bounds__(kThreadsMma)
   const float neg_inf = -INFINITY;
   const int warp = threadIdx.x / mma::kWarp, lane = threadIdx.x % mma::kWarp;
   const int64_t bh = blockIdx.x / tiles, i0 = (blockIdx.x % tiles) * kQueryRows;
-  const int64_t b = bh / mk.H, h = bh % mk.H;
+  const int64_t b = bh / mk.H, h = bh % mk.H, hk = mk.kv_head(h);
   load_tile<kD>(qs, q, b, h, i0, kQueryRows, mk.Tq, D, vec);
 
   // this lane's two rows: accumulator elements 0, 1 are row[0], elements 2, 3 row[1] = row[0] + 8
@@ -154,10 +155,12 @@ __global__ void __launch_bounds__(kThreadsMma)
 #pragma unroll
     for (int e = 0; e < 4; ++e) o[nd][e] = 0;
 
-  for (int64_t j0 = 0; j0 < block_end; j0 += kKeyTile) {
+  // from the first key tile row i0's window reaches (attention_plan.h)
+  const RowSpan key_span = mk.plan().key_tiles(i0, block_end, kKeyTile);
+  for (int64_t j0 = key_span.begin; j0 < key_span.end; j0 += kKeyTile) {
     __syncthreads();  // the previous tile's K and V are no longer read
-    load_tile<kD>(ks, k, b, h, j0, kKeyTile, mk.Tk, D, vec);
-    load_tile<kD>(vs, v, b, h, j0, kKeyTile, mk.Tk, Dv, vec);
+    load_tile<kD>(ks, k, b, hk, j0, kKeyTile, mk.Tk, D, vec);
+    load_tile<kD>(vs, v, b, hk, j0, kKeyTile, mk.Tk, Dv, vec);
     __syncthreads();
     // S = Q Kᵀ
     float s[NT][4];
@@ -249,10 +252,11 @@ __global__ void __launch_bounds__(kThreadsMma)
 
 // ---- backward (FlashAttention-2, Algorithm 2) ----
 // Pass 1, attention_delta_mma: Δ_i = dO_i · O_i in float32, one warp per query row.
-// Pass 2, attention_backward_mma: one block of 4 warps per (b, h, 64-key tile j0); warp w owns keys
-// j0 + 16 w .. + 15 and keeps their dK, dV (16 x kD, float32) in registers. K_j and V_j stay in shared
-// memory; the block walks the 64-row query tiles that see one of its keys (the others are skipped: causal,
-// valid_lens, rows with lse = -inf). Per query tile i0, each warp for its 16 keys:
+// Pass 2, attention_backward_mma: one block of 4 warps per (b, key/value head, 64-key tile j0); warp w owns
+// keys j0 + 16 w .. + 15 and keeps their dK, dV (16 x kD, float32) in registers, summed over the G query
+// heads of the group. K_j and V_j stay in shared memory; for each query head of the group the block walks
+// the 64-row query tiles of the plan (attention_plan.h: causal and window limits) that see one of its keys
+// (the others are skipped: valid_lens, rows with lse = -inf). Per query tile i0, each warp for its 16 keys:
 //   Sᵀ = K_w Q_iᵀ,  dPᵀ = V_w dO_iᵀ                 (16 x 64), A from K / V rows, B from Q / dO (b_source_nk)
 //   Pᵀ = exp(scale Sᵀ - lse), dSᵀ = Pᵀ ⊙ (Z ⊙ dPᵀ - Δ), Pzᵀ = Z ⊙ Pᵀ   (0 where masked)
 //   dV_w += Pzᵀ dO_i,  dK_w += dSᵀ Q_i             A straight from the accumulators (p_register)
@@ -303,17 +307,21 @@ __global__ void __launch_bounds__(kThreadsMma)
   float* delta_s = lse_s + kQueryRows;
   int64_t* end_s = reinterpret_cast<int64_t*>(delta_s + kQueryRows);
   const int tid = threadIdx.x, warp = tid / mma::kWarp, lane = tid % mma::kWarp, kw = 16 * warp;
-  const int64_t bh = blockIdx.x / key_tiles, j0 = (blockIdx.x % key_tiles) * kKeyTile;
-  const int64_t b = bh / mk.H, h = bh % mk.H;
-  load_tile<kD>(ks, k, b, h, j0, kKeyTile, mk.Tk, D, vec);
-  load_tile<kD>(vs, v, b, h, j0, kKeyTile, mk.Tk, Dv, vec);
+  const int64_t bhk = blockIdx.x / key_tiles, j0 = (blockIdx.x % key_tiles) * kKeyTile;
+  const int64_t b = bhk / mk.H_kv(), hk = bhk % mk.H_kv();
+  load_tile<kD>(ks, k, b, hk, j0, kKeyTile, mk.Tk, D, vec);
+  load_tile<kD>(vs, v, b, hk, j0, kKeyTile, mk.Tk, Dv, vec);
   float dk[ND][4], dv[ND][4];
 #pragma unroll
   for (int nd = 0; nd < ND; ++nd)
 #pragma unroll
     for (int e = 0; e < 4; ++e) dk[nd][e] = 0, dv[nd][e] = 0;
 
-  for (int64_t i0 = 0; i0 < mk.Tq; i0 += kQueryRows) {
+  // the query tiles of the group's query heads that see a key of this tile (attention_plan.h)
+  const QueryWalk walk =
+      mk.plan().query_walk(j0, min(int64_t{kKeyTile}, mk.Tk - j0), kQueryRows, mk.group, hk);
+  for (int64_t t = 0; t < walk.steps(); ++t) {
+    const int64_t h = walk.head(t), bh = b * mk.H + h, i0 = walk.row0(t);
     // the previous tile's readers of end_s, lse_s, delta_s, qs, gos and dss passed the barrier below
     const bool sees = stage_query_rows(mk, b, bh, i0, kQueryRows, j0, lse, delta, end_s, lse_s, delta_s);
     if (!__syncthreads_or(sees)) continue;
@@ -421,8 +429,8 @@ __global__ void __launch_bounds__(kThreadsMma)
       const mma::Coord c = mma::acc_coord(lane, e, nd);
       const int64_t j = j0 + kw + c.row;
       if (j >= mk.Tk) continue;
-      if (c.col < D) gk.row(b, h, j)[c.col] = narrow<T>(scale * dk[nd][e]);
-      if (c.col < Dv) gv.row(b, h, j)[c.col] = narrow<T>(dv[nd][e]);
+      if (c.col < D) gk.row(b, hk, j)[c.col] = narrow<T>(scale * dk[nd][e]);
+      if (c.col < Dv) gv.row(b, hk, j)[c.col] = narrow<T>(dv[nd][e]);
     }
 }
 
@@ -531,7 +539,7 @@ bool flash_attention_backward_mma(const Tensor& q, const Tensor& k, const Tensor
                                   float scale, const Tensor& gq, const Tensor& gk, const Tensor& gv) {
   const int kd = mma_head_dim(q, v, {&k, &v, &out, &gout, &gq, &gk, &gv}, lse);
   const int64_t B = q.size(0), rows = B * mk.H * mk.Tq, key_tiles = (mk.Tk + kKeyTile - 1) / kKeyTile,
-                blocks = B * mk.H * key_tiles;
+                blocks = B * mk.H_kv() * key_tiles;  // a block per key/value head
   if (kd == 0 || rows == 0 || blocks == 0 || blocks > INT32_MAX || rows > INT32_MAX) return false;
   const char* op = "flash_attention_backward";
   // pass 1: Δ = rowsum(dO ⊙ O) in float32

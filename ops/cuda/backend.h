@@ -2,7 +2,7 @@
 // The CUDA backend: cuBLAS for GEMM, our own kernels for the rest, memory from the caching allocator
 // (ops/caching_allocator.h), every call checked (error.h). Each kernel family has its own file beside this
 // one, named like its CPU twin in ops/cpu/ (memory.cu, elementwise.cu, reduce.cu, linalg.cpp, nn.cu,
-// index.cu, conv_pool.cu, random.cu, attention.cu, additive_attention.cu); loop.cuh is the twin of
+// index.cu, conv_pool.cu, random.cu, attention.cu, additive_attention.cu, rotary.cu); loop.cuh is the twin of
 // ops/cpu/loop.h.
 //
 // One device (cuda:0) and one current stream (a global; the legacy default stream unless set_stream was
@@ -60,6 +60,8 @@ class CudaBackend final : public Backend {
                                 const Tensor& gout, const Tensor& lse, const ops::AttentionMask& mask,
                                 double scale, const ops::AttentionDropout& dropout, const Tensor& gq,
                                 const Tensor& gk, const Tensor& gv) override;
+  void rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& out,
+                        bool interleaved, bool inverse) override;
   void additive_attention_scores(const Tensor& qp, const Tensor& kp, const Tensor& w_v,
                                  const Tensor& scores) override;
   void additive_attention_scores_backward(const Tensor& gscores, const Tensor& qp, const Tensor& kp,

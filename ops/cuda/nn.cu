@@ -4,7 +4,9 @@
 // the partials. Sums accumulate in double for float32 rows, as on the CPU (ops/cpu/nn.cpp).
 //
 // Shapes: softmax: x, out, y, gy, gx (rows, n); layer_norm: x, out, gy, gx (rows, n), weight, bias, gweight,
-// gbias (n) or undefined, mean, rstd (rows) float.
+// gbias (n) or undefined, mean, rstd (rows) float. Layer norm's kernels also take bfloat16 / float16 rows
+// (RMSNorm sends them, ops::rms_norm_forward): loaded into float32 (compute_t), statistics float32 and
+// summed in double as float32 rows are, each result rounded once on the store.
 #include <cmath>
 
 #include "ops/cuda/backend.h"
@@ -65,32 +67,38 @@ __global__ void softmax_backward_kernel(const T* y, const T* gy, T* gx, int64_t 
 
 //   y = (x - μ) · rstd · w + b,   μ = mean(x),  rstd = 1 / sqrt(var(x) + eps)   (biased variance; two passes)
 // mean null: RMSNorm, μ = 0
+// T: the stored element type; C = compute_t<T>: the arithmetic and the statistics (T itself for float32 and
+// float64, float for 16-bit T); A = acc_t<C>: the row sums.
 template <class T>
-__global__ void layer_norm_kernel(const T* x, const T* w, const T* b, double eps, T* y, T* mean, T* rstd,
-                                  int64_t rows, int64_t n) {
+__global__ void layer_norm_kernel(const T* x, const T* w, const T* b, double eps, T* y, compute_t<T>* mean,
+                                  compute_t<T>* rstd, int64_t rows, int64_t n) {
+  using C = compute_t<T>;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* xr = x + r * n;
     T* yr = y + r * n;
     double s = 0;
     if (mean) {
-      for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += xr[i];
+      for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += static_cast<C>(xr[i]);
       s = block_reduce(s, Plus<double>{}, 0.0);
     }
     const double mu = n > 0 ? s / static_cast<double>(n) : 0.0;
     double ss = 0;
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += (xr[i] - mu) * (xr[i] - mu);
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+      const C xi = static_cast<C>(xr[i]);
+      ss += (xi - mu) * (xi - mu);
+    }
     ss = block_reduce(ss, Plus<double>{}, 0.0);
     const double var = n > 0 ? ss / static_cast<double>(n) : 0.0;
-    const T m = static_cast<T>(mu), rs = static_cast<T>(1.0 / ::sqrt(var + eps));
+    const C m = static_cast<C>(mu), rs = static_cast<C>(1.0 / ::sqrt(var + eps));
     if (threadIdx.x == 0) {
       if (mean) mean[r] = m;
       rstd[r] = rs;
     }
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-      T v = (xr[i] - m) * rs;
-      if (w) v *= w[i];
-      if (b) v += b[i];
-      yr[i] = v;
+      C v = (static_cast<C>(xr[i]) - m) * rs;
+      if (w) v *= static_cast<C>(w[i]);
+      if (b) v += static_cast<C>(b[i]);
+      yr[i] = static_cast<T>(v);
     }
   }
 }
@@ -98,26 +106,28 @@ __global__ void layer_norm_kernel(const T* x, const T* w, const T* b, double eps
 //   x̂ = (x - μ) rstd,  ĝ = gy ⊙ w:   gx = rstd (ĝ - mean(ĝ) - x̂ mean(ĝ ⊙ x̂))
 // mean null: RMSNorm, μ = 0 and no mean(ĝ) term
 template <class T>
-__global__ void layer_norm_backward_gx_kernel(const T* gy, const T* x, const T* w, const T* mean,
-                                              const T* rstd, T* gx, int64_t rows, int64_t n) {
+__global__ void layer_norm_backward_gx_kernel(const T* gy, const T* x, const T* w, const compute_t<T>* mean,
+                                              const compute_t<T>* rstd, T* gx, int64_t rows, int64_t n) {
+  using C = compute_t<T>;
+  using A = acc_t<C>;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* gr = gy + r * n;
     const T* xr = x + r * n;
     T* out = gx + r * n;
-    const T m = mean ? mean[r] : T(0), rs = rstd[r];
-    acc_t<T> sg = 0, sgx = 0;
+    const C m = mean ? mean[r] : C(0), rs = rstd[r];
+    A sg = 0, sgx = 0;
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-      const T gh = w ? gr[i] * w[i] : gr[i];
+      const C gh = w ? static_cast<C>(gr[i]) * static_cast<C>(w[i]) : static_cast<C>(gr[i]);
       sg += gh;
-      sgx += acc_t<T>(gh) * ((xr[i] - m) * rs);
+      sgx += A(gh) * ((static_cast<C>(xr[i]) - m) * rs);
     }
-    sg = block_reduce(sg, Plus<acc_t<T>>{}, acc_t<T>(0));
-    sgx = block_reduce(sgx, Plus<acc_t<T>>{}, acc_t<T>(0));
-    const T mg = mean ? static_cast<T>(sg / static_cast<acc_t<T>>(n)) : T(0),
-            mgx = static_cast<T>(sgx / static_cast<acc_t<T>>(n));
+    sg = block_reduce(sg, Plus<A>{}, A(0));
+    sgx = block_reduce(sgx, Plus<A>{}, A(0));
+    const C mg = mean ? static_cast<C>(sg / static_cast<A>(n)) : C(0),
+            mgx = static_cast<C>(sgx / static_cast<A>(n));
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-      const T gh = w ? gr[i] * w[i] : gr[i];
-      out[i] = rs * (gh - mg - (xr[i] - m) * rs * mgx);
+      const C gh = w ? static_cast<C>(gr[i]) * static_cast<C>(w[i]) : static_cast<C>(gr[i]);
+      out[i] = static_cast<T>(rs * (gh - mg - (static_cast<C>(xr[i]) - m) * rs * mgx));
     }
   }
 }
@@ -131,17 +141,20 @@ constexpr int kColTile = 32, kRowLanes = 8;
 constexpr int64_t kChunkRows = 128;
 
 template <class T>
-__global__ void layer_norm_backward_gwb_partial_kernel(const T* gy, const T* x, const T* mean, const T* rstd,
-                                                       acc_t<T>* pw, acc_t<T>* pb, int64_t rows, int64_t n) {
-  __shared__ acc_t<T> sw[kRowLanes][kColTile], sb[kRowLanes][kColTile];
+__global__ void layer_norm_backward_gwb_partial_kernel(const T* gy, const T* x, const compute_t<T>* mean,
+                                                       const compute_t<T>* rstd, acc_t<compute_t<T>>* pw,
+                                                       acc_t<compute_t<T>>* pb, int64_t rows, int64_t n) {
+  using C = compute_t<T>;
+  using A = acc_t<C>;
+  __shared__ A sw[kRowLanes][kColTile], sb[kRowLanes][kColTile];
   const int64_t c = static_cast<int64_t>(blockIdx.x) * kColTile + threadIdx.x;
   const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kChunkRows;
   const int64_t r1 = r0 + kChunkRows < rows ? r0 + kChunkRows : rows;
-  acc_t<T> aw = 0, ab = 0;
+  A aw = 0, ab = 0;
   if (c < n) {
     for (int64_t r = r0 + threadIdx.y; r < r1; r += kRowLanes) {
-      const T g = gy[r * n + c];
-      aw += acc_t<T>(g) * ((x[r * n + c] - (mean ? mean[r] : T(0))) * rstd[r]);
+      const C g = static_cast<C>(gy[r * n + c]);
+      aw += A(g) * ((static_cast<C>(x[r * n + c]) - (mean ? mean[r] : C(0))) * rstd[r]);
       ab += g;
     }
   }
@@ -154,10 +167,11 @@ __global__ void layer_norm_backward_gwb_partial_kernel(const T* gy, const T* x, 
 }
 
 template <class T>
-__global__ void layer_norm_backward_gwb_sum_kernel(const acc_t<T>* pw, const acc_t<T>* pb, T* gw, T* gb,
+__global__ void layer_norm_backward_gwb_sum_kernel(const acc_t<compute_t<T>>* pw,
+                                                   const acc_t<compute_t<T>>* pb, T* gw, T* gb,
                                                    int64_t chunks, int64_t n) {
   for (int64_t c = first_index(); c < n; c += grid_stride()) {
-    acc_t<T> aw = 0, ab = 0;
+    acc_t<compute_t<T>> aw = 0, ab = 0;
     for (int64_t k = 0; k < chunks; ++k) aw += pw[k * n + c], ab += pb[k * n + c];
     if (gw) gw[c] = static_cast<T>(aw);
     if (gb) gb[c] = static_cast<T>(ab);
@@ -199,10 +213,11 @@ void CudaBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor
                              const Tensor& out, const Tensor& mean, const Tensor& rstd) {
   const int64_t rows = rstd.numel(), n = x.shape().back();
   if (rows == 0) return;
-  dispatch_floating(x.dtype(), "layer_norm", [&]<class T>() {
+  dispatch_floating_and_half(x.dtype(), "layer_norm", [&]<class T>() {
+    using C = compute_t<T>;  // mean and rstd: float32 for 16-bit x
     layer_norm_kernel<T><<<blocks_for(rows, 1), kThreads, 0, stream()>>>(
-        x.data<T>(), ptr_or_null<T>(weight), ptr_or_null<T>(bias), eps, out.data<T>(), mut_or_null<T>(mean),
-        rstd.data<T>(), rows, n);
+        x.data<T>(), ptr_or_null<T>(weight), ptr_or_null<T>(bias), eps, out.data<T>(), mut_or_null<C>(mean),
+        rstd.data<C>(), rows, n);
     SACCADE_CUDA_CHECK_LAUNCH("layer_norm");
   });
 }
@@ -211,15 +226,16 @@ void CudaBackend::layer_norm_backward(const Tensor& gy, const Tensor& x, const T
                                       const Tensor& mean, const Tensor& rstd, const Tensor& gx,
                                       const Tensor& gweight, const Tensor& gbias) {
   const int64_t rows = rstd.numel(), n = x.shape().back();
-  dispatch_floating(x.dtype(), "layer_norm_backward", [&]<class T>() {
+  dispatch_floating_and_half(x.dtype(), "layer_norm_backward", [&]<class T>() {
+    using C = compute_t<T>;  // mean and rstd: float32 for 16-bit x
     if (gx.defined() && rows * n > 0) {
       layer_norm_backward_gx_kernel<T><<<blocks_for(rows, 1), kThreads, 0, stream()>>>(
-          gy.data<T>(), x.data<T>(), ptr_or_null<T>(weight), ptr_or_null<T>(mean), rstd.data<T>(),
+          gy.data<T>(), x.data<T>(), ptr_or_null<T>(weight), ptr_or_null<C>(mean), rstd.data<C>(),
           gx.data<T>(), rows, n);
       SACCADE_CUDA_CHECK_LAUNCH("layer_norm_backward");
     }
     if ((gweight.defined() || gbias.defined()) && n > 0) {
-      using A = acc_t<T>;
+      using A = acc_t<C>;
       const int64_t chunks = rows == 0 ? 1 : (rows + kChunkRows - 1) / kChunkRows;
       const size_t bytes = 2 * static_cast<size_t>(chunks * n) * sizeof(A);
       A* partial = static_cast<A*>(allocate(bytes));
@@ -228,7 +244,7 @@ void CudaBackend::layer_norm_backward(const Tensor& gy, const Tensor& x, const T
       } else {
         const dim3 grid(static_cast<unsigned>((n + kColTile - 1) / kColTile), static_cast<unsigned>(chunks));
         layer_norm_backward_gwb_partial_kernel<T><<<grid, dim3(kColTile, kRowLanes), 0, stream()>>>(
-            gy.data<T>(), x.data<T>(), ptr_or_null<T>(mean), rstd.data<T>(), partial, partial + chunks * n,
+            gy.data<T>(), x.data<T>(), ptr_or_null<C>(mean), rstd.data<C>(), partial, partial + chunks * n,
             rows, n);
         SACCADE_CUDA_CHECK_LAUNCH("layer_norm_backward");
       }
