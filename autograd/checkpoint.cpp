@@ -87,8 +87,8 @@ Variable checkpoint(const std::function<Variable(const std::vector<Variable>&)>&
           y = fn(xs);
         }
         SACCADE_CHECK(y.defined() && y.shape() == g.shape(),
-                      "checkpoint: the recomputed result has shape {}, the forward's {}: the function is not "
-                      "deterministic",
+                      "checkpoint: the recomputed result has shape {}, the forward's {}: "
+                      "the function is not deterministic",
                       y.defined() ? y.shape() : Shape{}, g.shape());
         // the parameters fn uses get what the enclosing pass gives leaves: accumulated grads under
         // backward(), a share of the results under grad()

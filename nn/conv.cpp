@@ -32,7 +32,6 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Size2 kernel_size, Siz
     : UnaryModule("Conv2d"),
       in_channels_(in_channels),
       out_channels_(out_channels),
-      kernel_size_(kernel_size),
       stride_(stride),
       padding_(padding) {
   ErrorScope scope(name());

@@ -36,7 +36,7 @@ class Conv2d : public UnaryModule {
 
  private:
   int64_t in_channels_, out_channels_;
-  Size2 kernel_size_, stride_, padding_;
+  Size2 stride_, padding_;  // the kernel size is the weight's
 };
 
 /// Max over each kh×kw window (torch.nn.MaxPool2d; padding counts as -inf). `stride` {0, 0} (the default)

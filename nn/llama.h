@@ -113,7 +113,8 @@ class LlamaModel : public Module {
 
  private:
   void check(const Tensor& idx, int64_t offset) const;
-  int64_t vocab_size_, context_;
+  [[maybe_unused]] int64_t vocab_size_;  // clang: -Wunused-private-field
+  int64_t context_;
 };
 
 /// Hugging Face's LlamaForCausalLM: children model (LlamaModel) and lm_head Linear(hidden, vocab, no bias),

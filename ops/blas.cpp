@@ -68,7 +68,10 @@ std::string blas_info_line() {
   return line;
 }
 
-void use_best_blas_core(char** argv) {
+namespace {
+
+// use_best_blas_core's choice: returns only when this process goes on (no re-execution, or exec failed).
+void choose_blas_core(char** argv) {
 #ifdef __linux__
   if (argv == nullptr || argv[0] == nullptr) return;
   const std::string env = env_or_empty("OPENBLAS_CORETYPE"), marker = env_or_empty(kMarker);
@@ -96,6 +99,15 @@ void use_best_blas_core(char** argv) {
 #else
   (void)argv;
 #endif
+}
+
+}  // namespace
+
+void use_best_blas_core(char** argv) {
+  choose_blas_core(argv);
+  // The core is final here: its warning (if any) goes to stderr now, before the program prints anything, not
+  // at the first GEMM in the middle of a line of output.
+  cpu::blas_first_use();
 }
 
 }  // namespace saccade

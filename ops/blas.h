@@ -39,7 +39,9 @@ std::string blas_info_line();
 /// product (cpu::check_sgemm); if that disagrees, or OpenBLAS did not take the core, it warns on stderr and
 /// re-executes once more without the variable (OpenBLAS's own choice). A value the user set is never
 /// changed. The marker variable SACCADE_BLAS_REEXEC (the core asked for, then "fallback") prevents loops.
-/// Returns only when no re-execution happens (or exec failed, with a warning); argv must be main()'s.
+/// Returns only when no re-execution happens (or exec failed, with a warning), after giving the core's
+/// warning, if any, on stderr (cpu::blas_first_use), so that it comes before the program's first output
+/// rather than at its first GEMM; argv must be main()'s.
 /// Linux only: elsewhere it does nothing. Tests and CI do not call it: they keep the environment's value.
 void use_best_blas_core(char** argv);
 

@@ -60,7 +60,8 @@ SACCADE_HOST_DEVICE inline float tanh_float(float x) {
   static_assert(std::bit_cast<uint32_t>(7.99881172180175781f) == kClamp);
 #endif
   const uint32_t bits = float_bits(x), mag = bits & 0x7fffffffu;
-  const uint32_t clamped = (mag > kClamp) & (mag <= kInf) ? kClamp : mag;  // NaN (mag > kInf) passes through
+  // NaN (mag > kInf) passes through
+  const uint32_t clamped = ((mag > kClamp) & (mag <= kInf)) ? kClamp : mag;
   const float c = bits_float((bits & 0x80000000u) | clamped), c2 = c * c;
   const float p = (((((a13 * c2 + a11) * c2 + a9) * c2 + a7) * c2 + a5) * c2 + a3) * c2 + a1;
   const float q = ((b6 * c2 + b4) * c2 + b2) * c2 + b0;
@@ -100,7 +101,8 @@ SACCADE_HOST_DEVICE inline float erf_fit(float x) {
               b6 = R(-2.13374055278905e-04), b8 = R(-1.45660718464996e-05);
   constexpr uint32_t kClamp = 0x40800000u, kInf = 0x7f800000u;  // the bits of 4.0f and +inf
   const uint32_t bits = float_bits(x), mag = bits & 0x7fffffffu;
-  const uint32_t clamped = (mag > kClamp) & (mag <= kInf) ? kClamp : mag;  // NaN (mag > kInf) passes through
+  // NaN (mag > kInf) passes through
+  const uint32_t clamped = ((mag > kClamp) & (mag <= kInf)) ? kClamp : mag;
   const R c = bits_float((bits & 0x80000000u) | clamped), c2 = c * c;
   const R p = c * ((((((a13 * c2 + a11) * c2 + a9) * c2 + a7) * c2 + a5) * c2 + a3) * c2 + a1);
   const R q = (((b8 * c2 + b6) * c2 + b4) * c2 + b2) * c2 + b0;

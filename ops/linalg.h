@@ -1,8 +1,9 @@
 #pragma once
-// Matrix products: matmul (torch.matmul semantics), bmm, mm. Float32 and float64 only; both operands share a
-// dtype and a device. GEMM goes to the backend's bmm kernel (cblas_sgemm/dgemm on the CPU), which is handed
-// transposed and strided matrices as they are: only a matrix with unit stride in neither of its last two dims
-// is copied.
+// Matrix products: matmul (torch.matmul semantics), bmm, mm, in the floating dtypes: float32, float64,
+// bfloat16 and float16 (the 16-bit ones sum in float32 and round once per output element:
+// ops/cpu/gemm_half.h, cuBLAS on CUDA). Both operands share a dtype and a device. GEMM goes to the backend's
+// bmm kernel (cblas_sgemm/dgemm on the CPU), which is handed transposed and strided matrices as they are:
+// only a matrix with unit stride in neither of its last two dims is copied.
 #include "ops/tensor.h"
 
 namespace saccade::ops {

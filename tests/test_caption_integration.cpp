@@ -42,7 +42,7 @@ TEST_CASE("caption: sat learns to caption real Fashion-MNIST scenes", "[slow][ca
     return;
   }
   // One thread: CTest runs tests two at a time with OMP_NUM_THREADS=2 on a 2-core machine, and spinning
-  // threads without a core to run on made this test 5x slower.
+  // threads without a core to run on made this test several times slower.
   int previous_threads = get_num_threads();
   set_num_threads(1);
   ImageSet train = load_fashion_mnist("train");

@@ -188,7 +188,7 @@ TEST_CASE("cuda: reductions along rows, columns and whole tensors, argmax/argmin
                                    ops::amax(b, {1}),
                                    ops::sum(ai, {1}),
                                    ops::amax(ai, {0}),
-                                   ops::var(a, {1}),
+                                   ops::var(a, Shape{1}),  // Shape: a bare {1} picks var(a, bool unbiased)
                                    ops::logsumexp(a, {1}),
                                    ops::amax(withnan, {1}),
                                    ops::argmax(withnan, 1),

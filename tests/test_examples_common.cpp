@@ -15,6 +15,8 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "autograd/functions/elementwise.h"
+#include "autograd/functions/reduce.h"
 #include "examples/common/idx.h"
 #include "examples/common/metrics.h"
 #include "examples/common/nw_data.h"
@@ -23,8 +25,6 @@
 #include "examples/common/progress.h"
 #include "examples/common/scenes.h"
 #include "examples/common/step_profiler.h"
-#include "autograd/functions/elementwise.h"
-#include "autograd/functions/reduce.h"
 #include "helpers.h"
 
 using namespace saccade;
@@ -542,6 +542,62 @@ TEST_CASE("plots: line plot and heatmaps are PNGs of the asked size", "[examples
   REQUIRE_THROWS_SACCADE(write_heatmap(dir.file("bad.png"), h), "3 row labels for 4 queries");
   h.weights = ops::rand({4});
   REQUIRE_THROWS_SACCADE(write_heatmap(dir.file("bad.png"), h), "(Q, K) or (R, C, Q, K)");
+}
+
+TEST_CASE("plots: a heatmap of 70 tokens labels every k-th one apart, and keeps its titles inside",
+          "[examples][plots]") {
+  // issue 38 item 7: the labels of a 70-token gpt sample overlapped into one strip, and the "queries" title
+  // was cut at the left edge.
+  TempDir dir;
+  Heatmap h;
+  const int64_t T = 70;
+  h.weights = ops::rand({2, 2, T, T}, DType::Float32);
+  h.title = "block 1: attention of each of the 4 heads";
+  for (int64_t i = 0; i < T; ++i) h.row_labels.push_back(i == 3 ? "WWWWWWWW" : "o");
+  h.col_labels = h.row_labels;
+  h.width = 900, h.height = 900;
+  write_heatmap(dir.file("h.png"), h);
+  PngImage p = read_png(dir.file("h.png"));
+  REQUIRE((p.width == 900 && p.height == 900 && p.channels == 3));
+  auto ink = [&](int x, int y) {
+    const uint8_t* px = &p.pixels[(static_cast<size_t>(y) * p.width + x) * 3];
+    return px[0] < 128 && px[1] < 128 && px[2] < 128;
+  };
+  // Nothing touches the image's edges: the titles and the longest label lie inside it.
+  for (int i = 0; i < 900; ++i)
+    for (int e = 0; e < 3; ++e) {
+      REQUIRE_FALSE(ink(e, i));
+      REQUIRE_FALSE(ink(899 - e, i));
+      REQUIRE_FALSE(ink(i, e));
+      REQUIRE_FALSE(ink(i, 899 - e));
+    }
+  // The top-left panel's left border: the first column holding a dark line over a third of the height.
+  int border = -1;
+  for (int x = 0; x < p.width && border < 0; ++x) {
+    int n = 0;
+    for (int y = 0; y < p.height; ++y) n += ink(x, y);
+    if (n > p.height / 3) border = x;
+  }
+  REQUIRE(border > 20);
+  // The row labels "o" end half a character left of the border: along that column strip, the ink comes in
+  // separate runs (one per label drawn), never one merged strip.
+  int runs = 0, longest_run = 0, run = 0;
+  for (int y = 0; y < p.height; ++y) {
+    bool any = false;
+    for (int x = border - 14; x < border - 2; ++x) any = any || ink(x, y);
+    run = any ? run + 1 : 0;
+    runs += run == 1;
+    longest_run = std::max(longest_run, run);
+  }
+  REQUIRE(runs >= 10);
+  REQUIRE(longest_run < 20);
+
+  REQUIRE(label_step(10.0, 3.0) == 1);
+  REQUIRE(label_step(1.0, 3.0) == 3);
+  REQUIRE(label_step(1.0, 3.5) == 4);
+  REQUIRE(label_step(2.0, 0.0) == 1);
+  REQUIRE_THROWS_SACCADE(label_step(0.0, 1.0), "label_step");
+  REQUIRE_THROWS_SACCADE(label_step(1.0, NAN), "label_step");
 }
 
 TEST_CASE("plots: attention overlay puts the heat over the attended cell", "[examples][plots]") {

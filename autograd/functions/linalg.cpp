@@ -48,8 +48,8 @@ Variable matmul(const Variable& a, const Variable& b) {
                        if (ys.size() == 1) ys2.push_back(1);
                        Variable g2 = g;
                        if (xs.size() == 1 && ys.size() == 1) {
-                         g2 = unsqueeze(unsqueeze(g, 0),
-                                        0);  // NOTE: Tensor::reshape of a 0-d tensor throws (core)
+                         // NOTE: unsqueeze twice, as Tensor::reshape of a 0-d tensor throws (core)
+                         g2 = unsqueeze(unsqueeze(g, 0), 0);
                        } else {
                          if (xs.size() == 1) g2 = unsqueeze(g2, -2);
                          if (ys.size() == 1) g2 = unsqueeze(g2, -1);

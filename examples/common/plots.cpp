@@ -38,6 +38,13 @@ std::vector<double> upsample_bilinear(const std::vector<double>& grid, int64_t g
   return out;
 }
 
+int64_t label_step(double cell_mm, double label_mm) {
+  SACCADE_CHECK(cell_mm > 0 && label_mm >= 0 && std::isfinite(cell_mm) && std::isfinite(label_mm),
+                "label_step: cells of {} mm and labels of {} mm (need cells > 0 and labels >= 0, finite)",
+                cell_mm, label_mm);
+  return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(label_mm / cell_mm - 1e-9)));
+}
+
 namespace {
 void check_stacked_bars(const std::string& path, const StackedBars& b) {
   SACCADE_CHECK(!b.categories.empty() && b.values.size() == b.categories.size(),
@@ -330,23 +337,30 @@ void write_heatmap(const std::string& path, const Heatmap& h) {
         blue[] = {0.94, 0.29, 0.05};
   plscmap1n(256);
   plscmap1l(1, 3, pos, red, green, blue, nullptr);
-  // The axis labels sit beyond the tick labels, and the margins hold them: a tick label (at 0.8 of the
-  // character height) is about 0.6 character heights a character; plgchr gives the height in mm, plgspa the
-  // page's size in mm.
+  // The axis titles sit beyond the tick labels, and the margins hold them. plgchr gives the character height
+  // in mm, plgspa the page's size in mm. A tick label is drawn at 0.8 of the character height; its width is
+  // taken as 0.9 character heights a character (DejaVu Sans' widest letters, M and W, are about that), so
+  // that a label of wide letters still leaves its axis title inside the image.
   PLFLT default_height = 0, height = 0, page_x0 = 0, page_x1 = 0, page_y0 = 0, page_y1 = 0;
   plgchr(&default_height, &height);
   plgspa(&page_x0, &page_x1, &page_y0, &page_y1);
+  const double page_w = page_x1 - page_x0, page_h = page_y1 - page_y0;
   auto longest = [](const std::vector<std::string>& labels) {
     size_t n = 0;
     for (const std::string& l : labels) n = std::max(n, l.size());
     return static_cast<double>(n);
   };
-  const double y_label_at = h.row_labels.empty() ? 3.5 : 2.0 + 0.8 * 0.6 * longest(h.row_labels);
-  const double x_label_at = h.col_labels.empty() ? 3.0 : 2.5 + 0.8 * 0.6 * longest(h.col_labels);
-  const double left = std::max(0.12, (y_label_at + 1.0) * height / (page_x1 - page_x0));
-  const double bottom = std::max(0.14, (x_label_at + 1.0) * height / (page_y1 - page_y0));
+  const double y_label_at = h.row_labels.empty() ? 3.5 : 2.0 + 0.8 * 0.9 * longest(h.row_labels);
+  const double x_label_at = h.col_labels.empty() ? 3.0 : 2.5 + 0.8 * 0.9 * longest(h.col_labels);
+  const double left = std::max(0.12, (y_label_at + 1.0) * height / page_w);
+  const double bottom = std::max(0.14, (x_label_at + 1.0) * height / page_h);
   const double right = 0.84, top = 0.9, gap = 0.03;
   const double pw = (right - left - gap * (C - 1)) / C, ph = (top - bottom - gap * (R - 1)) / R;
+  // Every k-th token is labelled: a row label (horizontal text) and a column label (vertical text) each
+  // take one character height across the axis, plus a quarter of one between neighbours.
+  const double label_mm = 1.25 * 0.8 * height;
+  const int64_t col_step = label_step(pw * page_w / static_cast<double>(K), label_mm);
+  const int64_t row_step = label_step(ph * page_h / static_cast<double>(Q), label_mm);
   plschr(0, 0.8);
   for (int64_t r = 0; r < R; ++r)
     for (int64_t c = 0; c < C; ++c) {
@@ -362,10 +376,10 @@ void write_heatmap(const std::string& path, const Heatmap& h) {
       bool x_numbers = r == R - 1 && h.col_labels.empty(), y_numbers = c == 0 && h.row_labels.empty();
       plbox(x_numbers ? "bcnst" : "bc", tick_step(K), 0, y_numbers ? "bcnstv" : "bc", tick_step(Q), 0);
       if (r == R - 1)
-        for (int64_t k = 0; k < static_cast<int64_t>(h.col_labels.size()); ++k)
+        for (int64_t k = 0; k < static_cast<int64_t>(h.col_labels.size()); k += col_step)
           plmtex("bv", 0.5, (k + 0.5) / K, 1.0, h.col_labels[k].c_str());
       if (c == 0)
-        for (int64_t q = 0; q < static_cast<int64_t>(h.row_labels.size()); ++q)
+        for (int64_t q = 0; q < static_cast<int64_t>(h.row_labels.size()); q += row_step)
           plmtex("lv", 0.5, 1.0 - (q + 0.5) / Q, 1.0, h.row_labels[q].c_str());
     }
   plschr(0, 1.0);

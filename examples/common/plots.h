@@ -52,10 +52,17 @@ struct StackedBars {
 /// parts.size(), a value is negative or not finite, or the file can't be written.
 void write_stacked_bars(const std::string& path, const StackedBars& bars);
 
+/// The step k that labels every k-th cell of an axis so that no two labels overlap: the smallest k >= 1 with
+/// k * cell_mm >= label_mm, for cells `cell_mm` long and labels `label_mm` across the axis (both in mm; a
+/// label's extent along the axis, e.g. its text height). write_heatmap uses it for its token labels. Throws
+/// saccade::Error for cell_mm <= 0, label_mm < 0, or a value that is not finite.
+int64_t label_step(double cell_mm, double label_mm);
+
 /// Attention weights as heatmaps (as d2l.show_heatmaps): `weights` (Q, K) or (R, C, Q, K), a grid of R x C
 /// panels, queries down and keys across, one colour scale (white to dark red over [0, max weight]; values
 /// below 0 show as 0, NaN as blank) at the right. `row_labels` (Q entries) / `col_labels` (K entries) label
-/// the query rows / key columns when given.
+/// the query rows / key columns when given: every k-th one (label_step), so that labels never overlap, and
+/// the margins grow with the longest label so that the axis titles stay inside the image.
 struct Heatmap {
   Tensor weights;
   std::string title, x_label = "keys", y_label = "queries";

@@ -37,6 +37,11 @@ void StepProfiler::step() {
   if (profile_) range_ = std::make_unique<profiler::RecordFunction>("step " + std::to_string(done_));
 }
 
+void StepProfiler::end_step(bool stop) {
+  range_.reset();
+  if (profile_ && (stop || done_ == skip_ + steps_)) finish();
+}
+
 void StepProfiler::finish() {
   range_.reset();
   if (!profile_) return;

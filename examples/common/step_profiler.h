@@ -13,9 +13,12 @@
 
 namespace saccade::examples {
 
-/// Call step() at the top of every training step. The profile starts at step skip + 1 (the first steps
-/// allocate the optimizer's state and warm the caches) and covers `steps` steps, each a "step N" range;
-/// it is written when they are done, or when the StepProfiler is destroyed (a run that ends sooner).
+/// Call step() at the top of every training step and end_step() after its optimizer step. The profile
+/// starts at step skip + 1 (the first steps allocate the optimizer's state and warm the caches) and covers
+/// `steps` steps, each a "step N" range; it is written at the end_step() of the last of them, or earlier at
+/// an end_step(true) (the run ends, or validation comes next), so that it holds those steps and nothing
+/// after them: its table's call counts are the steps' own. Without end_step() calls, it is written at the
+/// next step() or when the StepProfiler is destroyed.
 class StepProfiler {
  public:
   /// An empty `path` profiles nothing. Throws saccade::Error naming --profile when `path` can't be written
@@ -27,6 +30,10 @@ class StepProfiler {
 
   /// Marks the start of the next training step (and the end of the previous one).
   void step();
+  /// Marks the end of the current training step: closes its range, and writes the profile when it has
+  /// covered its steps, or now when `stop` (work that is not a training step follows: validation, the end
+  /// of the run). Does nothing before the profile starts or after it is written.
+  void end_step(bool stop = false);
   /// Stops and writes the trace, the PNG and the table now, if a profile is running.
   void finish();
   /// The PNG's path for a trace at `trace`: "out/trace.json" -> "out/trace.png".

@@ -113,6 +113,7 @@ G2PTrainResult train_g2p(G2PModel& model, const G2PVocab& vocab, const std::vect
       bar.update(step - result.start_step, ema, fmt::format("{:.0f} tokens/s", s > 0 ? tokens / s : 0.0));
     }
     const bool last = step == opts.steps;
+    profile.end_step(last || (opts.val_every > 0 && step % opts.val_every == 0));  // never the validation
     if (opts.val_every > 0 && (step % opts.val_every == 0 || last)) {
       validate(step);
       model.train();

@@ -346,6 +346,7 @@ GPTTrainResult train_gpt(GPT& model, const std::vector<int64_t>& train, const st
                      : fmt::format("{:.0f} tokens/s", tps),
                  o.time_limit > 0 ? (out_of_time ? 0.0 : std::max(o.time_limit - trained, 0.0)) : -1.0);
     const bool at_eval = (o.eval_every > 0 && step % o.eval_every == 0) || step == last || out_of_time;
+    profile.end_step(at_eval);  // the profile holds training steps only, never the validation
     if (at_eval) {
       if (o.log && distributed::is_main_process()) bar.finish();
       score(step);

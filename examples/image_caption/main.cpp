@@ -29,8 +29,8 @@ namespace cli = saccade::examples::cli;
 int main(int argc, char** argv) {
   saccade::use_best_blas_core(argv);  // OpenBLAS at the CPU's width (ops/blas.h); may re-execute once
   // Keep freed blocks in the heap: by default glibc returns big blocks (the im2col buffers of a batch are
-  // tens of MB) to the kernel and every step page-faults them back in, ~15% of a training step's CPU time
-  // here.
+  // tens of MB) to the kernel and every step page-faults them back in, a visible share of a training step's
+  // CPU time.
   mallopt(M_MMAP_THRESHOLD, 1 << 30);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   CLI::App app{"Caption Fashion-MNIST scenes with attention (show-attend-tell GRU or transformer decoder)"};

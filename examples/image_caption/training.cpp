@@ -185,6 +185,7 @@ TrainResult train_captioner(Captioner& model, const ImageSet& train_set, const T
     ema = step == result.start_step + 1 ? loss_value : 0.95 * ema + 0.05 * loss_value;
     recent.push_back(loss_value);
     if (opts.log) bar.update(step - result.start_step, ema);
+    profile.end_step(step == opts.steps);
     if (opts.checkpoint_every > 0 && step % opts.checkpoint_every == 0 && step < opts.steps) save(step);
   }
   if (opts.log) bar.finish();

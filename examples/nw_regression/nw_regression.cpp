@@ -84,6 +84,7 @@ ParametricRun train_parametric_nw(const NwData& data, const ParametricOptions& o
     trainer.step();
     run.epoch_loss.push_back(loss.item<double>());
     run.epoch_w.push_back(net.w.item<double>());
+    profile.end_step(epoch == options.epochs);
     if (on_epoch) on_epoch(epoch, run.epoch_loss.back());
   }
   profile.finish();

@@ -17,9 +17,8 @@ namespace saccade::cpu {
 namespace {
 
 constexpr int64_t kMR = 12, kNR = 32;  // register tile: 12 rows × 2 zmm of 16 floats (24 of 32 zmm)
-// k per packed block: a B panel (kKC × kNR bf16, 32 KB) in L1. 512, not 256 (2026-11-26): the GPT's k = 512
-// products then take one block (and round a bf16 C from the registers), 206-210 -> 217-221 GFLOP/s at 1
-// thread, and n = 2048 went from 1.81-1.82x to 1.90-1.91x sgemm (bench/matmul --dtype bf16, alternated).
+// k per packed block: a B panel (kKC × kNR bf16, 32 KB) in L1. 512, not 256: the GPT's k = 512 products then
+// take one block (and round a bf16 C from the registers), which bench/matmul --dtype bf16 measured faster.
 constexpr int64_t kKC = 512;
 constexpr int64_t kMC = 144;                  // rows per packed A block (kMC × kKC bf16, 144 KB) in L2
 constexpr int64_t kGrain = 4 * 64 * 64 * 64;  // multiply-adds worth a thread's wake-up (as linalg.cpp)

@@ -16,9 +16,9 @@
 
 namespace saccade::cpu {
 
-/// Elements worth waking one more thread for: ~50-100 microseconds of a simple kernel, against a wake-up
-/// of a few microseconds and a sleeping sibling's scheduling delay (measured: bench/caption_step, 2 vs 1
-/// threads, was 1.32x slower at 32k, 0.93-1.08x at 128k).
+/// Elements worth waking one more thread for: enough work for a simple kernel to outweigh a wake-up and a
+/// sleeping sibling's scheduling delay (a smaller grain made 2 threads slower than 1 on bench/caption_step;
+/// bench/README.md has the figures).
 constexpr int64_t kGrain = 131072;
 
 template <int N, class Body>

@@ -1,9 +1,8 @@
 // CPU random kernels over Philox: element i is made from block offset + i, so threads need no coordination.
 // The uniform draws (rand, dropout) make their Philox words at the machine's vector width: the ten rounds of
 // a scalar loop were the cost of dropout, in attention above all (bench/gpt_step's profile). On AVX-512 the
-// words come from philox16 (intrinsics: 16 counters in 32-bit lanes; 1.8 ns a word on the Zen 4 VM before
-// its blends became masked shuffles, where GCC's vectorisation of the scalar function, which keeps 64-bit
-// lanes for the products, takes 2.9).
+// words come from philox16 (intrinsics: 16 counters in 32-bit lanes), faster than GCC's vectorisation of the
+// scalar function, which keeps 64-bit lanes for the products.
 //
 // Shapes: out (n) contiguous float32 or float64; element i uses Philox counter offset + i.
 #include "ops/cpu/random.h"
@@ -48,7 +47,7 @@ inline T uniform_of(uint32_t w) {
 // lanes (vpmuludq); one masked dword shuffle per half puts each product's high (low) half back into its
 // 32-bit lane, and one ternary logic op makes each three-way xor (12 vector ops a round where blends and
 // shifts took 18). A round's ops depend on the one before: N = 2 independent blocks side by side fill the
-// gaps (1.21 against 1.47 ns a word on this project's Zen 5 VM; N = 4 ran out of registers, 1.57).
+// gaps (faster than N = 1; N = 4 runs out of registers and is slower again).
 template <int N>
 [[gnu::target("avx512f")]] inline void philox16(uint64_t seed, uint64_t counter, __m512i (&out)[N]) {
   const __m512i m0 = _mm512_set1_epi64(0xD2511F53u), m1 = _mm512_set1_epi64(0xCD9E8D57u);

@@ -7,7 +7,7 @@
 // from a shared counter, so whoever is running takes the work. When the caller's task returns, all chunks
 // are taken: it closes the region and waits only for the workers that joined. A worker that has not been
 // scheduled by then finds the region closed and goes back to sleep: nobody waits for a thread that has no
-// core (measured: waiting for every worker made 2 threads 2.5x slower than 1 on a loaded machine).
+// core (waiting for every worker made 2 threads much slower than 1 on a loaded machine).
 //
 // Waits spin for up to kSpin (back-to-back regions then cost no system call and no wake-up) and then block
 // on a futex (std::atomic::wait), so an idle thread never holds a core for long.
@@ -30,12 +30,10 @@ namespace saccade::cpu {
 namespace {
 
 // How long a wait spins before it sleeps. A training step runs its regions back to back with a little serial
-// work between them (the autograd engine, small ops): a worker that had gone to sleep after ~2.5 us (100
-// pauses, the earlier setting) was woken by a futex call for most regions. bench/gpt_step's 2-thread bf16
-// step (alternated, 5 rounds × 5 steps, 2026-11-26): 127.9 ms with 100 pauses, 122.5 with 1000 (25 us),
-// 119.4 with 4000 (100 us; a pause takes 25 ns on this project's Zen 5 VM); beside a busy-looping process
-// on one of the two cores, 220.8 / 211.8 / 218.4 ms (no loss). A time, not a count: a pause takes from about
-// 3 ns to 40 ns from one x86 core to another.
+// work between them (the autograd engine, small ops): a worker that goes to sleep after a few microseconds
+// (100 pauses, the earlier setting) is woken by a futex call for most regions, and bench/gpt_step's 2-thread
+// step was faster with 100 us of spinning, also beside a busy-looping process on one of the two cores.
+// A time, not a count: a pause takes from a few ns to tens of ns from one x86 core to another.
 constexpr auto kSpin = std::chrono::microseconds(100);
 
 inline void cpu_relax() {

@@ -107,6 +107,24 @@ if(TARGET gpt)
     # item 6: a log with one validation score drew an empty picture
     saccade_cli_test(gpt_curves_one_point --out "^wrote c.png$" --keep 0 10 --
                      ${gpt} curves ${run}/log.csv --png c.png)
+    # issue 38 item 7: a run that ended before the profile's last step (4) kept recording through the final
+    # validation and the sample: "profile of 2 step(s)" held 21 linear calls and a masked_softmax. One layer
+    # makes per step one loss, one attention and 7 linear (W_q, W_k, W_v, W_o, the MLP's two, the tied LM
+    # head): 2 steps, twice that.
+    saccade_cli_test(gpt_profile_steps_only --keep --out "^profile of 2 step[(]s[)] [(]after 1[)]"
+                     --out "^cross_entropy +2 " --out "^flash_attention +2 " --out "^linear +14 "
+                     --no-out "^masked_softmax" 0 60 --
+                     ${gpt} train --steps 3 --batch-size 2 --context 16 --n-layer 1 --n-head 2 --d-model 16
+                     --eval-every 1000 --eval-tokens 256 --sample-tokens 8 --threads 2 --profile p.json --out run)
+    # issue 38 item 7: the OpenBLAS-core warning came at the first GEMM, in the middle of the prompt's line.
+    # Prescott's kernels are narrower than any AVX2 CPU's, so the warning is given there.
+    file(READ /proc/cpuinfo cpuinfo LIMIT 65536)
+    if(cpuinfo MATCHES " avx2 ")
+      saccade_cli_test(gpt_blas_warning_first --out "^saccade: OpenBLAS runs its Prescott kernels" --no-out ".saccade: OpenBLAS"
+                       --first "^saccade: OpenBLAS runs its Prescott kernels" 0 60 --
+                       sh -c "OPENBLAS_CORETYPE=Prescott ${gpt} sample --checkpoint ${run}/best.safetensors --prompt 'The best way to' --max-new-tokens 4 2>&1")
+      set_tests_properties(cli_gpt_blas_warning_first PROPERTIES FIXTURES_REQUIRED gpt_tiny)
+    endif()
     set_tests_properties(cli_gpt_resume_nothing_to_train cli_gpt_export_onto_itself cli_gpt_export_and_sample
                          cli_gpt_sample_tokenizer_for_bytes cli_gpt_attention_layer cli_gpt_curves_one_point
                          PROPERTIES FIXTURES_REQUIRED gpt_tiny)

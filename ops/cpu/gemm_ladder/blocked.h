@@ -4,8 +4,8 @@
 // (contiguous: the compiler vectorises it), and b is taken in blocks of KC rows × NC columns (256 × 512
 // bf16, 256 KB: it stays in L2) over which every row of a passes before the next block.
 // Each c[i][j] still sums its products in the order of p, so the result equals naive.h's bit for bit.
-// Won (480³, 1 thread, AVX-512, bench/matmul --ladder): 17×, 1.7 -> 28-29 GFLOP/s. Left: each bf16 is widened
-// every time it is used, and c is loaded and stored once per product.
+// Won: the j loop vectorised and b read from L2 (README.md's table has the speed, bench/matmul --ladder).
+// Left: each bf16 is widened every time it is used, and c is loaded and stored once per product.
 #include <algorithm>
 
 #include "ops/cpu/gemm_ladder/naive.h"

@@ -4,7 +4,8 @@
 // panels (b[p][j], b[p+1][j]) for each of 32 columns, in a's panels (a[i][p], a[i][p+1]) for each of 12 rows.
 // One `_mm512_dpbf16_ps(acc, a_pair × 16, b_pairs)` then does 32 multiply-adds (two per float lane): per pair
 // of p, two loads of b, one broadcast per row and 24 instructions on a 12 × 32 tile held in 24 of the 32 zmm
-// registers (won, 480³, 1 thread: 2.2-2.5×, 70 -> 160-181 GFLOP/s). VDPBF16PS flushes denormals to zero;
+// registers (won: half the bytes packed, two products per lane per instruction; README.md's table has the
+// speed). VDPBF16PS flushes denormals to zero;
 // otherwise each product is exact, as before. Needs a CPU with AVX512-BF16 (the caller checks
 // cpu::cpu_has_avx512_bf16()) and m, n, k multiples of 12, 32 and 2. ../gemm_bf16.cpp is this step (its
 // micro-kernel is dot_tile, below) with edges, transposes, alpha and beta, threads and the fallback; it is

@@ -3,7 +3,7 @@
 // For each block of KC k, b's rows are widened once into float panels of NR columns (panel-major: the NR
 // values of one p side by side) and a's rows into panels of MR rows; then each MR × NR tile of c is summed
 // over the block in a local array that the compiler keeps in vector registers, and added to c once per
-// block (won, 480³, 1 thread, AVX-512: 2.5×, 28 -> 70-73 GFLOP/s). Each bf16 is widened once per block
+// block (README.md's table has what it won). Each bf16 is widened once per block
 // instead of once per product, the panels are read in order (the prefetcher's best case), and c is touched
 // once per block instead of once per product. This is the structure of every fast GEMM (Goto & van de Geijn,
 // TOMS 2008) and of gemm_bf16's path without AVX512-BF16. Sums: per block, then added to c, so not naive.h's
