@@ -72,10 +72,10 @@ void gemv(bool trans_b, int64_t n, int64_t k, const double* a, int64_t inc_a, co
 
 // The same for 16-bit operands, with gemm_half's precision: a's row widened once, float32 products and sums,
 // one rounding per output. b is streamed once, in its own 16 bits (half the bytes of float32 weights: what a
-// bf16 decoding step is bound by), and widened in registers as it is read: one pass over b, no float32 copy
-// of its rows (widening a row into a buffer and calling sdot on it read each row twice). Loops compiled for
-// the machine's vector width (simd.h); `omp simd reduction` lets the dot products sum in vector lanes.
-// b's element bits as float32: bfloat16 by a shift, float16 by bf16_lanes.h's branch-free f16_widen.
+// bf16 decoding step is bound by): each row widened into an L1-sized buffer by a loop compiled for the
+// machine's vector width (simd.h), then OpenBLAS's sdot on it (a fused loop that widened four rows in
+// registers and summed them in float lanes was slower in batch-1 decoding). b's element bits as float32:
+// bfloat16 by a shift, float16 by bf16_lanes.h's branch-free f16_widen, so that both loops vectorise.
 template <class T>
 inline float widen_bits(uint16_t h) {
   if constexpr (std::is_same_v<T, bfloat16>)
@@ -84,54 +84,32 @@ inline float widen_bits(uint16_t h) {
     return f16_widen(h);
 }
 
-// out[r] = Σ_i widen(rows[r · ldb + i]) · x[i] for R rows of b at once (x read once for all R). Each sum runs
-// in kLanes float32 lanes, added up at the end: a fixed-length inner loop that GCC vectorises at every
-// width (one zmm, two ymm or four xmm per row) with the same lanes, so AVX2 and AVX-512 give the same bits
-// (the baseline width, without FMA, rounds each product apart).
-template <class T, int R>
-inline void dot_rows(const uint16_t* rows, int64_t ldb, const float* x, int64_t k, float* out) {
-  constexpr int64_t kLanes = 16;
-  float acc[R][kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= k; i += kLanes)
-    for (int r = 0; r < R; ++r)
-      for (int64_t l = 0; l < kLanes; ++l) acc[r][l] += widen_bits<T>(rows[r * ldb + i + l]) * x[i + l];
-  for (int r = 0; r < R; ++r) {
-    float s = 0;
-    for (int64_t l = 0; l < kLanes; ++l) s += acc[r][l];
-    for (int64_t j = i; j < k; ++j) s += widen_bits<T>(rows[r * ldb + j]) * x[j];
-    out[r] = s;
-  }
-}
-
 template <class T>
 void gemv_half(bool trans_b, int64_t n, int64_t k, const T* a, int64_t inc_a, const T* b, int64_t ldb, T* c) {
-  std::vector<float> x(static_cast<size_t>(k));
+  std::vector<float> x(static_cast<size_t>(k)), w(static_cast<size_t>(trans_b ? k : n));
   for (int64_t i = 0; i < k; ++i) x[static_cast<size_t>(i)] = static_cast<float>(a[i * inc_a]);
   const float* px = x.data();
+  float* pw = w.data();
   const auto* bits = reinterpret_cast<const uint16_t*>(b);
-  if (trans_b) {  // b (n, k): one dot product per output, four rows of b per pass over x
-    std::vector<float> y(static_cast<size_t>(n));
-    float* py = y.data();
+  // a row of b widened into pw (a plain loop the vectoriser takes), then float32 BLAS on it
+  auto widen_row = [&](const uint16_t* row, int64_t len) {
     with_isa([=] {
-      int64_t j = 0;
-      for (; j + 4 <= n; j += 4) dot_rows<T, 4>(bits + j * ldb, ldb, px, k, py + j);
-      for (; j < n; ++j) dot_rows<T, 1>(bits + j * ldb, ldb, px, k, py + j);
+#pragma omp simd
+      for (int64_t i = 0; i < len; ++i) pw[i] = widen_bits<T>(row[i]);
     });
-    for (int64_t j = 0; j < n; ++j) c[j] = T(py[j]);
+  };
+  if (trans_b) {  // b (n, k): one dot product per output
+    for (int64_t j = 0; j < n; ++j) {
+      widen_row(bits + j * ldb, k);
+      c[j] = T(cblas_sdot(static_cast<int>(k), px, 1, pw, 1));
+    }
     return;
   }
-  std::vector<float> y(static_cast<size_t>(n), 0.0f);  // b (k, n): each row of b scaled into float32 sums
-  float* py = y.data();
-  with_isa([=] {
-    for (int64_t i = 0; i < k; ++i) {
-      const uint16_t* __restrict row = bits + i * ldb;
-      float* __restrict out = py;
-      const float xi = px[i];
-#pragma omp simd
-      for (int64_t j = 0; j < n; ++j) out[j] += xi * widen_bits<T>(row[j]);
-    }
-  });
+  std::vector<float> y(static_cast<size_t>(n), 0.0f);  // b (k, n): axpy of each row into float32 sums
+  for (int64_t i = 0; i < k; ++i) {
+    widen_row(bits + i * ldb, n);
+    cblas_saxpy(static_cast<int>(n), px[i], pw, 1, y.data(), 1);
+  }
   for (int64_t j = 0; j < n; ++j) c[j] = T(y[static_cast<size_t>(j)]);
 }
 
