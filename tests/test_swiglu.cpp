@@ -31,6 +31,43 @@ TEST_CASE("silu and swiglu: one pass each, equal to their definitions", "[ops][e
   CHECK(allclose(ops::swiglu(gate32, up32), ref, 1e-6, 1e-7));
 }
 
+TEST_CASE(
+    "silu, silu_backward and swiglu in float32 (the vectorised sigmoid) against float64, edges included",
+    "[ops][elementwise][swiglu]") {
+  // x over [-100, 100] (past exp_nonpositive's -87 cut on both sides), then ±0, ±inf, NaN, the smallest
+  // normal and denormal float: float32 within a few units of the last place of float64's definition, and
+  // the edges exactly as the definition gives them
+  std::vector<double> xs;
+  for (int i = -40000; i <= 40000; ++i) xs.push_back(i * 0.0025);
+  const double inf = INFINITY;
+  const std::vector<double> edges = {0.0, -0.0, inf, -inf, NAN, 1.17549435e-38, -1.4e-45, 88.0, -88.0};
+  xs.insert(xs.end(), edges.begin(), edges.end());
+  const int64_t n = static_cast<int64_t>(xs.size());
+  const Tensor x = ops::from_vector(xs, {n}).to(DType::Float32), x64 = x.to(DType::Float64);  // the same x
+  const Tensor g64 = ops::full({n}, 0.75, DType::Float64), g = g64.to(DType::Float32);
+  const Tensor s64 = ops::sigmoid(x64);
+  const Tensor silu64 = ops::mul(x64, s64);
+  const Tensor dsilu64 = ops::mul(g64, ops::mul(s64, ops::add(ops::mul(x64, ops::rsub(s64, 1.0)), 1.0)));
+  const int64_t finite = 80001;  // the range's values; the edges follow
+  auto range = [&](const Tensor& t) { return t.narrow(0, 0, finite).to(DType::Float64); };
+  CHECK(allclose(range(ops::silu(x)), range(silu64), 4e-7, 1e-30));
+  CHECK(allclose(range(ops::swiglu(x, g)), range(ops::mul(silu64, g64)), 4e-7, 1e-30));
+  // silu' crosses 0 near x = -1.28 (1 + x (1 - σ) cancels there: absolute error on the scale of g), and
+  // 1 - σ(x) keeps few bits for large x (x (1 - σ) ~ 1e-6 at x = 16): a few units of float's last place
+  CHECK(allclose(range(ops::silu_backward(g, x)), range(dsilu64), 2e-6, 2e-7));
+  const auto silu_edges = ops::silu(x).narrow(0, finite, 9).to_vector<double>();
+  CHECK(silu_edges[0] == 0.0);
+  CHECK(std::signbit(silu_edges[1]));
+  CHECK(silu_edges[2] == inf);
+  CHECK(std::isnan(silu_edges[3]));  // -inf · σ(-inf) = -inf · 0, as torch.nn.functional.silu gives
+  CHECK(std::isnan(silu_edges[4]));
+  CHECK(silu_edges[7] == 88.0f);
+  CHECK(silu_edges[8] == 0.0);
+  const auto d_edges = ops::silu_backward(g, x).narrow(0, finite, 9).to_vector<double>();
+  CHECK(d_edges[0] == 0.75 * 0.5);
+  CHECK(std::isnan(d_edges[4]));
+}
+
 TEST_CASE("silu and swiglu: gradcheck, gradgradcheck, and the rule's one-pass gradients",
           "[autograd][swiglu]") {
   CHECK(gradcheck([](const std::vector<Variable>& v) { return silu(v[0]); }, {leaf(rand64({3, 5}, 6))}));
