@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "ops/cpu/backend.h"
+#include "ops/cpu/bf16_lanes.h"
 #include "ops/cpu/loop.h"
 #include "ops/cpu/simd.h"
 #include "ops/elementwise_math.h"
@@ -70,6 +71,40 @@ void binary_loop(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
   });
 }
 
+// f computed in float on bfloat16 elements, through bf16_lanes.h's branch-free conversions (the same bits as
+// math::store_as / load_as, which convert through the struct, whose NaN branch kept GCC from vectorising
+// these loops: bfloat16 ran one element at a time). float16 and the other dtypes keep math::store_as.
+template <class F>
+struct Bf16Lanes {
+  F f;
+  template <class... X>
+  bfloat16 operator()(X... x) const {
+    return bfloat16::from_bits(bf16_round(f(bf16_widen(x.bits)...)));
+  }
+};
+template <class F>
+struct Bf16LanesTest {
+  F f;
+  template <class... X>
+  auto operator()(X... x) const {
+    return f(bf16_widen(x.bits)...);
+  }
+};
+template <class T, class F>
+auto store_lanes(F f) {
+  if constexpr (std::is_same_v<T, bfloat16>)
+    return Bf16Lanes<F>{f};
+  else
+    return math::store_as<T>(f);
+}
+template <class T, class F>
+auto load_lanes(F f) {
+  if constexpr (std::is_same_v<T, bfloat16>)
+    return Bf16LanesTest<F>{f};
+  else
+    return math::load_as<T>(f);
+}
+
 }  // namespace
 
 void CpuBackend::unary(UnaryOp op, const Tensor& a, const Tensor& out, double alpha) {
@@ -77,16 +112,15 @@ void CpuBackend::unary(UnaryOp op, const Tensor& a, const Tensor& out, double al
     SACCADE_CHECK(op == UnaryOp::LogicalNot, "{}: not defined for bool tensors", unary_op_name(op));
     return unary_loop<uint8_t, uint8_t>(a, out, math::LogicalNot{});
   }
-  // 16-bit tensors: load, compute in float (compute_t), store (math::store_as); GELU's erf in float, not
+  // 16-bit tensors: load, compute in float (compute_t), store (store_lanes); GELU's erf in float, not
   // double, as a 16-bit result needs (math::Gelu16)
   const bool defined = dispatch_numeric_and_half(a.dtype(), unary_op_name(op).data(), [&]<class T>() {
     if constexpr (!std::is_same_v<T, compute_t<T>>) {
-      if (op == UnaryOp::Gelu) return unary_loop<T, T>(a, out, math::store_as<T>(math::Gelu16{})), true;
-      if (op == UnaryOp::GeluGrad)
-        return unary_loop<T, T>(a, out, math::store_as<T>(math::GeluGrad16{})), true;
+      if (op == UnaryOp::Gelu) return unary_loop<T, T>(a, out, store_lanes<T>(math::Gelu16{})), true;
+      if (op == UnaryOp::GeluGrad) return unary_loop<T, T>(a, out, store_lanes<T>(math::GeluGrad16{})), true;
     }
     return math::with_unary_functor<compute_t<T>>(
-        op, alpha, [&](auto f) { unary_loop<T, T>(a, out, math::store_as<T>(f)); });
+        op, alpha, [&](auto f) { unary_loop<T, T>(a, out, store_lanes<T>(f)); });
   });
   SACCADE_CHECK(defined, "{}: not defined for {} tensors", unary_op_name(op), a.dtype());
 }
@@ -95,10 +129,10 @@ void CpuBackend::binary(BinaryOp op, const Tensor& a, const Tensor& b, const Ten
   dispatch_all_and_half(a.dtype(), binary_op_name(op).data(), [&]<class T>() {
     if constexpr (!std::is_same_v<T, compute_t<T>>)  // as unary's 16-bit GELU
       if (op == BinaryOp::GeluBackward)
-        return binary_loop<T, T>(a, b, out, math::store_as<T>(math::GeluBackward16{}));
+        return binary_loop<T, T>(a, b, out, store_lanes<T>(math::GeluBackward16{}));
     math::with_binary_functor<compute_t<T>>(
-        op, [&](auto f) { binary_loop<T, T>(a, b, out, math::store_as<T>(f)); },
-        [&](auto f) { binary_loop<T, uint8_t>(a, b, out, math::load_as<T>(f)); });
+        op, [&](auto f) { binary_loop<T, T>(a, b, out, store_lanes<T>(f)); },
+        [&](auto f) { binary_loop<T, uint8_t>(a, b, out, load_lanes<T>(f)); });
   });
 }
 
