@@ -98,8 +98,8 @@ def run_saccade(gpt, folder, dtype, steps, threads, env):
         if dtype == "bf16":
             cmd += ["--dtype", "bf16"]
         log = os.path.join(out, "run", "log.csv")
-        # ended once the steps are logged: the final scoring of the whole validation stream (every token with
-        # its full context) is not part of a step
+        # ended once the steps are logged: the final scoring of the whole validation stream is not part of a
+        # step
         text, rss = run(cmd, env, lambda: os.path.exists(log) and sum(1 for _ in open(log)) > steps)
         with open(log) as f:
             seconds = [float(r["seconds"]) for r in csv.DictReader(f)]
