@@ -111,7 +111,7 @@ void blas_first_use() {
           stderr,
           "saccade: OpenBLAS runs its %s kernels (%s) on a CPU with %s%s: GEMMs run at a fraction of "
           "the machine's speed. Start the program with OPENBLAS_CORETYPE=%s in its environment (the "
-          "examples do it themselves when it is unset; see the README, \"OpenBLAS core\").\n",
+          "examples do it themselves when it is unset; see ops/README.md, \"OpenBLAS core\").\n",
           core.c_str(), vector_level_name(core_vector_level(core)), vector_level_name(cpu),
           env ? fmt::format(" (OPENBLAS_CORETYPE={} is set)", env).c_str() : "", better.c_str());
     const std::string bad = check_sgemm();
