@@ -95,24 +95,39 @@ def saccade_rate(gpt, folder, sub, prompt, new, threads, env):
     return float(m.group(4)), int(m.group(2)), core.group(1) if core else "?"
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def add_common_args(p):
+    """The options hf_generate.py and hf_train_step.py share: the gpt binary, threads, runs, models, --work and
+    --unpinned."""
     p.add_argument("--gpt", default="build/release/examples/gpt/gpt")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--runs", type=int, default=3)
-    p.add_argument("--new", type=int, default=128)
-    p.add_argument("--prompt-tokens", type=int, default=32)
     p.add_argument("--models", default=",".join(MODELS))
     p.add_argument("--work", default="/tmp/saccade_hf_bench")
     p.add_argument("--unpinned", action="store_true",
                    help="run gpt with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (it then picks the CPU's core)")
-    a = p.parse_args()
+
+
+def gpt_env(a):
+    """The environment gpt runs in: this one, less the OpenBLAS pin with --unpinned."""
     env = dict(os.environ)
     if a.unpinned:
         env.pop("OPENBLAS_CORETYPE", None)
         env.pop("OPENBLAS_L2_SIZE", None)
-    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-    print(f"CPU {cpu}; torch {torch.__version__}; {a.threads} threads; load average {os.getloadavg()}")
+    return env
+
+
+def cpu_model():
+    return next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    add_common_args(p)
+    p.add_argument("--new", type=int, default=128)
+    p.add_argument("--prompt-tokens", type=int, default=32)
+    a = p.parse_args()
+    env = gpt_env(a)
+    print(f"CPU {cpu_model()}; torch {torch.__version__}; {a.threads} threads; load average {os.getloadavg()}")
     for name in a.models.split(","):
         folder = make_folder(name, a.work)
         prompt, ids = prompt_of(folder, a.prompt_tokens)

@@ -30,7 +30,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_generate import FORTUNES, MODELS, make_folder  # noqa: E402  (the same random folders)
+from hf_generate import (FORTUNES, MODELS, add_common_args, cpu_model, gpt_env,  # noqa: E402  (the same folders)
+                         make_folder)
 
 BATCH, CONTEXT = 4, 256
 
@@ -110,28 +111,18 @@ def run_saccade(gpt, folder, dtype, steps, threads, env):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--gpt", default="build/release/examples/gpt/gpt")
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--runs", type=int, default=3)
+    add_common_args(p)
     p.add_argument("--steps", type=int, default=8)
-    p.add_argument("--models", default=",".join(MODELS))
     p.add_argument("--dtypes", default="f32,bf16")
-    p.add_argument("--work", default="/tmp/saccade_hf_bench")
     p.add_argument("--peak-gflops", type=float, default=0, help="the bf16 GEMM peak (bench/matmul) for the MFU")
-    p.add_argument("--unpinned", action="store_true",
-                   help="run gpt with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (it then picks the CPU's core)")
     p.add_argument("--torch-worker", help=argparse.SUPPRESS)
     p.add_argument("--dtype", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.torch_worker:
         return torch_worker(a.torch_worker, a.dtype, a.steps, a.threads)
     import torch
-    env = dict(os.environ)
-    if a.unpinned:
-        env.pop("OPENBLAS_CORETYPE", None)
-        env.pop("OPENBLAS_L2_SIZE", None)
-    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-    print(f"CPU {cpu}; torch {torch.__version__}; {a.threads} threads; batch {BATCH} x {CONTEXT}; "
+    env = gpt_env(a)
+    print(f"CPU {cpu_model()}; torch {torch.__version__}; {a.threads} threads; batch {BATCH} x {CONTEXT}; "
           f"load average {os.getloadavg()}")
     for name in a.models.split(","):
         folder = make_folder(name, a.work)
