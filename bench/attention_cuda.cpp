@@ -17,7 +17,8 @@
 // 8192, causal and not, the forward alone (f) and forward + backward (fb): saccade with its tensor-core
 // kernels (ops/cuda/attention_mma.cu, switched on for the table) against torch SDPA's default and flash
 // backends; and a (4096 x 4096) GEMM in bfloat16 and float32 against torch.matmul (ratio: the goal is >= 0.9
-// in bf16).
+// in bf16). After the GEMM, grouped-query attention (H = 32, H_kv = 8, D = 128, causal, bfloat16) against
+// SDPA enable_gqa=True, and a sliding window of 1024 keys against full causal attention (gqa_rows).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -46,29 +47,32 @@ double forward_flops(int64_t H, int64_t T, int64_t D, bool causal) {
 // One shape on the GPU: leaves q, k, v and the output gradient, made on the CPU from fixed seeds and copied.
 // (B, H, T, D) in `dtype`; forward_only: the forward alone, recording nothing (NoGradGuard).
 struct CudaCase {
+  // H_kv: key/value heads (grouped-query attention when below H; 0: H); window: sliding window (0: none)
   Variable q, k, v;
   Tensor gout;
-  bool causal, forward_only;
+  bool causal, forward_only, gqa;
+  int64_t window;
   CudaCase(int64_t T, bool causal_, DType dtype = DType::Float32, int64_t H = kH, int64_t D = kD,
-           bool forward_only_ = false)
-      : causal(causal_), forward_only(forward_only_) {
+           bool forward_only_ = false, int64_t H_kv = 0, int64_t window_ = 0)
+      : causal(causal_), forward_only(forward_only_), gqa(H_kv > 0 && H_kv != H), window(window_) {
     Generator g(0);
-    auto make = [&] {
-      return ops::randn({kB, H, T, D}, DType::Float32, Device::cpu(), &g).to(dtype).to(Device::cuda());
+    auto make = [&](int64_t heads) {
+      return ops::randn({kB, heads, T, D}, DType::Float32, Device::cpu(), &g).to(dtype).to(Device::cuda());
     };
-    q = Variable(make(), true), k = Variable(make(), true), v = Variable(make(), true);
-    gout = make();
+    const int64_t hkv = H_kv > 0 ? H_kv : H;
+    q = Variable(make(H), true), k = Variable(make(hkv), true), v = Variable(make(hkv), true);
+    gout = make(H);
   }
   // One forward + backward; the gradients are dropped (torch: .grad = None) so that none accumulates.
   void run() {
     if (forward_only) {
       NoGradGuard no_grad;
       nn::scaled_dot_product_attention(q, k, v, Tensor(), causal, 0.0, false, nullptr,
-                                       /*need_weights=*/false);
+                                       /*need_weights=*/false, gqa, window);
       return;
     }
     Variable out = nn::scaled_dot_product_attention(q, k, v, Tensor(), causal, 0.0, false, nullptr,
-                                                    /*need_weights=*/false)
+                                                    /*need_weights=*/false, gqa, window)
                        .output;
     out.backward(gout);
     q.zero_grad(), k.zero_grad(), v.zero_grad();
@@ -251,6 +255,52 @@ void gemm_rows(int samples, sb::TorchServer& torch) {
   }
 }
 
+// The grouped-query and sliding-window rows (issue 40 on the GPU): bfloat16 on the tensor cores,
+// (B, H, H_kv, D) = (8, 32, 8, 128), causal, forward and forward + backward, against torch SDPA with
+// enable_gqa=True (its default backend and flash forced); then saccade's sliding window of 1024 keys against
+// its own full causal attention at the same shape (torch SDPA has no sliding window).
+void gqa_rows(int samples, int64_t max_t, sb::TorchServer& torch) {
+  constexpr int64_t H = 32, H_kv = 8, D = 128, W = 1024;
+  const std::vector<std::string> backends = {"default", "flash"};
+  cuda::set_tensor_core_attention(true);
+  std::printf(
+      "\ngrouped-query, bfloat16, (B, H, H_kv, D) = (%lld, %lld, %lld, %lld), causal, against SDPA "
+      "enable_gqa=True\n",
+      static_cast<long long>(kB), static_cast<long long>(H), static_cast<long long>(H_kv),
+      static_cast<long long>(D));
+  std::printf("%-6s %-4s %-34s", "T", "pass", "saccade ms [min-max] TFLOP/s");
+  for (const auto& b : backends) std::printf(" %-34s %-5s", ("torch " + b).c_str(), "ratio");
+  std::printf(" torch default ran\n");
+  for (int64_t T : {2048, 8192}) {
+    if (T > max_t) continue;
+    for (bool fwd : {true, false}) {
+      CudaCase c(T, true, DType::BFloat16, H, D, fwd, H_kv);
+      const std::string req = std::to_string(T) + " 1";
+      const std::string suffix = " bfloat16 " + std::to_string(H) + " " + std::to_string(D) +
+                                 (fwd ? " f" : " fb") + " " + std::to_string(H_kv);
+      std::printf("%-6lld %-4s ", static_cast<long long>(T), fwd ? "f" : "fb");
+      table_row(c, req, suffix, backends, (fwd ? 1.0 : 3.5) * forward_flops(H, T, D, true), samples, torch);
+    }
+  }
+  std::printf("\nsliding window of %lld keys against full causal attention (both saccade), same shape\n",
+              static_cast<long long>(W));
+  for (int64_t T : {2048, 8192}) {
+    if (T > max_t) continue;
+    for (bool fwd : {true, false}) {
+      CudaCase win(T, true, DType::BFloat16, H, D, fwd, H_kv, W),
+          full(T, true, DType::BFloat16, H, D, fwd, H_kv);
+      win.run(), full.run();
+      std::vector<double> a, b;
+      for (int i = 0; i < samples; ++i) a.push_back(win.sample(3)), b.push_back(full.sample(3));
+      std::printf(
+          "T %-6lld %-3s window %-12.3f causal %-12.3f ms (medians; min %.3f / %.3f)  causal/window %.2f\n",
+          static_cast<long long>(T), fwd ? "f" : "fb", sb::stats(a).median, sb::stats(b).median,
+          sb::stats(a).min, sb::stats(b).min, sb::stats(b).median / sb::stats(a).median);
+    }
+  }
+  cuda::set_tensor_core_attention(false);
+}
+
 }  // namespace
 
 /// `attention --device cuda [samples] [max_T]`: the table described at the top of this file. Returns the exit
@@ -276,6 +326,7 @@ int attention_cuda_main(int samples, int64_t max_t) {
   // the 16-bit table and the GEMM first (issue 27's open goals), then the float32 table
   half_table(samples, max_t, torch);
   gemm_rows(samples, torch);
+  gqa_rows(samples, max_t, torch);
   std::printf("\nfloat32, (B, H, D) = (%lld, %lld, %lld)\n", static_cast<long long>(kB),
               static_cast<long long>(kH), static_cast<long long>(kD));
   const std::vector<std::string> backends = {"default", "flash", "efficient", "math"};

@@ -31,9 +31,10 @@ torch.nn.MultiheadAttention(batch_first=True), need_weights=False, a causal bool
       which T CAUSAL            -> the backend torch's default choice ran (read from the CUDA kernels'
                                    names with torch.profiler) and the name of its main kernel
       gemm N DTYPE              -> ms per call of torch.matmul of two (N, N) DTYPE matrices (~0.2 s of calls)
-    Each request may end with DTYPE H D MODE (the 16-bit table): DTYPE float32, bfloat16 or float16, q, k, v
-    (8, H, T, D), MODE fb (forward + backward) or f (the forward alone, under torch.no_grad()); without them
-    float32, H 8, D 64, fb.
+    Each request may end with DTYPE H D MODE [H_KV] (the 16-bit and grouped-query tables): DTYPE float32,
+    bfloat16 or float16, q (8, H, T, D), k and v (8, H_KV, T, D) (H_KV below H: enable_gqa=True; default H),
+    MODE fb (forward + backward) or f (the forward alone, under torch.no_grad()); without them float32, H 8,
+    D 64, fb.
 """
 import sys
 import time
@@ -175,22 +176,26 @@ def gqa_check(folder, B, T, H, H_kv, D):
 class CudaCase:
     """One shape on the GPU; `reps` calls per timed sample, set by run()."""
 
-    def __init__(self, T, causal, dtype="float32", H=8, D=64, mode="fb"):
+    def __init__(self, T, causal, dtype="float32", H=8, D=64, mode="fb", H_kv=None):
         g = torch.Generator(device="cuda").manual_seed(0)
         dt = getattr(torch, dtype)
-        make = lambda: torch.randn(8, H, T, D, device="cuda", generator=g).to(dt)  # noqa: E731
-        self.q, self.k, self.v = (make().requires_grad_() for _ in range(3))
-        self.gout = make()
+        make = lambda heads: torch.randn(8, heads, T, D, device="cuda", generator=g).to(dt)  # noqa: E731
+        H_kv = H_kv or H
+        self.q, self.k, self.v = (make(h).requires_grad_() for h in (H, H_kv, H_kv))
+        self.gout = make(H)
         self.causal = causal
+        self.gqa = {"enable_gqa": True} if H_kv != H else {}  # grouped-query attention (torch 2.5 and later)
         self.forward_only = mode == "f"
         self.reps = 1
 
     def once(self):
         if self.forward_only:
             with torch.no_grad():
-                torch.nn.functional.scaled_dot_product_attention(self.q, self.k, self.v, is_causal=self.causal)
+                torch.nn.functional.scaled_dot_product_attention(self.q, self.k, self.v, is_causal=self.causal,
+                                                                 **self.gqa)
             return
-        out = torch.nn.functional.scaled_dot_product_attention(self.q, self.k, self.v, is_causal=self.causal)
+        out = torch.nn.functional.scaled_dot_product_attention(self.q, self.k, self.v, is_causal=self.causal,
+                                                               **self.gqa)
         out.backward(self.gout)
         self.q.grad = self.k.grad = self.v.grad = None
 
@@ -221,7 +226,7 @@ def which_backend(case):
     from torch.profiler import ProfilerActivity, profile
 
     with torch.no_grad(), profile(activities=[ProfilerActivity.CUDA]) as prof:
-        torch.nn.functional.scaled_dot_product_attention(case.q, case.k, case.v, is_causal=case.causal)
+        torch.nn.functional.scaled_dot_product_attention(case.q, case.k, case.v, is_causal=case.causal, **case.gqa)
         torch.cuda.synchronize()
     kernels = [e.key for e in prof.key_averages() if e.device_type == torch.autograd.DeviceType.CUDA]
     for backend, marks in (("flash", ("flash",)), ("efficient", ("fmha", "efficient", "mem_eff")),
@@ -270,11 +275,12 @@ def serve_cuda():
             else:
                 backend, T, causal, rest = words[1], int(words[2]), words[3] == "1", words[4:]
             dtype, H, D, mode = (rest[0], int(rest[1]), int(rest[2]), rest[3]) if rest else ("float32", 8, 64, "fb")
-            key = (T, causal, dtype, H, D, mode)
+            H_kv = int(rest[4]) if len(rest) > 4 else H  # grouped-query attention: fewer key/value heads
+            key = (T, causal, dtype, H, D, mode, H_kv)
             if key not in cases:
                 cases.clear()
                 torch.cuda.empty_cache()
-                cases[key] = CudaCase(T, causal, dtype, H, D, mode)
+                cases[key] = CudaCase(T, causal, dtype, H, D, mode, H_kv)
             case = cases[key]
             if words[0] == "which":
                 print(which_backend(case), flush=True)
