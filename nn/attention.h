@@ -81,12 +81,11 @@ inline bool keeps_weights(const std::optional<bool>& need_weights, bool training
 /// attention (Beltagy et al. 2020, Longformer; Jiang et al. 2023, Mistral, transformers' sliding_window):
 /// with window = W >= 1 query i attends only to the last W keys up to its causal limit,
 /// i + (Tk - Tq) - W < j <= i + (Tk - Tq), combined with the other masks; 0 (the default) is none. It needs
-/// causal = true (a window without it is refused, not made symmetric). The fused CPU kernel skips the key
-/// tiles outside every window, so it costs O(Tq·W); on CUDA a windowed call takes the composed path (its
-/// fused kernels do not take a window yet). Returns the output (B, ..., H, Tq, Dv).
+/// causal = true (a window without it is refused, not made symmetric). The fused kernels (CPU and CUDA) skip
+/// the key tiles outside every window, so they cost O(Tq·W). Returns the output (B, ..., H, Tq, Dv).
 /// Throws saccade::Error naming "scaled_dot_product_attention" and the shapes for mismatched ranks, leading
-/// dims, D or Tk, H_kv != H without enable_gqa, H not a multiple of H_kv, a bad mask, window < 0, a window
-/// without causal, or grouped heads on CUDA's fused path.
+/// dims, D or Tk, H_kv != H without enable_gqa, H not a multiple of H_kv, a bad mask, window < 0, or a window
+/// without causal.
 AttentionOutput scaled_dot_product_attention(const Variable& q, const Variable& k, const Variable& v,
                                              const Tensor& valid_lens_or_mask = Tensor(), bool causal = false,
                                              double dropout_p = 0.0, bool training = false,

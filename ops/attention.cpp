@@ -190,8 +190,9 @@ FlashAttentionForward flash_attention_forward(const Tensor& q, const Tensor& k, 
   const Shape s = attention_scores_shape(q.shape(), k.shape());
   SACCADE_CHECK(!mask.keep.defined() || mask.keep.shape() == s, "{}: keep-mask {} for attention scores {}",
                 op, mask.keep.defined() ? mask.keep.shape() : Shape{}, s);
-  // 16-bit on CUDA: the readable path (float32 copies of q, k, v; out rounded once; lse float32), unless
-  // cuda::tensor_core_attention() sends them to the backend's tensor-core kernel (ops/cuda/attention_mma.cu).
+  // 16-bit on CUDA: the backend's tensor-core kernel (ops/cuda/attention_mma.cu) while
+  // cuda::tensor_core_attention() is on (the default), else the readable path (float32 copies of q, k, v; out
+  // rounded once; lse float32).
   // The CPU kernel widens head by head itself (ops/cpu/attention_half.cpp).
   if (is_half(q.dtype()) && !q.device().is_cpu() && !cuda::tensor_core_attention()) {
     FlashAttentionForward r = flash_attention_forward(f32(q), f32(k), f32(v), mask, scale, dropout);

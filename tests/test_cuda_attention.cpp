@@ -279,13 +279,15 @@ TEST_CASE("cuda attention: empty sizes give empty or zero results on both device
 
 namespace {
 
-// The tensor-core 16-bit kernels (attention_mma.cu) on each problem against the CPU on the same 16-bit
-// inputs, in bfloat16 and float16; without a GPU only the CPU half runs.
+// The tensor-core 16-bit kernels (attention_mma.cu, the default) and the float32 copies that replace them
+// when cuda::set_tensor_core_attention(false), on each problem against the CPU on the same 16-bit inputs, in
+// bfloat16 and float16; without a GPU only the CPU half runs.
 void check_tensor_core(const std::vector<Problem>& problems) {
-  // cuda::set_tensor_core_attention(true) for the test (off by default); restored when it leaves
+  // cuda::set_tensor_core_attention(on) for one run; the setting before it restored when it leaves
   struct TensorCoreGuard {
-    TensorCoreGuard() { cuda::set_tensor_core_attention(true); }
-    ~TensorCoreGuard() { cuda::set_tensor_core_attention(false); }
+    bool before = cuda::tensor_core_attention();
+    explicit TensorCoreGuard(bool on) { cuda::set_tensor_core_attention(on); }
+    ~TensorCoreGuard() { cuda::set_tensor_core_attention(before); }
   };
   for (DType dt : {DType::BFloat16, DType::Float16}) {
     // P is rounded to 16 bits before P V (as FlashAttention-2 does): out within a few 16-bit ulps of the CPU,
@@ -298,18 +300,21 @@ void check_tensor_core(const std::vector<Problem>& problems) {
       const Result c = run(pr, kCpu, dt);
       REQUIRE(c.out.dtype() == dt);
       if (!cuda_is_available()) continue;
-      Result g;
-      {
-        TensorCoreGuard guard;
-        g = run(pr, kGpu, dt);  // forward and backward on the tensor cores (attention_mma.cu)
+      for (bool tensor_cores : {true, false}) {
+        INFO("tensor cores " << tensor_cores);
+        Result g;
+        {
+          TensorCoreGuard guard(tensor_cores);
+          g = run(pr, kGpu, dt);  // forward and backward on the tensor cores, or on float32 copies
+        }
+        REQUIRE(g.out.device() == kGpu);
+        CHECK(allclose(g.out.to(kCpu).to(DType::Float64), c.out.to(DType::Float64), tol, tol));
+        CHECK(allclose(g.lse.to(kCpu).to(DType::Float64), c.lse.to(DType::Float64), 1e-3, 1e-3));
+        // the gradients: dS and P rounded to 16 bits before their products, as FlashAttention-2 does
+        CHECK(allclose(g.gq.to(kCpu).to(DType::Float64), c.gq.to(DType::Float64), 4 * tol, 4 * tol));
+        CHECK(allclose(g.gk.to(kCpu).to(DType::Float64), c.gk.to(DType::Float64), 4 * tol, 4 * tol));
+        CHECK(allclose(g.gv.to(kCpu).to(DType::Float64), c.gv.to(DType::Float64), 4 * tol, 4 * tol));
       }
-      REQUIRE(g.out.device() == kGpu);
-      CHECK(allclose(g.out.to(kCpu).to(DType::Float64), c.out.to(DType::Float64), tol, tol));
-      CHECK(allclose(g.lse.to(kCpu).to(DType::Float64), c.lse.to(DType::Float64), 1e-3, 1e-3));
-      // the gradients: dS and P rounded to 16 bits before their products, as FlashAttention-2 does
-      CHECK(allclose(g.gq.to(kCpu).to(DType::Float64), c.gq.to(DType::Float64), 4 * tol, 4 * tol));
-      CHECK(allclose(g.gk.to(kCpu).to(DType::Float64), c.gk.to(DType::Float64), 4 * tol, 4 * tol));
-      CHECK(allclose(g.gv.to(kCpu).to(DType::Float64), c.gv.to(DType::Float64), 4 * tol, 4 * tol));
     }
   }
 }

@@ -9,7 +9,7 @@
 namespace saccade::cuda {
 
 namespace {
-std::atomic<bool> tf32{false}, readable{false}, readable_reduce{false}, fast{true}, tensor_core{false};
+std::atomic<bool> tf32{false}, readable{false}, readable_reduce{false}, fast{true}, tensor_core{true};
 }
 
 bool allow_tf32() { return tf32.load(std::memory_order_relaxed); }

@@ -27,8 +27,9 @@ bool fast_attention();
 void set_fast_attention(bool fast);
 /// Whether bfloat16 / float16 fused attention runs forward and backward on the tensor cores
 /// (ops/cuda/attention_mma.cu: mma.sync with float32 accumulators, head dims <= 128, compute capability 8.0+)
-/// instead of on float32 copies of q, k and v. Off by default until it has run on a GPU (issue 27); the tests
-/// turn it on, and readable_attention() takes precedence.
+/// instead of on float32 copies of q, k and v. On by default since its tests passed on an H200 (2026-11-28:
+/// [cuda][flash][mma] and memcheck; about twice the float32 copies' speed per head, bench/RESULTS.md); off
+/// sends 16-bit attention to the float32 kernels. The tests run both; readable_attention() takes precedence.
 bool tensor_core_attention();
 void set_tensor_core_attention(bool on);
 /// Whether the reductions (ops/cuda/reduce.cu) use their readable kernels only: reduce in one pass (no
