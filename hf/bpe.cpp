@@ -496,6 +496,35 @@ std::string BPETokenizer::decode(const std::vector<int64_t>& ids) const {
   return m.decoder->decode(std::move(tokens), name());
 }
 
+void BPETokenizer::read_tokenizer_config(const std::string& path) {
+  parse_tokenizer_config(read_file(path), path);
+}
+
+void BPETokenizer::parse_tokenizer_config(const std::string& text, const std::string& path) {
+  const json j = parse(text, path);
+  if (!j.is_object()) throw fail(path, "", "the file is not a JSON object");
+  std::optional<int64_t> found[2] = {impl_->bos, impl_->eos};
+  const char* keys[2] = {"bos_token", "eos_token"};
+  for (int i = 0; i < 2; ++i) {
+    const json* t = get(j, keys[i]);
+    if (!t) continue;
+    const json* content = t->is_object() ? get(*t, "content") : t;
+    if (!content || !content->is_string())
+      throw fail(path, keys[i], "not a token string, an object with a string \"content\", or null");
+    const std::string token = content->get<std::string>();
+    const auto added = std::find_if(impl_->added.begin(), impl_->added.end(),
+                                    [&](const AddedToken& a) { return a.content == token; });
+    if (added != impl_->added.end()) {
+      found[i] = added->id;
+    } else if (const auto it = impl_->vocab.find(token); it != impl_->vocab.end()) {
+      found[i] = it->second;
+    } else {
+      throw fail(path, keys[i], fmt::format("'{}' is not a token of {}", token, impl_->source));
+    }
+  }
+  impl_->bos = found[0], impl_->eos = found[1];
+}
+
 int64_t BPETokenizer::vocab_size() const { return impl_->vocab_size; }
 std::optional<int64_t> BPETokenizer::bos_id() const { return impl_->bos; }
 std::optional<int64_t> BPETokenizer::eos_id() const { return impl_->eos; }

@@ -58,6 +58,16 @@ class BPETokenizer : public Tokenizer {
   /// As from_tokenizer_json, on the file's text (`path` only names the file in errors).
   static std::unique_ptr<BPETokenizer> parse_tokenizer_json(const std::string& text,
                                                             const std::string& path = "tokenizer.json");
+  /// Takes the BOS and EOS of a tokenizer_config.json (transformers' `tokenizer.bos_token` and `eos_token`):
+  /// "bos_token" and "eos_token", each a token string, an AddedToken object with a string "content", or null
+  /// (absent or null: kept as the reader found them). They replace what the post-processor template or
+  /// "<|endoftext|>" gave: a Llama 2 or TinyLlama tokenizer.json has a BOS template and no EOS, which only
+  /// this file names. Nothing changes unless both parse. Throws saccade::Error naming "hf::BPE", the file
+  /// and the key for JSON that does not parse, a value of another type, and a token not in the vocabulary
+  /// or the added tokens.
+  void read_tokenizer_config(const std::string& path);
+  /// As read_tokenizer_config, on the file's text (`path` only names the file in errors).
+  void parse_tokenizer_config(const std::string& text, const std::string& path = "tokenizer_config.json");
   ~BPETokenizer() override;
 
   /// The ids of `text` (steps 1-5 above). Throws saccade::Error naming the tokenizer when a Split or Replace

@@ -150,6 +150,45 @@ TEST_CASE("hf tokenizers: special tokens, BOS and EOS, vocabulary sizes", "[hf]"
   CHECK(sp->encode("", true) == std::vector<int64_t>{1});
 }
 
+TEST_CASE("hf tokenizers: tokenizer_config.json names the BOS and EOS (Llama 2's tokenizer.json has no EOS)",
+          "[hf]") {
+  using Catch::Matchers::Contains;
+  // the llama3 fixture's template gives the BOS (991) and no EOS, so the reader guesses its vocabulary's
+  // "<|endoftext|>" (id 0); tokenizer_config.json beside it names the real one
+  saccade::testing::TempDir dir("saccade_tokconfig");
+  std::filesystem::copy_file(kDir + "llama3/tokenizer.json", dir.file("tokenizer.json"));
+  CHECK(hf::load_tokenizer(dir.path.string())->eos_id() == 0);
+  auto write_config = [&](const std::string& text) {
+    std::ofstream(dir.file("tokenizer_config.json")) << text;
+  };
+  write_config(R"({"eos_token": "<|end_of_text|>", "bos_token": null, "model_max_length": 8192})");
+  auto tok = hf::load_tokenizer(dir.path.string());
+  CHECK(tok->eos_id() == 992);
+  CHECK(tok->bos_id() == 991);  // null keeps the template's
+  // the AddedToken form, as older transformers write it, and a plain vocabulary token
+  write_config(R"({"bos_token": {"__type": "AddedToken", "content": "<|end_of_text|>", "lstrip": false},
+                   "eos_token": "a"})");
+  tok = hf::load_tokenizer(dir.path.string());
+  CHECK(tok->bos_id() == 992);
+  CHECK(tok->eos_id() == tok->encode("a", false).at(0));
+  // the real layout's folder (tests/data/hf_llama, written by transformers) names its EOS only there
+  const auto llama = hf::load_tokenizer(std::string(SACCADE_TEST_DATA_DIR) + "/hf_llama");
+  REQUIRE(llama->eos_id().has_value());
+  CHECK(llama->decode({*llama->eos_id()}) == "<|end_of_text|>");
+  // bad files name the file and the key, and change nothing
+  const auto bpe = BPETokenizer::from_tokenizer_json(kDir + "llama3/tokenizer.json");
+  auto config_error = [&](const std::string& text) {
+    return error_of([&] { bpe->parse_tokenizer_config(text, "tc.json"); });
+  };
+  CHECK_THAT(config_error(R"({"bos_token": "<|end_of_text|>", "eos_token": "<nope>"})"),
+             Contains("'tc.json'") && Contains("eos_token") && Contains("'<nope>' is not a token"));
+  CHECK(bpe->bos_id() == 991);  // the bos_token before the bad eos_token was not taken
+  CHECK_THAT(config_error(R"({"eos_token": 5})"), Contains("'tc.json'") && Contains("eos_token"));
+  CHECK_THAT(config_error(R"({"eos_token": {"content": 5}})"), Contains("eos_token"));
+  CHECK_THAT(config_error("[1]"), Contains("not a JSON object"));
+  CHECK_THAT(config_error("{"), Contains("'tc.json': not JSON"));
+}
+
 TEST_CASE(
     "hf tokenizers: any bytes round-trip through byte-level and byte-fallback BPE, the whole fortunes file "
     "too",
