@@ -5,7 +5,9 @@
 // encode, separated by two NUL bytes: vocab \0\0 merges \0\0 text, or tokenizer.json \0\0 text.
 // Properties: a rejected file raises saccade::Error naming it; an accepted one encodes any bytes into ids in
 // [0, vocab_size()), with and without special tokens, and decodes them without error; the vocab.json +
-// merges.txt tokenizer (no unknown token, no prefix space) gives decode(encode(text)) == text.
+// merges.txt tokenizer (no unknown token, no prefix space) gives decode(encode(text)) == text. The text is
+// then read as a tokenizer_config.json: refused with an Error naming it and no change, or its BOS and EOS are
+// ids of the tokenizer.
 #include <string_view>
 #include <vector>
 
@@ -71,5 +73,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   check_ids(*tok, special);
   FUZZ_CHECK(special.size() >= ids.size(), "fewer ids with special tokens");
   tok->decode(special);
+  // the text read as a tokenizer_config.json: its BOS and EOS are tokens of this tokenizer, or nothing
+  // changes
+  const auto bos = tok->bos_id(), eos = tok->eos_id();
+  try {
+    tok->parse_tokenizer_config(text, "fuzz_tokenizer_config.json");
+  } catch (const Error& e) {
+    fuzz::check_rejection(e, "fuzz_tokenizer_config.json");
+    FUZZ_CHECK(tok->bos_id() == bos && tok->eos_id() == eos,
+               "a refused tokenizer_config.json changed the BOS or EOS");
+    return 0;
+  }
+  for (const auto& id : {tok->bos_id(), tok->eos_id()})
+    if (id) check_ids(*tok, {*id});
   return 0;
 }
