@@ -81,7 +81,7 @@ void CpuBackend::additive_attention_scores(const Tensor& qp, const Tensor& kp, c
     const T *q = qp.data<T>(), *k = kp.data<T>(), *w = w_v.data<T>();
     T* s = scores.data<T>();
     // row r = b·Tq + i
-    parallel_for(B * Tq, L * A * kTanhCost,
+    parallel_rows(B * Tq, L * A * kTanhCost,
                  [&](int64_t r) { score_row_any<T>(q + r * A, k + (r / Tq) * L * A, w, s + r * L, L, A); });
   });
 }
@@ -94,7 +94,7 @@ void CpuBackend::additive_attention_scores_backward(const Tensor& gscores, const
     const T *q = qp.data<T>(), *k = kp.data<T>(), *w = w_v.data<T>(), *g = gscores.data<T>();
     T *gq = gqp.data<T>(), *gk = gkp.data<T>();
     std::vector<T> gw_rows(static_cast<size_t>(B * A), T(0));  // gw_rows[b] = batch row b's share of gw_v
-    parallel_for(B, Tq * L * A * 2 * kTanhCost, [&](int64_t b) {
+    parallel_rows(B, Tq * L * A * 2 * kTanhCost, [&](int64_t b) {
       T* gkb = gk + b * L * A;
       std::fill(gkb, gkb + L * A, T(0));
       for (int64_t i = 0; i < Tq; ++i) {

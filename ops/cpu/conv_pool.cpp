@@ -1,5 +1,5 @@
 // CPU im2col / col2im and 2-d pooling. All tensors contiguous NCHW; each (n, c) plane is independent, so
-// every kernel is one parallel_for over N*C planes (no two iterations write the same memory).
+// every kernel is one parallel_rows over N*C planes (no two iterations write the same memory).
 // Window of output (oh, ow): input rows oh*sh - ph + [0, kh), columns ow*sw - pw + [0, kw).
 //
 // Shapes: x, gx: (N, C, H, W); cols: (N, C*kh*kw, OH*OW); out, gy, indices: (N, C, OH, OW), indices int64
@@ -83,7 +83,7 @@ void CpuBackend::im2col(const Tensor& x, const Tensor& cols, int kh, int kw, int
   dispatch_floating(x.dtype(), "im2col", [&]<class T>() {
     T* px = x.data<T>();
     T* pc = cols.data<T>();
-    parallel_for(planes, kh * kw * OH * OW, [&](int64_t p) {
+    parallel_rows(planes, kh * kw * OH * OW, [&](int64_t p) {
       plane_cols<T, false>(px + p * H * W, pc + p * kh * kw * OH * OW, H, W, OH, OW, kh, kw, sh, sw, ph, pw);
     });
   });
@@ -96,7 +96,7 @@ void CpuBackend::col2im(const Tensor& cols, const Tensor& x, int kh, int kw, int
   dispatch_floating(x.dtype(), "col2im", [&]<class T>() {
     T* px = x.data<T>();
     T* pc = cols.data<T>();
-    parallel_for(planes, kh * kw * OH * OW, [&](int64_t p) {
+    parallel_rows(planes, kh * kw * OH * OW, [&](int64_t p) {
       std::fill(px + p * H * W, px + (p + 1) * H * W, T(0));
       plane_cols<T, true>(px + p * H * W, pc + p * kh * kw * OH * OW, H, W, OH, OW, kh, kw, sh, sw, ph, pw);
     });
@@ -112,7 +112,7 @@ void CpuBackend::max_pool2d(const Tensor& x, const Tensor& out, const Tensor& in
     const T* px = x.data<T>();
     T* po = out.data<T>();
     int64_t* pi = indices.data<int64_t>();
-    parallel_for(planes, OH * OW * kh * kw, [&](int64_t p) {
+    parallel_rows(planes, OH * OW * kh * kw, [&](int64_t p) {
       const T* src = px + p * H * W;
       if (kh == 2 && kw == 2 && sh == 2 && sw == 2 && ph == 0 && pw == 0) {
         max_pool_2x2(src, po + p * OH * OW, pi + p * OH * OW, W, OH, OW);
@@ -144,7 +144,7 @@ void CpuBackend::max_pool2d_backward(const Tensor& gy, const Tensor& indices, co
     const T* pg = gy.data<T>();
     const int64_t* pi = indices.data<int64_t>();
     T* px = gx.data<T>();
-    parallel_for(planes, HW + OHW, [&](int64_t p) {
+    parallel_rows(planes, HW + OHW, [&](int64_t p) {
       T* dst = px + p * HW;
       std::fill(dst, dst + HW, T(0));
       for (int64_t o = p * OHW; o < (p + 1) * OHW; ++o) dst[pi[o]] += pg[o];
@@ -160,7 +160,7 @@ void CpuBackend::avg_pool2d(const Tensor& x, const Tensor& out, int kh, int kw, 
   dispatch_floating(x.dtype(), "avg_pool2d", [&]<class T>() {
     const T* px = x.data<T>();
     T* po = out.data<T>();
-    parallel_for(planes, OH * OW * kh * kw, [&](int64_t p) {
+    parallel_rows(planes, OH * OW * kh * kw, [&](int64_t p) {
       const T* src = px + p * H * W;
       for (int64_t oh = 0; oh < OH; ++oh) {
         const int64_t hs = oh * sh - ph, he = std::min<int64_t>(hs + kh, H + ph);
@@ -185,7 +185,7 @@ void CpuBackend::avg_pool2d_backward(const Tensor& gy, const Tensor& gx, int kh,
   dispatch_floating(gx.dtype(), "avg_pool2d_backward", [&]<class T>() {
     const T* pg = gy.data<T>();
     T* px = gx.data<T>();
-    parallel_for(planes, H * W + OH * OW * kh * kw, [&](int64_t p) {
+    parallel_rows(planes, H * W + OH * OW * kh * kw, [&](int64_t p) {
       T* dst = px + p * H * W;
       std::fill(dst, dst + H * W, T(0));
       for (int64_t oh = 0; oh < OH; ++oh) {

@@ -22,7 +22,7 @@ template <class F>
 void for_outer_inner_blocks(int64_t outer, int64_t inner, int64_t cost_per_element, F&& f) {
   const int64_t blocks = (inner + kInnerBlock - 1) / kInnerBlock;
   const int64_t cost = std::min(inner, kInnerBlock) * cost_per_element;
-  parallel_for(outer * blocks, cost, [&](int64_t t) {
+  parallel_rows(outer * blocks, cost, [&](int64_t t) {
     int64_t o = t / blocks, b = t % blocks;
     f(o, b * kInnerBlock, std::min(inner, (b + 1) * kInnerBlock));
   });
@@ -40,7 +40,7 @@ void CpuBackend::index_select(const Tensor& a, const Tensor& index, const Tensor
     const T* x = a.data<T>();
     T* y = out.data<T>();
     // each (o, j) writes its own output row: safe to parallelise
-    parallel_for(outer * m, inner, [&](int64_t oj) {
+    parallel_rows(outer * m, inner, [&](int64_t oj) {
       int64_t o = oj / m, j = oj % m;
       const T* src = x + (o * n + ix[j]) * inner;
       T* dst = y + oj * inner;
@@ -77,7 +77,7 @@ void CpuBackend::gather(const Tensor& a, const Tensor& index, const Tensor& out,
   dispatch_all_and_half(a.dtype(), "gather", [&]<class T>() {
     const T* x = a.data<T>();
     T* y = out.data<T>();
-    parallel_for(outer * m, inner, [&](int64_t oj) {
+    parallel_rows(outer * m, inner, [&](int64_t oj) {
       int64_t o = oj / m;
       const T* base = x + o * n * inner;
       const int64_t* row = ix + oj * inner;

@@ -90,11 +90,13 @@ void for_each(const Shape& shape, std::array<const Tensor*, N> ts, Body&& body) 
   }
 }
 
-/// Parallel loop over items [0, n): f(i) for each; serial below kGrain items' worth of `cost_per_item`
-/// elements, else one thread per kGrain elements (parallel_for of ops/cpu/thread_pool.h).
+/// Parallel loop over rows (or planes, or any independent items) [0, rows): f(r) for each row r; serial below
+/// kGrain elements' worth of rows costing `cost_per_row` elements each, else one thread per kGrain elements.
+/// It splits rows; parallel_for of ops/cpu/thread_pool.h splits a range into [b, e) chunks, on which this is
+/// built.
 template <class F>
-void parallel_for(int64_t n, int64_t cost_per_item, F&& f) {
-  const int64_t cost = cost_per_item < 1 ? 1 : cost_per_item;
+void parallel_rows(int64_t rows, int64_t cost_per_row, F&& f) {
+  const int64_t n = rows, cost = cost_per_row < 1 ? 1 : cost_per_row;
   parallel_for(0, n, (kGrain + cost - 1) / cost, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) f(i);
   });

@@ -32,7 +32,7 @@ void CpuBackend::softmax(const Tensor& x, const Tensor& out, bool log) {
   dispatch_floating(x.dtype(), "softmax", [&]<class T>() {
     const T* px = x.data<T>();
     T* py = out.data<T>();
-    parallel_for(rows, n, [&](int64_t r) {
+    parallel_rows(rows, n, [&](int64_t r) {
       with_isa([&] {
         const T* xr = px + r * n;
         T* yr = py + r * n;
@@ -79,7 +79,7 @@ void CpuBackend::softmax_backward(const Tensor& y, const Tensor& gy, const Tenso
     const T* py = y.data<T>();
     const T* pg = gy.data<T>();
     T* pgx = gx.data<T>();
-    parallel_for(rows, n, [&](int64_t r) {
+    parallel_rows(rows, n, [&](int64_t r) {
       with_isa([&] {
         const T* yr = py + r * n;
         const T* gr = pg + r * n;
@@ -113,7 +113,7 @@ void CpuBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor&
     T* py = out.data<T>();
     T* pm = mean.defined() ? mean.data<T>() : nullptr;  // null: RMSNorm, μ = 0
     T* pr = rstd.data<T>();
-    parallel_for(rows, n, [&](int64_t r) {
+    parallel_rows(rows, n, [&](int64_t r) {
       with_isa([&] {
         const T* xr = px + r * n;
         T* yr = py + r * n;
@@ -165,7 +165,7 @@ void CpuBackend::layer_norm_backward(const Tensor& gy, const Tensor& x, const Te
     const T* pr = rstd.data<T>();
     if (gx.defined()) {
       T* pgx = gx.data<T>();
-      parallel_for(rows, n, [&](int64_t r) {
+      parallel_rows(rows, n, [&](int64_t r) {
         // NOTE: the lambda copies its arguments: through captured references GCC 12 left the sums scalar
         // (a dependent double add per element, 2.3 % of the GPT's bf16 step)
         with_isa([=, gr = pg + r * n, xr = px + r * n, out = pgx + r * n, m = pm ? pm[r] : T(0), rs = pr[r]] {
@@ -206,7 +206,7 @@ void CpuBackend::layer_norm_backward(const Tensor& gy, const Tensor& x, const Te
     constexpr int64_t kRows = 256;
     const int64_t chunks = (rows + kRows - 1) / kRows;
     std::vector<A> pw(pgw ? chunks * n : 0, A(0)), pb(pgb ? chunks * n : 0, A(0));
-    parallel_for(chunks, kRows * n, [&](int64_t ch) {
+    parallel_rows(chunks, kRows * n, [&](int64_t ch) {
       with_isa([&] {
         A* __restrict aw = pgw ? pw.data() + ch * n : nullptr;
         A* __restrict ab = pgb ? pb.data() + ch * n : nullptr;

@@ -220,7 +220,7 @@ void CpuBackend::dropout(const Tensor& x, uint64_t seed, uint64_t offset, double
 void CpuBackend::normal(const Tensor& out, uint64_t seed, uint64_t offset, double mean, double std) {
   dispatch_floating(out.dtype(), "normal", [&]<class T>() {
     T* o = out.data<T>();
-    parallel_for(out.numel(), 16, [&](int64_t i) {
+    parallel_rows(out.numel(), 16, [&](int64_t i) {
       Philox4 r = philox4x32_10(seed, offset + static_cast<uint64_t>(i));
       // Box-Muller: sqrt(-2 ln u1) cos(2 pi u2) ~ N(0, 1)
       double z =

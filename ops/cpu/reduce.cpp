@@ -23,7 +23,7 @@ constexpr int64_t kBlock = 256;  // partial results of a column reduction kept o
 template <class T, class Acc, class F>
 void reduce_loop(const T* x, T* y, int64_t outer, int64_t k, int64_t inner, Acc init, F f) {
   if (inner == 1) {
-    parallel_for(outer, k, [&](int64_t o) {
+    parallel_rows(outer, k, [&](int64_t o) {
       const T* row = x + o * k;
       Acc acc[kLanes];
       for (int l = 0; l < kLanes; ++l) acc[l] = init;
@@ -39,7 +39,7 @@ void reduce_loop(const T* x, T* y, int64_t outer, int64_t k, int64_t inner, Acc 
   }
   // the columns' accumulators at the machine's vector width (the bias gradients of linear layers, Σ over
   // rows)
-  parallel_for(outer, k * inner, [&](int64_t o) {
+  parallel_rows(outer, k * inner, [&](int64_t o) {
     with_isa([&] {
       const T* src = x + o * k * inner;
       T* dst = y + o * inner;
@@ -97,7 +97,7 @@ void CpuBackend::arg_reduce(ReduceOp op, const Tensor& a, const Tensor& values, 
     T* v = values.data<T>();
     int64_t* ix = indices.data<int64_t>();
     const bool is_max = op == ReduceOp::Max;
-    parallel_for(outer * inner, k, [&](int64_t oi) {
+    parallel_rows(outer * inner, k, [&](int64_t oi) {
       int64_t o = oi / inner, i = oi % inner;
       const T* src = x + o * k * inner + i;
       compute_t<T> best = src[0];

@@ -46,7 +46,7 @@ void CpuBackend::gru_gates(const Tensor& gi, const Tensor& gh, const Tensor& h, 
   dispatch_floating(h.dtype(), "gru_gates", [&]<class T>() {
     const T *pi = gi.data<T>(), *pg = gh.data<T>(), *ph = h.data<T>();
     T *py = out.data<T>(), *ps = saved.data<T>();
-    parallel_for(B, kGateCost * H, [&](int64_t b) {
+    parallel_rows(B, kGateCost * H, [&](int64_t b) {
       with_isa([&] {
         const T *i = pi + b * 3 * H, *g = pg + b * 3 * H, *hb = ph + b * H;
         T *r = ps + b * 3 * H, *z = r + H, *n = z + H, *y = py + b * H;
@@ -72,7 +72,7 @@ void CpuBackend::gru_gates_backward(const Tensor& gy, const Tensor& gh, const Te
   dispatch_floating(h.dtype(), "gru_gates_backward", [&]<class T>() {
     const T *pgy = gy.data<T>(), *pg = gh.data<T>(), *ph = h.data<T>(), *ps = saved.data<T>();
     T *pgi = ggi.data<T>(), *pgg = ggh.data<T>(), *pdh = gx_h.data<T>();
-    parallel_for(B, kGateCost * H, [&](int64_t b) {
+    parallel_rows(B, kGateCost * H, [&](int64_t b) {
       with_isa([&] {
         const T *dy = pgy + b * H, *hb = ph + b * H, *gn = pg + b * 3 * H + 2 * H;
         const T *r = ps + b * 3 * H, *z = r + H, *n = z + H;

@@ -24,7 +24,7 @@ void CpuBackend::rotary_embedding(const Tensor& x, const Tensor& cos, const Tens
       const T_* ps = sin.data<T_>();
       T_* py = out.data<T_>();
       const T_ sign = inverse ? T_(-1) : T_(1);
-      parallel_for(N * T, D, [&](int64_t row) {
+      parallel_rows(N * T, D, [&](int64_t row) {
         with_isa([=, t = row % T, xr = px + row * D, yr = py + row * D] {
           const T_* __restrict c = pc + t * half;
           const T_* __restrict s = ps + t * half;
