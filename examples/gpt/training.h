@@ -26,7 +26,8 @@ struct LMScore {
 
 /// Scores `model` (eval mode, no gradients; its mode is restored) on `tokens` in the windows of
 /// eval_window_starts (every token but the first predicted once, with the context since its window began),
-/// `batch` windows at a time, over the first `max_tokens` predicted tokens (-1: the whole stream).
+/// `batch` windows at a time (fewer where their logits would pass 2^26 values: one window at a time for
+/// GPT-2's vocabulary and context), over the first `max_tokens` predicted tokens (-1: the whole stream).
 /// bits_per_byte = total nats / ln 2 / (tokens · bytes_per_token) (1 for bytes; stream bytes / tokens for a
 /// subword tokenizer). Throws saccade::Error naming "evaluate_lm" for a stream of fewer than 2 tokens.
 LMScore evaluate_lm(GPT& model, const std::vector<int64_t>& tokens, double bytes_per_token = 1.0,
