@@ -63,9 +63,9 @@ std::unique_ptr<Regex> pattern(const json& j, const char* key, const std::string
                                  p->begin().key() == "String");
 }
 
-const json& list(const json& j, const char* key, const std::string& file, const std::string& where) {
+const json& list(const json& j, const char* key, const std::string& file, const char* where) {
   const json* v = get(j, key);
-  if (!v || !v->is_array()) throw fail(file, where + "." + key, "missing or not a list");
+  if (!v || !v->is_array()) throw fail(file, std::string(where) + "." + key, "missing or not a list");
   return *v;
 }
 

@@ -42,7 +42,8 @@ std::string type_of(const json& j, const std::string& file, const std::string& w
 std::unique_ptr<Regex> pattern(const json& j, const char* key, const std::string& file,
                                const std::string& where);
 
-/// The list j[key] of a Sequence. Throws fail(file, where.key) when it is absent or not a list.
-const json& list(const json& j, const char* key, const std::string& file, const std::string& where);
+/// The list j[key] of a Sequence. Throws fail(file, where.key) when it is absent or not a list. (`where` is a
+/// C string: a std::string temporary there makes g++ 13 warn of a dangling reference to the result.)
+const json& list(const json& j, const char* key, const std::string& file, const char* where);
 
 }  // namespace saccade::hf::tokjson

@@ -11,7 +11,8 @@ using saccade::testing::allclose;
 
 namespace {
 
-const nn::StateDict& fixture(const std::string& file) {
+// `file` is a C string: with a std::string temporary there g++ 13 warns of a dangling reference to the result
+const nn::StateDict& fixture(const char* file) {
   static std::map<std::string, nn::StateDict> cache;
   auto it = cache.find(file);
   if (it == cache.end())
@@ -45,7 +46,7 @@ void set_grads(const nn::StateDict& f, const std::string& prefix, int step, std:
 // Runs kSteps steps of the optimizer and compares every parameter with torch's after every step.
 void check_against_torch(const std::string& file, const std::string& prefix, const MakeOptimizer& make) {
   INFO(prefix);
-  const nn::StateDict& f = fixture(file);
+  const nn::StateDict& f = fixture(file.c_str());
   std::vector<Variable> ps = initial_params(f, prefix);
   std::unique_ptr<nn::Optimizer> opt = make(ps);
   for (int step = 1; step <= kSteps; ++step) {
