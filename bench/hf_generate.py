@@ -70,23 +70,26 @@ def prompt_of(folder, n):
     return tok.decode(ids), ids
 
 
-def torch_rate(folder, sub, ids, new, threads):
+def torch_rate(folder, sub, ids, new, threads, device="cpu"):
     torch.set_num_threads(threads)
     dtype = torch.bfloat16 if sub == "bf16" else torch.float32
     cls = GPT2LMHeadModel if "gpt2" in folder else LlamaForCausalLM
-    model = cls.from_pretrained(os.path.join(folder, sub), dtype=dtype).eval()
-    x = torch.tensor([ids])
+    model = cls.from_pretrained(os.path.join(folder, sub), dtype=dtype).eval().to(device)
+    x = torch.tensor([ids], device=device)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     with torch.no_grad():
         model.generate(x, max_new_tokens=4, do_sample=False, pad_token_id=0)  # warm-up
+        sync()
         start = time.perf_counter()
         out = model.generate(x, max_new_tokens=new, min_new_tokens=new, do_sample=False, pad_token_id=0)
+        sync()
         seconds = time.perf_counter() - start
     return (out.shape[1] - len(ids)) / seconds
 
 
-def saccade_rate(gpt, folder, sub, prompt, new, threads, env):
+def saccade_rate(gpt, folder, sub, prompt, new, threads, env, device="cpu"):
     cmd = [gpt, "sample", "--hf", os.path.join(folder, "f32"), "--prompt", prompt, "--max-new-tokens", str(new),
-           "--temperature", "0", "--threads", str(threads)]
+           "--temperature", "0", "--threads", str(threads), "--device", device]
     if sub == "bf16":
         cmd += ["--dtype", "bf16"]
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True).stdout
@@ -108,8 +111,12 @@ def add_common_args(p):
 
 
 def gpt_env(a):
-    """The environment gpt runs in: this one, less the OpenBLAS pin with --unpinned."""
+    """The environment gpt runs in: this one, less the OpenBLAS pin with --unpinned; LD_LIBRARY_PATH from
+    SACCADE_GPT_LD_LIBRARY_PATH where set (scripts/gpu_run: gpt needs the unpacked Debian libraries, torch must
+    not see them)."""
     env = dict(os.environ)
+    if os.environ.get("SACCADE_GPT_LD_LIBRARY_PATH"):
+        env["LD_LIBRARY_PATH"] = os.environ["SACCADE_GPT_LD_LIBRARY_PATH"]
     if a.unpinned:
         env.pop("OPENBLAS_CORETYPE", None)
         env.pop("OPENBLAS_L2_SIZE", None)
@@ -121,21 +128,28 @@ def cpu_model():
 
 
 def main():
+    global FORTUNES
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add_common_args(p)
     p.add_argument("--new", type=int, default=128)
     p.add_argument("--prompt-tokens", type=int, default=32)
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="cuda: both frameworks generate on the GPU (gpt sample --device cuda)")
+    p.add_argument("--fortunes", default=FORTUNES, help="the text the tokenizers are trained on")
     a = p.parse_args()
+    FORTUNES = a.fortunes
     env = gpt_env(a)
-    print(f"CPU {cpu_model()}; torch {torch.__version__}; {a.threads} threads; load average {os.getloadavg()}")
+    where = torch.cuda.get_device_name() if a.device == "cuda" else "the CPU"
+    print(f"CPU {cpu_model()}; on {where}; torch {torch.__version__}; {a.threads} threads; "
+          f"load average {os.getloadavg()}")
     for name in a.models.split(","):
         folder = make_folder(name, a.work)
         prompt, ids = prompt_of(folder, a.prompt_tokens)
         for sub in ("f32", "bf16"):
             ours, theirs, core, n_prompt = [], [], "?", 0
             for _ in range(a.runs):
-                theirs.append(torch_rate(folder, sub, ids, a.new, a.threads))
-                r, n_prompt, core = saccade_rate(a.gpt, folder, sub, prompt, a.new, a.threads, env)
+                theirs.append(torch_rate(folder, sub, ids, a.new, a.threads, a.device))
+                r, n_prompt, core = saccade_rate(a.gpt, folder, sub, prompt, a.new, a.threads, env, a.device)
                 ours.append(r)
             weights = sum(os.path.getsize(os.path.join(folder, sub, f)) for f in os.listdir(os.path.join(folder, sub))
                           if f.endswith(".safetensors"))
