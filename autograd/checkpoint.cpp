@@ -4,7 +4,6 @@
 #include <algorithm>
 
 #include "autograd/autocast.h"
-#include "autograd/engine.h"
 #include "autograd/function.h"
 #include "autograd/grad_mode.h"
 
@@ -74,25 +73,24 @@ Variable checkpoint(const std::function<Variable(const std::vector<Variable>&)>&
       "checkpoint", out, inputs,
       [saved, states, fn, autocast_state](const Variable& g) -> std::vector<Variable> {
         check_once_differentiable("checkpoint");  // the recomputed segment is differentiated once
-        std::vector<Variable> xs;  // leaves holding the inputs' data: the segment's graph ends there
-        for (const SavedVariable& s : saved) {
-          Variable x = s.get();
-          xs.push_back(Variable(x.data(), x.requires_grad()));
-        }
-        Variable y;
-        {
-          AutoGradMode record(true);
-          autocast::StateGuard autocast(autocast_state);
-          Replay replay(*states);
-          y = fn(xs);
-        }
-        SACCADE_CHECK(y.defined() && y.shape() == g.shape(),
-                      "checkpoint: the recomputed result has shape {}, the forward's {}: "
-                      "the function is not deterministic",
-                      y.defined() ? y.shape() : Shape{}, g.shape());
-        // the parameters fn uses get what the enclosing pass gives leaves: accumulated grads under
-        // backward(), a share of the results under grad()
-        return backward_in_rule(y, g, xs);
+        std::vector<Variable> xs;
+        for (const SavedVariable& s : saved) xs.push_back(s.get());
+        // grad mode is off here, so the recomputation starts from leaves holding the inputs' data, and the
+        // parameters fn uses get what the enclosing pass gives leaves: accumulated grads under backward(),
+        // a share of the results under grad() (recompute_backward, function.h)
+        return recompute_backward(
+            xs,
+            [&](const std::vector<Variable>& leaves) {
+              autocast::StateGuard autocast(autocast_state);
+              Replay replay(*states);
+              Variable y = fn(leaves);
+              SACCADE_CHECK(y.defined() && y.shape() == g.shape(),
+                            "checkpoint: the recomputed result has shape {}, the forward's {}: the function "
+                            "is not deterministic",
+                            y.defined() ? y.shape() : Shape{}, g.shape());
+              return y;
+            },
+            g);
       });
   if (result.grad_fn()) result.grad_fn()->set_runs_backward();
   return result;

@@ -18,10 +18,11 @@ namespace saccade {
 ///   `generators`: the recomputation runs under the same autocast state and draws the same random numbers
 ///   (dropout repeats exactly), and afterwards the generators continue where they were.
 /// - Backward: fn runs again with recording on, from leaves holding the inputs' data, and the engine runs
-///   over that graph with the incoming gradient (autograd/engine.h, backward_in_rule). Under backward(), the
-///   parameters fn uses get their grads accumulated as without checkpointing (their hooks, DDP's included,
-///   fire); under saccade::grad, no grad is written and grad() returns what it returns without
-///   checkpointing, for the parameters inside the segment too. The inputs' gradients flow on.
+///   over that graph with the incoming gradient: recompute_backward (autograd/function.h), the one recompute
+///   path, which a fused kernel's second derivative takes too. Under backward(), the parameters fn uses get
+///   their grads accumulated as without checkpointing (their hooks, DDP's included, fire); under
+///   saccade::grad, no grad is written and grad() returns what it returns without checkpointing, for the
+///   parameters inside the segment too. The inputs' gradients flow on.
 ///
 /// `fn` must be deterministic given its inputs and the generators' states. Throws saccade::Error naming
 /// "checkpoint" when an input is undefined, when grad mode is on and no input requires grad (no gradient

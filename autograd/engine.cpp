@@ -1,27 +1,22 @@
 // The backward engine. Read it in one sitting:
 //   1. count, for every node behind the roots, how many edges point at it (its in-degree);
 //   2. start from the roots; run a node once all its consumers have handed it their gradient
-//      (in-degree reached zero), summing what they handed;
+//      (in-degree reached zero), summing what they handed (gradient_sum.h: in place once the engine owns the
+//      sum, recorded under create_graph, a part view's gradient into its part of the input's);
 //   3. a node's derivative rule turns its output gradient into one gradient per input, passed down its edges;
 //   4. accumulator nodes add into leaf grads (backward), or the gradients reaching the asked-for nodes are
-//      kept and returned (grad).
-// Rules run with grad mode off, or on under create_graph: then each sum below is a recorded add too, and the
-// gradients returned carry the graph of the backward pass.
-// Sums are made in place once the engine owns the sum (it allocated it) and no graph is recorded; a gradient
-// a rule returned is never written, since rules may hand one tensor to several inputs. A view of part of its
-// input (Node::part) hands on only its part, which is added into that part of the input's gradient.
-// No recursion: every pass uses explicit stacks, so a chain of 10^5 ops is fine.
+//      kept and returned (grad; grad_capture.h says which rules run then).
+// Rules run with grad mode off, or on under create_graph: then the gradients returned carry the graph of the
+// backward pass. No recursion: every pass uses explicit stacks, so a chain of 10^5 ops is fine.
 #include "autograd/engine.h"
 
 #include <algorithm>
-#include <cstdint>
 #include <unordered_map>
 
-#include "autograd/function.h"
-#include "autograd/functions/elementwise.h"
+#include "autograd/grad_capture.h"
 #include "autograd/grad_mode.h"
+#include "autograd/gradient_sum.h"
 #include "autograd/profiling.h"
-#include "ops/creation.h"
 #include "ops/elementwise.h"
 
 namespace saccade {
@@ -46,31 +41,6 @@ std::unordered_map<Node*, int> count_dependencies(const std::vector<std::shared_
     }
   }
   return deps;
-}
-
-// For grad(): whether each node is, or leads to, one of the asked-for nodes (a node whose rule runs a
-// backward of its own may lead anywhere). Only nodes with an edge to such a node run their rule. Iterative
-// post-order walk (the graph is acyclic, so a child is never on the stack).
-std::unordered_map<Node*, bool> reaching(const std::vector<std::shared_ptr<Node>>& roots,
-                                         const std::unordered_map<Node*, Variable>& wanted) {
-  std::unordered_map<Node*, bool> reaches;
-  std::vector<std::pair<Node*, size_t>> stack;
-  for (const auto& r : roots)
-    if (reaches.try_emplace(r.get(), false).second) stack.push_back({r.get(), 0});
-  while (!stack.empty()) {
-    auto [n, i] = stack.back();
-    if (i < n->next().size()) {
-      ++stack.back().second;
-      Node* c = n->next()[i].get();
-      if (c && reaches.try_emplace(c, false).second) stack.push_back({c, 0});
-      continue;
-    }
-    bool r = wanted.count(n) > 0 || n->runs_backward();
-    for (const auto& c : n->next()) r = r || (c && reaches[c.get()]);
-    reaches[n] = r;
-    stack.pop_back();
-  }
-  return reaches;
 }
 
 bool same_tensor(const Tensor& a, const Tensor& b) {
@@ -124,82 +94,6 @@ std::vector<Variable> apply_rule(Node& n, const Variable& g, bool retain_graph) 
   return outs;
 }
 
-// Under create_graph, a part view's gradient placed into zeros of the whole input, recorded: its rule picks
-// the part back out, and that one's rule places it again (so every order of derivative exists).
-Variable part_of(const Variable& whole, const Node::PartFn& part);
-Variable embed_part(const Variable& g, const Shape& whole, const Node::PartFn& part) {
-  Tensor z = ops::zeros(whole, g.dtype(), g.device());
-  Tensor dst = part(z);
-  ops::add_(dst, g.data());
-  return make_result("part_backward", z, {g},
-                     [part](const Variable& gz) -> std::vector<Variable> { return {part_of(gz, part)}; });
-}
-Variable part_of(const Variable& whole, const Node::PartFn& part) {
-  Shape s = whole.shape();
-  return make_result(
-      "part", part(whole.data()), {whole},
-      [s, part](const Variable& g) -> std::vector<Variable> { return {embed_part(g, s, part)}; });
-}
-
-// The gradient summed so far for a node that still waits for some of its consumers.
-struct PendingGrad {
-  Variable sum;
-  bool owned = false;  // allocated by the engine, so adding into it in place changes nothing else
-};
-
-// Adds `g` into a pending sum: recorded under create_graph, else in place once the engine owns the sum.
-void add_into(PendingGrad& acc, Variable g) {
-  if (!acc.sum.defined()) {
-    acc.sum = std::move(g);  // not owned: the rule may have handed the same tensor elsewhere
-  } else if (grad_enabled()) {
-    acc.sum = add(acc.sum, g);
-  } else if (acc.owned) {
-    Tensor s = acc.sum.data();
-    ops::add_(s, g.data());
-  } else {
-    acc.sum = Variable(ops::add(acc.sum.data(), g.data()));
-    acc.owned = true;
-  }
-}
-
-// Adds `g`, the gradient `from` hands to its input `to`, into that input's pending sum.
-void accumulate(PendingGrad& acc, Variable g, const Node& from, const Node& to) {
-  const Node::PartFn& part = from.part();
-  if (!part) return add_into(acc, std::move(g));
-  // g covers part(input) only
-  if (grad_enabled()) return add_into(acc, embed_part(g, to.output_shape(), part));
-  if (!acc.sum.defined()) {
-    acc.sum = Variable(ops::zeros(to.output_shape(), g.dtype(), g.device()));
-  } else if (!acc.owned) {
-    acc.sum = Variable(acc.sum.data().clone());
-  }
-  acc.owned = true;
-  Tensor dst = part(acc.sum.data());
-  ops::add_(dst, g.data());
-}
-
-// The pass running in this thread: for grad(), the nodes it asked for and the gradients found so far (a
-// rule that runs a backward of its own adds into them: backward_in_rule); null pointers for backward().
-struct Pass {
-  const std::vector<std::shared_ptr<Node>>* wanted = nullptr;
-  std::unordered_map<Node*, Variable>* captured = nullptr;
-};
-thread_local Pass g_pass;
-
-class PassScope {
- public:
-  explicit PassScope(Pass p) : prev_(g_pass) { g_pass = p; }
-  ~PassScope() { g_pass = prev_; }
-  PassScope(const PassScope&) = delete;
-  PassScope& operator=(const PassScope&) = delete;
-
- private:
-  Pass prev_;
-};
-
-// A gradient that reached an asked-for node, added to what reached it before (through a rule's own backward).
-void capture_into(Variable& slot, const Variable& g) { slot = slot.defined() ? add(slot, g) : g; }
-
 }  // namespace
 
 std::vector<Variable> run_backward(const std::vector<std::shared_ptr<Node>>& roots,
@@ -215,16 +109,11 @@ std::vector<Variable> run_backward(const std::vector<std::shared_ptr<Node>>& roo
 
   // 1. in-degrees of every node reachable from the roots; for grad(), which nodes lead to an input
   std::unordered_map<Node*, int> deps = count_dependencies(roots);
-  const bool capture = !inputs.empty();
-  std::unordered_map<Node*, Variable> captured;
-  for (const auto& in : inputs) captured.try_emplace(in.get());
-  std::unordered_map<Node*, bool> reaches;
-  if (capture) reaches = reaching(roots, captured);
-  PassScope pass(capture ? Pass{&inputs, &captured} : Pass{});
+  detail::GradCapture capture(roots, inputs);
 
   // 2. Kahn: `ready` holds nodes whose every consumer has run; `pending` the sums handed to waiting nodes
-  std::unordered_map<Node*, PendingGrad> pending;
-  for (size_t i = 0; i < roots.size(); ++i) add_into(pending[roots[i].get()], grads[i]);
+  std::unordered_map<Node*, detail::GradientSum> pending;
+  for (size_t i = 0; i < roots.size(); ++i) pending[roots[i].get()].add(grads[i]);
   std::vector<Node*> ready;
   for (const auto& r : roots)
     if (deps[r.get()] == 0 && std::find(ready.begin(), ready.end(), r.get()) == ready.end())
@@ -234,61 +123,27 @@ std::vector<Variable> run_backward(const std::vector<std::shared_ptr<Node>>& roo
     ready.pop_back();
     Variable g;
     if (auto it = pending.find(n); it != pending.end()) {
-      g = std::move(it->second.sum);
+      g = it->second.take();
       pending.erase(it);
     }
     std::vector<Variable> outs;  // stays empty for a node no gradient reached: it still releases its inputs
     if (g.defined()) {
       g = run_hooks(n->hooks(), g);
-      if (capture) {
-        if (auto it = captured.find(n); it != captured.end()) capture_into(it->second, g);
-      } else if (n->is_accumulator()) {  // 4. a leaf (accumulators have no inputs)
-        accumulate_into_leaf(*n, g);
+      if (capture.active()) capture.offer(n, g);
+      if (n->is_accumulator()) {  // 4. a leaf (accumulators have no inputs)
+        if (!capture.active()) accumulate_into_leaf(*n, g);
         continue;
       }
-      bool run = !n->is_accumulator();
-      if (capture && run) {
-        run = n->runs_backward();
-        for (const auto& c : n->next()) run = run || (c && reaches[c.get()]);
-      }
-      if (run) outs = apply_rule(*n, g, retain_graph);  // 3. the derivative rule
+      if (capture.must_run(*n)) outs = apply_rule(*n, g, retain_graph);  // 3. the derivative rule
     }
     for (size_t i = 0; i < n->next().size(); ++i) {
       Node* next = n->next()[i].get();
       if (!next) continue;
-      if (!outs.empty() && outs[i].defined()) accumulate(pending[next], std::move(outs[i]), *n, *next);
+      if (!outs.empty() && outs[i].defined()) pending[next].add(std::move(outs[i]), *n, *next);
       if (--deps[next] == 0) ready.push_back(next);
     }
   }
-  std::vector<Variable> result;
-  for (const auto& in : inputs) result.push_back(captured[in.get()]);
-  return result;
-}
-
-std::vector<Variable> backward_in_rule(const Variable& output, const Variable& grad,
-                                       const std::vector<Variable>& leaves) {
-  const Pass outer = g_pass;
-  std::vector<Variable> result(leaves.size());
-  if (!output.requires_grad()) return result;
-  if (!outer.wanted) {  // backward(): every leaf accumulates, those standing for the inputs too
-    run_backward({output.gradient_edge()}, {grad}, false, false);
-    for (size_t i = 0; i < leaves.size(); ++i)
-      if (leaves[i].requires_grad() && leaves[i].grad().defined()) result[i] = Variable(leaves[i].grad());
-    return result;
-  }
-  // grad(): capture the input leaves and the nodes the enclosing grad() asked for, accumulate nothing
-  std::vector<std::shared_ptr<Node>> nodes;
-  std::vector<size_t> slot(leaves.size(), SIZE_MAX);
-  for (size_t i = 0; i < leaves.size(); ++i)
-    if (leaves[i].requires_grad()) slot[i] = nodes.size(), nodes.push_back(leaves[i].gradient_edge());
-  const size_t first_wanted = nodes.size();
-  nodes.insert(nodes.end(), outer.wanted->begin(), outer.wanted->end());
-  std::vector<Variable> got = run_backward({output.gradient_edge()}, {grad}, false, false, nodes);
-  for (size_t i = 0; i < leaves.size(); ++i)
-    if (slot[i] != SIZE_MAX) result[i] = got[slot[i]];
-  for (size_t j = first_wanted; j < nodes.size(); ++j)
-    if (got[j].defined()) capture_into((*outer.captured)[nodes[j].get()], got[j]);
-  return result;
+  return capture.results();
 }
 
 }  // namespace saccade

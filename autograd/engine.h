@@ -1,5 +1,7 @@
 #pragma once
-// The backward engine (engine.cpp): Kahn's algorithm over the graph behind the roots.
+// The backward engine: Kahn's algorithm over the graph behind the roots (engine.cpp). Beside it, how the
+// gradients meeting at a node are summed (gradient_sum.h) and what saccade::grad adds, the gradients captured
+// at the nodes it asked for (grad_capture.h, where backward_in_rule is defined).
 #include <memory>
 #include <vector>
 
@@ -22,10 +24,11 @@ std::vector<Variable> run_backward(const std::vector<std::shared_ptr<Node>>& roo
                                    const std::vector<Variable>& grads, bool retain_graph, bool create_graph,
                                    const std::vector<std::shared_ptr<Node>>& inputs = {});
 
-/// For a derivative rule that builds a graph and runs backward over it (checkpoint's recomputation; its node
-/// is marked Node::set_runs_backward): propagates `grad` from `output` and returns the gradient that reached
-/// each of `leaves` (the leaves that stand for the rule's inputs in that graph; undefined where none did).
-/// Every other leaf the graph reaches is treated as the enclosing pass treats leaves:
+/// For a derivative rule that builds a graph and runs backward over it (recompute_backward in function.h, as
+/// activation checkpointing uses it; such a rule's node is marked Node::set_runs_backward): propagates `grad`
+/// from `output` and returns the gradient that reached each of `leaves` (the leaves that stand for the rule's
+/// inputs in that graph; undefined where none did). Every other leaf the graph reaches is treated as the
+/// enclosing pass treats leaves:
 /// - under backward() (or outside any pass), its grad accumulates;
 /// - under grad(), nothing accumulates, and the gradients reaching the nodes that grad() asked for are added
 ///   to that call's results, so grad() through the rule returns what it returns without it.

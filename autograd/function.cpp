@@ -1,6 +1,7 @@
 // SavedTensor's version check and make_result: how one op records itself (see function.h).
 #include "autograd/function.h"
 
+#include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 
 namespace saccade {
@@ -61,23 +62,28 @@ void check_once_differentiable(const char* op, std::initializer_list<Variable> v
 std::vector<Variable> recompute_backward(
     const std::vector<Variable>& inputs,
     const std::function<Variable(const std::vector<Variable>&)>& reference, const Variable& g) {
-  AutoGradMode record(true);
-  // Each input that requires grad enters the reference through an alias node of its own, and the gradients
-  // are taken at the aliases: partial derivatives, even when one input is computed from another (gh from h
-  // in a GRU step), while the aliases still lead to the inputs' history. The recomputed graph is kept
-  // (retain_graph): the gradients' own graph runs through it.
-  std::vector<Variable> xs, wanted;
-  for (const Variable& x : inputs) {
-    if (x.defined() && x.requires_grad()) {
-      xs.push_back(make_result("alias", x.data(), {x},
-                               [](const Variable& g) -> std::vector<Variable> { return {g}; }));
-      wanted.push_back(xs.back());
-    } else {
-      xs.push_back(x);
+  const bool create_graph = grad_enabled();
+  std::vector<Variable> xs;  // the stand-ins (function.h)
+  Variable out;
+  {
+    AutoGradMode record(true);
+    for (const Variable& x : inputs) {
+      const bool req = x.defined() && x.requires_grad();
+      if (!create_graph)
+        xs.push_back(x.defined() ? Variable(x.data(), req) : x);
+      else if (req)
+        xs.push_back(make_result("alias", x.data(), {x},
+                                 [](const Variable& ga) -> std::vector<Variable> { return {ga}; }));
+      else
+        xs.push_back(x);
     }
+    out = reference(xs);
   }
-  Variable out = reference(xs);
-  std::vector<Variable> result(inputs.size());
+  if (!create_graph) return backward_in_rule(out, g, xs);
+  // the recomputed graph is kept (retain_graph): the gradients' own graph runs through it
+  std::vector<Variable> result(inputs.size()), wanted;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].defined() && inputs[i].requires_grad()) wanted.push_back(xs[i]);
   if (wanted.empty() || !out.requires_grad()) return result;
   std::vector<Variable> grads = grad({out}, wanted, {g}, true, true, true);
   for (size_t i = 0, j = 0; i < inputs.size(); ++i)

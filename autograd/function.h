@@ -136,11 +136,19 @@ void check_once_differentiable(const char* op, std::initializer_list<Variable> v
 /// As above, for a rule whose result depends on an input it did not save: throws whenever grad mode is on.
 void check_once_differentiable(const char* op);
 
-/// For a rule whose backward is a kernel, under create_graph: the gradients of `reference(inputs)` (the op's
-/// composed definition on saccade:: functions) at grad_output `g`, by recomputing the reference with
-/// recording on and running the engine over it with create_graph, so that they can be differentiated again
-/// (the mechanism of activation checkpointing, autograd/checkpoint.h). One Variable per input (undefined for
-/// inputs that do not require grad).
+/// The one recompute path: the gradients of `reference(inputs)` at grad_output `g`, found by running
+/// `reference` again with recording on, from stand-ins for the inputs, and the engine over what it recorded.
+/// One Variable per input, each of that input's shape (undefined for inputs that do not require grad).
+/// Which stand-ins, and what the engine does, depends on grad mode (on: the enclosing pass has create_graph):
+/// - on: a fused kernel's rule (flash_attention, layer_norm, ...), whose composed reference gives its
+///   second derivative. Each input that requires grad enters through an alias node of its own, and
+///   saccade::grad takes the gradients there with create_graph and retain_graph: partial derivatives, even
+///   when one input is computed from another (gh from h in a GRU step), that lead back to the inputs'
+///   history, so they can be differentiated again.
+/// - off: activation checkpointing (autograd/checkpoint.h). Each input enters as a leaf holding its data,
+///   where the recomputed graph ends, and backward_in_rule (engine.h) runs over it: any other leaf it
+///   reaches (the segment's parameters) is treated as the enclosing pass treats leaves.
+/// Throws what `reference` and the engine throw.
 std::vector<Variable> recompute_backward(
     const std::vector<Variable>& inputs,
     const std::function<Variable(const std::vector<Variable>&)>& reference, const Variable& g);
