@@ -33,12 +33,6 @@ thread_local AutocastState g_state;
 
 }  // namespace
 
-AutocastPolicy autocast_policy(std::string_view op, Device device) {
-  for (const AutocastRule& r : kAutocastPolicy)
-    if (r.op == op) return device.is_cpu() ? r.cpu : r.cuda;
-  throw Error(fmt::format("autocast: '{}' has no row in kAutocastPolicy", op));
-}
-
 bool autocast_enabled() { return g_state.enabled; }
 DType autocast_dtype() { return g_state.dtype; }
 

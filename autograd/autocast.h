@@ -1,8 +1,9 @@
 #pragma once
 // Autocast: mixed precision as a policy of the differentiable layer (PyTorch's torch.autocast, "Automatic
 // Mixed Precision package", and its CPU / CUDA op lists). While an AutocastGuard lives in a thread, each
-// autograd function named in kAutocastPolicy first casts its floating inputs by its row for the device of
-// its inputs (PyTorch's autocast keys CUDA and CPU have lists of their own), then runs as usual:
+// autograd function that opts in first casts its floating inputs by its row of the op table
+// (autograd/op_table.h: its autocast_cuda and autocast_cpu columns) for the device of its inputs (PyTorch's
+// autocast keys CUDA and CPU have lists of their own), then runs as usual:
 //
 //   Lower    matmul, bmm, mm, linear, conv2d, flash attention, the additive attention scores: float32
 //            inputs are cast to the guard's 16-bit dtype, so the GEMMs run in 16 bits (twice the FLOPs of
@@ -13,8 +14,8 @@
 //            softmax, exp and the others run in the 16-bit dtype they are given, float32 inside each
 //            kernel (ops/).
 //   Promote  cat, stack: every input is cast to the widest floating dtype among them. Both devices.
-//   Keep     no cast (mean is on neither of PyTorch's lists; the CPU rows above).
-// Every other op runs in the dtype its inputs have (gelu, dropout, add of a 16-bit and a float32 tensor,
+//   Keep     no cast (every other row: mean is on neither of PyTorch's lists; the CPU rows above).
+// Those ops run in the dtype their inputs have (gelu, dropout, add of a 16-bit and a float32 tensor,
 // which promotes to float32 in ops/). float64 inputs are never cast (as PyTorch's is_eligible).
 //
 // The cast is Variable::to, a recorded op, so the gradient of a float32 parameter arrives in float32 (the
@@ -29,74 +30,31 @@
 // How an autograd function opts in: one line at the top of its forward,
 //
 //   Variable linear(const Variable& x, const Variable& weight, const Variable& bias) {
-//     SACCADE_AUTOCAST("linear", linear, x, weight, bias);
+//     OpScope op(op_info::linear, x, weight);
+//     SACCADE_AUTOCAST(op, linear, x, weight, bias);
 //
-// which, when autocast is on in this thread, casts the arguments by the op's row of kAutocastPolicy and calls
+// which, when autocast is on in this thread, casts the arguments by the op's row and calls
 // the function again with autocast excluded (so the ops it is made of are not cast a second time), as
 // PyTorch's Autocast dispatch key redispatches. The backward pass runs with autocast excluded too (the
 // engine): a gradient stays in the dtype its forward used. ops/ knows nothing of this; nn/ modules never
 // cast.
 #include <optional>
-#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "autograd/grad_mode.h"
+#include "autograd/op_table.h"
 #include "autograd/variable.h"
 #include "ops/dtype.h"
-#include "profiler/profiler.h"
 
 namespace saccade {
 
-/// How autocast treats an op's floating inputs (see the file comment).
-enum class AutocastPolicy { Lower, Float32, Promote, Keep };
-
-/// One row of the policy: an autograd function's name (as it names itself in errors) and its policy on
-/// CUDA and on the CPU.
-struct AutocastRule {
-  std::string_view op;
-  AutocastPolicy cuda;
-  AutocastPolicy cpu;
-};
-
-/// PyTorch's autocast policy for the ops saccade has (torch/csrc/autograd/autocast_mode.cpp: the CUDA and
-/// CPU "lower precision fp", "fp32" and "promote" lists), in one table. masked_softmax follows softmax, and
-/// the additive attention scores (a product, like bmm) run low.
-inline constexpr AutocastRule kAutocastPolicy[] = {
-    // run in 16 bits
-    {"matmul", AutocastPolicy::Lower, AutocastPolicy::Lower},
-    {"bmm", AutocastPolicy::Lower, AutocastPolicy::Lower},
-    {"mm", AutocastPolicy::Lower, AutocastPolicy::Lower},
-    {"linear", AutocastPolicy::Lower, AutocastPolicy::Lower},
-    {"conv2d", AutocastPolicy::Lower, AutocastPolicy::Lower},
-    {"flash_attention", AutocastPolicy::Lower, AutocastPolicy::Lower},
-    {"additive_attention_scores", AutocastPolicy::Lower, AutocastPolicy::Lower},
-    // give float32 (on the CPU, the losses only)
-    {"cross_entropy", AutocastPolicy::Float32, AutocastPolicy::Float32},
-    {"mse_loss", AutocastPolicy::Float32, AutocastPolicy::Float32},
-    {"softmax", AutocastPolicy::Float32, AutocastPolicy::Keep},
-    {"log_softmax", AutocastPolicy::Float32, AutocastPolicy::Keep},
-    {"masked_softmax", AutocastPolicy::Float32, AutocastPolicy::Keep},
-    // NOTE: float32 on the CPU too, where PyTorch lists it nowhere: its CPU kernel takes a bf16 input beside
-    // float32 weights and computes in float32; ours takes one dtype, and casting the input computes the same
-    {"layer_norm", AutocastPolicy::Float32, AutocastPolicy::Float32},
-    {"rms_norm", AutocastPolicy::Float32, AutocastPolicy::Float32},
-    {"logsumexp", AutocastPolicy::Float32, AutocastPolicy::Keep},
-    {"exp", AutocastPolicy::Float32, AutocastPolicy::Keep},
-    {"log", AutocastPolicy::Float32, AutocastPolicy::Keep},
-    {"pow", AutocastPolicy::Float32, AutocastPolicy::Keep},
-    {"sum", AutocastPolicy::Float32, AutocastPolicy::Keep},
-    // on neither list
-    {"mean", AutocastPolicy::Keep, AutocastPolicy::Keep},
-    // promote to the widest input
-    {"cat", AutocastPolicy::Promote, AutocastPolicy::Promote},
-    {"stack", AutocastPolicy::Promote, AutocastPolicy::Promote},
-};
-
-/// The policy of `op` on `device`'s kind; throws saccade::Error naming autocast when `op` has no row (a
-/// function that calls SACCADE_AUTOCAST must be in the table).
-AutocastPolicy autocast_policy(std::string_view op, Device device);
+/// The policy of `op` on `device`'s kind: its row's autocast_cpu or autocast_cuda column (AutocastPolicy,
+/// autograd/op_table.h).
+inline AutocastPolicy autocast_policy(const OpInfo& op, Device device) {
+  return device.is_cpu() ? op.autocast_cpu : op.autocast_cuda;
+}
 
 /// Whether autocast is on in this thread (a live AutocastGuard), and the 16-bit dtype it lowers to.
 bool autocast_enabled();
@@ -200,7 +158,7 @@ inline void device_of(std::optional<Device>&, const T&) {}
 /// device of its first Variable and returns f(cast args...) with autocast excluded. What SACCADE_AUTOCAST
 /// calls.
 template <class F, class... Args>
-auto redispatch(std::string_view op, F&& f, const Args&... args) {
+auto redispatch(const OpInfo& op, F&& f, const Args&... args) {
   std::optional<Device> device;
   (detail::device_of(device, args), ...);
   const AutocastPolicy policy = autocast_policy(op, device.value_or(Device::cpu()));
@@ -214,14 +172,12 @@ auto redispatch(std::string_view op, F&& f, const Args&... args) {
 
 }  // namespace saccade
 
-/// The one line at the top of an autograd function's forward that opts it into autocast (see the file
-/// comment): `op` is its name in kAutocastPolicy, `fn` the function itself, then its arguments in order.
-#define SACCADE_AUTOCAST(op, fn, ...)                                                        \
-  do {                                                                                       \
-    if (::saccade::autocast::active()) [[unlikely]] {                                        \
-      /* the second call opens the profiler's range again (check_defined): drop the first */ \
-      if (::saccade::profiler::is_active()) ::saccade::profiler::detail::discard_op(op);     \
-      return ::saccade::autocast::redispatch(                                                \
-          op, [&](const auto&... saccade_a_) { return fn(saccade_a_...); }, __VA_ARGS__);    \
-    }                                                                                        \
+/// The one line after an autograd function's OpScope that opts it into autocast (see the file comment):
+/// `scope` is that OpScope (its row gives the policy), `fn` the function itself, then its arguments in order.
+/// The scope's profiler range is dropped when it ends: the second call opens and closes its own.
+#define SACCADE_AUTOCAST(scope, fn, ...)                                                              \
+  do {                                                                                                \
+    if (::saccade::autocast::active()) [[unlikely]]                                                   \
+      return ::saccade::autocast::redispatch(                                                         \
+          (scope).info(), [&](const auto&... saccade_a_) { return fn(saccade_a_...); }, __VA_ARGS__); \
   } while (0)

@@ -93,10 +93,13 @@ std::vector<Variable> recompute_backward(
 
 namespace {
 
-// The one place history is recorded: check the result under anomaly mode, then attach a Node whose edges
-// lead to the inputs that require grad (nullptr for the others), or return a plain Variable.
-Variable record(const char* op, Tensor result, const Variable* inputs, size_t n, Node::BackwardFn backward) {
-  const uint64_t flow = profiler::is_active() ? detail::profile_forward(op, result, inputs, n) : 0;
+// The one place history is recorded: close the op's profiler range (`range`, 0 when none is open) with its
+// cost, check the result under anomaly mode, then attach a Node whose edges lead to the inputs that require
+// grad (nullptr for the others), or return a plain Variable.
+Variable record(const char* op, const CostModel& cost, uint64_t range, Tensor result, const Variable* inputs,
+                size_t n, Node::BackwardFn backward) {
+  const uint64_t flow =
+      profiler::is_active() ? detail::profile_forward(range, op, cost, result, inputs, n) : 0;
   // inside a derivative rule the engine checks what the rule returns, naming the rule's op
   if (anomaly_mode_enabled() && !Node::current())
     SACCADE_CHECK(all_finite(result),
@@ -118,14 +121,26 @@ Variable record(const char* op, Tensor result, const Variable* inputs, size_t n,
 
 }  // namespace
 
-Variable make_result(const char* op, Tensor result, std::initializer_list<Variable> inputs,
+Variable make_result(OpScope& op, Tensor result, std::initializer_list<Variable> inputs,
                      Node::BackwardFn backward) {
-  return record(op, std::move(result), inputs.begin(), inputs.size(), std::move(backward));
+  return record(op.info().name, *op.info().cost, op.take_range(), std::move(result), inputs.begin(),
+                inputs.size(), std::move(backward));
 }
 
-Variable make_result(const char* op, Tensor result, const std::vector<Variable>& inputs,
+Variable make_result(OpScope& op, Tensor result, const std::vector<Variable>& inputs,
                      Node::BackwardFn backward) {
-  return record(op, std::move(result), inputs.data(), inputs.size(), std::move(backward));
+  return record(op.info().name, *op.info().cost, op.take_range(), std::move(result), inputs.data(),
+                inputs.size(), std::move(backward));
+}
+
+Variable make_result(const char* name, Tensor result, std::initializer_list<Variable> inputs,
+                     Node::BackwardFn backward) {
+  return record(name, cost::kBytes, 0, std::move(result), inputs.begin(), inputs.size(), std::move(backward));
+}
+
+Variable make_result(const char* name, Tensor result, const std::vector<Variable>& inputs,
+                     Node::BackwardFn backward) {
+  return record(name, cost::kBytes, 0, std::move(result), inputs.data(), inputs.size(), std::move(backward));
 }
 
 }  // namespace saccade

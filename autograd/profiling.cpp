@@ -3,7 +3,6 @@
 #include "autograd/profiling.h"
 
 #include <cctype>
-#include <cstring>
 #include <mutex>
 #include <unordered_map>
 
@@ -11,40 +10,63 @@
 #include "autograd/variable.h"
 #include "profiler/flops.h"
 
-namespace saccade::detail {
+namespace saccade {
 
 namespace {
-
-bool is(const char* op, const char* name) { return std::strcmp(op, name) == 0; }
-
 int64_t bytes_of(const Tensor& t) { return t.defined() ? t.numel() * static_cast<int64_t>(t.itemsize()) : 0; }
+}  // namespace
 
-// What the forward op cost: FLOPs for products, else bytes moved. {flops, bytes}.
-std::pair<int64_t, int64_t> forward_cost(const char* op, const Tensor& y, const Variable* in, size_t n) {
-  if ((is(op, "matmul") || is(op, "mm") || is(op, "bmm")) && n >= 2) {
-    // y (..., m, n) from a (..., m, k): 2·numel(y)·k, whatever the broadcast batch (a 1-d a: k = its size)
-    const Shape& a = in[0].shape();
-    const int64_t k = a.size() >= 1 ? a[a.size() - 1] : 1;
-    return {profiler::flops::gemm(1, y.numel(), 1, k), 0};
-  }
-  if (is(op, "linear") && n >= 2) {  // x (..., in) · weight (out, in)ᵀ
-    return {profiler::flops::gemm(1, y.numel(), 1, in[1].shape()[1]), 0};
-  }
-  if (is(op, "conv2d") && n >= 2) {  // weight (C_out, C_in/groups, kH, kW)
-    return {profiler::flops::conv2d(y.numel(), in[1].numel(), in[1].shape()[0]), 0};
-  }
-  if (is(op, "flash_attention") && n >= 3 && in[0].dim() == 4) {  // q (B, H, Tq, D), k, v (B, H, Tk, D/Dv)
-    const Shape &q = in[0].shape(), &v = in[2].shape();
-    return {profiler::flops::attention(q[0] * q[1], q[2], v[2], q[3], v[3]), 0};
-  }
+// ---- the cost models of autograd/op_table.h ----
+
+OpCost cost::bytes_forward(const Tensor& y, const Variable* in, size_t n) {
   int64_t in_bytes = 0;
   for (size_t i = 0; i < n; ++i) {
     if (!in[i].defined()) continue;
-    if (in[i].data().storage() == y.storage()) return {0, 0};  // a view: nothing moved
+    if (in[i].data().storage() == y.storage()) return {};  // a view: nothing moved
     in_bytes += bytes_of(in[i].data());
   }
   return {0, profiler::flops::bytes_moved(in_bytes, bytes_of(y))};
 }
+
+OpCost cost::gemm_forward(const Tensor& y, const Variable* in, size_t n) {
+  if (n < 2) return bytes_forward(y, in, n);
+  // y (..., m, n) from a (..., m, k): 2·numel(y)·k, whatever the broadcast batch (a 1-d a: k = its size)
+  const Shape& a = in[0].shape();
+  const int64_t k = a.size() >= 1 ? a[a.size() - 1] : 1;
+  return {profiler::flops::gemm(1, y.numel(), 1, k), 0};
+}
+
+OpCost cost::linear_forward(const Tensor& y, const Variable* in, size_t n) {
+  if (n < 2) return bytes_forward(y, in, n);
+  return {profiler::flops::gemm(1, y.numel(), 1, in[1].shape()[1]), 0};  // x (..., in) · weight (out, in)ᵀ
+}
+
+OpCost cost::conv2d_forward(const Tensor& y, const Variable* in, size_t n) {
+  if (n < 2) return bytes_forward(y, in, n);
+  return {profiler::flops::conv2d(y.numel(), in[1].numel(), in[1].shape()[0]), 0};  // weight (C_out, ...)
+}
+
+OpCost cost::attention_forward(const Tensor& y, const Variable* in, size_t n) {
+  if (n < 3 || in[0].dim() != 4) return bytes_forward(y, in, n);
+  const Shape &q = in[0].shape(), &v = in[2].shape();  // q (B, H, Tq, D), k, v (B, H, Tk, D/Dv)
+  return {profiler::flops::attention(q[0] * q[1], q[2], v[2], q[3], v[3]), 0};
+}
+
+int64_t cost::products_backward(int64_t forward_flops) {
+  return profiler::flops::product_backward(forward_flops);
+}
+int64_t cost::attention_backward(int64_t forward_flops) {
+  return profiler::flops::attention_backward(forward_flops);
+}
+
+}  // namespace saccade
+
+namespace saccade::detail {
+
+namespace {
+
+// The forward FLOPs of the op whose arrow is about to be linked (same thread, between the two calls).
+thread_local int64_t tls_last_backward_flops = 0;
 
 struct NodeInfo {
   uint64_t flow;
@@ -60,9 +82,6 @@ std::unordered_map<const Node*, NodeInfo>& nodes() {
   static auto* m = new std::unordered_map<const Node*, NodeInfo>;
   return *m;
 }
-
-// The forward FLOPs of the op whose arrow is about to be linked (same thread, between the two calls).
-thread_local int64_t tls_last_backward_flops = 0;
 
 // "flash_attention" -> "FlashAttentionBackward", once per op name and thread
 const char* backward_name(const std::string& op) {
@@ -86,19 +105,21 @@ const char* backward_name(const std::string& op) {
 
 }  // namespace
 
-void profile_op_begin_shapes(const char* op, std::string shapes) {
+uint64_t profile_op_begin_shapes(const char* op, std::string shapes) {
   if (shapes.size() >= 2) shapes.resize(shapes.size() - 2);  // the last ", "
   if (profiler::active_options().record_shapes) shapes = "[" + shapes + "]";
-  profiler::detail::begin_op(op, std::move(shapes));
+  return profiler::detail::begin_op(op, std::move(shapes));
 }
 
-uint64_t profile_forward(const char* op, const Tensor& result, const Variable* inputs, size_t n) {
-  int64_t flops = 0, bytes = 0;
-  if (profiler::active_options().with_flops) std::tie(flops, bytes) = forward_cost(op, result, inputs, n);
-  tls_last_backward_flops = is(op, "flash_attention") ? profiler::flops::attention_backward(flops)
-                                                      : profiler::flops::product_backward(flops);
+void profile_op_discard(uint64_t range) { profiler::detail::discard_op(range); }
+
+uint64_t profile_forward(uint64_t range, const char* op, const CostModel& cost, const Tensor& result,
+                         const Variable* inputs, size_t n) {
+  OpCost c;
+  if (profiler::active_options().with_flops) c = cost.forward(result, inputs, n);
+  tls_last_backward_flops = cost.backward_flops(c.flops);
   const uint64_t flow = profiler::detail::next_flow_id();
-  profiler::detail::end_op(op, flops, bytes, flow);
+  profiler::detail::end_op(range, op, c.flops, c.bytes, flow);
   return flow;
 }
 

@@ -36,6 +36,7 @@ struct ThreadBuffer {
 };
 
 struct OpenOp {
+  uint64_t id;  // begin_op's answer: how end_op and discard_op find it
   const char* op;
   int64_t start_ns;
   std::string shapes;
@@ -64,6 +65,7 @@ thread_local std::string tls_name;
 thread_local std::shared_ptr<ThreadBuffer> tls_buffer;
 thread_local std::vector<std::pair<const char*, int64_t>> tls_ranges;  // name, start
 thread_local std::vector<OpenOp> tls_ops;
+thread_local uint64_t tls_next_op_id = 0;
 thread_local bool tls_in_backward = false;
 
 ThreadBuffer& buffer() {
@@ -153,15 +155,26 @@ void pop_range() {
   if (!tls_ranges.empty()) tls_ranges.pop_back();
 }
 
-void begin_op(const char* op, std::string shapes) {
+uint64_t begin_op(const char* op, std::string shapes) {
   if (tls_ops.size() >= kMaxOpenOps) {
     nvtx_end(tls_ops.front().nvtx);
     tls_ops.erase(tls_ops.begin());
   }
-  tls_ops.push_back({op, now_ns(), std::move(shapes), generation(), nvtx_start(op)});
+  const uint64_t id = ++tls_next_op_id;
+  tls_ops.push_back({id, op, now_ns(), std::move(shapes), generation(), nvtx_start(op)});
+  return id;
 }
 
-void end_op(const char* op, int64_t flops, int64_t bytes, uint64_t flow_out) {
+namespace {
+// The index of the open op `id` on this thread, or -1 (never opened, closed, or trimmed at kMaxOpenOps).
+std::ptrdiff_t find_open_op(uint64_t id) {
+  for (size_t i = tls_ops.size(); id != 0 && i-- > 0;)
+    if (tls_ops[i].id == id) return static_cast<std::ptrdiff_t>(i);
+  return -1;
+}
+}  // namespace
+
+void end_op(uint64_t id, const char* op, int64_t flops, int64_t bytes, uint64_t flow_out) {
   const int64_t end = now_ns();
   Event e;
   e.name = op;
@@ -172,24 +185,21 @@ void end_op(const char* op, int64_t flops, int64_t bytes, uint64_t flow_out) {
   e.bytes = bytes;
   e.flow_out = flow_out;
   uint64_t gen = generation();
-  for (size_t i = tls_ops.size(); i-- > 0;) {
-    if (std::strcmp(tls_ops[i].op, op) != 0) continue;
-    e.start_ns = tls_ops[i].start_ns;
-    e.shapes = std::move(tls_ops[i].shapes);
-    gen = tls_ops[i].generation;
-    for (size_t j = tls_ops.size(); j-- > i;) nvtx_end(tls_ops[j].nvtx);
-    tls_ops.resize(i);
-    break;
+  if (const std::ptrdiff_t i = find_open_op(id); i >= 0) {
+    OpenOp& o = tls_ops[static_cast<size_t>(i)];
+    e.start_ns = o.start_ns;
+    e.shapes = std::move(o.shapes);
+    gen = o.generation;
+    for (size_t j = tls_ops.size(); j-- > static_cast<size_t>(i);) nvtx_end(tls_ops[j].nvtx);
+    tls_ops.resize(static_cast<size_t>(i));
   }
   record(std::move(e), gen);
 }
 
-void discard_op(const char* op) {
-  for (size_t i = tls_ops.size(); i-- > 0;) {
-    if (std::strcmp(tls_ops[i].op, op) != 0) continue;
-    nvtx_end(tls_ops[i].nvtx);
-    tls_ops.erase(tls_ops.begin() + static_cast<std::ptrdiff_t>(i));
-    return;
+void discard_op(uint64_t id) {
+  if (const std::ptrdiff_t i = find_open_op(id); i >= 0) {
+    nvtx_end(tls_ops[static_cast<size_t>(i)].nvtx);
+    tls_ops.erase(tls_ops.begin() + i);
   }
 }
 

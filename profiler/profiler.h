@@ -177,14 +177,14 @@ void record_memory(int64_t delta, const char* device);
 const char* current_range();
 void push_range(const char* name, int64_t start_ns);
 void pop_range();
-/// Open forward ops of this thread: begin_op at an op's first-line check, end_op when it makes its result.
-/// end_op finds the innermost open op of that name (ops opened above it and never closed, such as
-/// composites or ops that threw, are dropped) and records it; with none open it records a zero-length one.
-void begin_op(const char* op, std::string shapes);
-void end_op(const char* op, int64_t flops, int64_t bytes, uint64_t flow_out);
-/// Closes the innermost open op named `op` without recording it (nothing when none is open): an op that
-/// hands itself on to a second call of itself (autocast's redispatch) leaves the range to that call.
-void discard_op(const char* op);
+/// Open forward ops of this thread (autograd's OpScope, autograd/function.h): begin_op opens one and returns
+/// its id (never 0); end_op records the open op `id` as `op` (ops opened above it and never closed are
+/// dropped; with `id` not open, 0 included, it records a zero-length event); discard_op closes the open op
+/// `id` without recording it (nothing when it is not open): an op that threw, a composite whose parts record
+/// themselves, or one that handed itself on to a second call (autocast's redispatch).
+uint64_t begin_op(const char* op, std::string shapes);
+void end_op(uint64_t id, const char* op, int64_t flops, int64_t bytes, uint64_t flow_out);
+void discard_op(uint64_t id);
 /// How many forward ops are open on the calling thread (tests).
 size_t open_ops();
 /// A new arrow id.

@@ -57,8 +57,8 @@ static Variable attention_composed(const Variable& q, const Variable& k, const V
 Variable flash_attention(const Variable& q, const Variable& k, const Variable& v,
                          const ops::AttentionMask& mask, double scale, double dropout_p, bool training,
                          Generator* gen) {
-  check_defined("flash_attention", q, k, v);
-  SACCADE_AUTOCAST("flash_attention", flash_attention, q, k, v, mask, scale, dropout_p, training, gen);
+  OpScope op(op_info::flash_attention, q, k, v);
+  SACCADE_AUTOCAST(op, flash_attention, q, k, v, mask, scale, dropout_p, training, gen);
   // out = Z(P) V with P = softmax(S), S = q kᵀ · scale (masked), Z the dropout mask:
   //   dV = Z(P)ᵀ g,  dP = Z(g Vᵀ),  dS = P ⊙ (dP - rowsum(g ⊙ out)),  dq = scale dS k,  dk = scale dSᵀ q
   SACCADE_CHECK(q.defined() && k.defined() && v.defined(),
@@ -75,9 +75,9 @@ Variable flash_attention(const Variable& q, const Variable& k, const Variable& v
   ops::FlashAttentionForward f =
       ops::flash_attention_forward(q.data(), k.data(), v.data(), mask, scale, drop);
   drop.kept = f.kept;  // the backward reads the forward's keep flags where the CPU kept them
-  const char* op = "flash_attention";
-  SavedVariable sq(q, op), sk(k, op), sv(v, op);
-  SavedTensor so(f.out, op);
+  const OpInfo& row = op_info::flash_attention;
+  SavedVariable sq(q, row), sk(k, row), sv(v, row);
+  SavedTensor so(f.out, row);
   Tensor lse = f.lse;
   return make_result(op, f.out, {q, k, v}, [sq, sk, sv, so, lse, mask, scale, drop](const Variable& g) {
     const Variable qv = sq.get(), kv = sk.get(), vv = sv.get();
@@ -97,15 +97,15 @@ Variable flash_attention(const Variable& q, const Variable& k, const Variable& v
 
 // qp: (B, Tq, A), kp: (B, L, A), w_v: (A) -> scores (B, Tq, L)
 Variable additive_attention_scores(const Variable& qp, const Variable& kp, const Variable& w_v) {
-  check_defined("additive_attention_scores", qp, kp, w_v);
-  SACCADE_AUTOCAST("additive_attention_scores", additive_attention_scores, qp, kp, w_v);
+  OpScope op(op_info::additive_attention_scores, qp, kp, w_v);
+  SACCADE_AUTOCAST(op, additive_attention_scores, qp, kp, w_v);
   // scores = Σ_a w_v tanh(qp + kp), t = tanh(qp + kp):
   //   dw_v = Σ g t,  dqp = Σ_l g w_v (1 - t²),  dkp = Σ_i g w_v (1 - t²)
-  const char* op = "additive_attention_scores";
+  const OpInfo& row = op_info::additive_attention_scores;
   SACCADE_CHECK(qp.defined() && kp.defined() && w_v.defined(),
-                "{}: got an undefined projected query, projected key or w_v", op);
+                "{}: got an undefined projected query, projected key or w_v", row.name);
   Tensor scores = ops::additive_attention_scores(qp.data(), kp.data(), w_v.data());
-  SavedVariable sq(qp, op), sk(kp, op), sw(w_v, op);
+  SavedVariable sq(qp, row), sk(kp, row), sw(w_v, row);
   return make_result(op, scores, {qp, kp, w_v}, [sq, sk, sw](const Variable& g) {
     const Variable q = sq.get(), k = sk.get(), w = sw.get();
     if (grad_enabled())  // create_graph: through the composed reference
@@ -120,10 +120,10 @@ Variable additive_attention_scores(const Variable& qp, const Variable& kp, const
 
 // qp: (B, Tq, A), kp: (B, L, A), w_v: (A) -> (B, Tq, L)
 Variable additive_scores_composed(const Variable& qp, const Variable& kp, const Variable& w_v) {
-  const char* op = "additive_scores_composed";
-  ErrorScope scope(op);
-  check_defined(op, qp, kp, w_v);
-  ops::check_additive_scores(op, qp.data(), kp.data(), w_v.data());
+  const char* name = op_info::additive_scores_composed.name;
+  ErrorScope scope(name);
+  OpScope op(op_info::additive_scores_composed, qp, kp, w_v);
+  ops::check_additive_scores(name, qp.data(), kp.data(), w_v.data());
   // features: (B, Tq, 1, A) + (B, 1, L, A) -> (B, Tq, L, A); scores: features @ w_v -> (B, Tq, L)
   Variable features = tanh(add(unsqueeze(qp, 2), unsqueeze(kp, 1)));
   return squeeze(linear(features, unsqueeze(w_v, 0), Variable()), -1);

@@ -29,17 +29,17 @@ Variable mT(const Variable& v) { return transpose(v, -1, -2); }
 }  // namespace
 
 Variable matmul(const Variable& a, const Variable& b) {
-  check_defined("matmul", a, b);
-  SACCADE_AUTOCAST("matmul", matmul, a, b);
+  OpScope op(op_info::matmul, a, b);
+  SACCADE_AUTOCAST(op, matmul, a, b);
   // a: (*a, M, K) or (K), b: (*b, K, N) or (K) -> (broadcast(*a, *b), M, N) without the dims of 1-d operands
   // y = a @ b:  da = g @ b^T,  db = a^T @ g, after making 1-d operands matrices (a (1, K), b (K, 1)) and g
   // the matching shape; broadcast batch dims are summed back by sum_to. Each gradient needs only the other
   // operand: save what will be used.
   const bool ga = a.requires_grad(), gb = b.requires_grad();
-  SavedVariable sa = gb ? SavedVariable(a, "matmul") : SavedVariable();
-  SavedVariable sb = ga ? SavedVariable(b, "matmul") : SavedVariable();
+  SavedVariable sa = gb ? SavedVariable(a, op_info::matmul) : SavedVariable();
+  SavedVariable sb = ga ? SavedVariable(b, op_info::matmul) : SavedVariable();
   const Shape xs = a.shape(), ys = b.shape();
-  return make_result("matmul", ops::matmul(a.data(), b.data()), {a, b},
+  return make_result(op, ops::matmul(a.data(), b.data()), {a, b},
                      [sa, sb, ga, gb, xs, ys](const Variable& g) -> Grads {
                        // 1-d operands as matrices: a (K) -> (1, K), b (K) -> (K, 1); g gets the dims matmul
                        // removed.
@@ -73,33 +73,32 @@ Variable matmul(const Variable& a, const Variable& b) {
 }
 
 Variable bmm(const Variable& a, const Variable& b) {
-  check_defined("bmm", a, b);
-  SACCADE_AUTOCAST("bmm", bmm, a, b);
+  OpScope op(op_info::bmm, a, b);
+  SACCADE_AUTOCAST(op, bmm, a, b);
   // a: (B, M, K), b: (B, K, N) -> (B, M, N)
   // y = a @ b:  da = g @ b^T,  db = a^T @ g
-  SavedVariable sa(a, "bmm"), sb(b, "bmm");
+  SavedVariable sa(a, op_info::bmm), sb(b, op_info::bmm);
   const bool ga = a.requires_grad(), gb = b.requires_grad();
-  return make_result(
-      "bmm", ops::bmm(a.data(), b.data()), {a, b}, [sa, sb, ga, gb](const Variable& g) -> Grads {
-        return {ga ? bmm(g, mT(sb.get())) : Variable(), gb ? bmm(mT(sa.get()), g) : Variable()};
-      });
+  return make_result(op, ops::bmm(a.data(), b.data()), {a, b}, [sa, sb, ga, gb](const Variable& g) -> Grads {
+    return {ga ? bmm(g, mT(sb.get())) : Variable(), gb ? bmm(mT(sa.get()), g) : Variable()};
+  });
 }
 
 Variable mm(const Variable& a, const Variable& b) {
-  check_defined("mm", a, b);
-  SACCADE_AUTOCAST("mm", mm, a, b);
+  OpScope op(op_info::mm, a, b);
+  SACCADE_AUTOCAST(op, mm, a, b);
   // a: (M, K), b: (K, N) -> (M, N)
   // y = a @ b:  da = g @ b^T,  db = a^T @ g
-  SavedVariable sa(a, "mm"), sb(b, "mm");
+  SavedVariable sa(a, op_info::mm), sb(b, op_info::mm);
   const bool ga = a.requires_grad(), gb = b.requires_grad();
-  return make_result("mm", ops::mm(a.data(), b.data()), {a, b}, [sa, sb, ga, gb](const Variable& g) -> Grads {
+  return make_result(op, ops::mm(a.data(), b.data()), {a, b}, [sa, sb, ga, gb](const Variable& g) -> Grads {
     return {ga ? mm(g, t(sb.get())) : Variable(), gb ? mm(t(sa.get()), g) : Variable()};
   });
 }
 
 Variable linear(const Variable& x, const Variable& weight, const Variable& bias) {
-  check_defined("linear", x, weight);
-  SACCADE_AUTOCAST("linear", linear, x, weight, bias);
+  OpScope op(op_info::linear, x, weight);
+  SACCADE_AUTOCAST(op, linear, x, weight, bias);
   // x: (*, in), weight: (out, in), bias: (out) -> (*, out)
   const Tensor &xt = x.data(), &wt = weight.data();
   SACCADE_CHECK(
@@ -116,15 +115,14 @@ Variable linear(const Variable& x, const Variable& weight, const Variable& bias)
   }
   // y = x W^T + b:  dx = g @ W,  dW = g^T @ x (all leading dims as rows),  db = Σ_rows g
   const bool gx = x.requires_grad(), gw = weight.requires_grad(), gb = bias.defined() && bias.requires_grad();
-  SavedVariable sx = gw ? SavedVariable(x, "linear") : SavedVariable();
-  SavedVariable sw = gx ? SavedVariable(weight, "linear") : SavedVariable();
-  return make_result(
-      "linear", y, {x, weight, bias}, [sx, sw, gx, gw, gb, in, out](const Variable& g) -> Grads {
-        const int64_t rows = leading_rows(g.shape());
-        Variable g2 = reshape(g, {rows, out});
-        return {gx ? matmul(g, sw.get()) : Variable(),
-                gw ? mm(t(g2), reshape(sx.get(), {rows, in})) : Variable(), gb ? sum(g2, {0}) : Variable()};
-      });
+  SavedVariable sx = gw ? SavedVariable(x, op_info::linear) : SavedVariable();
+  SavedVariable sw = gx ? SavedVariable(weight, op_info::linear) : SavedVariable();
+  return make_result(op, y, {x, weight, bias}, [sx, sw, gx, gw, gb, in, out](const Variable& g) -> Grads {
+    const int64_t rows = leading_rows(g.shape());
+    Variable g2 = reshape(g, {rows, out});
+    return {gx ? matmul(g, sw.get()) : Variable(), gw ? mm(t(g2), reshape(sx.get(), {rows, in})) : Variable(),
+            gb ? sum(g2, {0}) : Variable()};
+  });
 }
 
 }  // namespace saccade

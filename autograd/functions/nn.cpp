@@ -27,32 +27,34 @@ static Variable softmax_backward(const Variable& y, const Variable& g, int64_t d
 }
 
 // x: any shape; y: x's shape
-static Variable softmax_impl(const Variable& x, int64_t dim, bool log, const char* name) {
-  check_defined(name, x);
-  SACCADE_AUTOCAST(name, softmax_impl, x, dim, log, name);
-  ErrorScope scope(name);
+static Variable softmax_impl(const Variable& x, int64_t dim, bool log, const OpInfo& row) {
+  OpScope op(row, x);
+  SACCADE_AUTOCAST(op, softmax_impl, x, dim, log, row);
+  ErrorScope scope(row.name);
   // softmax y = e^x / Σ e^x:      dx = y ⊙ (g - Σ g ⊙ y)
   // log-softmax y = x - log Σ e^x: dx = g - e^y Σ g
   Tensor y = log ? ops::log_softmax(x.data(), dim) : ops::softmax(x.data(), dim);
-  SavedVariable sy = SavedVariable::output(y, name);
-  return make_result(name, y, {x}, [sy, dim, log](const Variable& g) -> Grads {
+  SavedVariable sy = SavedVariable::output(y, row);
+  return make_result(op, y, {x}, [sy, dim, log](const Variable& g) -> Grads {
     const Variable out = sy.get();
     return {softmax_backward(out, g.to(out.dtype()), dim, log)};
   });
 }
 
-Variable softmax(const Variable& x, int64_t dim) { return softmax_impl(x, dim, false, "softmax"); }
-Variable log_softmax(const Variable& x, int64_t dim) { return softmax_impl(x, dim, true, "log_softmax"); }
+Variable softmax(const Variable& x, int64_t dim) { return softmax_impl(x, dim, false, op_info::softmax); }
+Variable log_softmax(const Variable& x, int64_t dim) {
+  return softmax_impl(x, dim, true, op_info::log_softmax);
+}
 
 // x: (B, ..., Tq, Tk); valid_lens: (B) or (B, Tq) int64, or a Bool mask broadcastable to x
 Variable masked_softmax(const Variable& x, const Tensor& valid_lens_or_mask) {
-  check_defined("masked_softmax", x);
-  SACCADE_AUTOCAST("masked_softmax", masked_softmax, x, valid_lens_or_mask);
+  OpScope op(op_info::masked_softmax, x);
+  SACCADE_AUTOCAST(op, masked_softmax, x, valid_lens_or_mask);
   // y = softmax(x with -inf where masked):  dx = y ⊙ (g - Σ g ⊙ y), which is 0 wherever y = 0, so masked
   // positions and fully masked rows (all zeros) get zero gradient.
   Tensor y = ops::masked_softmax(x.data(), valid_lens_or_mask);
-  SavedVariable sy = SavedVariable::output(y, "masked_softmax");
-  return make_result("masked_softmax", y, {x}, [sy](const Variable& g) -> Grads {
+  SavedVariable sy = SavedVariable::output(y, op_info::masked_softmax);
+  return make_result(op, y, {x}, [sy](const Variable& g) -> Grads {
     const Variable out = sy.get();
     return {softmax_backward(out, g.to(out.dtype()), -1, false)};
   });
@@ -70,7 +72,7 @@ Shape trailing_dims(const Variable& x, const Shape& normalized_shape) {
 // x: (..., *normalized_shape); weight, bias: (normalized_shape)
 Variable layer_norm_composed(const Variable& x, const Shape& normalized_shape, const Variable& weight,
                              const Variable& bias, double eps) {
-  check_defined("layer_norm_composed", x);
+  OpScope op(op_info::layer_norm_composed, x);
   // y = (x - μ) / √(σ² + eps) ⊙ w + b over the last normalized_shape.size() dims (σ² biased)
   const Shape dims = trailing_dims(x, normalized_shape);
   Variable c = sub(x, mean(x, dims, true));
@@ -82,17 +84,17 @@ Variable layer_norm_composed(const Variable& x, const Shape& normalized_shape, c
 
 Variable layer_norm(const Variable& x, const Shape& normalized_shape, const Variable& weight,
                     const Variable& bias, double eps) {
-  check_defined("layer_norm", x);
-  SACCADE_AUTOCAST("layer_norm", layer_norm, x, normalized_shape, weight, bias, eps);
+  OpScope op(op_info::layer_norm, x);
+  SACCADE_AUTOCAST(op, layer_norm, x, normalized_shape, weight, bias, eps);
   ErrorScope scope("layer_norm");
   // y = x̂ ⊙ w + b,  x̂ = (x - μ) rstd:
   //   dx = rstd (ĝ - mean(ĝ) - x̂ mean(ĝ ⊙ x̂)) with ĝ = g ⊙ w,   dw = Σ_rows g ⊙ x̂,   db = Σ_rows g
   Tensor w = weight.defined() ? weight.data() : Tensor(), b = bias.defined() ? bias.data() : Tensor();
   ops::LayerNormForward f = ops::layer_norm_forward(x.data(), normalized_shape, w, b, eps);
-  SavedVariable sx(x, "layer_norm"), sw(weight, "layer_norm"), sb(bias, "layer_norm");
+  SavedVariable sx(x, op_info::layer_norm), sw(weight, op_info::layer_norm), sb(bias, op_info::layer_norm);
   Tensor mean = f.mean, rstd = f.rstd;
   const bool gw = weight.defined() && weight.requires_grad(), gb = bias.defined() && bias.requires_grad();
-  return make_result("layer_norm", f.out, {x, weight, bias},
+  return make_result(op, f.out, {x, weight, bias},
                      [sx, sw, sb, mean, rstd, normalized_shape, gw, gb, eps](const Variable& g) -> Grads {
                        const Variable xs = sx.get();
                        if (grad_enabled())  // create_graph: through the composed reference
@@ -129,7 +131,7 @@ double rms_norm_eps(const Variable& x, std::optional<double> eps) {
 // x: (..., *normalized_shape); weight: (normalized_shape)
 Variable rms_norm_composed(const Variable& x, const Shape& normalized_shape, const Variable& weight,
                            std::optional<double> eps) {
-  check_defined("rms_norm_composed", x);
+  OpScope op(op_info::rms_norm_composed, x);
   // y = x / √(mean(x²) + eps) ⊙ w over the last normalized_shape.size() dims
   const Shape dims = trailing_dims(x, normalized_shape);
   Variable y = mul(x, rsqrt(add(mean(mul(x, x), dims, true), rms_norm_eps(x, eps))));
@@ -138,18 +140,18 @@ Variable rms_norm_composed(const Variable& x, const Shape& normalized_shape, con
 
 Variable rms_norm(const Variable& x, const Shape& normalized_shape, const Variable& weight,
                   std::optional<double> eps) {
-  check_defined("rms_norm", x);
-  SACCADE_AUTOCAST("rms_norm", rms_norm, x, normalized_shape, weight, eps);
+  OpScope op(op_info::rms_norm, x);
+  SACCADE_AUTOCAST(op, rms_norm, x, normalized_shape, weight, eps);
   ErrorScope scope("rms_norm");
   // y = x̂ ⊙ w,  x̂ = x rstd,  rstd = 1 / √(mean(x²) + eps):
   //   dx = rstd (ĝ - x̂ mean(ĝ ⊙ x̂)) with ĝ = g ⊙ w,   dw = Σ_rows g ⊙ x̂
   const double e = rms_norm_eps(x, eps);
   ops::RmsNormForward f =
       ops::rms_norm_forward(x.data(), normalized_shape, weight.defined() ? weight.data() : Tensor(), e);
-  SavedVariable sx(x, "rms_norm"), sw(weight, "rms_norm");
+  SavedVariable sx(x, op_info::rms_norm), sw(weight, op_info::rms_norm);
   Tensor rstd = f.rstd;
   const bool gw = weight.defined() && weight.requires_grad();
-  return make_result("rms_norm", f.out, {x, weight},
+  return make_result(op, f.out, {x, weight},
                      [sx, sw, rstd, normalized_shape, gw, e](const Variable& g) -> Grads {
                        const Variable xs = sx.get();
                        if (grad_enabled())  // create_graph: through the composed reference
@@ -168,26 +170,26 @@ Variable rms_norm(const Variable& x, const Shape& normalized_shape, const Variab
 
 // x: any shape; mask: x's shape
 Variable dropout(const Variable& x, double p, bool training, Generator* gen) {
-  check_defined("dropout", x);
+  OpScope op(op_info::dropout, x);
   ErrorScope scope("dropout");
   // y = x ⊙ m,  m ∈ {0, 1/(1-p)}:  dx = g ⊙ m
   ops::DropoutResult r = ops::dropout(x.data(), p, training, gen);
   if (!r.mask.defined()) return x;
   Tensor mask = r.mask;
-  return make_result("dropout", r.out, {x}, [mask](const Variable& g) -> Grads { return {mul(g, mask)}; });
+  return make_result(op, r.out, {x}, [mask](const Variable& g) -> Grads { return {mul(g, mask)}; });
 }
 
 // gi, gh: (B, 3H) [r | z | n], h: (B, H) -> h': (B, H)
 Variable gru_gates(const Variable& gi, const Variable& gh, const Variable& h) {
-  check_defined("gru_gates", gi, gh, h);
+  OpScope op(op_info::gru_gates, gi, gh, h);
   ErrorScope scope("gru_gates");
   // r = σ(gi_r + gh_r), z = σ(gi_z + gh_z), n = tanh(gi_n + r ⊙ gh_n), h' = n + z ⊙ (h - n):
   //   dh = g z,  a_n = g (1 - z)(1 - n²),  a_r = a_n gh_n r (1 - r),  a_z = g (h - n) z (1 - z),
   //   dgi = [a_r, a_z, a_n],  dgh = [a_r, a_z, a_n r]
   ops::GruGates f = ops::gru_gates(gi.data(), gh.data(), h.data());
-  SavedVariable sgi(gi, "gru_gates"), sgh(gh, "gru_gates"), sh(h, "gru_gates");
+  SavedVariable sgi(gi, op_info::gru_gates), sgh(gh, op_info::gru_gates), sh(h, op_info::gru_gates);
   Tensor saved = f.saved;
-  return make_result("gru_gates", f.h, {gi, gh, h}, [sgi, sgh, sh, saved](const Variable& g) -> Grads {
+  return make_result(op, f.h, {gi, gh, h}, [sgi, sgh, sh, saved](const Variable& g) -> Grads {
     if (grad_enabled())  // create_graph: through the composed reference
       return recompute_backward(
           {sgi.get(), sgh.get(), sh.get()},
@@ -210,8 +212,8 @@ Variable gru_gates_composed(const Variable& gi, const Variable& gh, const Variab
 // logits: (N, C); target: (N) int64; loss: () or (N)
 Variable cross_entropy(const Variable& logits, const Tensor& target, int64_t ignore_index,
                        Reduction reduction, double label_smoothing) {
-  check_defined("cross_entropy", logits, target);
-  SACCADE_AUTOCAST("cross_entropy", cross_entropy, logits, target, ignore_index, reduction, label_smoothing);
+  OpScope op(op_info::cross_entropy, logits, target);
+  SACCADE_AUTOCAST(op, cross_entropy, logits, target, ignore_index, reduction, label_smoothing);
   if (logits.dim() > 2) {
     // logits (N, C, d...), target (N, d...): classes to the last dim, the rest flattened -> (M, C), (M)
     Shape want = logits.shape();
@@ -233,31 +235,30 @@ Variable cross_entropy(const Variable& logits, const Tensor& target, int64_t ign
   // NOTE: under create_graph, log p is recomputed from the saved logits, so that it carries their history
   Tensor logp = f.log_probs, q = f.weights;
   const int64_t count = f.count, n = logits.shape()[0];
-  SavedVariable sz(logits, "cross_entropy");
-  return make_result("cross_entropy", f.loss, {logits},
-                     [logp, q, sz, count, n, reduction](const Variable& g) -> Grads {
-                       Variable lp = grad_enabled() ? log_softmax(sz.get(), 1) : Variable(logp);
-                       Variable gi = g.to(logp.dtype());
-                       if (reduction == Reduction::None) gi = view(gi, {n, 1});
-                       if (reduction == Reduction::Mean) gi = div(gi, static_cast<double>(count));
-                       // p = softmax(log p) (the row sums of e^(log p) are 1): the vectorised row kernel,
-                       // where exp was libm's per element
-                       Variable dz = sub(mul(softmax(lp, 1), ops::sum(q, {1}, true)), q);
-                       return {mul(dz, gi)};
-                     });
+  SavedVariable sz(logits, op_info::cross_entropy);
+  return make_result(op, f.loss, {logits}, [logp, q, sz, count, n, reduction](const Variable& g) -> Grads {
+    Variable lp = grad_enabled() ? log_softmax(sz.get(), 1) : Variable(logp);
+    Variable gi = g.to(logp.dtype());
+    if (reduction == Reduction::None) gi = view(gi, {n, 1});
+    if (reduction == Reduction::Mean) gi = div(gi, static_cast<double>(count));
+    // p = softmax(log p) (the row sums of e^(log p) are 1): the vectorised row kernel,
+    // where exp was libm's per element
+    Variable dz = sub(mul(softmax(lp, 1), ops::sum(q, {1}, true)), q);
+    return {mul(dz, gi)};
+  });
 }
 
 // a, b: same shape; loss: () or a's shape
 Variable mse_loss(const Variable& a, const Variable& b, Reduction reduction) {
-  check_defined("mse_loss", a, b);
-  SACCADE_AUTOCAST("mse_loss", mse_loss, a, b, reduction);
+  OpScope op(op_info::mse_loss, a, b);
+  SACCADE_AUTOCAST(op, mse_loss, a, b, reduction);
   // loss = reduce((a - b)^2):  da = 2 (a - b) g / (n for Mean),  db = -da
   // NOTE: under create_graph, a - b is recomputed from the saved inputs, so that it carries their history
   Tensor loss = ops::mse_loss(a.data(), b.data(), reduction);
   Tensor d = ops::sub(a.data(), b.data());
   const double scale = reduction == Reduction::Mean ? 2.0 / static_cast<double>(d.numel()) : 2.0;
-  SavedVariable sa(a, "mse_loss"), sb(b, "mse_loss");
-  return make_result("mse_loss", loss, {a, b}, [d, sa, sb, scale](const Variable& g) -> Grads {
+  SavedVariable sa(a, op_info::mse_loss), sb(b, op_info::mse_loss);
+  return make_result(op, loss, {a, b}, [d, sa, sb, scale](const Variable& g) -> Grads {
     Variable diff = grad_enabled() ? sub(sa.get(), sb.get()) : Variable(d);
     Variable da = mul(mul(diff, g.to(d.dtype())), scale);
     return {da, neg(da)};

@@ -35,11 +35,11 @@ static Variable expand_back(const Variable& g, const Shape& shape, const Shape& 
 }
 
 Variable sum(const Variable& a, const Shape& dims, bool keepdim) {
-  check_defined("sum", a);
-  SACCADE_AUTOCAST("sum", sum, a, dims, keepdim);
+  OpScope op(op_info::sum, a);
+  SACCADE_AUTOCAST(op, sum, a, dims, keepdim);
   // y = Σ_dims a:  da = g expanded over dims
   Shape s = a.shape();
-  return make_result("sum", ops::sum(a.data(), dims, keepdim), {a},
+  return make_result(op, ops::sum(a.data(), dims, keepdim), {a},
                      [s, dims, keepdim](const Variable& g) -> Grads {
                        return {contiguous(expand_back(g, s, dims, keepdim))};
                      });
@@ -47,48 +47,48 @@ Variable sum(const Variable& a, const Shape& dims, bool keepdim) {
 Variable sum(const Variable& a) { return sum(a, {}, false); }
 
 Variable mean(const Variable& a, const Shape& dims, bool keepdim) {
-  check_defined("mean", a);
-  SACCADE_AUTOCAST("mean", mean, a, dims, keepdim);
+  OpScope op(op_info::mean, a);
+  SACCADE_AUTOCAST(op, mean, a, dims, keepdim);
   // y = Σ_dims a / n:  da = g / n expanded over dims
   Shape s = a.shape();
   Tensor y = ops::mean(a.data(), dims, keepdim);
   double n = static_cast<double>(a.numel()) / static_cast<double>(std::max<int64_t>(y.numel(), 1));
-  return make_result("mean", y, {a}, [s, dims, keepdim, n](const Variable& g) -> Grads {
+  return make_result(op, y, {a}, [s, dims, keepdim, n](const Variable& g) -> Grads {
     return {div(expand_back(g, s, dims, keepdim), n)};
   });
 }
 Variable mean(const Variable& a) { return mean(a, {}, false); }
 
 // y = max_dims a:  da = g * [a == y] / (number of ties)
-static Variable extremum(const Variable& a, const Shape& dims, bool keepdim, bool is_max, const char* name) {
-  check_defined(name, a);
+static Variable extremum(const Variable& a, const Shape& dims, bool keepdim, bool is_max, const OpInfo& row) {
+  OpScope op(row, a);
   Tensor y = is_max ? ops::amax(a.data(), dims, keepdim) : ops::amin(a.data(), dims, keepdim);
-  SavedTensor sa(a.data(), name), sy(y, name);  // only compared: the weights are constants
+  SavedTensor sa(a.data(), row), sy(y, row);  // only compared: the weights are constants
   Shape s = a.shape();
-  return make_result(name, y, {a}, [sa, sy, s, dims, keepdim](const Variable& g) -> Grads {
+  return make_result(op, y, {a}, [sa, sy, s, dims, keepdim](const Variable& g) -> Grads {
     Tensor hit = ops::eq(sa.get(), expand_back(sy.get(), s, dims, keepdim).data()).to(g.dtype());
     Tensor count = ops::sum(hit, dims, true);
     return {mul(div(expand_back(g, s, dims, keepdim), count), hit)};
   });
 }
-Variable max(const Variable& a) { return extremum(a, {}, false, true, "max"); }
-Variable min(const Variable& a) { return extremum(a, {}, false, false, "min"); }
+Variable max(const Variable& a) { return extremum(a, {}, false, true, op_info::max); }
+Variable min(const Variable& a) { return extremum(a, {}, false, false, op_info::min); }
 Variable amax(const Variable& a, const Shape& dims, bool keepdim) {
-  return extremum(a, dims, keepdim, true, "amax");
+  return extremum(a, dims, keepdim, true, op_info::amax);
 }
 Variable amin(const Variable& a, const Shape& dims, bool keepdim) {
-  return extremum(a, dims, keepdim, false, "amin");
+  return extremum(a, dims, keepdim, false, op_info::amin);
 }
 
 // y = a[index] along dim:  da = zeros with g scattered to the index
 static VariableIndices arg_extremum(const Variable& a, int64_t dim, bool keepdim, bool is_max) {
-  const char* name = is_max ? "max" : "min";
-  check_defined(name, a);
+  const OpInfo& row = is_max ? op_info::max : op_info::min;
+  OpScope op(row, a);
   ops::ValuesIndices r = is_max ? ops::max(a.data(), dim, keepdim) : ops::min(a.data(), dim, keepdim);
   Shape s = a.shape();
-  int d = a.dim() == 0 ? 0 : normalize_dim(dim, a.dim(), name);
+  int d = a.dim() == 0 ? 0 : normalize_dim(dim, a.dim(), row.name);
   Tensor idx = keepdim || a.dim() == 0 ? r.indices : r.indices.unsqueeze(d);
-  Variable v = make_result(name, r.values, {a}, [s, d, idx](const Variable& g) -> Grads {
+  Variable v = make_result(op, r.values, {a}, [s, d, idx](const Variable& g) -> Grads {
     if (s.size() == 0) return {g};
     Variable gk = g.dim() == idx.dim() ? g : unsqueeze(g, d);
     Tensor onehot = ops::eq(ops::arange(0, static_cast<double>(s[d]), 1, DType::Int64, g.device()).view([&] {
@@ -109,7 +109,7 @@ VariableIndices min(const Variable& a, int64_t dim, bool keepdim) {
 }
 
 Variable var(const Variable& a, const Shape& dims, bool unbiased, bool keepdim) {
-  check_defined("var", a);
+  OpScope op(op_info::var, a);
   // composed: Σ (a - mean)^2 / (n - 1); the engine chains the rules of sub, mul, sum
   SACCADE_CHECK(is_floating(a.dtype()), "var: expected a float tensor, got {} of shape {}", a.dtype(),
                 a.shape());
@@ -124,14 +124,14 @@ Variable var(const Variable& a, const Shape& dims, bool unbiased, bool keepdim) 
 }
 
 Variable logsumexp(const Variable& a, const Shape& dims, bool keepdim) {
-  check_defined("logsumexp", a);
-  SACCADE_AUTOCAST("logsumexp", logsumexp, a, dims, keepdim);
+  OpScope op(op_info::logsumexp, a);
+  SACCADE_AUTOCAST(op, logsumexp, a, dims, keepdim);
   // y = log Σ e^a:  da = g * e^(a - y) = g * softmax(a)
   // NOTE: a row of all -inf (y = -inf) gets a zero gradient, not torch's NaN: e^(a - 0) = 0 there.
   Tensor y = ops::logsumexp(a.data(), dims, keepdim);
-  SavedVariable sa(a, "logsumexp"), sy = SavedVariable::output(y, "logsumexp");
+  SavedVariable sa(a, op_info::logsumexp), sy = SavedVariable::output(y, op_info::logsumexp);
   Shape s = a.shape();
-  return make_result("logsumexp", y, {a}, [sa, sy, s, dims, keepdim](const Variable& g) -> Grads {
+  return make_result(op, y, {a}, [sa, sy, s, dims, keepdim](const Variable& g) -> Grads {
     const Variable y = sy.get();
     Variable y_safe = masked_fill(y, ops::eq(y.data(), -INFINITY), 0.0);
     Variable p = exp(sub(sa.get(), expand_back(y_safe, s, dims, keepdim)));
@@ -140,12 +140,12 @@ Variable logsumexp(const Variable& a, const Shape& dims, bool keepdim) {
 }
 
 Variable sum_to(const Variable& a, const Shape& shape) {
-  check_defined("sum_to", a);
+  OpScope op(op_info::sum_to, a);
   // a: (..., S) broadcast from `shape` -> y (shape)
   // y = Σ over the broadcast dims of a:  da = g expanded back to a's shape
   Shape s = a.shape();
   if (s == shape) return a;
-  return make_result("sum_to", ops::sum_to(a.data(), shape), {a},
+  return make_result(op, ops::sum_to(a.data(), shape), {a},
                      [s](const Variable& g) -> Grads { return {expand(g, s)}; });
 }
 

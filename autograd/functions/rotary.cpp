@@ -14,9 +14,9 @@ using Grads = std::vector<Variable>;
 
 // y = R(±θ) x:  dx = R(∓θ) g  (a rotation's inverse is its transpose)
 Variable rotate(const Variable& x, const Tensor& cos, const Tensor& sin, RotaryStyle style, bool inverse) {
-  check_defined("rotary_embedding", x, cos, sin);
+  OpScope op(op_info::rotary_embedding, x, cos, sin);
   Tensor y = ops::rotary_embedding(x.data(), cos, sin, style, inverse);
-  return make_result("rotary_embedding", y, {x}, [cos, sin, style, inverse](const Variable& g) -> Grads {
+  return make_result(op, y, {x}, [cos, sin, style, inverse](const Variable& g) -> Grads {
     return {rotate(g, cos, sin, style, !inverse)};
   });
 }
