@@ -16,6 +16,7 @@
 #include "helpers.h"
 #include "ops/attention.h"
 #include "ops/cuda/api.h"
+#include "ops/cuda/attention_mma.h"
 #include "ops/cuda/attention_plan.h"
 
 using namespace saccade;
@@ -279,8 +280,9 @@ TEST_CASE("cuda attention: empty sizes give empty or zero results on both device
 
 namespace {
 
-// The tensor-core 16-bit kernels (attention_mma.cu, the default) and the float32 copies that replace them
-// when cuda::set_tensor_core_attention(false), on each problem against the CPU on the same 16-bit inputs, in
+// The tensor-core 16-bit kernels (attention_mma.cu, the default; both of cuda::MmaAttentionVariant: the
+// pipelined one and the readable one) and the float32 copies that replace them when
+// cuda::set_tensor_core_attention(false), on each problem against the CPU on the same 16-bit inputs, in
 // bfloat16 and float16; without a GPU only the CPU half runs.
 void check_tensor_core(const std::vector<Problem>& problems) {
   // cuda::set_tensor_core_attention(on) for one run; the setting before it restored when it leaves
@@ -288,6 +290,12 @@ void check_tensor_core(const std::vector<Problem>& problems) {
     bool before = cuda::tensor_core_attention();
     explicit TensorCoreGuard(bool on) { cuda::set_tensor_core_attention(on); }
     ~TensorCoreGuard() { cuda::set_tensor_core_attention(before); }
+  };
+  // cuda::set_mma_attention_variant(v) for one run, likewise
+  struct VariantGuard {
+    cuda::MmaAttentionVariant before = cuda::mma_attention_variant();
+    explicit VariantGuard(cuda::MmaAttentionVariant v) { cuda::set_mma_attention_variant(v); }
+    ~VariantGuard() { cuda::set_mma_attention_variant(before); }
   };
   for (DType dt : {DType::BFloat16, DType::Float16}) {
     // P is rounded to 16 bits before P V (as FlashAttention-2 does): out within a few 16-bit ulps of the CPU,
@@ -300,11 +308,16 @@ void check_tensor_core(const std::vector<Problem>& problems) {
       const Result c = run(pr, kCpu, dt);
       REQUIRE(c.out.dtype() == dt);
       if (!cuda_is_available()) continue;
-      for (bool tensor_cores : {true, false}) {
-        INFO("tensor cores " << tensor_cores);
+      // the tensor cores with each kernel (cuda/attention_mma.h), then the float32 copies
+      for (int variant : {0, 1, 2}) {
+        const bool tensor_cores = variant < 2;
+        const auto kernel =
+            variant == 0 ? cuda::MmaAttentionVariant::Pipelined : cuda::MmaAttentionVariant::Readable;
+        INFO("tensor cores " << tensor_cores << " kernel " << (variant == 0 ? "pipelined" : "readable"));
         Result g;
         {
           TensorCoreGuard guard(tensor_cores);
+          VariantGuard kernel_guard(kernel);
           g = run(pr, kGpu, dt);  // forward and backward on the tensor cores, or on float32 copies
         }
         REQUIRE(g.out.device() == kGpu);

@@ -160,3 +160,160 @@ TEST_CASE("mma fragments: one warp's S = Q K^T and O = P V through the kernel's 
         }
   }
 }
+
+namespace {
+
+// ldmatrix.sync.aligned.m8n8.{x1,x2,x4}{,.trans}.shared.b16 by the PTX ISA's definition (section 9.7.9.23),
+// written here without ops/cuda/mma.h: lanes 8 m .. 8 m + 7 give the row addresses (tile coordinates) of
+// matrix m's rows 0..7; register m of each lane gets row lane / 4, columns 2 (lane % 4), + 1 of matrix m, or
+// with .trans column lane / 4, rows 2 (lane % 4), + 1. Each register as its (low, high) 16-bit elements.
+using Reg = std::array<float, 2>;
+std::array<std::array<Reg, 4>, 32> emulated_ldmatrix(const std::vector<float>& tile, int ld,
+                                                     const std::array<mma::Coord, 32>& address, int num,
+                                                     bool trans) {
+  std::array<std::array<Reg, 4>, 32> regs{};
+  for (int lane = 0; lane < 32; ++lane)
+    for (int m = 0; m < num; ++m)
+      for (int h = 0; h < 2; ++h) {
+        const int row = trans ? 2 * (lane % 4) + h : lane / 4, col = trans ? lane / 4 : 2 * (lane % 4) + h;
+        const mma::Coord a = address[8 * m + row];
+        regs[lane][m][h] = tile[a.row * ld + a.col + col];
+      }
+  return regs;
+}
+
+template <class F>
+std::array<mma::Coord, 32> addresses(F f) {
+  std::array<mma::Coord, 32> a{};
+  for (int lane = 0; lane < 32; ++lane) a[lane] = f(lane);
+  return a;
+}
+
+// Whether each matrix's 8 row addresses (16 bytes each, 16-byte aligned) fall in 8 distinct groups of four
+// banks, the condition for an ldmatrix phase without bank conflicts, for a 16-bit tile with row stride ld.
+bool conflict_free(const std::array<mma::Coord, 32>& address, int ld) {
+  for (int m = 0; m < 4; ++m) {
+    std::set<int> groups;
+    for (int r = 0; r < 8; ++r) {
+      const int byte = 2 * (address[8 * m + r].row * ld + address[8 * m + r].col);
+      if (byte % 16 != 0) return false;
+      groups.insert(byte / 16 % 8);
+    }
+    if (groups.size() != 8) return false;
+  }
+  return true;
+}
+
+// A tile of distinct values (its index), rows of ld elements.
+std::vector<float> numbered(int rows, int ld) {
+  std::vector<float> t(static_cast<size_t>(rows) * ld);
+  for (size_t i = 0; i < t.size(); ++i) t[i] = static_cast<float>(i);
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("mma fragments: ldmatrix_element is the PTX element each lane receives", "[mma]") {
+  for (bool trans : {false, true}) {
+    const std::vector<float> tile = numbered(8, 8);  // one 8 x 8 matrix, rows given by lanes 0-7
+    const auto regs = emulated_ldmatrix(tile, 8, addresses([](int lane) {
+                                          return mma::Coord{lane & 7, 0};
+                                        }),
+                                        1, trans);
+    std::set<std::pair<int, int>> seen;
+    for (int lane = 0; lane < 32; ++lane)
+      for (int h = 0; h < 2; ++h) {
+        INFO("trans " << trans << " lane " << lane << " half " << h);
+        const mma::Coord e = mma::ldmatrix_element(lane, h, trans);
+        CHECK(regs[lane][0][h] == tile[e.row * 8 + e.col]);
+        seen.insert({e.row, e.col});
+      }
+    CHECK(seen.size() == 64);  // every element of the matrix once
+  }
+  for (int lane = 0; lane < 32; ++lane) {
+    CHECK(mma::ldmatrix_matrix(lane) * 8 + mma::ldmatrix_row(lane) == lane);
+  }
+}
+
+TEST_CASE("mma fragments: ldmatrix x4 loads equal the kernel's scalar fragment loads", "[mma]") {
+  // The forward's tiles (row stride kD + 8) and the backward's dS tile (64 keys + 8); offsets of a warp's
+  // 16 rows within the tile (16 w) as the kernels add them.
+  for (int ld : {64 + 8, 128 + 8}) {
+    const int kD = ld - 8;
+    INFO("row stride " << ld);
+    const std::vector<float> tile = numbered(64, ld);
+    for (int w = 0; w < 4; ++w)
+      for (int ks = 0; ks < kD / 16; ++ks) {  // A from a row-major (16, K) tile: rows 16 w .., k-step ks
+        INFO("warp " << w << " k-step " << ks);
+        const auto addr = addresses([&](int lane) {
+          const mma::Coord a = mma::a_ldmatrix(lane, ks);
+          return mma::Coord{16 * w + a.row, a.col};
+        });
+        CHECK(conflict_free(addr, ld));
+        const auto regs = emulated_ldmatrix(tile, ld, addr, 4, false);
+        for (int lane = 0; lane < 32; ++lane)
+          for (int i = 0; i < 8; ++i) {
+            const mma::Coord s = mma::a_source(lane, i, ks);
+            CHECK(regs[lane][i / 2][i % 2] == tile[(16 * w + s.row) * ld + s.col]);
+          }
+      }
+    for (int nt = 0; nt < 8; nt += 2)  // B from a row-major (N, K) tile: K in S = Q Kᵀ
+      for (int ks = 0; ks < kD / 16; ++ks) {
+        INFO("nt " << nt << " k-step " << ks);
+        const auto addr = addresses([&](int lane) { return mma::b_nk_ldmatrix(lane, nt, ks); });
+        CHECK(conflict_free(addr, ld));
+        const auto regs = emulated_ldmatrix(tile, ld, addr, 4, false);
+        for (int lane = 0; lane < 32; ++lane)
+          for (int t = 0; t < 2; ++t)
+            for (int i = 0; i < 4; ++i) {
+              const mma::Coord s = mma::b_source_nk(lane, i, nt + t, ks);
+              CHECK(regs[lane][2 * t + i / 2][i % 2] == tile[s.row * ld + s.col]);
+            }
+      }
+    for (int nd = 0; nd < kD / 8; nd += 2)  // B from a row-major (K, N) tile, .trans: V in O = P V
+      for (int kk = 0; kk < 4; ++kk) {
+        INFO("nd " << nd << " k-step " << kk);
+        const auto addr = addresses([&](int lane) { return mma::b_kn_ldmatrix_trans(lane, nd, kk); });
+        CHECK(conflict_free(addr, ld));
+        const auto regs = emulated_ldmatrix(tile, ld, addr, 4, true);
+        for (int lane = 0; lane < 32; ++lane)
+          for (int t = 0; t < 2; ++t)
+            for (int i = 0; i < 4; ++i) {
+              const mma::Coord s = mma::b_source_kn(lane, i, nd + t, kk);
+              CHECK(regs[lane][2 * t + i / 2][i % 2] == tile[s.row * ld + s.col]);
+            }
+      }
+  }
+  // without the padding, the 8 rows of a matrix share one group of banks: the check above can fail
+  CHECK_FALSE(conflict_free(addresses([](int lane) { return mma::a_ldmatrix(lane, 0); }), 64));
+}
+
+TEST_CASE("mma fragments: ldmatrix x1 and x2 give the first registers of x4", "[mma]") {
+  // x1 reads the addresses of lanes 0-7, x2 of lanes 0-15; the registers they fill are x4's first ones, and a
+  // later matrix loaded alone (its lanes' addresses moved to lanes 0-7) equals x4's register of that matrix.
+  const int ld = 72;
+  const std::vector<float> tile = numbered(64, ld);
+  for (bool trans : {false, true}) {
+    const auto addr = addresses([&](int lane) {
+      return trans ? mma::b_kn_ldmatrix_trans(lane, 2, 1) : mma::b_nk_ldmatrix(lane, 2, 1);
+    });
+    const auto x4 = emulated_ldmatrix(tile, ld, addr, 4, trans);
+    for (int num : {1, 2}) {
+      const auto x = emulated_ldmatrix(tile, ld, addr, num, trans);
+      for (int lane = 0; lane < 32; ++lane)
+        for (int m = 0; m < 4; ++m) {
+          INFO("trans " << trans << " x" << num << " lane " << lane << " matrix " << m);
+          if (m < num)
+            CHECK(x[lane][m] == x4[lane][m]);
+          else
+            CHECK(x[lane][m] == Reg{0, 0});  // not loaded
+        }
+    }
+    for (int m = 1; m < 4; ++m) {
+      std::array<mma::Coord, 32> alone{};
+      for (int r = 0; r < 8; ++r) alone[r] = addr[8 * m + r];
+      const auto x1 = emulated_ldmatrix(tile, ld, alone, 1, trans);
+      for (int lane = 0; lane < 32; ++lane) CHECK(x1[lane][0] == x4[lane][m]);
+    }
+  }
+}

@@ -86,4 +86,44 @@ SACCADE_MMA_HD Coord acc_coord(int lane, int i, int nt) {
   return {c.row, kN * nt + c.col};
 }
 
+// ---- ldmatrix.sync.aligned.m8n8.{x1,x2,x4}{,.trans}.shared.b16 (PTX ISA 9.7.9.23 "ldmatrix") ----
+// One instruction loads 1, 2 or 4 matrices of 8 x 8 16-bit elements from shared memory, each row 16
+// contiguous bytes at an address one lane supplies: lanes 8 m .. 8 m + 7 give rows 0..7 of matrix m (x1 reads
+// lanes 0-7, x2 lanes 0-15). Every lane receives one 32-bit register per matrix. Without .trans, register m
+// of lane holds matrix m's row lane / 4, columns 2 (lane % 4) and + 1 (low, high half); with .trans, column
+// lane / 4, rows 2 (lane % 4) and + 1 (the transposed matrix's row). The three functions below name, for the
+// kernel's x4 loads, the (row, column) of the tile where lane's row address points; the registers then come
+// out as the fragments of a_coord / b_coord (tests/test_mma_fragments.cpp checks this against the scalar
+// loads above).
+
+/// The matrix (0..3) whose row address lane supplies to ldmatrix.
+SACCADE_MMA_HD int ldmatrix_matrix(int lane) { return lane >> 3; }
+/// The row (0..7) of that matrix.
+SACCADE_MMA_HD int ldmatrix_row(int lane) { return lane & 7; }
+/// Where the element in half h (0: low 16 bits, 1: high) of each of lane's registers sits in its 8 x 8
+/// matrix, without (trans = false) or with .trans.
+SACCADE_MMA_HD Coord ldmatrix_element(int lane, int h, bool trans) {
+  const Coord c{lane >> 2, 2 * (lane & 3) + h};
+  return trans ? Coord{c.col, c.row} : c;
+}
+
+/// ldmatrix.x4 (no .trans) of the A fragment of k-step ks from a row-major (16, K) tile: lane's row address
+/// (row, column of the first of 8 elements). Registers 0..3 = a_coord's registers 0..3 (matrices: rows 0-7 /
+/// 8-15 times columns 0-7 / 8-15 of the k-step).
+SACCADE_MMA_HD Coord a_ldmatrix(int lane, int ks) { return {lane & 15, kK * ks + 8 * (lane >> 4)}; }
+
+/// ldmatrix.x4 (no .trans) of the B fragments of the 8-column tiles nt and nt + 1, k-step ks, from a
+/// row-major (N, K) tile (Bᵀ stored, as K in S = Q Kᵀ): lane's row address (row = n, column = k). Registers
+/// 0, 1 = tile nt's b registers 0, 1; registers 2, 3 = tile nt + 1's.
+SACCADE_MMA_HD Coord b_nk_ldmatrix(int lane, int nt, int ks) {
+  return {kN * (nt + (lane >> 4)) + (lane & 7), kK * ks + 8 * ((lane >> 3) & 1)};
+}
+
+/// ldmatrix.x4.trans of the B fragments of the 8-column tiles nd and nd + 1, k-step kk, from a row-major (K,
+/// N) tile (as V in O = P V): lane's row address (row = k, column = n). Registers 0, 1 = tile nd's b
+/// registers 0, 1; registers 2, 3 = tile nd + 1's.
+SACCADE_MMA_HD Coord b_kn_ldmatrix_trans(int lane, int nd, int kk) {
+  return {kK * kk + 8 * ((lane >> 3) & 1) + (lane & 7), kN * (nd + (lane >> 4))};
+}
+
 }  // namespace saccade::cuda::mma
