@@ -28,6 +28,7 @@
 
 #include "bench/bench_util.h"
 #include "ops/cuda/api.h"
+#include "ops/cuda/attention_mma.h"
 #include "saccade.h"
 
 using namespace saccade;
@@ -324,7 +325,15 @@ int attention_cuda_main(int samples, int64_t max_t) {
   else
     std::printf("(%s cannot import torch with CUDA: no PyTorch columns)\n", sb::python().c_str());
   // the 16-bit table and the GEMM first (issue 27's open goals), then the float32 table
-  half_table(samples, max_t, torch);
+  // both tensor-core kernels (ops/cuda/attention_mma.h): the pipelined one first, then the readable reference
+  const cuda::MmaAttentionVariant before = cuda::mma_attention_variant();
+  for (auto [variant, name] : {std::pair{cuda::MmaAttentionVariant::Pipelined, "pipelined"},
+                               std::pair{cuda::MmaAttentionVariant::Readable, "readable"}}) {
+    cuda::set_mma_attention_variant(variant);
+    std::printf("\ntensor-core kernel: %s\n", name);
+    half_table(samples, max_t, torch);
+  }
+  cuda::set_mma_attention_variant(before);
   gemm_rows(samples, torch);
   gqa_rows(samples, max_t, torch);
   std::printf("\nfloat32, (B, H, D) = (%lld, %lld, %lld)\n", static_cast<long long>(kB),

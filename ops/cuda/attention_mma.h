@@ -16,10 +16,11 @@ namespace saccade::cuda {
 enum class MmaAttentionVariant { Readable, Pipelined };
 
 namespace detail {
-inline std::atomic<MmaAttentionVariant> mma_attention_variant{MmaAttentionVariant::Pipelined};
+inline std::atomic<MmaAttentionVariant> mma_attention_variant{MmaAttentionVariant::Readable};
 }
 
-/// The kernel the tensor-core attention uses (process-wide; Pipelined by default).
+/// The kernel the tensor-core attention uses (process-wide). Readable by default: it passed its tests on an
+/// H200 (2026-11-28); Pipelined was written after that visit and has not run on a GPU yet.
 inline MmaAttentionVariant mma_attention_variant() {
   return detail::mma_attention_variant.load(std::memory_order_relaxed);
 }
