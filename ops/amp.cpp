@@ -1,4 +1,4 @@
-// Loss-scaling ops: argument checks here, the kernels per device (ops/cpu/amp.cpp, ops/cuda/amp.cu).
+// Loss-scaling ops: argument checks here, the kernels per device (cpu/amp.cpp, cuda/amp.cu).
 #include "ops/amp.h"
 
 #include "ops/backend.h"

@@ -4,10 +4,8 @@
 
 #include "ops/backend.h"
 #include "ops/creation.h"
-#include "ops/cuda/api.h"
 #include "ops/elementwise.h"
 #include "ops/nn.h"
-#include "ops/widen.h"
 
 namespace saccade::ops {
 
@@ -172,7 +170,7 @@ Tensor attention_dropout_mask(const AttentionDropout& d, const Shape& scores_sha
                               Device device) {
   if (d.p == 0) return Tensor();
   // the kernels' counter of weight (bh, i, j) is offset + (bh·Tq + i)·Tk + j (ops/cpu/attention_tiles.h's
-  // dropout_of, ops/cuda/attention.cuh's Masking::dropout): ops::dropout's counter of that flat element
+  // dropout_of, cuda/attention.cuh's Masking::dropout): ops::dropout's counter of that flat element
   Generator replay(d.seed);
   replay.advance(d.offset);
   return dropout(ones(scores_shape, dtype, device), d.p, true, &replay).mask;
@@ -190,25 +188,18 @@ FlashAttentionForward flash_attention_forward(const Tensor& q, const Tensor& k, 
   const Shape s = attention_scores_shape(q.shape(), k.shape());
   SACCADE_CHECK(!mask.keep.defined() || mask.keep.shape() == s, "{}: keep-mask {} for attention scores {}",
                 op, mask.keep.defined() ? mask.keep.shape() : Shape{}, s);
-  // 16-bit on CUDA: the backend's tensor-core kernel (ops/cuda/attention_mma.cu) while
-  // cuda::tensor_core_attention() is on (the default), else the readable path (float32 copies of q, k, v; out
-  // rounded once; lse float32).
-  // The CPU kernel widens head by head itself (ops/cpu/attention_half.cpp).
-  if (is_half(q.dtype()) && !q.device().is_cpu() && !cuda::tensor_core_attention()) {
-    FlashAttentionForward r = flash_attention_forward(f32(q), f32(k), f32(v), mask, scale, dropout);
-    r.out = r.out.to(q.dtype());
-    return r;
-  }
+  // 16-bit q, k, v go to the backend as they are, with a float32 lse: each backend's kernel picks its route
+  // (the CPU widens head by head; CUDA runs the tensor-core kernel or float32 copies, out rounded once).
   Tensor q4 = as_4d(q), k4 = as_4d(k), v4 = as_4d(v);
   Tensor out4 = empty_like_4d(q4, v4.size(3));
-  Tensor lse = Tensor::empty({q4.size(0), q4.size(1), q4.size(2)},
-                             is_half(q.dtype()) ? DType::Float32 : q.dtype(), q.device());
+  Tensor lse = Tensor::empty({q4.size(0), q4.size(1), q4.size(2)}, compute_dtype(q.dtype()), q.device());
   AttentionDropout d = dropout;
   d.kept = Tensor();
   const int64_t words = keep_flag_words(k4.size(2));
-  if (d.p > 0 && q.device().is_cpu() && words * 8 <= v4.size(3) * static_cast<int64_t>(q.itemsize()))
+  Backend& b = backend(q.device());
+  if (d.p > 0 && b.keeps_dropout_flags() && words * 8 <= v4.size(3) * static_cast<int64_t>(q.itemsize()))
     d.kept = zeros({q4.size(0) * q4.size(1) * q4.size(2), words}, DType::Int64, q.device());
-  backend(q.device()).flash_attention_forward(q4, k4, v4, mask_4d(mask), scale, d, out4, lse);
+  b.flash_attention_forward(q4, k4, v4, mask_4d(mask), scale, d, out4, lse);
   Shape os = q.shape(), ls;
   os[os.size() - 1] = v.size(-1);
   for (int i = 0; i + 1 < q.dim(); ++i) ls.push_back(q.size(i));
@@ -223,13 +214,13 @@ FlashAttentionGrads flash_attention_backward(const Tensor& gout, const Tensor& q
   check_attention_inputs(op, q, k, v, /*enable_gqa=*/true);
   check_fused_window(op, mask, q, k);
   check_dropout(op, dropout);
-  SACCADE_CHECK(
-      gout.defined() && out.defined() && lse.defined() && gout.shape() == out.shape() &&
-          out.dim() == q.dim() && out.size(-2) == q.size(-2) && out.size(-1) == v.size(-1) &&
-          lse.numel() * v.size(-1) == out.numel() && gout.dtype() == q.dtype() && out.dtype() == q.dtype() &&
-          lse.dtype() == (is_half(q.dtype()) ? DType::Float32 : q.dtype()),
-      "{}: gout {}, out {} and lse {} do not fit q {} and v {}", op, gout.defined() ? gout.shape() : Shape{},
-      out.defined() ? out.shape() : Shape{}, lse.defined() ? lse.shape() : Shape{}, q.shape(), v.shape());
+  SACCADE_CHECK(gout.defined() && out.defined() && lse.defined() && gout.shape() == out.shape() &&
+                    out.dim() == q.dim() && out.size(-2) == q.size(-2) && out.size(-1) == v.size(-1) &&
+                    lse.numel() * v.size(-1) == out.numel() && gout.dtype() == q.dtype() &&
+                    out.dtype() == q.dtype() && lse.dtype() == compute_dtype(q.dtype()),
+                "{}: gout {}, out {} and lse {} do not fit q {} and v {}", op,
+                gout.defined() ? gout.shape() : Shape{}, out.defined() ? out.shape() : Shape{},
+                lse.defined() ? lse.shape() : Shape{}, q.shape(), v.shape());
   if (dropout.kept.defined()) {
     int64_t rows = 1;
     for (int i = 0; i + 1 < q.dim(); ++i) rows *= q.size(i);
@@ -240,12 +231,6 @@ FlashAttentionGrads flash_attention_backward(const Tensor& gout, const Tensor& q
                   "(B·H·Tq, ⌈Tk/64⌉) = ({}, {})",
                   op, dropout.kept.shape(), dtype_name(dropout.kept.dtype()), q.shape(), k.shape(), rows,
                   words);
-  }
-  if (is_half(q.dtype()) && !q.device().is_cpu() && !cuda::tensor_core_attention()) {
-    // as the forward; gradients rounded once to q's dtype
-    FlashAttentionGrads g =
-        flash_attention_backward(f32(gout), f32(q), f32(k), f32(v), f32(out), lse, mask, scale, dropout);
-    return {g.gq.to(q.dtype()), g.gk.to(q.dtype()), g.gv.to(q.dtype())};
   }
   Tensor q4 = as_4d(q), k4 = as_4d(k), v4 = as_4d(v), o4 = as_4d(out), g4 = as_4d(gout);
   Tensor gq4 = empty_like_4d(q4, q4.size(3)), gk4 = empty_like_4d(k4, k4.size(3)),
@@ -274,8 +259,6 @@ void check_additive_scores(const char* op, const Tensor& qp, const Tensor& kp, c
 // qp: (B, Tq, A), kp: (B, L, A), w_v: (A) -> (B, Tq, L)
 Tensor additive_attention_scores(const Tensor& qp, const Tensor& kp, const Tensor& w_v) {
   check_additive_scores("additive_attention_scores", qp, kp, w_v);
-  if (is_half(qp.dtype()))  // 16 bits: float32 inside (tanh and the sum over A), the scores rounded once
-    return additive_attention_scores(f32(qp), f32(kp), f32(w_v)).to(qp.dtype());
   Tensor scores = Tensor::empty({qp.size(0), qp.size(1), kp.size(1)}, qp.dtype(), qp.device());
   backend(qp.device()).additive_attention_scores(qp.contiguous(), kp.contiguous(), w_v.contiguous(), scores);
   return scores;
@@ -291,11 +274,6 @@ AdditiveScoresGrads additive_attention_scores_backward(const Tensor& gscores, co
                 gscores.defined() ? gscores.shape() : Shape{},
                 gscores.defined() ? gscores.dtype() : qp.dtype(), s, qp.dtype());
   check_same_device(op, {&gscores, &qp});
-  if (is_half(qp.dtype())) {  // float32 inside, each gradient rounded once
-    AdditiveScoresGrads r = additive_attention_scores_backward(f32(gscores), f32(qp), f32(kp), f32(w_v));
-    r.gqp = r.gqp.to(qp.dtype()), r.gkp = r.gkp.to(qp.dtype()), r.gw_v = r.gw_v.to(qp.dtype());
-    return r;
-  }
   AdditiveScoresGrads r{Tensor::empty(qp.shape(), qp.dtype(), qp.device()),
                         Tensor::empty(kp.shape(), kp.dtype(), kp.device()),
                         Tensor::empty(w_v.shape(), w_v.dtype(), w_v.device())};

@@ -69,10 +69,11 @@ Tensor attention_dropout_mask(const AttentionDropout& dropout, const Shape& scor
 /// for 16-bit q, k, v: computed in float32, out rounded once; on a CPU with AVX512-BF16, bfloat16 q, k, v
 /// take P (and, in the backward, dS) rounded to bfloat16 for their products with v, dO, q and k, as PyTorch's
 /// CPU flash attention does: ops/cpu/attention_half.cpp).
-/// `kept`: when dropout.p > 0 on the CPU and the flags take no more memory than out (⌈Tk/64⌉ · 8 bytes a
-/// query row against Dv · itemsize: Tk up to 16·Dv in 16 bits, 32·Dv in float32, so memory stays
-/// O(B·H·T·D)), the keep flags the kernel drew (AttentionDropout::kept), for flash_attention_backward to take
-/// in its `dropout.kept` instead of drawing the numbers a second time; undefined otherwise.
+/// `kept`: when dropout.p > 0 on a backend that keeps flags (the CPU: Backend::keeps_dropout_flags) and the
+/// flags take no more memory than out (⌈Tk/64⌉ · 8 bytes a query row against Dv · itemsize: Tk up to 16·Dv in
+/// 16 bits, 32·Dv in float32, so memory stays O(B·H·T·D)), the keep flags the kernel drew
+/// (AttentionDropout::kept), for flash_attention_backward to take in its `dropout.kept` instead of drawing
+/// the numbers a second time; undefined otherwise.
 struct FlashAttentionForward {
   Tensor out, lse, kept;
 };

@@ -1,5 +1,6 @@
 // The backend contract's code: backend(device) picks the table, matrix_layout classifies a GEMM operand, the
-// op enums get their names, and every kernel a backend does not override throws, naming kernel and device.
+// op enums get their names, Backend::widen is the 16-bit route's widening, and the few kernels with a
+// default compose others (dropout, the GRU gates, rotary embedding).
 #include "ops/backend.h"
 
 #include <algorithm>
@@ -43,7 +44,7 @@ MatrixLayout matrix_layout(const Tensor& t) {
   return {};
 }
 
-// ---- default kernels ----
+// ---- op names ----
 
 // Switches, not arrays indexed by enum position: -Wswitch names any enumerator left without a name.
 std::string_view unary_op_name(UnaryOp op) {
@@ -128,89 +129,31 @@ std::string_view binary_op_name(BinaryOp op) {
   return "unknown binary op";
 }
 
-void Backend::missing(const char* kernel) const {
-  throw Error(fmt::format("{}: kernel not implemented on the {} backend", kernel, name()));
+// ---- the 16-bit route ----
+
+bool Backend::native_16bit(Kernel16) const { return false; }
+
+void Backend::widen(std::initializer_list<Tensor> in, std::initializer_list<Tensor> inout,
+                    std::initializer_list<Tensor> out,
+                    const std::function<void(const std::vector<Tensor>&)>& f32_kernel) {
+  auto is16 = [](const Tensor& t) { return t.defined() && is_half(t.dtype()); };
+  std::vector<Tensor> wide;
+  wide.reserve(in.size() + inout.size() + out.size());
+  for (const Tensor& t : in) wide.push_back(is16(t) ? t.to(DType::Float32) : t);
+  for (const Tensor& t : inout) wide.push_back(is16(t) ? t.to(DType::Float32) : t);
+  for (const Tensor& t : out)
+    wide.push_back(is16(t) ? Tensor::empty(t.shape(), DType::Float32, t.device()) : t);
+  f32_kernel(wide);
+  size_t i = in.size();
+  for (std::initializer_list<Tensor> written : {inout, out})
+    for (const Tensor& t : written) {
+      if (is16(t)) backend(t.device()).copy(wide[i], t);  // rounds to t's dtype
+      ++i;
+    }
 }
 
-void Backend::copy(const Tensor&, const Tensor&) { missing("copy"); }
-void Backend::amp_non_finite_check_and_unscale(const std::vector<Tensor>&, const Tensor&, const Tensor&) {
-  missing("amp_non_finite_check_and_unscale");
-}
-void Backend::amp_update_scale(const Tensor&, const Tensor&, const Tensor&, double, double, int64_t) {
-  missing("amp_update_scale");
-}
-void Backend::adam_step(const std::vector<Tensor>&, const std::vector<Tensor>&, const std::vector<Tensor>&,
-                        const std::vector<Tensor>&, const std::vector<double>&, const std::vector<double>&,
-                        const ops::AdamStepArgs&) {
-  missing("adam_step");
-}
-void Backend::pow_sum(const std::vector<Tensor>&, double, const Tensor&) { missing("pow_sum"); }
-void Backend::foreach_mul(const std::vector<Tensor>&, const Tensor&) { missing("foreach_mul"); }
-void Backend::flash_attention_forward(const Tensor&, const Tensor&, const Tensor&, const ops::AttentionMask&,
-                                      double, const ops::AttentionDropout&, const Tensor&, const Tensor&) {
-  missing("flash_attention_forward");
-}
-void Backend::flash_attention_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                                       const Tensor&, const Tensor&, const ops::AttentionMask&, double,
-                                       const ops::AttentionDropout&, const Tensor&, const Tensor&,
-                                       const Tensor&) {
-  missing("flash_attention_backward");
-}
-void Backend::additive_attention_scores(const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
-  missing("additive_attention_scores");
-}
-void Backend::additive_attention_scores_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                                                 const Tensor&, const Tensor&, const Tensor&) {
-  missing("additive_attention_scores_backward");
-}
-void Backend::fill(const Tensor&, double) { missing("fill"); }
-void Backend::arange(const Tensor&, double, double) { missing("arange"); }
-void Backend::unary(UnaryOp, const Tensor&, const Tensor&, double) { missing("unary"); }
-void Backend::binary(BinaryOp, const Tensor&, const Tensor&, const Tensor&) { missing("binary"); }
-void Backend::where(const Tensor&, const Tensor&, const Tensor&, const Tensor&) { missing("where"); }
-void Backend::reduce(ReduceOp, const Tensor&, const Tensor&, int64_t, int64_t, int64_t) { missing("reduce"); }
-void Backend::arg_reduce(ReduceOp, const Tensor&, const Tensor&, const Tensor&, int64_t, int64_t, int64_t) {
-  missing("arg_reduce");
-}
-void Backend::bmm(const Tensor&, const Tensor&, const Tensor&) { missing("bmm"); }
-void Backend::softmax(const Tensor&, const Tensor&, bool) { missing("softmax"); }
-void Backend::softmax_backward(const Tensor&, const Tensor&, const Tensor&, bool) {
-  missing("softmax_backward");
-}
-void Backend::layer_norm(const Tensor&, const Tensor&, const Tensor&, double, const Tensor&, const Tensor&,
-                         const Tensor&) {
-  missing("layer_norm");
-}
-void Backend::layer_norm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                                  const Tensor&, const Tensor&, const Tensor&) {
-  missing("layer_norm_backward");
-}
-void Backend::index_select(const Tensor&, const Tensor&, const Tensor&, int64_t, int64_t) {
-  missing("index_select");
-}
-void Backend::index_add(const Tensor&, const Tensor&, const Tensor&, int64_t, int64_t) {
-  missing("index_add");
-}
-void Backend::gather(const Tensor&, const Tensor&, const Tensor&, int64_t, int64_t) { missing("gather"); }
-void Backend::scatter_add(const Tensor&, const Tensor&, const Tensor&, int64_t, int64_t) {
-  missing("scatter_add");
-}
-void Backend::im2col(const Tensor&, const Tensor&, int, int, int, int, int, int) { missing("im2col"); }
-void Backend::col2im(const Tensor&, const Tensor&, int, int, int, int, int, int) { missing("col2im"); }
-void Backend::max_pool2d(const Tensor&, const Tensor&, const Tensor&, int, int, int, int, int, int) {
-  missing("max_pool2d");
-}
-void Backend::max_pool2d_backward(const Tensor&, const Tensor&, const Tensor&) {
-  missing("max_pool2d_backward");
-}
-void Backend::avg_pool2d(const Tensor&, const Tensor&, int, int, int, int, int, int) {
-  missing("avg_pool2d");
-}
-void Backend::avg_pool2d_backward(const Tensor&, const Tensor&, int, int, int, int, int, int) {
-  missing("avg_pool2d_backward");
-}
-void Backend::uniform(const Tensor&, uint64_t, uint64_t, double, double) { missing("uniform"); }
-void Backend::normal(const Tensor&, uint64_t, uint64_t, double, double) { missing("normal"); }
+// ---- composed default kernels ----
+
 void Backend::dropout(const Tensor& x, uint64_t seed, uint64_t offset, double p, const Tensor& out,
                       const Tensor& mask) {
   Tensor u = Tensor::empty(x.shape(), x.dtype(), x.device());

@@ -2,8 +2,10 @@
 // The dispatch table: one Backend per device type holds that device's kernels. An op in ops/*.cpp checks its
 // arguments, works out shapes and dtypes, allocates the result, then calls backend(device).kernel(...).
 // Kernels assume their arguments were checked: same device, shapes as documented here.
-// CPU kernels live in ops/cpu/, CUDA kernels in ops/cuda/; a kernel a backend lacks throws saccade::Error.
+// CPU kernels live in cpu/, CUDA kernels in cuda/ (beside this file).
 #include <cstdint>
+#include <functional>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -115,14 +117,57 @@ struct AttentionDropout {
 
 }  // namespace ops
 
+/// The kernels whose bfloat16 / float16 route a backend chooses (Backend::native_16bit): run on the 16-bit
+/// tensors themselves, or widened by Backend::widen (float32 copies in, the float32 kernel, each 16-bit
+/// output rounded once). The routing itself is Widening<> (ops/backend_widening.h). RmsNorm and
+/// RmsNormBackward are layer_norm and layer_norm_backward called with `mean` undefined.
+enum class Kernel16 {
+  Softmax,
+  SoftmaxBackward,
+  LayerNorm,
+  LayerNormBackward,
+  RmsNorm,
+  RmsNormBackward,
+  AdditiveScores,
+  AdditiveScoresBackward,
+  IndexAdd,
+  MaxPool2d,
+  MaxPool2dBackward,
+  AvgPool2d,
+  AvgPool2dBackward,
+  Dropout,
+  RotaryEmbedding,
+  Uniform,
+  Normal,
+};
+
 /// One device's kernels: a virtual function per kernel, each documented below with its contract (shapes,
-/// strides, dtypes). An op checks its arguments and allocates the result, then calls
-/// backend(device).kernel(...). The defaults throw saccade::Error naming the kernel; a backend overrides what
-/// it implements (CPU: ops/cpu/backend.h).
+/// strides, dtypes). A kernel of Kernel16 takes bfloat16 / float16 operands on every backend: natively, or
+/// widened by Widening<> (ops/backend_widening.h). An op checks its arguments and allocates the result, then
+/// calls backend(device).kernel(...). Every backend implements every kernel (they are pure virtual; CPU:
+/// ops/cpu/backend.h), except the few whose default composes other kernels (dropout, gru_gates,
+/// gru_gates_backward, rotary_embedding). A device saccade was built without has no backend at all
+/// (backend(device) throws).
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual const char* name() const = 0;
+
+  // ---- the 16-bit route ----
+  /// Whether this backend's kernel `k` takes bfloat16 / float16 tensors itself (loads and stores 16 bits,
+  /// computes in float32). The default: no kernel does, Widening<> widens them all. A kernel outside Kernel16
+  /// (copy, GEMM, elementwise, reductions, flash attention, ...) is native on every backend or throws.
+  virtual bool native_16bit(Kernel16 k) const;
+  /// The one widening of the 16-bit route: runs `f32_kernel` on float32 copies of the bfloat16 / float16
+  /// tensors among `in` and `inout`, and into float32 buffers standing in for those among `out` and `inout`
+  /// (an `inout` buffer starts as its copy), then rounds each buffer into the tensor it stands for (once, to
+  /// nearest even, as Tensor::to). Tensors of other dtypes (float32 statistics, int64 indices) and undefined
+  /// ones are passed as they are. `f32_kernel` gets the tensors in the order in, inout, out. Widening
+  /// is exact (float32 holds every bfloat16 and float16), so the numbers are the float32 kernel's rounded
+  /// once.
+  static void widen(std::initializer_list<Tensor> in, std::initializer_list<Tensor> inout,
+                    std::initializer_list<Tensor> out,
+                    const std::function<void(const std::vector<Tensor>&)>& f32_kernel);
 
   // ---- memory ----
   virtual void* allocate(size_t nbytes) = 0;
@@ -137,47 +182,47 @@ class Backend {
 
   // ---- copy and fill ----
   /// dst[i] = cast(src[i]); same shape, any strides, any dtypes (both on this device).
-  virtual void copy(const Tensor& src, const Tensor& dst);
+  virtual void copy(const Tensor& src, const Tensor& dst) = 0;
   /// every element of `out` (any strides) = value.
-  virtual void fill(const Tensor& out, double value);
+  virtual void fill(const Tensor& out, double value) = 0;
   /// out (contiguous, numel n): out[i] = start + i * step.
-  virtual void arange(const Tensor& out, double start, double step);
+  virtual void arange(const Tensor& out, double start, double step) = 0;
 
   // ---- elementwise: a, b, cond are already expanded to out's shape (stride 0 on broadcast dims) ----
   /// out = op(a) (alpha is the exponent for PowScalar). a and out share a dtype, except LogicalNot (Bool).
-  virtual void unary(UnaryOp op, const Tensor& a, const Tensor& out, double alpha);
+  virtual void unary(UnaryOp op, const Tensor& a, const Tensor& out, double alpha) = 0;
   /// out = a op b; a and b share a dtype; out has it too, or Bool for comparisons. out may alias a.
-  virtual void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out);
+  virtual void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) = 0;
   /// out = cond ? a : b; cond Bool; a, b, out share a dtype.
-  virtual void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out);
+  virtual void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) = 0;
 
   // ---- reductions: a contiguous, viewed as (outer, k, inner); out contiguous (outer, inner) ----
   virtual void reduce(ReduceOp op, const Tensor& a, const Tensor& out, int64_t outer, int64_t k,
-                      int64_t inner);
+                      int64_t inner) = 0;
   /// values (outer, inner) and int64 indices (outer, inner) of the max (Max) or min (Min) along k;
   /// ties give the first index; NaN wins.
   virtual void arg_reduce(ReduceOp op, const Tensor& a, const Tensor& values, const Tensor& indices,
-                          int64_t outer, int64_t k, int64_t inner);
+                          int64_t outer, int64_t k, int64_t inner) = 0;
 
   // ---- linear algebra ----
   /// out (B, M, N) contiguous = a (B, M, K) @ b (B, K, N). a and b may have any strides for which
   /// matrix_layout(...).ok holds (row- or column-major matrices, see MatrixLayout); batch stride may be 0.
-  virtual void bmm(const Tensor& a, const Tensor& b, const Tensor& out);
+  virtual void bmm(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
 
   // ---- nn primitives (all contiguous) ----
   /// x, out: (rows, n). Softmax (or log-softmax) of each row. A row that is all -inf gives zeros.
-  virtual void softmax(const Tensor& x, const Tensor& out, bool log);
+  virtual void softmax(const Tensor& x, const Tensor& out, bool log) = 0;
   /// y = softmax(x) (or log_softmax), gy = dL/dy, gx = dL/dx; all (rows, n).
-  virtual void softmax_backward(const Tensor& y, const Tensor& gy, const Tensor& gx, bool log);
-  /// x, out: (rows, n); weight, bias: (n) or undefined; mean, rstd: (rows), x's dtype (float32 for 16-bit x:
-  /// CUDA's, from rms_norm), written. mean undefined: RMSNorm (μ = 0, rstd = 1 / sqrt(mean(x²) + eps)).
+  virtual void softmax_backward(const Tensor& y, const Tensor& gy, const Tensor& gx, bool log) = 0;
+  /// x, out: (rows, n); weight, bias: (n) or undefined; mean, rstd: (rows), compute_dtype(x) (float32 for
+  /// 16-bit x), written. mean undefined: RMSNorm (μ = 0, rstd = 1 / sqrt(mean(x²) + eps)).
   virtual void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
-                          const Tensor& out, const Tensor& mean, const Tensor& rstd);
+                          const Tensor& out, const Tensor& mean, const Tensor& rstd) = 0;
   /// gx (rows, n); gweight, gbias (n) or undefined (then not computed). mean undefined: RMSNorm's backward
   /// (μ = 0, and no mean(ĝ) term).
   virtual void layer_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& weight,
                                    const Tensor& mean, const Tensor& rstd, const Tensor& gx,
-                                   const Tensor& gweight, const Tensor& gbias);
+                                   const Tensor& gweight, const Tensor& gbias) = 0;
 
   // ---- fused attention (ops/attention.h; CPU: ops/cpu/attention.cpp, attention_half.cpp) ----
   /// q (B, H, Tq, D), k (B, H_kv, Tk, D), v (B, H_kv, Tk, Dv), out (B, H, Tq, Dv) with H = G·H_kv
@@ -188,52 +233,59 @@ class Backend {
   virtual void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                                        const ops::AttentionMask& mask, double scale,
                                        const ops::AttentionDropout& dropout, const Tensor& out,
-                                       const Tensor& lse);
+                                       const Tensor& lse) = 0;
+  /// Whether flash_attention_forward writes the dropout keep flags (ops::AttentionDropout::kept) for the
+  /// backward to read; ops::flash_attention_forward allocates them only for such a backend (the CPU).
+  virtual bool keeps_dropout_flags() const { return false; }
   /// Shapes as flash_attention_forward; gout like out; gq, gk, gv like q, k, v (unit last stride), written.
   virtual void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                                         const Tensor& gout, const Tensor& lse, const ops::AttentionMask& mask,
                                         double scale, const ops::AttentionDropout& dropout, const Tensor& gq,
-                                        const Tensor& gk, const Tensor& gv);
+                                        const Tensor& gk, const Tensor& gv) = 0;
 
   // ---- fused additive-attention scores (ops/attention.h; CPU: ops/cpu/additive_attention.cpp) ----
   /// qp (B, Tq, A), kp (B, L, A), w_v (A), scores (B, Tq, L), all contiguous, one float dtype:
   /// scores[b, i, l] = Σ_a w_v[a] tanh(qp[b, i, a] + kp[b, l, a]), written.
   virtual void additive_attention_scores(const Tensor& qp, const Tensor& kp, const Tensor& w_v,
-                                         const Tensor& scores);
+                                         const Tensor& scores) = 0;
   /// gscores (B, Tq, L) and the inputs as above; writes gqp, gkp, gw_v (contiguous, the inputs' shapes), with
   /// t = tanh(qp + kp) recomputed: gw_v = Σ g t, gqp = Σ_l g w_v (1 - t²), gkp = Σ_i g w_v (1 - t²).
   virtual void additive_attention_scores_backward(const Tensor& gscores, const Tensor& qp, const Tensor& kp,
                                                   const Tensor& w_v, const Tensor& gqp, const Tensor& gkp,
-                                                  const Tensor& gw_v);
+                                                  const Tensor& gw_v) = 0;
 
   // ---- indexing (index is contiguous int64; bounds already checked by the op) ----
   /// a viewed as (outer, n, inner) contiguous; index (m); out (outer, m, inner): out[o,j,i] =
   /// a[o,index[j],i].
   virtual void index_select(const Tensor& a, const Tensor& index, const Tensor& out, int64_t outer,
-                            int64_t inner);
+                            int64_t inner) = 0;
   /// out viewed as (outer, n, inner); src (outer, m, inner): out[o,index[j],i] += src[o,j,i].
   virtual void index_add(const Tensor& out, const Tensor& index, const Tensor& src, int64_t outer,
-                         int64_t inner);
+                         int64_t inner) = 0;
   /// a (outer, n, inner), index and out (outer, m, inner): out[o,j,i] = a[o, index[o,j,i], i].
-  virtual void gather(const Tensor& a, const Tensor& index, const Tensor& out, int64_t outer, int64_t inner);
+  virtual void gather(const Tensor& a, const Tensor& index, const Tensor& out, int64_t outer,
+                      int64_t inner) = 0;
   /// out (outer, n, inner), index and src (outer, m, inner): out[o, index[o,j,i], i] += src[o,j,i].
   virtual void scatter_add(const Tensor& out, const Tensor& index, const Tensor& src, int64_t outer,
-                           int64_t inner);
+                           int64_t inner) = 0;
 
   // ---- convolution and pooling (NCHW, contiguous) ----
   /// x (N, C, H, W) -> cols (N, C*kh*kw, OH*OW).
-  virtual void im2col(const Tensor& x, const Tensor& cols, int kh, int kw, int sh, int sw, int ph, int pw);
+  virtual void im2col(const Tensor& x, const Tensor& cols, int kh, int kw, int sh, int sw, int ph,
+                      int pw) = 0;
   /// cols (N, C*kh*kw, OH*OW) -> x (N, C, H, W), summing overlaps; x is zeroed first.
-  virtual void col2im(const Tensor& cols, const Tensor& x, int kh, int kw, int sh, int sw, int ph, int pw);
+  virtual void col2im(const Tensor& cols, const Tensor& x, int kh, int kw, int sh, int sw, int ph,
+                      int pw) = 0;
   /// out (N, C, OH, OW); indices int64 (N, C, OH, OW): flat h*W+w of each max. Padding counts as -inf.
   virtual void max_pool2d(const Tensor& x, const Tensor& out, const Tensor& indices, int kh, int kw, int sh,
-                          int sw, int ph, int pw);
+                          int sw, int ph, int pw) = 0;
   /// gx (N, C, H, W) zeroed then gx[n,c,indices] += gy.
-  virtual void max_pool2d_backward(const Tensor& gy, const Tensor& indices, const Tensor& gx);
+  virtual void max_pool2d_backward(const Tensor& gy, const Tensor& indices, const Tensor& gx) = 0;
   /// out (N, C, OH, OW): mean over each window, padding counted (PyTorch's count_include_pad=True).
-  virtual void avg_pool2d(const Tensor& x, const Tensor& out, int kh, int kw, int sh, int sw, int ph, int pw);
+  virtual void avg_pool2d(const Tensor& x, const Tensor& out, int kh, int kw, int sh, int sw, int ph,
+                          int pw) = 0;
   virtual void avg_pool2d_backward(const Tensor& gy, const Tensor& gx, int kh, int kw, int sh, int sw, int ph,
-                                   int pw);
+                                   int pw) = 0;
 
   // ---- GRU gates (ops::gru_gates) ----
   /// gi, gh, saved: (B, 3H) contiguous, h, out: (B, H) contiguous, one float dtype: out = h', saved = [r, z,
@@ -247,7 +299,7 @@ class Backend {
                                   const Tensor& ggi, const Tensor& ggh, const Tensor& gx_h);
 
   // ---- rotary position embedding (ops::rotary_embedding) ----
-  /// x, out (N, T, D) f32/f64 (CUDA: bf16/f16 too), cos, sin (T, R/2) x's (f32 for 16 bits), contiguous:
+  /// x, out (N, T, D) floating, cos, sin (T, R/2) compute_dtype(x) (f32 for 16 bits), contiguous:
   /// out = x with the first R dims of each row rotated (pairs (i, i + R/2), or (2i, 2i + 1) when
   /// `interleaved`) by the angles of its position t, by their negatives when `inverse`; the rest copied. The
   /// default composes the elementwise kernels on strided views; the CPU makes it in one pass.
@@ -256,9 +308,9 @@ class Backend {
 
   // ---- random numbers: counter-based Philox4x32-10 (ops/philox.h); element i uses counter offset + i ----
   /// out (contiguous float) = U[low, high).
-  virtual void uniform(const Tensor& out, uint64_t seed, uint64_t offset, double low, double high);
+  virtual void uniform(const Tensor& out, uint64_t seed, uint64_t offset, double low, double high) = 0;
   /// out (contiguous float) = N(mean, std^2) by Box-Muller.
-  virtual void normal(const Tensor& out, uint64_t seed, uint64_t offset, double mean, double std);
+  virtual void normal(const Tensor& out, uint64_t seed, uint64_t offset, double mean, double std) = 0;
   /// Inverted dropout of contiguous float x: mask[i] = 1/(1-p) in x's dtype where u_i >= p (u_i = U[0, 1) of
   /// counter offset + i as `uniform` draws it, compared in x's dtype), else 0; out = x ⊙ mask (out and mask
   /// contiguous, x's shape and dtype). The default composes `uniform` with the elementwise kernels (every
@@ -271,10 +323,10 @@ class Backend {
   /// in place; found_inf = 1 when any element is NaN or ±inf (left as it is otherwise). Read on the device
   /// only.
   virtual void amp_non_finite_check_and_unscale(const std::vector<Tensor>& grads, const Tensor& found_inf,
-                                                const Tensor& inv_scale);
+                                                const Tensor& inv_scale) = 0;
   /// scale float32 (1), growth_tracker int64 (1), found_inf float32 (1): ops::amp_update_scale_'s rule.
   virtual void amp_update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf,
-                                double growth_factor, double backoff_factor, int64_t growth_interval);
+                                double growth_factor, double backoff_factor, int64_t growth_interval) = 0;
 
   // ---- fused optimizer kernels (ops/optim.h; CPU: ops/cpu/optim.cpp) ----
   /// Lists of one length, entry i of one shape and dtype (float32 or float64), all contiguous, numel > 0;
@@ -282,14 +334,11 @@ class Backend {
   virtual void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                          const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
                          const std::vector<double>& step_size, const std::vector<double>& bc2_sqrt,
-                         const ops::AdamStepArgs& args);
+                         const ops::AdamStepArgs& args) = 0;
   /// tensors: contiguous float32/float64, numel > 0; out: float64 (), set to Σ |t|^p (max |t| for p = inf).
-  virtual void pow_sum(const std::vector<Tensor>& tensors, double p, const Tensor& out);
+  virtual void pow_sum(const std::vector<Tensor>& tensors, double p, const Tensor& out) = 0;
   /// tensors: contiguous floating, numel > 0; scale: float64 (1) on their device. t *= scale.
-  virtual void foreach_mul(const std::vector<Tensor>& tensors, const Tensor& scale);
-
- protected:
-  [[noreturn]] void missing(const char* kernel) const;
+  virtual void foreach_mul(const std::vector<Tensor>& tensors, const Tensor& scale) = 0;
 };
 
 /// The backend of `device` (ops/backend.cpp). Throws saccade::Error naming "backend" and the device when
@@ -310,7 +359,7 @@ MatrixLayout matrix_layout(const Tensor& t);
 
 namespace detail {
 Backend* cpu_backend();   // ops/cpu/backend.cpp
-Backend* cuda_backend();  // ops/cuda/backend.cpp when built with CUDA; nullptr when no GPU is present
+Backend* cuda_backend();  // cuda/backend.cpp when built with CUDA; nullptr when no GPU is present
 }  // namespace detail
 
 }  // namespace saccade

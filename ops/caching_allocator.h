@@ -14,7 +14,7 @@
 //            or straight back to the source when the cache would hold more than max_cached_bytes
 //
 // What differs between devices is a CachePolicy: CUDA rounds to 512 B / 2 MiB and reuses a block for any
-// request down to half its size, without a cap (ops/cuda/backend.cpp); the CPU rounds to 64 B, reuses only
+// request down to half its size, without a cap (cuda/backend.cpp); the CPU rounds to 64 B, reuses only
 // exact sizes and holds at most 256 MiB (ops/cpu/memory.cpp, which leaves blocks under 64 KiB to malloc).
 // The bookkeeping is plain C++ over an abstract RawMemory, so it is tested with a fake source
 // (tests/test_caching_allocator.cpp). Thread-safe.

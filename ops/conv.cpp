@@ -86,14 +86,18 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Size2 s
                   "conv2d: bias of shape {} and dtype {} does not fit weight of shape {} (need ({}) {})",
                   bias.shape(), bias.dtype(), weight.shape(), o, x.dtype());
   }
-  if (is_half(x.dtype()))  // 16 bits: float32 inside, one rounding of the result (no 16-bit im2col yet)
-    return conv2d(f32(x), f32(weight), f32(bias), stride, padding).to(x.dtype());
   Window w = make_window("conv2d", x.shape(), {weight.size(2), weight.size(3)}, stride, padding, false);
-  Tensor cols = im2col(x.contiguous(), w);
-  // (O, CKK) @ (N, CKK, L): one weight for every n (CKK spelled out: -1 is ambiguous when O is 0)
-  Tensor out = matmul(weight.reshape({o, cols.size(1)}), cols);
-  if (bias.defined()) add_(out, bias.view({o, 1}));
-  return out.view({n, o, w.oh, w.ow});
+  // 16 bits: im2col, the GEMM and the bias in float32, one rounding of the result (ops/widen.h)
+  return composed_in_float32(
+      x.dtype(),
+      [&](const Tensor& xs, const Tensor& ws, const Tensor& bs) {
+        Tensor cols = im2col(xs.contiguous(), w);
+        // (O, CKK) @ (N, CKK, L): one weight for every n (CKK spelled out: -1 is ambiguous when O is 0)
+        Tensor out = matmul(ws.reshape({o, cols.size(1)}), cols);
+        if (bs.defined()) add_(out, bs.view({o, 1}));
+        return out.view({n, o, w.oh, w.ow});
+      },
+      x, weight, bias);
 }
 
 namespace {
@@ -123,15 +127,19 @@ Tensor conv2d_input_grad(const Tensor& grad_out, const Tensor& weight, const Sha
   SACCADE_CHECK(weight.defined(), "{}: got an undefined weight", op);
   check_same_device(op, {&grad_out, &weight});
   Window w = check_conv_grad(op, grad_out, input_shape, weight.shape(), weight.dtype(), stride, padding);
-  if (is_half(weight.dtype()))  // float32 inside, rounded once
-    return conv2d_input_grad(f32(grad_out), f32(weight), input_shape, stride, padding).to(weight.dtype());
   const int64_t n = input_shape[0], o = weight.size(0);
   const int64_t ckk = checked_mul(checked_mul(input_shape[1], w.kh, op), w.kw, op);
-  // dcols = W^T (CKK, O) @ g[n] (O, L), scattered back onto the input by col2im.
-  Tensor dcols = matmul(weight.reshape({o, ckk}).t(), grad_out.reshape({n, o, w.oh * w.ow}));
-  Tensor gx = Tensor::empty(input_shape, weight.dtype(), weight.device());
-  backend(gx.device()).col2im(dcols, gx, w.kh, w.kw, w.sh, w.sw, w.ph, w.pw);
-  return gx;
+  // 16 bits: float32 inside, rounded once (ops/widen.h)
+  return composed_in_float32(
+      weight.dtype(),
+      [&](const Tensor& gs, const Tensor& ws) {
+        // dcols = W^T (CKK, O) @ g[n] (O, L), scattered back onto the input by col2im.
+        Tensor dcols = matmul(ws.reshape({o, ckk}).t(), gs.reshape({n, o, w.oh * w.ow}));
+        Tensor gx = Tensor::empty(input_shape, ws.dtype(), ws.device());
+        backend(gx.device()).col2im(dcols, gx, w.kh, w.kw, w.sh, w.sw, w.ph, w.pw);
+        return gx;
+      },
+      grad_out, weight);
 }
 
 Tensor conv2d_weight_grad(const Tensor& x, const Tensor& grad_out, const Shape& weight_shape, Size2 stride,
@@ -141,13 +149,18 @@ Tensor conv2d_weight_grad(const Tensor& x, const Tensor& grad_out, const Shape& 
   check_nchw(op, x);
   check_same_device(op, {&grad_out, &x});
   Window w = check_conv_grad(op, grad_out, x.shape(), weight_shape, x.dtype(), stride, padding);
-  if (is_half(x.dtype()))  // float32 inside, rounded once
-    return conv2d_weight_grad(f32(x), f32(grad_out), weight_shape, stride, padding).to(x.dtype());
   const int64_t n = x.size(0), o = weight_shape[0];
-  // dW = Σ_n g[n] (O, L) @ cols[n]^T (L, CKK); cols is recomputed rather than saved (kh*kw times x's size).
-  Tensor cols = im2col(x.contiguous(), w);
-  Tensor per_n = bmm(grad_out.reshape({n, o, w.oh * w.ow}), cols.transpose(1, 2));
-  return (n == 1 ? per_n.select(0, 0) : sum(per_n, {0})).view(weight_shape);
+  // 16 bits: float32 inside, rounded once (ops/widen.h)
+  return composed_in_float32(
+      x.dtype(),
+      [&](const Tensor& xs, const Tensor& gs) {
+        // dW = Σ_n g[n] (O, L) @ cols[n]^T (L, CKK); cols is recomputed rather than saved (kh*kw times x's
+        // size).
+        Tensor cols = im2col(xs.contiguous(), w);
+        Tensor per_n = bmm(gs.reshape({n, o, w.oh * w.ow}), cols.transpose(1, 2));
+        return (n == 1 ? per_n.select(0, 0) : sum(per_n, {0})).view(weight_shape);
+      },
+      x, grad_out);
 }
 
 Conv2dGrads conv2d_backward(const Tensor& grad_out, const Tensor& x, const Tensor& weight, Size2 stride,
@@ -157,18 +170,18 @@ Conv2dGrads conv2d_backward(const Tensor& grad_out, const Tensor& x, const Tenso
   SACCADE_CHECK(
       weight.defined() && weight.dim() == 4 && weight.size(1) == x.size(1) && weight.dtype() == x.dtype(),
       "conv2d_backward: weight of shape {} does not fit input of shape {}", weight.shape(), x.shape());
-  if (is_half(x.dtype())) {  // float32 inside, each gradient rounded once to x's dtype
-    Conv2dGrads r = conv2d_backward(f32(grad_out), f32(x), f32(weight), stride, padding, need_input,
-                                    need_weight, need_bias);
-    for (Tensor* t : {&r.grad_input, &r.grad_weight, &r.grad_bias})
-      if (t->defined()) *t = t->to(x.dtype());
-    return r;
-  }
   Window w =
       make_window("conv2d_backward", x.shape(), {weight.size(2), weight.size(3)}, stride, padding, false);
   check_grad_shape("conv2d_backward", grad_out, {x.size(0), weight.size(0), w.oh, w.ow});
   Conv2dGrads r;
-  if (need_bias) r.grad_bias = sum(grad_out, {0, 2, 3});  // 16-bit sums accumulate in float32
+  // each gradient in float32 for 16 bits, rounded once: the bias's sum over N and (OH, OW) too
+  if (need_bias)
+    r.grad_bias = composed_in_float32(
+        x.dtype(),
+        [](const Tensor& g) {
+          return sum(g, {0, 2, 3});
+        },
+        grad_out);
   if (need_weight) r.grad_weight = conv2d_weight_grad(x, grad_out, weight.shape(), stride, padding);
   if (need_input) r.grad_input = conv2d_input_grad(grad_out, weight, x.shape(), stride, padding);
   return r;
@@ -177,11 +190,6 @@ Conv2dGrads conv2d_backward(const Tensor& grad_out, const Tensor& x, const Tenso
 ValuesIndices max_pool2d(const Tensor& x, Size2 kernel, Size2 stride, Size2 padding) {
   // x: (N, C, H, W) -> values, indices: (N, C, OH, OW)
   check_nchw("max_pool2d", x);
-  if (is_half(x.dtype())) {  // the max of 16-bit values is one of them: widening is exact
-    ValuesIndices r = max_pool2d(f32(x), kernel, stride, padding);
-    r.values = r.values.to(x.dtype());
-    return r;
-  }
   Window w = make_window("max_pool2d", x.shape(), kernel, stride, padding, true);
   Shape os{x.size(0), x.size(1), w.oh, w.ow};
   ValuesIndices r{Tensor::empty(os, x.dtype(), x.device()), Tensor::empty(os, DType::Int64, x.device())};
@@ -206,8 +214,6 @@ Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const 
                   "{}: index out of range [{}, {}] for an input plane of {} x {}", op, lo, hi, input_shape[2],
                   input_shape[3]);
   }
-  if (is_half(grad_out.dtype()))  // float32 sums, rounded once
-    return max_pool2d_backward(f32(grad_out), indices, input_shape).to(grad_out.dtype());
   Tensor gx = Tensor::empty(input_shape, grad_out.dtype(), grad_out.device());
   backend(gx.device()).max_pool2d_backward(grad_out.contiguous(), indices.contiguous(), gx);
   return gx;
@@ -216,8 +222,6 @@ Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const 
 Tensor avg_pool2d(const Tensor& x, Size2 kernel, Size2 stride, Size2 padding) {
   // x: (N, C, H, W) -> (N, C, OH, OW)
   check_nchw("avg_pool2d", x);
-  if (is_half(x.dtype()))  // float32 means, rounded once
-    return avg_pool2d(f32(x), kernel, stride, padding).to(x.dtype());
   Window w = make_window("avg_pool2d", x.shape(), kernel, stride, padding, true);
   Tensor out = Tensor::empty({x.size(0), x.size(1), w.oh, w.ow}, x.dtype(), x.device());
   backend(x.device()).avg_pool2d(x.contiguous(), out, w.kh, w.kw, w.sh, w.sw, w.ph, w.pw);
@@ -232,8 +236,6 @@ Tensor avg_pool2d_backward(const Tensor& grad_out, const Shape& input_shape, Siz
   SACCADE_CHECK(input_shape.size() == 4, "{}: expected a 4-d input shape, got {}", op, input_shape);
   Window w = make_window(op, input_shape, kernel, stride, padding, true);
   check_grad_shape(op, grad_out, {input_shape[0], input_shape[1], w.oh, w.ow});
-  if (is_half(grad_out.dtype()))
-    return avg_pool2d_backward(f32(grad_out), input_shape, kernel, stride, padding).to(grad_out.dtype());
   Tensor gx = Tensor::empty(input_shape, grad_out.dtype(), grad_out.device());
   backend(gx.device()).avg_pool2d_backward(grad_out.contiguous(), gx, w.kh, w.kw, w.sh, w.sw, w.ph, w.pw);
   return gx;

@@ -51,6 +51,10 @@ constexpr std::string_view dtype_name(DType t) { return dtype_info(t).name; }
 constexpr bool is_floating(DType t) { return dtype_info(t).floating; }
 /// bfloat16 or float16.
 constexpr bool is_half(DType t) { return t == DType::BFloat16 || t == DType::Float16; }
+/// The dtype kernels compute in for elements of `t` (compute_t below): float32 for bfloat16 and float16, `t`
+/// itself otherwise. Also the dtype of the statistics an op keeps for 16-bit inputs (layer_norm's mean and
+/// rstd, attention's lse).
+constexpr DType compute_dtype(DType t) { return is_half(t) ? DType::Float32 : t; }
 
 /// The dtype of `a op b` under PyTorch's promotion: bool < int64 < 16-bit floats < float32 < float64; the two
 /// 16-bit types together give float32 (neither holds the other: bfloat16 has the range, float16 the digits).

@@ -1,6 +1,6 @@
 #pragma once
 // The per-element math of the elementwise kernels, one small functor per op, shared by every device: the CPU
-// kernels (ops/cpu/elementwise.cpp) hand them to their loops, the CUDA kernels (ops/cuda/elementwise.cu) call
+// kernels (cpu/elementwise.cpp) hand them to their loops, the CUDA kernels (cuda/elementwise.cu) call
 // the same functors from device code, so the CPU tests cover the math and the GPU tests only the launch. At
 // the end, with_unary_functor / with_binary_functor: the one switch from an op enum to its functor.
 //

@@ -102,26 +102,30 @@ Tensor scatter_add(const Tensor& t, int64_t dim, const Tensor& index, const Tens
   check_gather_scatter("scatter_add", t, d, index, &src);
   check_bounds("scatter_add", index, t.dim() == 0 ? 1 : t.shape()[d], d);
   if (t.dim() == 0) return index_add(t.unsqueeze(0), 0, index.unsqueeze(0), src.unsqueeze(0)).squeeze(0);
-  if (is_half(t.dtype()))  // accumulate in float32, round once (as index_add)
-    return scatter_add(f32(t), d, index, f32(src)).to(t.dtype());
-  Tensor out = t.clone();
-  if (index.numel() == 0) return out;
-  // the kernel needs out's sizes to equal index's outside dim; otherwise scatter into a zero buffer first
-  Shape buf_shape = index.shape();
-  buf_shape[d] = t.shape()[d];
-  Tensor buf = buf_shape == t.shape() ? out : Tensor::empty(buf_shape, t.dtype(), t.device());
-  if (!(buf_shape == t.shape())) backend(t.device()).fill(buf, 0);
-  Tensor src_view = src;
-  for (int k = 0; k < src.dim(); ++k)
-    if (src.shape()[k] != index.shape()[k]) src_view = src_view.narrow(k, 0, index.shape()[k]);
-  int64_t outer, inner;
-  outer_inner(index.shape(), d, outer, inner);
-  backend(t.device()).scatter_add(buf, index.contiguous(), src_view.contiguous(), outer, inner);
-  if (!(buf_shape == t.shape())) {
-    Tensor part = narrow_except(out, buf_shape, d);
-    add_(part, buf);
-  }
-  return out;
+  // 16 bits: accumulate in float32 (the buffer's sums and their addition too), round once (ops/widen.h)
+  return composed_in_float32(
+      t.dtype(),
+      [&](const Tensor& ts, const Tensor& ss) {
+        Tensor out = ts.clone();
+        if (index.numel() == 0) return out;
+        // the kernel needs out's sizes to equal index's outside dim; otherwise scatter into a zero buffer
+        Shape buf_shape = index.shape();
+        buf_shape[d] = ts.shape()[d];
+        Tensor buf = buf_shape == ts.shape() ? out : Tensor::empty(buf_shape, ts.dtype(), ts.device());
+        if (!(buf_shape == ts.shape())) backend(ts.device()).fill(buf, 0);
+        Tensor src_view = ss;
+        for (int k = 0; k < ss.dim(); ++k)
+          if (ss.shape()[k] != index.shape()[k]) src_view = src_view.narrow(k, 0, index.shape()[k]);
+        int64_t outer, inner;
+        outer_inner(index.shape(), d, outer, inner);
+        backend(ts.device()).scatter_add(buf, index.contiguous(), src_view.contiguous(), outer, inner);
+        if (!(buf_shape == ts.shape())) {
+          Tensor part = narrow_except(out, buf_shape, d);
+          add_(part, buf);
+        }
+        return out;
+      },
+      t, src);
 }
 
 // t: (.., n, ..), index: (m), src: (.., m, ..) -> (.., n, ..)
@@ -140,9 +144,8 @@ Tensor index_add(const Tensor& t, int64_t dim, const Tensor& index, const Tensor
                 "index_add: src of shape {} does not match {} (input {} with dim {} of index size {})",
                 src.shape(), want, t.shape(), d, index.numel());
   check_bounds("index_add", index, t.shape()[d], d);
-  // 16-bit: accumulate in float32 (repeated indices, e.g. embedding's backward, would round at every add)
-  // and round once at the end
-  if (is_half(t.dtype())) return index_add(f32(t), d, index, f32(src)).to(t.dtype());
+  // 16-bit: the backend accumulates in float32 (repeated indices, e.g. embedding's backward, would round at
+  // every add) and rounds once at the end (Kernel16::IndexAdd)
   Tensor out = t.clone();
   int64_t outer, inner;
   outer_inner(t.shape(), d, outer, inner);

@@ -11,7 +11,6 @@
 #include "ops/elementwise.h"
 #include "ops/index.h"
 #include "ops/reduce.h"
-#include "ops/widen.h"
 
 namespace saccade::ops {
 
@@ -23,16 +22,13 @@ void check_float(const char* op, const Tensor& t, const char* what = "input") {
                 t.dtype(), t.shape());
 }
 
-// NOTE: the 16-bit (bfloat16, float16) paths of the row kernels below (softmax, layer_norm; dropout on CUDA,
-// the CPU's converts block by block) and of flash attention on CUDA (ops/attention.cpp) are the readable
-// version: they widen the whole inputs to float32 here, run the float32 kernel, and round the result once.
-// Statistics (layer_norm's mean and rstd, attention's lse) stay float32. Kernels that widen tile by tile
-// inside are a follow-up; rms_norm on CUDA has one already (ops/cuda/nn.cu).
+// NOTE: the ops below hand 16-bit (bfloat16, float16) tensors to the backend as they are; the backend runs
+// them natively or on float32 copies with each output rounded once (Kernel16, ops/backend_widening.h).
+// Statistics (layer_norm's mean and rstd, attention's lse) are float32 for 16-bit inputs (compute_dtype).
 
 // Runs the (rows, n) softmax kernel along `dim`: the dim is moved last, the rest flattened into rows.
 Tensor softmax_impl(const Tensor& x, int64_t dim, bool log, const char* op) {
   check_float(op, x);
-  if (is_half(x.dtype())) return softmax_impl(f32(x), dim, log, op).to(x.dtype());
   const int d = normalize_dim(dim, x.dim(), op);
   if (x.dim() == 0)
     return softmax_impl(x.unsqueeze(0), 0, log, op)
@@ -58,7 +54,6 @@ Tensor softmax_backward(const Tensor& y, const Tensor& gy, int64_t dim, bool log
   SACCADE_CHECK(y.shape() == gy.shape() && y.dtype() == gy.dtype(),
                 "{}: output {} ({}) and gradient {} ({}) must have one shape and dtype", op, y.shape(),
                 y.dtype(), gy.shape(), gy.dtype());
-  if (is_half(y.dtype())) return softmax_backward(f32(y), f32(gy), dim, log).to(y.dtype());
   const int d = normalize_dim(dim, y.dim(), op);
   if (y.dim() == 0) return softmax_backward(y.unsqueeze(0), gy.unsqueeze(0), 0, log).squeeze(0);
   const int last = y.dim() - 1;
@@ -159,15 +154,11 @@ LayerNormForward layer_norm_forward(const Tensor& x, const Shape& ns, const Tens
   check_affine(op, x, weight, ns, "weight");
   check_affine(op, x, bias, ns, "bias");
   SACCADE_CHECK(eps >= 0, "{}: eps must be non-negative, got {} (input shape {})", op, eps, x.shape());
-  if (is_half(x.dtype())) {  // mean and rstd stay float32
-    LayerNormForward r = layer_norm_forward(f32(x), ns, f32(weight), f32(bias), eps);
-    r.out = r.out.to(x.dtype());
-    return r;
-  }
   Tensor xc = x.contiguous();
   Shape lead = leading_shape(x, ns);
-  LayerNormForward r{Tensor::empty(x.shape(), x.dtype(), x.device()),
-                     Tensor::empty(lead, x.dtype(), x.device()), Tensor::empty(lead, x.dtype(), x.device())};
+  const DType stats = compute_dtype(x.dtype());  // float32 for 16-bit x
+  LayerNormForward r{Tensor::empty(x.shape(), x.dtype(), x.device()), Tensor::empty(lead, stats, x.device()),
+                     Tensor::empty(lead, stats, x.device())};
   backend(x.device())
       .layer_norm(xc.view({rows, n}), flat(weight, n), flat(bias, n), eps, r.out.view({rows, n}),
                   r.mean.view({rows}), r.rstd.view({rows}));
@@ -188,16 +179,11 @@ LayerNormGrads layer_norm_backward(const Tensor& gy, const Tensor& x, const Shap
   SACCADE_CHECK(gy.shape() == x.shape() && gy.dtype() == x.dtype(),
                 "{}: gradient {} ({}) must match the input {} ({})", op, gy.shape(), gy.dtype(), x.shape(),
                 x.dtype());
-  const DType stats = is_half(x.dtype()) ? DType::Float32 : x.dtype();  // as layer_norm_forward made them
+  const DType stats = compute_dtype(x.dtype());  // as layer_norm_forward made them
   SACCADE_CHECK(
       mean.numel() == rows && rstd.numel() == rows && mean.dtype() == stats && rstd.dtype() == stats,
       "{}: mean {} and rstd {} must hold one {} value per row ({} rows of input shape {})", op, mean.shape(),
       rstd.shape(), stats, rows, x.shape());
-  if (is_half(x.dtype())) {
-    LayerNormGrads g =
-        layer_norm_backward(f32(gy), f32(x), ns, f32(weight), mean, rstd, weight_grad, bias_grad);
-    return {narrow_to(g.gx, x.dtype()), narrow_to(g.gweight, x.dtype()), narrow_to(g.gbias, x.dtype())};
-  }
   LayerNormGrads r;
   r.gx = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (weight_grad && weight.defined()) r.gweight = Tensor::empty(ns, x.dtype(), x.device());
@@ -217,15 +203,8 @@ RmsNormForward rms_norm_forward(const Tensor& x, const Shape& ns, const Tensor& 
   auto [rows, n] = layer_norm_rows(x, ns, op);
   check_affine(op, x, weight, ns, "weight");
   SACCADE_CHECK(eps >= 0, "{}: eps must be non-negative, got {} (input shape {})", op, eps, x.shape());
-  // 16 bits: rstd stays float32; the CPU normalises float32 copies (out rounded once), CUDA's kernel loads
-  // and stores the 16 bits itself, float32 inside (ops/cuda/nn.cu)
-  if (is_half(x.dtype()) && x.device().is_cpu()) {
-    RmsNormForward r = rms_norm_forward(f32(x), ns, f32(weight), eps);
-    r.out = r.out.to(x.dtype());
-    return r;
-  }
   Tensor xc = x.contiguous();
-  const DType stats = is_half(x.dtype()) ? DType::Float32 : x.dtype();
+  const DType stats = compute_dtype(x.dtype());  // float32 for 16-bit x
   RmsNormForward r{Tensor::empty(x.shape(), x.dtype(), x.device()),
                    Tensor::empty(leading_shape(x, ns), stats, x.device())};
   backend(x.device())
@@ -248,14 +227,10 @@ RmsNormGrads rms_norm_backward(const Tensor& gy, const Tensor& x, const Shape& n
   SACCADE_CHECK(gy.shape() == x.shape() && gy.dtype() == x.dtype(),
                 "{}: gradient {} ({}) must match the input {} ({})", op, gy.shape(), gy.dtype(), x.shape(),
                 x.dtype());
-  const DType stats = is_half(x.dtype()) ? DType::Float32 : x.dtype();  // as rms_norm_forward made it
+  const DType stats = compute_dtype(x.dtype());  // as rms_norm_forward made it
   SACCADE_CHECK(rstd.numel() == rows && rstd.dtype() == stats,
                 "{}: rstd {} must hold one {} value per row ({} rows of input shape {})", op, rstd.shape(),
                 stats, rows, x.shape());
-  if (is_half(x.dtype()) && x.device().is_cpu()) {  // as the forward: each gradient rounded once
-    RmsNormGrads g = rms_norm_backward(f32(gy), f32(x), ns, f32(weight), rstd, weight_grad);
-    return {narrow_to(g.gx, x.dtype()), narrow_to(g.gweight, x.dtype())};
-  }
   RmsNormGrads r;
   r.gx = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (weight_grad && weight.defined()) r.gweight = Tensor::empty(ns, x.dtype(), x.device());
@@ -289,9 +264,11 @@ int64_t check_gru_gates(const char* op, const Tensor& gi, const Tensor& gh, cons
 }  // namespace
 
 namespace {
-// Under autocast gi and gh come from 16-bit products while h may be float32: the gates then compute in
-// float32 (float64 if any input is), one rounding of each result. The wide dtype, or nullopt when no input is
-// 16-bit (the kernels' path).
+// A dtype rule of the GRU gates, not a device's route: under autocast gi and gh come from 16-bit products
+// while h may be float32, so inputs of mixed dtypes are accepted when one is 16-bit; the gates then compute
+// in float32 (float64 if any input is), h' is rounded once to the inputs' promoted dtype, and `saved` and
+// the gradients stay wide (the engine rounds each gradient to its input's dtype). The wide dtype, or nullopt
+// when no input is 16-bit (the kernels' path, one dtype checked).
 std::optional<DType> gru_wide(std::initializer_list<const Tensor*> ts) {
   bool half = false;
   DType wide = DType::Float32;
@@ -345,12 +322,6 @@ DropoutResult dropout(const Tensor& x, double p, bool training, Generator* gen) 
   check_float("dropout", x);
   SACCADE_CHECK(p >= 0 && p < 1, "dropout: p must be in [0, 1), got {} (input shape {})", p, x.shape());
   if (!training || p == 0) return {x, Tensor()};
-  // 16-bit on CUDA: the readable route (the CPU kernel converts block by block itself); the same draws as
-  // float32's, out rounded once, mask (0 or 1/(1-p)) rounded
-  if (is_half(x.dtype()) && !x.device().is_cpu()) {
-    DropoutResult r = dropout(f32(x), p, training, gen);
-    return {r.out.to(x.dtype()), r.mask.to(x.dtype())};
-  }
   // the mask ops::rand's numbers make: the same counters, so a generator's offset advances as for rand
   Tensor xc = x.contiguous(), out = Tensor::empty(x.shape(), x.dtype(), x.device(), "dropout"),
          mask = Tensor::empty(x.shape(), x.dtype(), x.device(), "dropout");
@@ -388,10 +359,6 @@ CrossEntropyForward cross_entropy_forward(const Tensor& logits, const Tensor& ta
                 logits.shape());
   SACCADE_CHECK(label_smoothing >= 0 && label_smoothing <= 1, "{}: label_smoothing must be in [0, 1], got {}",
                 op, label_smoothing);
-  // 16-bit logits: log-softmax and the loss in float32; the loss (and log_probs, weights) stay float32, as
-  // PyTorch's autocast gives; the gradient is rounded to the logits' dtype by the engine
-  if (is_half(logits.dtype()))
-    return cross_entropy_forward(f32(logits), target, ignore_index, reduction, label_smoothing);
   const int64_t n = logits.shape()[0], c = logits.shape()[1];
   int64_t count = 0;
   for (int64_t t : target.to_vector<int64_t>()) {
@@ -400,13 +367,16 @@ CrossEntropyForward cross_entropy_forward(const Tensor& logits, const Tensor& ta
                   c, logits.shape(), target.shape());
     ++count;
   }
-  const DType dt = logits.dtype();
+  // A dtype rule: log-softmax and the loss in the compute dtype (float32 for 16-bit logits; the loss,
+  // log_probs and weights stay float32, as PyTorch's autocast gives); the engine rounds the gradient to the
+  // logits' dtype.
+  const DType dt = compute_dtype(logits.dtype());
   const Device dev = logits.device();
   const double eps = label_smoothing;
   // q_ic = (1-ε)[c = t_i] + ε/C on kept rows, 0 on ignored ones; loss_i = -Σ_c q_ic log p_ic
   Tensor kept = ne(target, static_cast<double>(ignore_index)).view({n, 1});
   CrossEntropyForward r;
-  r.log_probs = log_softmax(logits, 1);
+  r.log_probs = log_softmax(logits.to(dt), 1);
   if (eps == 0) {
     // q is the one-hot target, and loss_i = -log p_i[t_i] on kept rows: a gather of N log-probabilities
     // instead of the (N, C) products below (the same numbers: the other terms are 0); q is N ones scattered

@@ -1,5 +1,5 @@
-// The optimizers' fused ops (ops/optim.h): argument checks here, the kernels per device (ops/cpu/optim.cpp,
-// ops/cuda/optim.cu).
+// The optimizers' fused ops (ops/optim.h): argument checks here, the kernels per device (cpu/optim.cpp,
+// cuda/optim.cu).
 #include "ops/optim.h"
 
 #include <cmath>

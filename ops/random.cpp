@@ -25,22 +25,22 @@ static Tensor uniform_named(const Shape& shape, double low, double high, DType d
                             Generator* gen, const char* op) {
   SACCADE_CHECK(is_floating(dtype), "{}: expected a float dtype, got {}", op, dtype);
   SACCADE_CHECK(low <= high, "{}: low {} is greater than high {}", op, low, high);
-  // 16-bit: the float32 draws (same counters), rounded once
-  Tensor t = Tensor::empty(shape, is_half(dtype) ? DType::Float32 : dtype, device, op);
+  // 16-bit: the float32 draws (same counters), rounded once (Kernel16::Uniform)
+  Tensor t = Tensor::empty(shape, dtype, device, op);
   Generator::Draw d = pick(gen).reserve(static_cast<uint64_t>(t.numel()));
   backend(device).uniform(t, d.seed, d.offset, low, high);
-  return t.to(dtype);
+  return t;
 }
 
 static Tensor normal_named(const Shape& shape, double mean, double std, DType dtype, Device device,
                            Generator* gen, const char* op) {
   SACCADE_CHECK(is_floating(dtype), "{}: expected a float dtype, got {}", op, dtype);
   SACCADE_CHECK(std >= 0, "{}: std must be non-negative, got {}", op, std);
-  // 16-bit: the float32 draws (same counters), rounded once
-  Tensor t = Tensor::empty(shape, is_half(dtype) ? DType::Float32 : dtype, device, op);
+  // 16-bit: the float32 draws (same counters), rounded once (Kernel16::Normal)
+  Tensor t = Tensor::empty(shape, dtype, device, op);
   Generator::Draw d = pick(gen).reserve(static_cast<uint64_t>(t.numel()));
   backend(device).normal(t, d.seed, d.offset, mean, std);
-  return t.to(dtype);
+  return t;
 }
 
 Tensor uniform(const Shape& shape, double low, double high, DType dtype, Device device, Generator* gen) {

@@ -94,8 +94,9 @@ Tensor mean(const Tensor& a, const Shape& dims, bool keepdim) {
                 a.defined() ? dtype_name(a.dtype()) : "undefined", a.shape());
   Shape ds = normalize_dims(dims, a.dim(), "mean");
   // 16-bit: the sum and the division in float32, one rounding (not one for the sum and one for the quotient)
-  if (is_half(a.dtype())) return mean(f32(a), dims, keepdim).to(a.dtype());
-  return div(sum(a, dims, keepdim), static_cast<double>(count(a, ds)));
+  const double n = static_cast<double>(count(a, ds));
+  return composed_in_float32(
+      a.dtype(), [&](const Tensor& x) { return div(sum(x, dims, keepdim), n); }, a);
 }
 Tensor mean(const Tensor& a) { return mean(a, {}, false); }
 
@@ -148,12 +149,16 @@ Tensor var(const Tensor& a, const Shape& dims, bool unbiased, bool keepdim) {
   SACCADE_CHECK(a.defined() && is_floating(a.dtype()), "var: expected a float tensor, got {} of shape {}",
                 a.defined() ? dtype_name(a.dtype()) : "undefined", a.shape());
   Shape ds = normalize_dims(dims, a.dim(), "var");
-  if (is_half(a.dtype())) return var(f32(a), dims, unbiased, keepdim).to(a.dtype());  // as mean
   int64_t n = count(a, ds);
-  Tensor centered = sub(a, mean(a, ds, true));
-  Tensor ss = sum(mul(centered, centered), ds, keepdim);
-  // n <= correction gives 0 / 0 = nan (or x / 0 = inf), as torch
-  return div(ss, static_cast<double>(std::max<int64_t>(n - (unbiased ? 1 : 0), 0)));
+  return composed_in_float32(  // as mean
+      a.dtype(),
+      [&](const Tensor& x) {
+        Tensor centered = sub(x, mean(x, ds, true));
+        Tensor ss = sum(mul(centered, centered), ds, keepdim);
+        // n <= correction gives 0 / 0 = nan (or x / 0 = inf), as torch
+        return div(ss, static_cast<double>(std::max<int64_t>(n - (unbiased ? 1 : 0), 0)));
+      },
+      a);
 }
 Tensor var(const Tensor& a, bool unbiased) { return var(a, {}, unbiased, false); }
 
@@ -162,17 +167,21 @@ Tensor logsumexp(const Tensor& a, const Shape& dims, bool keepdim) {
                 "logsumexp: expected a float tensor, got {} of shape {}",
                 a.defined() ? dtype_name(a.dtype()) : "undefined", a.shape());
   Shape ds = normalize_dims(dims, a.dim(), "logsumexp");
-  if (is_half(a.dtype())) return logsumexp(f32(a), dims, keepdim).to(a.dtype());  // as mean
   Shape out_shape = keepdim ? a.shape() : drop_dims(a.shape(), ds);
   if (keepdim)
     for (int64_t d : ds) out_shape[static_cast<int>(d)] = 1;
   // log of an empty sum is -inf, as torch
   if (count(a, ds) == 0) return full(out_shape, -INFINITY, a.dtype(), a.device());
-  Tensor m = amax(a, ds, true);
-  // NOTE: rows that are all -inf would give (-inf) - (-inf) = NaN; shift them (and +inf rows) by 0 instead.
-  Tensor m_safe = where(eq(abs(m), INFINITY), zeros_like(m), m);
-  Tensor r = add(log(sum(exp(sub(a, m_safe)), ds, true)), m_safe);
-  return r.view(out_shape);
+  return composed_in_float32(  // as mean
+      a.dtype(),
+      [&](const Tensor& x) {
+        Tensor m = amax(x, ds, true);
+        // NOTE: rows that are all -inf would give (-inf) - (-inf) = NaN; shift them (and +inf rows) by 0.
+        Tensor m_safe = where(eq(abs(m), INFINITY), zeros_like(m), m);
+        Tensor r = add(log(sum(exp(sub(x, m_safe)), ds, true)), m_safe);
+        return r.view(out_shape);
+      },
+      a);
 }
 
 Tensor sum_to(const Tensor& a, const Shape& shape) {

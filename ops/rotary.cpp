@@ -1,5 +1,5 @@
-// Rotary position embedding (ops/rotary.h): the tables, the checks, the 16-bit widening on the CPU; the
-// kernels per device (ops/cpu/rotary.cpp, ops/cuda/rotary.cu; Backend's composed default, ops/backend.cpp,
+// Rotary position embedding (ops/rotary.h): the tables, the checks, the 16-bit route; the
+// kernels per device (cpu/rotary.cpp, cuda/rotary.cu; Backend's composed default, ops/backend.cpp,
 // for a backend without one).
 #include "ops/rotary.h"
 
@@ -52,10 +52,8 @@ Tensor rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin, R
   SACCADE_CHECK(cos.dtype() == table && sin.dtype() == table,
                 "{}: the tables must be {} for a {} x, got {} and {}", op, table, x.dtype(), cos.dtype(),
                 sin.dtype());
-  // 16-bit x: the CPU kernel rotates float32 copies (rounded once on the way out); the CUDA kernel loads and
-  // stores the 16 bits itself, float32 inside (ops/cuda/rotary.cu)
-  if (is_half(x.dtype()) && x.device().is_cpu())
-    return rotary_embedding(x.to(DType::Float32), cos, sin, style, inverse).to(x.dtype());
+  // 16-bit x: the CPU rotates float32 copies (rounded once on the way out); the CUDA kernel loads and stores
+  // the 16 bits itself, float32 inside (Kernel16::RotaryEmbedding)
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (out.numel() == 0) return out;
   const int64_t rows = x.numel() / (T * D);

@@ -1,8 +1,8 @@
 #pragma once
-// The readable 16-bit route of the ops that have no 16-bit kernel yet (conv2d, pooling, additive scores,
-// index_add, mean, var, CUDA's flash attention, ...): widen the 16-bit inputs to float32 (exact), run the
-// float32 kernel, round the result once. One pair of helpers for every op file that does it (ops/*.cpp only;
-// kernels in ops/cpu and ops/cuda convert element by element instead).
+// The 16-bit rule of the ops composed of several kernels (conv2d = im2col, GEMM and bias; mean = sum / n;
+// var; logsumexp; scatter_add into a buffer): composed in 16 bits they would round after every kernel, so
+// they compose in float32 and round the result once. A single kernel's 16-bit route is the backend's
+// (Kernel16, ops/backend_widening.h); this header is for ops/*.cpp only.
 #include "ops/tensor.h"
 
 namespace saccade::ops {
@@ -10,7 +10,13 @@ namespace saccade::ops {
 /// `t` as float32 (a widened copy; exact from bfloat16 and float16), or `t` itself when undefined.
 inline Tensor f32(const Tensor& t) { return t.defined() ? t.to(DType::Float32) : t; }
 
-/// `t` rounded to `dtype` (to nearest even), or `t` itself when undefined.
-inline Tensor narrow_to(const Tensor& t, DType dtype) { return t.defined() ? t.to(dtype) : t; }
+/// compose(ts...) for an op whose result has `dtype`: when `dtype` is bfloat16 or float16, compose runs on
+/// float32 copies of the tensors `ts` (undefined ones stay undefined) and its result is rounded once to
+/// `dtype` (to nearest even); otherwise compose(ts...) as it is. `compose` returns a Tensor.
+template <class F, class... Ts>
+Tensor composed_in_float32(DType dtype, F&& compose, const Ts&... ts) {
+  if (!is_half(dtype)) return compose(ts...);
+  return compose(f32(ts)...).to(dtype);
+}
 
 }  // namespace saccade::ops

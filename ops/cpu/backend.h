@@ -7,9 +7,15 @@
 
 namespace saccade::cpu {
 
-class CpuBackend final : public Backend {
+/// The CPU's kernels. backend(Device::cpu()) hands out Widening<CpuBackend> (ops/backend_widening.h), which
+/// widens the 16-bit operands of the kernels that native_16bit does not name.
+class CpuBackend : public Backend {
  public:
   const char* name() const override { return "cpu"; }
+  /// 16 bits natively: dropout (converts block by block). Flash attention widens head by head itself
+  /// (attention_half.cpp); the other kernels of Kernel16 run on float32 copies.
+  bool native_16bit(Kernel16 k) const override { return k == Kernel16::Dropout; }
+  bool keeps_dropout_flags() const override { return true; }
   void* allocate(size_t nbytes) override;
   void deallocate(void* p, size_t nbytes) override;
   void copy_to_host(void* host_dst, const void* src, size_t nbytes) override;

@@ -367,15 +367,14 @@ void CudaBackend::flash_attention_forward(const Tensor& q, const Tensor& k, cons
   const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), Tk = k.size(2), D = q.size(3), Dv = v.size(3);
   const int64_t H_kv = k.size(1), rows = B * H * Tq;
   if (rows == 0) return;
-  if (is_half(q.dtype())) {  // 16 bits (ops/attention.cpp sends them only with tensor_core_attention() on)
+  if (is_half(q.dtype())) {  // 16 bits: the tensor-core kernel while tensor_core_attention() is on
     if (flash_attention_forward_mma(q, k, v, masking_of<float>(mask, dropout, H, H_kv, Tq, Tk),
                                     static_cast<float>(scale), out, lse))
       return;
-    // where the tensor-core kernel does not apply: float32 copies, out rounded once
-    Tensor out32 = Tensor::empty(out.shape(), DType::Float32, out.device(), "flash_attention_forward");
-    flash_attention_forward(q.to(DType::Float32), k.to(DType::Float32), v.to(DType::Float32), mask, scale,
-                            dropout, out32, lse);
-    copy(out32, out);  // rounds to out's dtype
+    // switched off, or where the tensor-core kernel does not apply: float32 copies, out rounded once
+    widen({q, k, v}, {}, {out, lse}, [&](const std::vector<Tensor>& t) {
+      flash_attention_forward(t[0], t[1], t[2], mask, scale, dropout, t[3], t[4]);
+    });
     return;
   }
   const int64_t tiles = (Tq + kBr - 1) / kBr;
@@ -410,20 +409,15 @@ void CudaBackend::flash_attention_backward(const Tensor& q, const Tensor& k, con
                                            const Tensor& gk, const Tensor& gv) {
   const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), Tk = k.size(2), D = q.size(3), Dv = v.size(3);
   const int64_t H_kv = k.size(1), rows = B * H * Tq;
-  if (is_half(q.dtype())) {  // 16 bits (ops/attention.cpp sends them only with tensor_core_attention() on)
+  if (is_half(q.dtype())) {  // 16 bits: the tensor-core kernels while tensor_core_attention() is on
     if (flash_attention_backward_mma(q, k, v, out, gout, lse,
                                      masking_of<float>(mask, dropout, H, H_kv, Tq, Tk),
                                      static_cast<float>(scale), gq, gk, gv))
       return;
-    // where the tensor-core kernels do not apply: float32 copies, each gradient rounded once
-    const DType f = DType::Float32;
-    const char* op = "flash_attention_backward";
-    Tensor gq32 = Tensor::empty(gq.shape(), f, gq.device(), op),
-           gk32 = Tensor::empty(gk.shape(), f, gk.device(), op),
-           gv32 = Tensor::empty(gv.shape(), f, gv.device(), op);
-    flash_attention_backward(q.to(f), k.to(f), v.to(f), out.to(f), gout.to(f), lse, mask, scale, dropout,
-                             gq32, gk32, gv32);
-    copy(gq32, gq), copy(gk32, gk), copy(gv32, gv);
+    // switched off, or where the tensor-core kernels do not apply: float32 copies, each gradient rounded once
+    widen({q, k, v, out, gout, lse}, {}, {gq, gk, gv}, [&](const std::vector<Tensor>& t) {
+      flash_attention_backward(t[0], t[1], t[2], t[3], t[4], t[5], mask, scale, dropout, t[6], t[7], t[8]);
+    });
     return;
   }
   const int kd = bwd_head_dim(D, Dv);

@@ -5,6 +5,7 @@
 
 #include <atomic>
 
+#include "ops/backend_widening.h"
 #include "ops/cuda/api.h"
 #include "ops/cuda/error.h"
 #include "ops/cuda/staging.h"
@@ -190,7 +191,7 @@ Backend* detail::cuda_backend() {
       return nullptr;
     }
     try {
-      cuda::instance = new cuda::CudaBackend();
+      cuda::instance = new Widening<cuda::CudaBackend>();
     } catch (const Error&) {
       cuda::instance = nullptr;
     }

@@ -23,11 +23,19 @@ namespace saccade::cuda {
 
 struct PinnedStaging;  // backend.cpp: the two pinned buffers of large host<->device copies (staging.h)
 
-class CudaBackend final : public Backend {
+/// The GPU's kernels. backend(cuda) hands out Widening<CudaBackend> (ops/backend_widening.h), which widens
+/// the 16-bit operands of the kernels that native_16bit does not name.
+class CudaBackend : public Backend {
  public:
   CudaBackend();
   ~CudaBackend() override;
   const char* name() const override { return "cuda"; }
+  /// 16 bits natively: rms_norm and its backward (nn.cu), rotary_embedding (rotary.cu). Flash attention
+  /// (outside Kernel16) picks for itself: the tensor-core kernel while tensor_core_attention() is on and it
+  /// applies, else float32 copies through Backend::widen (attention.cu).
+  bool native_16bit(Kernel16 k) const override {
+    return k == Kernel16::RmsNorm || k == Kernel16::RmsNormBackward || k == Kernel16::RotaryEmbedding;
+  }
   void* allocate(size_t nbytes) override;
   void deallocate(void* p, size_t nbytes) override;
   void copy_to_host(void* host_dst, const void* src, size_t nbytes) override;
