@@ -3,7 +3,8 @@
 // CPU) loaded, moved to CUDA with Module::to, and their logits and greedy continuations with the KV cache
 // compared with the CPU's, in float32 (TF32 off: the default) and in bfloat16. Without a GPU only the CPU
 // half runs, and the test skips with a warning.
-#ifdef SACCADE_HAVE_HF
+#if defined(SACCADE_HAVE_GPT) && \
+    defined(SACCADE_HAVE_HF)  // the GPT example and hf/ (examples/gpt/CMakeLists.txt)
 #include <catch2/catch.hpp>
 
 #include <memory>
@@ -80,4 +81,4 @@ TEST_CASE("cuda hf: GPT-2 and Llama checkpoints give the CPU's logits and greedy
   }
 }
 
-#endif  // SACCADE_HAVE_HF
+#endif
