@@ -58,14 +58,31 @@ Variable run_hooks(std::vector<Node::Hook>& hooks, Variable g) {
   return g;
 }
 
-// A leaf's accumulator: run the leaf's own hooks, then add into its grad (the first gradient is copied:
-// g may be shared with other leaves or with the caller). Nothing happens once the leaf is gone.
+// Whether the leaf may keep `h` itself as its first gradient instead of a copy (PyTorch's AccumulateGrad
+// "steals" it the same way): nothing records a graph, and no one else can see h's memory, that is, the only
+// references are the engine's Variable `g` (its one Tensor) and `h`, and h covers its whole storage
+// contiguously. A gradient that a rule also handed to another input, saved, or that the caller passed to
+// backward() has more references and is copied, so an in-place change of one leaf's grad (zero_grad,
+// clipping) never reaches another tensor.
+bool can_keep(const Variable& g, const Tensor& h) {
+  return !grad_enabled() && g.impl().use_count() == 1 && same_tensor(g.data(), h) &&
+         h.storage().use_count() == 2 && h.is_contiguous() && h.offset() == 0 &&
+         size_t(h.numel()) * h.itemsize() == h.storage()->nbytes();
+}
+
+// A leaf's accumulator: run the leaf's own hooks, then add into its grad. The first gradient is kept when no
+// one else can see it (can_keep), else copied: g may be shared with other leaves or with the caller. Nothing
+// happens once the leaf is gone.
 // NOTE: the leaf's grad is a Tensor: under create_graph it holds the values, not their graph (use grad()).
-void accumulate_into_leaf(const Node& accumulator, const Variable& g) {
+void accumulate_into_leaf(const Node& accumulator, Variable g) {
   std::shared_ptr<VariableImpl> leaf = accumulator.leaf();
   if (!leaf) return;  // nobody can read this gradient
-  Tensor h = run_hooks(leaf->hooks, g).data();
-  leaf->grad = leaf->grad.defined() ? ops::add(leaf->grad, h) : h.contiguous().clone();
+  g = run_hooks(leaf->hooks, std::move(g));
+  Tensor h = g.data();
+  if (leaf->grad.defined())
+    leaf->grad = ops::add(leaf->grad, h);
+  else
+    leaf->grad = can_keep(g, h) ? std::move(h) : h.contiguous().clone();
 }
 
 // The derivative rule of `n`, with the engine's checks on what it returns: one gradient per input, each of
@@ -131,7 +148,7 @@ std::vector<Variable> run_backward(const std::vector<std::shared_ptr<Node>>& roo
       g = run_hooks(n->hooks(), g);
       if (capture.active()) capture.offer(n, g);
       if (n->is_accumulator()) {  // 4. a leaf (accumulators have no inputs)
-        if (!capture.active()) accumulate_into_leaf(*n, g);
+        if (!capture.active()) accumulate_into_leaf(*n, std::move(g));
         continue;
       }
       if (capture.must_run(*n)) outs = apply_rule(*n, g, retain_graph);  // 3. the derivative rule

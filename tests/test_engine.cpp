@@ -165,3 +165,49 @@ TEST_CASE("engine: part views add into one gradient of their input", "[autograd]
   ops::add_(at12, ops::ones({2, 2, 6}, DType::Float64));
   REQUIRE(allclose(x.grad(), want));
 }
+
+TEST_CASE("engine: a leaf keeps a first gradient no one else holds, and copies one that is shared",
+          "[autograd][engine]") {
+  Variable x(ops::zeros({64, 64}, DType::Float32), true);
+  SECTION("a fresh gradient is kept, not copied (PyTorch's AccumulateGrad steals it too)") {
+    const void* made = nullptr;
+    Variable y = make_result("test_fresh", x.data().clone(), {x}, [&made](const Variable& g) {
+      Tensor t = g.data().clone();
+      made = t.raw_data();
+      return std::vector<Variable>{Variable(std::move(t))};
+    });
+    y.backward(Variable(ops::ones({64, 64}, DType::Float32)));
+    REQUIRE(made != nullptr);
+    REQUIRE(x.grad().raw_data() == made);
+  }
+  SECTION("a gradient the rule also keeps elsewhere is copied") {
+    Tensor kept;
+    Variable y = make_result("test_shared", x.data().clone(), {x}, [&kept](const Variable& g) {
+      kept = g.data().clone();
+      return std::vector<Variable>{Variable(kept)};
+    });
+    y.backward(Variable(ops::ones({64, 64}, DType::Float32)));
+    Tensor gx = x.grad();
+    REQUIRE(gx.raw_data() != kept.raw_data());
+    ops::add_(gx, gx);  // an in-place change of the grad (clipping, zeroing) stays in the grad
+    REQUIRE(allclose(kept, ops::ones({64, 64}, DType::Float32)));
+    REQUIRE(allclose(x.grad(), ops::full({64, 64}, 2.0, DType::Float32)));
+  }
+  SECTION("one gradient handed to two leaves gives each its own copy") {
+    Variable a(ops::zeros({64, 64}, DType::Float32), true);
+    Variable z = a + x;  // add's rule may hand g to both inputs
+    z.backward(Variable(ops::ones({64, 64}, DType::Float32)));
+    Tensor ga = a.grad();
+    REQUIRE(ga.raw_data() != x.grad().raw_data());
+    ops::add_(ga, ga);
+    REQUIRE(allclose(x.grad(), ops::ones({64, 64}, DType::Float32)));
+  }
+  SECTION("the caller's output gradient is never the leaf's grad") {
+    Variable seed(ops::ones({4096}, DType::Float32));
+    reshape(x, {4096}).backward(seed);  // reshape's rule passes a view of the seed through
+    Tensor gx = x.grad();
+    REQUIRE(gx.raw_data() != seed.data().raw_data());
+    ops::add_(gx, gx);
+    REQUIRE(allclose(seed.data(), ops::ones({4096}, DType::Float32)));
+  }
+}
