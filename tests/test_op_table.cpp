@@ -398,6 +398,24 @@ TEST_CASE("op table: the autocast columns are what autocast does on the CPU",
   g_leaf_dtype = DType::Float64;
 }
 
+TEST_CASE("op table: a row's 16-bit columns are what the backends do with its kernel",
+          "[autograd][op_table][half]") {
+  // A row that names its forward's Kernel16 must route 16 bits as the backend it runs on does
+  // (Backend::native_16bit, which Widening<> reads); the CUDA half runs where a GPU is.
+  auto route = [](Device d, Kernel16 k) {
+    return backend(d).native_16bit(k) ? HalfRoute::Native : HalfRoute::Widened;
+  };
+  int named = 0;
+  for (const OpInfo* row : kOpTable) {
+    if (!row->kernel16) continue;
+    ++named;
+    INFO(row->name);
+    CHECK(row->half_cpu == route(Device::cpu(), *row->kernel16));
+    if (cuda_is_available()) CHECK(row->half_cuda == route(Device::cuda(), *row->kernel16));
+  }
+  CHECK(named >= 13);  // softmax (3 rows), layer_norm, rms_norm, dropout, pooling (4), additive scores, ...
+}
+
 TEST_CASE("op table: autograd/README.md's rule index lists exactly the table's ops and files",
           "[autograd][op_table]") {
   const std::string text = read_text(kSourceDir + "/autograd/README.md");
