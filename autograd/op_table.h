@@ -74,7 +74,7 @@ inline constexpr CostModel kAttention{"attention", &attention_forward, &attentio
 /// The facts of one op. `name` is how the op names itself in errors, profiles and graphs (Node::name).
 struct OpInfo {
   const char* name;
-  const char* file;  // its rule: autograd/functions/<file>
+  const char* file;  // its rule: autograd/functions/<file> (an engine row of kEngineRows: autograd/<file>)
   AutocastPolicy autocast_cuda;
   AutocastPolicy autocast_cpu;
   const CostModel* cost;
@@ -119,6 +119,10 @@ constexpr OpInfo with_half(OpInfo r, HalfRoute cpu, HalfRoute cuda) {
 constexpr OpInfo with_kernel16(OpInfo r, Kernel16 k) {
   r.kernel16 = k;
   return with_half(r, native_16bit_on(k).cpu ? Native : Widened, native_16bit_on(k).cuda ? Native : Widened);
+}
+constexpr OpInfo once_differentiable(OpInfo r) {
+  r.twice_differentiable = false;
+  return r;
 }
 constexpr OpInfo as_composite(OpInfo r) {
   r.composite = true;
@@ -357,5 +361,24 @@ inline constexpr const OpInfo* kOpTable[] = {
     //
     &op_info::rotary_embedding,
 };
+
+namespace op_info {
+
+// ---- the engine's own nodes: no public function, so no row of kOpTable (nor of autograd/README.md's rule
+// index), but recorded as every op is (OpScope, make_result): named, costed as bytes moved, profiled. ----
+// Under create_graph, a part view's gradient placed into zeros of the whole input (part_backward) and the
+// part picked back out of a gradient of the whole (part): gradient_sum.cpp.
+inline constexpr OpInfo part = row("part", "gradient_sum.cpp");
+inline constexpr OpInfo part_backward = row("part_backward", "gradient_sum.cpp");
+// The stand-in through which an input enters recompute_backward's recomputation under create_graph.
+inline constexpr OpInfo alias = row("alias", "function.cpp");
+// An activation-checkpointed segment: its node recomputes the segment, which is differentiated once.
+inline constexpr OpInfo checkpoint = once_differentiable(row("checkpoint", "checkpoint.cpp"));
+
+}  // namespace op_info
+
+/// The engine's rows above, once (tests/test_op_table.cpp checks that they are what the engine records).
+inline constexpr const OpInfo* kEngineRows[] = {&op_info::part, &op_info::part_backward, &op_info::alias,
+                                                &op_info::checkpoint};
 
 }  // namespace saccade
