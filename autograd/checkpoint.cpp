@@ -48,7 +48,7 @@ class Replay {
 
 Variable checkpoint(const std::function<Variable(const std::vector<Variable>&)>& fn,
                     const std::vector<Variable>& inputs, const std::vector<Generator*>& generators) {
-  check_defined("checkpoint", inputs);
+  check_defined(op_info::checkpoint.name, inputs);
   bool any = false;
   for (const Variable& x : inputs) any = any || x.requires_grad();
   SACCADE_CHECK(!grad_enabled() || any,
@@ -56,7 +56,7 @@ Variable checkpoint(const std::function<Variable(const std::vector<Variable>&)>&
                 "segment; pass at least one input that requires grad ({} inputs)",
                 inputs.size());
   std::vector<SavedVariable> saved;
-  for (const Variable& x : inputs) saved.emplace_back(x, "checkpoint");
+  for (const Variable& x : inputs) saved.emplace_back(x, op_info::checkpoint);
   auto states = std::make_shared<GeneratorStates>(generators);
   // the recomputation runs inside backward, where autocast is off: it re-enters the forward's state
   const autocast::State autocast_state = autocast::state();
@@ -69,10 +69,12 @@ Variable checkpoint(const std::function<Variable(const std::vector<Variable>&)>&
   }
   for (size_t i = 0; i < saved.size(); ++i) saved[i].get();  // throws if fn changed an input in place
 
+  // NOTE: the scope opens after the segment ran: its profiler range holds the recording, not the segment's
+  // forward, whose ops have ranges of their own
+  OpScope op(op_info::checkpoint, inputs);
   Variable result = make_result(
-      "checkpoint", out, inputs,
-      [saved, states, fn, autocast_state](const Variable& g) -> std::vector<Variable> {
-        check_once_differentiable("checkpoint");  // the recomputed segment is differentiated once
+      op, out, inputs, [saved, states, fn, autocast_state](const Variable& g) -> std::vector<Variable> {
+        check_once_differentiable(op_info::checkpoint.name);  // the recomputed segment is differentiated once
         std::vector<Variable> xs;
         for (const SavedVariable& s : saved) xs.push_back(s.get());
         // grad mode is off here, so the recomputation starts from leaves holding the inputs' data, and the

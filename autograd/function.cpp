@@ -71,10 +71,11 @@ std::vector<Variable> recompute_backward(
       const bool req = x.defined() && x.requires_grad();
       if (!create_graph)
         xs.push_back(x.defined() ? Variable(x.data(), req) : x);
-      else if (req)
-        xs.push_back(make_result("alias", x.data(), {x},
-                                 [](const Variable& ga) -> std::vector<Variable> { return {ga}; }));
-      else
+      else if (req) {
+        OpScope op(op_info::alias, x);
+        xs.push_back(
+            make_result(op, x.data(), {x}, [](const Variable& ga) -> std::vector<Variable> { return {ga}; }));
+      } else
         xs.push_back(x);
     }
     out = reference(xs);
@@ -131,16 +132,6 @@ Variable make_result(OpScope& op, Tensor result, const std::vector<Variable>& in
                      Node::BackwardFn backward) {
   return record(op.info().name, *op.info().cost, op.take_range(), std::move(result), inputs.data(),
                 inputs.size(), std::move(backward));
-}
-
-Variable make_result(const char* name, Tensor result, std::initializer_list<Variable> inputs,
-                     Node::BackwardFn backward) {
-  return record(name, cost::kBytes, 0, std::move(result), inputs.begin(), inputs.size(), std::move(backward));
-}
-
-Variable make_result(const char* name, Tensor result, const std::vector<Variable>& inputs,
-                     Node::BackwardFn backward) {
-  return record(name, cost::kBytes, 0, std::move(result), inputs.data(), inputs.size(), std::move(backward));
 }
 
 }  // namespace saccade

@@ -206,12 +206,4 @@ Variable make_result(OpScope& op, Tensor result, std::initializer_list<Variable>
 Variable make_result(OpScope& op, Tensor result, const std::vector<Variable>& inputs,
                      Node::BackwardFn backward);
 
-/// Records a node that is no op of the table (the engine's sums of parts, checkpoint, recompute_backward's
-/// aliases): named `name`, costed as bytes moved, with no range of its own (the profiler shows it as a
-/// zero-length event).
-Variable make_result(const char* name, Tensor result, std::initializer_list<Variable> inputs,
-                     Node::BackwardFn backward);
-Variable make_result(const char* name, Tensor result, const std::vector<Variable>& inputs,
-                     Node::BackwardFn backward);
-
 }  // namespace saccade

@@ -15,17 +15,19 @@ namespace {
 // the part back out, and that one's rule places it again (so every order of derivative exists).
 Variable part_of(const Variable& whole, const Node::PartFn& part);
 Variable embed_part(const Variable& g, const Shape& whole, const Node::PartFn& part) {
+  OpScope op(op_info::part_backward, g);
   Tensor z = ops::zeros(whole, g.dtype(), g.device());
   Tensor dst = part(z);
   ops::add_(dst, g.data());
-  return make_result("part_backward", z, {g},
+  return make_result(op, z, {g},
                      [part](const Variable& gz) -> std::vector<Variable> { return {part_of(gz, part)}; });
 }
 Variable part_of(const Variable& whole, const Node::PartFn& part) {
+  OpScope op(op_info::part, whole);
   Shape s = whole.shape();
-  return make_result(
-      "part", part(whole.data()), {whole},
-      [s, part](const Variable& g) -> std::vector<Variable> { return {embed_part(g, s, part)}; });
+  return make_result(op, part(whole.data()), {whole}, [s, part](const Variable& g) -> std::vector<Variable> {
+    return {embed_part(g, s, part)};
+  });
 }
 
 }  // namespace

@@ -9,9 +9,13 @@
 // for tests and tools: tests/test_op_table.cpp checks that every rule names a row of it, that running every
 // row's rule records that row, and that autograd/README.md's rule index lists exactly these ops.
 //
-// NOTE: includes no autograd header (Variable is declared only), so that every autograd header may use it.
+// NOTE: includes no autograd header (Variable is declared only), so that every autograd header may use it;
+// of ops/ only the plain table ops/kernel16.h.
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+
+#include "ops/kernel16.h"
 
 namespace saccade {
 
@@ -23,10 +27,12 @@ class Variable;
 enum class AutocastPolicy { Lower, Float32, Promote, Keep };
 
 /// How the op's forward kernel meets a bfloat16 or float16 input on one device: Native, its kernel loads and
-/// stores the 16 bits itself (float32 inside, compute_t); Widened, ops/ converts the inputs to float32
-/// tensors, runs the float32 kernel and rounds the result once.
-// NOTE: documents where ops/*.cpp widens today (its `if (is_half(...)) return op(f32(x)).to(...)` lines);
-// the widening is moving into the backend, which will then read this column.
+/// stores the 16 bits itself (float32 inside, compute_t); Widened, the float32 kernel runs on float32 copies
+/// of the inputs and the result is rounded once.
+// NOTE: a row whose forward is one kernel of Kernel16 names it (with_kernel16) and its columns are read from
+// ops/kernel16.h's native_16bit_on, the table the backends answer native_16bit from: stated once.
+// The other Widened rows compose several kernels in float32 (ops/widen.h's composed_in_float32, or a dtype
+// rule such as cross_entropy's and gru_gates'), a fact of their op in ops/*.cpp, stated here by with_half.
 enum class HalfRoute { Native, Widened };
 
 /// What a forward op cost: FLOPs (products) or bytes read and written (everything else).
@@ -68,7 +74,7 @@ inline constexpr CostModel kAttention{"attention", &attention_forward, &attentio
 /// The facts of one op. `name` is how the op names itself in errors, profiles and graphs (Node::name).
 struct OpInfo {
   const char* name;
-  const char* file;  // its rule: autograd/functions/<file>
+  const char* file;  // its rule: autograd/functions/<file> (an engine row of kEngineRows: autograd/<file>)
   AutocastPolicy autocast_cuda;
   AutocastPolicy autocast_cpu;
   const CostModel* cost;
@@ -80,6 +86,9 @@ struct OpInfo {
   /// A composition of other recorded ops: it checks its arguments under its own name but records no node;
   /// its parts record themselves (and its profiler range is dropped).
   bool composite;
+  /// The kernel of the backend's 16-bit route (ops/kernel16.h) that the forward runs, when it is one of them:
+  /// half_cpu and half_cuda are then native_16bit_on(*kernel16)'s (with_kernel16).
+  std::optional<Kernel16> kernel16;
 };
 
 namespace op_info {
@@ -89,7 +98,7 @@ using enum HalfRoute;
 
 // A row for the usual case: no autocast, bytes moved, native in 16 bits, twice differentiable, recorded.
 constexpr OpInfo row(const char* name, const char* file) {
-  return {name, file, Keep, Keep, &cost::kBytes, Native, Native, true, false};
+  return {name, file, Keep, Keep, &cost::kBytes, Native, Native, true, false, std::nullopt};
 }
 // The same row with its autocast policy on CUDA and on the CPU (PyTorch's lists: autocast.h).
 constexpr OpInfo with_autocast(OpInfo r, AutocastPolicy cuda, AutocastPolicy cpu) {
@@ -104,6 +113,15 @@ constexpr OpInfo with_cost(OpInfo r, const CostModel& model) {
 constexpr OpInfo with_half(OpInfo r, HalfRoute cpu, HalfRoute cuda) {
   r.half_cpu = cpu;
   r.half_cuda = cuda;
+  return r;
+}
+// The same row with its forward's kernel of the 16-bit route: its 16-bit columns are what the backends do.
+constexpr OpInfo with_kernel16(OpInfo r, Kernel16 k) {
+  r.kernel16 = k;
+  return with_half(r, native_16bit_on(k).cpu ? Native : Widened, native_16bit_on(k).cuda ? Native : Widened);
+}
+constexpr OpInfo once_differentiable(OpInfo r) {
+  r.twice_differentiable = false;
   return r;
 }
 constexpr OpInfo as_composite(OpInfo r) {
@@ -180,7 +198,7 @@ inline constexpr OpInfo triu = row("triu", "shape.cpp");
 inline constexpr OpInfo index_select = row("index_select", "index.cpp");
 inline constexpr OpInfo gather = row("gather", "index.cpp");
 inline constexpr OpInfo scatter_add = with_half(row("scatter_add", "index.cpp"), Widened, Widened);
-inline constexpr OpInfo index_add = with_half(row("index_add", "index.cpp"), Widened, Widened);
+inline constexpr OpInfo index_add = with_kernel16(row("index_add", "index.cpp"), Kernel16::IndexAdd);
 inline constexpr OpInfo embedding = row("embedding", "index.cpp");
 
 // ---- linalg.cpp ----
@@ -197,18 +215,18 @@ inline constexpr OpInfo linear =
 // its CPU kernel takes a bf16 input beside float32 weights and computes in float32; ours takes one dtype,
 // and casting the input computes the same.
 inline constexpr OpInfo softmax =
-    with_half(with_autocast(row("softmax", "nn.cpp"), Float32, Keep), Widened, Widened);
+    with_kernel16(with_autocast(row("softmax", "nn.cpp"), Float32, Keep), Kernel16::Softmax);
 inline constexpr OpInfo log_softmax =
-    with_half(with_autocast(row("log_softmax", "nn.cpp"), Float32, Keep), Widened, Widened);
+    with_kernel16(with_autocast(row("log_softmax", "nn.cpp"), Float32, Keep), Kernel16::Softmax);
 inline constexpr OpInfo masked_softmax =
-    with_half(with_autocast(row("masked_softmax", "nn.cpp"), Float32, Keep), Widened, Widened);
+    with_kernel16(with_autocast(row("masked_softmax", "nn.cpp"), Float32, Keep), Kernel16::Softmax);
 inline constexpr OpInfo layer_norm =
-    with_half(with_autocast(row("layer_norm", "nn.cpp"), Float32, Float32), Widened, Widened);
+    with_kernel16(with_autocast(row("layer_norm", "nn.cpp"), Float32, Float32), Kernel16::LayerNorm);
 inline constexpr OpInfo layer_norm_composed = as_composite(row("layer_norm_composed", "nn.cpp"));
 inline constexpr OpInfo rms_norm =
-    with_half(with_autocast(row("rms_norm", "nn.cpp"), Float32, Float32), Widened, Native);
+    with_kernel16(with_autocast(row("rms_norm", "nn.cpp"), Float32, Float32), Kernel16::RmsNorm);
 inline constexpr OpInfo rms_norm_composed = as_composite(row("rms_norm_composed", "nn.cpp"));
-inline constexpr OpInfo dropout = with_half(row("dropout", "nn.cpp"), Native, Widened);
+inline constexpr OpInfo dropout = with_kernel16(row("dropout", "nn.cpp"), Kernel16::Dropout);
 inline constexpr OpInfo gru_gates = with_half(row("gru_gates", "nn.cpp"), Widened, Widened);
 inline constexpr OpInfo cross_entropy =
     with_half(with_autocast(row("cross_entropy", "nn.cpp"), Float32, Float32), Widened, Widened);
@@ -220,25 +238,26 @@ inline constexpr OpInfo conv2d = with_half(
 inline constexpr OpInfo conv2d_input_grad = with_half(row("conv2d_input_grad", "conv.cpp"), Widened, Widened);
 inline constexpr OpInfo conv2d_weight_grad =
     with_half(row("conv2d_weight_grad", "conv.cpp"), Widened, Widened);
-inline constexpr OpInfo max_pool2d = with_half(row("max_pool2d", "conv.cpp"), Widened, Widened);
+inline constexpr OpInfo max_pool2d = with_kernel16(row("max_pool2d", "conv.cpp"), Kernel16::MaxPool2d);
 inline constexpr OpInfo max_pool2d_backward =
-    with_half(row("max_pool2d_backward", "conv.cpp"), Widened, Widened);
-inline constexpr OpInfo avg_pool2d = with_half(row("avg_pool2d", "conv.cpp"), Widened, Widened);
+    with_kernel16(row("max_pool2d_backward", "conv.cpp"), Kernel16::MaxPool2dBackward);
+inline constexpr OpInfo avg_pool2d = with_kernel16(row("avg_pool2d", "conv.cpp"), Kernel16::AvgPool2d);
 inline constexpr OpInfo avg_pool2d_backward =
-    with_half(row("avg_pool2d_backward", "conv.cpp"), Widened, Widened);
+    with_kernel16(row("avg_pool2d_backward", "conv.cpp"), Kernel16::AvgPool2dBackward);
 
 // ---- attention.cpp ----
 // NOTE: CUDA's 16-bit flash attention runs the tensor-core kernel (native) unless it is switched off
 // (cuda::set_tensor_core_attention), when it widens.
 inline constexpr OpInfo flash_attention =
     with_cost(with_autocast(row("flash_attention", "attention.cpp"), Lower, Lower), cost::kAttention);
-inline constexpr OpInfo additive_attention_scores = with_half(
-    with_autocast(row("additive_attention_scores", "attention.cpp"), Lower, Lower), Widened, Widened);
+inline constexpr OpInfo additive_attention_scores = with_kernel16(
+    with_autocast(row("additive_attention_scores", "attention.cpp"), Lower, Lower), Kernel16::AdditiveScores);
 inline constexpr OpInfo additive_scores_composed =
     as_composite(row("additive_scores_composed", "attention.cpp"));
 
 // ---- rotary.cpp ----
-inline constexpr OpInfo rotary_embedding = with_half(row("rotary_embedding", "rotary.cpp"), Widened, Native);
+inline constexpr OpInfo rotary_embedding =
+    with_kernel16(row("rotary_embedding", "rotary.cpp"), Kernel16::RotaryEmbedding);
 
 }  // namespace op_info
 
@@ -342,5 +361,24 @@ inline constexpr const OpInfo* kOpTable[] = {
     //
     &op_info::rotary_embedding,
 };
+
+namespace op_info {
+
+// ---- the engine's own nodes: no public function, so no row of kOpTable (nor of autograd/README.md's rule
+// index), but recorded as every op is (OpScope, make_result): named, costed as bytes moved, profiled. ----
+// Under create_graph, a part view's gradient placed into zeros of the whole input (part_backward) and the
+// part picked back out of a gradient of the whole (part): gradient_sum.cpp.
+inline constexpr OpInfo part = row("part", "gradient_sum.cpp");
+inline constexpr OpInfo part_backward = row("part_backward", "gradient_sum.cpp");
+// The stand-in through which an input enters recompute_backward's recomputation under create_graph.
+inline constexpr OpInfo alias = row("alias", "function.cpp");
+// An activation-checkpointed segment: its node recomputes the segment, which is differentiated once.
+inline constexpr OpInfo checkpoint = once_differentiable(row("checkpoint", "checkpoint.cpp"));
+
+}  // namespace op_info
+
+/// The engine's rows above, once (tests/test_op_table.cpp checks that they are what the engine records).
+inline constexpr const OpInfo* kEngineRows[] = {&op_info::part, &op_info::part_backward, &op_info::alias,
+                                                &op_info::checkpoint};
 
 }  // namespace saccade

@@ -28,7 +28,7 @@ from tokenizers import ByteLevelBPETokenizer
 from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
                           PreTrainedTokenizerFast)
 
-FORTUNES = "/usr/share/games/fortunes/fortunes"
+FORTUNES = "/usr/share/games/fortunes/fortunes"  # the default text (hf_train_step.py reads it too)
 MODELS = {
     # GPT-2 124M (transformers' GPT2Config defaults)
     "gpt2-124M": lambda: GPT2LMHeadModel(GPT2Config()),
@@ -40,8 +40,9 @@ MODELS = {
 }
 
 
-def make_folder(name, work):
-    """The model's folder (f32) and its bf16 twin, with a tokenizer of the model's vocabulary size."""
+def make_folder(name, work, fortunes=FORTUNES):
+    """The model's folder (f32) and its bf16 twin, with a tokenizer of the model's vocabulary size trained on
+    the text file `fortunes`."""
     out = os.path.join(work, name)
     if os.path.exists(os.path.join(out, "bf16", "config.json")):
         return out
@@ -49,7 +50,7 @@ def make_folder(name, work):
     model = MODELS[name]().eval()
     vocab = model.config.vocab_size
     bpe = ByteLevelBPETokenizer()
-    bpe.train([FORTUNES], vocab_size=vocab, min_frequency=1, special_tokens=["<|endoftext|>"])
+    bpe.train([fortunes], vocab_size=vocab, min_frequency=1, special_tokens=["<|endoftext|>"])
     os.makedirs(out, exist_ok=True)
     bpe.save(os.path.join(out, "tokenizer.json"))
     tok = PreTrainedTokenizerFast(tokenizer_file=os.path.join(out, "tokenizer.json"))
@@ -63,10 +64,10 @@ def make_folder(name, work):
     return out
 
 
-def prompt_of(folder, n):
-    """A text whose encoding is `n` tokens: the first `n` tokens of the fortunes, decoded."""
+def prompt_of(folder, n, fortunes=FORTUNES):
+    """A text whose encoding is `n` tokens: the first `n` tokens of the text file `fortunes`, decoded."""
     tok = PreTrainedTokenizerFast(tokenizer_file=os.path.join(folder, "f32", "tokenizer.json"))
-    ids = tok(open(FORTUNES, encoding="utf-8", errors="replace").read(20000))["input_ids"][:n]
+    ids = tok(open(fortunes, encoding="utf-8", errors="replace").read(20000))["input_ids"][:n]
     return tok.decode(ids), ids
 
 
@@ -128,7 +129,6 @@ def cpu_model():
 
 
 def main():
-    global FORTUNES
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add_common_args(p)
     p.add_argument("--new", type=int, default=128)
@@ -137,14 +137,13 @@ def main():
                    help="cuda: both frameworks generate on the GPU (gpt sample --device cuda)")
     p.add_argument("--fortunes", default=FORTUNES, help="the text the tokenizers are trained on")
     a = p.parse_args()
-    FORTUNES = a.fortunes
     env = gpt_env(a)
     where = torch.cuda.get_device_name() if a.device == "cuda" else "the CPU"
     print(f"CPU {cpu_model()}; on {where}; torch {torch.__version__}; {a.threads} threads; "
           f"load average {os.getloadavg()}")
     for name in a.models.split(","):
-        folder = make_folder(name, a.work)
-        prompt, ids = prompt_of(folder, a.prompt_tokens)
+        folder = make_folder(name, a.work, a.fortunes)
+        prompt, ids = prompt_of(folder, a.prompt_tokens, a.fortunes)
         for sub in ("f32", "bf16"):
             ours, theirs, core, n_prompt = [], [], "?", 0
             for _ in range(a.runs):

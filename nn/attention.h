@@ -143,9 +143,10 @@ class AdditiveAttention : public Module {
 
   std::shared_ptr<Linear> W_q, W_k, w_v;
   double dropout;
-  /// Scores through the fused kernel (true, the default: it keeps no (B, Tq, L, A) temporaries for backward
-  /// and was faster on the captioner's training step, bench/caption_step; nn/README.md has the figures) or
-  /// through additive_scores_composed (false: the readable reference).
+  /// Scores through the fused kernel (true, the default: one pass over (B, Tq, L, A) that keeps nothing of
+  /// that size for backward, which recomputes tanh, where the composed path keeps each step's tanh; figures:
+  /// bench/RESULTS.md, "2026-11-23 — fused against composed additive-attention scores") or through
+  /// additive_scores_composed (false: the readable reference).
   bool use_fused = true;
 
  private:

@@ -12,6 +12,7 @@
 #include "ops/caching_allocator.h"
 #include "ops/device.h"
 #include "ops/dtype.h"
+#include "ops/kernel16.h"
 #include "ops/optim.h"
 #include "ops/tensor.h"
 
@@ -117,30 +118,6 @@ struct AttentionDropout {
 
 }  // namespace ops
 
-/// The kernels whose bfloat16 / float16 route a backend chooses (Backend::native_16bit): run on the 16-bit
-/// tensors themselves, or widened by Backend::widen (float32 copies in, the float32 kernel, each 16-bit
-/// output rounded once). The routing itself is Widening<> (ops/backend_widening.h). RmsNorm and
-/// RmsNormBackward are layer_norm and layer_norm_backward called with `mean` undefined.
-enum class Kernel16 {
-  Softmax,
-  SoftmaxBackward,
-  LayerNorm,
-  LayerNormBackward,
-  RmsNorm,
-  RmsNormBackward,
-  AdditiveScores,
-  AdditiveScoresBackward,
-  IndexAdd,
-  MaxPool2d,
-  MaxPool2dBackward,
-  AvgPool2d,
-  AvgPool2dBackward,
-  Dropout,
-  RotaryEmbedding,
-  Uniform,
-  Normal,
-};
-
 /// One device's kernels: a virtual function per kernel, each documented below with its contract (shapes,
 /// strides, dtypes). A kernel of Kernel16 takes bfloat16 / float16 operands on every backend: natively, or
 /// widened by Widening<> (ops/backend_widening.h). An op checks its arguments and allocates the result, then
@@ -155,8 +132,10 @@ class Backend {
 
   // ---- the 16-bit route ----
   /// Whether this backend's kernel `k` takes bfloat16 / float16 tensors itself (loads and stores 16 bits,
-  /// computes in float32). The default: no kernel does, Widening<> widens them all. A kernel outside Kernel16
-  /// (copy, GEMM, elementwise, reductions, flash attention, ...) is native on every backend or throws.
+  /// computes in float32). The default: no kernel does, Widening<> widens them all; the CPU and CUDA backends
+  /// answer from native_16bit_on (ops/kernel16.h), the table the op table's 16-bit columns read too. A kernel
+  /// outside Kernel16 (copy, GEMM, elementwise, reductions, flash attention, ...) is native on every backend
+  /// or throws.
   virtual bool native_16bit(Kernel16 k) const;
   /// The one widening of the 16-bit route: runs `f32_kernel` on float32 copies of the bfloat16 / float16
   /// tensors among `in` and `inout`, and into float32 buffers standing in for those among `out` and `inout`

@@ -146,6 +146,27 @@ TEST_CASE("hf GPT-2: the published layout (no 'transformer.' prefix, mask buffer
                         Catch::Contains("model-00002-of-00002.safetensors") && Catch::Contains("missing"));
 }
 
+TEST_CASE("hf: load_hf_gpt with a config read once builds what the folder's own config.json gives",
+          "[hf][gpt]") {
+  // gpt train --init-from-hf reads config.json once and hands it on: the overloads use the config they are
+  // given (a config of one layer less loads that many blocks, the rest skipped when not strict)
+  const Tensor& ids = expected().tensors.at("ids");
+  NoGradGuard no_grad;
+  for (const char* folder : {"/hf_gpt2", "/hf_llama"}) {
+    INFO(folder);
+    const std::string dir = kData + folder;
+    hf::Config config = hf::load_config(dir + "/config.json");
+    auto read_once = load_hf_gpt(dir, config), read_here = load_hf_gpt(dir);
+    CHECK(read_once->config().arch == read_here->config().arch);
+    CHECK(allclose(read_once->forward(ids).data(), read_here->forward(ids).data(), 0, 0));
+    config.num_hidden_layers -= 1;
+    CHECK_THROWS_AS(load_hf_gpt(dir, config), Error);  // strict: the last block's tensors have no place
+    hf::LoadReport report;
+    CHECK(load_hf_gpt(dir, config, /*strict=*/false, &report)->config().n_layer == config.num_hidden_layers);
+    CHECK_FALSE(report.skipped.empty());
+  }
+}
+
 TEST_CASE("hf GPT-2: bad checkpoints are refused naming the file and the tensor, nothing loaded",
           "[hf][gpt]") {
   SECTION("a missing tensor") {

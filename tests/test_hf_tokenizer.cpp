@@ -368,4 +368,86 @@ TEST_CASE("hf tokenizers: bad files and bad ids name the file and the key or lin
                  Contains("UnicodeScripts"));
 }
 
+// Issue 41 (bad input): a tokenizer.json of a kind we do not implement is refused by hf::load_tokenizer with
+// an Error that names the file, the key and the type, whatever else the folder holds. The files are small
+// hand-written ones of the shapes Hugging Face's tokenizers writes (BERT: WordPiece and BertNormalizer; T5 /
+// ALBERT: Unigram with a Precompiled normalizer), each beside a control that loads: the same file with only
+// the refused part replaced.
+TEST_CASE("hf tokenizers: WordPiece, Unigram and unimplemented normalizers are refused by name", "[hf]") {
+  using Catch::Matchers::Contains;
+  // a valid character-level BPE (no pre-tokenizer): "a", "b", "ab"
+  const nlohmann::json bpe = nlohmann::json::parse(R"({
+    "version": "1.0", "truncation": null, "padding": null, "added_tokens": [], "normalizer": null,
+    "pre_tokenizer": null, "post_processor": null, "decoder": null,
+    "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
+              "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false, "ignore_merges": false,
+              "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"]}})");
+  const nlohmann::json wordpiece = nlohmann::json::parse(R"({
+    "type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+    "max_input_chars_per_word": 100, "vocab": {"[UNK]": 0, "a": 1, "##b": 2}})");
+  const nlohmann::json unigram = nlohmann::json::parse(R"({
+    "type": "Unigram", "unk_id": 0, "byte_fallback": false,
+    "vocab": [["<unk>", 0.0], ["a", -1.5], ["b", -2.0], ["ab", -2.5]]})");
+  const nlohmann::json bert_normalizer = nlohmann::json::parse(R"({
+    "type": "BertNormalizer", "clean_text": true, "handle_chinese_chars": true, "strip_accents": null,
+    "lowercase": true})");
+  const nlohmann::json precompiled = nlohmann::json::parse(R"({
+    "type": "Sequence", "normalizers": [{"type": "Precompiled", "precompiled_charsmap": ""},
+                                        {"type": "NFKC"}]})");
+
+  testing::TempDir dir("saccade_hf_refused");
+  const std::string path = dir.file("tokenizer.json");
+  auto load = [&](const nlohmann::json& j) {
+    std::ofstream(path) << j.dump(2);
+    return error_of([&] { hf::load_tokenizer(dir.path.string()); });
+  };
+  REQUIRE(load(bpe) == "(no error)");  // the control
+  CHECK(hf::load_tokenizer(dir.path.string())->encode("ab", false) == std::vector<int64_t>{2});
+
+  struct Refused {
+    const char* what;
+    std::function<void(nlohmann::json&)> edit;
+    const char* key;
+    const char* type;
+  };
+  const Refused cases[] = {
+      {"BERT's WordPiece model", [&](nlohmann::json& j) { j["model"] = wordpiece; }, "\"model.type\"",
+       "'WordPiece'"},
+      {"a Unigram model", [&](nlohmann::json& j) { j["model"] = unigram; }, "\"model.type\"", "'Unigram'"},
+      {"BERT's whole file",
+       [&](nlohmann::json& j) {
+         j["model"] = wordpiece;  // the model is refused first
+         j["normalizer"] = bert_normalizer;
+         j["pre_tokenizer"] = {{"type", "BertPreTokenizer"}};
+       },
+       "\"model.type\"", "'WordPiece'"},
+      {"T5's whole file",
+       [&](nlohmann::json& j) {
+         j["model"] = unigram;
+         j["normalizer"] = precompiled;
+       },
+       "\"model.type\"", "'Unigram'"},
+      {"BertNormalizer before a BPE", [&](nlohmann::json& j) { j["normalizer"] = bert_normalizer; },
+       "\"normalizer.type\"", "'BertNormalizer'"},
+      {"Precompiled in a Sequence", [&](nlohmann::json& j) { j["normalizer"] = precompiled; },
+       "\"normalizer.normalizers[0].type\"", "'Precompiled'"},
+      {"StripAccents",
+       [&](nlohmann::json& j) {
+         j["normalizer"] = {{"type", "StripAccents"}};
+       },
+       "\"normalizer.type\"", "'StripAccents'"},
+  };
+  for (const Refused& c : cases) {
+    INFO(c.what);
+    nlohmann::json j = bpe;
+    c.edit(j);
+    CHECK_THAT(load(j), Contains(path) && Contains(c.key) && Contains(c.type) && Contains("not supported"));
+  }
+  // a folder with tokenizer.json beside a SentencePiece tokenizer.model still reads (and refuses) the former
+  std::filesystem::copy_file(kDir + "sp/tokenizer.model", dir.file("tokenizer.model"));
+  nlohmann::json j = bpe;
+  j["model"] = unigram;
+  CHECK_THAT(load(j), Contains(path) && Contains("'Unigram'"));
+}
+
 #endif  // SACCADE_HAVE_HF

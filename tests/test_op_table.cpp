@@ -34,6 +34,12 @@ std::map<std::string, const OpInfo*> rows_by_name() {
   return m;
 }
 
+std::map<std::string, const OpInfo*> engine_rows() {
+  std::map<std::string, const OpInfo*> m;
+  for (const OpInfo* r : kEngineRows) m[r->name] = r;
+  return m;
+}
+
 const char* const kRuleFiles[] = {"attention", "conv",   "elementwise", "index", "linalg",
                                   "nn",        "reduce", "rotary",      "shape"};
 
@@ -365,8 +371,8 @@ TEST_CASE("op table: running each row's rule records that row, and only rows", "
       const std::string name = e.name, category = e.category;
       if (category != "forward" && category != "op_in_backward") continue;
       INFO("event " << name << " (" << category << ")");
-      // the engine's parts and their sums, and recompute_backward's aliases, are nodes of no op
-      CHECK((rows.count(name) == 1 || name == "part" || name == "part_backward" || name == "alias"));
+      // the engine's parts and their sums, and recompute_backward's aliases, are its own rows
+      CHECK((rows.count(name) == 1 || engine_rows().count(name) == 1));
       recorded = recorded || (category == "forward" && name == row->name);
     }
     CHECK(recorded == !row->composite);  // a composite's parts record themselves, never it
@@ -396,6 +402,73 @@ TEST_CASE("op table: the autocast columns are what autocast does on the CPU",
     }
   }
   g_leaf_dtype = DType::Float64;
+}
+
+TEST_CASE("op table: the engine's own nodes record rows of kEngineRows", "[autograd][op_table]") {
+  const auto rows = rows_by_name(), engine = engine_rows();
+  CHECK(engine.size() == std::size(kEngineRows));
+  for (const OpInfo* r : kEngineRows) {
+    INFO(r->name);
+    CHECK(rows.count(r->name) == 0);  // no public op of that name
+    CHECK(!r->composite);
+  }
+  // each engine file names its rows and records by no string
+  for (const char* f : {"gradient_sum.cpp", "function.cpp", "checkpoint.cpp"}) {
+    const std::string text = read_text(kSourceDir + "/autograd/" + f);
+    INFO(f);
+    CHECK(text.find("make_result(\"") == std::string::npos);
+  }
+  // the nodes: a checkpointed segment, a part view's gradient under create_graph (part_backward, then part
+  // when differentiated again), a fused rule's recomputation under create_graph (alias)
+  std::set<std::string> seen;
+  auto collect = [&](profiler::Profile& prof) {
+    for (const profiler::Event& e : prof.events())
+      if (engine.count(e.name) == 1) seen.insert(e.name);
+  };
+  {
+    profiler::Profile prof;
+    Variable x = leaf({2, 3}, 1);
+    Variable y = checkpoint([](const std::vector<Variable>& in) { return tanh(in[0]); }, {x});
+    REQUIRE(y.grad_fn());
+    CHECK(std::string(y.grad_fn()->name()) == op_info::checkpoint.name);
+    sum(y).backward();
+    prof.stop();
+    collect(prof);
+  }
+  {
+    profiler::Profile prof;
+    Variable x = leaf({4, 3}, 2);
+    std::vector<Variable> halves = split(x, 2, 0);
+    Variable loss = add(sum(mul(halves[0], halves[0])), sum(mul(halves[1], halves[1])));
+    std::vector<Variable> g = grad({loss}, {x}, {}, true, true, true);
+    grad({sum(mul(g[0], g[0]))}, {x}, {}, std::nullopt, false, true);
+    Variable z = leaf({2, 4}, 3), ln = layer_norm(z, {4});
+    CHECK(grad({sum(mul(ln, ln))}, {z}, {}, true, true, true)[0].requires_grad());
+    prof.stop();
+    collect(prof);
+  }
+  CHECK(seen.count("checkpoint") == 1);
+  CHECK(seen.count("part_backward") == 1);
+  CHECK(seen.count("part") == 1);
+  CHECK(seen.count("alias") == 1);
+}
+
+TEST_CASE("op table: a row's 16-bit columns are what the backends do with its kernel",
+          "[autograd][op_table][half]") {
+  // A row that names its forward's Kernel16 must route 16 bits as the backend it runs on does
+  // (Backend::native_16bit, which Widening<> reads); the CUDA half runs where a GPU is.
+  auto route = [](Device d, Kernel16 k) {
+    return backend(d).native_16bit(k) ? HalfRoute::Native : HalfRoute::Widened;
+  };
+  int named = 0;
+  for (const OpInfo* row : kOpTable) {
+    if (!row->kernel16) continue;
+    ++named;
+    INFO(row->name);
+    CHECK(row->half_cpu == route(Device::cpu(), *row->kernel16));
+    if (cuda_is_available()) CHECK(row->half_cuda == route(Device::cuda(), *row->kernel16));
+  }
+  CHECK(named >= 13);  // softmax (3 rows), layer_norm, rms_norm, dropout, pooling (4), additive scores, ...
 }
 
 TEST_CASE("op table: autograd/README.md's rule index lists exactly the table's ops and files",

@@ -105,7 +105,11 @@ std::shared_ptr<GPT> filled(const GPTConfig& g, const hf::Weights& weights,
 }  // namespace
 
 std::shared_ptr<GPT> load_hf_gpt2(const std::string& dir, bool strict, hf::LoadReport* report) {
-  const hf::Config config = hf::load_config(dir + "/config.json");
+  return load_hf_gpt2(dir, hf::load_config(dir + "/config.json"), strict, report);
+}
+
+std::shared_ptr<GPT> load_hf_gpt2(const std::string& dir, const hf::Config& config, bool strict,
+                                  hf::LoadReport* report) {
   const GPTConfig g = hf_gpt2_config(config);
   hf::Weights weights(dir);
   const std::string prefix = weights.contains("transformer.wte.weight") ? "transformer." : "";
@@ -168,8 +172,12 @@ GPTConfig hf_llama_gpt_config(const hf::Config& c) {
 }
 
 std::shared_ptr<GPT> load_hf_gpt(const std::string& dir, bool strict, hf::LoadReport* report) {
-  const hf::Config config = hf::load_config(dir + "/config.json");
-  if (config.architecture == hf::Architecture::GPT2) return load_hf_gpt2(dir, strict, report);
+  return load_hf_gpt(dir, hf::load_config(dir + "/config.json"), strict, report);
+}
+
+std::shared_ptr<GPT> load_hf_gpt(const std::string& dir, const hf::Config& config, bool strict,
+                                 hf::LoadReport* report) {
+  if (config.architecture == hf::Architecture::GPT2) return load_hf_gpt2(dir, config, strict, report);
   const GPTConfig g = hf_llama_gpt_config(config);
   hf::Weights weights(dir);
   std::vector<std::string> ignore;

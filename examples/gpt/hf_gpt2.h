@@ -45,6 +45,10 @@ hf::Config gpt2_hf_config(const GPTConfig& config, int64_t eos_id = -1);
 /// hf_gpt2_config and hf::load_weights throw (naming the file and the tensor); nothing is half-loaded.
 std::shared_ptr<GPT> load_hf_gpt2(const std::string& dir, bool strict = true,
                                   hf::LoadReport* report = nullptr);
+/// As above, with `config` the folder's config.json already read (hf::load_config), so that a caller that
+/// needs it too reads the file once.
+std::shared_ptr<GPT> load_hf_gpt2(const std::string& dir, const hf::Config& config, bool strict = true,
+                                  hf::LoadReport* report = nullptr);
 
 /// Writes `model` to `dir` in the Hugging Face GPT-2 layout (config.json + model.safetensors in `dtype`),
 /// which transformers' GPT2LMHeadModel.from_pretrained loads. Throws what hf::save_pretrained throws.
@@ -65,6 +69,9 @@ GPTConfig hf_llama_gpt_config(const hf::Config& config);
 /// Loads a GPT-2 or Llama checkpoint folder into a float32 GPT of the matching arch (load_hf_gpt2 for GPT-2;
 /// the Llama table for Llama), as load_hf_gpt2 does.
 std::shared_ptr<GPT> load_hf_gpt(const std::string& dir, bool strict = true,
+                                 hf::LoadReport* report = nullptr);
+/// As above, with `config` the folder's config.json already read (as load_hf_gpt2's overload).
+std::shared_ptr<GPT> load_hf_gpt(const std::string& dir, const hf::Config& config, bool strict = true,
                                  hf::LoadReport* report = nullptr);
 
 /// Writes `model` in the Hugging Face layout of its arch (save_hf_gpt2 for gpt2; LlamaForCausalLM's

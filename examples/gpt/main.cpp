@@ -659,12 +659,15 @@ int main(int argc, char** argv) {
                             "only for --arch gpt2 (its blocks recompute themselves)");
     if (*train)
       cli::require_directory("--data", data_dir, "the fortunes: install Debian's `fortunes`, scripts/setup");
+#ifdef SACCADE_HAVE_HF
+    std::optional<saccade::hf::Config> hf_config;  // --init-from-hf's config.json, read once
+#endif
     if (!init_from_hf.empty()) {
       cli::require_directory("--init-from-hf", init_from_hf);
       cli::require_file("--init-from-hf", init_from_hf + "/config.json");
 #ifdef SACCADE_HAVE_HF
-      const int64_t hf_context =
-          saccade::hf::load_config(init_from_hf + "/config.json").max_position_embeddings;
+      hf_config = saccade::hf::load_config(init_from_hf + "/config.json");
+      const int64_t hf_context = hf_config->max_position_embeddings;
       if (*train && train->get_option("--context")->count() > 0 && config.context > hf_context)
         throw cli::UsageError("--context", fmt::format("{} passes the context of '{}' ({})", config.context,
                                                        init_from_hf, hf_context));
@@ -768,18 +771,17 @@ int main(int argc, char** argv) {
     std::shared_ptr<ex::GPT> pretrained;
     if (!init_from_hf.empty()) {
       // the folder's tokenizer goes beside the checkpoints (so they load alone), its weights into the GPT
-      const saccade::hf::Config hf_config = saccade::hf::load_config(init_from_hf + "/config.json");
       if (dist::is_main_process()) ex::copy_hf_tokenizer(init_from_hf, out_dir);
       if (distributed) dist::barrier();
       tokenizer = "hf";
       saccade::hf::LoadReport skipped;
-      pretrained = ex::load_hf_gpt(init_from_hf, !non_strict, &skipped);
+      pretrained = ex::load_hf_gpt(init_from_hf, *hf_config, !non_strict, &skipped);
       report_skipped(skipped, init_from_hf);
       pretrained->train();
       if (train->get_option("--context")->count() > 0)  // windows shorter than the model's (checked above)
         pretrained = ex::crop_context(*pretrained, config.context);
       config = pretrained->config();
-      std::printf("initialised from %s (%s)\n", init_from_hf.c_str(), hf_config.describe().c_str());
+      std::printf("initialised from %s (%s)\n", init_from_hf.c_str(), hf_config->describe().c_str());
     }
 #endif
     std::unique_ptr<ex::Tokenizer> tok = ex::make_tokenizer(tokenizer, out_dir);

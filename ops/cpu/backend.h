@@ -12,9 +12,10 @@ namespace saccade::cpu {
 class CpuBackend : public Backend {
  public:
   const char* name() const override { return "cpu"; }
-  /// 16 bits natively: dropout (converts block by block). Flash attention widens head by head itself
-  /// (attention_half.cpp); the other kernels of Kernel16 run on float32 copies.
-  bool native_16bit(Kernel16 k) const override { return k == Kernel16::Dropout; }
+  /// 16 bits natively where native_16bit_on (ops/kernel16.h) says so for the CPU: dropout (converts block by
+  /// block). Flash attention widens head by head itself (attention_half.cpp); the other kernels of Kernel16
+  /// run on float32 copies.
+  bool native_16bit(Kernel16 k) const override { return native_16bit_on(k).cpu; }
   bool keeps_dropout_flags() const override { return true; }
   void* allocate(size_t nbytes) override;
   void deallocate(void* p, size_t nbytes) override;

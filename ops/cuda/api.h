@@ -28,8 +28,10 @@ void set_fast_attention(bool fast);
 /// Whether bfloat16 / float16 fused attention runs forward and backward on the tensor cores
 /// (ops/cuda/attention_mma.cu: mma.sync with float32 accumulators, head dims <= 128, compute capability 8.0+)
 /// instead of on float32 copies of q, k and v. On by default since its tests passed on an H200 (2026-11-28:
-/// [cuda][flash][mma] and memcheck; about twice the float32 copies' speed per head, bench/RESULTS.md); off
-/// sends 16-bit attention to the float32 kernels. The tests run both; readable_attention() takes precedence.
+/// [cuda][flash][mma] and memcheck): it reads the 16-bit operands themselves (half the bytes, no widened
+/// copies to write first) and multiplies on the tensor cores (figures: bench/RESULTS.md, "2026-11-28 — on a
+/// GPU, third visit"); off sends 16-bit attention to the float32 kernels. The tests run both;
+/// readable_attention() takes precedence.
 bool tensor_core_attention();
 void set_tensor_core_attention(bool on);
 /// Whether the reductions (ops/cuda/reduce.cu) use their readable kernels only: reduce in one pass (no

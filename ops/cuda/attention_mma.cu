@@ -21,14 +21,17 @@
 //   out = O / l (rounded once to 16 bits), lse = m + log l (float32; -inf and zeros for a row that sees
 //   nothing).
 // Written without a GPU (2026-11-25); its tests passed on an H200 (2026-11-28), and it is the default for
-// 16-bit attention (cuda::set_tensor_core_attention); it ran at 0.14-0.18x torch SDPA's flash backend
-// (bench/RESULTS.md). That kernel is MmaAttentionVariant::Readable (ops/cuda/attention_mma.h), the reference.
-// The default, MmaAttentionVariant::Pipelined (kFast below; written 2026-11-28 without a GPU, issue 39), is
-// the same algorithm with FlashAttention-2's loads: ldmatrix.x4 for every fragment (.trans for the (K, N)
-// operands V, dO, Q, K; mma.h's a_ldmatrix, b_nk_ldmatrix, b_kn_ldmatrix_trans), cp.async double buffering of
-// the forward's K and V tiles (tile j + 1 copied while tile j computes; one barrier per tile), no per-score
-// mask on key tiles that every row of the block sees whole, and exp2f on scores scaled by scale·log2(e)
-// (lse still in natural log).
+// 16-bit attention (cuda::set_tensor_core_attention). It is written to be read, not to match
+// FlashAttention-2: K and V come in by plain synchronous 16-byte copies (no ldmatrix, no cp.async pipelining)
+// and the backward adds dQ with float32 atomicAdd, so it stays well behind torch SDPA's flash backend
+// (figures: bench/RESULTS.md, "2026-11-28 — on a GPU, third visit"). That kernel is
+// MmaAttentionVariant::Readable (ops/cuda/attention_mma.h), the reference and the default.
+// MmaAttentionVariant::Pipelined (kFast below; written 2026-11-28 without a GPU, issue 39; chosen by
+// set_mma_attention_variant until it has run on one) is the same algorithm with FlashAttention-2's loads:
+// ldmatrix.x4 for every fragment (.trans for the (K, N) operands V, dO, Q, K; mma.h's a_ldmatrix,
+// b_nk_ldmatrix, b_kn_ldmatrix_trans), cp.async double buffering of the forward's K and V tiles (tile j + 1
+// copied while tile j computes; one barrier per tile), no per-score mask on key tiles that every row of the
+// block sees whole, and exp2f on scores scaled by scale·log2(e) (lse still in natural log).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

@@ -30,12 +30,11 @@ class CudaBackend : public Backend {
   CudaBackend();
   ~CudaBackend() override;
   const char* name() const override { return "cuda"; }
-  /// 16 bits natively: rms_norm and its backward (nn.cu), rotary_embedding (rotary.cu). Flash attention
-  /// (outside Kernel16) picks for itself: the tensor-core kernel while tensor_core_attention() is on and it
-  /// applies, else float32 copies through Backend::widen (attention.cu).
-  bool native_16bit(Kernel16 k) const override {
-    return k == Kernel16::RmsNorm || k == Kernel16::RmsNormBackward || k == Kernel16::RotaryEmbedding;
-  }
+  /// 16 bits natively where native_16bit_on (ops/kernel16.h) says so for CUDA: rms_norm and its backward
+  /// (nn.cu), rotary_embedding (rotary.cu). Flash attention (outside Kernel16) picks for itself: the
+  /// tensor-core kernel while tensor_core_attention() is on and it applies, else float32 copies through
+  /// Backend::widen (attention.cu).
+  bool native_16bit(Kernel16 k) const override { return native_16bit_on(k).cuda; }
   void* allocate(size_t nbytes) override;
   void deallocate(void* p, size_t nbytes) override;
   void copy_to_host(void* host_dst, const void* src, size_t nbytes) override;
