@@ -7,13 +7,47 @@
 #include <type_traits>
 #include <vector>
 
+#include "ops/cpu/bf16_lanes.h"
 #include "ops/cpu/gemm_bf16.h"
+#include "ops/cpu/simd.h"
 
 namespace saccade::cpu {
 
 namespace {
 constexpr int64_t kRowBlock =
     64;  // rows of op(a) widened at a time: the float32 copies stay in L2 for k ~ 1k
+
+// b's element bits as float32: bfloat16 by a shift, float16 by bf16_lanes.h's branch-free f16_widen, so
+// that the loops calling it vectorise.
+template <class T>
+inline float widen_bits(uint16_t h) {
+  if constexpr (std::is_same_v<T, bfloat16>)
+    return bf16_widen(h);
+  else
+    return f16_widen(h);
+}
+
+// y (R) = R rows of w (n, k) · x (k, float32), as gemv_half says: lane l of a row sums the k = l mod 16;
+// products of two widened 16-bit numbers are exact, so FMA or not, every width gives the same bits.
+template <class T, int R>
+inline void widened_rows(int64_t k, const float* __restrict x, const uint16_t* __restrict w, int64_t ldw,
+                         float* y) {
+  constexpr int64_t L = 16;
+  float acc[R][L] = {};
+  int64_t p = 0;
+  for (; p + L <= k; p += L)
+    for (int r = 0; r < R; ++r) {
+      const uint16_t* __restrict row = w + r * ldw + p;
+#pragma omp simd
+      for (int64_t l = 0; l < L; ++l) acc[r][l] += widen_bits<T>(row[l]) * x[p + l];
+    }
+  for (int r = 0; r < R; ++r) {
+    for (int64_t l = 0; p + l < k; ++l) acc[r][l] += widen_bits<T>(w[r * ldw + p + l]) * x[p + l];
+    float s = 0;
+    for (int64_t l = 0; l < L; ++l) s += acc[r][l];
+    y[r] = s;
+  }
+}
 }  // namespace
 
 template <class T>
@@ -47,6 +81,74 @@ void gemm_half_reference(bool trans_a, bool trans_b, int64_t m, int64_t n, int64
   }
 }
 
+template <class T>
+void gemv_half(bool trans_b, int64_t n, int64_t k, const T* a, int64_t inc_a, const T* b, int64_t ldb, T* c) {
+  if (!trans_b) return gemv_half_reference(trans_b, n, k, a, inc_a, b, ldb, c);
+  constexpr int64_t kBlock = 64;  // outputs summed in float32 before their rounding
+  float y[kBlock];
+  const auto* bits = reinterpret_cast<const uint16_t*>(b);
+  if constexpr (std::is_same_v<T, bfloat16>) {  // VDPBF16PS reads x as contiguous bf16
+    thread_local std::vector<bfloat16> gathered;
+    const bfloat16* x = a;
+    if (inc_a != 1) {
+      gathered.resize(static_cast<size_t>(k));
+      for (int64_t i = 0; i < k; ++i) gathered[static_cast<size_t>(i)] = a[i * inc_a];
+      x = gathered.data();
+    }
+    bool done = true;
+    for (int64_t j0 = 0; j0 < n && done; j0 += kBlock) {
+      const int64_t rows = std::min(kBlock, n - j0);
+      done = gemv_bf16(rows, k, x, b + j0 * ldb, ldb, y);
+      if (done) round_rows(y, rows, &c[j0].bits, rows, 1, rows);
+    }
+    if (done) return;
+  }
+  thread_local std::vector<float> xf;
+  xf.resize(static_cast<size_t>(k));
+  for (int64_t i = 0; i < k; ++i) xf[static_cast<size_t>(i)] = static_cast<float>(a[i * inc_a]);
+  const float* x = xf.data();
+  for (int64_t j0 = 0; j0 < n; j0 += kBlock) {
+    const int64_t rows = std::min(kBlock, n - j0);
+    const uint16_t* w = bits + j0 * ldb;
+    with_isa([=, &y] {
+      int64_t j = 0;
+      for (; j + 4 <= rows; j += 4) widened_rows<T, 4>(k, x, w + j * ldb, ldb, y + j);
+      for (; j < rows; ++j) widened_rows<T, 1>(k, x, w + j * ldb, ldb, y + j);
+    });
+    for (int64_t j = 0; j < rows; ++j) c[j0 + j] = T(y[j]);
+  }
+}
+
+template <class T>
+void gemv_half_reference(bool trans_b, int64_t n, int64_t k, const T* a, int64_t inc_a, const T* b,
+                         int64_t ldb, T* c) {
+  std::vector<float> x(static_cast<size_t>(k)), w(static_cast<size_t>(trans_b ? k : n));
+  for (int64_t i = 0; i < k; ++i) x[static_cast<size_t>(i)] = static_cast<float>(a[i * inc_a]);
+  const float* px = x.data();
+  float* pw = w.data();
+  const auto* bits = reinterpret_cast<const uint16_t*>(b);
+  // a row of b widened into pw (a plain loop the vectoriser takes), then float32 BLAS on it
+  auto widen_row = [&](const uint16_t* row, int64_t len) {
+    with_isa([=] {
+#pragma omp simd
+      for (int64_t i = 0; i < len; ++i) pw[i] = widen_bits<T>(row[i]);
+    });
+  };
+  if (trans_b) {  // b (n, k): one dot product per output
+    for (int64_t j = 0; j < n; ++j) {
+      widen_row(bits + j * ldb, k);
+      c[j] = T(cblas_sdot(static_cast<int>(k), px, 1, pw, 1));
+    }
+    return;
+  }
+  std::vector<float> y(static_cast<size_t>(n), 0.0f);  // b (k, n): axpy of each row into float32 sums
+  for (int64_t i = 0; i < k; ++i) {
+    widen_row(bits + i * ldb, n);
+    cblas_saxpy(static_cast<int>(n), px[i], pw, 1, y.data(), 1);
+  }
+  for (int64_t j = 0; j < n; ++j) c[j] = T(y[static_cast<size_t>(j)]);
+}
+
 template void gemm_half(bool, bool, int64_t, int64_t, int64_t, const bfloat16*, int64_t, const bfloat16*,
                         int64_t, bfloat16*, int64_t);
 template void gemm_half(bool, bool, int64_t, int64_t, int64_t, const float16*, int64_t, const float16*,
@@ -55,5 +157,13 @@ template void gemm_half_reference(bool, bool, int64_t, int64_t, int64_t, const b
                                   const bfloat16*, int64_t, bfloat16*, int64_t);
 template void gemm_half_reference(bool, bool, int64_t, int64_t, int64_t, const float16*, int64_t,
                                   const float16*, int64_t, float16*, int64_t);
+
+template void gemv_half(bool, int64_t, int64_t, const bfloat16*, int64_t, const bfloat16*, int64_t,
+                        bfloat16*);
+template void gemv_half(bool, int64_t, int64_t, const float16*, int64_t, const float16*, int64_t, float16*);
+template void gemv_half_reference(bool, int64_t, int64_t, const bfloat16*, int64_t, const bfloat16*, int64_t,
+                                  bfloat16*);
+template void gemv_half_reference(bool, int64_t, int64_t, const float16*, int64_t, const float16*, int64_t,
+                                  float16*);
 
 }  // namespace saccade::cpu
