@@ -29,10 +29,9 @@ void gemm_half_reference(bool trans_a, bool trans_b, int64_t m, int64_t n, int64
 /// b row-major with leading dimension ldb, op(b) = b, or bᵀ when trans_b (b then stored (n, k): linear's
 /// weight). T = bfloat16 or float16. Float32 products (exact: two 16-bit significands) and sums, one
 /// rounding per output, as gemm_half; b is read once, in its 16 bits (what a decoding step is bound by).
-/// For trans_b: bfloat16 runs gemv_bf16 (gemm_bf16.h, VDPBF16PS) where it may; otherwise a loop at the
-/// machine's width (with_isa) sums 4 rows of b at a time in 16 float lanes each, lane l taking the k = l mod
-/// 16, the lanes added in order at the end: the same bits at every width. Not trans_b: gemv_half_reference.
-/// No threads (ops/cpu/linalg.cpp splits n); sizes are the caller's (linalg.cpp) to check.
+/// bfloat16 with b (n, k) runs gemv_bf16 (gemm_bf16.h, VDPBF16PS) where it may; the rest (float16, b (k, n),
+/// no AVX512-BF16 or under an IsaGuard) gemv_half_reference. No threads (ops/cpu/linalg.cpp splits n); sizes
+/// are the caller's (linalg.cpp) to check.
 template <class T>
 void gemv_half(bool trans_b, int64_t n, int64_t k, const T* a, int64_t inc_a, const T* b, int64_t ldb, T* c);
 
