@@ -3,11 +3,14 @@
 // leading dimensions past the columns, alpha and beta, 1 and 2 threads, at every width this CPU runs: with
 // VDPBF16PS when it has AVX512-BF16, and widened to float under IsaGuard(AVX-512 / AVX2 / baseline).
 // Bound: f32 sums of exact bf16 products, so |got - exact| <= (k + 2) 2^-24 (|alpha| Σ|a b| + |beta c|).
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cmath>
+#include <optional>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "helpers.h"
@@ -266,4 +269,96 @@ TEST_CASE("flash attention's bf16 tile product (VDPBF16PS) against the widened f
         CHECK(std::abs(s[i * lds + j] - 0.5 * want) <= 0.5 * mag * d * 0x1p-24 + 1e-30);
       }
   }
+}
+
+namespace {
+
+// gemv_half (both transposes of b) on random T against the widened values summed in double; returns the
+// worst |got - exact| / bound, where bound = one rounding to T (2^-8 relative for bf16, 2^-11 for f16, a
+// whole ulp: the float32 sum may sit on the other side of a tie) + f32 sums, (k + 2) 2^-24 Σ|a b|.
+template <class T>
+double worst_gemv_error(bool trans_b, int64_t n, int64_t k, int64_t inc_a, uint32_t seed) {
+  const int64_t ldb = (trans_b ? k : n) + 5;  // rows past b's columns
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> d;
+  std::vector<T> a(static_cast<size_t>(k * inc_a)), b(static_cast<size_t>((trans_b ? n : k) * ldb));
+  for (auto& x : a) x = T(d(gen));
+  for (auto& x : b) x = T(d(gen));
+  std::vector<T> c(static_cast<size_t>(n + 4), T(7.0f));  // 4 past n stay untouched
+  cpu::gemv_half(trans_b, n, k, a.data(), inc_a, b.data(), ldb, c.data());
+  const double rel = std::is_same_v<T, bfloat16> ? 0x1p-8 : 0x1p-11;
+  double worst = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    double sum = 0, abs_sum = 0;
+    for (int64_t p = 0; p < k; ++p) {
+      const double prod = double(float(a[p * inc_a])) * float(trans_b ? b[j * ldb + p] : b[p * ldb + j]);
+      sum += prod;
+      abs_sum += std::abs(prod);
+    }
+    const double bound = rel * std::abs(sum) + (k + 2) * 0x1p-24 * abs_sum * (1 + rel) + 1e-30;
+    worst = std::max(worst, std::abs(double(float(c[j])) - sum) / bound);
+  }
+  for (int64_t j = n; j < n + 4; ++j)
+    if (float(c[j]) != 7.0f) return 1e30;
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("gemv_half: one output row (batch-1 decoding) within rounding of the exact sums, every kernel",
+          "[ops][gemm_bf16][gemv]") {
+  // ragged k (past every multiple of 16 and 32, below one vector), ragged n (past the 4-row groups and the
+  // 64-output blocks), x contiguous and strided, b (n, k) (linear's weight) and (k, n)
+  const std::array<std::array<int64_t, 2>, 7> shapes{
+      {{1, 1}, {5, 31}, {4, 32}, {67, 33}, {203, 1000}, {130, 768}, {3, 17}}};
+  for (const auto& [name, cap] : kernels()) {
+    std::optional<cpu::IsaGuard> guard;
+    if (cap >= 0) guard.emplace(static_cast<Isa>(cap));
+    for (const auto& [n, k] : shapes)
+      for (int64_t inc_a : {1, 3})
+        for (bool trans_b : {true, false}) {
+          INFO(name << ": n " << n << ", k " << k << ", inc_a " << inc_a << ", trans_b " << trans_b);
+          CHECK(worst_gemv_error<bfloat16>(trans_b, n, k, inc_a, static_cast<uint32_t>(n * k)) <= 1);
+          CHECK(worst_gemv_error<float16>(trans_b, n, k, inc_a, static_cast<uint32_t>(n + k)) <= 1);
+        }
+  }
+}
+
+TEST_CASE("gemv_half: the fast one-row product against the readable one (sdot of widened rows)",
+          "[ops][gemm_bf16][gemv]") {
+  // every kernel; both round a float32 sum of the same exact products once, in another order: at most one
+  // step of T apart, and nearly all alike
+  const int64_t n = 203, k = 1000;
+  const auto a = random_bf16(k, 31), b = random_bf16(n * k, 32);
+  std::vector<float16> a16(k), b16(n * k);
+  for (int64_t i = 0; i < k; ++i) a16[i] = float16(float(a[i]));
+  for (int64_t i = 0; i < n * k; ++i) b16[i] = float16(float(b[i]));
+  for (const auto& [name, cap] : kernels()) {
+    INFO(name);
+    std::optional<cpu::IsaGuard> guard;
+    if (cap >= 0) guard.emplace(static_cast<Isa>(cap));
+    std::vector<bfloat16> got(n), want(n);
+    cpu::gemv_half(true, n, k, a.data(), 1, b.data(), k, got.data());
+    cpu::gemv_half_reference(true, n, k, a.data(), 1, b.data(), k, want.data());
+    std::vector<float16> got16(n), want16(n);
+    cpu::gemv_half(true, n, k, a16.data(), 1, b16.data(), k, got16.data());
+    cpu::gemv_half_reference(true, n, k, a16.data(), 1, b16.data(), k, want16.data());
+    int differ = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      INFO("output " << j << ": " << float(got[j]) << " against " << float(want[j]) << ", f16 "
+                     << float(got16[j]) << " against " << float(want16[j]));
+      CHECK(std::abs(float(got[j]) - float(want[j])) <= 0x1p-7 * std::abs(float(want[j])));
+      CHECK(std::abs(float(got16[j]) - float(want16[j])) <= 0x1p-10 * std::abs(float(want16[j])));
+      differ += (got[j].bits != want[j].bits) + (got16[j].bits != want16[j].bits);
+    }
+    CHECK(differ < n / 5);
+  }
+}
+
+TEST_CASE("gemv_bf16: bad sizes and leading dimensions are refused by name", "[ops][gemm_bf16][gemv]") {
+  std::vector<bfloat16> x(16), w(64);
+  std::vector<float> y(8);
+  CHECK_THROWS_MATCHES(cpu::gemv_bf16(-1, 4, x.data(), w.data(), 4, y.data()), Error,
+                       ErrorContains("gemv_bf16: need n, k >= 0"));
+  CHECK_THROWS_MATCHES(cpu::gemv_bf16(4, 8, x.data(), w.data(), 5, y.data()), Error, ErrorContains("ldw 5"));
 }

@@ -119,8 +119,8 @@ inline void kernel_float(int64_t pairs, const uint32_t* ap, const uint32_t* bp, 
   }
 }
 
-// NOTE: GCC 12's avx512fintrin.h warns maybe-uninitialized inside its own shift intrinsics (their `__Y = __Y`
-// undefined pass-through operand), a false positive (as in random.cpp)
+// NOTE: GCC 12's avx512fintrin.h warns maybe-uninitialized inside its own shift and extract intrinsics (their
+// `__Y = __Y` undefined pass-through operand), a false positive (as in random.cpp)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 // The micro-kernel with VDPBF16PS (ladder step 4's dot_tile: a 12 × 32 float tile in 24 zmm; per pair of
@@ -185,7 +185,42 @@ inline void kernel_float(int64_t pairs, const uint32_t* ap, const uint32_t* bp, 
   }
   store_tile(tile, c, ldc, mr, nr, alpha, beta, first);
 }
-#pragma GCC diagnostic pop
+
+// gemv_bf16 (gemm_bf16.h) for R rows of w at once: per 32 k, one load of x and one VDPBF16PS per row (16
+// float lanes, two products each), the last k % 32 under a mask (masked lanes load as zero and never fault).
+template <int R>
+[[gnu::target("avx512f,avx512bw,avx512bf16"), gnu::always_inline]] inline void dot_rows(
+    int64_t k, const uint16_t* x, const uint16_t* w, int64_t ldw, float* y) {
+  __m512 acc[R];
+  for (auto& a : acc) a = _mm512_setzero_ps();
+  int64_t p = 0;
+  for (; p + 32 <= k; p += 32) {
+    const __m512bh xv = (__m512bh)_mm512_loadu_si512(x + p);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+      acc[r] = _mm512_dpbf16_ps(acc[r], (__m512bh)_mm512_loadu_si512(w + r * ldw + p), xv);
+  }
+  if (p < k) {
+    const __mmask32 m = _cvtu32_mask32((1u << (k - p)) - 1u);  // k - p in [1, 31]
+    const __m512bh xv = (__m512bh)_mm512_maskz_loadu_epi16(m, x + p);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+      acc[r] = _mm512_dpbf16_ps(acc[r], (__m512bh)_mm512_maskz_loadu_epi16(m, w + r * ldw + p), xv);
+  }
+  for (int r = 0; r < R; ++r) y[r] = _mm512_reduce_add_ps(acc[r]);
+}
+
+constexpr int kGemvRows = 4;  // rows of w in flight
+
+[[gnu::target("avx512f,avx512bw,avx512bf16"), gnu::noinline]] void gemv_dot(int64_t n, int64_t k,
+                                                                            const uint16_t* x,
+                                                                            const uint16_t* w, int64_t ldw,
+                                                                            float* y) {
+  int64_t j = 0;
+  for (; j + kGemvRows <= n; j += kGemvRows) dot_rows<kGemvRows>(k, x, w + j * ldw, ldw, y + j);
+  for (; j < n; ++j) dot_rows<1>(k, x, w + j * ldw, ldw, y + j);
+}
+#pragma GCC diagnostic pop  // (also _mm512_reduce_add_ps's extracts, in dot_rows)
 #endif
 
 // A grow-only buffer of 32-bit words, one per thread (the pool's threads keep theirs between calls).
@@ -364,6 +399,19 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
       for (int64_t j = 0; j < n; ++j)
         c[i * ldc + j] = bfloat16(sum[i * n + j] + beta * float(c[i * ldc + j]));
   });
+}
+
+bool gemv_bf16(int64_t n, int64_t k, const bfloat16* x, const bfloat16* w, int64_t ldw, float* y) {
+  SACCADE_CHECK(n >= 0 && k >= 0 && ldw >= std::max<int64_t>(1, k),
+                "gemv_bf16: need n, k >= 0 and ldw >= k, got n {}, k {}, ldw {}", n, k, ldw);
+#ifdef SACCADE_LADDER_MICROKERNEL
+  if (!kernel_avx512_bf16()) return false;
+  gemv_dot(n, k, &x->bits, &w->bits, ldw, y);
+  return true;
+#else
+  (void)n, (void)k, (void)x, (void)w, (void)ldw, (void)y;
+  return false;
+#endif
 }
 
 }  // namespace saccade::cpu

@@ -43,4 +43,12 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
 void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const bfloat16* a,
                int64_t lda, const bfloat16* b, int64_t ldb, float beta, bfloat16* c, int64_t ldc);
 
+/// The matrix-vector product of batch-1 decoding: y (n) float32 = W (n, k) x (k), with W's rows (row stride
+/// ldw >= k) and x bfloat16 and contiguous, each y_j a float32 sum of the exact bf16 products. VDPBF16PS with
+/// kGemvRows rows of W in flight (their loads overlap: the product is bound by reading W once) and the k
+/// past the last 32 loaded under a mask. Returns false, writing nothing, where VDPBF16PS may not run
+/// (kernel_avx512_bf16(), ops/cpu/simd.h): the caller then uses gemv_half's widening loop (gemm_half.h).
+/// Like the GEMM, VDPBF16PS flushes denormal inputs and results to zero. No threads: linalg.cpp splits n.
+bool gemv_bf16(int64_t n, int64_t k, const bfloat16* x, const bfloat16* w, int64_t ldw, float* y);
+
 }  // namespace saccade::cpu

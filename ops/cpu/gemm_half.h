@@ -25,4 +25,20 @@ template <class T>
 void gemm_half_reference(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda,
                          const T* b, int64_t ldb, T* c, int64_t ldc);
 
+/// One output row, the product of batch-1 decoding: c (n) = op(b) (k, n)ᵀ · a (k), a's elements inc_a apart,
+/// b row-major with leading dimension ldb, op(b) = b, or bᵀ when trans_b (b then stored (n, k): linear's
+/// weight). T = bfloat16 or float16. Float32 products (exact: two 16-bit significands) and sums, one
+/// rounding per output, as gemm_half; b is read once, in its 16 bits (what a decoding step is bound by).
+/// bfloat16 with b (n, k) runs gemv_bf16 (gemm_bf16.h, VDPBF16PS) where it may; the rest (float16, b (k, n),
+/// no AVX512-BF16 or under an IsaGuard) gemv_half_reference. No threads (ops/cpu/linalg.cpp splits n); sizes
+/// are the caller's (linalg.cpp) to check.
+template <class T>
+void gemv_half(bool trans_b, int64_t n, int64_t k, const T* a, int64_t inc_a, const T* b, int64_t ldb, T* c);
+
+/// The readable one-row product, gemv_half's reference (tests/test_linalg.cpp): each row of b widened to
+/// float32, then OpenBLAS's sdot (trans_b) or saxpy of each row into float32 sums.
+template <class T>
+void gemv_half_reference(bool trans_b, int64_t n, int64_t k, const T* a, int64_t inc_a, const T* b,
+                         int64_t ldb, T* c);
+
 }  // namespace saccade::cpu

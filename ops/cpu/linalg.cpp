@@ -16,16 +16,13 @@
 #include <cblas.h>
 
 #include <algorithm>
-#include <bit>
 #include <cstdint>
 #include <type_traits>
 #include <vector>
 
 #include "ops/cpu/backend.h"
-#include "ops/cpu/bf16_lanes.h"
 #include "ops/cpu/blas_check.h"
 #include "ops/cpu/gemm_half.h"
-#include "ops/cpu/simd.h"
 #include "ops/cpu/thread_pool.h"
 
 namespace saccade::cpu {
@@ -68,49 +65,6 @@ void gemv(bool trans_b, int64_t n, int64_t k, const double* a, int64_t inc_a, co
   else
     cblas_dgemv(CblasRowMajor, CblasTrans, static_cast<int>(k), static_cast<int>(n), 1.0, b,
                 static_cast<int>(ldb), a, static_cast<int>(inc_a), 0.0, c, 1);
-}
-
-// The same for 16-bit operands, with gemm_half's precision: a's row widened once, float32 products and sums,
-// one rounding per output. b is streamed once, in its own 16 bits (half the bytes of float32 weights: what a
-// bf16 decoding step is bound by): each row widened into an L1-sized buffer by a loop compiled for the
-// machine's vector width (simd.h), then OpenBLAS's sdot on it (a fused loop that widened four rows in
-// registers and summed them in float lanes was slower in batch-1 decoding). b's element bits as float32:
-// bfloat16 by a shift, float16 by bf16_lanes.h's branch-free f16_widen, so that both loops vectorise.
-template <class T>
-inline float widen_bits(uint16_t h) {
-  if constexpr (std::is_same_v<T, bfloat16>)
-    return bf16_widen(h);
-  else
-    return f16_widen(h);
-}
-
-template <class T>
-void gemv_half(bool trans_b, int64_t n, int64_t k, const T* a, int64_t inc_a, const T* b, int64_t ldb, T* c) {
-  std::vector<float> x(static_cast<size_t>(k)), w(static_cast<size_t>(trans_b ? k : n));
-  for (int64_t i = 0; i < k; ++i) x[static_cast<size_t>(i)] = static_cast<float>(a[i * inc_a]);
-  const float* px = x.data();
-  float* pw = w.data();
-  const auto* bits = reinterpret_cast<const uint16_t*>(b);
-  // a row of b widened into pw (a plain loop the vectoriser takes), then float32 BLAS on it
-  auto widen_row = [&](const uint16_t* row, int64_t len) {
-    with_isa([=] {
-#pragma omp simd
-      for (int64_t i = 0; i < len; ++i) pw[i] = widen_bits<T>(row[i]);
-    });
-  };
-  if (trans_b) {  // b (n, k): one dot product per output
-    for (int64_t j = 0; j < n; ++j) {
-      widen_row(bits + j * ldb, k);
-      c[j] = T(cblas_sdot(static_cast<int>(k), px, 1, pw, 1));
-    }
-    return;
-  }
-  std::vector<float> y(static_cast<size_t>(n), 0.0f);  // b (k, n): axpy of each row into float32 sums
-  for (int64_t i = 0; i < k; ++i) {
-    widen_row(bits + i * ldb, n);
-    cblas_saxpy(static_cast<int>(n), px[i], pw, 1, y.data(), 1);
-  }
-  for (int64_t j = 0; j < n; ++j) c[j] = T(y[static_cast<size_t>(j)]);
 }
 
 // bfloat16 and float16: float32 inside, one rounding per output (gemm_half.h)
