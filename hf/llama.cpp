@@ -57,7 +57,11 @@ std::vector<NameRule> llama_name_table(const nn::LlamaForCausalLM& model) {
 }
 
 std::shared_ptr<nn::LlamaForCausalLM> load_llama(const std::string& dir, bool strict, LoadReport* report) {
-  const Config config = load_config(dir + "/config.json");
+  return load_llama(dir, load_config(dir + "/config.json"), strict, report);
+}
+
+std::shared_ptr<nn::LlamaForCausalLM> load_llama(const std::string& dir, const Config& config, bool strict,
+                                                 LoadReport* report) {
   SACCADE_CHECK(config.architecture == Architecture::Llama,
                 "hf::load_llama: '{}/config.json' describes a '{}' model, not a Llama", dir,
                 config.model_type);

@@ -29,6 +29,9 @@ std::vector<NameRule> llama_name_table(const nn::LlamaForCausalLM& model);
 /// the file and the tensor; nothing is half-loaded.
 std::shared_ptr<nn::LlamaForCausalLM> load_llama(const std::string& dir, bool strict = true,
                                                  LoadReport* report = nullptr);
+/// As above, with `config` the folder's config.json already read (load_config), so it is parsed once.
+std::shared_ptr<nn::LlamaForCausalLM> load_llama(const std::string& dir, const Config& config,
+                                                 bool strict = true, LoadReport* report = nullptr);
 
 /// Writes `model` to `dir` in the Hugging Face layout (config.json + model.safetensors in `dtype`), which
 /// transformers' LlamaForCausalLM.from_pretrained loads.

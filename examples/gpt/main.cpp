@@ -341,13 +341,13 @@ HFModel load_hf(const std::string& dir, saccade::Device device, bool strict) {
   m.tok = hf::load_tokenizer(dir);
   if (config.architecture == hf::Architecture::GPT2) {
     saccade::hf::LoadReport r;
-    m.gpt = ex::load_hf_gpt2(dir, strict, &r);
+    m.gpt = ex::load_hf_gpt2(dir, config, strict, &r);
     report_skipped(r, dir);
     m.gpt->to(device);
     m.lm = ex::as_causal_lm(*m.gpt);
   } else {
     saccade::hf::LoadReport r;
-    m.llama = hf::load_llama(dir, strict, &r);
+    m.llama = hf::load_llama(dir, config, strict, &r);
     report_skipped(r, dir);
     m.llama->to(device);
     m.lm = ex::as_causal_lm(*m.llama);
