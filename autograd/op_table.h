@@ -203,10 +203,10 @@ inline constexpr OpInfo log_softmax =
 inline constexpr OpInfo masked_softmax =
     with_half(with_autocast(row("masked_softmax", "nn.cpp"), Float32, Keep), Widened, Widened);
 inline constexpr OpInfo layer_norm =
-    with_half(with_autocast(row("layer_norm", "nn.cpp"), Float32, Float32), Widened, Widened);
+    with_half(with_autocast(row("layer_norm", "nn.cpp"), Float32, Float32), Native, Widened);
 inline constexpr OpInfo layer_norm_composed = as_composite(row("layer_norm_composed", "nn.cpp"));
 inline constexpr OpInfo rms_norm =
-    with_half(with_autocast(row("rms_norm", "nn.cpp"), Float32, Float32), Widened, Native);
+    with_half(with_autocast(row("rms_norm", "nn.cpp"), Float32, Float32), Native, Native);
 inline constexpr OpInfo rms_norm_composed = as_composite(row("rms_norm_composed", "nn.cpp"));
 inline constexpr OpInfo dropout = with_half(row("dropout", "nn.cpp"), Native, Widened);
 inline constexpr OpInfo gru_gates = with_half(row("gru_gates", "nn.cpp"), Widened, Widened);
@@ -238,7 +238,7 @@ inline constexpr OpInfo additive_scores_composed =
     as_composite(row("additive_scores_composed", "attention.cpp"));
 
 // ---- rotary.cpp ----
-inline constexpr OpInfo rotary_embedding = with_half(row("rotary_embedding", "rotary.cpp"), Widened, Native);
+inline constexpr OpInfo rotary_embedding = with_half(row("rotary_embedding", "rotary.cpp"), Native, Native);
 
 }  // namespace op_info
 
