@@ -58,14 +58,28 @@ Variable run_hooks(std::vector<Node::Hook>& hooks, Variable g) {
   return g;
 }
 
-// A leaf's accumulator: run the leaf's own hooks, then add into its grad (the first gradient is copied:
-// g may be shared with other leaves or with the caller). Nothing happens once the leaf is gone.
+// Whether a leaf may keep the gradient h of the engine's `g` itself as its first gradient instead of a copy:
+// outside create_graph, h dense and no hook's replacement, and nothing but g (held by the engine alone) and
+// h holding its storage: a fresh result of a rule, which no caller, other leaf, hook or saved tensor can
+// reach (PyTorch's AccumulateGrad steals such a gradient likewise). The copy was a whole extra pass over the
+// gradient's memory per leaf in every step.
+bool sole_owner(const Variable& g, const Tensor& h) {
+  return !grad_enabled() && same_tensor(h, g.data()) && h.is_contiguous() && g.impl().use_count() == 1 &&
+         h.storage().use_count() == 2;
+}
+
+// A leaf's accumulator: run the leaf's own hooks, then add into its grad (the first gradient is copied,
+// unless the engine holds it alone: g may be shared with other leaves or with the caller). Nothing happens
+// once the leaf is gone.
 // NOTE: the leaf's grad is a Tensor: under create_graph it holds the values, not their graph (use grad()).
 void accumulate_into_leaf(const Node& accumulator, const Variable& g) {
   std::shared_ptr<VariableImpl> leaf = accumulator.leaf();
   if (!leaf) return;  // nobody can read this gradient
   Tensor h = run_hooks(leaf->hooks, g).data();
-  leaf->grad = leaf->grad.defined() ? ops::add(leaf->grad, h) : h.contiguous().clone();
+  if (leaf->grad.defined())
+    leaf->grad = ops::add(leaf->grad, h);
+  else
+    leaf->grad = sole_owner(g, h) ? std::move(h) : h.contiguous().clone();
 }
 
 // The derivative rule of `n`, with the engine's checks on what it returns: one gradient per input, each of
