@@ -158,10 +158,10 @@ void CpuBackend::swiglu_backward(const Tensor& g, const Tensor& gate, const Tens
         const math::SwigluBackward<T> f;
 #pragma omp simd
         for (int64_t i = begin; i < end; ++i) {
-          T a, b;
-          f(lane_load(gg[i]), lane_load(xx[i]), lane_load(uu[i]), a, b);
-          dx[i] = lane_store<S>(a);
-          du[i] = lane_store<S>(b);
+          const typename math::SwigluBackward<T>::Grads d =
+              f(lane_load(gg[i]), lane_load(xx[i]), lane_load(uu[i]));
+          dx[i] = lane_store<S>(d.dgate);
+          du[i] = lane_store<S>(d.dup);
         }
       });
     });
