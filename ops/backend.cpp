@@ -195,6 +195,14 @@ void Backend::gru_gates_backward(const Tensor& gy, const Tensor& gh, const Tenso
   copy(ops::mul(gy, z), gx_h);
 }
 
+// dgate = silu'(gate) ⊙ (g ⊙ up) (g ⊙ up rounded to the dtype on its own),  dup = silu(gate) ⊙ g
+void Backend::swiglu_backward(const Tensor& g, const Tensor& gate, const Tensor& up, const Tensor& dgate,
+                              const Tensor& dup) {
+  binary(BinaryOp::Mul, g, up, dgate);
+  binary(BinaryOp::SiluBackward, dgate, gate, dgate);
+  binary(BinaryOp::Swiglu, gate, g, dup);
+}
+
 // y_a = x_a c - x_b s,  y_b = x_b c + x_a s  (s negated when inverse), on strided views of the pairs
 void Backend::rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& out,
                                bool interleaved, bool inverse) {

@@ -285,6 +285,13 @@ class Backend {
   virtual void rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& out,
                                 bool interleaved, bool inverse);
 
+  // ---- SwiGLU's backward (ops::swiglu_backward) ----
+  /// g, gate, up, dgate, dup: one shape, contiguous, one floating dtype (16-bit: float32 inside, each output
+  /// rounded once): math::SwigluBackward's dgate and dup, written. The default composes the elementwise
+  /// kernels (three passes); the CPU makes it in one.
+  virtual void swiglu_backward(const Tensor& g, const Tensor& gate, const Tensor& up, const Tensor& dgate,
+                               const Tensor& dup);
+
   // ---- random numbers: counter-based Philox4x32-10 (ops/philox.h); element i uses counter offset + i ----
   /// out (contiguous float) = U[low, high).
   virtual void uniform(const Tensor& out, uint64_t seed, uint64_t offset, double low, double high) = 0;

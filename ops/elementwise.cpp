@@ -170,6 +170,21 @@ Tensor swiglu(const Tensor& gate, const Tensor& up) {
   check_floating_pair("swiglu", gate, up, true);
   return binary(BinaryOp::Swiglu, gate, up);
 }
+SwigluGrads swiglu_backward(const Tensor& g, const Tensor& gate, const Tensor& up) {
+  constexpr const char* op = "swiglu_backward";
+  check_floating_pair(op, gate, up, true);
+  check_floating_pair(op, g, gate, true);
+  check_same_device(op, {&g, &gate, &up});
+  SACCADE_CHECK(g.dtype() == gate.dtype() && up.dtype() == gate.dtype(),
+                "{}: g ({}), gate ({}) and up ({}) must have one dtype (shape {})", op, g.dtype(),
+                gate.dtype(), up.dtype(), gate.shape());
+  SwigluGrads r{Tensor::empty(gate.shape(), gate.dtype(), gate.device()),
+                Tensor::empty(gate.shape(), gate.dtype(), gate.device())};
+  if (gate.numel() > 0)
+    backend(gate.device())
+        .swiglu_backward(g.contiguous(), gate.contiguous(), up.contiguous(), r.dgate, r.dup);
+  return r;
+}
 Tensor sign(const Tensor& a) { return unary(UnaryOp::Sign, a); }
 
 Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi) {

@@ -85,6 +85,16 @@ Tensor silu_backward(const Tensor& g, const Tensor& x);
 /// gate, up: one shape, floating (16-bit: float32 inside, one rounding). Throws saccade::Error naming
 /// "swiglu" and the shapes for undefined, non-floating or differently shaped tensors.
 Tensor swiglu(const Tensor& gate, const Tensor& up);
+/// swiglu_backward's results: the gradients of gate and up (their shape and dtype).
+struct SwigluGrads {
+  Tensor dgate, dup;
+};
+/// The backward of swiglu in one pass (one read of g, gate and up, one write of each gradient): with
+/// s = σ(gate), dgate = (g ⊙ up) s (1 + gate (1 - s)), dup = silu(gate) ⊙ g (math::SwigluBackward; Shazeer
+/// 2020, eq. 6 with Swish_1). g, gate, up: one shape and floating dtype (16-bit: float32 inside, each
+/// gradient rounded once). Throws saccade::Error naming "swiglu_backward" and the shapes for undefined,
+/// non-floating, differently shaped or differently typed tensors, or tensors on different devices.
+SwigluGrads swiglu_backward(const Tensor& g, const Tensor& gate, const Tensor& up);
 Tensor sign(const Tensor& a);
 /// min(max(a, lo), hi); either bound may be absent (both absent: a copy). Throws when lo > hi, or for bool.
 Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi);

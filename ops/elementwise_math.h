@@ -248,6 +248,20 @@ template <class T>
 struct Swiglu {
   SACCADE_HOST_DEVICE T operator()(T gate, T up) const { return gate * silu_sigmoid(gate) * up; }
 };
+/// SwiGLU's backward in one pass, from g = dL/d(silu(gate) · up): with s = σ(gate),
+///   dgate = (g · up) s (1 + gate (1 - s)),   dup = gate s g
+/// (the products in silu_backward's and Swiglu's order, so that float32 and float64 give their numbers).
+// (by value: through reference outputs GCC kept both in memory inside the vectorised loop)
+template <class T>
+struct SwigluBackward {
+  struct Grads {
+    T dgate, dup;
+  };
+  SACCADE_HOST_DEVICE Grads operator()(T g, T gate, T up) const {
+    const T s = silu_sigmoid(gate), gu = g * up;
+    return {gu * s * (T(1) + gate * (T(1) - s)), gate * s * g};
+  }
+};
 /// Gelu and GeluGrad in float for results stored in 16 bits (erf_float_single): the CPU's bfloat16 and
 /// float16 kernels (ops/cpu/elementwise.cpp).
 struct Gelu16 {

@@ -39,21 +39,23 @@ struct Native16 {
 };
 
 /// The one statement of which kernel is native in 16 bits on which backend: the CPU's dropout (converts
-/// block by block, cpu/random.cpp), CUDA's rms_norm and its backward (nn.cu) and rotary_embedding
-/// (rotary.cu). Every other kernel of Kernel16 is widened on both. A switch without a default, so that a
+/// block by block, cpu/random.cpp), layer_norm and rms_norm forward and backward (row by row: a row widened
+/// into a float32 buffer, the float32 row code, rounded once; cpu/nn.cpp) and rotary_embedding
+/// (cpu/rotary.cpp); CUDA's rms_norm and its backward (nn.cu) and rotary_embedding (rotary.cu). Every other
+/// kernel of Kernel16 is widened. A switch without a default, so that a
 /// new Kernel16 without a case here is a -Wswitch warning.
 constexpr Native16 native_16bit_on(Kernel16 k) {
   switch (k) {
     case Kernel16::Dropout:
+    case Kernel16::LayerNorm:
+    case Kernel16::LayerNormBackward:
       return {.cpu = true, .cuda = false};
     case Kernel16::RmsNorm:
     case Kernel16::RmsNormBackward:
     case Kernel16::RotaryEmbedding:
-      return {.cpu = false, .cuda = true};
+      return {.cpu = true, .cuda = true};
     case Kernel16::Softmax:
     case Kernel16::SoftmaxBackward:
-    case Kernel16::LayerNorm:
-    case Kernel16::LayerNormBackward:
     case Kernel16::AdditiveScores:
     case Kernel16::AdditiveScoresBackward:
     case Kernel16::IndexAdd:

@@ -52,8 +52,8 @@ Tensor rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin, R
   SACCADE_CHECK(cos.dtype() == table && sin.dtype() == table,
                 "{}: the tables must be {} for a {} x, got {} and {}", op, table, x.dtype(), cos.dtype(),
                 sin.dtype());
-  // 16-bit x: the CPU rotates float32 copies (rounded once on the way out); the CUDA kernel loads and stores
-  // the 16 bits itself, float32 inside (Kernel16::RotaryEmbedding)
+  // 16-bit x: the CPU and CUDA kernels load and store the 16 bits themselves, float32 inside
+  // (Kernel16::RotaryEmbedding)
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (out.numel() == 0) return out;
   const int64_t rows = x.numel() / (T * D);

@@ -256,3 +256,54 @@ TEST_CASE("isa dispatch: uniform draws and attention dropout are the same at eve
     close(attention(true, q, k, v, 0.3), ref, 2e-5);
   }
 }
+
+TEST_CASE(
+    "isa dispatch: the 16-bit layer norm, RMSNorm, rotary and swiglu_backward kernels are their float32 "
+    "twins rounded once, at every width",
+    "[ops][isa][half]") {
+  // threaded sizes: 300 rows (several row chunks of the weight gradient, one short), 1000 + 1 columns; the
+  // rotary rows of 64 (partial rotary on 48), 2 * 3 * 300 of them
+  const Tensor x = randn({300, 1001}, DType::Float32, 31), gy = randn({300, 1001}, DType::Float32, 32),
+               w = randn({1001}, DType::Float32, 33), b = randn({1001}, DType::Float32, 34);
+  const Tensor xr = randn({2, 3, 300, 64}, DType::Float32, 35);
+  const ops::RotaryTables full = ops::rotary_tables(300, 64, 10000.0),
+                          part = ops::rotary_tables(300, 48, 500.0);
+  for (Isa isa : widths()) {
+    cpu::IsaGuard g(isa);
+    for (DType dt : {DType::BFloat16, DType::Float16}) {
+      INFO("width " << cpu::vector_level_name(isa) << ", " << dtype_name(dt));
+      // the 16-bit tensors and their float32 twins (the same values, widened exactly)
+      const Tensor x16 = x.to(dt), g16 = gy.to(dt), w16 = w.to(dt), b16 = b.to(dt);
+      const Tensor x32 = x16.to(DType::Float32), g32 = g16.to(DType::Float32), w32 = w16.to(DType::Float32),
+                   b32 = b16.to(DType::Float32);
+      auto same = [&](const Tensor& got, const Tensor& twin) { CHECK(allclose(got, twin.to(dt), 0, 0)); };
+      ops::RmsNormForward rf = ops::rms_norm_forward(x16, {1001}, w16, 1e-6),
+                          rf32 = ops::rms_norm_forward(x32, {1001}, w32, 1e-6);
+      same(rf.out, rf32.out);
+      CHECK(allclose(rf.rstd, rf32.rstd, 0, 0));
+      ops::RmsNormGrads rg = ops::rms_norm_backward(g16, x16, {1001}, w16, rf.rstd, true),
+                        rg32 = ops::rms_norm_backward(g32, x32, {1001}, w32, rf32.rstd, true);
+      same(rg.gx, rg32.gx);
+      same(rg.gweight, rg32.gweight);
+      ops::LayerNormForward lf = ops::layer_norm_forward(x16, {1001}, w16, b16, 1e-5),
+                            lf32 = ops::layer_norm_forward(x32, {1001}, w32, b32, 1e-5);
+      same(lf.out, lf32.out);
+      ops::LayerNormGrads lg = ops::layer_norm_backward(g16, x16, {1001}, w16, lf.mean, lf.rstd, true, true),
+                          lg32 = ops::layer_norm_backward(g32, x32, {1001}, w32, lf32.mean, lf32.rstd, true,
+                                                          true);
+      same(lg.gx, lg32.gx);
+      same(lg.gweight, lg32.gweight);
+      same(lg.gbias, lg32.gbias);
+      const Tensor xr16 = xr.to(dt), xr32 = xr16.to(DType::Float32);
+      for (bool inverse : {false, true})
+        for (RotaryStyle style : {RotaryStyle::Half, RotaryStyle::Interleaved})
+          for (const ops::RotaryTables* t : {&full, &part})
+            same(ops::rotary_embedding(xr16, t->cos, t->sin, style, inverse),
+                 ops::rotary_embedding(xr32, t->cos, t->sin, style, inverse));
+      ops::SwigluGrads sg = ops::swiglu_backward(g16, x16, w16.expand({300, 1001}));
+      ops::SwigluGrads sg32 = ops::swiglu_backward(g32, x32, w32.expand({300, 1001}));
+      same(sg.dgate, sg32.dgate);
+      same(sg.dup, sg32.dup);
+    }
+  }
+}

@@ -68,6 +68,53 @@ TEST_CASE(
   CHECK(std::isnan(d_edges[4]));
 }
 
+TEST_CASE("swiglu_backward: the one-pass kernel equals the composed one it replaced, every float dtype",
+          "[ops][elementwise][swiglu]") {
+  // 300 x 1001: several threads' runs; the gate over [-24, 24] (both tails of the sigmoid)
+  const Tensor gate = ops::mul(rand64({300, 1001}, 40), 24.0), up = rand64({300, 1001}, 41),
+               g = rand64({300, 1001}, 42);
+  Backend& cpu = backend(Device::cpu());
+  // the readable reference: Backend's default, three elementwise passes (silu_backward(g ⊙ up, gate) and
+  // swiglu(gate, g)), as the rule computed the gradients before
+  auto composed = [&](const Tensor& gg, const Tensor& x, const Tensor& u) {
+    ops::SwigluGrads r{Tensor::empty(x.shape(), x.dtype()), Tensor::empty(x.shape(), x.dtype())};
+    cpu.Backend::swiglu_backward(gg, x, u, r.dgate, r.dup);
+    return r;
+  };
+  for (DType dt : {DType::Float64, DType::Float32}) {
+    INFO(dtype_name(dt));
+    const Tensor x = gate.to(dt), u = up.to(dt), gg = g.to(dt);
+    ops::SwigluGrads got = ops::swiglu_backward(gg, x, u), want = composed(gg, x, u);
+    const double tol = dt == DType::Float64 ? 1e-15 : 1e-6;
+    CHECK(allclose(got.dgate, want.dgate, tol, tol));
+    CHECK(allclose(got.dup, want.dup, 0, 0));  // the same products in the same order
+    // and against the definition in float64: d up = silu(gate) g, d gate = silu'(gate) g up
+    const Tensor s = ops::sigmoid(gate);
+    CHECK(allclose(got.dup, ops::mul(ops::mul(gate, s), g), 4 * tol, 4 * tol));
+    CHECK(allclose(got.dgate,
+                   ops::mul(ops::mul(g, up), ops::mul(s, ops::add(ops::mul(gate, ops::rsub(s, 1.0)), 1.0))),
+                   4 * tol, 4 * tol));
+  }
+  // 16 bits: the float32 kernel on the widened values, each gradient rounded once; strided operands
+  for (DType dt : {DType::BFloat16, DType::Float16}) {
+    INFO(dtype_name(dt));
+    const Tensor x = gate.to(dt), u = up.t().contiguous().t().to(dt), gg = g.to(dt);
+    ops::SwigluGrads got = ops::swiglu_backward(gg, x, u);
+    ops::SwigluGrads twin =
+        ops::swiglu_backward(gg.to(DType::Float32), x.to(DType::Float32), u.to(DType::Float32));
+    REQUIRE(got.dgate.dtype() == dt);
+    CHECK(allclose(got.dgate, twin.dgate.to(dt), 0, 0));
+    CHECK(allclose(got.dup, twin.dup.to(dt), 0, 0));
+  }
+  CHECK(ops::swiglu_backward(rand64({0, 3}), rand64({0, 3}), rand64({0, 3})).dgate.shape() == Shape{0, 3});
+  REQUIRE_THROWS_SACCADE(ops::swiglu_backward(rand64({3}), rand64({3}), rand64({4})),
+                         "swiglu_backward: expected floating tensors of one shape");
+  REQUIRE_THROWS_SACCADE(ops::swiglu_backward(rand64({2}), rand64({3}), rand64({3})), "swiglu_backward");
+  REQUIRE_THROWS_SACCADE(ops::swiglu_backward(rand64({3}).to(DType::Float32), rand64({3}), rand64({3})),
+                         "swiglu_backward: g (float32), gate (float64) and up (float64) must have one dtype");
+  REQUIRE_THROWS_SACCADE(ops::swiglu_backward(Tensor(), rand64({3}), rand64({3})), "swiglu_backward");
+}
+
 TEST_CASE("silu and swiglu: gradcheck, gradgradcheck, and the rule's one-pass gradients",
           "[autograd][swiglu]") {
   CHECK(gradcheck([](const std::vector<Variable>& v) { return silu(v[0]); }, {leaf(rand64({3, 5}, 6))}));

@@ -306,8 +306,8 @@ Variable swiglu(const Variable& gate, const Variable& up) {
                      [sg, su](const Variable& g) -> Grads {
                        const Variable x = sg.get(), u = su.get();
                        if (grad_enabled()) return {mul(mul(g, u), silu_grad_composed(x)), mul(silu(x), g)};
-                       return {Variable(ops::silu_backward(ops::mul(g.data(), u.data()), x.data())),
-                               Variable(ops::swiglu(x.data(), g.data().to(x.dtype())))};
+                       ops::SwigluGrads r = ops::swiglu_backward(g.data().to(x.dtype()), x.data(), u.data());
+                       return {Variable(r.dgate), Variable(r.dup)};
                      });
 }
 

@@ -62,8 +62,9 @@ Variable gelu_grad(const Variable& a);
 Variable silu(const Variable& a);
 /// silu(gate) ⊙ up, forward in one pass (ops::swiglu): the gating of a SwiGLU feed-forward (Shazeer 2020),
 /// as Llama's MLP, down_proj(silu(gate_proj(x)) * up_proj(x)). gate, up: one shape and dtype. Backward: d up
-/// = silu(gate) ⊙ g (one pass, ops::swiglu), d gate = silu'(gate) ⊙ (g ⊙ up) (two); under create_graph the
-/// composed silu(gate) * up. Throws saccade::Error naming "swiglu" for other shapes or dtypes.
+/// = silu(gate) ⊙ g and d gate = silu'(gate) ⊙ (g ⊙ up) in one pass (ops::swiglu_backward); under
+/// create_graph the composed silu(gate) * up. Throws saccade::Error naming "swiglu" for other shapes or
+/// dtypes.
 Variable swiglu(const Variable& gate, const Variable& up);
 /// Gradient passes where lo <= a <= hi, zero outside.
 Variable clamp(const Variable& a, std::optional<double> lo, std::optional<double> hi);

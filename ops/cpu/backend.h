@@ -13,8 +13,9 @@ class CpuBackend : public Backend {
  public:
   const char* name() const override { return "cpu"; }
   /// 16 bits natively where native_16bit_on (ops/kernel16.h) says so for the CPU: dropout (converts block by
-  /// block). Flash attention widens head by head itself (attention_half.cpp); the other kernels of Kernel16
-  /// run on float32 copies.
+  /// block), layer norm and RMSNorm forward and backward (row by row, nn.cpp) and the rotary embedding
+  /// (rotary.cpp). Flash attention widens head by head itself (attention_half.cpp); the other kernels of
+  /// Kernel16 run on float32 copies.
   bool native_16bit(Kernel16 k) const override { return native_16bit_on(k).cpu; }
   bool keeps_dropout_flags() const override { return true; }
   void* allocate(size_t nbytes) override;
@@ -43,6 +44,8 @@ class CpuBackend : public Backend {
                            const Tensor& gbias) override;
   void rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& out,
                         bool interleaved, bool inverse) override;
+  void swiglu_backward(const Tensor& g, const Tensor& gate, const Tensor& up, const Tensor& dgate,
+                       const Tensor& dup) override;
   void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                                const ops::AttentionMask& mask, double scale,
                                const ops::AttentionDropout& dropout, const Tensor& out,

@@ -6,6 +6,9 @@
 // GCC 12 from vectorising: those loops ran one element at a time.
 #include <bit>
 #include <cstdint>
+#include <type_traits>
+
+#include "ops/dtype.h"
 
 namespace saccade::cpu {
 
@@ -32,6 +35,31 @@ inline float f16_widen(uint16_t h) {
   const uint32_t scaled = std::bit_cast<uint32_t>(std::bit_cast<float>(em << 13) * 0x1p112f);
   const uint32_t special = 0u - static_cast<uint32_t>(em >= 0x7c00u);  // a mask, as in bf16_round
   return std::bit_cast<float>(sign | (scaled & ~special) | ((0x7f800000u | (em << 13)) & special));
+}
+
+/// One element of storage type S as compute_t<S>: bfloat16 and float16 widened branch-free (exact), float and
+/// double as they are. With lane_store, the load and store lines of a kernel that runs on 16-bit tensors
+/// natively (float32 inside), so that its loop vectorises (rms_norm, rotary_embedding, swiglu_backward).
+template <class S>
+inline compute_t<S> lane_load(S v) {
+  if constexpr (std::is_same_v<S, bfloat16>)
+    return bf16_widen(v.bits);
+  else if constexpr (std::is_same_v<S, float16>)
+    return f16_widen(v.bits);
+  else
+    return v;
+}
+
+/// v rounded once into storage type S: bfloat16 by bf16_round (branch-free), float16 by float16's own
+/// conversion (nearest even; a call per element), float and double as they are.
+template <class S>
+inline S lane_store(compute_t<S> v) {
+  if constexpr (std::is_same_v<S, bfloat16>)
+    return bfloat16::from_bits(bf16_round(v));
+  else if constexpr (std::is_same_v<S, float16>)
+    return float16(v);
+  else
+    return v;
 }
 
 /// Row r of `to` (row stride ldt) = bf16_round of row r of `from` (row stride ldf), rows × cols, at the

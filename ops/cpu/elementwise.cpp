@@ -136,6 +136,38 @@ void CpuBackend::binary(BinaryOp op, const Tensor& a, const Tensor& b, const Ten
   });
 }
 
+// g, gate, up, dgate, dup: one shape, contiguous, one dtype (16 bits loaded and stored by bf16_lanes.h's
+// lanes, float32 inside): one pass, split over the pool in runs of kGrain elements.
+void CpuBackend::swiglu_backward(const Tensor& g, const Tensor& gate, const Tensor& up, const Tensor& dgate,
+                                 const Tensor& dup) {
+  dispatch_floating_and_half(gate.dtype(), "swiglu_backward", [&]<class S>() {
+    using T = compute_t<S>;
+    const S* pg = g.data<S>();
+    const S* px = gate.data<S>();
+    const S* pu = up.data<S>();
+    S* pdx = dgate.data<S>();
+    S* pdu = dup.data<S>();
+    parallel_for(0, gate.numel(), kGrain, [&](int64_t begin, int64_t end) {
+      // NOTE: the lambda copies its arguments: loads through captured references keep GCC from vectorising
+      with_isa([=] {
+        const S* __restrict gg = pg;
+        const S* __restrict xx = px;
+        const S* __restrict uu = pu;
+        S* __restrict dx = pdx;
+        S* __restrict du = pdu;
+        const math::SwigluBackward<T> f;
+#pragma omp simd
+        for (int64_t i = begin; i < end; ++i) {
+          const typename math::SwigluBackward<T>::Grads d =
+              f(lane_load(gg[i]), lane_load(xx[i]), lane_load(uu[i]));
+          dx[i] = lane_store<S>(d.dgate);
+          du[i] = lane_store<S>(d.dup);
+        }
+      });
+    });
+  });
+}
+
 void CpuBackend::where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {
   dispatch_all_and_half(a.dtype(), "where", [&]<class T>() {
     for_each<4>(out.shape(), {&cond, &a, &b, &out}, [](char** p, const int64_t* s, int64_t n) {
