@@ -106,7 +106,8 @@ TEST_CASE("fused attention with either kind of tile products equals the composed
           "[attention][flash][tiles]") {
   // odd sizes that divide no tile, D != Dv, D above the loops' 64-float (32-double) register row, masks,
   // causal, dropout, non-contiguous heads
-  for (cpu::TileProducts how : {cpu::TileProducts::Loops, cpu::TileProducts::Gemm}) {
+  for (cpu::TileProducts how :
+       {cpu::TileProducts::Loops, cpu::TileProducts::Gemm, cpu::TileProducts::Avx512}) {
     cpu::TileProductsGuard guard(how);
     REQUIRE(cpu::tile_products(64) == how);
     for (DType dt : {DType::Float64, DType::Float32}) {

@@ -117,7 +117,8 @@ TEST_CASE("grouped-query attention: the fused kernel is multi-head attention on 
   // is the MHA kernel.
   const int64_t B = 2, H = 4, Hkv = 2, G = 2, Tq = 67, Tk = 75;
   const Shape s{B, H, Tq, Tk};
-  for (cpu::TileProducts how : {cpu::TileProducts::Gemm, cpu::TileProducts::Loops}) {
+  for (cpu::TileProducts how :
+       {cpu::TileProducts::Gemm, cpu::TileProducts::Loops, cpu::TileProducts::Avx512}) {
     cpu::TileProductsGuard guard(how);
     for (DType dt : {DType::Float64, DType::Float32})
       for (auto [D, Dv] : {std::pair<int64_t, int64_t>{9, 5}, {64, 64}}) {

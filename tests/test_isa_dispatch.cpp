@@ -180,10 +180,11 @@ TEST_CASE(
          v = randn({2, 2, 70, 24}, DType::Float32, 9);
   const Grads ref = attention(false, q, k, v);
   for (Isa isa : widths())
-    for (cpu::TileProducts how : {cpu::TileProducts::Gemm, cpu::TileProducts::Loops}) {
+    for (cpu::TileProducts how :
+         {cpu::TileProducts::Gemm, cpu::TileProducts::Loops, cpu::TileProducts::Avx512}) {
       cpu::IsaGuard g(isa);
       cpu::TileProductsGuard t(how);
-      INFO("width " << cpu::vector_level_name(isa) << ", loops " << (how == cpu::TileProducts::Loops));
+      INFO("width " << cpu::vector_level_name(isa) << ", tile products " << static_cast<int>(how));
       close(attention(true, q, k, v), ref, 2e-5);
     }
 }

@@ -108,7 +108,7 @@ TEST_CASE("sliding-window attention: fused equals composed equals a loop", "[att
   Generator lg(8);
   const Tensor lens_q = ops::randint(-3, Tk + 5, {B, Tq}, Device::cpu(), &lg);
   const Tensor keep = ops::gt(randn(s, DType::Float32, 4), -0.5);
-  for (cpu::TileProducts how : {cpu::TileProducts::Gemm, cpu::TileProducts::Loops})
+  for (cpu::TileProducts how : {cpu::TileProducts::Gemm, cpu::TileProducts::Loops, cpu::TileProducts::Avx512})
     for (DType dt : {DType::Float64, DType::Float32}) {
       cpu::TileProductsGuard guard(how);
       const double tol = dt == DType::Float64 ? 1e-10 : 1e-5;
@@ -129,7 +129,9 @@ TEST_CASE("sliding-window attention: fused equals composed equals a loop", "[att
               Case{"dropout", mask_of(ops::tensor({0, 177}, DType::Int64), s, CausalAlign::TopLeft, W), 0.3,
                    Tensor()}}) {
           INFO(c.name << ", window " << W << ", " << dt
-                      << (how == cpu::TileProducts::Loops ? ", loops" : ""));
+                      << (how == cpu::TileProducts::Loops    ? ", loops"
+                          : how == cpu::TileProducts::Avx512 ? ", avx512"
+                                                             : ""));
           Run f = run(true, q, k, v, c.mask, c.p), r = run(false, q, k, v, c.mask, c.p);
           for (auto [a, b] : {std::pair{f.out, r.out}, {f.gq, r.gq}, {f.gk, r.gk}, {f.gv, r.gv}})
             CHECK(allclose(a, b, tol, tol));

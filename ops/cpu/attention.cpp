@@ -27,10 +27,12 @@
 // with Δ_i = dO_i · O_i (FlashAttention-2's D). dK, dV of a key tile stay in a local buffer; dQ of the head
 // is owned by the task, so no two threads write the same memory.
 //
-// The tile products are small GEMMs (cblas_sgemm / cblas_dgemm on one thread: Br·Bc·D <= 64³ keeps OpenBLAS
-// from starting its own threads inside ours); loop_gemm, the same products in plain vectorised loops, is the
-// measured alternative (flash_tiles.h, bench/flash_tiles). 16-bit heads run the same loop on float32 tiles
-// (attention_half.cpp: widened rows, or VDPBF16PS products on bfloat16 heads).
+// The tile products are small GEMMs: in float32 on a CPU with AVX-512 our own register-blocked kernel
+// (flash_tiles_f32.h), which runs at the CPU's width whatever core OpenBLAS was pinned to; elsewhere
+// cblas_sgemm / cblas_dgemm on one thread (Br·Bc·D <= 64³ keeps OpenBLAS from starting its own threads inside
+// ours); loop_gemm, the same products in plain vectorised loops, is the readable reference (flash_tiles.h,
+// bench/flash_tiles). 16-bit heads run the same loop on float32 tiles (attention_half.cpp: widened rows, or
+// VDPBF16PS products on bfloat16 heads).
 #include "ops/cpu/attention_half.h"
 #include "ops/cpu/attention_loop.h"
 #include "ops/cpu/backend.h"
@@ -47,10 +49,13 @@ thread_local TileProducts t_tile_products = TileProducts::Auto;
 TileProductsGuard::TileProductsGuard(TileProducts how) : prev_(t_tile_products) { t_tile_products = how; }
 TileProductsGuard::~TileProductsGuard() { t_tile_products = prev_; }
 
-// sgemm at every head dim: bench/flash_tiles (fwd+bwd, (4, 4, 512, D), float32, 1 thread, under load) timed
-// the loops 2.2-2.7x slower than sgemm at D = 32 and 64 and 3.3-3.5x at D = 128, causal or not.
+// The same choice at every head dim. The AVX-512 kernel where it runs: sgemm on small tiles runs at the width
+// of OpenBLAS's core, which the environment may pin below the CPU's. Else sgemm, not the loops: GCC keeps
+// loop_gemm's accumulator row in L1, not in registers (attention_tiles.h). bench/flash_tiles measures the
+// three; bench/RESULTS.md has the figures.
 TileProducts tile_products(int64_t /*d*/) {
-  return t_tile_products != TileProducts::Auto ? t_tile_products : TileProducts::Gemm;
+  if (t_tile_products != TileProducts::Auto) return t_tile_products;
+  return tile_gemm_f32_available() ? TileProducts::Avx512 : TileProducts::Gemm;
 }
 
 // q: (B, H, Tq, D), k: (B, H_kv, Tk, D), v: (B, H_kv, Tk, Dv) -> out (B, H, Tq, Dv), lse (B, H, Tq)

@@ -157,6 +157,7 @@ void forward_half(const Tensor& q, const Tensor& k, const Tensor& v, const ops::
       const int64_t tile_end = *std::max_element(t.row_end, t.row_end + t.nr);
       widen_head_rows<T>(q, t.b, t.h, t.i0, t.i0 + t.nr, n.D, s.qf.data());
       const int64_t kv = t.b * n.Hkv + t.hkv, from = kv == s.kv_head ? s.kv_rows : 0;
+      if (from == 0) s.gemm.forget();  // kf is rewritten: its packed tiles are stale
       widen_head_rows<T>(k, t.b, t.hkv, from, std::max(from, tile_end), n.D, s.kf.data());
       widen_head_rows<T>(v, t.b, t.hkv, from, std::max(from, tile_end), n.Dv, s.vf.data());
       s.kv_head = kv, s.kv_rows = std::max(from, tile_end);
@@ -199,6 +200,7 @@ void backward_half(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
       std::vector<float> gkf(parts.slices > 1 ? 0 : static_cast<size_t>(n.Tk * n.D)),
           gvf(parts.slices > 1 ? 0 : static_cast<size_t>(n.Tk * n.Dv));
       const int64_t bh = b * n.Hkv + hkv;
+      s.gemm.forget();  // kf and vf are new: packed tiles of an earlier head's buffers may share addresses
       const HeadView<float> dk = parts.slices > 1 ? parts.k(bh, slice) : rows_out(gkf, n.D),
                             dv = parts.slices > 1 ? parts.v(bh, slice) : rows_out(gvf, n.Dv);
       for (int64_t g = g0; g < g1; ++g) {  // query heads of the group that reads key/value head hkv

@@ -1,8 +1,9 @@
 #pragma once
 // The pieces of the CPU flash-attention kernels (ops/cpu/attention.cpp: float32 and float64;
 // ops/cpu/attention_half.cpp: bfloat16 and float16) that both units share: the tile sizes, the tile products
-// through OpenBLAS or plain loops (flash_tiles.h), the row helpers of the online softmax, what the mask and
-// the dropout decide for one head, and the views of one head that the tile loop (attention_loop.h) takes.
+// through OpenBLAS, plain loops or the float32 AVX-512 kernel (flash_tiles.h), the row helpers of the online
+// softmax, what the mask and the dropout decide for one head, and the views of one head that the tile loop
+// (attention_loop.h) takes.
 //
 //   a head: (T, D) rows, row r at p + r · ld, unit stride along D
 //
@@ -18,10 +19,12 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "ops/backend.h"
 #include "ops/cpu/flash_tiles.h"
+#include "ops/cpu/flash_tiles_f32.h"
 #include "ops/cpu/random.h"
 #include "ops/cpu/simd.h"
 #include "ops/elementwise_math.h"
@@ -45,9 +48,10 @@ inline void blas_gemm(bool ta, bool tb, int m, int n, int k, double alpha, const
 // The same product with loops the compiler vectorises: each row of C is built W columns at a time in a
 // fixed-size accumulator (W = 64 floats or 32 doubles), as a sum over p of a[i, p] times row p of B. op(B) =
 // Bᵀ (tb) is first copied transposed into `bt` (k·n; tiles are small) so that the inner loop always reads B
-// with unit stride. NOTE: GCC 12 keeps `acc` in L1 (a load, a multiply-add and a store per vector), not in
-// registers; a variant vectorising over j with four rows' sums per lane (the register-blocked form of a
-// GEMM micro-kernel) came out 2-3x slower still, as GCC vectorised the sum over p with gathers instead.
+// with unit stride. This is the readable reference of the tile products, not a fast path: GCC 12 keeps `acc`
+// in L1 (a load, a multiply-add and a store per vector), not in registers, and a loop form of the
+// register-blocked micro-kernel was slower still (GCC vectorised the sum over p with gathers), which is why
+// the fast float32 kernel is written in intrinsics (flash_tiles_f32.h).
 template <class T>
 [[gnu::always_inline]] inline void loop_gemm_body(bool ta, bool tb, int m, int n, int k, T alpha, const T* a,
                                                   int lda, const T* b, int ldb, T beta, T* c, int ldc,
@@ -86,28 +90,41 @@ void loop_gemm(bool ta, bool tb, int m, int n, int k, T alpha, const T* a, int l
   with_isa([&] { loop_gemm_body(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bt); });
 }
 
-// The tile products of one task, through OpenBLAS or through loop_gemm (flash_tiles.h), with the scratch
-// that loop_gemm's transposed operand needs.
+// The tile products of one task, through OpenBLAS, loop_gemm, or (float32, TileProducts::Avx512 on a CPU
+// with AVX-512) tile_gemm_f32 (flash_tiles_f32.h), with the scratch that loop_gemm's transposed operand
+// needs and the packed Bᵀ operands that tile_gemm_f32 keeps for the task. Call forget() when the task
+// rewrites an operand in place (TransposedTiles).
 template <class T>
 struct TileGemm {
-  bool loops;
+  TileProducts how;  // Gemm, Loops or Avx512 (resolved: Avx512 only where it runs)
   std::vector<T> bt;
-  TileGemm(TileProducts how, int64_t scratch) : loops(how == TileProducts::Loops) {
-    if (loops) bt.resize(static_cast<size_t>(scratch));
+  TransposedTiles packs;
+  TileGemm(TileProducts asked, int64_t scratch)
+      : how(asked == TileProducts::Avx512 && !(std::is_same_v<T, float> && tile_gemm_f32_available())
+                ? TileProducts::Gemm
+                : asked) {
+    if (this->how == TileProducts::Loops) bt.resize(static_cast<size_t>(scratch));
   }
   void operator()(bool ta, bool tb, int m, int n, int k, T alpha, const T* a, int lda, const T* b, int ldb,
                   T beta, T* c, int ldc) {
-    if (loops)
+    if constexpr (std::is_same_v<T, float>) {
+      if (how == TileProducts::Avx512) {
+        if (tb) b = packs.get(b, ldb, n, k), ldb = int(TransposedTiles::ld(n));
+        return tile_gemm_f32(ta, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+      }
+    }
+    if (how == TileProducts::Loops)
       loop_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bt.data());
     else
       blas_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
+  void forget() { packs.forget(); }
 };
 
 // ---- row helpers of the online softmax ----
 
-// x[c] = e^(x[c] - m) for c < n; returns Σ x[c] (summed in vector lanes: a serial sum of each row was a
-// chain of dependent adds, 12 % of the kernels' time at T = 128).
+// x[c] = e^(x[c] - m) for c < n; returns Σ x[c] (summed in vector lanes: a serial sum of each row is a chain
+// of dependent adds, which short rows feel most; bench/RESULTS.md has the figures).
 inline float exp_shifted(float* __restrict x, int64_t n, float m) {
   // NOTE: the lambda copies its arguments: loads through captured references keep GCC from vectorising
   return with_isa([=] {
@@ -250,7 +267,8 @@ void read_flags(const uint8_t* bytes, int64_t n, T scale, T* m) {
 // Dropout of one (b, h): the multipliers 0 or 1/(1-p) of a run of keys of one query row, drawn as
 // ops::dropout draws them (counter base + i·Tk + j, random.h). With keep flags (AttentionDropout::kept: one
 // bit a weight, row i's bytes at kept + i · kept_ld) the forward records what it drew and the backward reads
-// it back, instead of drawing every number twice (Philox was a third of the bf16 attention's time). Flag j of
+// it back, instead of drawing every number twice (the Philox draws are a large share of the attention's time
+// with dropout; bench/RESULTS.md). Flag j of
 // a row is bit j % 8 of byte j / 8, which on a little-endian CPU is bit j % 64 of word j / 64 of the int64
 // tensor (the layout AttentionDropout documents). A row's flags past the last key it sees, and those of key
 // tiles the forward skipped (nothing seen yet: P = 0 there), stay 0 from the zeroed tensor.
