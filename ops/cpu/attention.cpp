@@ -49,13 +49,15 @@ thread_local TileProducts t_tile_products = TileProducts::Auto;
 TileProductsGuard::TileProductsGuard(TileProducts how) : prev_(t_tile_products) { t_tile_products = how; }
 TileProductsGuard::~TileProductsGuard() { t_tile_products = prev_; }
 
-// The same choice at every head dim. The AVX-512 kernel where it runs: sgemm on small tiles runs at the width
-// of OpenBLAS's core, which the environment may pin below the CPU's. Else sgemm, not the loops: GCC keeps
-// loop_gemm's accumulator row in L1, not in registers (attention_tiles.h). bench/flash_tiles measures the
-// three; bench/RESULTS.md has the figures.
+// The same choice at every head dim. sgemm runs small tiles at the width of OpenBLAS's core, which the
+// environment may pin below the CPU's: then the AVX-512 kernel, where it runs. When the core itself is an
+// AVX-512 one, sgemm (its packed micro-kernels beat ours on these tiles). Never the loops: GCC keeps
+// loop_gemm's accumulator row in L1, not in registers (attention_tiles.h). bench/flash_tiles measures them;
+// bench/RESULTS.md has the figures.
 TileProducts tile_products(int64_t /*d*/) {
   if (t_tile_products != TileProducts::Auto) return t_tile_products;
-  return tile_gemm_f32_available() ? TileProducts::Avx512 : TileProducts::Gemm;
+  static const bool blas_is_avx512 = core_vector_level(blas_core()) == VectorLevel::Avx512;
+  return tile_gemm_f32_available() && !blas_is_avx512 ? TileProducts::Avx512 : TileProducts::Gemm;
 }
 
 // q: (B, H, Tq, D), k: (B, H_kv, Tk, D), v: (B, H_kv, Tk, Dv) -> out (B, H, Tq, Dv), lse (B, H, Tq)
