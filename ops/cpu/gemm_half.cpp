@@ -17,16 +17,6 @@ namespace {
 constexpr int64_t kRowBlock =
     64;  // rows of op(a) widened at a time: the float32 copies stay in L2 for k ~ 1k
 
-// b's element bits as float32: bfloat16 by a shift, float16 by bf16_lanes.h's branch-free f16_widen, so
-// that the loops calling it vectorise.
-template <class T>
-inline float widen_bits(uint16_t h) {
-  if constexpr (std::is_same_v<T, bfloat16>)
-    return bf16_widen(h);
-  else
-    return f16_widen(h);
-}
-
 }  // namespace
 
 template <class T>
@@ -82,7 +72,7 @@ void gemv_half(bool trans_b, int64_t n, int64_t k, const T* a, int64_t inc_a, co
     if (done) return;
   }
   // float16, or bfloat16 without VDPBF16PS: the readable loop (a fused loop that widened 4 rows in 16 float
-  // lanes each ran f16 decoding at 32-34 tokens/s against its 53-57, GPT-2 124M, 2 threads)
+  // lanes each decoded f16 more slowly: bench/RESULTS.md, "the bf16 gemv")
   gemv_half_reference(trans_b, n, k, a, inc_a, b, ldb, c);
 }
 
@@ -93,24 +83,24 @@ void gemv_half_reference(bool trans_b, int64_t n, int64_t k, const T* a, int64_t
   for (int64_t i = 0; i < k; ++i) x[static_cast<size_t>(i)] = static_cast<float>(a[i * inc_a]);
   const float* px = x.data();
   float* pw = w.data();
-  const auto* bits = reinterpret_cast<const uint16_t*>(b);
-  // a row of b widened into pw (a plain loop the vectoriser takes), then float32 BLAS on it
-  auto widen_row = [&](const uint16_t* row, int64_t len) {
+  // a row of b widened into pw (bf16_lanes.h's branch-free lane_load: a plain loop the vectoriser takes),
+  // then float32 BLAS on it
+  auto widen_row = [&](const T* row, int64_t len) {
     with_isa([=] {
 #pragma omp simd
-      for (int64_t i = 0; i < len; ++i) pw[i] = widen_bits<T>(row[i]);
+      for (int64_t i = 0; i < len; ++i) pw[i] = lane_load(row[i]);
     });
   };
   if (trans_b) {  // b (n, k): one dot product per output
     for (int64_t j = 0; j < n; ++j) {
-      widen_row(bits + j * ldb, k);
+      widen_row(b + j * ldb, k);
       c[j] = T(cblas_sdot(static_cast<int>(k), px, 1, pw, 1));
     }
     return;
   }
   std::vector<float> y(static_cast<size_t>(n), 0.0f);  // b (k, n): axpy of each row into float32 sums
   for (int64_t i = 0; i < k; ++i) {
-    widen_row(bits + i * ldb, n);
+    widen_row(b + i * ldb, n);
     cblas_saxpy(static_cast<int>(n), px[i], pw, 1, y.data(), 1);
   }
   for (int64_t j = 0; j < n; ++j) c[j] = T(y[static_cast<size_t>(j)]);
