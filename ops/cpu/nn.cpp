@@ -1,11 +1,13 @@
 // CPU kernels of the nn primitives: softmax / log-softmax and layer norm, forward and backward.
 // Every tensor is contiguous and row-major; a "row" is the last (normalised) axis; parallel over rows.
-// float32 rows accumulate their sums in double; layer norm takes 16-bit tensors natively (float32 inside).
+// softmax's float32 rows accumulate their sums in double; layer norm sums in its compute type (float32 for
+// float32 and the 16-bit dtypes, which it takes natively) in 16 fixed lanes.
 // Each row runs at the machine's vector width (with_isa, simd.h).
 //
 // Shapes: softmax: x, out, y, gy, gx (rows, n); layer_norm: x, out, gy, gx (rows, n), weight, bias, gweight,
 // gbias (n) or undefined, mean, rstd (rows) float. RMSNorm is layer_norm with mean undefined: no centring.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -120,41 +122,57 @@ const compute_t<S>* affine_in(const Tensor& t, std::vector<compute_t<S>>& keep) 
   }
 }
 
-// `to` (n) = the compute-type row `from` of storage type S, or `from` itself when S is the compute type.
-template <class S>
-inline const compute_t<S>* widened(const S* from, compute_t<S>* to, int64_t n) {
-  if constexpr (std::is_same_v<S, compute_t<S>>) {
-    return from;
-  } else {
+constexpr int64_t kSumLanes = 16;  // one AVX-512 float vector, two AVX2 ones, four SSE ones
+
+// The K sums Σ_{i<n} f(i)[k] in T (float32 for float32 and the 16-bit dtypes, double for float64; f returns
+// std::array<T, K>), each in kSumLanes accumulators that take every kSumLanes-th term, the accumulators then
+// added as a tree: one order, so the same bits, at every vector width and for every storage dtype (a 16-bit
+// row's terms are its float32 twin's), which `#pragma omp simd reduction` does not promise. Error: about
+// n / 16 + 4 roundings at worst, against n in one accumulator (PyTorch's CPU kernels sum in float lanes
+// likewise, their opmath type for 16 bits).
+template <class T, size_t K, class F>
+inline std::array<T, K> lane_sums(int64_t n, F f) {
+  static_assert(K == 1 || K == 2, "lane_sums: one or two sums");
+  // two named accumulator rows, not acc[K][..] under a loop over k: with that inner loop GCC 12 left the
+  // block loop scalar
+  T a0[kSumLanes] = {}, a1[kSumLanes] = {};
+  auto add = [&](int64_t i, int64_t j) {
+    const std::array<T, K> t = f(i + j);
+    a0[j] += t[0];
+    if constexpr (K == 2) a1[j] += t[K - 1];
+  };
+  int64_t i = 0;
+  for (; i + kSumLanes <= n; i += kSumLanes) {
 #pragma omp simd
-    for (int64_t i = 0; i < n; ++i) to[i] = lane_load(from[i]);
-    return to;
+    for (int64_t j = 0; j < kSumLanes; ++j) add(i, j);
   }
+  for (int64_t j = 0; i + j < n; ++j) add(i, j);
+  for (int64_t w = kSumLanes / 2; w > 0; w /= 2)
+    for (int64_t j = 0; j < w; ++j) a0[j] += a0[j + w], a1[j] += a1[j + w];
+  if constexpr (K == 1)
+    return {a0[0]};
+  else
+    return {a0[0], a1[0]};
 }
 
-// `to` (n) of storage type S = the compute-type row `from`, each element rounded once (nothing to do when S
-// is the compute type: the row was computed in place).
-template <class S>
-inline void rounded(const compute_t<S>* from, S* to, int64_t n) {
-  if constexpr (!std::is_same_v<S, compute_t<S>>) {
-#pragma omp simd
-    for (int64_t i = 0; i < n; ++i) to[i] = lane_store<S>(from[i]);
-  }
+// Σ_{i<n} f(i) in T, as lane_sums.
+template <class T, class F>
+inline T lane_sum(int64_t n, F f) {
+  return lane_sums<T, 1>(n, [=](int64_t i) { return std::array<T, 1>{f(i)}; })[0];
 }
 
 }  // namespace
 
 // x, out: (rows, n); weight, bias: (n) or undefined; mean, rstd: (rows), compute_t of x
 //   y = (x - μ) · rstd · w + b,   μ = mean(x),  rstd = 1 / sqrt(var(x) + eps)   (biased variance)
-// 16-bit x, weight, bias and out are loaded and stored as 16 bits (a row widened into a float32 buffer, the
-// float32 row code, the row rounded once): the numbers of the float32 kernel on widened copies, in one pass
-// over memory.
+// 16-bit x, weight, bias and out are loaded and stored as 16 bits inside the float32 row code (each element
+// widened exactly where it is read, each result rounded once where it is written): the numbers of the
+// float32 kernel on widened copies, in one pass over memory. The statistics are summed in T (lane_sums).
 void CpuBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
                             const Tensor& out, const Tensor& mean, const Tensor& rstd) {
   const int64_t rows = rstd.numel(), n = x.shape().back();
   dispatch_floating_and_half(x.dtype(), "layer_norm", [&]<class S>() {
     using T = compute_t<S>;
-    constexpr bool narrow = !std::is_same_v<S, T>;
     std::vector<T> wk, bk;
     const T* w = affine_in<S>(weight, wk);
     const T* b = affine_in<S>(bias, bk);
@@ -163,44 +181,34 @@ void CpuBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor&
     T* pm = mean.defined() ? mean.data<T>() : nullptr;  // null: RMSNorm, μ = 0
     T* pr = rstd.data<T>();
     parallel_for(0, rows, (kGrain + n - 1) / (n > 0 ? n : 1), [&](int64_t begin, int64_t end) {
-      std::vector<T> buf(narrow ? 2 * static_cast<size_t>(n) : 0);  // a row of x, a row of out
       // NOTE: the lambda copies its arguments: through captured references GCC 12 left the sums scalar
-      with_isa([=, xbuf = buf.data(), ybuf = buf.data() + (narrow ? n : 0)] {
+      with_isa([=] {
         for (int64_t r = begin; r < end; ++r) {
-          const T* __restrict xr = widened(px + r * n, xbuf, n);
-          T* __restrict yr = narrow ? ybuf : reinterpret_cast<T*>(py + r * n);
-          // two passes in double: exact enough for float32 rows of any length; the sums in vector lanes
-          // (without the pragma each was a serial chain of dependent adds: 4 cycles an element)
-          double s = 0;
-          if (pm) {
-#pragma omp simd reduction(+ : s)
-            for (int64_t i = 0; i < n; ++i) s += xr[i];
-          }
-          const double mu = n > 0 ? s / static_cast<double>(n) : 0.0;
-          double ss = 0;
-#pragma omp simd reduction(+ : ss)
-          for (int64_t i = 0; i < n; ++i) {
-            const double d = xr[i] - mu;
-            ss += d * d;
-          }
-          const double var = n > 0 ? ss / static_cast<double>(n) : 0.0;
-          const T m = static_cast<T>(mu), rs = static_cast<T>(1.0 / std::sqrt(var + eps));
+          const S* __restrict xr = px + r * n;
+          S* __restrict yr = py + r * n;
+          // two passes (the mean, then the centred squares), summed in T's lanes (lane_sum)
+          const T m = pm && n > 0 ? lane_sum<T>(n, [=](int64_t i) { return lane_load(xr[i]); }) / T(n) : T(0);
+          const T ss = lane_sum<T>(n, [=](int64_t i) {
+            const T d = lane_load(xr[i]) - m;
+            return d * d;
+          });
+          const double var = n > 0 ? static_cast<double>(ss) / static_cast<double>(n) : 0.0;
+          const T rs = static_cast<T>(1.0 / std::sqrt(var + eps));
           if (pm) pm[r] = m;
           pr[r] = rs;
           if (w && b) {
 #pragma omp simd
-            for (int64_t i = 0; i < n; ++i) yr[i] = (xr[i] - m) * rs * w[i] + b[i];
+            for (int64_t i = 0; i < n; ++i) yr[i] = lane_store<S>((lane_load(xr[i]) - m) * rs * w[i] + b[i]);
           } else if (w) {
 #pragma omp simd
-            for (int64_t i = 0; i < n; ++i) yr[i] = (xr[i] - m) * rs * w[i];
+            for (int64_t i = 0; i < n; ++i) yr[i] = lane_store<S>((lane_load(xr[i]) - m) * rs * w[i]);
           } else if (b) {
 #pragma omp simd
-            for (int64_t i = 0; i < n; ++i) yr[i] = (xr[i] - m) * rs + b[i];
+            for (int64_t i = 0; i < n; ++i) yr[i] = lane_store<S>((lane_load(xr[i]) - m) * rs + b[i]);
           } else {
 #pragma omp simd
-            for (int64_t i = 0; i < n; ++i) yr[i] = (xr[i] - m) * rs;
+            for (int64_t i = 0; i < n; ++i) yr[i] = lane_store<S>((lane_load(xr[i]) - m) * rs);
           }
-          rounded<S>(yr, py + r * n, n);
         }
       });
     });
@@ -222,8 +230,7 @@ void CpuBackend::layer_norm_backward(const Tensor& gy, const Tensor& x, const Te
   if (!gx.defined() && !gweight.defined() && !gbias.defined()) return;
   dispatch_floating_and_half(x.dtype(), "layer_norm_backward", [&]<class S>() {
     using T = compute_t<S>;
-    using A = acc_t<T>;
-    constexpr bool narrow = !std::is_same_v<S, T>;
+    using A = acc_t<T>;  // the chunks' partials added in A
     std::vector<T> wk;
     const T* w = affine_in<S>(weight, wk);
     const S* pg = gy.data<S>();
@@ -234,53 +241,56 @@ void CpuBackend::layer_norm_backward(const Tensor& gy, const Tensor& x, const Te
     S* pgw = gweight.defined() ? gweight.data<S>() : nullptr;
     S* pgb = gbias.defined() ? gbias.data<S>() : nullptr;
     // Chunks of up to 256 rows, at least 16 of them when there are 16 rows (the threads' share of the gx
-    // rows); the chunk size depends on the shape only.
+    // rows); the chunk size depends on the shape only. A chunk's partial column sums are in T (at most 256
+    // terms each), the chunks' sums in A.
     const int64_t chunk_rows = std::clamp<int64_t>((rows + 15) / 16, 1, 256);
     const int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;
-    std::vector<A> pw(pgw ? chunks * n : 0, A(0)), pb(pgb ? chunks * n : 0, A(0));
+    std::vector<T> pw(pgw ? chunks * n : 0, T(0)), pb(pgb ? chunks * n : 0, T(0));
     parallel_rows(chunks, chunk_rows * n, [&](int64_t ch) {
-      std::vector<T> buf(narrow ? 3 * static_cast<size_t>(n) : 0);  // rows of gy, x and gx
       // NOTE: the lambda copies its arguments: through captured references GCC 12 left the sums scalar
       // (a dependent double add per element, 2.3 % of the GPT's bf16 step)
-      with_isa([=, aw = pgw ? pw.data() + ch * n : nullptr, ab = pgb ? pb.data() + ch * n : nullptr,
-                gbuf = buf.data(), xbuf = buf.data() + (narrow ? n : 0),
-                obuf = buf.data() + (narrow ? 2 * n : 0)] {
+      with_isa([=, aw = pgw ? pw.data() + ch * n : nullptr, ab = pgb ? pb.data() + ch * n : nullptr] {
         for (int64_t r = ch * chunk_rows; r < std::min(rows, (ch + 1) * chunk_rows); ++r) {
-          const T* __restrict g = widened(pg + r * n, gbuf, n);
-          const T* __restrict xx = widened(px + r * n, xbuf, n);
+          const S* __restrict g = pg + r * n;
+          const S* __restrict xx = px + r * n;
           const T m = pm ? pm[r] : T(0), rs = pr[r];
           if (pgx) {
-            T* __restrict o = narrow ? obuf : reinterpret_cast<T*>(pgx + r * n);
+            S* __restrict o = pgx + r * n;
             // ĝ = gy ⊙ w (w = 1 when undefined), with the weight's branch outside the loops: the row's two
-            // means, then its gradient
+            // means (one pass, lane_sums), then its gradient
             auto row_grad = [&](auto ghat) {
-              A sg = 0, sgx = 0;
-#pragma omp simd reduction(+ : sg, sgx)
-              for (int64_t i = 0; i < n; ++i) {
+              const std::array<T, 2> s = lane_sums<T, 2>(n, [=](int64_t i) {
                 const T gh = ghat(i);
-                sg += gh;
-                sgx += A(gh) * ((xx[i] - m) * rs);
-              }
-              const T mg = centred ? static_cast<T>(sg / static_cast<A>(n)) : T(0),
-                      mgx = static_cast<T>(sgx / static_cast<A>(n));
+                return std::array<T, 2>{gh, gh * ((lane_load(xx[i]) - m) * rs)};
+              });
+              const T mg = centred ? s[0] / T(n) : T(0), mgx = s[1] / T(n);
 #pragma omp simd
-              for (int64_t i = 0; i < n; ++i) o[i] = rs * (ghat(i) - mg - (xx[i] - m) * rs * mgx);
+              for (int64_t i = 0; i < n; ++i)
+                o[i] = lane_store<S>(rs * (ghat(i) - mg - (lane_load(xx[i]) - m) * rs * mgx));
             };
             if (w) {
               const T* __restrict wv = w;
-              row_grad([=](int64_t i) { return g[i] * wv[i]; });
+              row_grad([=](int64_t i) { return lane_load(g[i]) * wv[i]; });
             } else {
-              row_grad([=](int64_t i) { return g[i]; });
+              row_grad([=](int64_t i) { return lane_load(g[i]); });
             }
-            rounded<S>(o, pgx + r * n, n);
           }
-          if (aw) {
+          // (through the unqualified aw, ab GCC kept these loops scalar: one element a cycle and a half)
+          T* __restrict cw = aw;
+          T* __restrict cb = ab;
+          if (cw && cb) {
 #pragma omp simd
-            for (int64_t i = 0; i < n; ++i) aw[i] += A(g[i]) * ((xx[i] - m) * rs);
-          }
-          if (ab) {
+            for (int64_t i = 0; i < n; ++i) {
+              const T gi = lane_load(g[i]);
+              cw[i] += gi * ((lane_load(xx[i]) - m) * rs);
+              cb[i] += gi;
+            }
+          } else if (cw) {
 #pragma omp simd
-            for (int64_t i = 0; i < n; ++i) ab[i] += g[i];
+            for (int64_t i = 0; i < n; ++i) cw[i] += lane_load(g[i]) * ((lane_load(xx[i]) - m) * rs);
+          } else if (cb) {
+#pragma omp simd
+            for (int64_t i = 0; i < n; ++i) cb[i] += lane_load(g[i]);
           }
         }
       });
