@@ -254,19 +254,48 @@ void CpuBackend::layer_norm_backward(const Tensor& gy, const Tensor& x, const Te
           const S* __restrict g = pg + r * n;
           const S* __restrict xx = px + r * n;
           const T m = pm ? pm[r] : T(0), rs = pr[r];
+          T* __restrict cw = aw;
+          T* __restrict cb = ab;
           if (pgx) {
-            S* __restrict o = pgx + r * n;
             // ĝ = gy ⊙ w (w = 1 when undefined), with the weight's branch outside the loops: the row's two
-            // means (one pass, lane_sums), then its gradient
+            // means (one pass, lane_sums), then its gradient and its terms of the column partials (a second)
+            // (through unqualified pointers GCC kept the partials' loops scalar: an element a cycle and a
+            // half)
             auto row_grad = [&](auto ghat) {
               const std::array<T, 2> s = lane_sums<T, 2>(n, [=](int64_t i) {
                 const T gh = ghat(i);
                 return std::array<T, 2>{gh, gh * ((lane_load(xx[i]) - m) * rs)};
               });
               const T mg = centred ? s[0] / T(n) : T(0), mgx = s[1] / T(n);
+              S* __restrict o = pgx + r * n;
+              T* __restrict pw_ = cw;
+              T* __restrict pb_ = cb;
+              auto gx_at = [=](int64_t i, T xh) { return lane_store<S>(rs * (ghat(i) - mg - xh * mgx)); };
+              if (pw_ && pb_) {
 #pragma omp simd
-              for (int64_t i = 0; i < n; ++i)
-                o[i] = lane_store<S>(rs * (ghat(i) - mg - (lane_load(xx[i]) - m) * rs * mgx));
+                for (int64_t i = 0; i < n; ++i) {
+                  const T gi = lane_load(g[i]), xh = (lane_load(xx[i]) - m) * rs;
+                  o[i] = gx_at(i, xh);
+                  pw_[i] += gi * xh;
+                  pb_[i] += gi;
+                }
+              } else if (pw_) {
+#pragma omp simd
+                for (int64_t i = 0; i < n; ++i) {
+                  const T xh = (lane_load(xx[i]) - m) * rs;
+                  o[i] = gx_at(i, xh);
+                  pw_[i] += lane_load(g[i]) * xh;
+                }
+              } else if (pb_) {
+#pragma omp simd
+                for (int64_t i = 0; i < n; ++i) {
+                  o[i] = gx_at(i, (lane_load(xx[i]) - m) * rs);
+                  pb_[i] += lane_load(g[i]);
+                }
+              } else {
+#pragma omp simd
+                for (int64_t i = 0; i < n; ++i) o[i] = gx_at(i, (lane_load(xx[i]) - m) * rs);
+              }
             };
             if (w) {
               const T* __restrict wv = w;
@@ -274,10 +303,9 @@ void CpuBackend::layer_norm_backward(const Tensor& gy, const Tensor& x, const Te
             } else {
               row_grad([=](int64_t i) { return lane_load(g[i]); });
             }
+            continue;
           }
-          // (through the unqualified aw, ab GCC kept these loops scalar: one element a cycle and a half)
-          T* __restrict cw = aw;
-          T* __restrict cb = ab;
+          // no gx: the column partials alone
           if (cw && cb) {
 #pragma omp simd
             for (int64_t i = 0; i < n; ++i) {
