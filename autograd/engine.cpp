@@ -4,7 +4,8 @@
 //      (in-degree reached zero), summing what they handed (gradient_sum.h: in place once the engine owns the
 //      sum, recorded under create_graph, a part view's gradient into its part of the input's);
 //   3. a node's derivative rule turns its output gradient into one gradient per input, passed down its edges;
-//   4. accumulator nodes add into leaf grads (backward), or the gradients reaching the asked-for nodes are
+//   4. accumulator nodes add into leaf grads (backward; accumulate_grad.h), or the gradients reaching the
+//   asked-for nodes are
 //      kept and returned (grad; grad_capture.h says which rules run then).
 // Rules run with grad mode off, or on under create_graph: then the gradients returned carry the graph of the
 // backward pass. No recursion: every pass uses explicit stacks, so a chain of 10^5 ops is fine.
@@ -13,6 +14,7 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "autograd/accumulate_grad.h"
 #include "autograd/grad_capture.h"
 #include "autograd/grad_mode.h"
 #include "autograd/gradient_sum.h"
@@ -41,48 +43,6 @@ std::unordered_map<Node*, int> count_dependencies(const std::vector<std::shared_
     }
   }
   return deps;
-}
-
-bool same_tensor(const Tensor& a, const Tensor& b) {
-  return a.storage() == b.storage() && a.offset() == b.offset() && a.shape() == b.shape() &&
-         a.strides() == b.strides();
-}
-
-// The hooks registered on a node (Variable::register_hook, retain_grad) rewrite the gradient arriving there.
-// NOTE: hooks map Tensors; a hook that returns a new tensor cuts the history of a create_graph gradient.
-Variable run_hooks(std::vector<Node::Hook>& hooks, Variable g) {
-  for (auto& hook : hooks) {
-    Tensor h = hook(g.data());
-    if (!same_tensor(h, g.data())) g = Variable(std::move(h));
-  }
-  return g;
-}
-
-// Whether the leaf may keep `h` itself as its first gradient instead of a copy (PyTorch's AccumulateGrad
-// "steals" it the same way): nothing records a graph, and no one else can see h's memory, that is, the only
-// references are the engine's Variable `g` (its one Tensor) and `h`, and h covers its whole storage
-// contiguously. A gradient that a rule also handed to another input, saved, or that the caller passed to
-// backward() has more references and is copied, so an in-place change of one leaf's grad (zero_grad,
-// clipping) never reaches another tensor.
-bool can_keep(const Variable& g, const Tensor& h) {
-  return !grad_enabled() && g.impl().use_count() == 1 && same_tensor(g.data(), h) &&
-         h.storage().use_count() == 2 && h.is_contiguous() && h.offset() == 0 &&
-         size_t(h.numel()) * h.itemsize() == h.storage()->nbytes();
-}
-
-// A leaf's accumulator: run the leaf's own hooks, then add into its grad. The first gradient is kept when no
-// one else can see it (can_keep), else copied: g may be shared with other leaves or with the caller. Nothing
-// happens once the leaf is gone.
-// NOTE: the leaf's grad is a Tensor: under create_graph it holds the values, not their graph (use grad()).
-void accumulate_into_leaf(const Node& accumulator, Variable g) {
-  std::shared_ptr<VariableImpl> leaf = accumulator.leaf();
-  if (!leaf) return;  // nobody can read this gradient
-  g = run_hooks(leaf->hooks, std::move(g));
-  Tensor h = g.data();
-  if (leaf->grad.defined())
-    leaf->grad = ops::add(leaf->grad, h);
-  else
-    leaf->grad = can_keep(g, h) ? std::move(h) : h.contiguous().clone();
 }
 
 // The derivative rule of `n`, with the engine's checks on what it returns: one gradient per input, each of
@@ -145,10 +105,10 @@ std::vector<Variable> run_backward(const std::vector<std::shared_ptr<Node>>& roo
     }
     std::vector<Variable> outs;  // stays empty for a node no gradient reached: it still releases its inputs
     if (g.defined()) {
-      g = run_hooks(n->hooks(), g);
+      g = detail::run_hooks(n->hooks(), g);
       if (capture.active()) capture.offer(n, g);
       if (n->is_accumulator()) {  // 4. a leaf (accumulators have no inputs)
-        if (!capture.active()) accumulate_into_leaf(*n, std::move(g));
+        if (!capture.active()) detail::accumulate_into_leaf(*n, std::move(g));
         continue;
       }
       if (capture.must_run(*n)) outs = apply_rule(*n, g, retain_graph);  // 3. the derivative rule
