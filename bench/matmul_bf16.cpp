@@ -4,8 +4,13 @@
 // 128 tokens, d_model 128, MLP 512, vocab 256; forward x Wᵀ, backward dX = dY W and dW = dYᵀ X), at 1 and
 // 2 threads (or the threads given). sgemm runs as saccade runs it (CpuBackend::bmm: single-threaded
 // OpenBLAS calls split over saccade's pool), into a preallocated output like the bf16 call. Prints GFLOP/s
-// (median, min-max) of each and a line `bf16/sgemm <ratio of medians>` per size.
+// (median, min-max) of each and a line `bf16/sgemm <ratio of medians>` per size. Before each thread count's
+// products, the machine's own limit at that thread count: VDPBF16PS and VFMADD231PS on registers only (no
+// memory traffic), so that a process whose GEMM is slow can be told apart from a process whose vCPUs are.
+#include <immintrin.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -20,6 +25,7 @@
 #include "ops/cpu/gemm_ladder/naive.h"
 #include "ops/cpu/gemm_ladder/packed.h"
 #include "ops/cpu/simd.h"
+#include "ops/cpu/thread_pool.h"
 #include "saccade.h"
 
 using namespace saccade;
@@ -76,6 +82,65 @@ void run(const Shape3& s) {
   std::printf("bf16/sgemm %.3f\n", o.median / l.median);
 }
 
+// Register-only throughput: 12 independent accumulator chains (enough to cover the instruction's latency on
+// every x86 core with AVX-512), `iters` rounds of one instruction per chain; returns a value that depends on
+// every chain so that nothing is optimised away. a = (1, 1) and b = (2^-20, 2^-20) keep the sums normal.
+constexpr int kChains = 12;
+__attribute__((target("avx512f"))) float lane_sum(__m512 s) {  // (GCC 12 warns inside _mm512_reduce_add_ps)
+  alignas(64) float v[16];
+  _mm512_store_ps(v, s);
+  float r = 0;
+  for (float x : v) r += x;
+  return r;
+}
+__attribute__((target("avx512f,avx512bf16"))) float dpbf16_chains(int64_t iters) {
+  __m512 acc[kChains];
+  for (__m512& x : acc) x = _mm512_setzero_ps();
+  const __m512bh a = (__m512bh)_mm512_set1_epi32(0x3f803f80), b = (__m512bh)_mm512_set1_epi32(0x35803580);
+  for (int64_t i = 0; i < iters; ++i)
+    for (__m512& x : acc) x = _mm512_dpbf16_ps(x, a, b);
+  __m512 s = acc[0];
+  for (int c = 1; c < kChains; ++c) s = _mm512_add_ps(s, acc[c]);
+  return lane_sum(s);
+}
+__attribute__((target("avx512f"))) float fma_chains(int64_t iters) {
+  __m512 acc[kChains];
+  for (__m512& x : acc) x = _mm512_setzero_ps();
+  const __m512 a = _mm512_set1_ps(1.0f), b = _mm512_set1_ps(0x1p-20f);
+  for (int64_t i = 0; i < iters; ++i)
+    for (__m512& x : acc) x = _mm512_fmadd_ps(a, b, x);
+  __m512 s = acc[0];
+  for (int c = 1; c < kChains; ++c) s = _mm512_add_ps(s, acc[c]);
+  return lane_sum(s);
+}
+
+// GFLOP/s of `chains` run in 64 pieces over saccade's pool at the current thread count (as the GEMMs run):
+// median of 5 samples of about 0.1 s. flops_per_instr: 64 for VDPBF16PS (16 lanes, 2 products, 2 flops), 32
+// for VFMADD231PS.
+double register_peak(float (*chains)(int64_t), double flops_per_instr) {
+  const int64_t pieces = 64, iters = 1000000;  // 64 · 10⁶ · 12 instructions a sample
+  std::atomic<float> sink{0};
+  std::vector<double> g;
+  for (int s = 0; s < 5; ++s) {
+    auto t0 = bench::Clock::now();
+    cpu::parallel_for(0, pieces, 1, [&](int64_t b, int64_t e) {
+      float x = 0;
+      for (int64_t p = b; p < e; ++p) x += chains(iters);
+      sink.store(sink.load() + x);
+    });
+    g.push_back(double(pieces) * iters * kChains * flops_per_instr / bench::seconds_since(t0) * 1e-9);
+  }
+  return bench::stats(g).median;
+}
+
+void print_register_peaks(int threads) {
+  if (!__builtin_cpu_supports("avx512f")) return;
+  std::printf("register-only limit at %d thread%s: VFMADD231PS %.1f GFLOP/s", threads, threads > 1 ? "s" : "",
+              register_peak(fma_chains, 32));
+  if (cpu::cpu_has_avx512_bf16()) std::printf(", VDPBF16PS %.1f GFLOP/s", register_peak(dpbf16_chains, 64));
+  std::printf("\n");
+}
+
 }  // namespace
 
 int matmul_bf16_main(const std::vector<int>& thread_counts) {
@@ -100,6 +165,7 @@ int matmul_bf16_main(const std::vector<int>& thread_counts) {
   for (int t : thread_counts) {
     set_num_threads(t);
     std::printf("-- %d thread%s (load average %.2f)\n", t, t > 1 ? "s" : "", bench::load_average());
+    print_register_peaks(t);
     for (const Shape3& s : shapes) run(s);
   }
   std::printf("load average at the end %.2f\n", bench::load_average());
