@@ -5,7 +5,8 @@
 # min-max of the runs' medians for each binary, new / old of those medians, and the median and min-max of the
 # round-by-round ratios (train: time; generate: tokens/s).
 #
-# Usage: /work/tools/cpu bench bench/gpt_step_ab.sh OLD/gpt_step NEW/gpt_step [rounds] [samples]
+# Usage: bench/gpt_step_ab.sh OLD/gpt_step NEW/gpt_step [rounds] [samples]   (on a machine where nothing
+# else runs: on a shared one, under a lock the other jobs take too, e.g. `flock -x /tmp/saccade-cpu.lock ...`)
 set -euo pipefail
 old=$1 new=$2 rounds=${3:-6} samples=${4:-5}
 out=$(mktemp)
