@@ -46,6 +46,7 @@
 #include "nn/unary_module.h"
 #include "ops/amp.h"
 #include "ops/attention.h"
+#include "ops/backend.h"
 #include "ops/blas.h"
 #include "ops/caching_allocator.h"
 #include "ops/conv.h"

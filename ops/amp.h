@@ -11,13 +11,14 @@
 namespace saccade::ops {
 
 /// For every tensor g of `grads` (float32 or float64, any strides, all on found_inf's device):
-/// g *= inv_scale in place, and found_inf = 1 when any element of any g is NaN or ±inf (found_inf is never reset here: several calls
-/// accumulate into one flag). `found_inf` and `inv_scale`: float32 tensors of one element on the grads'
-/// device. As torch._amp_foreach_non_finite_check_and_unscale_: the gradients are multiplied even when a
-/// non-finite value is found (the step that follows is skipped anyway). One pass over all gradients on the
-/// CPU; on CUDA, one kernel per group of up to 64 gradients of one dtype, no host synchronisation.
-/// Throws saccade::Error naming the op for an undefined gradient or one of another dtype (16-bit included),
-/// a gradient on another device, or a found_inf / inv_scale that is not a one-element float32 tensor.
+/// g *= inv_scale in place, and found_inf = 1 when any element of any g is NaN or ±inf (found_inf is never
+/// reset here: several calls accumulate into one flag). `found_inf` and `inv_scale`: float32 tensors of one
+/// element on the grads' device. As torch._amp_foreach_non_finite_check_and_unscale_: the gradients are
+/// multiplied even when a non-finite value is found (the step that follows is skipped anyway). One pass over
+/// all gradients on the CPU; on CUDA, one kernel per group of up to 64 gradients of one dtype, no host
+/// synchronisation. Throws saccade::Error naming the op for an undefined gradient or one of another dtype
+/// (16-bit included), a gradient on another device, or a found_inf / inv_scale that is not a one-element
+/// float32 tensor.
 void amp_foreach_non_finite_check_and_unscale_(const std::vector<Tensor>& grads, const Tensor& found_inf,
                                                const Tensor& inv_scale);
 
@@ -31,3 +32,20 @@ void amp_update_scale_(const Tensor& scale, const Tensor& growth_tracker, const 
                        double growth_factor, double backoff_factor, int64_t growth_interval);
 
 }  // namespace saccade::ops
+
+// ---- this family's backend kernels ----
+// The one declaration of each kernel of this family (row format: ops/backend.h, which expands the list into
+// Backend's virtual functions; ops/cpu/backend.h and ops/cuda/backend.h expand it into their overrides,
+// ops/backend_widening.h into the 16-bit route). A kernel assumes the op checked its arguments.
+#define SACCADE_AMP_KERNELS(K, K16)                                                                         \
+  /* grads: contiguous floating tensors, numel > 0; found_inf, inv_scale: float32 (1). Every g *= inv_scale \
+   * in place; found_inf = 1 when any element is NaN or ±inf (left as it is otherwise). Read on the device \
+   * only. */                                                                                               \
+  K(amp_non_finite_check_and_unscale,                                                                       \
+    (const std::vector<Tensor>& grads, const Tensor& found_inf, const Tensor& inv_scale),                   \
+    (grads, found_inf, inv_scale))                                                                          \
+  /* scale float32 (1), growth_tracker int64 (1), found_inf float32 (1): ops::amp_update_scale_'s rule. */  \
+  K(amp_update_scale,                                                                                       \
+    (const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf, double growth_factor,      \
+     double backoff_factor, int64_t growth_interval),                                                       \
+    (scale, growth_tracker, found_inf, growth_factor, backoff_factor, growth_interval))

@@ -1,9 +1,7 @@
-// The backend contract's code: backend(device) picks the table, matrix_layout classifies a GEMM operand, the
-// op enums get their names, Backend::widen is the 16-bit route's widening, and the few kernels with a
-// default compose others (dropout, the GRU gates, rotary embedding).
+// The backend contract's code: backend(device) picks the table, the op enums get their names, Backend::widen
+// is the 16-bit route's widening, and the few kernels with a default compose others (swiglu_backward,
+// dropout, the GRU gates, rotary embedding).
 #include "ops/backend.h"
-
-#include <algorithm>
 
 #include "ops/elementwise.h"
 #include "ops/tensor.h"
@@ -33,16 +31,6 @@ void empty_cache(Device device) { backend(device).empty_cache(); }
 #ifndef SACCADE_WITH_CUDA
 Backend* detail::cuda_backend() { return nullptr; }
 #endif
-
-MatrixLayout matrix_layout(const Tensor& t) {
-  const int64_t rows = t.size(-2), cols = t.size(-1), sr = t.stride(-2), sc = t.stride(-1);
-  // A size-1 dim may have any stride: it is never stepped along, so pick the smallest valid ld.
-  if ((cols == 1 || sc == 1) && (rows == 1 || sr >= std::max<int64_t>(cols, 1)))
-    return {true, false, rows == 1 ? std::max<int64_t>(cols, 1) : sr};
-  if ((rows == 1 || sr == 1) && (cols == 1 || sc >= std::max<int64_t>(rows, 1)))
-    return {true, true, cols == 1 ? std::max<int64_t>(rows, 1) : sc};
-  return {};
-}
 
 // ---- op names ----
 
@@ -133,23 +121,27 @@ std::string_view binary_op_name(BinaryOp op) {
 
 bool Backend::native_16bit(Kernel16) const { return false; }
 
+Tensor Backend::widened(const Tensor& t, bool read) {
+  if (!t.defined() || !is_half(t.dtype())) return t;
+  return read ? t.to(DType::Float32) : Tensor::empty(t.shape(), DType::Float32, t.device());
+}
+
+void Backend::round_into(const Tensor& wide, const Tensor& t) {
+  if (t.defined() && is_half(t.dtype())) backend(t.device()).copy(wide, t);  // rounds to t's dtype
+}
+
 void Backend::widen(std::initializer_list<Tensor> in, std::initializer_list<Tensor> inout,
                     std::initializer_list<Tensor> out,
                     const std::function<void(const std::vector<Tensor>&)>& f32_kernel) {
-  auto is16 = [](const Tensor& t) { return t.defined() && is_half(t.dtype()); };
   std::vector<Tensor> wide;
   wide.reserve(in.size() + inout.size() + out.size());
-  for (const Tensor& t : in) wide.push_back(is16(t) ? t.to(DType::Float32) : t);
-  for (const Tensor& t : inout) wide.push_back(is16(t) ? t.to(DType::Float32) : t);
-  for (const Tensor& t : out)
-    wide.push_back(is16(t) ? Tensor::empty(t.shape(), DType::Float32, t.device()) : t);
+  for (const Tensor& t : in) wide.push_back(widened(t, true));
+  for (const Tensor& t : inout) wide.push_back(widened(t, true));
+  for (const Tensor& t : out) wide.push_back(widened(t, false));
   f32_kernel(wide);
   size_t i = in.size();
   for (std::initializer_list<Tensor> written : {inout, out})
-    for (const Tensor& t : written) {
-      if (is16(t)) backend(t.device()).copy(wide[i], t);  // rounds to t's dtype
-      ++i;
-    }
+    for (const Tensor& t : written) round_into(wide[i++], t);
 }
 
 // ---- composed default kernels ----

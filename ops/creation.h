@@ -23,7 +23,8 @@ Tensor scalar_tensor(double value, DType dtype = DType::Float32, Device device =
 
 /// 1-d [start, start+step, ...) up to but excluding `end` (as torch.arange). Throws if step is 0 or has the
 /// wrong sign.
-Tensor arange(double start, double end, double step = 1, DType dtype = DType::Int64, Device device = Device::cpu());
+Tensor arange(double start, double end, double step = 1, DType dtype = DType::Int64,
+              Device device = Device::cpu());
 Tensor arange(double end, DType dtype = DType::Int64, Device device = Device::cpu());
 /// 1-d, `steps` points evenly from start to end inclusive.
 Tensor linspace(double start, double end, int64_t steps, DType dtype = DType::Float32,
@@ -38,8 +39,22 @@ Tensor triu(const Tensor& t, int64_t k = 0);
 template <class T>
 Tensor from_vector(const std::vector<T>& values, const Shape& shape, Device device = Device::cpu());
 /// 1-d (or `shape`d) float32/float64/int64 tensor from a list: ops::tensor({1, 2, 3}).
-Tensor tensor(std::initializer_list<double> values, DType dtype = DType::Float32, Device device = Device::cpu());
+Tensor tensor(std::initializer_list<double> values, DType dtype = DType::Float32,
+              Device device = Device::cpu());
 Tensor tensor(std::initializer_list<double> values, const Shape& shape, DType dtype = DType::Float32,
               Device device = Device::cpu());
 
 }  // namespace saccade::ops
+
+// ---- this family's backend kernels ----
+// The one declaration of each kernel of this family (row format: ops/backend.h, which expands the list into
+// Backend's virtual functions; ops/cpu/backend.h and ops/cuda/backend.h expand it into their overrides,
+// ops/backend_widening.h into the 16-bit route). A kernel assumes the op checked its arguments.
+#define SACCADE_CREATION_KERNELS(K, K16)                                                           \
+  /* dst[i] = cast(src[i]); same shape, any strides, any dtypes (both on this device). Tensor::to, \
+   * contiguous and every op that writes into a view end here. */                                  \
+  K(copy, (const Tensor& src, const Tensor& dst), (src, dst))                                      \
+  /* every element of `out` (any strides) = value. */                                              \
+  K(fill, (const Tensor& out, double value), (out, value))                                         \
+  /* out (contiguous, numel n): out[i] = start + i * step. */                                      \
+  K(arange, (const Tensor& out, double start, double step), (out, start, step))

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "ops/backend.h"
 #include "ops/creation.h"
 
 namespace saccade::ops {

@@ -2,9 +2,25 @@
 // backend's bmm kernel only multiplies (B, M, K) @ (B, K, N) matrices handed over with their strides.
 #include "ops/linalg.h"
 
+#include <algorithm>
+
 #include "ops/backend.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
+
+namespace saccade {
+
+MatrixLayout matrix_layout(const Tensor& t) {
+  const int64_t rows = t.size(-2), cols = t.size(-1), sr = t.stride(-2), sc = t.stride(-1);
+  // A size-1 dim may have any stride: it is never stepped along, so pick the smallest valid ld.
+  if ((cols == 1 || sc == 1) && (rows == 1 || sr >= std::max<int64_t>(cols, 1)))
+    return {true, false, rows == 1 ? std::max<int64_t>(cols, 1) : sr};
+  if ((rows == 1 || sr == 1) && (cols == 1 || sc >= std::max<int64_t>(rows, 1)))
+    return {true, true, cols == 1 ? std::max<int64_t>(rows, 1) : sc};
+  return {};
+}
+
+}  // namespace saccade
 
 namespace saccade::ops {
 
