@@ -1,9 +1,14 @@
 #pragma once
-// Shared test helpers: tensor comparison and "throws saccade::Error mentioning X".
+// Shared test helpers: tensor comparison, the torch fixtures of tests/data/, and "throws saccade::Error
+// mentioning X".
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "saccade.h"
 
@@ -27,11 +32,45 @@ inline Tensor rand64(const Shape& shape, uint64_t seed = 1) {
   return ops::randn(shape, DType::Float64, Device::cpu(), &g);
 }
 
+/// Reads the fixture tests/data/<name>.txt (values from PyTorch, written by tests/fixtures/make_*.py: per
+/// tensor a line "key kind ndim size..." and a line of values) into tensors by key, of the dtype its kind
+/// names: f64, f32, i64 or bool.
+inline std::map<std::string, Tensor> read_fixture(const std::string& name) {
+  std::ifstream f(std::string(SACCADE_TEST_DATA_DIR) + "/" + name + ".txt");
+  REQUIRE(f.good());
+  const std::map<std::string, DType> kinds{
+      {"f64", DType::Float64}, {"f32", DType::Float32}, {"i64", DType::Int64}, {"bool", DType::Bool}};
+  std::map<std::string, Tensor> out;
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.empty()) continue;
+    std::istringstream head(line);
+    std::string key, kind;
+    int nd = 0;
+    head >> key >> kind >> nd;
+    REQUIRE(kinds.count(kind) == 1);
+    Shape shape;
+    for (int i = 0; i < nd; ++i) {
+      int64_t s = 0;
+      head >> s;
+      shape.push_back(s);
+    }
+    REQUIRE(std::getline(f, line));
+    std::istringstream vals(line);
+    std::vector<double> v(static_cast<size_t>(shape.numel()));
+    for (auto& x : v) vals >> x;
+    out[key] = ops::from_vector(v, shape).to(kinds.at(kind));  // exact: integers and bools as doubles
+  }
+  return out;
+}
+
 /// Matches a saccade::Error whose message contains a substring.
 class ErrorContains : public Catch::MatcherBase<saccade::Error> {
  public:
   explicit ErrorContains(std::string s) : s_(std::move(s)) {}
-  bool match(const saccade::Error& e) const override { return std::string(e.what()).find(s_) != std::string::npos; }
+  bool match(const saccade::Error& e) const override {
+    return std::string(e.what()).find(s_) != std::string::npos;
+  }
   std::string describe() const override { return "saccade::Error message contains \"" + s_ + "\""; }
 
  private:

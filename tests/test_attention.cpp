@@ -86,30 +86,7 @@ Tensor i64(std::initializer_list<double> v, const Shape& s) { return ops::tensor
 
 // Reads tests/data/attention_<name>.txt (format: see tests/fixtures/make_attention.py).
 std::map<std::string, Tensor> read_fixture(const std::string& name) {
-  std::ifstream f(std::string(SACCADE_TEST_DATA_DIR) + "/attention_" + name + ".txt");
-  REQUIRE(f.good());
-  std::map<std::string, Tensor> out;
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.empty()) continue;
-    std::istringstream head(line);
-    std::string key, kind;
-    int nd = 0;
-    head >> key >> kind >> nd;
-    Shape shape;
-    for (int i = 0; i < nd; ++i) {
-      int64_t s = 0;
-      head >> s;
-      shape.push_back(s);
-    }
-    REQUIRE(std::getline(f, line));
-    std::istringstream vals(line);
-    std::vector<double> v(static_cast<size_t>(shape.numel()));
-    for (auto& x : v) vals >> x;
-    Tensor t = ops::from_vector(v, shape);
-    out[key] = kind == "f32" ? t.to(DType::Float32) : kind == "bool" ? t.to(DType::Bool) : t.to(DType::Int64);
-  }
-  return out;
+  return saccade::testing::read_fixture("attention_" + name);
 }
 
 // ||a - b||_inf / ||b||_inf

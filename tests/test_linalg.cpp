@@ -1,10 +1,23 @@
-// matmul / bmm / mm / linear: hand values, a broadcast-multiply-sum reference, strided operands, gradchecks,
-// bad input.
-#include "helpers.h"
+// matmul / bmm / mm / linear, all of their tests in one file (ops/linalg.h, autograd/functions/linalg.h; the
+// kernels ops/cpu/linalg.cpp and ops/cuda/linalg.cpp): hand values, a broadcast-multiply-sum reference,
+// strided operands, threads, gradchecks, bad input; cuBLAS against the CPU ([cuda]: without a GPU they warn
+// and pass); bfloat16 and float16 products ([half]); the one-row products at every vector width ([isa]).
+// The 16-bit GEMMs under matmul have their own tests (test_gemm_bf16.cpp, test_cuda_half.cpp).
+#include "cuda_helpers.h"
+#include "kernel_checks.h"
+#include "ops/cuda/api.h"
 
 using namespace saccade;
 using saccade::testing::allclose;
+using saccade::testing::both;
+using saccade::testing::check_close;
+using saccade::testing::f32;
+using saccade::testing::kCpu;
+using saccade::testing::kGpu;
 using saccade::testing::rand64;
+using saccade::testing::randn;
+using saccade::testing::randn16;
+using saccade::testing::widths;
 
 namespace {
 
@@ -274,4 +287,83 @@ TEST_CASE("linear: values and gradcheck", "[autograd][linalg]") {
   REQUIRE(check(fb, {leaf(rand64({3}, 66)), leaf(rand64({2, 3}, 67)), leaf(rand64({2}, 68))}));
   REQUIRE(check(fn, {leaf(rand64({3, 4}, 69).t()), leaf(rand64({3, 2}, 70).t())}));
   REQUIRE(check(fn, {leaf(rand64({3, 2, 4}, 71).permute({1, 0, 2})), leaf(rand64({2, 4}, 72))}));
+}
+
+// ---- cuBLAS against the CPU ----
+
+TEST_CASE("cuda: matmul and bmm through cuBLAS, transposed operands passed as flags", "[cuda]") {
+  Tensor a = randn({4, 33, 17}, 10), b = randn({4, 17, 9}, 11), w = randn({9, 17}, 12), v = randn({17}, 13);
+  both(
+      [&](Device d) {
+        Tensor A = a.to(d), B = b.to(d), W = w.to(d), V = v.to(d);
+        return std::vector<Tensor>{
+            ops::bmm(A, B),
+            ops::matmul(A, W.t()),                           // broadcast batch, transposed b
+            ops::bmm(B.transpose(1, 2), A.transpose(1, 2)),  // both transposed
+            ops::matmul(A, V),                               // matrix-vector
+            ops::matmul(A.select(0, 1), B.select(0, 2)),     // 2-d
+            ops::mm(A.select(0, 0).to(DType::Float64), B.select(0, 0).to(DType::Float64)),
+            ops::bmm(A.slice(2, 0, 0), B.slice(1, 0, 0)),  // K = 0: zeros
+            ops::bmm(A.slice(1, 0, 0), B)};                // M = 0
+      },
+      1e-4);
+  SKIP_WITHOUT_GPU();  // after the CPU half above ran
+}
+
+TEST_CASE("cuda: TF32 is off by default and only used when allowed", "[cuda]") {
+  SKIP_WITHOUT_GPU();
+  Tensor a = randn({256, 256}, 14), b = randn({256, 256}, 15);
+  Tensor ref = ops::matmul(a.to(DType::Float64), b.to(DType::Float64));
+  Tensor exact = ops::matmul(a.to(kGpu), b.to(kGpu)).to(kCpu).to(DType::Float64);
+  CHECK(allclose(exact, ref, 1e-4, 1e-4));
+  cuda::set_allow_tf32(true);
+  Tensor fast = ops::matmul(a.to(kGpu), b.to(kGpu)).to(kCpu).to(DType::Float64);
+  cuda::set_allow_tf32(false);
+  CHECK(allclose(fast, ref, 2e-2, 2e-2));
+}
+
+// ---- 16-bit products ----
+
+TEST_CASE("16-bit matmul and bmm through the widening GEMM", "[half]") {
+  for (DType t : {DType::BFloat16, DType::Float16}) {
+    INFO(dtype_name(t));
+    // 70 rows crosses gemm_half's 64-row block; k = 33 and n = 19 are odd
+    Tensor a = randn16({2, 70, 33}, t, 8), b = randn16({2, 33, 19}, t, 9), w = randn16({19, 33}, t, 10);
+    auto mag = [](const Tensor& x, const Tensor& y) {
+      return ops::matmul(ops::abs(f32(x)), ops::abs(f32(y)));
+    };
+    check_close(ops::matmul(a, b), ops::matmul(f32(a), f32(b)), t, mag(a, b));
+    check_close(ops::matmul(a, w.t()), ops::matmul(f32(a), f32(w).t()), t, mag(a, w.t()));  // transposed b
+    Tensor at = a.transpose(1, 2).contiguous().transpose(1, 2);                             // column-major a
+    check_close(ops::bmm(at, b), ops::bmm(f32(a), f32(b)), t, mag(a, b));
+    check_close(ops::matmul(a, b.select(0, 0)), ops::matmul(f32(a), f32(b).select(0, 0)), t,
+                mag(a, b.select(0, 0)));  // one b for the batch
+  }
+}
+
+// ---- every vector width ----
+
+TEST_CASE("isa dispatch: one-row 16-bit matmuls (the gemv) agree at every width", "[ops][isa]") {
+  // The gemv widens each row of b at the machine's width (exactly, at every width) and sums with OpenBLAS,
+  // whose kernel does not depend on the width saccade's loops run at: the same bits at every width. k = 1000
+  // and n = 203 are not multiples of any vector; b both (n, k) (linear's w.t()) and (k, n).
+  for (DType half : {DType::BFloat16, DType::Float16}) {
+    CAPTURE(dtype_name(half));
+    const Tensor x = randn({1, 1000}, 1, half), wt = randn({203, 1000}, 2, half).t(),
+                 w = randn({1000, 203}, 3, half);
+    const double ulp = half == DType::BFloat16 ? 1.0 / 128 : 1.0 / 1024;
+    std::vector<Tensor> by_width;
+    for (cpu::Isa isa : widths()) {
+      cpu::IsaGuard guard(isa);
+      by_width.push_back(ops::cat({ops::matmul(x, wt), ops::matmul(x, w)}, 0));
+    }
+    const Tensor want = ops::cat({ops::matmul(x.to(DType::Float64), wt.to(DType::Float64)),
+                                  ops::matmul(x.to(DType::Float64), w.to(DType::Float64))},
+                                 0);
+    for (size_t i = 0; i < by_width.size(); ++i) {
+      CAPTURE(i);
+      REQUIRE(allclose(by_width[i].to(DType::Float64), want, ulp, 1e-2));
+      REQUIRE(allclose(by_width[i], by_width.back(), 0, 0));
+    }
+  }
 }

@@ -1,51 +1,17 @@
-// nn primitives (ops/nn.h, autograd/functions/nn.h): softmax family, masked softmax, layer norm, dropout and
-// the losses. Reference values come from PyTorch 1.13 via tests/fixtures/make_nn_ops.py, or are derived by
-// hand below; every differentiable function gets a float64 gradcheck.
+// nn primitives (ops/nn.h, autograd/functions/nn.h): masked softmax, layer norm, dropout and the losses
+// (softmax and log_softmax: test_softmax.cpp). Reference values come from PyTorch 1.13 via
+// tests/fixtures/make_nn_ops.py, or are derived by hand below; every differentiable function gets a float64
+// gradcheck.
 #include <cmath>
-#include <fstream>
-#include <map>
-#include <sstream>
 
 #include "helpers.h"
 
 using namespace saccade;
 using saccade::testing::allclose;
 using saccade::testing::rand64;
+using saccade::testing::read_fixture;
 
 namespace {
-
-// Reads tests/data/nn_ops_<name>.txt (format: see tests/fixtures/make_nn_ops.py) into float64/int64 tensors.
-std::map<std::string, Tensor> read_fixture(const std::string& name) {
-  std::ifstream f(std::string(SACCADE_TEST_DATA_DIR) + "/nn_ops_" + name + ".txt");
-  REQUIRE(f.good());
-  std::map<std::string, Tensor> out;
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.empty()) continue;
-    std::istringstream head(line);
-    std::string key, kind;
-    int nd = 0;
-    head >> key >> kind >> nd;
-    Shape shape;
-    for (int i = 0; i < nd; ++i) {
-      int64_t s = 0;
-      head >> s;
-      shape.push_back(s);
-    }
-    REQUIRE(std::getline(f, line));
-    std::istringstream vals(line);
-    if (kind == "i64") {
-      std::vector<int64_t> v(static_cast<size_t>(shape.numel()));
-      for (auto& x : v) vals >> x;
-      out[key] = ops::from_vector(v, shape);
-    } else {
-      std::vector<double> v(static_cast<size_t>(shape.numel()));
-      for (auto& x : v) vals >> x;
-      out[key] = ops::from_vector(v, shape);
-    }
-  }
-  return out;
-}
 
 Tensor i64(std::initializer_list<double> v, const Shape& shape) {
   return ops::tensor(v, shape, DType::Int64);
@@ -56,84 +22,6 @@ Tensor f64(std::initializer_list<double> v, const Shape& shape) {
 Variable leaf(const Tensor& t) { return Variable(t, true); }
 
 }  // namespace
-
-// ---------------------------------------------------------------------------------------------------------
-// softmax / log_softmax
-
-TEST_CASE("nn_ops: softmax and log_softmax match torch", "[ops][nn]") {
-  auto fx = read_fixture("softmax");
-  const Tensor &x = fx["x"], &y = fx["y"];
-  for (DType dt : {DType::Float64, DType::Float32}) {
-    double tol = dt == DType::Float64 ? 1e-12 : 1e-5;
-    Tensor xd = x.to(dt), yd = y.to(dt);
-    CHECK(allclose(ops::softmax(xd, -1), fx["softmax_last"], tol, tol));
-    CHECK(allclose(ops::softmax(xd, 0), fx["softmax_0"], tol, tol));
-    CHECK(allclose(ops::log_softmax(xd, 1), fx["log_softmax_last"], tol, tol));
-    CHECK(allclose(ops::log_softmax(xd, -2), fx["log_softmax_0"], tol, tol));
-    CHECK(allclose(ops::softmax(yd, 1), fx["softmax_y1"], tol, tol));
-    CHECK(allclose(ops::log_softmax(yd, 1), fx["log_softmax_y1"], tol, tol));
-    CHECK(ops::softmax(xd, -1).dtype() == dt);
-  }
-  // a non-contiguous input (transposed view) gives the same numbers
-  Tensor xt = x.t().contiguous().t();
-  REQUIRE_FALSE(xt.is_contiguous());
-  CHECK(allclose(ops::softmax(xt, -1), fx["softmax_last"], 1e-12, 1e-12));
-  // autograd forwards agree with ops
-  CHECK(allclose(softmax(Variable(x), 0).data(), fx["softmax_0"], 1e-12, 1e-12));
-  CHECK(allclose(log_softmax(Variable(x), -1).data(), fx["log_softmax_last"], 1e-12, 1e-12));
-}
-
-TEST_CASE("nn_ops: softmax of an all -inf row is zeros and NaN propagates", "[ops][nn]") {
-  const double inf = INFINITY;
-  Tensor x = f64({-inf, -inf, -inf, 0, 1, -inf}, {2, 3});
-  Tensor y = ops::softmax(x, -1);
-  auto v = y.to_vector<double>();
-  CHECK(v[0] == 0.0);
-  CHECK(v[1] == 0.0);
-  CHECK(v[2] == 0.0);
-  CHECK(v[5] == 0.0);
-  CHECK(v[3] == Approx(1.0 / (1.0 + std::exp(1.0))));
-  Variable xv = leaf(x);
-  softmax(xv, -1).backward(ops::ones({2, 3}, DType::Float64));
-  for (double g : xv.grad().to_vector<double>()) CHECK(g == 0.0);  // Σ of a softmax is constant
-  Tensor n = ops::softmax(f64({NAN, 1, 2, 3}, {2, 2}), -1);
-  auto nv = n.to_vector<double>();
-  CHECK(std::isnan(nv[0]));
-  CHECK(std::isnan(nv[1]));
-  CHECK(nv[2] + nv[3] == Approx(1.0));
-  // 0-d and empty tensors
-  CHECK(ops::softmax(ops::scalar_tensor(3.0, DType::Float64), 0).item() == 1.0);
-  CHECK(ops::softmax(ops::zeros({0, 3}), -1).shape() == Shape({0, 3}));
-}
-
-TEST_CASE("nn_ops: softmax_backward matches the formulas", "[ops][nn]") {
-  Tensor x = rand64({3, 4}, 2), g = rand64({3, 4}, 3);
-  Tensor y = ops::softmax(x, 1), ly = ops::log_softmax(x, 1);
-  Tensor dot = ops::sum(ops::mul(g, y), {1}, true);
-  CHECK(allclose(ops::softmax_backward(y, g, 1, false), ops::mul(y, ops::sub(g, dot)), 1e-12, 1e-12));
-  Tensor expected = ops::sub(g, ops::mul(ops::exp(ly), ops::sum(g, {1}, true)));
-  CHECK(allclose(ops::softmax_backward(ly, g, -1, true), expected, 1e-12, 1e-12));
-  // along dim 0 equals along dim 1 of the transpose
-  Tensor y0 = ops::softmax(x, 0);
-  CHECK(allclose(ops::softmax_backward(y0, g, 0, false),
-                 ops::softmax_backward(y0.t().contiguous(), g.t().contiguous(), 1, false).t(), 1e-12, 1e-12));
-}
-
-TEST_CASE("nn_ops: softmax and log_softmax gradcheck", "[autograd][nn][gradcheck]") {
-  for (bool log : {false, true}) {
-    auto f = [log](int64_t dim) {
-      return [log, dim](const std::vector<Variable>& v) {
-        return log ? log_softmax(v[0], dim) : softmax(v[0], dim);
-      };
-    };
-    CHECK(gradcheck(f(-1), {leaf(rand64({3, 4}, 4))}));
-    CHECK(gradcheck(f(0), {leaf(rand64({3, 4}, 5))}));
-    CHECK(gradcheck(f(1), {leaf(rand64({2, 3, 4}, 6))}));
-    CHECK(gradcheck(f(-1), {leaf(rand64({4, 3}, 7).t())}));                   // non-contiguous
-    CHECK(gradcheck(f(0), {leaf(rand64({2, 3, 4}, 8).permute({2, 0, 1}))}));  // permuted view
-    CHECK(gradcheck(f(0), {leaf(rand64({5}, 9))}));
-  }
-}
 
 // ---------------------------------------------------------------------------------------------------------
 // masked softmax
@@ -231,7 +119,7 @@ TEST_CASE("nn_ops: masked_softmax gradcheck", "[autograd][nn][gradcheck][attenti
 // layer norm
 
 TEST_CASE("nn_ops: layer_norm matches torch forward and backward", "[ops][nn]") {
-  auto fx = read_fixture("layer_norm");
+  auto fx = read_fixture("nn_ops_layer_norm");
   const Tensor& x = fx["x"];
   for (DType dt : {DType::Float64, DType::Float32}) {
     double tol = dt == DType::Float64 ? 1e-10 : 2e-5;
@@ -373,7 +261,7 @@ TEST_CASE("nn_ops: dropout gradient is the mask", "[autograd][nn][gradcheck][ran
 // losses
 
 TEST_CASE("nn_ops: cross_entropy matches torch with ignore_index and label_smoothing", "[ops][nn][loss]") {
-  auto fx = read_fixture("cross_entropy");
+  auto fx = read_fixture("nn_ops_cross_entropy");
   const Tensor &logits = fx["logits"], &target = fx["target"], &target2 = fx["target_ig2"];
   const std::pair<const char*, Reduction> reds[] = {
       {"mean", Reduction::Mean}, {"sum", Reduction::Sum}, {"none", Reduction::None}};
@@ -415,7 +303,7 @@ TEST_CASE("nn_ops: cross_entropy gradcheck", "[autograd][nn][gradcheck][loss]") 
 }
 
 TEST_CASE("nn_ops: mse_loss matches torch", "[ops][nn][loss]") {
-  auto fx = read_fixture("mse");
+  auto fx = read_fixture("nn_ops_mse");
   const Tensor &a = fx["a"], &b = fx["b"];
   CHECK(allclose(ops::mse_loss(a, b), fx["mean"], 1e-12, 1e-12));
   CHECK(allclose(ops::mse_loss(a, b, Reduction::Sum), fx["sum"], 1e-12, 1e-12));
