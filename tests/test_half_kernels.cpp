@@ -11,7 +11,6 @@ using saccade::testing::allclose;
 using saccade::testing::check_close;
 using saccade::testing::f32;
 using saccade::testing::randn16;
-using saccade::testing::ulp;
 
 namespace {
 
