@@ -39,11 +39,11 @@ struct Native16 {
 };
 
 /// The one statement of which kernel is native in 16 bits on which backend: the CPU's dropout (converts
-/// block by block, cpu/random.cpp), layer_norm and rms_norm forward and backward (row by row: a row widened
-/// into a float32 buffer, the float32 row code, rounded once; cpu/nn.cpp) and rotary_embedding
-/// (cpu/rotary.cpp); CUDA's rms_norm and its backward (nn.cu) and rotary_embedding (rotary.cu). Every other
-/// kernel of Kernel16 is widened. A switch without a default, so that a
-/// new Kernel16 without a case here is a -Wswitch warning.
+/// block by block, cpu/random.cpp), layer_norm and rms_norm forward and backward (row by row, the float32
+/// row code: each element widened where it is read, each result rounded once; cpu/nn.cpp) and
+/// rotary_embedding (cpu/rotary.cpp); CUDA's rms_norm and its backward (nn.cu) and rotary_embedding
+/// (rotary.cu). Every other kernel of Kernel16 is widened. A switch without a default, so that a new Kernel16
+/// without a case here is a -Wswitch warning.
 constexpr Native16 native_16bit_on(Kernel16 k) {
   switch (k) {
     case Kernel16::Dropout:
