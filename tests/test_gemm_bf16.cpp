@@ -100,6 +100,7 @@ TEST_CASE("gemm_bf16: every transpose, odd sizes, alpha and beta, at every width
       {150, 33, 601, false, false, 0.5f, -1.5f},  // two row blocks, k over two blocks of 512 (odd)
       {7, 70, 1040, false, false, -2, 1},         // few rows: column groups across threads; three k blocks
       {40, 64, 130, false, false, 1, 0},  // even k: full row panels read in place, a 4-row edge packed
+      {300, 270, 601, false, false, 1.5f, 0.5f},  // tall and wide: at 2 threads each owns a column range
   };
   for (const auto& [name, cap] : kernels()) {
     std::unique_ptr<cpu::IsaGuard> guard;
@@ -142,27 +143,28 @@ TEST_CASE("gemm_bf16: a bf16 output with beta 0 rounds the float32 C of the same
   // rows past one block of 144, k past one block of 512, a partial last panel of 32, ldc > n, 1 and 2
   // threads (2: row blocks split into column groups, each with its own float32 scratch)
   // k = 200: one k block, whose tiles round into C from their registers (VDPBF16PS), edges included
-  const int64_t m = 150, n = 77, ldc = 80;
+  // m 300 and n 270 (ldc 272): at 2 threads each thread owns a range of column panels (tall and wide C)
   const int saved = get_num_threads();
-  for (int64_t k : {600, 200})
-    for (bool ta : {false, true})
-      for (int threads : {1, 2}) {
-        INFO("k " << k << ", trans_a " << ta << ", threads " << threads);
-        set_num_threads(threads);
-        const auto a = random_bf16(m * k, 8), b = random_bf16(k * n, 9);
-        std::vector<float> want(m * ldc, 0.0f);
-        cpu::gemm_bf16(ta, false, m, n, k, 1.0f, a.data(), ta ? m : k, b.data(), n, 0.0f, want.data(), ldc);
-        std::vector<bfloat16> got(m * ldc, bfloat16(-7.0f));
-        cpu::gemm_bf16(ta, false, m, n, k, 1.0f, a.data(), ta ? m : k, b.data(), n, 0.0f, got.data(), ldc);
-        int bad = 0;
-        for (int64_t i = 0; i < m; ++i)
-          for (int64_t j = 0; j < ldc; ++j) {
-            const double g = widen(got[i * ldc + j]);
-            const double w = j < n ? widen(bfloat16(want[i * ldc + j])) : -7.0;  // past n: left alone
-            bad += g != w;
-          }
-        CHECK(bad == 0);
-      }
+  for (auto [m, n, ldc] : {std::array<int64_t, 3>{150, 77, 80}, std::array<int64_t, 3>{300, 270, 272}})
+    for (int64_t k : {600, 200})
+      for (bool ta : {false, true})
+        for (int threads : {1, 2}) {
+          INFO("m " << m << ", n " << n << ", k " << k << ", trans_a " << ta << ", threads " << threads);
+          set_num_threads(threads);
+          const auto a = random_bf16(m * k, 8), b = random_bf16(k * n, 9);
+          std::vector<float> want(m * ldc, 0.0f);
+          cpu::gemm_bf16(ta, false, m, n, k, 1.0f, a.data(), ta ? m : k, b.data(), n, 0.0f, want.data(), ldc);
+          std::vector<bfloat16> got(m * ldc, bfloat16(-7.0f));
+          cpu::gemm_bf16(ta, false, m, n, k, 1.0f, a.data(), ta ? m : k, b.data(), n, 0.0f, got.data(), ldc);
+          int bad = 0;
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < ldc; ++j) {
+              const double g = widen(got[i * ldc + j]);
+              const double w = j < n ? widen(bfloat16(want[i * ldc + j])) : -7.0;  // past n: left alone
+              bad += g != w;
+            }
+          CHECK(bad == 0);
+        }
   set_num_threads(saved);
 }
 

@@ -250,6 +250,12 @@ struct Problem {
   int64_t pairs_in(int64_t kb) const { return (std::min(kKC, k - kb * kKC) + 1) / 2; }
 };
 
+// Packs B's panel `jr` of k block `kb` into its place in P.bp (under with_isa).
+void pack_b_panel(const Problem& P, int64_t kb, int64_t jr) {
+  pack_panel<kNR>(P.bt, jr * kNR, std::min(kNR, P.n - jr * kNR), kb * kKC, std::min(kKC, P.k - kb * kKC),
+                  const_cast<uint32_t*>(P.b_panel(kb, jr)));
+}
+
 // Rows [i0, i1) × column panels [j0, j1) of C, every k block: pack A a block at a time, then the tiles.
 void compute_block(const Problem& P, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
   thread_local std::unique_ptr<uint32_t[]> abuf;
@@ -348,21 +354,36 @@ void run_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float
   thread_local int64_t bcap = 0;
   uint32_t* bp = scratch(bbuf, bcap, kblocks * (kKC / 2) * P.panels * kNR);
   P.bp = bp;
+  const int64_t threads = pool_size();
+  if (threads > 1 && m >= 2 * kMC && P.panels >= 4 * threads) {
+    // A tall and wide C: each thread owns one range of column panels, packs that range of B itself and
+    // computes every row of it. B's packed panels then never move between cores. The pieces below (B packed
+    // by all threads, then row blocks that each read all of B) make every thread read what the others
+    // packed, which costs 10-20 % at n = 1024-4096 when the VM's two vCPUs sit far apart (a cache line's
+    // round trip of 400 ns instead of 100-130: bench/RESULTS.md, "the bf16 GEMM's two speeds").
+    const int64_t per_thread = (P.panels + threads - 1) / threads;
+    parallel_for(0, threads, 1, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t j0 = t * per_thread, j1 = std::min(P.panels, j0 + per_thread);
+        with_isa([&] {
+          for (int64_t kb = 0; kb < kblocks; ++kb)
+            for (int64_t jr = j0; jr < j1; ++jr) pack_b_panel(P, kb, jr);
+        });
+        compute_block(P, 0, m, j0, j1);
+      }
+    });
+    return;
+  }
   parallel_for(0, kblocks * P.panels, std::max<int64_t>(1, kGrain / (64 * kKC * kNR)),
                [&](int64_t t0, int64_t t1) {
                  with_isa([&] {
-                   for (int64_t t = t0; t < t1; ++t) {
-                     const int64_t kb = t / P.panels, jr = t % P.panels;
-                     pack_panel<kNR>(P.bt, jr * kNR, std::min(kNR, n - jr * kNR), kb * kKC,
-                                     std::min(kKC, k - kb * kKC), const_cast<uint32_t*>(P.b_panel(kb, jr)));
-                   }
+                   for (int64_t t = t0; t < t1; ++t) pack_b_panel(P, t / P.panels, t % P.panels);
                  });
                });
   // Blocks of kMC rows; when there are fewer than two a thread, smaller blocks (whole register tiles), and
   // only when even those are fewer, column groups. Rows first: a task packs only its own rows of A, where
   // column groups each pack the block's whole A (for dW = gᵀ x of the GPT, A is gᵀ: 128 × 4096, packed
   // four times over at 2 threads).
-  const int64_t threads = pool_size();
   int64_t mc = kMC;
   if (threads > 1 && (m + kMC - 1) / kMC < 2 * threads)
     mc = std::min(kMC, std::max(kMR, (m + 2 * threads - 1) / (2 * threads) + kMR - 1) / kMR * kMR);
