@@ -6,7 +6,8 @@
 // OpenBLAS calls split over saccade's pool), into a preallocated output like the bf16 call. Prints GFLOP/s
 // (median, min-max) of each and a line `bf16/sgemm <ratio of medians>` per size. Before each thread count's
 // products, the machine's own limit at that thread count: VDPBF16PS and VFMADD231PS on registers only (no
-// memory traffic), so that a process whose GEMM is slow can be told apart from a process whose vCPUs are.
+// memory traffic), and at 2 threads or more the round trip of a cache line between two threads (how far apart
+// the OS or the VM's host placed them), so that a slow GEMM can be told apart from slow or distant vCPUs.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench/bench_util.h"
@@ -133,12 +135,42 @@ double register_peak(float (*chains)(int64_t), double flops_per_instr) {
   return bench::stats(g).median;
 }
 
+// The distance between two threads as the machine places them: the median round trip of one cache line
+// handed back and forth 200k times (9 samples), in ns. On a VM the host decides where the vCPUs sit; far
+// apart (a round trip of ~400 ns instead of ~100), data one thread wrote is slow for the other to read.
+double cache_line_round_trip_ns() {
+  alignas(64) static std::atomic<int> flag{0};
+  std::vector<double> ns;
+  for (int s = 0; s < 9; ++s) {
+    const int n = 200000;
+    flag = 0;
+    std::thread other([n] {
+      for (int i = 0; i < n; ++i) {
+        while (flag.load(std::memory_order_acquire) != 2 * i + 1) {
+        }
+        flag.store(2 * i + 2, std::memory_order_release);
+      }
+    });
+    auto t0 = bench::Clock::now();
+    for (int i = 0; i < n; ++i) {
+      flag.store(2 * i + 1, std::memory_order_release);
+      while (flag.load(std::memory_order_acquire) != 2 * i + 2) {
+      }
+    }
+    ns.push_back(bench::seconds_since(t0) * 1e9 / n);
+    other.join();
+  }
+  return bench::stats(ns).median;
+}
+
 void print_register_peaks(int threads) {
   if (!__builtin_cpu_supports("avx512f")) return;
   std::printf("register-only limit at %d thread%s: VFMADD231PS %.1f GFLOP/s", threads, threads > 1 ? "s" : "",
               register_peak(fma_chains, 32));
   if (cpu::cpu_has_avx512_bf16()) std::printf(", VDPBF16PS %.1f GFLOP/s", register_peak(dpbf16_chains, 64));
   std::printf("\n");
+  if (threads > 1)
+    std::printf("cache-line round trip between two threads: %.0f ns\n", cache_line_round_trip_ns());
 }
 
 }  // namespace
