@@ -1,8 +1,12 @@
 // SiLU and SwiGLU (issue 40): the one-pass kernels against their composed definitions, gradcheck and
 // gradgradcheck, the 16-bit path as the float32 one rounded once, the modules, and bad input.
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
 
 #include "helpers.h"
+#include "ops/cpu/simd.h"
 
 using namespace saccade;
 using saccade::testing::allclose;
@@ -10,6 +14,18 @@ using saccade::testing::rand64;
 
 namespace {
 Variable leaf(const Tensor& t) { return Variable(t, true); }
+
+// Whether two bfloat16 tensors of one shape hold the same bits everywhere (±0 told apart), NaN matching NaN.
+bool same_bf16_bits(const Tensor& a, const Tensor& b) {
+  REQUIRE(a.shape() == b.shape());
+  const Tensor x = a.contiguous(), y = b.contiguous();
+  const bfloat16 *p = x.data<bfloat16>(), *q = y.data<bfloat16>();
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const bool nan_p = (p[i].bits & 0x7fffu) > 0x7f80u, nan_q = (q[i].bits & 0x7fffu) > 0x7f80u;
+    if (nan_p != nan_q || (!nan_p && p[i].bits != q[i].bits)) return false;
+  }
+  return true;
+}
 }  // namespace
 
 TEST_CASE("silu and swiglu: one pass each, equal to their definitions", "[ops][elementwise][swiglu]") {
@@ -183,4 +199,57 @@ TEST_CASE("SiLU and SwiGLU modules, and bad input", "[nn][swiglu][errors]") {
                          "swiglu: gate [3] (float64) and up [3] (float32) must have one dtype");
   REQUIRE_THROWS_SACCADE(swiglu(Variable(rand64({3})), Variable(rand64({2}))), "swiglu");
   REQUIRE_THROWS_SACCADE(mlp.forward(Variable(rand64({2, 5}).to(DType::Float32))), "SwiGLU");
+}
+
+TEST_CASE(
+    "silu_backward and swiglu in bfloat16 at 16 lanes: the bits of the per-element path and of the f32 "
+    "twin rounded once, every length and edge",
+    "[ops][elementwise][swiglu][half][isa]") {
+  // the edges: ±0, ±inf, NaN, denormals, the sigmoid's -87 cut and beyond, bfloat16's largest, silu' near
+  // its zero (-1.28), and gates where 1 - σ keeps few bits; then random gates over [-24, 24]
+  std::vector<float> v = {0.0f,   -0.0f,   INFINITY, -INFINITY, NAN,     -NAN,   1e-40f, -1e-40f,
+                          86.9f,  -86.9f,  87.0f,    -87.0f,    87.5f,   -87.5f, 88.0f,  -88.0f,
+                          100.0f, -100.0f, 3e38f,    -3e38f,    1.0f,    -1.0f,  -1.28f, 16.0f,
+                          -16.0f, 1e-3f,   -1e-3f,   1e-20f,    -1e-20f, 3e-19f};
+  const std::vector<double> r = ops::mul(rand64({200}, 50), 8.0).to_vector<double>();
+  for (double x : r) v.push_back(static_cast<float>(x));
+  const int64_t nv = static_cast<int64_t>(v.size());
+  // lengths around the 16 lanes (a masked tail or none), each starting at another edge so that every edge
+  // lands in full vectors and in tails
+  for (int64_t n : {1, 2, 15, 16, 17, 31, 32, 33, 47, 227, 1001}) {
+    for (int64_t shift : {0, 5, 13}) {
+      INFO("n " << n << ", shift " << shift);
+      std::vector<float> gate(n), up(n), g(n);
+      for (int64_t i = 0; i < n; ++i) {
+        gate[i] = v[(i + shift) % nv];
+        up[i] = v[(i * 7 + shift + 3) % nv];
+        g[i] = v[(i * 11 + shift + 1) % nv];
+      }
+      const Tensor gate16 = ops::from_vector(gate, {n}).to(DType::BFloat16),
+                   up16 = ops::from_vector(up, {n}).to(DType::BFloat16),
+                   g16 = ops::from_vector(g, {n}).to(DType::BFloat16);
+      // at the machine's width (16 lanes under AVX-512, rounded by VCVTNEPS2BF16 where the CPU has
+      // AVX512-BF16), against the 16 lanes rounded by integer steps (any IsaGuard turns VCVTNEPS2BF16 off)
+      // and the per-element lanes (AVX2: GCC's loop)
+      const Tensor y = ops::swiglu(gate16, up16), ds = ops::silu_backward(g16, gate16);
+      const ops::SwigluGrads d = ops::swiglu_backward(g16, gate16, up16);
+      for (cpu::Isa isa : {cpu::Isa::Avx512, cpu::Isa::Avx2}) {
+        INFO("IsaGuard " << cpu::vector_level_name(isa));
+        cpu::IsaGuard narrow(std::min(cpu::cpu_isa(), isa));
+        CHECK(same_bf16_bits(y, ops::swiglu(gate16, up16)));
+        CHECK(same_bf16_bits(ds, ops::silu_backward(g16, gate16)));
+        const ops::SwigluGrads d8 = ops::swiglu_backward(g16, gate16, up16);
+        CHECK(same_bf16_bits(d.dgate, d8.dgate));
+        CHECK(same_bf16_bits(d.dup, d8.dup));
+      }
+      // and the float32 twin on the same values, rounded once
+      const Tensor gate32 = gate16.to(DType::Float32), up32 = up16.to(DType::Float32),
+                   g32 = g16.to(DType::Float32);
+      CHECK(same_bf16_bits(y, ops::swiglu(gate32, up32).to(DType::BFloat16)));
+      CHECK(same_bf16_bits(ds, ops::silu_backward(g32, gate32).to(DType::BFloat16)));
+      const ops::SwigluGrads d32 = ops::swiglu_backward(g32, gate32, up32);
+      CHECK(same_bf16_bits(d.dgate, d32.dgate.to(DType::BFloat16)));
+      CHECK(same_bf16_bits(d.dup, d32.dup.to(DType::BFloat16)));
+    }
+  }
 }
