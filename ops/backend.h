@@ -60,6 +60,23 @@
   SACCADE_RANDOM_COMPOSED_KERNELS(K, K16)        \
   SACCADE_ROTARY_COMPOSED_KERNELS(K, K16)
 
+/// A device's memory, every backend's own (the CPU's and CUDA's caching allocators, ops/caching_allocator.h):
+/// rows M(return type, name, (parameters), qualifiers), declared once like the kernels' rows.
+#define SACCADE_BACKEND_MEMORY(M)                                                      \
+  /* nbytes of device memory, and its return (nbytes as allocated) */                  \
+  M(void*, allocate, (size_t nbytes), )                                                \
+  M(void, deallocate, (void* p, size_t nbytes), )                                      \
+  /* raw byte copies between this device and host memory */                            \
+  M(void, copy_to_host, (void* host_dst, const void* src, size_t nbytes), )            \
+  M(void, copy_from_host, (void* dst, const void* host_src, size_t nbytes), )          \
+  /* the counters of the device's caching allocator */                                 \
+  M(AllocatorStats, memory_stats, (), const)                                           \
+  /* returns the allocator's cached, unused blocks to their source (cudaFree, free) */ \
+  M(void, empty_cache, (), )
+/// A memory row as a pure virtual function and as an override.
+#define SACCADE_PURE_MEMBER(ret, name, params, qualifiers) virtual ret name params qualifiers = 0;
+#define SACCADE_MEMBER_OVERRIDE(ret, name, params, qualifiers) ret name params qualifiers override;
+
 /// A row as a pure virtual function, a virtual function with a default body, and an override.
 #define SACCADE_PURE_KERNEL(name, params, ...) virtual void name params = 0;
 #define SACCADE_COMPOSED_KERNEL(name, params, ...) virtual void name params;
@@ -104,16 +121,8 @@ class Backend {
   /// bfloat16 / float16; nothing otherwise.
   static void round_into(const Tensor& wide, const Tensor& t);
 
-  // ---- memory ----
-  virtual void* allocate(size_t nbytes) = 0;
-  virtual void deallocate(void* p, size_t nbytes) = 0;
-  /// Raw byte copies between this device and host memory.
-  virtual void copy_to_host(void* host_dst, const void* src, size_t nbytes) = 0;
-  virtual void copy_from_host(void* dst, const void* host_src, size_t nbytes) = 0;
-  /// The counters of the device's caching allocator (ops/caching_allocator.h).
-  virtual AllocatorStats memory_stats() const = 0;
-  /// Returns the allocator's cached, unused blocks to their source (cudaFree, free).
-  virtual void empty_cache() = 0;
+  // ---- memory: SACCADE_BACKEND_MEMORY's rows as pure virtual functions ----
+  SACCADE_BACKEND_MEMORY(SACCADE_PURE_MEMBER)
 
   // ---- the kernels: one virtual function per row of the families' lists ----
   SACCADE_BACKEND_KERNELS(SACCADE_PURE_KERNEL, SACCADE_PURE_KERNEL)

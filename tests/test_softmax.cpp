@@ -11,16 +11,7 @@
 #include "kernel_checks.h"
 
 using namespace saccade;
-using saccade::testing::allclose;
-using saccade::testing::both;
-using saccade::testing::check_close;
-using saccade::testing::f32;
-using saccade::testing::max_err;
-using saccade::testing::rand64;
-using saccade::testing::randn;
-using saccade::testing::randn16;
-using saccade::testing::read_fixture;
-using saccade::testing::widths;
+using namespace saccade::testing;  // the suite's helpers: helpers.h, cuda_helpers.h, kernel_checks.h
 
 namespace {
 

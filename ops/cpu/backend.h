@@ -18,12 +18,7 @@ class CpuBackend : public Backend {
   /// Kernel16 run on float32 copies.
   bool native_16bit(Kernel16 k) const override { return native_16bit_on(k).cpu; }
   bool keeps_dropout_flags() const override { return true; }
-  void* allocate(size_t nbytes) override;
-  void deallocate(void* p, size_t nbytes) override;
-  void copy_to_host(void* host_dst, const void* src, size_t nbytes) override;
-  void copy_from_host(void* dst, const void* host_src, size_t nbytes) override;
-  AllocatorStats memory_stats() const override;
-  void empty_cache() override;
+  SACCADE_BACKEND_MEMORY(SACCADE_MEMBER_OVERRIDE)
   // Every kernel of the families' lists (ops/backend.h), the composed ones included: the CPU makes each in
   // one pass.
   SACCADE_BACKEND_KERNELS(SACCADE_KERNEL_OVERRIDE, SACCADE_KERNEL_OVERRIDE)

@@ -35,12 +35,7 @@ class CudaBackend : public Backend {
   /// tensor-core kernel while tensor_core_attention() is on and it applies, else float32 copies through
   /// Backend::widen (attention.cu).
   bool native_16bit(Kernel16 k) const override { return native_16bit_on(k).cuda; }
-  void* allocate(size_t nbytes) override;
-  void deallocate(void* p, size_t nbytes) override;
-  void copy_to_host(void* host_dst, const void* src, size_t nbytes) override;
-  void copy_from_host(void* dst, const void* host_src, size_t nbytes) override;
-  AllocatorStats memory_stats() const override;
-  void empty_cache() override;
+  SACCADE_BACKEND_MEMORY(SACCADE_MEMBER_OVERRIDE)
   // Every kernel of the families' lists (ops/backend.h); of the composed ones, CUDA makes the rotary
   // embedding itself (rotary.cu) and keeps Backend's composed default for the others.
   SACCADE_BACKEND_KERNELS(SACCADE_KERNEL_OVERRIDE, SACCADE_KERNEL_OVERRIDE)
