@@ -35,7 +35,7 @@ void amp_update_scale_(const Tensor& scale, const Tensor& growth_tracker, const 
 
 // ---- this family's backend kernels ----
 // The one declaration of each kernel of this family (row format: ops/backend.h, which expands the list into
-// Backend's virtual functions; ops/cpu/backend.h and ops/cuda/backend.h expand it into their overrides,
+// Backend's virtual functions; the CPU and CUDA backends expand it into their overrides,
 // ops/backend_widening.h into the 16-bit route). A kernel assumes the op checked its arguments.
 #define SACCADE_AMP_KERNELS(K, K16)                                                                         \
   /* grads: contiguous floating tensors, numel > 0; found_inf, inv_scale: float32 (1). Every g *= inv_scale \

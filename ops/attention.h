@@ -180,7 +180,7 @@ AdditiveScoresGrads additive_attention_scores_backward(const Tensor& gscores, co
 
 // ---- this family's backend kernels ----
 // The one declaration of each kernel of this family (row format: ops/backend.h, which expands the list into
-// Backend's virtual functions; ops/cpu/backend.h and ops/cuda/backend.h expand it into their overrides,
+// Backend's virtual functions; the CPU and CUDA backends expand it into their overrides,
 // ops/backend_widening.h into the 16-bit route). A kernel assumes the op checked its arguments.
 #define SACCADE_ATTENTION_KERNELS(K, K16)                                                                         \
   /* Fused attention (CPU: ops/cpu/attention.cpp, attention_half.cpp). q (B, H, Tq, D), k (B, H_kv, Tk, D),       \

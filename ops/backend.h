@@ -14,7 +14,7 @@
 // needs to widen it. Every kernel returns void and writes its outputs. Each family has one list of the
 // kernels every backend implements (SACCADE_NN_KERNELS, ...) and, where it has them, one of those whose
 // default composes other kernels (SACCADE_NN_COMPOSED_KERNELS, ...). This file expands them into Backend's
-// virtual functions, ops/cpu/backend.h and ops/cuda/backend.h into overrides: a reader following one kernel
+// virtual functions, the CPU's and CUDA's backend headers into overrides: a reader following one kernel
 // reads its row, its CPU kernel and its CUDA kernel, and never these lists of declarations.
 #include <cstdint>
 #include <functional>

@@ -1,7 +1,7 @@
 #pragma once
 // The 16-bit route of every backend, in one place: Widening<Kernels> is the backend that backend(device)
 // hands out (cpu/backend.cpp, cuda/backend.cpp). For each K16 row of the kernel lists (ops/backend.h) it
-// calls the Kernels class's own kernel when its first tensor is not bfloat16 / float16 or when
+// calls the Kernels class's own kernel when none of its tensors is bfloat16 / float16 or when
 // Kernels::native_16bit says the kernel takes 16 bits itself; otherwise it runs the float32 kernel on float32
 // stand-ins and rounds each 16-bit tensor the kernel writes once. The overrides are generated from the rows
 // (which name the Kernel16 entry and the written tensors), so no kernel is routed by hand here, and the ops
@@ -53,13 +53,19 @@ class Widening final : public Kernels {
 #undef SACCADE_UNPAREN
 
  private:
-  // Runs `kernel` on the arguments as they are when `first` (the tensor whose dtype the kernel dispatches
-  // on: every K16 kernel's first parameter) is not 16-bit or the backend declares `k` native in 16 bits;
-  // otherwise on float32 stand-ins of the 16-bit tensors, rounding those it writes back once.
-  template <class Written, class Kernel, class... Rest>
-  void route(Kernel16 k, const Kernel& kernel, const Tensor& first, const Rest&... rest) {
-    if (!is_half(first.dtype()) || this->native_16bit(k)) return kernel(first, rest...);
-    widen_call<Written>(std::index_sequence_for<Tensor, Rest...>{}, kernel, first, rest...);
+  // Runs `kernel` on the arguments as they are when no tensor among them is 16-bit or the backend declares
+  // `k` native in 16 bits; otherwise on float32 stand-ins of the 16-bit tensors, rounding those it writes
+  // back once. (Any tensor, not only the first: the GRU gates take 16-bit gi, gh beside a float32 h under
+  // autocast.)
+  template <class Written, class Kernel, class... A>
+  void route(Kernel16 k, const Kernel& kernel, const A&... args) {
+    if (!(is16(args) || ...) || this->native_16bit(k)) return kernel(args...);
+    widen_call<Written>(std::index_sequence_for<A...>{}, kernel, args...);
+  }
+  static bool is16(const Tensor& t) { return t.defined() && is_half(t.dtype()); }
+  template <class A>
+  static bool is16(const A&) {
+    return false;
   }
 
   // The float32 kernel's arguments: a tensor's float32 stand-in (Backend::widened), anything else as it is;

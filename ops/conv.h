@@ -74,7 +74,7 @@ Tensor avg_pool2d_backward(const Tensor& grad_out, const Shape& input_shape, Siz
 
 // ---- this family's backend kernels ----
 // The one declaration of each kernel of this family (row format: ops/backend.h, which expands the list into
-// Backend's virtual functions; ops/cpu/backend.h and ops/cuda/backend.h expand it into their overrides,
+// Backend's virtual functions; the CPU and CUDA backends expand it into their overrides,
 // ops/backend_widening.h into the 16-bit route). A kernel assumes the op checked its arguments.
 #define SACCADE_CONV_KERNELS(K, K16)                                                                       \
   /* NCHW, contiguous. x (N, C, H, W) -> cols (N, C*kh*kw, OH*OW). */                                      \

@@ -48,7 +48,7 @@ Tensor tensor(std::initializer_list<double> values, const Shape& shape, DType dt
 
 // ---- this family's backend kernels ----
 // The one declaration of each kernel of this family (row format: ops/backend.h, which expands the list into
-// Backend's virtual functions; ops/cpu/backend.h and ops/cuda/backend.h expand it into their overrides,
+// Backend's virtual functions; the CPU and CUDA backends expand it into their overrides,
 // ops/backend_widening.h into the 16-bit route). A kernel assumes the op checked its arguments.
 #define SACCADE_CREATION_KERNELS(K, K16)                                                           \
   /* dst[i] = cast(src[i]); same shape, any strides, any dtypes (both on this device). Tensor::to, \

@@ -210,7 +210,7 @@ inline Tensor operator-(const Tensor& a) { return ops::neg(a); }
 
 // ---- this family's backend kernels ----
 // The one declaration of each kernel of this family (row format: ops/backend.h, which expands the list into
-// Backend's virtual functions; ops/cpu/backend.h and ops/cuda/backend.h expand it into their overrides,
+// Backend's virtual functions; the CPU and CUDA backends expand it into their overrides,
 // ops/backend_widening.h into the 16-bit route). A kernel assumes the op checked its arguments.
 #define SACCADE_ELEMENTWISE_KERNELS(K, K16)                                                            \
   /* out = op(a) (alpha is the exponent for PowScalar); a already expanded to out's shape (stride 0 on \

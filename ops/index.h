@@ -30,7 +30,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices);
 
 // ---- this family's backend kernels ----
 // The one declaration of each kernel of this family (row format: ops/backend.h, which expands the list into
-// Backend's virtual functions; ops/cpu/backend.h and ops/cuda/backend.h expand it into their overrides,
+// Backend's virtual functions; the CPU and CUDA backends expand it into their overrides,
 // ops/backend_widening.h into the 16-bit route). A kernel assumes the op checked its arguments.
 #define SACCADE_INDEX_KERNELS(K, K16)                                                                       \
   /* index is contiguous int64, its bounds checked by the op. a viewed as (outer, n, inner) contiguous;     \

@@ -29,6 +29,8 @@ enum class Kernel16 {
   RotaryEmbedding,
   Uniform,
   Normal,
+  GruGates,
+  GruGatesBackward,
 };
 
 /// Where a kernel of Kernel16 takes 16-bit operands itself (loads and stores 16 bits, float32 inside): on
@@ -65,6 +67,8 @@ constexpr Native16 native_16bit_on(Kernel16 k) {
     case Kernel16::AvgPool2dBackward:
     case Kernel16::Uniform:
     case Kernel16::Normal:
+    case Kernel16::GruGates:
+    case Kernel16::GruGatesBackward:
       break;
   }
   return {};

@@ -50,7 +50,7 @@ Tensor mm(const Tensor& a, const Tensor& b);
 
 // ---- this family's backend kernels ----
 // The one declaration of each kernel of this family (row format: ops/backend.h, which expands the list into
-// Backend's virtual functions; ops/cpu/backend.h and ops/cuda/backend.h expand it into their overrides,
+// Backend's virtual functions; the CPU and CUDA backends expand it into their overrides,
 // ops/backend_widening.h into the 16-bit route). A kernel assumes the op checked its arguments.
 #define SACCADE_LINALG_KERNELS(K, K16)                                                                     \
   /* out (B, M, N) contiguous = a (B, M, K) @ b (B, K, N). a and b may have any strides for which          \

@@ -3,7 +3,6 @@
 
 #include <cmath>
 #include <initializer_list>
-#include <optional>
 
 #include "ops/attention.h"
 #include "ops/backend.h"
@@ -245,7 +244,9 @@ RmsNormGrads rms_norm_backward(const Tensor& gy, const Tensor& x, const Shape& n
 
 namespace {
 
-// Checks gi, gh (B, 3H) [and saved, (B, 3H)] and h (B, H) of one float dtype and device; returns H.
+// Checks gi, gh (B, 3H) [and saved, (B, 3H)] and h (B, H) of one float compute dtype and device; returns H.
+// The GRU gates' dtype rule: under autocast gi and gh come from 16-bit products while h may be float32, so a
+// 16-bit dtype may meet float32 (the 16-bit route of the kernels' rows widens it); float64 meets only itself.
 int64_t check_gru_gates(const char* op, const Tensor& gi, const Tensor& gh, const Tensor& h) {
   check_float(op, gi, "gi");
   check_float(op, gh, "gh");
@@ -253,63 +254,40 @@ int64_t check_gru_gates(const char* op, const Tensor& gi, const Tensor& gh, cons
   check_same_device(op, {&gi, &gh, &h});
   const int64_t H = h.dim() == 2 ? h.size(1) : 0;
   const Shape want{h.dim() == 2 ? h.size(0) : 0, 3 * H};
-  SACCADE_CHECK(
-      h.dim() == 2 && gi.shape() == want && gh.shape() == gi.shape() && gi.dtype() == h.dtype() &&
-          gh.dtype() == h.dtype(),
-      "{}: expected gi and gh (B, 3H) and h (B, H) of one dtype, got gi {} ({}), gh {} ({}), h {} ({})", op,
-      gi.shape(), gi.dtype(), gh.shape(), gh.dtype(), h.shape(), h.dtype());
+  SACCADE_CHECK(h.dim() == 2 && gi.shape() == want && gh.shape() == gi.shape() &&
+                    compute_dtype(gi.dtype()) == compute_dtype(h.dtype()) &&
+                    compute_dtype(gh.dtype()) == compute_dtype(h.dtype()),
+                "{}: expected gi and gh (B, 3H) and h (B, H) of one dtype (16-bit ones may meet float32), "
+                "got gi {} ({}), "
+                "gh {} ({}), h {} ({})",
+                op, gi.shape(), gi.dtype(), gh.shape(), gh.dtype(), h.shape(), h.dtype());
   return H;
 }
 
 }  // namespace
 
-namespace {
-// A dtype rule of the GRU gates, not a device's route: under autocast gi and gh come from 16-bit products
-// while h may be float32, so inputs of mixed dtypes are accepted when one is 16-bit; the gates then compute
-// in float32 (float64 if any input is), h' is rounded once to the inputs' promoted dtype, and `saved` and
-// the gradients stay wide (the engine rounds each gradient to its input's dtype). The wide dtype, or nullopt
-// when no input is 16-bit (the kernels' path, one dtype checked).
-std::optional<DType> gru_wide(std::initializer_list<const Tensor*> ts) {
-  bool half = false;
-  DType wide = DType::Float32;
-  for (const Tensor* t : ts) {
-    if (!t->defined()) return std::nullopt;  // the checks below name it
-    half = half || is_half(t->dtype());
-    if (t->dtype() == DType::Float64) wide = DType::Float64;
-  }
-  if (!half) return std::nullopt;
-  return wide;
-}
-}  // namespace
-
 GruGates gru_gates(const Tensor& gi, const Tensor& gh, const Tensor& h) {
-  if (std::optional<DType> wide = gru_wide({&gi, &gh, &h})) {
-    GruGates r = gru_gates(gi.to(*wide), gh.to(*wide), h.to(*wide));
-    r.h = r.h.to(promote_types(promote_types(gi.dtype(), gh.dtype()), h.dtype()));  // saved stays wide
-    return r;
-  }
   check_gru_gates("gru_gates", gi, gh, h);
-  GruGates r{Tensor::empty(h.shape(), h.dtype(), h.device()),
-             Tensor::empty(gi.shape(), h.dtype(), h.device())};
+  // h' in the inputs' promoted dtype, rounded once; saved in the compute dtype (float32 for 16-bit)
+  const DType out = promote_types(promote_types(gi.dtype(), gh.dtype()), h.dtype());
+  GruGates r{Tensor::empty(h.shape(), out, h.device()),
+             Tensor::empty(gi.shape(), compute_dtype(out), h.device())};
   backend(h.device()).gru_gates(gi.contiguous(), gh.contiguous(), h.contiguous(), r.h, r.saved);
   return r;
 }
 
 GruGatesGrads gru_gates_backward(const Tensor& gy, const Tensor& gh, const Tensor& h, const Tensor& saved) {
   const char* op = "gru_gates_backward";
-  if (std::optional<DType> wide = gru_wide({&gy, &gh, &h, &saved})) {
-    // the gradients in float32 (float64): the engine rounds each to its input's dtype
-    return gru_gates_backward(gy.to(*wide), gh.to(*wide), h.to(*wide), saved.to(*wide));
-  }
   check_gru_gates(op, saved, gh, h);
   check_float(op, gy, "gradient");
   check_same_device(op, {&gy, &h});
-  SACCADE_CHECK(gy.shape() == h.shape() && gy.dtype() == h.dtype(),
+  SACCADE_CHECK(gy.shape() == h.shape() && compute_dtype(gy.dtype()) == compute_dtype(h.dtype()),
                 "{}: gradient {} ({}) must match the state h {} ({})", op, gy.shape(), gy.dtype(), h.shape(),
                 h.dtype());
-  GruGatesGrads r{Tensor::empty(gh.shape(), h.dtype(), h.device()),
-                  Tensor::empty(gh.shape(), h.dtype(), h.device()),
-                  Tensor::empty(h.shape(), h.dtype(), h.device())};
+  // the gradients in the compute dtype: the engine rounds each to its input's dtype
+  const DType wide = compute_dtype(h.dtype());
+  GruGatesGrads r{Tensor::empty(gh.shape(), wide, h.device()), Tensor::empty(gh.shape(), wide, h.device()),
+                  Tensor::empty(h.shape(), wide, h.device())};
   backend(h.device())
       .gru_gates_backward(gy.contiguous(), gh.contiguous(), h.contiguous(), saved.contiguous(), r.ggi, r.ggh,
                           r.gh);

@@ -108,8 +108,10 @@ struct GruGates {
 /// projection gi = x W_ih^T + b_ih and the state projection gh = h W_hh^T + b_hh, both (B, 3H) laid out
 /// [r | z | n], and the state h (B, H):
 ///   r = σ(gi_r + gh_r),  z = σ(gi_z + gh_z),  n = tanh(gi_n + r ⊙ gh_n),  h' = n + z ⊙ (h - n).
-/// One pass on the CPU (the composed ops elsewhere). float32/64, one dtype and device. Throws saccade::Error
-/// naming "gru_gates" and the shapes for other shapes, dtypes or mixed devices.
+/// One pass on the CPU (the composed ops elsewhere). float32/64 of one dtype, or bfloat16 / float16, which
+/// may meet float32 (autocast's 16-bit gi and gh beside a float32 h): computed in float32, h' in the inputs'
+/// promoted dtype, saved in float32. One device. Throws saccade::Error naming "gru_gates" and the shapes for
+/// other shapes, dtypes (float64 with another) or mixed devices.
 GruGates gru_gates(const Tensor& gi, const Tensor& gh, const Tensor& h);
 /// gru_gates_backward's results: gradients of gi, gh (B, 3H) and h (B, H).
 struct GruGatesGrads {
@@ -117,7 +119,8 @@ struct GruGatesGrads {
 };
 /// The backward of gru_gates: gy = dL/dh' (B, H), gh and h as given to gru_gates, saved = its [r, z, n].
 /// ggi = [a_r, a_z, a_n], ggh = [a_r, a_z, a_n ⊙ r] with a_n = gy (1 - z)(1 - n²),
-/// a_r = a_n gh_n r (1 - r), a_z = gy (h - n) z (1 - z); and dh = gy ⊙ z. Errors as gru_gates.
+/// a_r = a_n gh_n r (1 - r), a_z = gy (h - n) z (1 - z); and dh = gy ⊙ z, each in the compute dtype (float32
+/// for 16-bit inputs). Errors as gru_gates.
 GruGatesGrads gru_gates_backward(const Tensor& gy, const Tensor& gh, const Tensor& h, const Tensor& saved);
 
 // ---- dropout ----
@@ -166,7 +169,7 @@ Tensor reduce_loss(const Tensor& losses, Reduction reduction, int64_t count = -1
 
 // ---- this family's backend kernels ----
 // The one declaration of each kernel of this family (row format: ops/backend.h, which expands the list into
-// Backend's virtual functions; ops/cpu/backend.h and ops/cuda/backend.h expand it into their overrides,
+// Backend's virtual functions; the CPU and CUDA backends expand it into their overrides,
 // ops/backend_widening.h into the 16-bit route). A kernel assumes the op checked its arguments.
 #define SACCADE_NN_KERNELS(K, K16)                                                                           \
   /* x, out: (rows, n), contiguous. Softmax (or log-softmax) of each row. A row that is all -inf gives       \
@@ -194,14 +197,16 @@ Tensor reduce_loss(const Tensor& losses, Reduction reduction, int64_t count = -1
 /// The kernels with a default that composes others (Backend's body in ops/backend.cpp); rows as above.
 #define SACCADE_NN_COMPOSED_KERNELS(K, K16)                                                                  \
   /* GRU gates (ops::gru_gates). gi, gh, saved: (B, 3H) contiguous, h, out: (B, H) contiguous, one float     \
-   * dtype: out = h', saved = [r, z, n] as ops::gru_gates defines them. The default composes the elementwise \
-   * kernels; the CPU makes it in one pass. */                                                               \
-  K(gru_gates,                                                                                               \
-    (const Tensor& gi, const Tensor& gh, const Tensor& h, const Tensor& out, const Tensor& saved),           \
-    (gi, gh, h, out, saved))                                                                                 \
-  /* gy, h, gx_h: (B, H), gh, saved, ggi, ggh: (B, 3H), all contiguous, one float dtype: the gradients of    \
-   * ops::gru_gates_backward into ggi, ggh and gx_h. Default composed, CPU one pass. */                      \
-  K(gru_gates_backward,                                                                                      \
-    (const Tensor& gy, const Tensor& gh, const Tensor& h, const Tensor& saved, const Tensor& ggi,            \
-     const Tensor& ggh, const Tensor& gx_h),                                                                 \
-    (gy, gh, h, saved, ggi, ggh, gx_h))
+   * dtype (16-bit ones, which may meet float32 under autocast, are widened): out = h', saved = [r, z, n] as \
+   * ops::gru_gates defines them. The default composes the elementwise kernels; the CPU makes it in one      \
+   * pass. */                                                                                                \
+  K16(gru_gates,                                                                                             \
+      (const Tensor& gi, const Tensor& gh, const Tensor& h, const Tensor& out, const Tensor& saved),         \
+      (gi, gh, h, out, saved), Kernel16::GruGates, OutFrom<3>)                                               \
+  /* gy, h, gx_h: (B, H), gh, saved, ggi, ggh: (B, 3H), all contiguous, one float dtype (16-bit ones         \
+   * widened): the gradients of ops::gru_gates_backward into ggi, ggh and gx_h. Default composed, CPU one    \
+   * pass. */                                                                                                \
+  K16(gru_gates_backward,                                                                                    \
+      (const Tensor& gy, const Tensor& gh, const Tensor& h, const Tensor& saved, const Tensor& ggi,          \
+       const Tensor& ggh, const Tensor& gx_h),                                                               \
+      (gy, gh, h, saved, ggi, ggh, gx_h), Kernel16::GruGatesBackward, OutFrom<4>)

@@ -52,7 +52,7 @@ void foreach_mul_(const std::vector<Tensor>& tensors, const Tensor& scale);
 
 // ---- this family's backend kernels ----
 // The one declaration of each kernel of this family (row format: ops/backend.h, which expands the list into
-// Backend's virtual functions; ops/cpu/backend.h and ops/cuda/backend.h expand it into their overrides,
+// Backend's virtual functions; the CPU and CUDA backends expand it into their overrides,
 // ops/backend_widening.h into the 16-bit route). A kernel assumes the op checked its arguments.
 #define SACCADE_OPTIM_KERNELS(K, K16)                                                                        \
   /* Lists of one length, entry i of one shape and dtype (float32 or float64), all contiguous, numel > 0;    \

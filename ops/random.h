@@ -89,7 +89,7 @@ Tensor randperm(int64_t n, Generator* gen = nullptr);
 
 // ---- this family's backend kernels ----
 // The one declaration of each kernel of this family (row format: ops/backend.h, which expands the list into
-// Backend's virtual functions; ops/cpu/backend.h and ops/cuda/backend.h expand it into their overrides,
+// Backend's virtual functions; the CPU and CUDA backends expand it into their overrides,
 // ops/backend_widening.h into the 16-bit route). A kernel assumes the op checked its arguments.
 #define SACCADE_RANDOM_KERNELS(K, K16)                                                                     \
   /* Counter-based Philox4x32-10 (ops/philox.h); element i uses counter offset + i. out (contiguous float) \

@@ -60,7 +60,7 @@ Tensor sum_to(const Tensor& a, const Shape& shape);
 
 // ---- this family's backend kernels ----
 // The one declaration of each kernel of this family (row format: ops/backend.h, which expands the list into
-// Backend's virtual functions; ops/cpu/backend.h and ops/cuda/backend.h expand it into their overrides,
+// Backend's virtual functions; the CPU and CUDA backends expand it into their overrides,
 // ops/backend_widening.h into the 16-bit route). A kernel assumes the op checked its arguments.
 #define SACCADE_REDUCE_KERNELS(K, K16)                                                                       \
   /* a contiguous, viewed as (outer, k, inner); out contiguous (outer, inner): op over k. */                 \

@@ -43,7 +43,7 @@ Tensor rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin, R
 
 // ---- this family's backend kernel (with a default that composes others: ops/backend.cpp) ----
 // The one declaration of each kernel of this family (row format: ops/backend.h, which expands the list into
-// Backend's virtual functions; ops/cpu/backend.h and ops/cuda/backend.h expand it into their overrides,
+// Backend's virtual functions; the CPU and CUDA backends expand it into their overrides,
 // ops/backend_widening.h into the 16-bit route). A kernel assumes the op checked its arguments.
 #define SACCADE_ROTARY_COMPOSED_KERNELS(K, K16)                                                             \
   /* x, out (N, T, D) floating, cos, sin (T, R/2) compute_dtype(x) (f32 for 16 bits), contiguous: out = x   \
