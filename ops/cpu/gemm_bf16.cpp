@@ -359,8 +359,8 @@ void run_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float
     // A tall and wide C: each thread owns one range of column panels, packs that range of B itself and
     // computes every row of it. B's packed panels then never move between cores. The pieces below (B packed
     // by all threads, then row blocks that each read all of B) make every thread read what the others
-    // packed, which costs 10-20 % at n = 1024-4096 when the VM's two vCPUs sit far apart (a cache line's
-    // round trip of 400 ns instead of 100-130: bench/RESULTS.md, "the bf16 GEMM's two speeds").
+    // packed, which is slow when their cores sit far apart, as a VM's vCPUs may (bench/RESULTS.md, "the bf16
+    // GEMM's two speeds explained", measures both placements).
     const int64_t per_thread = (P.panels + threads - 1) / threads;
     parallel_for(0, threads, 1, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
