@@ -112,9 +112,9 @@ auto load_lanes(F f) {
 
 #if SACCADE_BF16_LANES16
 // The SiLU family on bfloat16 at 16 float lanes (AVX-512), with the rounding to bfloat16 in one instruction
-// where the CPU has AVX512-BF16: the bfloat16 SwiGLU was compute-bound (1.5x a copy of its bytes, where
-// float32 is 0.95x), and GCC's loop of the per-element lanes spent a quarter of its time on the integer
-// rounding. Each step below is math::sigmoid_float's (exp_nonpositive's) step on 16 lanes, in the same order,
+// where the CPU has AVX512-BF16: the bfloat16 SwiGLU was compute-bound (slower than a copy of its bytes,
+// where float32 keeps up with one), and GCC's loop of the per-element lanes spent much of its time on the
+// integer rounding (bench/RESULTS.md, "bfloat16 SwiGLU at 16 lanes"). Each step below is math::sigmoid_float's (exp_nonpositive's) step on 16 lanes, in the same order,
 // compiled under the same rules (GCC fuses a product and a sum into an FMA in both, -ffp-contract=fast being
 // its default for C++), so the values are the float32 kernel's bit for bit, each rounded once.
 // tests/test_swiglu.cpp checks every bit against the per-element path and the float32 twin.

@@ -279,8 +279,8 @@ void compute_block(const Problem& P, int64_t i0, int64_t i1, int64_t j0, int64_t
         // VDPBF16PS reads full panels of a row-major op(A) in place (dot_tile_rows): only the edge panel
         // (and every panel otherwise) is packed. Only for narrow C: each of the n / kNR column panels reads
         // the block's rows again, and with a wide C (a long row stride, 4 KB at n = k = 2048) those reads
-        // conflict in cache where the packed panel is contiguous (bench/matmul --dtype bf16: in place took
-        // n = 2048 from 1.7-1.9x sgemm to 1.5-1.6x), while packing costs 1/n of the products.
+        // conflict in cache where the packed panel is contiguous (bench/matmul --dtype bf16 measured in
+        // place slower at n = 2048), while packing costs 1/n of the products.
         const bool in_place = P.dot && !P.a.k_major && kc % 2 == 0 && P.n <= kInPlaceMaxN;
         for (int64_t ir = 0; ir < mc; ir += kMR)
           if (!in_place || mc - ir < kMR)
