@@ -118,9 +118,9 @@ auto load_lanes(F f) {
 // math::sigmoid_float's (exp_nonpositive's) step on 16 lanes, in the same order, compiled under the same
 // rules (GCC fuses a product and a sum into an FMA in both, -ffp-contract=fast being its default for C++), so
 // the values are the float32 kernel's bit for bit, each rounded once. tests/test_swiglu.cpp checks every bit
-// against the per-element path and the float32 twin. NOTE: GCC 12's avx512fintrin.h warns maybe-uninitialized
-// inside its own widening and shift intrinsics (their `__Y = __Y` undefined pass-through operand), a false
-// positive, as in random.cpp
+// against the per-element path and the float32 twin.
+// NOTE: GCC 12's avx512fintrin.h warns maybe-uninitialized inside its own widening and shift intrinsics
+// (their `__Y = __Y` undefined pass-through operand), a false positive, as in random.cpp
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #define SACCADE_AVX512_LANES [[gnu::target("avx512f,avx512bw,avx512vl,avx512dq"), gnu::always_inline]] inline
