@@ -142,9 +142,9 @@ double cache_line_round_trip_ns() {
   alignas(64) static std::atomic<int> flag{0};
   std::vector<double> ns;
   for (int s = 0; s < 9; ++s) {
-    const int n = 200000;
+    constexpr int n = 200000;
     flag = 0;
-    std::thread other([n] {
+    std::thread other([] {
       for (int i = 0; i < n; ++i) {
         while (flag.load(std::memory_order_acquire) != 2 * i + 1) {
         }

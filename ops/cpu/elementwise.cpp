@@ -49,6 +49,7 @@ void unary_loop(const Tensor& a, const Tensor& out, F f) {
 template <class T, class R, class F, class Run = std::nullptr_t>
 void binary_loop(const Tensor& a, const Tensor& b, const Tensor& out, F f, Run run = nullptr) {
   for_each<3>(out.shape(), {&a, &b, &out}, [f, run](char** p, const int64_t* s, int64_t n) {
+    (void)run;  // a nullptr when no run is given (clang warns of an unused capture then)
     constexpr int64_t w = sizeof(T), wr = sizeof(R);
     const T* x = reinterpret_cast<const T*>(p[0]);
     const T* y = reinterpret_cast<const T*>(p[1]);
