@@ -54,12 +54,14 @@ void binary_loop(const Tensor& a, const Tensor& b, const Tensor& out, F f, Run r
     const T* x = reinterpret_cast<const T*>(p[0]);
     const T* y = reinterpret_cast<const T*>(p[1]);
     R* z = reinterpret_cast<R*>(p[2]);
-    if constexpr (!std::is_same_v<Run, std::nullptr_t>)
-      if (s[0] == w && s[1] == w && s[2] == wr) return run(x, y, z, n);
     if (s[0] == w && s[1] == w && s[2] == wr) {
-      with_isa([&] {
-        for (int64_t i = 0; i < n; ++i) z[i] = f(x[i], y[i]);
-      });
+      if constexpr (!std::is_same_v<Run, std::nullptr_t>) {
+        run(x, y, z, n);
+      } else {
+        with_isa([&] {
+          for (int64_t i = 0; i < n; ++i) z[i] = f(x[i], y[i]);
+        });
+      }
     } else if (s[0] == w && s[1] == 0 && s[2] == wr) {  // tensor op scalar (bias, scaling)
       const T c = y[0];
       with_isa([&] {
