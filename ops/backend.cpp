@@ -121,13 +121,15 @@ std::string_view binary_op_name(BinaryOp op) {
 
 bool Backend::native_16bit(Kernel16) const { return false; }
 
+bool Backend::widens(const Tensor& t) { return t.defined() && is_half(t.dtype()); }
+
 Tensor Backend::widened(const Tensor& t, bool read) {
-  if (!t.defined() || !is_half(t.dtype())) return t;
+  if (!widens(t)) return t;
   return read ? t.to(DType::Float32) : Tensor::empty(t.shape(), DType::Float32, t.device());
 }
 
 void Backend::round_into(const Tensor& wide, const Tensor& t) {
-  if (t.defined() && is_half(t.dtype())) backend(t.device()).copy(wide, t);  // rounds to t's dtype
+  if (widens(t)) backend(t.device()).copy(wide, t);  // rounds to t's dtype
 }
 
 void Backend::widen(std::initializer_list<Tensor> in, std::initializer_list<Tensor> inout,

@@ -113,12 +113,15 @@ class Backend {
   static void widen(std::initializer_list<Tensor> in, std::initializer_list<Tensor> inout,
                     std::initializer_list<Tensor> out,
                     const std::function<void(const std::vector<Tensor>&)>& f32_kernel);
+  /// Whether the 16-bit route widens `t`: it is defined and bfloat16 / float16. Float32 statistics, int64
+  /// indices and undefined (optional) tensors pass as they are.
+  static bool widens(const Tensor& t);
   /// widen's two steps for one tensor, shared with Widening<>'s generated route: the float32 stand-in of a
-  /// bfloat16 / float16 tensor `t` (its copy when the kernel reads `t`, else an uninitialised buffer of its
-  /// shape), or `t` itself when it is undefined or of another dtype ...
+  /// tensor the route widens (its copy when the kernel reads `t`, else an uninitialised buffer of its
+  /// shape), or `t` itself otherwise ...
   static Tensor widened(const Tensor& t, bool read);
-  /// ... and, after the kernel, `wide` rounded into `t` (once, to nearest even, as Tensor::to) when `t` is
-  /// bfloat16 / float16; nothing otherwise.
+  /// ... and, after the kernel, `wide` rounded into `t` (once, to nearest even, as Tensor::to) when the route
+  /// widens `t`; nothing otherwise.
   static void round_into(const Tensor& wide, const Tensor& t);
 
   // ---- memory: SACCADE_BACKEND_MEMORY's rows as pure virtual functions ----

@@ -59,12 +59,12 @@ class Widening final : public Kernels {
   // autocast.)
   template <class Written, class Kernel, class... A>
   void route(Kernel16 k, const Kernel& kernel, const A&... args) {
-    if (!(is16(args) || ...) || this->native_16bit(k)) return kernel(args...);
+    if (!(widens(args) || ...) || this->native_16bit(k)) return kernel(args...);
     widen_call<Written>(std::index_sequence_for<A...>{}, kernel, args...);
   }
-  static bool is16(const Tensor& t) { return t.defined() && is_half(t.dtype()); }
+  using Kernels::widens;  // a Tensor: Backend::widens; any other argument is never widened
   template <class A>
-  static bool is16(const A&) {
+  static bool widens(const A&) {
     return false;
   }
 
