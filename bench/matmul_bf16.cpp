@@ -88,7 +88,10 @@ void run(const Shape3& s) {
 // every x86 core with AVX-512), `iters` rounds of one instruction per chain; returns a value that depends on
 // every chain so that nothing is optimised away. a = (1, 1) and b = (2^-20, 2^-20) keep the sums normal.
 constexpr int kChains = 12;
-__attribute__((target("avx512f"))) float lane_sum(__m512 s) {  // (GCC 12 warns inside _mm512_reduce_add_ps)
+// The sum of every lane of every chain (a horizontal sum by hand: GCC 12 warns inside _mm512_reduce_add_ps).
+__attribute__((target("avx512f"))) float chains_sum(const __m512 (&acc)[kChains]) {
+  __m512 s = acc[0];
+  for (int c = 1; c < kChains; ++c) s = _mm512_add_ps(s, acc[c]);
   alignas(64) float v[16];
   _mm512_store_ps(v, s);
   float r = 0;
@@ -101,9 +104,7 @@ __attribute__((target("avx512f,avx512bf16"))) float dpbf16_chains(int64_t iters)
   const __m512bh a = (__m512bh)_mm512_set1_epi32(0x3f803f80), b = (__m512bh)_mm512_set1_epi32(0x35803580);
   for (int64_t i = 0; i < iters; ++i)
     for (__m512& x : acc) x = _mm512_dpbf16_ps(x, a, b);
-  __m512 s = acc[0];
-  for (int c = 1; c < kChains; ++c) s = _mm512_add_ps(s, acc[c]);
-  return lane_sum(s);
+  return chains_sum(acc);
 }
 __attribute__((target("avx512f"))) float fma_chains(int64_t iters) {
   __m512 acc[kChains];
@@ -111,9 +112,7 @@ __attribute__((target("avx512f"))) float fma_chains(int64_t iters) {
   const __m512 a = _mm512_set1_ps(1.0f), b = _mm512_set1_ps(0x1p-20f);
   for (int64_t i = 0; i < iters; ++i)
     for (__m512& x : acc) x = _mm512_fmadd_ps(a, b, x);
-  __m512 s = acc[0];
-  for (int c = 1; c < kChains; ++c) s = _mm512_add_ps(s, acc[c]);
-  return lane_sum(s);
+  return chains_sum(acc);
 }
 
 // GFLOP/s of `chains` run in 64 pieces over saccade's pool at the current thread count (as the GEMMs run):
