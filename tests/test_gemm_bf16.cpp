@@ -101,6 +101,7 @@ TEST_CASE("gemm_bf16: every transpose, odd sizes, alpha and beta, at every width
       {7, 70, 1040, false, false, -2, 1},         // few rows: column groups across threads; three k blocks
       {40, 64, 130, false, false, 1, 0},  // even k: full row panels read in place, a 4-row edge packed
       {300, 270, 601, false, false, 1.5f, 0.5f},  // tall and wide: at 2 threads each owns a column range
+      {200, 257, 601, true, false, 1, 0},         // column ranges from one row block (144) on, A transposed
   };
   for (const auto& [name, cap] : kernels()) {
     std::unique_ptr<cpu::IsaGuard> guard;

@@ -355,12 +355,13 @@ void run_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float
   uint32_t* bp = scratch(bbuf, bcap, kblocks * (kKC / 2) * P.panels * kNR);
   P.bp = bp;
   const int64_t threads = pool_size();
-  if (threads > 1 && m >= 2 * kMC && P.panels >= 4 * threads) {
-    // A tall and wide C: each thread owns one range of column panels, packs that range of B itself and
-    // computes every row of it. B's packed panels then never move between cores. The pieces below (B packed
-    // by all threads, then row blocks that each read all of B) make every thread read what the others
-    // packed, which is slow when their cores sit far apart, as a VM's vCPUs may (bench/RESULTS.md, "the bf16
-    // GEMM's two speeds explained", measures both placements).
+  if (threads > 1 && m >= kMC && P.panels >= 4 * threads) {
+    // A C of at least one row block and four column panels a thread: each thread owns one range of column
+    // panels, packs that range of B itself and computes every row of it. B's packed panels then never move
+    // between cores. The pieces below (B packed by all threads, then row blocks that each read all of B)
+    // make every thread read what the others packed, which is slow when their cores sit far apart, as a
+    // VM's vCPUs may (bench/RESULTS.md, "the bf16 GEMM's two speeds explained", measures both placements).
+    // Fewer panels a thread (the GPT's dW = dYᵀ X, n = 128) measured slower this way on near cores.
     const int64_t per_thread = (P.panels + threads - 1) / threads;
     parallel_for(0, threads, 1, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
