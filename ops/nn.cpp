@@ -258,8 +258,7 @@ int64_t check_gru_gates(const char* op, const Tensor& gi, const Tensor& gh, cons
                     compute_dtype(gi.dtype()) == compute_dtype(h.dtype()) &&
                     compute_dtype(gh.dtype()) == compute_dtype(h.dtype()),
                 "{}: expected gi and gh (B, 3H) and h (B, H) of one dtype (16-bit ones may meet float32), "
-                "got gi {} ({}), "
-                "gh {} ({}), h {} ({})",
+                "got gi {} ({}), gh {} ({}), h {} ({})",
                 op, gi.shape(), gi.dtype(), gh.shape(), gh.dtype(), h.shape(), h.dtype());
   return H;
 }
