@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """The PyTorch twin of `gpt train` (examples/gpt) for the quality-at-equal-time comparison of issue 22: the same
-data, split and streams (DATA.md, "Fortunes": checked against its SHA-256 values), the same model (the GPT of
+data, split and streams (docs/data.md, "Fortunes": checked against its SHA-256 values), the same model (the GPT of
 bench/gpt_step_torch.py: examples/gpt's default sizes, byte tokens, saccade's parameter names), the same
 training windows (std::mt19937_64 of --seed, reimplemented below, one draw per window, start = draw % (N - T)),
 the same initial weights when --init names the init.safetensors `gpt train` wrote (else torch's own draw of
@@ -66,7 +66,7 @@ class MT19937_64:
 
 
 def split_bucket(doc, seed=0):
-    """DATA.md's split hash: FNV-1a 64 over "<seed>:" + the document's bytes, splitmix64's finaliser, % 100."""
+    """docs/data.md's split hash: FNV-1a 64 over "<seed>:" + the document's bytes, splitmix64's finaliser, % 100."""
     h = 0xCBF29CE484222325
     for byte in f"{seed}:".encode() + doc:
         h = ((h ^ byte) * 0x100000001B3) & MASK64
@@ -78,7 +78,7 @@ def split_bucket(doc, seed=0):
 
 
 def fortunes(folder):
-    """The train and validation byte streams of DATA.md (examples/gpt/data.cpp's make_fortunes_corpus)."""
+    """The train and validation byte streams of docs/data.md (examples/gpt/data.cpp's make_fortunes_corpus)."""
     names = sorted(n for n in os.listdir(folder.encode())
                    if b"." not in n and os.path.isfile(os.path.join(folder.encode(), n))
                    and not os.path.islink(os.path.join(folder.encode(), n)))
@@ -183,7 +183,7 @@ def main():
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; fortunes: train {len(train_bytes)} bytes "
           f"(SHA-256 {sha_t[:16]}…), validation {len(valid_bytes)} bytes ({sha_v[:16]}…)")
     if not (sha_t.startswith("e93876d4ad62d6b0") and sha_v.startswith("f1a4752f6edcb6a3")):
-        sys.exit("gpt_twin: the streams differ from DATA.md's check values")
+        sys.exit("gpt_twin: the streams differ from docs/data.md's check values")
     train = torch.frombuffer(bytearray(train_bytes), dtype=torch.uint8).long()
     valid = torch.frombuffer(bytearray(valid_bytes), dtype=torch.uint8).long()
 

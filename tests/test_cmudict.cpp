@@ -1,6 +1,6 @@
-// examples/common/cmudict: the Festival-format reader on a file the test writes, the DATA.md split and its
-// check values, the G2P metrics by hand, and the DATA.md counts on the real dictionary when installed.
-// Compiled only when examples/common/CMakeLists.txt defined the macro below.
+// examples/common/cmudict: the Festival-format reader on a file the test writes, the docs/data.md split and
+// its check values, the G2P metrics by hand, and the docs/data.md counts on the real dictionary when
+// installed. Compiled only when examples/common/CMakeLists.txt defined the macro below.
 #ifdef SACCADE_HAVE_EXAMPLES_COMMON
 
 #include <unistd.h>
@@ -63,7 +63,7 @@ TEST_CASE("cmudict: reads Festival entries, drops odd words, keeps distinct pron
   fs::remove(bad);
 }
 
-TEST_CASE("cmudict: the split reproduces DATA.md's check buckets", "[examples][cmudict]") {
+TEST_CASE("cmudict: the split reproduces docs/data.md's check buckets", "[examples][cmudict]") {
   CHECK(split_bucket("abandon") == 26);
   CHECK(split_bucket("saccade") == 84);
   CHECK(split_bucket("attention") == 57);
@@ -101,7 +101,7 @@ TEST_CASE("cmudict: edit distance, WER and PER by hand", "[examples][cmudict]") 
   REQUIRE_THROWS_SACCADE(score_g2p(words, {{"a"}}), "score_g2p");
 }
 
-TEST_CASE("cmudict: the real dictionary gives DATA.md's counts", "[examples][cmudict][slow]") {
+TEST_CASE("cmudict: the real dictionary gives docs/data.md's counts", "[examples][cmudict][slow]") {
   if (!fs::exists(kCmuDictPath)) {
     WARN(kCmuDictPath << " not found (Debian package festlex-cmu): skipped");
     SUCCEED();

@@ -16,7 +16,7 @@ namespace saccade {
 /// B·…·H·Tq·Tk counters from `gen` (the default generator when null) exactly as ops::dropout on the
 /// (B, ..., H, Tq, Tk) weights would, so that the composed path with the same generator state gives the same
 /// result. Throws saccade::Error naming "flash_attention" and the shapes for mismatched shapes (H not a
-/// multiple of H_kv included) or dtypes, a bad p, or grouped heads on CUDA.
+/// multiple of H_kv included) or dtypes, or a bad p. Grouped heads run on both devices.
 Variable flash_attention(const Variable& q, const Variable& k, const Variable& v,
                          const ops::AttentionMask& mask, double scale, double dropout_p = 0.0,
                          bool training = false, Generator* gen = nullptr);

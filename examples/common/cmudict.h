@@ -1,6 +1,6 @@
 #pragma once
 // The CMU Pronouncing Dictionary 0.4 as Debian's festlex-cmu ships it (Festival lexicon format), its fixed
-// split by word, and the grapheme-to-phoneme metrics, all as /work/shared/DATA.md fixes them (see
+// split by word, and the grapheme-to-phoneme metrics, all as docs/data.md fixes them (see
 // examples/g2p/README.md):
 //   ("abandon" nil (((ax) 0) ((b ae n) 1) ((d ax n) 0)))   word, part of speech, syllables (phones, stress)
 #include <cstdint>
@@ -37,8 +37,8 @@ struct CmuDict {
 /// a file that cannot be opened or an entry that does not parse.
 CmuDict read_cmudict(const std::string& path = kCmuDictPath, bool stress = false);
 
-/// The split bucket of a word, 0..99 (DATA.md): h = FNV-1a 64 over the bytes of "<seed>:<word>", then the
-/// splitmix64 finaliser; bucket = h % 100.
+/// The split bucket of a word, 0..99 (docs/data.md): h = FNV-1a 64 over the bytes of "<seed>:<word>", then
+/// the splitmix64 finaliser; bucket = h % 100.
 int split_bucket(const std::string& word, uint64_t seed = 0);
 
 enum class Split { Train, Validation, Test };
@@ -51,8 +51,9 @@ std::vector<DictWord> split_words(const CmuDict& dict, Split split, uint64_t see
 /// Levenshtein distance between two phone sequences (insertions, deletions and substitutions cost 1).
 int64_t edit_distance(const Phones& a, const Phones& b);
 
-/// Word and phone error rates (DATA.md): a word is wrong when its prediction equals none of its references;
-/// PER = Σ edit distance to the closest reference / Σ that reference's length (ties: the shorter reference).
+/// Word and phone error rates (docs/data.md): a word is wrong when its prediction equals none of its
+/// references; PER = Σ edit distance to the closest reference / Σ that reference's length (ties: the shorter
+/// reference).
 struct G2PScore {
   double wer = 0, per = 0;
   int64_t words = 0, wrong_words = 0, edits = 0, ref_phones = 0;

@@ -1,7 +1,7 @@
 #pragma once
-// The fortunes corpus (DATA.md, "Fortunes"): Debian's `fortunes` quotations cut into documents, deduplicated,
-// split 90/10 by a hash of each document, and joined into a training and a validation byte stream; the
-// windows a language model trains and is scored on; SHA-256 check values of the streams.
+// The fortunes corpus (docs/data.md, "Fortunes"): Debian's `fortunes` quotations cut into documents,
+// deduplicated, split 90/10 by a hash of each document, and joined into a training and a validation byte
+// stream; the windows a language model trains and is scored on; SHA-256 check values of the streams.
 #include <cstdint>
 #include <random>
 #include <string>
@@ -14,7 +14,7 @@ namespace saccade::examples {
 /// Where Debian's `fortunes` package puts the quotations.
 inline constexpr const char* kFortunesDir = "/usr/share/games/fortunes";
 
-/// The files DATA.md reads from `dir`: the regular files (not symbolic links) directly in it whose names
+/// The files docs/data.md reads from `dir`: the regular files (not symbolic links) directly in it whose names
 /// hold no '.', as full paths, in byte order of their names. Throws saccade::Error naming "fortune_files" and
 /// the folder when it cannot be listed or holds no such file.
 std::vector<std::string> fortune_files(const std::string& dir = kFortunesDir);
@@ -23,7 +23,7 @@ std::vector<std::string> fortune_files(const std::string& dir = kFortunesDir);
 /// and trailing '\n'; pieces that are empty or only whitespace are dropped. In file order.
 std::vector<std::string> split_documents(const std::string& text);
 
-/// The two streams and the counts DATA.md states (15,217 documents, 15,134 distinct, 13,654 / 1,480 in
+/// The two streams and the counts docs/data.md states (15,217 documents, 15,134 distinct, 13,654 / 1,480 in
 /// train / validation, 2,300,639 / 265,064 bytes).
 struct FortunesCorpus {
   std::string train, valid;  ///< each document followed by "\n%\n", in file order
@@ -54,7 +54,7 @@ struct Batch {
 Batch random_windows(const std::vector<int64_t>& tokens, int64_t batch, int64_t context,
                      std::mt19937_64& rng);
 
-/// The windows covering a whole stream for scoring (DATA.md's metric): window i has inputs
+/// The windows covering a whole stream for scoring (docs/data.md's metric): window i has inputs
 /// tokens[i T, i T + T) and targets tokens[i T + 1, i T + T + 1), the last one shorter; every token but the
 /// first is predicted exactly once. Returns the start offsets; each window's length is
 /// min(T, N - 1 - start).

@@ -1,6 +1,6 @@
 #pragma once
-// Tokenizers of the GPT example: text <-> token ids. The default is bytes (vocabulary 256, DATA.md: every
-// byte value, so the validation stream's 4 unseen byte values still have ids).
+// Tokenizers of the GPT example: text <-> token ids. The default is bytes (vocabulary 256, docs/data.md:
+// every byte value, so the validation stream's 4 unseen byte values still have ids).
 #include <cstdint>
 #include <memory>
 #include <string>

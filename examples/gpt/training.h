@@ -3,7 +3,7 @@
 // only, linear warmup then cosine decay (over the steps, or over a wall-time budget), gradient clipping,
 // gradient accumulation, data parallelism (distributed/), best and last checkpoints (safetensors, atomic),
 // exact resumes and a CSV log of the whole run; validation loss in nats per token and bits per byte
-// (DATA.md's metric).
+// (docs/data.md's metric).
 #include <cmath>
 #include <cstdint>
 #include <cstdio>

@@ -1,7 +1,7 @@
 #pragma once
 // The CPU backend: OpenBLAS for GEMM, our own kernels (threads: thread_pool.h) for the rest. Each family has
-// its own file beside this one (attention.cpp, additive_attention.cpp, memory.cpp, elementwise.cpp,
-// reduce.cpp, linalg.cpp, nn.cpp, index.cpp, conv_pool.cpp, random.cpp).
+// its own file beside this one (the list of this folder's files is at the end of this header, kept whole by
+// scripts/check_docs).
 #include "ops/backend.h"
 #include "ops/tensor.h"
 
@@ -26,3 +26,9 @@ class CpuBackend : public Backend {
 };
 
 }  // namespace saccade::cpu
+
+// The files of ops/cpu/: the kernels of CpuBackend in memory.cpp, elementwise.cpp, reduce.cpp, linalg.cpp,
+// nn.cpp, index.cpp, conv_pool.cpp, random.cpp, rnn.cpp, rotary.cpp, optim.cpp, amp.cpp, attention.cpp and
+// additive_attention.cpp; what they call in attention_half.cpp, flash_tiles_f32.cpp, flash_tiles_bf16.cpp,
+// gemm_bf16.cpp, gemm_half.cpp, bf16_lanes.cpp and simd.cpp (vector widths); thread_pool.cpp, blas_check.cpp
+// (the OpenBLAS core) and backend.cpp (the backend's object and its 16-bit route).

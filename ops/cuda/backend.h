@@ -2,8 +2,11 @@
 // The CUDA backend: cuBLAS for GEMM, our own kernels for the rest, memory from the caching allocator
 // (ops/caching_allocator.h), every call checked (error.h). Each kernel family has its own file beside this
 // one, named like its CPU twin in ops/cpu/ (memory.cu, elementwise.cu, reduce.cu, linalg.cpp, nn.cu,
-// index.cu, conv_pool.cu, random.cu, attention.cu, additive_attention.cu, rotary.cu); loop.cuh is the twin of
-// ops/cpu/loop.h.
+// index.cu, conv_pool.cu, random.cu, optim.cu, amp.cu, attention.cu, additive_attention.cu, rotary.cu);
+// attention_fast.cu and attention_mma.cu hold the fused attention's tiled and tensor-core kernels, api.cpp
+// the flags every build has (and the throwing stand-ins without CUDA), backend.cpp the backend's object and
+// memory, profile_kernels.cpp the profiler's kernel timing; loop.cuh is the twin of ops/cpu/loop.h.
+// scripts/check_docs keeps this list whole.
 //
 // One device (cuda:0) and one current stream (a global; the legacy default stream unless set_stream was
 // called): every kernel is queued on it, so kernels run in the order the ops were called and a block the
