@@ -144,10 +144,21 @@ SafetensorsHeader read_safetensors_header(const std::string& path, const std::st
   f.read(reinterpret_cast<char*>(len), 8);
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | len[i];
-  if (n > kMaxHeader)
-    throw fail(fmt::format("header length {} exceeds the limit of {} bytes", n, kMaxHeader));
-  if (n > size - 8)
-    throw fail(fmt::format("header length {} goes beyond the end of the file ({} bytes)", n, size));
+  if (n > kMaxHeader || n > size - 8) {
+    // Not a safetensors file at all, most often: say so, and what it looks like, before the raw figure.
+    bool text = true;
+    for (unsigned char c : len)
+      text = text && (c == '\n' || c == '\r' || c == '\t' || (c >= 0x20 && c < 0x7f));
+    const std::string start = text ? fmt::format(" (it begins like a text file: \"{}\")",
+                                                 std::string(reinterpret_cast<const char*>(len), 8))
+                                   : "";
+    throw fail(
+        fmt::format("not a safetensors file{}: its first 8 bytes, read as the header's length, give "
+                    "{} bytes, {}",
+                    start, n,
+                    n > kMaxHeader ? fmt::format("more than the limit of {} bytes", kMaxHeader)
+                                   : fmt::format("more than the file's {} bytes", size)));
+  }
   std::string text(n, '\0');
   f.read(text.data(), static_cast<std::streamsize>(n));
   if (!f) throw fail("read error in the header");

@@ -207,8 +207,13 @@ TEST_CASE("safetensors: corrupt and truncated files are rejected", "[nn][checkpo
                        e);
   };
   rejects("abc", "file too short");
-  rejects(le64(1000) + "{}", "goes beyond the end of the file");
-  rejects(le64(uint64_t{1} << 40) + "{}", "exceeds the limit");
+  rejects(le64(1000) + "{}",
+          "not a safetensors file: its first 8 bytes, read as the header's length, give "
+          "1000 bytes, more than the file's 10 bytes");
+  rejects(le64(uint64_t{1} << 40) + "{}", "more than the limit of");
+  // issue 49 item 21: a CSV given as a checkpoint was reported by its "header length" of 19 digits
+  rejects("step,seconds,lr,train_loss\n1,0.5,0.001,5.5\n",
+          "not a safetensors file (it begins like a text file: \"step,sec\"): its first 8 bytes");
   rejects(raw_file("{\"a\": ", ""), "invalid JSON header");
   rejects(raw_file("[1, 2]", ""), "not a JSON object");
   rejects(raw_file(std::string("{") + entry("a", "F8_E4M3", "[2]", 0, 2) + "}", f32x2.substr(0, 2)),

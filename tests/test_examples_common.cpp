@@ -544,6 +544,98 @@ TEST_CASE("plots: line plot and heatmaps are PNGs of the asked size", "[examples
   REQUIRE_THROWS_SACCADE(write_heatmap(dir.file("bad.png"), h), "(Q, K) or (R, C, Q, K)");
 }
 
+namespace {
+
+// Whether pixel (x, y) of an RGB picture is ink: darker than `light` in some channel (colours too), or with
+// `black`, in every channel.
+bool ink_at(const PngImage& p, int x, int y, int light, bool black) {
+  const uint8_t* px = &p.pixels[(static_cast<size_t>(y) * p.width + x) * 3];
+  return black ? px[0] < light && px[1] < light && px[2] < light
+               : px[0] < light || px[1] < light || px[2] < light;
+}
+
+// The first column holding ink over more than `fraction` of the height (a frame's left border), or -1.
+int first_ink_column(const PngImage& p, int light, bool black, double fraction) {
+  for (int x = 0; x < p.width; ++x) {
+    int n = 0;
+    for (int y = 0; y < p.height; ++y) n += ink_at(p, x, y, light, black);
+    if (n > fraction * p.height) return x;
+  }
+  return -1;
+}
+
+// Nothing within `margin` pixels of the picture's edges: no title or label was cut by them.
+void require_clear_edges(const PngImage& p, int light, bool black, int margin = 3) {
+  for (int e = 0; e < margin; ++e) {
+    for (int y = 0; y < p.height; ++y) {
+      REQUIRE_FALSE(ink_at(p, e, y, light, black));
+      REQUIRE_FALSE(ink_at(p, p.width - 1 - e, y, light, black));
+    }
+    for (int x = 0; x < p.width; ++x) {
+      REQUIRE_FALSE(ink_at(p, x, e, light, black));
+      REQUIRE_FALSE(ink_at(p, x, p.height - 1 - e, light, black));
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("plots: a line plot keeps a long title and long legend labels inside the picture",
+          "[examples][plots]") {
+  // issue 49 item 23: `gpt curves` with a long --title or --label cut both at the image's edges, and the
+  // legend ran off the left edge.
+  TempDir dir;
+  LinePlot plot;
+  plot.title =
+      "A long title a user may give: GPT on Debian's fortunes, validation bits per byte at equal "
+      "training time, two runs side by side, the second one with the PyTorch twin";
+  plot.x_label = "training time (s)", plot.y_label = "validation bits per byte";
+  plot.legend_right = true;
+  for (int r = 0; r < 2; ++r) {
+    Series s;
+    s.label = r == 0 ? "saccade, 4 layers, d_model 128, byte tokenizer, 1500 steps of batch 32 on 2 cores, "
+                       "OpenBLAS Cooperlake, no dropout, cosine schedule after 30 warmup steps"
+                     : "PyTorch twin";
+    for (int i = 1; i <= 6; ++i) s.x.push_back(10.0 * i), s.y.push_back(2 + 3 * std::exp(-i / 1.5) + 0.2 * r);
+    plot.series.push_back(s);
+  }
+  plot.width = 900;
+  write_line_plot(dir.file("curves.png"), plot);
+  PngImage p = read_png(dir.file("curves.png"));
+  REQUIRE((p.width == 900 && p.height == 600 && p.channels == 3));
+  auto ink = [&](int x, int y) { return ink_at(p, x, y, 160, false); };  // text, and the series' colours
+  require_clear_edges(p, 160, false);
+  // the title is drawn (ink above the plot's frame, across most of the width), not dropped
+  int frame_top = -1;
+  for (int y = 0; y < p.height && frame_top < 0; ++y) {
+    int n = 0;
+    for (int x = 0; x < p.width; ++x) n += ink(x, y);
+    if (n > p.width / 2) frame_top = y;
+  }
+  REQUIRE(frame_top > 10);
+  int left = p.width, right = 0;
+  for (int y = 0; y < frame_top - 2; ++y)
+    for (int x = 0; x < p.width; ++x)
+      if (ink(x, y)) left = std::min(left, x), right = std::max(right, x);
+  CHECK(right - left > p.width / 2);
+  // the legend's frame lies inside the plot's: no ink left of the plot's left border at the legend's rows
+  const int frame_left = first_ink_column(p, 160, false, 0.5);
+  REQUIRE(frame_left > 20);
+  for (int y = frame_top + 2; y < frame_top + 40; ++y)
+    for (int x = frame_left - 12; x < frame_left - 2; ++x) CHECK_FALSE(ink(x, y));
+}
+
+TEST_CASE("plots: a token's label shows spaces and newlines as symbols (issue 49 item 23)",
+          "[examples][plots]") {
+  // an "_" for a space sat at the bottom of its row, on top of the next label, and read as a tick mark
+  CHECK(token_label(" ") == "\u2423");
+  CHECK(token_label(" the\n") == "\u2423the\u21b5");
+  CHECK(token_label("a\tb") == "a\u2192b");
+  CHECK(token_label("caf\xc3\xa9") == "caf\xc3\xa9");  // a whole UTF-8 character stays
+  CHECK(token_label("\xc3") == "?");                   // a byte of one (a byte tokenizer's) does not
+  CHECK(token_label(std::string("\x01\xff", 2)) == "??");
+}
+
 TEST_CASE("plots: a heatmap of 70 tokens labels every k-th one apart, and keeps its titles inside",
           "[examples][plots]") {
   // issue 38 item 7: the labels of a 70-token gpt sample overlapped into one strip, and the "queries" title
@@ -559,25 +651,11 @@ TEST_CASE("plots: a heatmap of 70 tokens labels every k-th one apart, and keeps 
   write_heatmap(dir.file("h.png"), h);
   PngImage p = read_png(dir.file("h.png"));
   REQUIRE((p.width == 900 && p.height == 900 && p.channels == 3));
-  auto ink = [&](int x, int y) {
-    const uint8_t* px = &p.pixels[(static_cast<size_t>(y) * p.width + x) * 3];
-    return px[0] < 128 && px[1] < 128 && px[2] < 128;
-  };
+  auto ink = [&](int x, int y) { return ink_at(p, x, y, 128, true); };
   // Nothing touches the image's edges: the titles and the longest label lie inside it.
-  for (int i = 0; i < 900; ++i)
-    for (int e = 0; e < 3; ++e) {
-      REQUIRE_FALSE(ink(e, i));
-      REQUIRE_FALSE(ink(899 - e, i));
-      REQUIRE_FALSE(ink(i, e));
-      REQUIRE_FALSE(ink(i, 899 - e));
-    }
+  require_clear_edges(p, 128, true);
   // The top-left panel's left border: the first column holding a dark line over a third of the height.
-  int border = -1;
-  for (int x = 0; x < p.width && border < 0; ++x) {
-    int n = 0;
-    for (int y = 0; y < p.height; ++y) n += ink(x, y);
-    if (n > p.height / 3) border = x;
-  }
+  const int border = first_ink_column(p, 128, true, 1.0 / 3);
   REQUIRE(border > 20);
   // The row labels "o" end half a character left of the border: along that column strip, the ink comes in
   // separate runs (one per label drawn), never one merged strip.
@@ -731,6 +809,33 @@ TEST_CASE("progress: line format and output modes", "[examples][progress]") {
   REQUIRE(shown.back() == '\n');
   REQUIRE(shown.find("\rstep 10/10") != std::string::npos);
   REQUIRE_THROWS_SACCADE(ProgressBar(0), "ProgressBar");
+  REQUIRE_THROWS_SACCADE(ProgressBar(10, 3, log, 0, 10), "first_step");
+}
+
+TEST_CASE("progress: a resumed run counts its steps from where it resumed (issue 49 item 22)",
+          "[examples][progress]") {
+  std::FILE* log = std::tmpfile();
+  {
+    // steps 21-30 of a run resumed at step 20, the caller's clock giving 2 s for the 10 steps timed here
+    ProgressBar bar(30, 5, log, 0, 20);
+    for (int s = 21; s <= 30; ++s) {
+      bar.set_train_seconds(0.2 * (s - 20));
+      bar.update(s, 1.0);
+    }
+    bar.finish();
+  }
+  std::fflush(log);
+  std::rewind(log);
+  std::string text;
+  for (int c; (c = std::fgetc(log)) != EOF;) text += static_cast<char>(c);
+  std::fclose(log);
+  // the line numbers the steps as the run does (it read "step 10/10" for step 30), and the rate is the
+  // steps timed here over the caller's seconds: 5 steps in 1 s, then 10 in 2 s
+  CHECK(text.find("step 25/30 [================>   ]  83%  loss 1.0000  5.0 steps/s  ETA 00:01") !=
+        std::string::npos);
+  CHECK(text.find("step 30/30 [====================] 100%  loss 1.0000  5.0 steps/s  ETA 00:00") !=
+        std::string::npos);
+  CHECK(text.find("/10 ") == std::string::npos);
 }
 
 // ---- the real data (hidden: run with `saccade_tests "[.fashion]"` when the Debian package is installed)

@@ -1,4 +1,4 @@
-// examples/gpt: the fortunes rules of DATA.md on files the test writes (and, when installed, the real
+// examples/gpt: the fortunes rules of docs/data.md on files the test writes (and, when installed, the real
 // streams' counts and SHA-256), the byte tokenizer, the GPT model (tied output layer, GPT-2 init, decay
 // groups), KV-cache generation against full recomputation, sampling, learning a short text, exact resumes,
 // checkpoints and bad input. Compiled only when examples/gpt/CMakeLists.txt defined the macro below.
@@ -39,7 +39,7 @@ std::vector<int64_t> ids_of(const std::string& s) { return ByteTokenizer().encod
 
 }  // namespace
 
-TEST_CASE("fortunes: files, documents, dedup and the hash split of DATA.md", "[examples][gpt]") {
+TEST_CASE("fortunes: files, documents, dedup and the hash split of docs/data.md", "[examples][gpt]") {
   TempDir dir("saccade_fortunes");
   // read: regular files without '.', in byte order ("B" < "a"); skipped: "a.dat", "a.u8" and a symlink
   write(dir.file("a"), "one\n%\n\n\ntwo\n\n%\n   \n%\nthree\n%\n%\none\n%\nquote 7\n%\n");
@@ -72,7 +72,7 @@ TEST_CASE("sha256_hex gives FIPS 180-4's test vectors", "[examples][gpt]") {
   REQUIRE(sha256_hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
 
-TEST_CASE("fortunes: the real streams give DATA.md's counts and check values", "[examples][gpt][slow]") {
+TEST_CASE("fortunes: the real streams give docs/data.md's counts and check values", "[examples][gpt][slow]") {
   if (!fs::exists(kFortunesDir)) {
     WARN(kFortunesDir << " not found (Debian package fortunes): skipped");
     return;
@@ -306,6 +306,11 @@ TEST_CASE("GPT: bad input gets a clear error", "[examples][gpt]") {
   GPTConfig bad = tiny();
   bad.n_head = 3;
   REQUIRE_THROWS_AS(GPT(bad), saccade::Error);
+  // issue 49 item 21: a Hugging Face weights file (metadata {"format": "pt"} only) is named as one
+  REQUIRE_THROWS_WITH(GPTConfig::from_metadata({{"format", "pt"}}),
+                      Catch::Contains("a weights file as transformers saves it") &&
+                          Catch::Contains("give its folder with --hf"));
+  REQUIRE_THROWS_WITH(GPTConfig::from_metadata({{"model", "g2p"}}), Catch::Contains("not a gpt checkpoint"));
 }
 
 TEST_CASE("scheduled_lr: warmup then cosine over the steps, or over the time limit", "[examples][gpt]") {

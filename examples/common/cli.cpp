@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -27,12 +28,27 @@ namespace {
 // "%g" of a bound, without "1e+06" noise for the usual values.
 std::string show(double v) { return fmt::format("{}", v); }
 
-// Parses the whole of `text` as a finite double; false when it is not one.
-bool parse_real(const std::string& text, double& value) {
-  if (text.empty()) return false;
+// Parses the whole of `text` as a double: kNumber for a finite one, kInfinite for "inf", "nan" or a value
+// past double's range ("1e400"), kNotNumber otherwise.
+enum class Real { kNumber, kInfinite, kNotNumber };
+Real parse_real(const std::string& text, double& value) {
+  if (text.empty()) return Real::kNotNumber;
   char* end = nullptr;
   value = std::strtod(text.c_str(), &end);
-  return end == text.c_str() + text.size() && std::isfinite(value);
+  if (end != text.c_str() + text.size()) return Real::kNotNumber;
+  return std::isfinite(value) ? Real::kNumber : Real::kInfinite;
+}
+
+// The refusal of a text that is not a finite number, or "" when it is one.
+std::string not_finite(const std::string& text, double& value) {
+  switch (parse_real(text, value)) {
+    case Real::kNumber:
+      return "";
+    case Real::kInfinite:
+      return fmt::format("{} is not allowed (must be finite)", text);
+    default:
+      return fmt::format("'{}' is not a number", text);
+  }
 }
 
 // The help's type column: CLI11's type name ("INT", "FLOAT", "TEXT") and the validator's description after
@@ -41,7 +57,9 @@ std::string type_text(const CLI::Option* opt) {
   std::string name = opt->get_type_name();
   const size_t colon = name.find(':');
   if (colon == std::string::npos) return name;
-  const std::string base = name.substr(0, colon), rule = name.substr(colon + 1);
+  std::string base = name.substr(0, colon);
+  const std::string rule = name.substr(colon + 1);
+  if (base == "UINT") base = "INT";  // the rule after it gives the range: an unsigned flag's is narrower
   return rule.rfind('{', 0) == 0 ? rule : base + " " + rule;
 }
 
@@ -60,6 +78,14 @@ class Formatter : public CLI::Formatter {
   }
   std::string make_option_desc(const CLI::Option* opt) const override {
     std::string desc = opt->get_description();
+    // the flags this one cannot go with, or needs, unless its text names them already
+    std::vector<std::string> excluded, needed;
+    for (const CLI::Option* other : opt->get_excludes()) excluded.push_back(other->get_name());
+    for (const CLI::Option* other : opt->get_needs())
+      if (desc.find(other->get_name()) == std::string::npos) needed.push_back(other->get_name());
+    std::sort(excluded.begin(), excluded.end());
+    if (!excluded.empty()) desc += fmt::format(" (not with {})", fmt::join(excluded, ", "));
+    if (!needed.empty()) desc += fmt::format(" (needs {})", fmt::join(needed, ", "));
     if (opt->get_type_size() != 0 && !opt->get_default_str().empty() && opt->get_default_str() != "[]")
       desc += " (default: " + opt->get_default_str() + ")";
     return desc;
@@ -89,9 +115,9 @@ CLI::Validator integer_rule(int64_t lo, int64_t hi, std::optional<int64_t> speci
           return (v >= lo && v <= hi) || (special && v == *special)
                      ? std::string()
                      : fmt::format("{} is not allowed (need {})", text, need);
-        if (!parse_real(text, real)) return fmt::format("'{}' is not a number", text);
-        if (ec == std::errc::result_out_of_range)
-          return fmt::format("{} is out of range (need {})", text, need);
+        if (std::string refusal = not_finite(text, real); !refusal.empty()) return refusal;
+        if (ec == std::errc::result_out_of_range)  // past int64: say the real limit, not only the rule
+          return fmt::format("{} is out of range (need {}; the largest allowed is {})", text, need, hi);
         return fmt::format("{} is not an integer (need {})", text, need);
       },
       rule, "integer range");
@@ -103,6 +129,12 @@ CLI::Validator integer(int64_t lo, int64_t hi) { return integer_rule(lo, hi, std
 
 CLI::Validator integer_or(int64_t special, int64_t lo, int64_t hi) { return integer_rule(lo, hi, special); }
 
+CLI::Validator seed() {
+  CLI::Validator v = integer_rule(0, std::numeric_limits<int64_t>::max(), std::nullopt);
+  v.description("0..2^63-1");
+  return v;
+}
+
 CLI::Validator real(double lo, bool lo_closed, double hi, bool hi_closed) {
   std::string need = "a number";
   std::string rule;
@@ -113,7 +145,7 @@ CLI::Validator real(double lo, bool lo_closed, double hi, bool hi_closed) {
   return CLI::Validator(
       [=](std::string& text) -> std::string {
         double v = 0;
-        if (!parse_real(text, v)) return fmt::format("'{}' is not a number", text);
+        if (std::string refusal = not_finite(text, v); !refusal.empty()) return refusal;
         const bool above = !std::isfinite(lo) || (lo_closed ? v >= lo : v > lo);
         const bool below = !std::isfinite(hi) || (hi_closed ? v <= hi : v < hi);
         return above && below ? std::string() : fmt::format("{} is not allowed (need {})", text, need);
@@ -137,6 +169,71 @@ void setup(CLI::App& app) {
   app.formatter(std::make_shared<Formatter>());
 }
 
+namespace {
+
+// Levenshtein distance between two short words (option and command names).
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// " (did you mean X?)" for the name in `names` nearest to `word` (at most 2 edits, or one name that starts
+// with it), or "" when none is near.
+std::string suggestion(const std::string& word, const std::vector<std::string>& names) {
+  std::string best;
+  size_t best_distance = 3;
+  for (const std::string& name : names) {
+    const size_t d = name.rfind(word, 0) == 0 ? 1 : edit_distance(word, name);
+    if (d < best_distance) best = name, best_distance = d;
+  }
+  return best.empty() ? "" : fmt::format(" (did you mean {}?)", best);
+}
+
+// The first word of a refused command line that is not a command or not an option, worded the way the rest
+// of the refusals are ("trian: not a command ..."), or "" when every word is known. CLI11 words these as "A
+// subcommand is required" and "The following arguments were not expected: 5 --step" (the option last).
+std::string unknown_word(CLI::App& app, int argc, char** argv) {
+  CLI::App* command = &app;
+  int i = 1;
+  const std::vector<CLI::App*> commands = app.get_subcommands([](CLI::App*) { return true; });
+  if (!commands.empty() && i < argc && argv[i][0] != '-') {
+    const std::string word = argv[i];
+    std::vector<std::string> names;
+    for (CLI::App* c : commands) {
+      names.push_back(c->get_name());
+      if (c->get_name() == word) command = c;
+    }
+    if (command == &app)
+      return fmt::format("{}: not a command{} (the commands: {})", word, suggestion(word, names),
+                         fmt::join(names, ", "));
+    ++i;
+  }
+  for (; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word == "--") break;
+    if (word.rfind("--", 0) != 0) continue;
+    const std::string name = word.substr(0, word.find('='));
+    if (command->get_option_no_throw(name) != nullptr || app.get_option_no_throw(name) != nullptr) continue;
+    std::vector<std::string> names;
+    for (const CLI::Option* opt : command->get_options())
+      for (const std::string& long_name : opt->get_lnames()) names.push_back("--" + long_name);
+    return fmt::format("{}: not an option{}", name, suggestion(name, names));
+  }
+  return "";
+}
+
+}  // namespace
+
 int parse(CLI::App& app, int argc, char** argv, const std::string& program) {
   std::setvbuf(stdout, nullptr, _IOLBF, BUFSIZ);  // before any output: keeps `> log 2>&1` in order
   try {
@@ -149,7 +246,8 @@ int parse(CLI::App& app, int argc, char** argv, const std::string& program) {
     return -1;
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help
-    std::string msg = e.what();
+    std::string msg = unknown_word(app, argc, argv);
+    if (msg.empty()) msg = e.what();
     for (char& c : msg)
       if (c == '\n') c = ' ';
     std::fprintf(stderr, "%s: %s\n", program.c_str(), msg.c_str());
@@ -189,6 +287,11 @@ void require_same_model(const CLI::App& app, const std::vector<ModelFlag>& flags
   if (!differs.empty())
     throw UsageError(flag,
                      fmt::format("'{}' holds another model ({}) than {} ask for", file, saved, differs));
+}
+
+void refuse_flags(const CLI::App& app, const std::vector<std::string>& flags, const std::string& mode) {
+  for (const std::string& flag : flags)
+    if (app.count(flag) > 0) throw UsageError(flag, "does not apply " + mode);
 }
 
 void require_trace_path(const std::string& flag, const std::string& path) {
@@ -251,8 +354,8 @@ void require_writable_directory(const std::string& flag, const std::string& path
   // filling the same folders, are never disturbed.
   std::string probe = (parent / ".saccade-probe-XXXXXX").string();
   if (::mkdtemp(probe.data()) == nullptr)
-    throw UsageError(flag, fmt::format("cannot make the folder '{}' (cannot write in '{}')", path,
-                                       parent.string()));
+    throw UsageError(
+        flag, fmt::format("cannot make the folder '{}' (cannot write in '{}')", path, parent.string()));
   std::error_code ec;
   fs::remove(probe, ec);
 }

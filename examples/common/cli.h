@@ -41,9 +41,15 @@ CLI::Validator integer(int64_t lo, int64_t hi = std::numeric_limits<int64_t>::ma
 /// "-1 or >= 1" and its refusal "0 is not allowed (need -1 or an integer >= 1)".
 CLI::Validator integer_or(int64_t special, int64_t lo, int64_t hi = std::numeric_limits<int64_t>::max());
 
+/// The check of a --seed flag: integer(0) on a uint64_t, whose help reads "INT 0..2^63-1", the real limit
+/// (a seed is read as int64 and kept so in checkpoints' metadata); 2^63 is refused as "out of range (need an
+/// integer >= 0; the largest allowed is 9223372036854775807)".
+CLI::Validator seed();
+
 /// The real range check of a flag: a finite number above lo (at or above it when lo_closed) and below hi (at
-/// or below it when hi_closed); an infinite bound is no bound. The refusals: "'abc' is not a number", "0 is
-/// not allowed (need a number > 0)", "1 is not allowed (need a number >= 0 and < 1)".
+/// or below it when hi_closed); an infinite bound is no bound. The refusals: "'abc' is not a number", "inf is
+/// not allowed (must be finite)" (also "nan" and "1e400", past double's range), "0 is not allowed (need a
+/// number > 0)", "1 is not allowed (need a number >= 0 and < 1)".
 CLI::Validator real(double lo, bool lo_closed, double hi = std::numeric_limits<double>::infinity(),
                     bool hi_closed = false);
 
@@ -70,7 +76,9 @@ void setup(CLI::App& app);
 /// Makes stdout line-buffered first, so that a log of `> log 2>&1` keeps the order of stdout's and stderr's
 /// lines. With SACCADE_EXAMPLES_PARSE_ONLY=1 in the environment, a command line that parses prints
 /// "<program>: the command line parses" and returns 0 without running (tests/examples_cli checks every
-/// command the READMEs show this way).
+/// command the READMEs show this way). A word that is not a command or not an option is named first, with the
+/// nearest name: "gpt: trian: not a command (did you mean train?) (the commands: train, ...)", "gpt: --step:
+/// not an option (did you mean --steps?)".
 int parse(CLI::App& app, int argc, char** argv, const std::string& program);
 
 /// Prints `e` as one line on stderr, "<program>: <message>" (a message that already begins with
@@ -95,6 +103,11 @@ using ModelFlag = std::pair<std::string, bool>;
 /// command line (app.count) must agree. Flags left out take the checkpoint's settings, as a resume should.
 void require_same_model(const CLI::App& app, const std::vector<ModelFlag>& flags, const std::string& flag,
                         const std::string& file, const std::string& saved);
+
+/// Refuses the flags that cannot apply in a mode of the program: the first of `flags` given on the command
+/// line (app.count) throws UsageError("<that flag>: does not apply <mode>"), for example "--steps: does not
+/// apply with --checkpoint (pronouncing with a trained model)". A flag silently ignored is a wrong run.
+void refuse_flags(const CLI::App& app, const std::vector<std::string>& flags, const std::string& mode);
 
 /// Throws UsageError("<flag>: '<path>' does not exist (<hint>)") unless `path` is an existing directory;
 /// `hint` (where the data comes from, say) is left out when empty.

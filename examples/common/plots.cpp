@@ -38,6 +38,28 @@ std::vector<double> upsample_bilinear(const std::vector<double>& grid, int64_t g
   return out;
 }
 
+std::string token_label(const std::string& text) {
+  std::string label;
+  for (size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    // a whole UTF-8 character (2 to 4 bytes) stays as it is; a lone or cut one is a '?'
+    const size_t n = c >= 0xF5 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 1;
+    bool whole = n > 1 && i + n <= text.size();
+    for (size_t k = 1; whole && k < n; ++k) whole = (static_cast<unsigned char>(text[i + k]) & 0xC0) == 0x80;
+    if (whole) {
+      label += text.substr(i, n), i += n;
+      continue;
+    }
+    label += c == ' '            ? "\u2423"
+             : c == '\n'         ? "\u21b5"
+             : c == '\t'         ? "\u2192"
+             : c < 32 || c > 126 ? "?"
+                                 : std::string(1, static_cast<char>(c));
+    ++i;
+  }
+  return label;
+}
+
 int64_t label_step(double cell_mm, double label_mm) {
   SACCADE_CHECK(cell_mm > 0 && label_mm >= 0 && std::isfinite(cell_mm) && std::isfinite(label_mm),
                 "label_step: cells of {} mm and labels of {} mm (need cells > 0 and labels >= 0, finite)",
@@ -194,6 +216,75 @@ class CellImage {
   std::vector<PLFLT*> rows_;
 };
 
+// The width of `text` at `scale` times the character height, in normalised viewport units: measured as a
+// one-entry legend drawn in the background colour (Debian's PLplot 5.15 has no string-length call), so call
+// it before anything is drawn where the legend's corner sits.
+double text_width(const std::string& text, double scale) {
+  PLFLT w = 0, h = 0;
+  const PLINT none = PL_LEGEND_NONE, background = 0;
+  const char* t = text.c_str();
+  pllegend(&w, &h, PL_LEGEND_NONE, PL_POSITION_TOP | PL_POSITION_LEFT | PL_POSITION_INSIDE, 0, 0, 0, 0, 0, 0,
+           0, 0, 1, &none, 0.0, scale, 1.0, 0.0, &background, &t, nullptr, nullptr, nullptr, nullptr, nullptr,
+           nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);
+  return w;
+}
+
+// `text` cut at a UTF-8 character boundary to at most `bytes` bytes, with "..." after it.
+std::string cut_text(const std::string& text, size_t bytes) {
+  while (bytes > 0 && (static_cast<unsigned char>(text[bytes]) & 0xC0) == 0x80) --bytes;
+  return text.substr(0, bytes) + "...";
+}
+
+// The character scale at which every one of `texts` (at `scale` now) is at most `room` wide, but not below
+// `min_scale`; the texts still wider at that scale are cut ("...") until they fit. A label of any length
+// stays inside the picture.
+double fit_texts(std::vector<std::string>& texts, double scale, double min_scale, double room) {
+  double widest = 0;
+  for (const std::string& t : texts) widest = std::max(widest, text_width(t, scale));
+  if (widest > room) scale = std::max(min_scale, scale * room / widest);
+  for (std::string& t : texts) {
+    const std::string whole = t;
+    for (size_t keep = whole.size(); keep > 1 && text_width(t, scale) > room;)
+      t = cut_text(whole, keep = keep * 9 / 10);
+  }
+  return scale;
+}
+
+// A title laid out above the viewport: one line at the normal size when it fits, else smaller, else two lines
+// split at the space nearest its middle (each cut with "..." if it still does not fit).
+struct TitleLines {
+  std::vector<std::string> lines;
+  double scale = 1.0;
+};
+
+// Measures (so call it before drawing: see text_width) and lays out `title`.
+TitleLines fit_title(const std::string& title) {
+  const double room = 1.1;  // the viewport's width and a little of the margins (the title is centred)
+  TitleLines t;
+  if (title.empty()) return t;
+  t.lines = {title};
+  if (text_width(title, 0.8) <= room) {
+    t.scale = fit_texts(t.lines, 1.0, 0.8, room);
+    return t;
+  }
+  const size_t middle = title.size() / 2;
+  size_t best = std::string::npos;
+  auto distance = [&](size_t i) { return i > middle ? i - middle : middle - i; };
+  for (size_t i = 0; i < title.size(); ++i)
+    if (title[i] == ' ' && (best == std::string::npos || distance(i) < distance(best))) best = i;
+  if (best != std::string::npos) t.lines = {title.substr(0, best), title.substr(best + 1)};
+  t.scale = fit_texts(t.lines, 0.8, 0.8, room);
+  return t;
+}
+
+// Draws the lines of fit_title above the viewport (the first line higher when there are two).
+void draw_title(const TitleLines& t) {
+  plschr(0, t.scale);
+  for (size_t i = 0; i < t.lines.size(); ++i)
+    plmtex("t", (t.lines.size() == 1 ? 2.0 : i == 0 ? 2.9 : 1.6) / t.scale, 0.5, 0.5, t.lines[i].c_str());
+  plschr(0, 1.0);
+}
+
 // Integer tick spacing giving at most about 8 labels over n cells.
 double tick_step(int64_t n) { return static_cast<double>(std::max<int64_t>(1, (n + 7) / 8)); }
 
@@ -227,7 +318,7 @@ void write_line_plot(const std::string& path, const LinePlot& plot) {
   const double ylo = y0 - pad;
   double yhi = y1 + pad;
   PngStream stream("write_line_plot", path, plot.width, plot.height);
-  plvpor(0.1, 0.95, 0.1, 0.92);
+  plvpor(0.1, 0.95, 0.12, 0.92);  // the x axis title's parentheses need the bottom 12 %
   const auto n = static_cast<PLINT>(plot.series.size());
   std::vector<PLINT> opts(n), colours(n), styles(n), symbol_numbers(n, 1);
   std::vector<PLFLT> widths(n, 1.5), symbol_scales(n, 1.0);
@@ -237,13 +328,21 @@ void write_line_plot(const std::string& path, const LinePlot& plot) {
     colours[i] = 2 + i % kSeriesColours;
     styles[i] = s.style == Series::Style::Dashed ? 2 : 1;
     opts[i] = dotted(s) ? PL_LEGEND_SYMBOL : PL_LEGEND_LINE;
-    text[i] = s.label.c_str();
   }
+  // Labels of any length stay inside the box: smaller text first, then cut ("...").
+  std::vector<std::string> labels;
+  for (const Series& s : plot.series) labels.push_back(s.label);
+  plwind(x0, x1, ylo, yhi);
+  const double label_room = 1 - 2 * kLegendOffset - 0.08 - 0.06;  // the line sample and the gaps beside it
+  const double text_scale = fit_texts(labels, 0.8, 0.55, label_room);
+  const TitleLines title = fit_title(plot.title);
+  if (title.lines.size() == 2) plvpor(0.1, 0.95, 0.12, 0.88);  // room above the frame for the second line
+  for (PLINT i = 0; i < n; ++i) text[i] = labels[i].c_str();
   auto legend = [&](PLINT position, PLINT opt, const PLINT* opt_array, const PLINT* text_colours) {
     PLFLT w = 0, h = 0;
     pllegend(&w, &h, opt, position | PL_POSITION_INSIDE, kLegendOffset, kLegendOffset, 0.08, 0, 1, 1, 0, 0, n,
-             opt_array, 1.0, 0.8, 2.0, 0.0, text_colours, text.data(), nullptr, nullptr, nullptr, nullptr,
-             colours.data(), styles.data(), widths.data(), colours.data(), symbol_scales.data(),
+             opt_array, 1.0, text_scale, 2.0, 0.0, text_colours, text.data(), nullptr, nullptr, nullptr,
+             nullptr, colours.data(), styles.data(), widths.data(), colours.data(), symbol_scales.data(),
              symbol_numbers.data(), symbols.data());
     return std::pair<double, double>(w, h);
   };
@@ -256,7 +355,8 @@ void write_line_plot(const std::string& path, const LinePlot& plot) {
   plwind(x0, x1, ylo, yhi);
   plcol0(1);
   plbox("bcnst", 0, 0, "bcnstv", 0, 0);
-  pllab(plot.x_label.c_str(), plot.y_label.c_str(), plot.title.c_str());
+  pllab(plot.x_label.c_str(), plot.y_label.c_str(), "");
+  draw_title(title);
   for (PLINT i = 0; i < n; ++i) {
     const Series& s = plot.series[i];
     plcol0(colours[i]);
@@ -347,7 +447,8 @@ void write_heatmap(const std::string& path, const Heatmap& h) {
   const double page_w = page_x1 - page_x0, page_h = page_y1 - page_y0;
   auto longest = [](const std::vector<std::string>& labels) {
     size_t n = 0;
-    for (const std::string& l : labels) n = std::max(n, l.size());
+    for (const std::string& l : labels)  // characters, not bytes: a UTF-8 label ("\u2423") is one wide
+      n = std::max<size_t>(n, std::count_if(l.begin(), l.end(), [](char c) { return (c & 0xC0) != 0x80; }));
     return static_cast<double>(n);
   };
   const double y_label_at = h.row_labels.empty() ? 3.5 : 2.0 + 0.8 * 0.9 * longest(h.row_labels);

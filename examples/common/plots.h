@@ -52,6 +52,11 @@ struct StackedBars {
 /// parts.size(), a value is negative or not finite, or the file can't be written.
 void write_stacked_bars(const std::string& path, const StackedBars& bars);
 
+/// A token's text as a heatmap label: a space as U+2423 (an "_" sat on the next label's top and read as a
+/// tick mark), a newline as U+21B5, a tab as U+2192; whole UTF-8 characters as they are, and any other byte
+/// outside printable ASCII (a control byte, a piece of a character) as '?'.
+std::string token_label(const std::string& text);
+
 /// The step k that labels every k-th cell of an axis so that no two labels overlap: the smallest k >= 1 with
 /// k * cell_mm >= label_mm, for cells `cell_mm` long and labels `label_mm` across the axis (both in mm; a
 /// label's extent along the axis, e.g. its text height). write_heatmap uses it for its token labels. Throws

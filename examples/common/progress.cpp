@@ -11,11 +11,19 @@
 
 namespace saccade::examples {
 
-ProgressBar::ProgressBar(int64_t total_steps, int64_t print_every, std::FILE* out, int tty)
-    : total_(total_steps), every_(print_every), out_(out), start_(Clock::now()), last_draw_(start_) {
+ProgressBar::ProgressBar(int64_t total_steps, int64_t print_every, std::FILE* out, int tty,
+                         int64_t first_step)
+    : total_(total_steps),
+      every_(print_every),
+      first_(first_step),
+      out_(out),
+      start_(Clock::now()),
+      last_draw_(start_) {
   SACCADE_CHECK(total_steps >= 1 && print_every >= 1,
                 "ProgressBar: total_steps and print_every must be positive, got {} and {}", total_steps,
                 print_every);
+  SACCADE_CHECK(first_step >= 0 && first_step < total_steps,
+                "ProgressBar: first_step must be in [0, total_steps = {}), got {}", total_steps, first_step);
   SACCADE_CHECK(out != nullptr, "ProgressBar: no output stream");
   tty_ = tty < 0 ? isatty(fileno(out)) != 0 : tty != 0;
 }
@@ -55,8 +63,8 @@ std::string ProgressBar::format_line(int64_t step, int64_t total, double loss, d
 
 void ProgressBar::update(int64_t step, double loss, const std::string& extra, double seconds_left) {
   auto now = Clock::now();
-  double elapsed = std::chrono::duration<double>(now - start_).count();
-  double rate = elapsed > 0 ? static_cast<double>(step) / elapsed : 0.0;
+  double elapsed = train_seconds_ >= 0 ? train_seconds_ : std::chrono::duration<double>(now - start_).count();
+  double rate = elapsed > 0 ? static_cast<double>(step - first_) / elapsed : 0.0;
   bool last = step >= total_ || (time_limit_ > 0 && seconds_left == 0);
   auto line = [&] {
     return format_line(step, total_, loss, rate, 20, seconds_left, loss_label_, time_limit_) +

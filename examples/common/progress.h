@@ -13,10 +13,14 @@ namespace saccade::examples {
 /// `print_every` steps and at the last step. finish() ends the line.
 class ProgressBar {
  public:
-  /// `total_steps` > 0; `tty`: -1 asks isatty(out), 0 / 1 force the mode. Throws saccade::Error for
-  /// total_steps or print_every < 1.
-  explicit ProgressBar(int64_t total_steps, int64_t print_every = 100, std::FILE* out = stdout, int tty = -1);
-  /// Reports that `step` steps (1-based, <= total_steps) are done and the current loss; `extra` (e.g.
+  /// `total_steps` > 0: the run's last step; `tty`: -1 asks isatty(out), 0 / 1 force the mode;
+  /// `first_step`: the steps done before this process (a resumed run: 20 when it goes on from step 20 to
+  /// total_steps 30), so that the line reads "step 21/30" and the rate counts only the steps timed here.
+  /// Throws saccade::Error for total_steps or print_every < 1, or first_step outside [0, total_steps).
+  explicit ProgressBar(int64_t total_steps, int64_t print_every = 100, std::FILE* out = stdout, int tty = -1,
+                       int64_t first_step = 0);
+  /// Reports that steps up to `step` (1-based, first_step < step <= total_steps) are done and the current
+  /// loss; `extra` (e.g.
   /// "1234 tokens/s") is appended to the line. `seconds_left` >= 0: the run also stops when that much more
   /// time has passed (a time limit), and the ETA is whichever limit comes first; with set_time_limit, the bar
   /// and the percentage too, and `seconds_left` == 0 is the last step (its line is always printed).
@@ -24,6 +28,10 @@ class ProgressBar {
   /// The run's time limit in seconds (> 0), of which update's `seconds_left` is what remains: the line then
   /// shows progress against whichever of the steps and the time will end the run first.
   void set_time_limit(double seconds) { time_limit_ = seconds; }
+  /// The seconds this process has spent on training steps so far, when the caller times them itself
+  /// (validation and checkpoints left out): the rate and the ETA are then (step - first_step) / seconds, the
+  /// figure the run's summary gives. Without it they use the wall-clock time since construction.
+  void set_train_seconds(double seconds) { train_seconds_ = seconds; }
   /// Ends the in-place line (on a terminal) with a newline; safe to call more than once.
   void finish();
   /// The name printed before the loss ("loss" by default): the trainers pass a running average and say so
@@ -43,7 +51,8 @@ class ProgressBar {
 
  private:
   using Clock = std::chrono::steady_clock;
-  int64_t total_, every_;
+  int64_t total_, every_, first_;
+  double train_seconds_ = -1;
   std::FILE* out_;
   bool tty_, open_line_ = false;
   std::string loss_label_ = "loss";

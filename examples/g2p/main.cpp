@@ -91,6 +91,9 @@ void write_pictures(ex::G2PModel& model, const ex::G2PVocab& vocab, const std::v
   }
 }
 
+// "1 step", "20 steps"
+std::string steps_text(int64_t n) { return fmt::format("{} step{}", n, n == 1 ? "" : "s"); }
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -114,7 +117,7 @@ int main(int argc, char** argv) {
       ->check(cli::positive_real())
       ->default_str("");
   app.add_option("--seed", seed, "seed of the initial weights, dropout and the batch order")
-      ->check(cli::integer(0));
+      ->check(cli::seed());
   app.add_option("--threads", threads, "CPU threads (0: OMP_NUM_THREADS, else all cores)")
       ->check(cli::integer(0, 4096));
   app.add_option("--device", device_name, "cpu, or cuda / cuda:N when built with CUDA");
@@ -154,6 +157,21 @@ int main(int argc, char** argv) {
     if (!profile_trace.empty()) cli::require_trace_path("--profile", profile_trace);
     const saccade::Device device = cli::device("--device", device_name);
     if (eval_only && checkpoint.empty()) throw cli::UsageError("--eval-only", "needs --checkpoint FILE");
+    if (checkpoint.empty() && app.count("--words") > 0)
+      throw cli::UsageError("--words", "needs --checkpoint FILE (the trained model that pronounces them)");
+    // A trained model keeps its own settings, and only training reads the training flags.
+    const std::vector<std::string> training_flags = {"--steps",     "--batch-size",  "--lr",
+                                                     "--seed",      "--resume",      "--val-every",
+                                                     "--val-words", "--train-words", "--profile"};
+    const std::vector<std::string> model_flags = {"--model",  "--d-model", "--hidden",
+                                                  "--layers", "--dropout", "--stress"};
+    if (!checkpoint.empty() && !eval_only) {
+      const std::string mode = "with --checkpoint (pronouncing with a trained model)";
+      cli::refuse_flags(app, training_flags, mode);
+      cli::refuse_flags(app, model_flags, mode + ": the checkpoint holds its model's settings");
+      cli::refuse_flags(app, {"--out", "--test-words", "--dict"}, mode);
+    }
+    if (eval_only) cli::refuse_flags(app, training_flags, "with --eval-only (evaluating a trained model)");
     if (!checkpoint.empty()) cli::require_file("--checkpoint", checkpoint);
     if (threads > 0) saccade::set_num_threads(static_cast<int>(threads));
 
@@ -190,7 +208,8 @@ int main(int argc, char** argv) {
                                {"--d-model", saved->d_model == shape.d_model},
                                {"--hidden", saved->hidden == shape.hidden},
                                {"--layers", saved->layers == shape.layers},
-                               {"--dropout", saved->dropout == shape.dropout}},
+                               {"--dropout", saved->dropout == shape.dropout},
+                               {"--stress", saved->stress == stress}},
                               eval_only ? "--eval-only" : "--resume", source, saved->describe());
       stress = saved->stress;
     }
@@ -249,12 +268,10 @@ int main(int argc, char** argv) {
       ex::G2PTrainResult tr = ex::train_g2p(*model, vocab, train, val, opts);
       if (tr.steps_done > 0)
         std::printf(
-            "trained %lld steps in %.1f s (%.2f steps/s); training loss %.4f (the mean of the first %lld "
-            "steps) "
-            "-> %.4f (of the last %lld; the progress line's avg loss is a running average)\n",
+            "trained %lld steps in %.1f s (%.2f steps/s); training loss %.4f (the mean of the first %s) "
+            "-> %.4f (of the last %s; the progress line's avg loss is a running average)\n",
             static_cast<long long>(tr.steps_done), tr.seconds, tr.steps_done / tr.seconds, tr.first_loss,
-            static_cast<long long>(std::min<int64_t>(tr.steps_done, 20)), tr.final_loss,
-            static_cast<long long>(std::min<int64_t>(tr.steps_done, 100)));
+            steps_text(tr.first_steps).c_str(), tr.final_loss, steps_text(tr.final_steps).c_str());
       else
         std::printf("%s is at step %lld or later: nothing to train (--steps %lld)\n", last.c_str(),
                     static_cast<long long>(steps), static_cast<long long>(steps));

@@ -86,7 +86,8 @@ G2PTrainResult train_g2p(G2PModel& model, const G2PVocab& vocab, const std::vect
   const int64_t todo = opts.steps - result.start_step;
   if (todo <= 0) return result;
   model.train();
-  ProgressBar bar(todo, opts.print_every, opts.log ? opts.log : stdout, opts.log ? -1 : 0);
+  ProgressBar bar(opts.steps, opts.print_every, opts.log ? opts.log : stdout, opts.log ? -1 : 0,
+                  result.start_step);
   bar.set_loss_label("avg loss");  // a running average (0.95 per step) of the steps' losses
   StepProfiler profile(opts.profile_trace, 1, 3, opts.log);
   std::vector<double> losses;
@@ -110,7 +111,7 @@ G2PTrainResult train_g2p(G2PModel& model, const G2PVocab& vocab, const std::vect
     ema = step == result.start_step + 1 ? loss_value : 0.95 * ema + 0.05 * loss_value;
     if (opts.log) {
       double s = std::chrono::duration<double>(Clock::now() - start).count();
-      bar.update(step - result.start_step, ema, fmt::format("{:.0f} tokens/s", s > 0 ? tokens / s : 0.0));
+      bar.update(step, ema, fmt::format("{:.0f} tokens/s", s > 0 ? tokens / s : 0.0));
     }
     const bool last = step == opts.steps;
     profile.end_step(last || (opts.val_every > 0 && step % opts.val_every == 0));  // never the validation
@@ -126,7 +127,10 @@ G2PTrainResult train_g2p(G2PModel& model, const G2PVocab& vocab, const std::vect
   profile.finish();
   result.steps_done = todo;
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  size_t n = std::min<size_t>(losses.size(), 100), f = std::min<size_t>(losses.size(), 20);
+  // the first and the last steps' means, over steps that do not overlap (a 30-step run: 15 and 15)
+  const size_t f = std::min<size_t>(20, std::max<size_t>(1, losses.size() / 2));
+  const size_t n = std::min<size_t>(100, std::max<size_t>(1, losses.size() - f));
+  result.first_steps = static_cast<int64_t>(f), result.final_steps = static_cast<int64_t>(n);
   for (size_t i = losses.size() - n; i < losses.size(); ++i)
     result.final_loss += losses[i] / static_cast<double>(n);
   for (size_t i = 0; i < f; ++i) result.first_loss += losses[i] / static_cast<double>(f);

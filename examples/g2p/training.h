@@ -39,8 +39,10 @@ struct G2PTrainOptions {
 struct G2PTrainResult {
   int64_t start_step = 0, steps_done = 0;
   double seconds = 0;
-  double first_loss = 0;              ///< mean loss of the first min(20, steps_done) steps of this call
-  double final_loss = 0;              ///< mean loss of the last min(100, steps_done) steps
+  double first_loss = 0;              ///< mean loss of the first first_steps steps of this call
+  double final_loss = 0;              ///< mean loss of the last final_steps steps
+  int64_t first_steps = 0;            ///< min(20, steps_done / 2), at least 1: apart from the last ones
+  int64_t final_steps = 0;            ///< min(100, steps_done - first_steps), at least 1
   double best_wer = 1, best_per = 1;  ///< best validation figures (greedy), when validated
   int64_t best_step = 0;              ///< the step of best_wer (0: no validation yet)
 };

@@ -1,7 +1,7 @@
-// gpt: a decoder-only Transformer (GPT-2's architecture) trained on Debian's fortunes (DATA.md) and sampled
-// with a KV cache. `gpt train` trains and scores (validation bits per byte); `gpt sample` generates from a
-// checkpoint; `gpt sample --hf DIR` and `gpt eval --hf DIR` run a GPT-2 or Llama model folder in the Hugging
-// Face layout. examples/gpt/README.md gives the commands and the measured results.
+// gpt: a decoder-only Transformer (GPT-2's architecture) trained on Debian's fortunes (docs/data.md) and
+// sampled with a KV cache. `gpt train` trains and scores (validation bits per byte); `gpt sample` generates
+// from a checkpoint; `gpt sample --hf DIR` and `gpt eval --hf DIR` run a GPT-2 or Llama model folder in the
+// Hugging Face layout. examples/gpt/README.md gives the commands and the measured results.
 #include <malloc.h>
 #include <unistd.h>
 
@@ -124,13 +124,7 @@ void write_attention_picture(const std::string& path, ex::GPT& model, const ex::
   ex::Heatmap map;
   map.weights = H % 2 == 0 && H > 2 ? w.reshape({2, H / 2, T, T}) : w;
   map.title = fmt::format("block {}: attention of each of the {} heads", layer, H);
-  for (int64_t id : tail) {
-    std::string s = tok.decode({id});
-    for (char& c : s)
-      if (static_cast<unsigned char>(c) < 32 || static_cast<unsigned char>(c) > 126)
-        c = c == '\n' ? '/' : '?';
-    map.row_labels.push_back(s == " " ? "_" : s);
-  }
+  for (int64_t id : tail) map.row_labels.push_back(ex::token_label(tok.decode({id})));
   map.col_labels = map.row_labels;
   map.width = 1400, map.height = 1400;
   ex::write_heatmap(path, map);
@@ -479,7 +473,7 @@ int main(int argc, char** argv) {
   train->add_option("--dropout", config.dropout, "dropout probability (GPT-2's is 0.1)")
       ->check(cli::probability_below_one());
   train->add_option("--seed", model_seed, "seed of the init, the dropout and the training windows")
-      ->check(cli::integer(0));
+      ->check(cli::seed());
   train->add_flag(
       "--resume", topts.resume,
       "continue from OUT/last.safetensors (without one: says so and starts fresh); another model shape is "
@@ -529,7 +523,7 @@ int main(int argc, char** argv) {
   sample->add_option("--prompt", prompts, "prompt text (repeat for several prompts)")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   sample->add_option("--max-new-tokens", sopts.max_new_tokens, "tokens to generate")->check(cli::integer(0));
-  sample->add_option("--seed", sopts.seed, "seed of the sampling")->check(cli::integer(0));
+  sample->add_option("--seed", sopts.seed, "seed of the sampling")->check(cli::seed());
   sample->add_option("--attention-png", attention_png,
                      "write the attention of each head over the sample here");
   sample
@@ -793,7 +787,8 @@ int main(int argc, char** argv) {
                                         tok->vocab_size(), config.vocab_size));
     config.tokenizer = tok->name();
     std::vector<int64_t> train_ids = tok->encode(corpus.train), valid_ids = tok->encode(corpus.valid);
-    // DATA.md's bits per byte: a token stands for the stream's bytes over its tokens (exactly 1 for bytes)
+    // docs/data.md's bits per byte: a token stands for the stream's bytes over its tokens (exactly 1 for
+    // bytes)
     topts.bytes_per_token = static_cast<double>(corpus.valid.size()) / static_cast<double>(valid_ids.size());
     std::printf("tokens: %s, vocabulary %lld; train %zu tokens, validation %zu tokens (%.3f bytes/token)\n",
                 tok->name().c_str(), static_cast<long long>(tok->vocab_size()), train_ids.size(),

@@ -87,6 +87,13 @@ nn::Metadata GPTConfig::to_metadata() const {
 
 GPTConfig GPTConfig::from_metadata(const nn::Metadata& m) {
   auto it = m.find("model");
+  // a Hugging Face weights file (save_pretrained writes {"format": "pt"} and nothing of ours) is read
+  // through its folder
+  const auto format = m.find("format");
+  SACCADE_CHECK(it != m.end() || format == m.end(),
+                "GPTConfig::from_metadata: not a gpt checkpoint but a weights file as transformers saves it "
+                "(metadata {{\"format\": \"{}\"}}, no \"model\"): give its folder with --hf",
+                format == m.end() ? "" : format->second);
   SACCADE_CHECK(it != m.end() && it->second == "gpt",
                 "GPTConfig::from_metadata: not a gpt checkpoint (metadata \"model\" is '{}')",
                 it == m.end() ? "" : it->second);

@@ -73,8 +73,8 @@ LMScore evaluate_lm(GPT& model, const std::vector<int64_t>& tokens, double bytes
                 "evaluate_lm: need a stream of 2 tokens or more and batch >= 1, got {}, {}", N, batch);
   const int64_t limit = max_tokens < 0 ? N - 1 : std::min(max_tokens, N - 1);
   std::vector<int64_t> starts = eval_window_starts(limit + 1, T);
-  // At most kMaxLogits logits a batch: GPT-2 124M's (1024, 50257) logits of one window take 206 MB in float32,
-  // and 16 windows with the loss's intermediates held 9 GB. The score does not depend on the batch.
+  // At most kMaxLogits logits a batch: GPT-2 124M's (1024, 50257) logits of one window take 206 MB in
+  // float32, and 16 windows with the loss's intermediates held 9 GB. The score does not depend on the batch.
   constexpr int64_t kMaxLogits = int64_t{1} << 26;
   batch = std::clamp<int64_t>(kMaxLogits / std::max<int64_t>(T * model.config().vocab_size, 1), 1, batch);
   const Device device = model.wte->weight.device();
@@ -284,7 +284,7 @@ GPTTrainResult train_gpt(GPT& model, const std::vector<int64_t>& train, const st
   const int64_t last = o.stop_at > 0 ? std::min(o.stop_at, o.steps) : o.steps;
   if (last <= r.start_step || (o.time_limit > 0 && trained >= o.time_limit)) return r;
   model.train();
-  ProgressBar bar(last - r.start_step, o.print_every, o.log ? o.log : stdout, o.log ? -1 : 0);
+  ProgressBar bar(last, o.print_every, o.log ? o.log : stdout, o.log ? -1 : 0, r.start_step);
   bar.set_loss_label("avg loss");  // a running average (0.95 per step) of the steps' losses
   if (o.time_limit > 0) bar.set_time_limit(o.time_limit);
   StepProfiler profile(distributed::is_main_process() ? o.profile_trace : "", 1, 3, o.log);
@@ -343,8 +343,9 @@ GPTTrainResult train_gpt(GPT& model, const std::vector<int64_t>& train, const st
     r.log.push_back(TrainLogRow{step, trained, lr, loss_value, NAN});
     const double tps =
         static_cast<double>((step - r.start_step) * o.batch_size * T) / (trained - trained_before);
+    bar.set_train_seconds(trained - trained_before);  // the summary's clock: validation left out
     if (o.log && distributed::is_main_process())
-      bar.update(step - r.start_step, ema,
+      bar.update(step, ema,
                  o.time_limit > 0
                      ? fmt::format("{:.0f} tokens/s, {:.1f} of {:g} s", tps, trained, o.time_limit)
                      : fmt::format("{:.0f} tokens/s", tps),

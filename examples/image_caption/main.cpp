@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
       ->default_str("");
   app.add_option("--device", device_name, "cpu, or cuda / cuda:N when built with CUDA");
   app.add_option("--seed", seed, "seed of the initial weights and of the training scenes")
-      ->check(cli::integer(0));
+      ->check(cli::seed());
   app.add_option("--dtype", dtype_flag,
                  "precision of the forward: f32, bf16 (autocast) or f16 (autocast and loss scaling)")
       ->check(cli::dtype_choices());

@@ -125,7 +125,8 @@ TrainResult train_captioner(Captioner& model, const ImageSet& train_set, const T
   const int64_t todo = opts.steps - result.start_step;
   if (todo <= 0) return result;
   model.train();
-  ProgressBar bar(todo, opts.print_every, opts.log ? opts.log : stdout, opts.log ? -1 : 0);
+  ProgressBar bar(opts.steps, opts.print_every, opts.log ? opts.log : stdout, opts.log ? -1 : 0,
+                  result.start_step);
   bar.set_loss_label("avg loss");  // a running average (0.95 per step) of the steps' losses
   StepProfiler profile(distributed::is_main_process() ? opts.profile_trace : "", 1, 3, opts.log);
   PhaseTimes times;
@@ -184,7 +185,7 @@ TrainResult train_captioner(Captioner& model, const ImageSet& train_set, const T
     }
     ema = step == result.start_step + 1 ? loss_value : 0.95 * ema + 0.05 * loss_value;
     recent.push_back(loss_value);
-    if (opts.log) bar.update(step - result.start_step, ema);
+    if (opts.log) bar.update(step, ema);
     profile.end_step(step == opts.steps);
     if (opts.checkpoint_every > 0 && step % opts.checkpoint_every == 0 && step < opts.steps) save(step);
   }

@@ -14,6 +14,7 @@
 #include "ops/blas.h"
 #include "ops/join.h"
 #include "ops/tensor.h"
+#include "ops/threads.h"
 
 namespace ex = saccade::examples;
 namespace cli = saccade::examples::cli;
@@ -53,11 +54,11 @@ int main(int argc, char** argv) {
   CLI::App app{"Nadaraya-Watson attention pooling on d2l's toy regression (y = 2 sin x + x^0.8 + noise)"};
   cli::setup(app);
   uint64_t seed = 0;
-  int64_t epochs = 50;
+  int64_t epochs = 50, threads = 0;
   double lr = 0.5;
   std::string out = "out/nw_regression", profile_trace;
   app.add_option("--seed", seed, "seed of the data and of the parametric model's initial w")
-      ->check(cli::integer(0));
+      ->check(cli::seed());
   app.add_option("--epochs", epochs, "epochs of the long parametric run (the d2l run has 5)")
       ->check(cli::integer(1, 1000000));
   app.add_option("--lr", lr, "SGD learning rate of the parametric model")
@@ -65,11 +66,14 @@ int main(int argc, char** argv) {
   app.add_option("--profile", profile_trace,
                  "profile epochs 2-4 of the long parametric run: a Chrome trace here, a PNG beside it");
   app.add_option("--out", out, "directory for the PNGs (created if missing)");
+  app.add_option("--threads", threads, "CPU threads (0: OMP_NUM_THREADS, else all cores)")
+      ->check(cli::integer(0, 4096));
   if (int rc = cli::parse(app, argc, argv, "nw_regression"); rc >= 0) return rc;
 
   try {
     if (!profile_trace.empty()) cli::require_trace_path("--profile", profile_trace);  // before any work
     cli::OutputDir out_dir("--out", out);  // removed again when the run fails before writing into it
+    if (threads > 0) saccade::set_num_threads(static_cast<int>(threads));
     const ex::NwData d = ex::make_nw_data(seed);
     std::printf("%s\n", saccade::blas_info_line().c_str());
     std::printf(

@@ -61,6 +61,22 @@ if(TARGET gpt)
     saccade_cli_refusal(gpt_device_cuda "^gpt: --device: cuda asked for, but" ${gpt} train --device cuda)
   endif()
 
+  # issue 49 item 21: a mistyped command or option is named first, with the nearest name
+  saccade_cli_refusal(gpt_command_typo "^gpt: trian: not a command \\(did you mean train\\?\\) \\(the commands: train, sample, eval, export, curves\\)$" ${gpt} trian)
+  saccade_cli_refusal(gpt_option_typo "^gpt: --step: not an option \\(did you mean --steps\\?\\)$" ${gpt} train --step 5)
+  # ... the real limit of a seed, and numbers past double's range said as not finite
+  saccade_cli_refusal(gpt_seed_too_large "^gpt: --seed: 9223372036854775808 is out of range \\(need an integer >= 0. the largest allowed is 9223372036854775807\\)$"
+                      ${gpt} train --seed 9223372036854775808)
+  saccade_cli_test(gpt_help_seed --out "--seed INT 0\\.\\.2\\^63-1 " --no-out "UINT" 0 1 -- ${gpt} train --help)
+  saccade_cli_refusal(gpt_temperature_inf "^gpt: --temperature: inf is not allowed \\(must be finite\\)$" ${gpt} sample --temperature inf)
+  saccade_cli_refusal(gpt_lr_huge "^gpt: --lr: 1e400 is not allowed \\(must be finite\\)$" ${gpt} train --lr 1e400)
+  # ... what a file given as --checkpoint is: a CSV is not a safetensors file
+  saccade_cli_test(gpt_checkpoint_csv --err "^gpt: .*'.*log_without_validation.csv': not a safetensors file \\(it begins like a text file: \"step,sec\"\\)"
+                   1 10 -- ${gpt} sample --checkpoint ${CMAKE_CURRENT_LIST_DIR}/log_without_validation.csv --prompt x)
+  # ... and --help says which flags do not go together (--num-samples excludes --hf)
+  if(TARGET saccade_hf)
+    saccade_cli_test(gpt_help_excludes --out "--num-samples .*\\(not with --hf\\)" 0 1 -- ${gpt} sample --help)
+  endif()
   saccade_cli_refusal(gpt_device_unknown "^gpt: --device: expected 'cpu', 'cuda' or 'cuda:N', got 'tpu'$" ${gpt} train --device tpu)
   saccade_cli_refusal(gpt_profile_unwritable "^gpt: --profile: cannot write" ${gpt} train --profile /nonexistent/t.json)
 
@@ -272,6 +288,15 @@ if(TARGET g2p)
   saccade_cli_test(g2p_empty_dict --first "^device cpu" --err "^g2p: --dict: '/dev/null' holds no pronunciations" 2 10 -- ${g2p} --dict /dev/null)
   saccade_cli_test(g2p_eval_only_bad_checkpoint --err "^g2p: .*run_cli.sh" 1 10 -- ${g2p} --eval-only --checkpoint ${SACCADE_CLI_RUN})
   saccade_cli_refusal(g2p_eval_only_without_checkpoint "^g2p: --eval-only: needs --checkpoint FILE$" ${g2p} --eval-only)
+  # issue 49 item 17: flags that cannot apply are refused, not ignored (--words alone ran a full training)
+  saccade_cli_refusal(g2p_words_without_checkpoint "^g2p: --words: needs --checkpoint FILE \\(the trained model that pronounces them\\)$"
+                      ${g2p} --words hi)
+  saccade_cli_refusal(g2p_checkpoint_steps "^g2p: --steps: does not apply with --checkpoint \\(pronouncing with a trained model\\)$"
+                      ${g2p} --checkpoint ${SACCADE_CLI_RUN} --words hi --steps 5)
+  saccade_cli_refusal(g2p_checkpoint_model "^g2p: --model: does not apply with --checkpoint \\(pronouncing with a trained model\\): the checkpoint holds its model's settings$"
+                      ${g2p} --checkpoint ${SACCADE_CLI_RUN} --words hi --model transformer)
+  saccade_cli_refusal(g2p_eval_only_lr "^g2p: --lr: does not apply with --eval-only \\(evaluating a trained model\\)$"
+                      ${g2p} --eval-only --checkpoint ${SACCADE_CLI_RUN} --lr 0.1)
   # the tests that train: only where the CMU dictionary is installed (festlex-cmu, scripts/setup)
   if(EXISTS "/usr/share/festival/dicts/cmu/cmudict-0.4.out")
     # item 8: a resume states what it resumed, refuses another model, and says when there is nothing to train
@@ -279,7 +304,7 @@ if(TARGET g2p)
     set(tiny --train-words 200 --test-words 5 --val-words 5 --val-every 1 --hidden 8 --beam 1 --threads 2)
     add_test(NAME cli_g2p_tiny_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${run})
     saccade_cli_test(g2p_tiny_train --out "^--resume: no checkpoint at ${run}/checkpoint.safetensors: starting a fresh bahdanau model$"
-                     --out "^trained 2 steps in .*training loss .* \\(the mean of the first 2 steps\\)"
+                     --out "^trained 2 steps in .*training loss .* \\(the mean of the first 1 step\\) -> .* \\(of the last 1 step;"
                      --out "^checkpoints in ${run}: checkpoint.safetensors"
                      --keep 0 120 -- ${g2p} ${tiny} --steps 2 --out ${run} --resume)
     set_tests_properties(cli_g2p_tiny_clean PROPERTIES FIXTURES_SETUP g2p_tiny_clean)
@@ -296,6 +321,9 @@ if(TARGET nw_regression)
   set(nw $<TARGET_FILE:nw_regression>)
   saccade_cli_refusal(nw_epochs_zero "^nw_regression: --epochs: 0 is not allowed \\(need an integer from 1 to 1000000\\)$" ${nw} --epochs 0)
   saccade_cli_refusal(nw_lr_abc "^nw_regression: --lr: 'abc' is not a number$" ${nw} --lr abc)
+  # issue 49 item 21: the README says every example takes --threads N
+  saccade_cli_refusal(nw_threads_negative "^nw_regression: --threads: -1 is not allowed \\(need an integer from 0 to 4096\\)$" ${nw} --threads -1)
+  saccade_cli_test(nw_threads_one --out "^parametric NW, 1 epochs of" --keep 0 60 -- ${nw} --threads 1 --epochs 1 --out nw)
   # item 14: --epochs 5 printed the d2l run twice
   saccade_cli_test(nw_epochs_five --count "^parametric NW, 5 epochs of" 1 --count "^parametric NW, 5 epochs, w" 1
                    --keep 0 60 -- ${nw} --epochs 5 --out nw)

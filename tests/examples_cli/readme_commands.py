@@ -93,6 +93,8 @@ NO_TINY = {"--help", "-h"}
 # flags of a trained model's use (not of training): of TINY, only the evaluation's sizes go to these commands
 USE_ONLY = {"g2p": {"--words", "--eval-only"}, "image_caption": {"--eval-only"}}
 FOR_USE = {"--threads", "--beam", "--test-words", "--eval-scenes", "--pictures"}
+# ... and of those, the evaluation's only with --eval-only (g2p refuses --test-words when it pronounces words)
+FOR_EVAL = {"--test-words", "--eval-scenes", "--pictures"}
 
 
 def commands(path):
@@ -132,6 +134,8 @@ def tiny_arguments(program, args):
     for flag, rule in table.items():
         if uses_checkpoint and flag not in given and flag not in FOR_USE:
             continue  # a trained model's sizes come from its checkpoint
+        if uses_checkpoint and flag not in given and flag in FOR_EVAL and "--eval-only" not in args:
+            continue
         if "--init-from-hf" in given and flag in HF_SIZES:
             continue  # the pretrained folder's sizes
         value = rule(given.get(flag), default_steps) if callable(rule) else rule
