@@ -273,6 +273,9 @@ RecordFunction::~RecordFunction() {
 
 void check_trace_path(const std::string& path, const char* who) {
   SACCADE_CHECK(!path.empty(), "{}: the trace file's path is empty", who);
+  std::error_code ec;  // a folder's "path.partial" could be written, but the trace could never replace it
+  SACCADE_CHECK(!std::filesystem::is_directory(path, ec),
+                "{}: cannot write the trace file '{}' (it is a folder)", who, path);
   const std::string partial = path + ".partial";
   std::ofstream probe(partial, std::ios::trunc);
   SACCADE_CHECK(probe.good(), "{}: cannot write the trace file '{}' ({})", who, path, std::strerror(errno));

@@ -763,6 +763,10 @@ TEST_CASE("step profiler: --profile refuses an unwritable path at once, then pro
   REQUIRE(names["mul"] == 2);
   REQUIRE(names["MulBackward"] == 2);
   REQUIRE(StepProfiler::png_path("out/trace.json") == "out/trace.png");
+  // a trace named .png keeps its name: the summary goes beside it (issue 49: it overwrote the trace)
+  REQUIRE(StepProfiler::png_path("out/p3.png") == "out/p3.summary.png");
+  REQUIRE_THROWS_SACCADE(StepProfiler(dir.path.string()), "it is a folder");  // refused before any step
+  REQUIRE_FALSE(fs::exists(dir.path.string() + ".partial"));
   if (plots_available()) REQUIRE(fs::exists(dir.file("trace.png")));
   std::fclose(log);
 }

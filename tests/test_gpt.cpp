@@ -4,7 +4,10 @@
 // checkpoints and bad input. Compiled only when examples/gpt/CMakeLists.txt defined the macro below.
 #ifdef SACCADE_HAVE_GPT
 
+#include <unistd.h>
+
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -12,6 +15,7 @@
 #include "examples/common/cmudict.h"
 #include "examples/gpt/data.h"
 #include "examples/gpt/generate.h"
+#include "examples/gpt/run_control.h"
 #include "examples/gpt/tokenizer.h"
 #include "examples/gpt/training.h"
 #include "helpers.h"
@@ -417,6 +421,85 @@ TEST_CASE("GPT: a tiny model learns a short text, and a resumed run continues ex
   wide.d_model = 48;
   GPT w(wide, 0);
   REQUIRE_THROWS_AS(train_gpt(w, ids, ids, o), saccade::Error);
+}
+
+TEST_CASE("GPT: a run asked to stop (Ctrl-C) ends after its step, saved, and a resume continues it exactly",
+          "[examples][gpt]") {
+  std::string text;
+  for (int i = 0; i < 40; ++i) text += "the cat sat on the mat. ";
+  std::vector<int64_t> ids = ids_of(text);
+  GPTTrainOptions o;
+  o.steps = 6, o.batch_size = 8, o.lr = 1e-2, o.min_lr = 1e-3, o.warmup = 2, o.eval_every = 3;
+  o.log = nullptr;
+  TempDir dir("saccade_gpt_interrupt");
+  o.out_dir = dir.file("straight");
+  GPT a(tiny(0.1), 4);
+  train_gpt(a, ids, ids, o);
+
+  o.out_dir = dir.file("stopped");
+  int asked = 0;  // once before the first step, then after every step: "yes" after step 2
+  o.stop_requested = [&] { return ++asked >= 3; };
+  GPT b(tiny(0.1), 4);
+  GPTTrainResult rb = train_gpt(b, ids, ids, o);
+  REQUIRE(rb.interrupted);
+  REQUIRE(rb.steps_done == 2);
+  REQUIRE(fs::exists(dir.file("stopped/last.safetensors")));
+  REQUIRE_FALSE(fs::exists(dir.file("stopped/best.safetensors")));  // saved, not scored
+  for (const auto& e : fs::directory_iterator(dir.file("stopped"))) REQUIRE(e.path().extension() != ".tmp");
+  std::vector<TrainLogRow> log = read_train_log(dir.file("stopped/log.csv"));
+  REQUIRE(log.size() == 2);
+  REQUIRE(std::isnan(log[1].val_bits_per_byte));
+
+  o.stop_requested = {};
+  o.resume = true;
+  GPT b2(tiny(0.1), 99);
+  GPTTrainResult rc = train_gpt(b2, ids, ids, o);
+  REQUIRE_FALSE(rc.interrupted);
+  REQUIRE(rc.start_step == 2);
+  for (const auto& [name, t] : a.state_dict()) REQUIRE(allclose(b2.state_dict().at(name), t, 0, 0));
+
+  // asked before the first step: nothing trained
+  o.resume = false, o.out_dir = dir.file("at_once");
+  o.stop_requested = [] { return true; };
+  GPT c(tiny(0.1), 4);
+  GPTTrainResult r0 = train_gpt(c, ids, ids, o);
+  REQUIRE(r0.interrupted);
+  REQUIRE(r0.steps_done == 0);
+  REQUIRE_FALSE(fs::exists(dir.file("at_once/last.safetensors")));
+}
+
+TEST_CASE("RunLock: one run holds a folder, another is refused with the holder's process id",
+          "[examples][gpt]") {
+  TempDir dir("saccade_gpt_lock");
+  long holder = 0;
+  std::unique_ptr<RunLock> lock = RunLock::acquire(dir.path.string(), &holder);
+  REQUIRE(lock);
+  REQUIRE(fs::exists(dir.file(RunLock::kFileName)));
+  // flock(2) locks an open file description: a second open in this process is refused as another's is
+  REQUIRE(RunLock::acquire(dir.path.string(), &holder) == nullptr);
+  REQUIRE(holder == static_cast<long>(::getpid()));
+  lock.reset();
+  REQUIRE_FALSE(fs::exists(dir.file(RunLock::kFileName)));
+  REQUIRE(RunLock::acquire(dir.path.string()) != nullptr);
+  // a lock file a killed run left (it holds no lock) is taken over
+  std::ofstream(dir.file(RunLock::kFileName)) << "999999\n";
+  REQUIRE(RunLock::acquire(dir.path.string()) != nullptr);
+  REQUIRE_THROWS_SACCADE(RunLock::acquire(dir.file("missing")), "RunLock");
+}
+
+TEST_CASE("InterruptGuard: the first signal only asks to stop; one guard at a time", "[examples][gpt]") {
+  TempDir dir("saccade_gpt_interrupt_guard");
+  write(dir.file("x.tmp"), "partial");
+  {
+    InterruptGuard guard("", {dir.file("x.tmp")});
+    REQUIRE_FALSE(InterruptGuard::requested());
+    std::raise(SIGINT);  // handled: the test goes on
+    REQUIRE(InterruptGuard::requested());
+    REQUIRE(fs::exists(dir.file("x.tmp")));  // only a second signal removes the partial files and quits
+    REQUIRE_THROWS_SACCADE(InterruptGuard("", {}), "InterruptGuard");
+  }
+  InterruptGuard again("", {});  // the first one is gone: a new one starts unasked
+  REQUIRE_FALSE(InterruptGuard::requested());
 }
 
 TEST_CASE("checkpoint: a tiny GPT trains bit-identically with --checkpoint-activations, dropout 0.1",

@@ -23,7 +23,10 @@ StepProfiler::~StepProfiler() {
 }
 
 std::string StepProfiler::png_path(const std::string& trace) {
-  return std::filesystem::path(trace).replace_extension(".png").string();
+  std::filesystem::path png(trace);
+  png.replace_extension(".png");
+  if (png == std::filesystem::path(trace)) png.replace_extension(".summary.png");  // never the trace itself
+  return png.string();
 }
 
 void StepProfiler::step() {

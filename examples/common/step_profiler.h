@@ -2,7 +2,8 @@
 // The examples' --profile FILE: profiles a few training steps with saccade's profiler (profiler/profiler.h)
 // and writes what it saw:
 //   FILE            the Chrome trace: open it in https://ui.perfetto.dev or chrome://tracing
-//   FILE's stem.png time by op family, forward and backward stacked (self time, all threads)
+//   FILE's stem.png time by op family, forward and backward stacked (self time, all threads); for a FILE
+//                   that ends in .png itself, FILE's stem.summary.png
 //   the table       calls, self / total time, FLOPs, GFLOP/s, bytes per op (like torch's key_averages)
 #include <cstdint>
 #include <cstdio>
@@ -36,7 +37,8 @@ class StepProfiler {
   void end_step(bool stop = false);
   /// Stops and writes the trace, the PNG and the table now, if a profile is running.
   void finish();
-  /// The PNG's path for a trace at `trace`: "out/trace.json" -> "out/trace.png".
+  /// The PNG's path for a trace at `trace`: "out/trace.json" -> "out/trace.png", never `trace` itself
+  /// ("p.png" -> "p.summary.png").
   static std::string png_path(const std::string& trace);
 
  private:

@@ -25,6 +25,7 @@
 #include "examples/common/plots.h"
 #include "examples/gpt/data.h"
 #include "examples/gpt/generate.h"
+#include "examples/gpt/run_control.h"
 #ifdef SACCADE_HAVE_HF
 #include "examples/gpt/hf_gpt2.h"
 #include "hf/llama.h"
@@ -32,6 +33,7 @@
 #endif
 #include "examples/gpt/tokenizer.h"
 #include "examples/gpt/training.h"
+#include "nn/serialization.h"
 #include "ops/blas.h"
 #include "ops/creation.h"
 #include "ops/error.h"
@@ -191,38 +193,98 @@ std::string tokenizer_beside(const std::string& path) {
   return ex::tokenizer_path(folder.empty() ? "." : folder);
 }
 
-// gpt export: the bfloat16 weights of `checkpoint` at `to` and, for a bpe model, its tokenizer.model beside
-// them (so that the exported folder samples on its own). Refuses, before writing anything, a `to` that is the
-// checkpoint itself or a folder holding another tokenizer.model (cli::UsageError).
+// gpt export: the bfloat16 weights of `checkpoint` at `to` and the tokenizer the model needs beside them (a
+// bpe model's tokenizer.model, a fine-tuned Hugging Face model's tokenizer files), so that the exported
+// folder samples on its own. Refuses, before writing anything, a `to` that is the checkpoint itself or a
+// folder holding another tokenizer (cli::UsageError).
 void export_with_tokenizer(const std::string& checkpoint, const std::string& to) {
   cli::require_file("--checkpoint", checkpoint);
   cli::require_different_files("--to", checkpoint, to);
   cli::require_writable_file("--to", to);
   namespace fs = std::filesystem;
-  const std::string src = tokenizer_beside(checkpoint), dst = tokenizer_beside(to);
+  std::string kind;  // the model's tokenizer; export_gpt names what is wrong with a file that has none
+  try {
+    kind = ex::GPTConfig::from_metadata(saccade::nn::read_safetensors_header(checkpoint).metadata).tokenizer;
+  } catch (const saccade::Error&) {
+  }
+  std::vector<std::string> files;  // what the model needs beside it
+  if (kind == "bpe") files = {"tokenizer.model"};
+#ifdef SACCADE_HAVE_HF
+  if (kind == "hf") files.assign(ex::kHFTokenizerFiles.begin(), ex::kHFTokenizerFiles.end());
+#endif
+  auto folder_of = [](const std::string& path) {
+    const std::string folder = fs::path(path).parent_path().string();
+    return folder.empty() ? std::string(".") : folder;
+  };
+  const std::string from_dir = folder_of(checkpoint), to_dir = folder_of(to);
   std::error_code ec;
-  const bool same_folder = fs::exists(src) && fs::exists(dst) && fs::equivalent(src, dst, ec);
-  if (fs::exists(src) && fs::exists(dst) && !same_folder && read_file(src) != read_file(dst))
-    throw cli::UsageError(
-        "--to", fmt::format("'{}' holds another tokenizer than '{}': export to another folder", dst, src));
+  const bool same_folder = fs::equivalent(from_dir, to_dir, ec);
+  for (const std::string& f : same_folder ? std::vector<std::string>{} : files) {
+    const std::string src = from_dir + "/" + f, dst = to_dir + "/" + f;
+    // an hf model's folder may hold no tokenizer.model, say, but one left there would be read
+    if (fs::exists(dst) && (fs::exists(src) ? read_file(src) != read_file(dst) : kind == "hf"))
+      throw cli::UsageError(
+          "--to", fmt::format("'{}' holds another tokenizer than '{}': export to another folder", dst,
+                              fs::exists(src) ? src : from_dir));
+  }
   ex::export_gpt(checkpoint, to, saccade::DType::BFloat16);
   std::printf("wrote %s (bfloat16 weights of %s)\n", to.c_str(), checkpoint.c_str());
-  if (ex::load_gpt(to)->config().tokenizer != "bpe" || same_folder) return;
-  if (!fs::exists(src)) {
-    std::fprintf(stderr, "gpt: no %s beside the checkpoint: `gpt sample` will need --tokenizer FILE\n",
-                 src.c_str());
-    return;
+  if (files.empty() || same_folder) return;
+  if (kind == "bpe") {
+    const std::string src = from_dir + "/tokenizer.model", dst = to_dir + "/tokenizer.model";
+    if (!fs::exists(src)) {
+      std::fprintf(stderr, "gpt: no %s beside the checkpoint: `gpt sample` will need --tokenizer FILE\n",
+                   src.c_str());
+      return;
+    }
+    fs::copy_file(src, dst, fs::copy_options::overwrite_existing);
+    std::printf("wrote %s (the bpe tokenizer the weights need)\n", dst.c_str());
   }
-  fs::copy_file(src, dst, fs::copy_options::overwrite_existing);
-  std::printf("wrote %s (the bpe tokenizer the weights need)\n", dst.c_str());
+#ifdef SACCADE_HAVE_HF
+  if (kind == "hf") {
+    if (ex::copy_hf_tokenizer(from_dir, to_dir) == 0) {
+      std::fprintf(stderr,
+                   "gpt: no tokenizer beside the checkpoint in %s: `gpt sample` will need --tokenizer DIR\n",
+                   from_dir.c_str());
+      return;
+    }
+    std::printf("wrote the tokenizer the weights need into %s (from %s)\n", to_dir.c_str(), from_dir.c_str());
+  }
+#endif
 }
 
-// The tokenizer of `model`: byte tokens, or its bpe model from `file` (gpt sample --tokenizer) or from the
-// tokenizer.model beside `checkpoint`. Throws cli::UsageError for a file given to a byte model, a missing
-// file and a tokenizer of another vocabulary size than the model's.
+// The tokenizer of `model`: byte tokens; its bpe model from `file` (gpt sample --tokenizer) or from the
+// tokenizer.model beside `checkpoint`; or, for a model fine-tuned from a Hugging Face folder ("hf"), that
+// folder's tokenizer from the folder `file` or from the checkpoint's folder. Throws cli::UsageError for a
+// file given to a byte model, a missing file, a bpe tokenizer of another vocabulary size than the model's,
+// and an hf tokenizer of more ids than the model's embedding has rows.
 std::unique_ptr<ex::Tokenizer> load_tokenizer(const ex::GPT& model, const std::string& checkpoint,
                                               const std::string& file) {
   const std::string name = model.config().tokenizer;
+#ifdef SACCADE_HAVE_HF
+  if (name == "hf") {
+    namespace fs = std::filesystem;
+    std::string folder = file.empty() ? fs::path(checkpoint).parent_path().string() : file;
+    if (folder.empty()) folder = ".";
+    bool present = false;
+    for (const char* f : {"tokenizer.json", "vocab.json", "tokenizer.model"})
+      present = present || fs::exists(fs::path(folder) / f);
+    if (!present)
+      throw cli::UsageError("--tokenizer",
+                            fmt::format("the model in '{}' needs the tokenizer of the Hugging "
+                                        "Face folder it was fine-tuned from, and '{}' holds none "
+                                        "(tokenizer.json, vocab.json, tokenizer.model): name its "
+                                        "folder with --tokenizer DIR",
+                                        checkpoint, folder));
+    std::unique_ptr<ex::Tokenizer> tok = ex::make_tokenizer(name, folder);
+    if (tok->vocab_size() > model.config().vocab_size)
+      throw cli::UsageError("--tokenizer",
+                            fmt::format("the tokenizer in '{}' has {} ids, the model in '{}' "
+                                        "embeds {}: not its tokenizer",
+                                        folder, tok->vocab_size(), checkpoint, model.config().vocab_size));
+    return tok;
+  }
+#endif
   if (name != "bpe") {
     if (!file.empty())
       throw cli::UsageError("--tokenizer", fmt::format("the model in '{}' reads {} tokens: it needs no "
@@ -258,6 +320,60 @@ int64_t distinct_characters(const std::string& text) {
     i += n;
   }
   return static_cast<int64_t>(seen.size());
+}
+
+// Refuses (--data) a corpus with a split too small for a run: a validation stream of fewer than 2 tokens
+// scores nothing, a training stream shorter than one window (`context` + 1 tokens) gives no window. With
+// `train_tokens` and `valid_tokens` -1 (before the tokenizer), the streams' bytes are checked instead: no
+// tokenizer here makes more tokens than bytes.
+void require_usable_splits(const std::string& dir, const ex::FortunesCorpus& c, int64_t context,
+                           int64_t train_tokens = -1, int64_t valid_tokens = -1) {
+  auto size = [](int64_t documents, size_t bytes, int64_t tokens) {
+    return fmt::format("{} document{}, {} bytes{}", documents, documents == 1 ? "" : "s", bytes,
+                       tokens >= 0 ? fmt::format(", {} tokens", tokens) : "");
+  };
+  const auto valid = valid_tokens >= 0 ? valid_tokens : static_cast<int64_t>(c.valid.size());
+  const auto train = train_tokens >= 0 ? train_tokens : static_cast<int64_t>(c.train.size());
+  if (valid < 2)
+    throw cli::UsageError("--data",
+                          fmt::format("the validation split of '{}' is {}: too small to score (need 2 "
+                                      "tokens or more; docs/data.md's split puts 1 document in 10 there)",
+                                      dir, size(c.valid_documents, c.valid.size(), valid_tokens)));
+  if (train < context + 1)
+    throw cli::UsageError("--data",
+                          fmt::format("the training split of '{}' is {}: shorter than one window of "
+                                      "--context {} + 1 tokens",
+                                      dir, size(c.train_documents, c.train.size(), train_tokens), context));
+}
+
+// The model a training checkpoint (OUT/last.safetensors) holds, from its header alone.
+ex::GPTConfig saved_config(const std::string& path) {
+  try {
+    return ex::GPTConfig::from_metadata(saccade::nn::read_safetensors_header(path).metadata);
+  } catch (const saccade::Error& e) {
+    throw saccade::Error(fmt::format("--resume: '{}': {}", path, e.what()));
+  }
+}
+
+// --resume's refusal of a checkpoint of another model than the one this command builds.
+cli::UsageError different_model(const std::string& path, const ex::GPTConfig& saved,
+                                const std::string& ours) {
+  return cli::UsageError("--resume",
+                         fmt::format("'{}' holds a different model ({}) than this one ({}); nothing "
+                                     "was changed",
+                                     path, saved.describe(), ours));
+}
+
+// The lock of a training run on its --out folder (ex::RunLock); a folder another run holds is refused.
+std::unique_ptr<ex::RunLock> lock_out(const std::string& out_dir) {
+  long holder = -1;
+  std::unique_ptr<ex::RunLock> lock = ex::RunLock::acquire(out_dir, &holder);
+  if (!lock)
+    throw cli::UsageError(
+        "--out", fmt::format("'{}' is in use by another training run ({}): wait for it to end, or give "
+                             "another --out",
+                             out_dir, holder > 0 ? fmt::format("process {}", holder) : "process id unknown"));
+  return lock;
 }
 
 // Why a run that reached `step` ended: its --stop-at, its --steps, or its --time-limit.
@@ -503,7 +619,8 @@ int main(int argc, char** argv) {
       train->add_option("--init-from-hf", init_from_hf,
                         "fine-tune a Hugging Face GPT-2 or Llama folder (its weights, sizes and tokenizer; "
                         "dropout 0) instead of a new model");
-  for (const char* f : {"--n-layer", "--n-head", "--d-model", "--tokenizer", "--vocab-size", "--dropout"})
+  for (const char* f : {"--n-layer", "--n-head", "--d-model", "--tokenizer", "--vocab-size", "--dropout",
+                        "--arch", "--n-kv-head", "--rope-theta", "--window"})
     init_flag->excludes(train->get_option(f));
   train
       ->add_flag("--non-strict", non_strict,
@@ -519,7 +636,8 @@ int main(int argc, char** argv) {
   common(sample, sopts, "");
   sample->add_option("--checkpoint", checkpoint, "checkpoint (default: OUT/best.safetensors)");
   sample->add_option("--tokenizer", tokenizer_file,
-                     "the bpe model's tokenizer.model (default: the one beside --checkpoint)");
+                     "the bpe model's tokenizer.model, or the folder of a fine-tuned Hugging Face model's "
+                     "tokenizer (default: beside --checkpoint)");
   sample->add_option("--prompt", prompts, "prompt text (repeat for several prompts)")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   sample->add_option("--max-new-tokens", sopts.max_new_tokens, "tokens to generate")->check(cli::integer(0));
@@ -669,6 +787,11 @@ int main(int argc, char** argv) {
     }
     if (!save_hf.empty()) {
       cli::require_writable_directory("--save-hf", save_hf);
+      std::error_code ec;  // the fine-tuned model would replace the pretrained one it was read from
+      if (!init_from_hf.empty() && std::filesystem::equivalent(save_hf, init_from_hf, ec))
+        throw cli::UsageError("--save-hf", fmt::format("'{}' is the folder --init-from-hf reads: write the "
+                                                       "fine-tuned model to another folder",
+                                                       save_hf));
       if (init_from_hf.empty() && tokenizer == "bpe")
         throw cli::UsageError("--save-hf",
                               "a bpe (SentencePiece) model has no tokenizer in the Hugging Face layout here: "
@@ -683,7 +806,8 @@ int main(int argc, char** argv) {
     if (*sample && !hf_run) {
       if (checkpoint.empty()) checkpoint = out_dir + "/best.safetensors";
       cli::require_file(checkpoint == out_dir + "/best.safetensors" ? "--out" : "--checkpoint", checkpoint);
-      if (!tokenizer_file.empty()) cli::require_file("--tokenizer", tokenizer_file);
+      if (!tokenizer_file.empty() && !std::filesystem::is_directory(tokenizer_file))  // hf: a folder
+        cli::require_file("--tokenizer", tokenizer_file);
       if (!attention_png.empty()) cli::require_writable_file("--attention-png", attention_png);
     }
     if (threads > 0) saccade::set_num_threads(static_cast<int>(threads));
@@ -739,6 +863,14 @@ int main(int argc, char** argv) {
         static_cast<long long>(corpus.documents), static_cast<long long>(corpus.distinct),
         static_cast<long long>(corpus.train_documents), corpus.train.size(),
         static_cast<long long>(corpus.valid_documents), corpus.valid.size());
+    const bool hf_init = !init_from_hf.empty();
+    int64_t window = config.context;  // of the training windows
+#ifdef SACCADE_HAVE_HF
+    if (hf_init && train->get_option("--context")->count() == 0) window = hf_config->max_position_embeddings;
+#endif
+    require_usable_splits(data_dir, corpus, window);
+    const std::string last_path = out_dir + "/last.safetensors";
+    const bool resuming = topts.resume && std::filesystem::exists(last_path);
     if (tokenizer == "bpe" && !(topts.resume && std::filesystem::exists(ex::tokenizer_path(out_dir)))) {
       // SentencePiece needs a piece for each character of the stream besides its 259 (256 bytes, <unk>, <s>,
       // </s>): say so here rather than in its own words after the folder is made
@@ -749,24 +881,15 @@ int main(int argc, char** argv) {
                                           "training stream: its {} characters and 259 pieces)",
                                           vocab_size, least, least - 259));
     }
-    cli::OutputDir out("--out", out_dir);  // removed again if the run fails empty
-    if (topts.resume && !std::filesystem::exists(out_dir + "/last.safetensors"))
-      std::printf("--resume: no checkpoint at %s/last.safetensors: starting a fresh run\n", out_dir.c_str());
-    if (tokenizer == "bpe" && !(topts.resume && std::filesystem::exists(ex::tokenizer_path(out_dir)))) {
-      if (dist::is_main_process()) {
-        std::printf("training a SentencePiece BPE tokenizer of %lld pieces on the training stream -> %s\n",
-                    static_cast<long long>(vocab_size), ex::tokenizer_path(out_dir).c_str());
-        std::fflush(stdout);
-        ex::SentencePieceTokenizer::train(corpus.train, vocab_size, ex::tokenizer_path(out_dir));
-      }
-      if (distributed) dist::barrier();
-    }
+    // The checkpoint --resume continues must hold the model this command builds: that is checked before
+    // anything in --out changes (its tokenizer here, the whole config once the model is built).
+    std::optional<ex::GPTConfig> saved;
+    if (resuming) saved = saved_config(last_path);
+    if (const std::string want = hf_init ? "hf" : tokenizer; saved && saved->tokenizer != want)
+      throw different_model(last_path, *saved, want + " tokens");
 #ifdef SACCADE_HAVE_HF
     std::shared_ptr<ex::GPT> pretrained;
-    if (!init_from_hf.empty()) {
-      // the folder's tokenizer goes beside the checkpoints (so they load alone), its weights into the GPT
-      if (dist::is_main_process()) ex::copy_hf_tokenizer(init_from_hf, out_dir);
-      if (distributed) dist::barrier();
+    if (hf_init) {
       tokenizer = "hf";
       saccade::hf::LoadReport skipped;
       pretrained = ex::load_hf_gpt(init_from_hf, *hf_config, !non_strict, &skipped);
@@ -778,7 +901,34 @@ int main(int argc, char** argv) {
       std::printf("initialised from %s (%s)\n", init_from_hf.c_str(), hf_config->describe().c_str());
     }
 #endif
-    std::unique_ptr<ex::Tokenizer> tok = ex::make_tokenizer(tokenizer, out_dir);
+    cli::OutputDir out("--out", out_dir);  // removed again if the run fails empty
+    // one run at a time writes --out (rank 0 writes for all); released before `out` is cleaned up
+    std::unique_ptr<ex::RunLock> lock = dist::is_main_process() ? lock_out(out_dir) : nullptr;
+    // Ctrl-C: the run stops after its step, saved; a second one removes the files being written (and the
+    // lock file) and quits
+    std::vector<std::string> partial;
+    for (const char* f : {"init.safetensors.tmp", "last.safetensors.tmp", "best.safetensors.tmp",
+                          "log.csv.tmp", "tokenizer.model.input.txt", "tokenizer.model.tmp.model",
+                          "tokenizer.model.tmp.vocab", ex::RunLock::kFileName})
+      partial.push_back(out_dir + "/" + f);
+    ex::InterruptGuard interrupt(
+        "\ngpt: interrupted: stopping after this step, saved (--resume continues); interrupt again to quit "
+        "at once\n",
+        partial);
+    topts.stop_requested = [] { return ex::InterruptGuard::requested(); };
+    if (topts.resume && !resuming)
+      std::printf("--resume: no checkpoint at %s: starting a fresh run\n", last_path.c_str());
+    if (tokenizer == "bpe" && !(topts.resume && std::filesystem::exists(ex::tokenizer_path(out_dir)))) {
+      if (dist::is_main_process()) {
+        std::printf("training a SentencePiece BPE tokenizer of %lld pieces on the training stream -> %s\n",
+                    static_cast<long long>(vocab_size), ex::tokenizer_path(out_dir).c_str());
+        std::fflush(stdout);
+        ex::SentencePieceTokenizer::train(corpus.train, vocab_size, ex::tokenizer_path(out_dir));
+      }
+      if (distributed) dist::barrier();
+    }
+    // an hf tokenizer is read from its folder here and copied beside the checkpoints once every check passed
+    std::unique_ptr<ex::Tokenizer> tok = ex::make_tokenizer(tokenizer, hf_init ? init_from_hf : out_dir);
     if (tokenizer != "hf")
       config.vocab_size = tok->vocab_size();
     else if (tok->vocab_size() > config.vocab_size)
@@ -787,6 +937,8 @@ int main(int argc, char** argv) {
                                         tok->vocab_size(), config.vocab_size));
     config.tokenizer = tok->name();
     std::vector<int64_t> train_ids = tok->encode(corpus.train), valid_ids = tok->encode(corpus.valid);
+    require_usable_splits(data_dir, corpus, config.context, static_cast<int64_t>(train_ids.size()),
+                          static_cast<int64_t>(valid_ids.size()));
     // docs/data.md's bits per byte: a token stands for the stream's bytes over its tokens (exactly 1 for
     // bytes)
     topts.bytes_per_token = static_cast<double>(corpus.valid.size()) / static_cast<double>(valid_ids.size());
@@ -796,6 +948,14 @@ int main(int argc, char** argv) {
     auto model = std::make_shared<ex::GPT>(config, model_seed);
 #ifdef SACCADE_HAVE_HF
     if (pretrained) model = pretrained;
+#endif
+    if (saved && saved->to_metadata() != model->config().to_metadata())
+      throw different_model(last_path, *saved, model->config().describe());
+#ifdef SACCADE_HAVE_HF
+    if (hf_init) {  // beside the checkpoints, so that they load alone
+      if (dist::is_main_process()) ex::copy_hf_tokenizer(init_from_hf, out_dir);
+      if (distributed) dist::barrier();
+    }
 #endif
     model->to(device);
     for (auto& block : model->h) block->checkpoint_activations = checkpoint_activations;
@@ -810,7 +970,26 @@ int main(int argc, char** argv) {
                 topts.dtype == saccade::DType::Float32 ? "" : " (autocast; float32 weights and optimizer)");
     std::fflush(stdout);
     ex::GPTTrainResult r = ex::train_gpt(*model, train_ids, valid_ids, topts);
-    if (!dist::is_main_process()) return 0;
+    constexpr int kInterruptedExit = 130;  // 128 + SIGINT, as a shell reports a command Ctrl-C ended
+    if (!dist::is_main_process()) return r.interrupted ? kInterruptedExit : 0;
+    const double train_bytes_per_token =
+        static_cast<double>(corpus.train.size()) / static_cast<double>(train_ids.size());
+    if (r.interrupted) {  // the steps done are saved; no final score, no sample
+      if (r.steps_done > 0)
+        std::printf(
+            "interrupted: trained steps %lld-%lld in %.1f s, saved in %s/last.safetensors and log.csv "
+            "(--resume continues)\n",
+            static_cast<long long>(r.start_step + 1), static_cast<long long>(r.start_step + r.steps_done),
+            r.seconds, out_dir.c_str());
+      else
+        std::printf("interrupted before the first step: nothing trained\n");
+      if (!r.log.empty()) {
+        write_loss_plot(out_dir + "/loss.png", r.log, train_bytes_per_token);
+        std::printf("outputs in %s: last.safetensors (to --resume), log.csv (each step)%s\n", out_dir.c_str(),
+                    ex::plots_available() ? ", loss.png" : "");
+      }
+      return kInterruptedExit;
+    }
     const int64_t end_step = r.start_step + r.steps_done;
     if (r.steps_done > 0) {
       std::printf(
@@ -823,8 +1002,7 @@ int main(int argc, char** argv) {
           "a "
           "running average; log.csv has each step's)\n",
           r.final_loss, static_cast<long long>(std::min<int64_t>(r.steps_done, 50)));
-      write_loss_plot(out_dir + "/loss.png", r.log,
-                      static_cast<double>(corpus.train.size()) / static_cast<double>(train_ids.size()));
+      write_loss_plot(out_dir + "/loss.png", r.log, train_bytes_per_token);
     } else {
       std::printf("the checkpoint is at step %lld, %s: nothing to train; scoring %s/best.safetensors\n",
                   static_cast<long long>(r.start_step), why_ended(topts, r.start_step).c_str(),

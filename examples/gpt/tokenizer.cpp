@@ -113,8 +113,7 @@ int64_t HFTokenizer::eos_id() const { return impl_->tok->eos_id().value_or(-1); 
 int copy_hf_tokenizer(const std::string& from, const std::string& to) {
   namespace fs = std::filesystem;
   int n = 0;
-  for (const char* name : {"tokenizer.json", "vocab.json", "merges.txt", "tokenizer.model",
-                           "tokenizer_config.json", "special_tokens_map.json"}) {
+  for (const char* name : kHFTokenizerFiles) {
     const fs::path src = fs::path(from) / name, dst = fs::path(to) / name, tmp = dst.string() + ".tmp";
     std::error_code ec;
     if (!fs::exists(src, ec)) continue;

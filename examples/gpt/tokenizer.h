@@ -1,6 +1,7 @@
 #pragma once
 // Tokenizers of the GPT example: text <-> token ids. The default is bytes (vocabulary 256, docs/data.md:
 // every byte value, so the validation stream's 4 unseen byte values still have ids).
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -76,9 +77,13 @@ class HFTokenizer : public Tokenizer {
   std::unique_ptr<Impl> impl_;
 };
 
-/// Copies the tokenizer files of model folder `from` (tokenizer.json, vocab.json, merges.txt,
-/// tokenizer.model, tokenizer_config.json, special_tokens_map.json: those present) into folder `to`, each
-/// atomically (a .tmp file renamed). Returns how many it copied. Throws saccade::Error naming
+/// The files of a Hugging Face folder's tokenizer (those a folder holds of them).
+inline constexpr std::array<const char*, 6> kHFTokenizerFiles = {
+    "tokenizer.json",         "vocab.json", "merges.txt", "tokenizer.model", "tokenizer_config.json",
+    "special_tokens_map.json"};
+
+/// Copies the tokenizer files of model folder `from` (kHFTokenizerFiles: those present) into folder `to`,
+/// each atomically (a .tmp file renamed). Returns how many it copied. Throws saccade::Error naming
 /// "copy_hf_tokenizer" and the file for an I/O failure.
 int copy_hf_tokenizer(const std::string& from, const std::string& to);
 #endif

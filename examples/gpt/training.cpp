@@ -283,6 +283,12 @@ GPTTrainResult train_gpt(GPT& model, const std::vector<int64_t>& train, const st
 
   const int64_t last = o.stop_at > 0 ? std::min(o.stop_at, o.steps) : o.steps;
   if (last <= r.start_step || (o.time_limit > 0 && trained >= o.time_limit)) return r;
+  // every rank stops at the same step: the first that is asked to decides
+  auto any_rank = [&](bool mine) { return o.distributed ? mean_over_ranks(mine ? 1.0 : 0.0) > 0 : mine; };
+  if (o.stop_requested && any_rank(o.stop_requested())) {
+    r.interrupted = true;
+    return r;
+  }
   model.train();
   ProgressBar bar(last, o.print_every, o.log ? o.log : stdout, o.log ? -1 : 0, r.start_step);
   bar.set_loss_label("avg loss");  // a running average (0.95 per step) of the steps' losses
@@ -336,9 +342,9 @@ GPTTrainResult train_gpt(GPT& model, const std::vector<int64_t>& train, const st
     }
     trained += std::chrono::duration<double>(Clock::now() - step_start).count();
     // every rank stops at the same step: the first whose clock reaches the limit decides
-    const bool out_of_time =
-        o.time_limit > 0 &&
-        (o.distributed ? mean_over_ranks(trained >= o.time_limit ? 1.0 : 0.0) > 0 : trained >= o.time_limit);
+    const bool out_of_time = o.time_limit > 0 && any_rank(trained >= o.time_limit);
+    const bool asked_to_stop = o.stop_requested && any_rank(o.stop_requested());
+    const bool interrupted = asked_to_stop && step != last && !out_of_time;  // else it ends anyway
     ema = step == r.start_step + 1 ? loss_value : 0.95 * ema + 0.05 * loss_value;
     r.log.push_back(TrainLogRow{step, trained, lr, loss_value, NAN});
     const double tps =
@@ -350,16 +356,20 @@ GPTTrainResult train_gpt(GPT& model, const std::vector<int64_t>& train, const st
                      ? fmt::format("{:.0f} tokens/s, {:.1f} of {:g} s", tps, trained, o.time_limit)
                      : fmt::format("{:.0f} tokens/s", tps),
                  o.time_limit > 0 ? (out_of_time ? 0.0 : std::max(o.time_limit - trained, 0.0)) : -1.0);
-    const bool at_eval = (o.eval_every > 0 && step % o.eval_every == 0) || step == last || out_of_time;
+    const bool at_eval =
+        (o.eval_every > 0 && step % o.eval_every == 0) || step == last || out_of_time || interrupted;
     profile.end_step(at_eval);  // the profile holds training steps only, never the validation
     if (at_eval) {
       if (o.log && distributed::is_main_process()) bar.finish();
-      score(step);
+      if (!interrupted) score(step);  // an interrupted run stops now; its steps are saved, not scored
       save(last_path, step);
       if (!log_path.empty() && distributed::is_main_process()) write_train_log(log_path, r.log);
       model.train();
     }
-    if (step == last || out_of_time) break;
+    if (step == last || out_of_time || interrupted) {
+      r.interrupted = interrupted;
+      break;
+    }
   }
   profile.finish();
   r.steps_done = step - r.start_step;

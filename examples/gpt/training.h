@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,10 @@ struct GPTTrainOptions {
   /// --profile FILE: a Chrome trace of a few steps (examples/common/step_profiler.h)
   std::string profile_trace = {};
   std::FILE* log = stdout;  ///< progress output (nullptr: silent)
+  /// Asked after every step (Ctrl-C: InterruptGuard::requested): when it returns true (on any rank), the
+  /// run stops after that step as an interrupted run, saved (last.safetensors, log.csv) but not scored, and
+  /// GPTTrainResult::interrupted is set. Empty: never.
+  std::function<bool()> stop_requested = {};
 };
 
 /// The learning rate of optimizer step `step` (1-based): linear warmup from lr / 10 over the first
@@ -100,6 +105,7 @@ struct GPTTrainResult {
   double final_loss = 0;         ///< mean training loss (nats / token) of the last min(50, steps_done) steps
   LMScore best;                  ///< the best validation score seen (at eval points)
   std::vector<TrainLogRow> log;  ///< the whole run's rows (a resumed run's earlier ones from OUT/log.csv)
+  bool interrupted = false;      ///< opts.stop_requested ended the run (steps_done may be 0)
 };
 
 /// Trains `model` (already on opts.device, its Generator drawing the dropout masks) on windows of `train`,
@@ -111,7 +117,9 @@ struct GPTTrainResult {
 /// out_dir/best.safetensors when the validation improves. With opts.time_limit the run stops after the step
 /// that reaches it (or at opts.steps). A resumed run (opts.resume, the file present) continues exactly as the
 /// uninterrupted one (without a time limit: with one, where it stops depends on the clock) and keeps the
-/// earlier rows of log.csv. Throws saccade::Error naming "train_gpt" for bad options and what
+/// earlier rows of log.csv. When opts.stop_requested says so (Ctrl-C), the run stops after the step under way
+/// with last.safetensors and log.csv written (not scored), so that a resume continues it, and
+/// GPTTrainResult::interrupted is set. Throws saccade::Error naming "train_gpt" for bad options and what
 /// load_checkpoint throws for a checkpoint of another model.
 GPTTrainResult train_gpt(GPT& model, const std::vector<int64_t>& train, const std::vector<int64_t>& valid,
                          const GPTTrainOptions& opts);

@@ -167,7 +167,27 @@ if(TARGET gpt)
                      --keep 2 10 -- sh -c "cp ${bpe}/best.safetensors copy.safetensors && ${gpt} sample --checkpoint copy.safetensors --prompt x")
     set_tests_properties(cli_gpt_bpe_export_elsewhere cli_gpt_bpe_sample_tokenizer_flag cli_gpt_bpe_sample_without_tokenizer
                          PROPERTIES FIXTURES_REQUIRED gpt_bpe)
+    # issue 49 item 6: two runs wrote one --out at once; item 20: Ctrl-C left last.safetensors.tmp and no
+    # loss.png. A second run is refused while the first holds the folder; SIGINT stops the first after its
+    # step, saved, and --resume continues it (train_interrupt.sh)
+    add_test(NAME cli_gpt_lock_and_interrupt
+             COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/train_interrupt.sh ${gpt} --batch-size 2 --context 16 --n-layer 1
+                     --n-head 2 --d-model 16 --eval-every 0 --eval-tokens 256 --sample-tokens 0 --threads 2)
+    set_tests_properties(cli_gpt_lock_and_interrupt PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=2" TIMEOUT 300 LABELS cli
+                         SKIP_RETURN_CODE 77)
+    # issue 49 item 7: --profile p3.png overwrote its trace with the PNG summary
+    saccade_cli_test(gpt_profile_png_name --keep --out "^trace: p3.png .*summary: p3.summary.png$" 0 60 --
+                     sh -c "${gpt} train --steps 3 --batch-size 2 --context 16 --n-layer 1 --n-head 2 --d-model 16 --eval-every 0 --eval-tokens 256 --sample-tokens 0 --threads 2 --profile p3.png --out run && grep -q traceEvents p3.png")
   endif()
+  # issue 49 item 7: a --profile folder was taken, and the run died at step 4 leaving prof1.partial
+  saccade_cli_test(gpt_profile_folder --err "^gpt: --profile: cannot write the trace file 'prof1' \\(it is a folder\\)$"
+                   --keep 2 1 -- sh -c "mkdir prof1 && ${gpt} train --profile prof1 --data /nonexistent")
+  # issue 49 item 19: a data folder whose validation split came out empty (or too small a folder) trained
+  # every step, then failed
+  saccade_cli_test(gpt_data_no_validation --err "^gpt: --data: the validation split of 'd' is 0 documents, 0 bytes: too small to score"
+                   --keep 2 5 -- sh -c "mkdir d && printf 'A\n' >d/fortunes && ${gpt} train --data d --steps 2 --batch-size 2 --context 16 --n-layer 1 --n-head 2 --d-model 16 --threads 2")
+  saccade_cli_test(gpt_data_tiny --err "^gpt: --data: the training split of 'd' is 1 document, 4 bytes: shorter than one window of --context 16 \\+ 1 tokens$"
+                   --keep 2 5 -- sh -c "mkdir d && printf 'A\n%%\nN\n' >d/fortunes && ${gpt} train --data d --steps 2 --batch-size 2 --context 16 --n-layer 1 --n-head 2 --d-model 16 --threads 2")
   # item 11: with `> log 2>&1` the header lines come before the error
   saccade_cli_test(gpt_log_order --first "^device cpu" --err "^gpt: fortune_files: " 1 10 -- ${gpt} train --data ${CMAKE_CURRENT_LIST_DIR})
   saccade_cli_refusal(gpt_data_missing "^gpt: --data: '/nonexistent/fortunes' does not exist [(]the fortunes: install Debian's" ${gpt} train --data /nonexistent/fortunes)
@@ -210,8 +230,33 @@ if(TARGET gpt)
     # fine-tuning a GPT-2 folder and writing the result back in its layout (transformers reads it: checked by
     # hand with transformers 5.24, the README says how); then the written folder samples and scores
     if(EXISTS "/usr/share/games/fortunes/fortunes")
+      # (issue 49 item 3: without --context the saved config keeps the folder's context, 32)
       saccade_cli_test(gpt_hf_finetune --keep --out "^initialised from .*hf_gpt2 \\(gpt2: 2 layers" --out "^wrote hf: the best model"
-                       --out "^tokens [0-9]+$" 0 60 -- sh -c "${gpt} train --init-from-hf ${hf_data}/hf_gpt2 --steps 3 --batch-size 2 --eval-every 0 --eval-tokens 256 --sample-tokens 8 --threads 2 --out run --save-hf hf && ${gpt} eval --hf hf --data ${hf_data}/hf_eval.txt --threads 2")
+                       --out "^tokens [0-9]+$" 0 60 -- sh -c "${gpt} train --init-from-hf ${hf_data}/hf_gpt2 --steps 3 --batch-size 2 --eval-every 0 --eval-tokens 256 --sample-tokens 8 --threads 2 --out run --save-hf hf && grep -q '\"n_positions\": 32' hf/config.json && ${gpt} eval --hf hf --data ${hf_data}/hf_eval.txt --threads 2")
+      # issue 49: a run fine-tuned from a Hugging Face folder, the fixture of the tests below
+      set(ft ${SACCADE_CLI_WORK}/gpt_hf_ft)
+      add_test(NAME cli_gpt_hf_ft_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${ft})
+      saccade_cli_test(gpt_hf_ft_train --out "^outputs in ${ft}:" --keep 0 60 --
+                       ${gpt} train --init-from-hf ${hf_data}/hf_gpt2 --steps 2 --batch-size 2 --eval-every 0
+                       --eval-tokens 256 --sample-tokens 0 --threads 2 --out ${ft})
+      set_tests_properties(cli_gpt_hf_ft_clean PROPERTIES FIXTURES_SETUP gpt_hf_ft_clean)
+      set_tests_properties(cli_gpt_hf_ft_train PROPERTIES FIXTURES_SETUP gpt_hf_ft FIXTURES_REQUIRED gpt_hf_ft_clean)
+      # item 4: a --resume refused as another model had already replaced the run's tokenizer with the other
+      # folder's (the command exits 2 only when gpt failed and both tokenizer files are still the run's own)
+      saccade_cli_test(gpt_hf_resume_other_model
+                       --err "^gpt: --resume: 'ft1/last.safetensors' holds a different model \\(gpt: .*vocab 991 \\(hf\\).*\\) than this one \\(llama: .*. nothing was changed$"
+                       --keep 2 60 -- sh -c "cp -r ${ft} ft1 && ! ${gpt} train --resume --init-from-hf ${hf_data}/hf_llama --steps 4 --batch-size 2 --eval-every 0 --eval-tokens 256 --sample-tokens 0 --threads 2 --out ft1 && cmp -s ft1/tokenizer.json ${hf_data}/hf_gpt2/tokenizer.json && cmp -s ft1/tokenizer_config.json ${hf_data}/hf_gpt2/tokenizer_config.json && exit 2")
+      # item 5: `gpt sample --checkpoint` looked for the tokenizer in the current folder, and used any found there
+      saccade_cli_test(gpt_hf_sample_tokenizer_beside --out "^gpt: .*vocab 991 \\(hf\\).*, from ${ft}/best.safetensors$" --out "^---$" 0 60 --
+                       ${gpt} sample --checkpoint ${ft}/best.safetensors --prompt x --max-new-tokens 4 --threads 2)
+      saccade_cli_test(gpt_hf_sample_other_tokenizer
+                       --err "^gpt: --tokenizer: the tokenizer in 'other' has 993 ids, the model in 'other/best.safetensors' embeds 991: not its tokenizer$"
+                       --keep 2 60 -- sh -c "mkdir other && cp ${ft}/best.safetensors ${hf_data}/hf_llama/tokenizer.json ${hf_data}/hf_llama/tokenizer_config.json other/ && ${gpt} sample --checkpoint other/best.safetensors --prompt x")
+      # item 15: an export of a fine-tuned model to another folder left its tokenizer behind
+      saccade_cli_test(gpt_hf_export_elsewhere --out "^wrote the tokenizer the weights need into moved" --out "^---$" --keep 0 60 --
+                       sh -c "mkdir moved && ${gpt} export --checkpoint ${ft}/best.safetensors --to moved/m.safetensors && ${gpt} sample --checkpoint moved/m.safetensors --prompt x --max-new-tokens 4 --threads 2")
+      set_tests_properties(cli_gpt_hf_resume_other_model cli_gpt_hf_sample_tokenizer_beside cli_gpt_hf_sample_other_tokenizer
+                           cli_gpt_hf_export_elsewhere PROPERTIES FIXTURES_REQUIRED gpt_hf_ft)
       saccade_cli_test(gpt_hf_save_bytes --keep --out "^wrote hf: the best model" --out "^ids:( [0-9]+){5}$" 0 60 --
                        sh -c "${gpt} train --steps 3 --batch-size 2 --context 16 --n-layer 1 --n-head 2 --d-model 16 --eval-every 0 --eval-tokens 256 --sample-tokens 0 --threads 2 --out run --save-hf hf && ${gpt} sample --hf hf --prompt abc --max-new-tokens 5 --print-ids --threads 2")
     endif()
@@ -230,6 +275,11 @@ if(TARGET gpt)
     saccade_cli_refusal(gpt_hf_init_context_too_long "^gpt: --context: 64 passes the context of '.*hf_gpt2' \\(32\\)$"
                         ${gpt} train --init-from-hf ${hf_data}/hf_gpt2 --context 64)
     saccade_cli_refusal(gpt_hf_init_with_sizes "^gpt: --n-layer excludes --init-from-hf$" ${gpt} train --init-from-hf ${hf_data}/hf_gpt2 --n-layer 2)
+    # issue 49 item 18: --arch llama beside a GPT-2 folder trained a GPT-2 without a word
+    saccade_cli_refusal(gpt_hf_init_with_arch "^gpt: --arch excludes --init-from-hf$" ${gpt} train --init-from-hf ${hf_data}/hf_gpt2 --arch llama)
+    # issue 49 item 3: --save-hf onto the --init-from-hf folder overwrote the pretrained model
+    saccade_cli_test(gpt_hf_save_onto_source --err "^gpt: --save-hf: './m/' is the folder --init-from-hf reads: write the fine-tuned model to another folder$"
+                     --keep 2 5 -- sh -c "cp -r ${hf_data}/hf_gpt2 m && ${gpt} train --init-from-hf m --save-hf ./m/ --steps 1 --batch-size 2 --eval-every 0 --eval-tokens 64 --sample-tokens 0 --threads 2")
     saccade_cli_refusal(gpt_hf_save_bpe "^gpt: --save-hf: a bpe \\(SentencePiece\\) model has no tokenizer in the Hugging Face layout"
                         ${gpt} train --tokenizer bpe --save-hf hf)
   endif()
