@@ -846,7 +846,8 @@ int main(int argc, char** argv) {
 #ifdef SACCADE_HAVE_HF
     if (!save_hf.empty()) {
       const auto* hf_tok = dynamic_cast<const ex::HFTokenizer*>(tok.get());
-      ex::save_hf_gpt(*best, save_hf, saccade::DType::Float32, hf_tok ? hf_tok->eos_id() : -1);
+      ex::save_hf_gpt(*best, save_hf, saccade::DType::Float32, hf_tok ? hf_tok->eos_id() : -1,
+                      hf_config ? &*hf_config : nullptr);
       if (hf_tok)
         ex::copy_hf_tokenizer(out_dir, save_hf);
       else
