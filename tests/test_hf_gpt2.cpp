@@ -376,11 +376,17 @@ TEST_CASE(
   hf::Config saved = hf::load_config(out.file("config.json"));
   CHECK(saved.bos_token_id == std::vector<int64_t>{991});
   CHECK(saved.eos_token_id == std::vector<int64_t>{992});
-  // without a source, the tokenizer's EOS where there is one
-  save_hf_gpt(*llama, out.path.string(), DType::Float32, 992);
+  // without a source (`gpt export --hf` of a checkpoint), the tokenizer's BOS and EOS where it has them
+  const auto tok = hf::load_tokenizer(kData + "/hf_llama");
+  save_hf_gpt(*llama, out.path.string(), DType::Float32, tok->eos_id().value_or(-1), nullptr,
+              tok->bos_id().value_or(-1));
+  saved = hf::load_config(out.file("config.json"));
+  CHECK(saved.bos_token_id == std::vector<int64_t>{991});
+  CHECK(saved.eos_token_id == std::vector<int64_t>{992});
+  save_hf_gpt(*llama, out.path.string());
   saved = hf::load_config(out.file("config.json"));
   CHECK(saved.bos_token_id.empty());
-  CHECK(saved.eos_token_id == std::vector<int64_t>{992});
+  CHECK(saved.eos_token_id.empty());
 }
 
 TEST_CASE("hf: a model converted to bfloat16 or float16 after loading stays near transformers' logits",

@@ -309,7 +309,7 @@ TEST_CASE("hf Llama: the rotary buffers older conversions saved are skipped, as 
   }
 }
 
-TEST_CASE("hf: saving over a sharded folder removes its index and shards; model.safetensors wins on load",
+TEST_CASE("hf: saving over a sharded folder removes its index and shards, and model.safetensors wins on load",
           "[hf]") {
   NoGradGuard no_grad;
   const Tensor& ids = expected().tensors.at("ids");

@@ -184,11 +184,12 @@ std::shared_ptr<GPT> load_hf_gpt(const std::string& dir, const hf::Config& confi
 }
 
 void save_hf_gpt(const GPT& model, const std::string& dir, DType dtype, int64_t eos_id,
-                 const hf::Config* source) {
+                 const hf::Config* source, int64_t bos_id) {
   const GPTConfig& g = model.config();
   const bool gpt2 = g.arch == "gpt2";
   hf::Config c = gpt2 ? gpt2_hf_config(g, eos_id) : hf::llama_hf_config(g.llama());
   if (!gpt2 && eos_id >= 0) c.eos_token_id = {eos_id};
+  if (!gpt2 && bos_id >= 0) c.bos_token_id = {bos_id};
   if (source) {  // the ids of the model it was initialised from, as that config.json has them
     if (!source->bos_token_id.empty()) c.bos_token_id = source->bos_token_id;
     if (!source->eos_token_id.empty()) c.eos_token_id = source->eos_token_id;
