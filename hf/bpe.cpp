@@ -38,10 +38,12 @@ std::string read_file(const std::string& path) {
 }
 
 // One added token (tokenizer.json's "added_tokens", or GPT-2's "<|endoftext|>"): cut out of the text before
-// pre-tokenization, decoded as its content.
+// pre-tokenization, decoded as its content. `normalized` ones are matched in a second pass, in the stretches
+// the others leave (tokenizers' AddedVocabulary::extract_and_normalize).
 struct AddedToken {
   std::string content;
   int64_t id;
+  bool normalized = false;
 };
 
 }  // namespace
@@ -58,8 +60,8 @@ struct BPETokenizer::Impl {
   std::unique_ptr<Normalizer> normalizer;  // null: none
   std::unique_ptr<PreTokenizer> pre;
   std::unique_ptr<Decoder> decoder;
-  std::vector<AddedToken> added;        // longest first
-  std::array<bool, 256> added_first{};  // the first bytes of the added tokens
+  std::vector<AddedToken> added;           // longest first
+  std::array<bool, 256> added_first[2]{};  // the first bytes of the added tokens [normalized]
   std::unordered_map<int64_t, std::string> added_content;
   std::vector<int64_t> prefix, suffix;  // the post-processor's template around the ids
   std::optional<int64_t> bos, eos;
@@ -195,6 +197,32 @@ struct BPETokenizer::Impl {
     if (cache.size() < kCacheEntries) cache.emplace(std::string(piece), std::move(ids));
   }
 
+  // Cuts the added tokens of one kind (`normalized` or not) out of text[from, to): gap(begin, end) for each
+  // stretch around them (empty ones too), hit(token) for each, in order. At each position the longest token
+  // that starts there, as tokenizers' leftmost-longest Aho-Corasick matches.
+  template <class Gap, class Hit>
+  void cut_added(std::string_view text, size_t from, size_t to, bool normalized, const Gap& gap,
+                 const Hit& hit) const {
+    size_t done = from;
+    for (size_t i = from; i < to;) {
+      const AddedToken* found = nullptr;
+      if (added_first[normalized][static_cast<unsigned char>(text[i])])
+        for (const AddedToken& t : added)  // longest first
+          if (t.normalized == normalized && text.substr(i, to - i).starts_with(t.content)) {
+            found = &t;
+            break;
+          }
+      if (!found) {
+        ++i;
+        continue;
+      }
+      gap(done, i);
+      hit(*found);
+      done = i += found->content.size();
+    }
+    gap(done, to);
+  }
+
   // Normalization, pre-tokenization and BPE of text that holds no added token.
   void encode_text(std::string_view text, bool at_start, std::vector<int64_t>& out) const {
     std::string normalized;
@@ -228,7 +256,8 @@ struct BPETokenizer::Impl {
                             std::pair{rank, im->second});
   }
 
-  void add_token(const std::string& content, int64_t id, const std::string& file, const std::string& where) {
+  void add_token(const std::string& content, int64_t id, bool normalized, const std::string& file,
+                 const std::string& where) {
     if (content.empty()) throw Error(fmt::format("hf::BPE: '{}': {}: an empty added token", file, where));
     if (id < 0 || id >= kMaxId)
       throw Error(fmt::format("hf::BPE: '{}': {}: id {} is out of range", file, where, id));
@@ -237,13 +266,14 @@ struct BPETokenizer::Impl {
       throw Error(fmt::format("hf::BPE: '{}': {}: id {} of '{}' is the vocabulary's '{}'", file, where, id,
                               content, it->second));
     if (added_content.count(id)) return;
-    added.push_back({content, id});
+    added.push_back({content, id, normalized});
     added_content[id] = content;
     vocab_size = std::max(vocab_size, id + 1);
   }
 
   void finish() {
-    for (const AddedToken& t : added) added_first[static_cast<unsigned char>(t.content[0])] = true;
+    for (const AddedToken& t : added)
+      added_first[t.normalized][static_cast<unsigned char>(t.content[0])] = true;
     std::stable_sort(added.begin(), added.end(), [](const AddedToken& x, const AddedToken& y) {
       return x.content.size() > y.content.size();
     });
@@ -362,7 +392,7 @@ std::unique_ptr<BPETokenizer> BPETokenizer::parse_vocab_merges(const std::string
     m->add_merge(a, b, rank++, merges_path, fmt::format("line {}", number));
   }
   if (const auto it = m->vocab.find("<|endoftext|>"); it != m->vocab.end()) {
-    m->add_token(it->first, it->second, vocab_path, "<|endoftext|>");
+    m->add_token(it->first, it->second, /*normalized=*/false, vocab_path, "<|endoftext|>");
     m->bos = m->eos = it->second;
   }
   m->finish();
@@ -430,10 +460,11 @@ std::unique_ptr<BPETokenizer> BPETokenizer::parse_tokenizer_json(const std::stri
         throw fail(path, where, "not an object with an integer id and a string content");
       for (const char* key : {"lstrip", "rstrip", "single_word"})
         if (flag(t, key, path, where, false)) throw fail(path, where + "." + key, "true is not supported");
-      // tokenizers matches a normalized added token in the normalized text; these are cut out before
-      if (m->normalizer && flag(t, "normalized", path, where, !flag(t, "special", path, where, false)))
+      // tokenizers matches a normalized added token in the normalized text; here in the text as it is
+      const bool normalized = flag(t, "normalized", path, where, !flag(t, "special", path, where, false));
+      if (m->normalizer && normalized)
         throw fail(path, where + ".normalized", "true is not supported with a normalizer");
-      m->add_token(content->get<std::string>(), id->get<int64_t>(), path, where);
+      m->add_token(content->get<std::string>(), id->get<int64_t>(), normalized, path, where);
     }
   }
   if (const json* post = get(j, "post_processor")) read_post_processor(*m, *post, path, "post_processor");
@@ -452,28 +483,19 @@ std::vector<int64_t> BPETokenizer::encode(const std::string& text, bool add_spec
   const Impl& m = *impl_;
   std::vector<int64_t> ids;
   if (add_special_tokens) ids = m.prefix;
-  // Cut out the added tokens: at each position the longest one that starts there (m.added is longest first).
-  size_t done = 0;
-  for (size_t i = 0; i < text.size() && !m.added.empty();) {
-    if (!m.added_first[static_cast<unsigned char>(text[i])]) {
-      ++i;
-      continue;
-    }
-    const AddedToken* hit = nullptr;
-    for (const AddedToken& t : m.added)
-      if (text.compare(i, t.content.size(), t.content) == 0) {
-        hit = &t;
-        break;
-      }
-    if (!hit) {
-      ++i;
-      continue;
-    }
-    m.encode_text(std::string_view(text).substr(done, i - done), done == 0, ids);
-    ids.push_back(hit->id);
-    done = i += hit->content.size();
-  }
-  m.encode_text(std::string_view(text).substr(done), done == 0, ids);
+  // Cut out the added tokens as tokenizers does, in two passes: first those that are not normalized, in the
+  // whole text; then the normalized ones, in each stretch between (so "<a><b>" with a normalized "<a><b>"
+  // and a non-normalized "<b>" is "<a>" then "<b>"). Each stretch left is normalized and pre-tokenized.
+  const std::string_view t(text);
+  auto push = [&](const AddedToken& a) { ids.push_back(a.id); };
+  m.cut_added(
+      t, 0, t.size(), /*normalized=*/false,
+      [&](size_t a, size_t b) {
+        m.cut_added(
+            t, a, b, /*normalized=*/true,
+            [&](size_t c, size_t d) { m.encode_text(t.substr(c, d - c), c == 0, ids); }, push);
+      },
+      push);
   if (add_special_tokens) ids.insert(ids.end(), m.suffix.begin(), m.suffix.end());
   return ids;
 }

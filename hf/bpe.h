@@ -3,7 +3,8 @@
 // 2019) from vocab.json + merges.txt, and any tokenizer.json of model type BPE with the normalizers,
 // pre-tokenizers and decoders that GPT-2, SmolLM, Llama 3, Qwen2 and Llama 2 / TinyLlama use. Encoding:
 //   1. added tokens ("added_tokens"; "<|endoftext|>" of a GPT-2 vocab.json) are cut out of the text first,
-//      leftmost, longest first at one position;
+//      leftmost, longest first at one position, in tokenizers' two passes: those with "normalized" false
+//      in the whole text, then the normalized ones in the stretches between;
 //   2. each stretch between them is normalized (hf/normalizer.h: NFC, NFKC, Prepend("▁"), Replace, ...);
 //   3. and pre-tokenized (hf/pretokenizer.h) by regular expressions on PCRE2 (UTF + UCP): Split patterns
 //      with their behavior, Digits, and ByteLevel's GPT-2 pattern

@@ -43,13 +43,13 @@ Error weights_error(const std::string& dir, const std::string& what) {
   return Error(fmt::format("hf::Weights: '{}': {}", dir, what));
 }
 
-// The shard files of `dir`: model.safetensors, or the files model.safetensors.index.json names (each with
-// the tensors the index assigns it).
+// The shard files of `dir`: model.safetensors when it is there (as transformers' from_pretrained prefers it),
+// else the files model.safetensors.index.json names (each with the tensors the index assigns it).
 std::vector<std::pair<std::string, std::set<std::string>>> shard_files(const std::string& dir) {
   const fs::path single = fs::path(dir) / "model.safetensors";
   const fs::path index = fs::path(dir) / "model.safetensors.index.json";
   std::error_code ec;
-  if (fs::exists(single, ec) && !fs::exists(index, ec)) return {{single.string(), {}}};
+  if (fs::exists(single, ec)) return {{single.string(), {}}};
   if (!fs::exists(index, ec))
     throw weights_error(dir, "neither model.safetensors nor model.safetensors.index.json is there");
   std::ifstream f(index, std::ios::binary);
@@ -310,7 +310,26 @@ nn::StateDict export_weights(const nn::Module& module, const std::vector<NameRul
   return out;
 }
 
+namespace {
+
+// "model-<5 digits>-of-<5 digits>.safetensors": a shard name of transformers' save_pretrained.
+bool is_shard_name(const std::string& name) {
+  static const std::string head = "model-", mid = "-of-", tail = ".safetensors";
+  if (name.size() != head.size() + 5 + mid.size() + 5 + tail.size()) return false;
+  auto digits = [&](size_t at) {
+    return std::all_of(name.begin() + static_cast<std::ptrdiff_t>(at),
+                       name.begin() + static_cast<std::ptrdiff_t>(at + 5),
+                       [](char c) { return c >= '0' && c <= '9'; });
+  };
+  return name.compare(0, head.size(), head) == 0 && digits(head.size()) &&
+         name.compare(head.size() + 5, mid.size(), mid) == 0 && digits(head.size() + 5 + mid.size()) &&
+         name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+}  // namespace
+
 void save_pretrained(const std::string& dir, const Config& config, const nn::StateDict& tensors) {
+  const std::string config_text = config_json(config);  // before anything is written: it may refuse
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw Error(fmt::format("hf::save_pretrained: cannot make the folder '{}': {}", dir, ec.message()));
@@ -318,13 +337,27 @@ void save_pretrained(const std::string& dir, const Config& config, const nn::Sta
   const std::string path = (fs::path(dir) / "config.json").string(), tmp = path + ".tmp";
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << config_json(config);
+    f << config_text;
     f.flush();
     if (!f) throw Error(fmt::format("hf::save_pretrained: cannot write '{}'", tmp));
   }
   fs::rename(tmp, path, ec);
   if (ec)
     throw Error(fmt::format("hf::save_pretrained: cannot rename '{}' to '{}': {}", tmp, path, ec.message()));
+  // A sharded save before this one: its index and shards would describe other weights (transformers removes
+  // them too). Only after the new files are in place, so that the folder always holds a whole model.
+  std::vector<fs::path> stale;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    std::error_code type_ec;
+    if (it->is_regular_file(type_ec) && (name == "model.safetensors.index.json" || is_shard_name(name)))
+      stale.push_back(it->path());
+  }
+  if (ec) throw Error(fmt::format("hf::save_pretrained: cannot list the folder '{}': {}", dir, ec.message()));
+  for (const fs::path& p : stale)
+    if (!fs::remove(p, ec) && ec)
+      throw Error(
+          fmt::format("hf::save_pretrained: cannot remove the stale '{}': {}", p.string(), ec.message()));
 }
 
 }  // namespace saccade::hf

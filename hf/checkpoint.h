@@ -30,7 +30,9 @@ namespace saccade::hf {
 /// names, memory-mapped (read-only) for as long as this object lives.
 class Weights {
  public:
-  /// Opens `dir`. Throws saccade::Error naming "hf::Weights" and the file for: neither model.safetensors nor
+  /// Opens `dir`: its model.safetensors where there is one (as transformers' from_pretrained, which prefers
+  /// it to an index), else the shards model.safetensors.index.json names. Throws saccade::Error naming
+  /// "hf::Weights" and the file for: neither model.safetensors nor
   /// an index; an index that is not JSON, has no "weight_map" object, or names a file that is missing, is
   /// outside the folder, or does not hold the tensor it is named for; a shard that is not valid safetensors
   /// (nn::read_safetensors_header's checks); a tensor found in two shards.
@@ -102,8 +104,10 @@ nn::StateDict export_weights(const nn::Module& module, const std::vector<NameRul
 
 /// Writes `dir`/config.json (config_json(config)) and `dir`/model.safetensors (`tensors`, metadata
 /// {"format": "pt"} as transformers writes it), each atomically (a .tmp file renamed), making `dir` if it
-/// is missing: what transformers' from_pretrained reads. Throws saccade::Error naming
-/// "hf::save_pretrained" and the path for an I/O failure.
+/// is missing: what transformers' from_pretrained reads. Then, as transformers' save_pretrained does, removes
+/// what a sharded save left there, which would describe other weights: model.safetensors.index.json and the
+/// files named model-NNNNN-of-NNNNN.safetensors. Throws saccade::Error naming "hf::save_pretrained" and the
+/// path for an I/O failure.
 void save_pretrained(const std::string& dir, const Config& config, const nn::StateDict& tensors);
 
 }  // namespace saccade::hf

@@ -1,6 +1,7 @@
 #include "hf/config.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -25,6 +26,11 @@ struct Reader {
     return Error(fmt::format("hf::load_config: '{}': \"{}\": {}", path, key, what));
   }
   bool has(const std::string& key) const { return j.contains(key) && !j[key].is_null(); }
+  // A key the architecture's transformers model does not read: a warning on stderr, naming the file.
+  void ignored(const std::string& key, const std::string& why) const {
+    std::fprintf(stderr, "hf::load_config: warning: '%s': \"%s\": %s ignored: %s\n", path.c_str(),
+                 key.c_str(), j[key].dump().c_str(), why.c_str());
+  }
 
   // An integer >= lo, required unless a default is given.
   int64_t integer(const std::string& key, std::optional<int64_t> fallback, int64_t lo = 1) const {
@@ -86,8 +92,9 @@ double rope_theta(const Reader& r) {
     if (!r.has(key)) continue;
     const json& p = r.j[key];
     if (!p.is_object()) throw r.fail(key, fmt::format("{} is not an object", p.dump()));
+    // transformers reads "rope_type" and falls back to the older "type" only without it
     std::string type = "default";
-    for (const char* k : {"rope_type", "type"})
+    for (const char* k : {"type", "rope_type"})
       if (p.contains(k) && p[k].is_string()) type = p[k].get<std::string>();
     if (type != "default")
       throw r.fail(key,
@@ -158,13 +165,21 @@ Config parse_config(const std::string& text, const std::string& path) {
                    fmt::format("{} does not divide n_embd {}", c.num_attention_heads, c.hidden_size));
     c.head_dim = c.hidden_size / c.num_attention_heads;
     c.attention_bias = c.mlp_bias = true;
-  } else if (c.model_type == "llama") {
-    check_architectures(r, {"LlamaForCausalLM", "LlamaModel"});
+  } else if (c.model_type == "llama" || c.model_type == "mistral") {
+    // Mistral is Llama's architecture with a sliding window and no biases (transformers' MistralConfig and
+    // its defaults); a "llama" file's sliding_window or a "mistral" file's biases are keys transformers'
+    // model never reads, so they are ignored here too, with a warning.
+    const bool mistral = c.model_type == "mistral";
+    if (mistral)
+      check_architectures(r, {"MistralForCausalLM", "MistralModel"});
+    else
+      check_architectures(r, {"LlamaForCausalLM", "LlamaModel"});
     c.architecture = Architecture::Llama;
     c.hidden_size = r.integer("hidden_size", std::nullopt);
     c.num_hidden_layers = r.integer("num_hidden_layers", std::nullopt);
     c.num_attention_heads = r.integer("num_attention_heads", std::nullopt);
-    c.num_key_value_heads = r.integer("num_key_value_heads", c.num_attention_heads);
+    c.num_key_value_heads = r.integer(
+        "num_key_value_heads", mistral && !r.j.contains("num_key_value_heads") ? 8 : c.num_attention_heads);
     c.intermediate_size = r.integer("intermediate_size", std::nullopt);
     c.max_position_embeddings = r.integer("max_position_embeddings", std::nullopt);
     c.norm_eps = r.number("rms_norm_eps", 1e-6);
@@ -173,9 +188,21 @@ Config parse_config(const std::string& text, const std::string& path) {
     c.hidden_act = r.string("hidden_act", "silu");
     if (c.hidden_act != "silu")
       throw r.fail("hidden_act", fmt::format("'{}' is not supported (silu)", c.hidden_act));
-    c.sliding_window = r.has("sliding_window") ? r.integer("sliding_window", std::nullopt) : 0;
-    c.attention_bias = r.boolean("attention_bias", false);
-    c.mlp_bias = r.boolean("mlp_bias", false);
+    if (mistral) {
+      // MistralConfig: 4096 when absent, null for none
+      c.sliding_window = !r.j.contains("sliding_window") ? 4096
+                         : r.has("sliding_window")       ? r.integer("sliding_window", std::nullopt)
+                                                         : 0;
+      for (const char* key : {"attention_bias", "mlp_bias"})
+        if (r.has(key) && r.j[key] != false) r.ignored(key, "transformers' MistralForCausalLM has no biases");
+    } else {
+      if (r.has("sliding_window"))
+        r.ignored("sliding_window",
+                  "transformers' LlamaForCausalLM has no sliding window (a windowed model is model_type "
+                  "'mistral')");
+      c.attention_bias = r.boolean("attention_bias", false);
+      c.mlp_bias = r.boolean("mlp_bias", false);
+    }
     if (c.num_attention_heads % c.num_key_value_heads != 0)
       throw r.fail("num_key_value_heads", fmt::format("{} does not divide num_attention_heads {}",
                                                       c.num_key_value_heads, c.num_attention_heads));
@@ -192,8 +219,9 @@ Config parse_config(const std::string& text, const std::string& path) {
   } else {
     throw r.fail("model_type",
                  c.model_type.empty()
-                     ? std::string("missing (saccade reads 'gpt2' and 'llama')")
-                     : fmt::format("'{}' is not supported (saccade reads 'gpt2' and 'llama')", c.model_type));
+                     ? std::string("missing (saccade reads 'gpt2', 'llama' and 'mistral')")
+                     : fmt::format("'{}' is not supported (saccade reads 'gpt2', 'llama' and 'mistral')",
+                                   c.model_type));
   }
   return c;
 }
@@ -229,7 +257,15 @@ std::string config_json(const Config& c) {
     j["layer_norm_epsilon"] = c.norm_eps;
     j["activation_function"] = c.hidden_act;
   } else {
-    j["architectures"] = {"LlamaForCausalLM"};
+    // a window is Mistral's (transformers' LlamaForCausalLM ignores "sliding_window"), which has no biases
+    const bool mistral = c.model_type == "mistral" || c.sliding_window > 0;
+    if (mistral && (c.attention_bias || c.mlp_bias))
+      throw Error(
+          fmt::format("hf::config_json: a Llama with a sliding window ({}) and attention or MLP biases "
+                      "has no transformers config (Mistral, the windowed one, has no biases)",
+                      c.sliding_window));
+    j["model_type"] = mistral ? "mistral" : "llama";
+    j["architectures"] = {mistral ? "MistralForCausalLM" : "LlamaForCausalLM"};
     j["hidden_size"] = c.hidden_size;
     j["num_hidden_layers"] = c.num_hidden_layers;
     j["num_attention_heads"] = c.num_attention_heads;
@@ -240,9 +276,12 @@ std::string config_json(const Config& c) {
     j["rms_norm_eps"] = c.norm_eps;
     j["rope_theta"] = c.rope_theta;
     j["hidden_act"] = c.hidden_act;
-    j["attention_bias"] = c.attention_bias;
-    j["mlp_bias"] = c.mlp_bias;
-    if (c.sliding_window > 0) j["sliding_window"] = c.sliding_window;
+    if (mistral) {
+      j["sliding_window"] = c.sliding_window > 0 ? json(c.sliding_window) : json(nullptr);
+    } else {
+      j["attention_bias"] = c.attention_bias;
+      j["mlp_bias"] = c.mlp_bias;
+    }
   }
   return j.dump(2) + "\n";
 }

@@ -1,9 +1,10 @@
 #pragma once
 // config.json of a model folder in the Hugging Face layout (transformers' PretrainedConfig, written by
 // save_pretrained): the two architectures saccade runs, GPT-2 (GPT2LMHeadModel, Radford et al. 2019) and the
-// Llama family (LlamaForCausalLM: Llama, TinyLlama, SmolLM, OLMo-style files), read into one struct with
-// transformers' field names. GPT-2's own spellings (n_embd, n_layer, n_head, n_positions, n_inner,
-// layer_norm_epsilon, activation_function) land in the common fields.
+// Llama family (LlamaForCausalLM: Llama, TinyLlama, SmolLM, OLMo-style files; MistralForCausalLM, the same
+// blocks with a sliding window, Jiang et al. 2023), read into one struct with transformers' field names.
+// A key means what it means to transformers for the file's model_type. GPT-2's own spellings (n_embd,
+// n_layer, n_head, n_positions, n_inner, layer_norm_epsilon, activation_function) land in the common fields.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -18,7 +19,7 @@ enum class Architecture { GPT2, Llama };
 /// needs and has no default for must be present (load_config refuses the file otherwise).
 struct Config {
   Architecture architecture = Architecture::GPT2;
-  std::string model_type;  ///< "gpt2" or "llama"
+  std::string model_type;  ///< "gpt2", "llama" or "mistral" (architecture Llama, with a window)
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;              ///< GPT-2: n_embd
   int64_t num_hidden_layers = 0;        ///< GPT-2: n_layer
@@ -31,8 +32,11 @@ struct Config {
   double rope_theta = 10000.0;          ///< Llama: rope_theta, or rope_parameters / rope_scaling's
   bool tie_word_embeddings = true;      ///< GPT-2: true, Llama: false, unless the file says
   std::string hidden_act;               ///< GPT-2: activation_function ("gelu_new"), Llama: "silu"
-  bool attention_bias = false, mlp_bias = false;  ///< Llama only (GPT-2 has biases everywhere)
-  int64_t sliding_window = 0;  ///< Llama only: "sliding_window" (Mistral's field; null or absent: 0, none)
+  /// "llama" only (GPT-2 has biases everywhere, Mistral none)
+  bool attention_bias = false, mlp_bias = false;
+  /// "mistral" only: "sliding_window" (absent: MistralConfig's 4096; null: 0, none). A "llama" file's
+  /// sliding_window is ignored (transformers' LlamaForCausalLM never reads it): 0.
+  int64_t sliding_window = 0;
   std::vector<int64_t> bos_token_id, eos_token_id;  ///< empty when null or absent (a list: several eos)
   std::string torch_dtype;  ///< "float32", "bfloat16", "float16" or "" (the dtype on disk)
 
@@ -41,9 +45,13 @@ struct Config {
 };
 
 /// Reads and checks `path` (a config.json). Accepts "model_type" "gpt2" (architectures GPT2LMHeadModel or
-/// GPT2Model, or none) and "llama" (LlamaForCausalLM or LlamaModel, or none); rotary settings either as a
-/// top-level "rope_theta" (as most published files have it) or inside "rope_parameters" / "rope_scaling"
-/// (newer transformers), where only the "default" rope_type is supported. Throws saccade::Error naming
+/// GPT2Model, or none), "llama" (LlamaForCausalLM or LlamaModel, or none) and "mistral" (MistralForCausalLM
+/// or MistralModel, or none: the Llama architecture with MistralConfig's defaults, num_key_value_heads 8 and
+/// sliding_window 4096 when absent); rotary settings either as a top-level "rope_theta" (as most published
+/// files have it) or inside "rope_parameters" / "rope_scaling" (newer transformers; "rope_type", else the
+/// older "type"), where only the "default" rope type is supported. Keys the model_type's transformers model
+/// does not read ("llama": sliding_window; "mistral": attention_bias, mlp_bias) are ignored with a warning
+/// on stderr naming the file and the key. Throws saccade::Error naming
 /// "hf::load_config", the file and the key for: a file that cannot be read or is not a JSON object, an
 /// unknown model_type or architectures entry, a missing field the architecture needs, a value of the wrong
 /// type or out of range (sizes < 1, heads not dividing the width, key/value heads not dividing the heads, a
@@ -55,7 +63,11 @@ Config load_config(const std::string& path);
 Config parse_config(const std::string& text, const std::string& path = "config.json");
 
 /// The config.json that transformers writes for `config` (its save_pretrained fields; GPT-2's own spellings
-/// for GPT-2), as JSON text. parse_config(config_json(c)) == c for every field above.
+/// for GPT-2), as JSON text: a Llama-architecture config with a sliding window (or model_type "mistral") is
+/// written as model_type "mistral" / MistralForCausalLM, the one transformers runs with a window. For each c
+/// that parse_config returns, parse_config(config_json(c)) == c in every field above. Throws saccade::Error
+/// naming "hf::config_json" for a sliding window with attention or MLP biases (no transformers model has
+/// both).
 std::string config_json(const Config& config);
 
 }  // namespace saccade::hf

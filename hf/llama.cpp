@@ -1,5 +1,7 @@
 #include "hf/llama.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "nn/init.h"
@@ -31,7 +33,7 @@ nn::LlamaConfig llama_config(const Config& c) {
 Config llama_hf_config(const nn::LlamaConfig& l) {
   Config c;
   c.architecture = Architecture::Llama;
-  c.model_type = "llama";
+  c.model_type = l.sliding_window > 0 ? "mistral" : "llama";  // transformers' Llama has no window
   c.vocab_size = l.vocab_size;
   c.hidden_size = l.hidden_size;
   c.num_hidden_layers = l.num_hidden_layers;
@@ -56,6 +58,29 @@ std::vector<NameRule> llama_name_table(const nn::LlamaForCausalLM& model) {
   return t;
 }
 
+namespace {
+
+// "model.layers.<digits>.self_attn.rotary_emb.inv_freq" (transformers' pattern
+// r"model\.layers\.\d+\.self_attn\.rotary_emb\.inv_freq").
+bool is_rotary_buffer(const std::string& name) {
+  const std::string head = "model.layers.", tail = ".self_attn.rotary_emb.inv_freq";
+  if (name.size() <= head.size() + tail.size() || name.compare(0, head.size(), head) != 0 ||
+      name.compare(name.size() - tail.size(), tail.size(), tail) != 0)
+    return false;
+  const std::string digits = name.substr(head.size(), name.size() - head.size() - tail.size());
+  return std::all_of(digits.begin(), digits.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+}
+
+}  // namespace
+
+std::vector<std::string> llama_ignored_tensors(const Config& config, const Weights& weights) {
+  std::vector<std::string> ignore;
+  if (config.tie_word_embeddings) ignore.push_back("lm_head.weight");
+  for (const std::string& name : weights.names())
+    if (is_rotary_buffer(name)) ignore.push_back(name);
+  return ignore;
+}
+
 std::shared_ptr<nn::LlamaForCausalLM> load_llama(const std::string& dir, bool strict, LoadReport* report) {
   return load_llama(dir, load_config(dir + "/config.json"), strict, report);
 }
@@ -71,9 +96,8 @@ std::shared_ptr<nn::LlamaForCausalLM> load_llama(const std::string& dir, const C
     nn::init::SkipInitGuard skip;  // every parameter is loaded below (or the load throws)
     model = std::make_shared<nn::LlamaForCausalLM>(llama_config(config));
   }
-  std::vector<std::string> ignore;
-  if (config.tie_word_embeddings) ignore.push_back("lm_head.weight");
-  LoadReport r = load_weights(*model, weights, llama_name_table(*model), strict, ignore);
+  LoadReport r =
+      load_weights(*model, weights, llama_name_table(*model), strict, llama_ignored_tensors(config, weights));
   if (report) *report = std::move(r);
   model->eval();
   return model;

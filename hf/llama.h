@@ -17,16 +17,23 @@ namespace saccade::hf {
 /// of another architecture.
 nn::LlamaConfig llama_config(const Config& config);
 
-/// The config.json fields of `config` (transformers' LlamaConfig).
+/// The config.json fields of `config` (transformers' LlamaConfig; model_type "mistral", MistralConfig, when
+/// it has a sliding window, since transformers' Llama has none).
 Config llama_hf_config(const nn::LlamaConfig& config);
 
 /// The name table of `model`: one row per state_dict entry, under its own name.
 std::vector<NameRule> llama_name_table(const nn::LlamaForCausalLM& model);
 
+/// The checkpoint tensors of `weights` that a Llama load skips, as transformers' from_pretrained skips them:
+/// "lm_head.weight" when `config` ties the embeddings, and the rotary buffers that older conversions saved,
+/// "model.layers.N.self_attn.rotary_emb.inv_freq" (LlamaPreTrainedModel's _keys_to_ignore_on_load_unexpected;
+/// saccade computes the frequencies from rope_theta, as transformers does).
+std::vector<std::string> llama_ignored_tensors(const Config& config, const Weights& weights);
+
 /// Loads the Llama checkpoint folder `dir` (config.json, model.safetensors or shards; float32, bfloat16 or
 /// float16 on disk) into a new float32 nn::LlamaForCausalLM in eval mode. Strict unless `strict` is false
-/// (then `report` lists what was skipped). Throws what load_config, Weights and load_weights throw, naming
-/// the file and the tensor; nothing is half-loaded.
+/// (then `report` lists what was skipped); llama_ignored_tensors are skipped either way. Throws what
+/// load_config, Weights and load_weights throw, naming the file and the tensor; nothing is half-loaded.
 std::shared_ptr<nn::LlamaForCausalLM> load_llama(const std::string& dir, bool strict = true,
                                                  LoadReport* report = nullptr);
 /// As above, with `config` the folder's config.json already read (load_config), so it is parsed once.

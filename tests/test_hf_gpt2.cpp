@@ -351,6 +351,44 @@ TEST_CASE("GPT arch llama: a fresh model's cache, its export, and what it refuse
   CHECK_THROWS_WITH(GPTConfig::from_metadata(m), Catch::Contains("\"tie\" is 'maybe'"));
 }
 
+TEST_CASE(
+    "GPT arch llama: a windowed export is Mistral's; a fine-tuned export keeps the source's BOS and EOS",
+    "[hf][gpt]") {
+  GPTConfig c;
+  c.arch = "llama", c.vocab_size = 50, c.context = 24, c.n_layer = 1, c.n_head = 2, c.d_model = 16;
+  c.window = 8;
+  GPT model(c, 3);
+  TempDir dir("gpt_llama_window_hf");
+  save_hf_gpt(model, dir.path.string());
+  // transformers' LlamaForCausalLM would read this folder without its window: it is a Mistral
+  const std::string text = file_bytes(dir.file("config.json"));
+  CHECK(text.find(R"("model_type": "mistral")") != std::string::npos);
+  CHECK(text.find("MistralForCausalLM") != std::string::npos);
+  CHECK(text.find(R"("sliding_window": 8)") != std::string::npos);
+  CHECK(load_hf_gpt(dir.path.string())->config().window == 8);
+
+  // `gpt train --init-from-hf hf_llama --save-hf`: the source's ids (bos 991, eos 992), not null
+  const hf::Config source = hf::load_config(kData + "/hf_llama/config.json");
+  REQUIRE(source.bos_token_id == std::vector<int64_t>{991});
+  auto llama = load_hf_gpt(kData + "/hf_llama");
+  TempDir out("gpt_llama_ids_hf");
+  save_hf_gpt(*llama, out.path.string(), DType::Float32, -1, &source);
+  hf::Config saved = hf::load_config(out.file("config.json"));
+  CHECK(saved.bos_token_id == std::vector<int64_t>{991});
+  CHECK(saved.eos_token_id == std::vector<int64_t>{992});
+  // without a source (`gpt export --hf` of a checkpoint), the tokenizer's BOS and EOS where it has them
+  const auto tok = hf::load_tokenizer(kData + "/hf_llama");
+  save_hf_gpt(*llama, out.path.string(), DType::Float32, tok->eos_id().value_or(-1), nullptr,
+              tok->bos_id().value_or(-1));
+  saved = hf::load_config(out.file("config.json"));
+  CHECK(saved.bos_token_id == std::vector<int64_t>{991});
+  CHECK(saved.eos_token_id == std::vector<int64_t>{992});
+  save_hf_gpt(*llama, out.path.string());
+  saved = hf::load_config(out.file("config.json"));
+  CHECK(saved.bos_token_id.empty());
+  CHECK(saved.eos_token_id.empty());
+}
+
 TEST_CASE("hf: a model converted to bfloat16 or float16 after loading stays near transformers' logits",
           "[hf][gpt]") {
   NoGradGuard no_grad;

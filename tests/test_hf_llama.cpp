@@ -5,8 +5,13 @@
 #ifdef SACCADE_HAVE_HF
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 
 #include "autograd/grad_mode.h"
@@ -14,6 +19,7 @@
 #include "hf/llama.h"
 #include "hf_fixture.h"
 #include "ops/creation.h"
+#include "ops/elementwise.h"
 #include "ops/reduce.h"
 #include "temp_dir.h"
 
@@ -54,6 +60,35 @@ std::vector<int64_t> greedy(nn::LlamaForCausalLM& model, const Tensor& prompt, i
                    : model.forward(ops::from_vector(seq, {1, static_cast<int64_t>(seq.size())}));
   }
   return out;
+}
+
+// A copy of the fixture folder tests/data/`name` in a new temporary folder.
+void copy_fixture(const std::string& name, const TempDir& to) {
+  for (const auto& e : fs::directory_iterator(kData + "/" + name))
+    fs::copy_file(e.path(), to.path / e.path().filename());
+}
+
+// What `f` writes to stderr (file descriptor 2), read back from a file it is sent to meanwhile.
+std::string stderr_of(const std::function<void()>& f) {
+  TempDir d("hf_stderr");
+  std::fflush(stderr);
+  const int saved = ::dup(2);
+  const int file = ::open(d.file("err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  REQUIRE((saved >= 0 && file >= 0));
+  ::dup2(file, 2);
+  ::close(file);
+  f();
+  std::fflush(stderr);
+  ::dup2(saved, 2);
+  ::close(saved);
+  return file_bytes(d.file("err"));
+}
+
+// `text` with its first `from` replaced by `to` (which must be there).
+std::string replaced(std::string text, const std::string& from, const std::string& to) {
+  const size_t at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  return text.replace(at, from.size(), to);
 }
 
 }  // namespace
@@ -165,6 +200,144 @@ TEST_CASE("hf Llama: a checkpoint of another shape or architecture is refused, n
   CHECK_THROWS_WITH(hf::load_llama(d.path.string()), Catch::Contains("not a file in the folder"));
   fs::remove(d.file("model.safetensors.index.json"));
   CHECK_THROWS_WITH(hf::load_llama(d.path.string()), Catch::Contains("neither model.safetensors nor"));
+}
+
+TEST_CASE("hf config: rope_type wins over the older type, as transformers reads rope_parameters", "[hf]") {
+  const std::string text = file_bytes(kData + "/hf_llama/config.json");
+  const std::string both =
+      replaced(text, R"("rope_type": "default")", R"("type": "linear", "rope_type": "default")");
+  CHECK(hf::parse_config(both).rope_theta == 500.0);
+  const std::string other =
+      replaced(text, R"("rope_type": "default")", R"("rope_type": "linear", "type": "default")");
+  CHECK_THROWS_WITH(hf::parse_config(other, "x/config.json"),
+                    Catch::Contains("x/config.json") && Catch::Contains("rope_parameters") &&
+                        Catch::Contains("'linear' is not supported"));
+  // the older spelling alone still counts
+  const std::string old = replaced(text, R"("rope_type": "default")", R"("type": "linear")");
+  CHECK_THROWS_WITH(hf::parse_config(old), Catch::Contains("'linear' is not supported"));
+}
+
+TEST_CASE(
+    "hf Llama: a 'llama' file's sliding_window is ignored, as transformers ignores it; 'mistral' has one",
+    "[hf]") {
+  NoGradGuard no_grad;
+  const Tensor& ids = expected().tensors.at("ids");  // 12 positions, past a window of 4
+  TempDir d("hf_llama_window");
+  copy_fixture("hf_llama", d);
+  const std::string text = file_bytes(d.file("config.json"));
+  std::ofstream(d.file("config.json"), std::ios::trunc) << replaced(text, "{", R"({"sliding_window": 4,)");
+  const std::string warning =
+      stderr_of([&] { CHECK(hf::load_config(d.file("config.json")).sliding_window == 0); });
+  CHECK_THAT(warning, Catch::Contains("warning") && Catch::Contains(d.file("config.json")) &&
+                          Catch::Contains("\"sliding_window\": 4 ignored") && Catch::Contains("mistral"));
+  // transformers' LlamaForCausalLM computes these logits with or without the key
+  CHECK(allclose(hf::load_llama(d.path.string())->forward(ids).data(), expected().tensors.at("logits"), 1e-5,
+                 1e-5));
+
+  // "mistral": the same blocks with MistralConfig's window (absent: 4096, null: none)
+  const std::string mistral =
+      replaced(replaced(text, R"("model_type": "llama")", R"("model_type": "mistral")"),
+               "\"LlamaForCausalLM\"", "\"MistralForCausalLM\"");
+  CHECK(hf::parse_config(mistral).sliding_window == 4096);
+  CHECK(hf::parse_config(mistral).describe().rfind("mistral: 2 layers", 0) == 0);
+  CHECK(hf::parse_config(replaced(mistral, "{", R"({"sliding_window": null,)")).sliding_window == 0);
+  const hf::Config m = hf::parse_config(replaced(mistral, "{", R"({"sliding_window": 4,)"));
+  CHECK(m.model_type == "mistral");
+  CHECK(m.architecture == hf::Architecture::Llama);
+  CHECK(m.sliding_window == 4);
+  CHECK(hf::llama_config(m).sliding_window == 4);
+  // MistralConfig's num_key_value_heads is 8 when absent (and the heads when null)
+  const std::string no_kv = replaced(mistral, R"("num_key_value_heads": 2,)", "");
+  CHECK_THROWS_WITH(hf::parse_config(no_kv), Catch::Contains("8 does not divide num_attention_heads 4"));
+  CHECK(hf::parse_config(replaced(mistral, R"("num_key_value_heads": 2)", R"("num_key_value_heads": null)"))
+            .num_key_value_heads == 4);
+  CHECK_THROWS_WITH(hf::parse_config(replaced(mistral, "\"MistralForCausalLM\"", "\"LlamaForCausalLM\"")),
+                    Catch::Contains("architectures") && Catch::Contains("LlamaForCausalLM"));
+  // the mistral folder runs with the window: the logits of the first 4 positions are transformers'
+  // windowless ones, later ones are not
+  std::ofstream(d.file("config.json"), std::ios::trunc) << replaced(mistral, "{", R"({"sliding_window": 4,)");
+  const Tensor windowed = hf::load_llama(d.path.string())->forward(ids).data();
+  const Tensor& want = expected().tensors.at("logits");
+  CHECK(allclose(windowed.narrow(1, 0, 4).contiguous(), want.narrow(1, 0, 4).contiguous(), 1e-5, 1e-5));
+  CHECK_FALSE(allclose(windowed.narrow(1, 4, 8).contiguous(), want.narrow(1, 4, 8).contiguous(), 1e-3, 1e-3));
+
+  // a windowed model is written as the one transformers runs with a window, and reads back the same
+  const std::string written = hf::config_json(m);
+  CHECK(written.find(R"("model_type": "mistral")") != std::string::npos);
+  CHECK(written.find("MistralForCausalLM") != std::string::npos);
+  CHECK(hf::parse_config(written).sliding_window == 4);
+  CHECK(hf::config_json(hf::parse_config(written)) == written);
+  nn::LlamaConfig l = hf::llama_config(hf::load_config(kData + "/hf_llama/config.json"));
+  CHECK(hf::llama_hf_config(l).model_type == "llama");
+  l.sliding_window = 8;
+  CHECK(hf::llama_hf_config(l).model_type == "mistral");
+  hf::Config biased = hf::llama_hf_config(l);
+  biased.attention_bias = true;
+  CHECK_THROWS_WITH(hf::config_json(biased), Catch::Contains("hf::config_json") && Catch::Contains("biases"));
+}
+
+TEST_CASE("hf Llama: the rotary buffers older conversions saved are skipped, as transformers skips them",
+          "[hf]") {
+  NoGradGuard no_grad;
+  const Tensor& ids = expected().tensors.at("ids");
+  auto model = hf::load_llama(kData + "/hf_llama");
+  TempDir d("hf_llama_inv_freq");
+  hf::save_llama(*model, d.path.string());
+  nn::Safetensors file = nn::load_safetensors(d.file("model.safetensors"));
+  auto write = [&](const std::string& extra) {
+    nn::StateDict t = file.tensors;
+    t.insert(extra, ops::ones({4}));
+    nn::save_safetensors(t, d.file("model.safetensors"), file.metadata);
+  };
+  for (const char* name :
+       {"model.layers.0.self_attn.rotary_emb.inv_freq", "model.layers.1.self_attn.rotary_emb.inv_freq"}) {
+    CAPTURE(name);
+    write(name);
+    hf::LoadReport report;
+    auto loaded = hf::load_llama(d.path.string(), true, &report);  // strict
+    CHECK(report.skipped.empty());
+    CHECK(allclose(loaded->forward(ids).data(), expected().tensors.at("logits"), 1e-5, 1e-5));
+  }
+  // anything else the model has no place for is still refused
+  for (const char* name :
+       {"model.layers.0.self_attn.rotary_emb.inv_freq2", "model.layers.x.self_attn.rotary_emb.inv_freq",
+        "model.layers.0.self_attn.bogus"}) {
+    CAPTURE(name);
+    write(name);
+    CHECK_THROWS_WITH(hf::load_llama(d.path.string()),
+                      Catch::Contains("has no place for") && Catch::Contains(name));
+  }
+}
+
+TEST_CASE("hf: saving over a sharded folder removes its index and shards, and model.safetensors wins on load",
+          "[hf]") {
+  NoGradGuard no_grad;
+  const Tensor& ids = expected().tensors.at("ids");
+  TempDir d("hf_llama_resave");
+  copy_fixture("hf_llama", d);  // two shards and their index
+  std::ofstream(d.file("notes.txt")) << "mine";
+  std::ofstream(d.file("model-1-of-2.safetensors")) << "not a shard name of transformers'";
+  auto model = hf::load_llama(d.path.string());
+  Tensor lm_head = model->state_dict().at("lm_head.weight");
+  ops::copy_(lm_head, lm_head * 2.0);  // other weights than the shards hold
+  const Tensor want = model->forward(ids).data();
+  REQUIRE_FALSE(allclose(want, expected().tensors.at("logits"), 1e-3, 1e-3));
+  hf::save_llama(*model, d.path.string());
+  CHECK(fs::exists(d.file("model.safetensors")));
+  CHECK_FALSE(fs::exists(d.file("model.safetensors.index.json")));
+  CHECK_FALSE(fs::exists(d.file("model-00001-of-00002.safetensors")));
+  CHECK_FALSE(fs::exists(d.file("model-00002-of-00002.safetensors")));
+  CHECK(fs::exists(d.file("notes.txt")));  // nothing else goes
+  CHECK(fs::exists(d.file("model-1-of-2.safetensors")));
+  CHECK(fs::exists(d.file("tokenizer.json")));
+  CHECK(allclose(hf::load_llama(d.path.string())->forward(ids).data(), want, 0, 0));
+
+  // a folder that holds both (a save that stopped before its cleanup, or another tool's): model.safetensors
+  // is what transformers loads, and so does saccade
+  TempDir both("hf_llama_both");
+  copy_fixture("hf_llama", both);
+  fs::copy_file(d.file("model.safetensors"), both.file("model.safetensors"));
+  CHECK(allclose(hf::load_llama(both.path.string())->forward(ids).data(), want, 0, 0));
 }
 
 #endif

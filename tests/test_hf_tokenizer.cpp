@@ -150,6 +150,26 @@ TEST_CASE("hf tokenizers: special tokens, BOS and EOS, vocabulary sizes", "[hf]"
   CHECK(sp->encode("", true) == std::vector<int64_t>{1});
 }
 
+TEST_CASE("hf tokenizers: added tokens in tokenizers' two passes, the non-normalized ones first", "[hf]") {
+  // tests/data/hf_tok/added_tokens (tests/fixtures/make_hf_added_tokens.py): normalized and non-normalized
+  // added tokens that overlap ("<a><b>" and "<b>", "hello world" and "world", "<c>d" and "<c"), with the ids
+  // tokenizers gives
+  const auto e = nlohmann::json::parse(read_text(kDir + "added_tokens/expected.json"));
+  const auto tok = hf::load_tokenizer(kDir + "added_tokens");
+  REQUIRE(e["texts"].size() == e["ids"].size());
+  REQUIRE(e["texts"].size() >= 10);
+  for (size_t i = 0; i < e["texts"].size(); ++i) {
+    const std::string text = e["texts"][i].get<std::string>();
+    CAPTURE(text);
+    CHECK(tok->encode(text, false) == e["ids"][i].get<std::vector<int64_t>>());
+    CHECK(tok->decode(tok->encode(text, false)) == text);
+  }
+  // the case: a normalized "<a><b>" never spans a non-normalized "<b>"
+  const auto ab = tok->encode("<a><b>", false);
+  CHECK(ab.size() > 1);
+  CHECK(ab.back() == tok->encode("<b>", false).at(0));
+}
+
 TEST_CASE("hf tokenizers: tokenizer_config.json names the BOS and EOS (Llama 2's tokenizer.json has no EOS)",
           "[hf]") {
   using Catch::Matchers::Contains;

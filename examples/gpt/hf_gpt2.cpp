@@ -180,18 +180,24 @@ std::shared_ptr<GPT> load_hf_gpt(const std::string& dir, const hf::Config& confi
   if (config.architecture == hf::Architecture::GPT2) return load_hf_gpt2(dir, config, strict, report);
   const GPTConfig g = hf_llama_gpt_config(config);
   hf::Weights weights(dir);
-  std::vector<std::string> ignore;
-  if (g.tie) ignore.push_back("lm_head.weight");
-  return filled(g, weights, llama_gpt_name_table, ignore, strict, report);
+  return filled(g, weights, llama_gpt_name_table, hf::llama_ignored_tensors(config, weights), strict, report);
 }
 
-void save_hf_gpt(const GPT& model, const std::string& dir, DType dtype, int64_t eos_id) {
+void save_hf_gpt(const GPT& model, const std::string& dir, DType dtype, int64_t eos_id,
+                 const hf::Config* source, int64_t bos_id) {
   const GPTConfig& g = model.config();
-  if (g.arch == "gpt2") return save_hf_gpt2(model, dir, dtype, eos_id);
-  hf::Config c = hf::llama_hf_config(g.llama());
-  if (eos_id >= 0) c.eos_token_id = {eos_id};
+  const bool gpt2 = g.arch == "gpt2";
+  hf::Config c = gpt2 ? gpt2_hf_config(g, eos_id) : hf::llama_hf_config(g.llama());
+  if (!gpt2 && eos_id >= 0) c.eos_token_id = {eos_id};
+  if (!gpt2 && bos_id >= 0) c.bos_token_id = {bos_id};
+  if (source) {  // the ids of the model it was initialised from, as that config.json has them
+    if (!source->bos_token_id.empty()) c.bos_token_id = source->bos_token_id;
+    if (!source->eos_token_id.empty()) c.eos_token_id = source->eos_token_id;
+  }
   c.torch_dtype = std::string(dtype_name(dtype));
-  hf::save_pretrained(dir, c, hf::export_weights(model, llama_gpt_name_table(model), dtype));
+  hf::save_pretrained(
+      dir, c,
+      hf::export_weights(model, gpt2 ? gpt2_name_table(g.n_layer) : llama_gpt_name_table(model), dtype));
 }
 
 void write_byte_tokenizer_json(const std::string& path) {

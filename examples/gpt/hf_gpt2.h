@@ -74,9 +74,13 @@ std::shared_ptr<GPT> load_hf_gpt(const std::string& dir, bool strict = true,
 std::shared_ptr<GPT> load_hf_gpt(const std::string& dir, const hf::Config& config, bool strict = true,
                                  hf::LoadReport* report = nullptr);
 
-/// Writes `model` in the Hugging Face layout of its arch (save_hf_gpt2 for gpt2; LlamaForCausalLM's
-/// config.json and names for llama).
-void save_hf_gpt(const GPT& model, const std::string& dir, DType dtype = DType::Float32, int64_t eos_id = -1);
+/// Writes `model` in the Hugging Face layout of its arch (as save_hf_gpt2 for gpt2; LlamaForCausalLM's
+/// config.json and names for llama, MistralForCausalLM's with a window). The config's bos_token_id and
+/// eos_token_id: those of `source` (the config.json of the folder the model was initialised from, as
+/// `gpt train --init-from-hf` reads it) where it has them; else the tokenizer's, `eos_id` and `bos_id` when
+/// >= 0 (GPT-2: eos_id for both, as GPT-2's own config); else null. Throws what hf::save_pretrained throws.
+void save_hf_gpt(const GPT& model, const std::string& dir, DType dtype = DType::Float32, int64_t eos_id = -1,
+                 const hf::Config* source = nullptr, int64_t bos_id = -1);
 
 /// Writes `path`, a tokenizer.json (Hugging Face tokenizers' format) that encodes every byte as its own value
 /// (this example's byte tokenizer): a byte-level BPE of the 256 byte characters (GPT-2's bytes_to_unicode)

@@ -728,7 +728,8 @@ int main(int argc, char** argv) {
         const std::string folder = std::filesystem::path(checkpoint).parent_path().string();
         std::unique_ptr<ex::Tokenizer> tok = ex::make_tokenizer(name, folder.empty() ? "." : folder);
         const auto* hf_tok = dynamic_cast<const ex::HFTokenizer*>(tok.get());
-        ex::save_hf_gpt(*model, export_hf, saccade::DType::Float32, hf_tok ? hf_tok->eos_id() : -1);
+        ex::save_hf_gpt(*model, export_hf, saccade::DType::Float32, hf_tok ? hf_tok->eos_id() : -1, nullptr,
+                        hf_tok ? hf_tok->bos_id() : -1);
         if (hf_tok)
           ex::copy_hf_tokenizer(folder.empty() ? "." : folder, export_hf);
         else
@@ -1019,7 +1020,8 @@ int main(int argc, char** argv) {
 #ifdef SACCADE_HAVE_HF
     if (!save_hf.empty()) {
       const auto* hf_tok = dynamic_cast<const ex::HFTokenizer*>(tok.get());
-      ex::save_hf_gpt(*best, save_hf, saccade::DType::Float32, hf_tok ? hf_tok->eos_id() : -1);
+      ex::save_hf_gpt(*best, save_hf, saccade::DType::Float32, hf_tok ? hf_tok->eos_id() : -1,
+                      hf_config ? &*hf_config : nullptr, hf_tok ? hf_tok->bos_id() : -1);
       if (hf_tok)
         ex::copy_hf_tokenizer(out_dir, save_hf);
       else

@@ -109,6 +109,7 @@ std::vector<int64_t> HFTokenizer::encode(const std::string& text) const {
 std::string HFTokenizer::decode(const std::vector<int64_t>& ids) const { return impl_->tok->decode(ids); }
 int64_t HFTokenizer::vocab_size() const { return impl_->tok->vocab_size(); }
 int64_t HFTokenizer::eos_id() const { return impl_->tok->eos_id().value_or(-1); }
+int64_t HFTokenizer::bos_id() const { return impl_->tok->bos_id().value_or(-1); }
 
 int copy_hf_tokenizer(const std::string& from, const std::string& to) {
   namespace fs = std::filesystem;

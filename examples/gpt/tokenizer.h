@@ -71,6 +71,8 @@ class HFTokenizer : public Tokenizer {
   std::string name() const override { return "hf"; }
   /// The end-of-text id, or -1.
   int64_t eos_id() const;
+  /// The beginning-of-text id (tokenizer_config.json's bos_token, or the template's), or -1.
+  int64_t bos_id() const;
 
  private:
   struct Impl;

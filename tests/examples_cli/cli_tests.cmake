@@ -264,7 +264,7 @@ if(TARGET gpt)
       # a Llama folder fine-tunes into a GPT of arch llama, and goes back to the Llama layout
       saccade_cli_test(gpt_hf_finetune_llama --keep --out "^initialised from .*hf_llama \\(llama: 2 layers"
                        --out "^llama: 2 layers, 4 heads \\(2 key/value\\), d_model 32" --out "^tokens [0-9]+$" 0 60 --
-                       sh -c "${gpt} train --init-from-hf ${hf_data}/hf_llama --steps 3 --batch-size 2 --eval-every 0 --eval-tokens 256 --sample-tokens 8 --threads 2 --out run --save-hf hf && ${gpt} eval --hf hf --data ${hf_data}/hf_eval.txt --threads 2")
+                       sh -c "${gpt} train --init-from-hf ${hf_data}/hf_llama --steps 3 --batch-size 2 --eval-every 0 --eval-tokens 256 --sample-tokens 8 --threads 2 --out run --save-hf hf && grep -q '\"bos_token_id\": 991' hf/config.json && grep -q '\"eos_token_id\": 992' hf/config.json && ${gpt} export --checkpoint run/best.safetensors --hf hf2 && grep -q '\"bos_token_id\": 991' hf2/config.json && ${gpt} eval --hf hf --data ${hf_data}/hf_eval.txt --threads 2")
     endif()
     if(EXISTS "/usr/share/games/fortunes/fortunes")
       # --context with --init-from-hf crops the model's (32) to the windows (16), and the export says so
