@@ -17,12 +17,70 @@ struct Regex::Impl {
   pcre2_match_context* context = nullptr;
 };
 
+namespace {
+
+// Oniguruma's \s, as tokenizers has it: U+0009..U+000D, U+0085 and General_Category Z. PCRE2's (with UCP)
+// also matches U+180E MONGOLIAN VOWEL SEPARATOR, in its list of horizontal spaces though Unicode took it out
+// of White_Space in 6.3. As items of a character class:
+constexpr std::string_view kSpaceItems = R"(\x{9}-\x{D}\x{85}\p{Z})";
+constexpr std::string_view kNonSpaceItems = R"(\S\x{180E})";  // PCRE2's \S lacks U+180E
+
+// `pattern` with \s, \S, [:space:] and [:^space:] spelled as Oniguruma means them (the items above, in a
+// class of their own outside a class). Escapes (\Q...\E, \c[) and a class's leading ^ and ] are read as PCRE2
+// reads them, so nothing else changes.
+std::string onig_spaces(std::string_view p) {
+  std::string out;
+  bool in_class = false;
+  for (size_t i = 0; i < p.size(); ++i) {
+    const char c = p[i];
+    if (c == '\\' && i + 1 < p.size()) {
+      const char e = p[i + 1];
+      size_t len = e == 'c' ? 3 : 2;  // \cX: X is the escape's own
+      if (e == 'Q') {                 // literal up to \E
+        const size_t end = p.find("\\E", i + 2);
+        len = end == std::string_view::npos ? p.size() - i : end + 2 - i;
+      }
+      if (e == 's' || e == 'S') {
+        const std::string_view items = e == 's' ? kSpaceItems : kNonSpaceItems;
+        out += in_class ? std::string(items) : fmt::format("[{}]", items);
+      } else {
+        out += p.substr(i, len);
+      }
+      i += len - 1;
+    } else if (!in_class && c == '[') {
+      in_class = true;
+      out += c;
+      if (i + 1 < p.size() && p[i + 1] == '^') out += p[++i];
+      if (i + 1 < p.size() && p[i + 1] == ']') out += p[++i];  // a first ] is a member
+    } else if (in_class && c == '[' && p.substr(i).starts_with("[:space:]")) {
+      out += kSpaceItems;
+      i += 8;
+    } else if (in_class && c == '[' && p.substr(i).starts_with("[:^space:]")) {
+      out += kNonSpaceItems;
+      i += 9;
+    } else if (in_class && c == '[' && i + 1 < p.size() && p[i + 1] == ':') {  // another POSIX class
+      const size_t end = p.find(":]", i + 2);
+      const size_t stop = end == std::string_view::npos ? i + 1 : end + 2;
+      out += p.substr(i, stop - i);
+      i = stop - 1;
+    } else {
+      if (c == ']') in_class = false;
+      out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 Regex::Regex(const std::string& pattern, const std::string& who, bool literal)
     : impl_(std::make_unique<Impl>()) {
   if (literal && pattern.empty()) return;  // tokenizers: an empty literal matches nothing
   int error = 0;
   PCRE2_SIZE offset = 0;
-  impl_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+  // The offset in an error is in `pattern` as written where onig_spaces changed nothing before it.
+  const std::string compiled = literal ? pattern : onig_spaces(pattern);
+  impl_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(compiled.data()), compiled.size(),
                               PCRE2_UTF | PCRE2_MATCH_INVALID_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP),
                               &error, &offset, nullptr);
   if (!impl_->code) {

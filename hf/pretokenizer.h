@@ -34,6 +34,12 @@ enum class SplitBehavior { Removed, Isolated, MergedWithPrevious, MergedWithNext
 /// A compiled PCRE2 pattern (UTF and UCP: \p{L}, \s and \w are Unicode's), matched as tokenizers matches its
 /// (Oniguruma) patterns. Matching accepts any bytes (PCRE2_MATCH_INVALID_UTF: invalid UTF-8 never matches,
 /// so it lands in the stretches between matches). Thread-safe: each call has its own match data.
+/// Unicode version: PCRE2's tables, Unicode 14.0 in Debian 12's PCRE2 10.42 (the newest Debian 12 has), where
+/// tokenizers' Oniguruma has Unicode 16.0: the 9,272 letters and 120 numbers that Unicode 15.0 to 16.0 added
+/// (CJK extensions H and I, new scripts) are not \p{L} / \p{N} here; tests/data/hf_unicode.txt lists them
+/// and tests/test_hf_unicode.cpp checks that no other code point differs. \s, \S and [[:space:]] are
+/// Oniguruma's (U+0009..U+000D, U+0085, \p{Z}): the pattern is rewritten so, as PCRE2's own \s also matches
+/// U+180E MONGOLIAN VOWEL SEPARATOR.
 class Regex {
  public:
   /// Compiles `pattern`, or matches `pattern` literally (tokenizers' {"String": ...}; an empty literal
