@@ -4,6 +4,7 @@
 #include <pcre2.h>
 
 #include <algorithm>
+#include <cstdint>
 
 #include <fmt/format.h>
 
@@ -14,7 +15,6 @@ namespace saccade::hf {
 
 struct Regex::Impl {
   pcre2_code* code = nullptr;
-  pcre2_match_context* context = nullptr;
 };
 
 namespace {
@@ -71,6 +71,10 @@ std::string onig_spaces(std::string_view p) {
   return out;
 }
 
+// A pcre2_match_context (the limits of one find_matches call) and a JIT stack, freed with their owner.
+using MatchContext = std::unique_ptr<pcre2_match_context, void (*)(pcre2_match_context*)>;
+using JitStack = std::unique_ptr<pcre2_jit_stack, void (*)(pcre2_jit_stack*)>;
+
 }  // namespace
 
 Regex::Regex(const std::string& pattern, const std::string& who, bool literal)
@@ -90,16 +94,9 @@ Regex::Regex(const std::string& pattern, const std::string& who, bool literal)
                             reinterpret_cast<const char*>(message), offset));
   }
   pcre2_jit_compile(impl_->code, PCRE2_JIT_COMPLETE);  // NOTE: interpreted where PCRE2 has no JIT
-  // A pattern read from a file may backtrack without end on some text: bound the work per match.
-  impl_->context = pcre2_match_context_create(nullptr);
-  pcre2_set_match_limit(impl_->context, 1000000);
-  pcre2_set_depth_limit(impl_->context, 10000);
 }
 
-Regex::~Regex() {
-  pcre2_match_context_free(impl_->context);
-  pcre2_code_free(impl_->code);
-}
+Regex::~Regex() { pcre2_code_free(impl_->code); }
 
 std::vector<Match> Regex::find_matches(std::string_view text, const std::string& who) const {
   if (text.empty()) return {{0, 0, false}};
@@ -109,12 +106,36 @@ std::vector<Match> Regex::find_matches(std::string_view text, const std::string&
     std::unique_ptr<pcre2_match_data, void (*)(pcre2_match_data*)> md(
         pcre2_match_data_create_from_pattern(impl_->code, nullptr), pcre2_match_data_free);
     const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
-    size_t start = 0;                   // searching from here
-    size_t last_end = text.size() + 1;  // where the last match ended (none yet)
+    // A pattern read from a file may backtrack without end on some text: bound the work of each match, by
+    // a budget that grows with the text (a match of tokenizers' patterns counts about 1 per byte it scans:
+    // Llama 3's \s+(?!\S) over a run of n spaces about n), so that no text is too long for a sound pattern.
+    MatchContext context(pcre2_match_context_create(nullptr), pcre2_match_context_free);
+    const uint32_t limit = static_cast<uint32_t>(
+        std::min<uint64_t>(10'000'000 + 4 * static_cast<uint64_t>(text.size()), UINT32_MAX));
+    pcre2_set_match_limit(context.get(), limit);
+    pcre2_set_depth_limit(context.get(), limit);    // the interpreter's; JIT has its stack instead
+    pcre2_set_heap_limit(context.get(), 4 << 20);   // KiB: the interpreter's backtracking, at most 4 GiB
+    JitStack stack(nullptr, pcre2_jit_stack_free);  // made when PCRE2's 32 KiB default runs out
+    uint32_t options = 0;                           // PCRE2_NO_JIT where even a large JIT stack ran out
+    size_t start = 0;                               // searching from here
+    size_t last_end = text.size() + 1;              // where the last match ended (none yet)
     // As the onig crate's find_iter, which tokenizers uses: an empty match where the last match ended is
     // skipped by one character, any other is a match.
     while (start <= text.size()) {
-      const int rc = pcre2_match(impl_->code, subject, text.size(), start, 0, md.get(), impl_->context);
+      int rc = pcre2_match(impl_->code, subject, text.size(), start, options, md.get(), context.get());
+      if (rc == PCRE2_ERROR_JIT_STACKLIMIT && !stack) {
+        // A repeated group keeps ~32 bytes of JIT stack per repeat: room for the text, up to 1 GiB
+        // (reserved address space, used as it fills).
+        const size_t size = std::clamp<uint64_t>(64 * static_cast<uint64_t>(text.size()), 1 << 20, 1 << 30);
+        stack.reset(pcre2_jit_stack_create(32 * 1024, size, nullptr));
+        if (!stack) throw Error(fmt::format("{}: pre-tokenization: no memory for a JIT stack", who));
+        pcre2_jit_stack_assign(context.get(), nullptr, stack.get());
+        rc = pcre2_match(impl_->code, subject, text.size(), start, options, md.get(), context.get());
+      }
+      if (rc == PCRE2_ERROR_JIT_STACKLIMIT) {  // the interpreter keeps its backtracking on the heap
+        options = PCRE2_NO_JIT;
+        rc = pcre2_match(impl_->code, subject, text.size(), start, options, md.get(), context.get());
+      }
       if (rc == PCRE2_ERROR_NOMATCH) break;
       if (rc < 0) {
         PCRE2_UCHAR message[256];

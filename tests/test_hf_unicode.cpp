@@ -2,7 +2,7 @@
 // pre-tokenizer's regex classes (PCRE2) and the normalizer's tables (libutf8proc) agree with tokenizers
 // everywhere except exactly where the libraries' Unicode version differs from tokenizers'
 // (tests/data/hf_unicode.txt, written by tests/fixtures/make_hf_unicode.py from tokenizers itself and the
-// Unicode data of each version).
+// Unicode data of each version); and Llama 3's and Qwen2's patterns on runs of a million spaces.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -24,6 +24,7 @@ namespace {
 using saccade::hf::Match;
 using saccade::hf::Normalizer;
 using saccade::hf::Regex;
+using saccade::hf::SplitBehavior;
 
 constexpr uint32_t kCodePoints = 0x110000;
 
@@ -231,4 +232,44 @@ TEST_CASE("hf unicode: the normal forms and Lowercase are tokenizers' but for th
       CHECK(g == w);
     }
   }
+}
+
+TEST_CASE(
+    "hf unicode: Llama 3's and Qwen2's patterns split a million spaces before a word as they split a few",
+    "[hf][unicode]") {
+  for (const char* name : {"llama3", "qwen2"}) {
+    const auto j = nlohmann::json::parse(saccade::testing::file_bytes(
+        saccade::testing::hf_data("hf_tok/" + std::string(name) + "/tokenizer.json")));
+    const Regex regex(
+        j.at("pre_tokenizer").at("pretokenizers").at(0).at("pattern").at("Regex").get<std::string>(), name);
+    // n blanks before a word: all but the last blank (\s+(?!\S)), then the last with the word
+    // ([^\r\n\p{L}\p{N}]?\p{L}+); n newlines: all of them (\s*[\r\n]+), then the word.
+    std::vector<size_t> lengths(50);
+    for (size_t n = 1; n <= 50; ++n) lengths[n - 1] = n;
+    lengths.push_back(1'000'000);
+    for (const char blank : {' ', '\t', '\n'})
+      for (const size_t n : lengths) {
+        INFO(name << ": " << n << " times byte " << int(blank) << " before a word");
+        const std::string text = std::string(n, blank) + "word";
+        std::vector<std::string> want;
+        if (blank == '\n') {
+          want = {std::string(n, '\n'), "word"};
+        } else {
+          if (n > 1) want.push_back(std::string(n - 1, blank));
+          want.push_back(std::string(1, blank) + "word");
+        }
+        std::vector<std::string> got;
+        for (const auto piece : regex.split(text, SplitBehavior::Isolated, false, name))
+          got.emplace_back(piece);
+        CHECK(got == want);
+      }
+  }
+  // A repeated group keeps JIT stack for each repeat: a million take more than PCRE2's default 32 KiB.
+  const std::string spaces = std::string(1'000'000, ' ') + "word";
+  const auto pieces = Regex(R"((?:\s)+(?!\S))", "test").split(spaces, SplitBehavior::Isolated, false, "test");
+  CHECK(pieces == std::vector<std::string_view>{std::string_view(spaces).substr(0, 999'999), " word"});
+  // A pattern that backtracks without end is still refused, naming the tokenizer.
+  CHECK_THROWS_WITH(
+      Regex("(a+)+$", "test").find_matches(std::string(40, 'a') + "b", "tok.json"),
+      Catch::Contains("tok.json: pre-tokenization gave up at byte 0") && Catch::Contains("limit"));
 }
