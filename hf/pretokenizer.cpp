@@ -4,6 +4,7 @@
 #include <pcre2.h>
 
 #include <algorithm>
+#include <cstdint>
 
 #include <fmt/format.h>
 
@@ -14,15 +15,76 @@ namespace saccade::hf {
 
 struct Regex::Impl {
   pcre2_code* code = nullptr;
-  pcre2_match_context* context = nullptr;
 };
+
+namespace {
+
+// Oniguruma's \s, as tokenizers has it: U+0009..U+000D, U+0085 and General_Category Z. PCRE2's (with UCP)
+// also matches U+180E MONGOLIAN VOWEL SEPARATOR, in its list of horizontal spaces though Unicode took it out
+// of White_Space in 6.3. As items of a character class:
+constexpr std::string_view kSpaceItems = R"(\x{9}-\x{D}\x{85}\p{Z})";
+constexpr std::string_view kNonSpaceItems = R"(\S\x{180E})";  // PCRE2's \S lacks U+180E
+
+// `pattern` with \s, \S, [:space:] and [:^space:] spelled as Oniguruma means them (the items above, in a
+// class of their own outside a class). Escapes (\Q...\E, \c[) and a class's leading ^ and ] are read as PCRE2
+// reads them, so nothing else changes.
+std::string onig_spaces(std::string_view p) {
+  std::string out;
+  bool in_class = false;
+  for (size_t i = 0; i < p.size(); ++i) {
+    const char c = p[i];
+    if (c == '\\' && i + 1 < p.size()) {
+      const char e = p[i + 1];
+      size_t len = e == 'c' ? 3 : 2;  // \cX: X is the escape's own
+      if (e == 'Q') {                 // literal up to \E
+        const size_t end = p.find("\\E", i + 2);
+        len = end == std::string_view::npos ? p.size() - i : end + 2 - i;
+      }
+      if (e == 's' || e == 'S') {
+        const std::string_view items = e == 's' ? kSpaceItems : kNonSpaceItems;
+        out += in_class ? std::string(items) : fmt::format("[{}]", items);
+      } else {
+        out += p.substr(i, len);
+      }
+      i += len - 1;
+    } else if (!in_class && c == '[') {
+      in_class = true;
+      out += c;
+      if (i + 1 < p.size() && p[i + 1] == '^') out += p[++i];
+      if (i + 1 < p.size() && p[i + 1] == ']') out += p[++i];  // a first ] is a member
+    } else if (in_class && c == '[' && p.substr(i).starts_with("[:space:]")) {
+      out += kSpaceItems;
+      i += 8;
+    } else if (in_class && c == '[' && p.substr(i).starts_with("[:^space:]")) {
+      out += kNonSpaceItems;
+      i += 9;
+    } else if (in_class && c == '[' && i + 1 < p.size() && p[i + 1] == ':') {  // another POSIX class
+      const size_t end = p.find(":]", i + 2);
+      const size_t stop = end == std::string_view::npos ? i + 1 : end + 2;
+      out += p.substr(i, stop - i);
+      i = stop - 1;
+    } else {
+      if (c == ']') in_class = false;
+      out += c;
+    }
+  }
+  return out;
+}
+
+// A pcre2_match_context (the limits of one find_matches call) and a JIT stack, freed with their owner.
+using MatchContext = std::unique_ptr<pcre2_match_context, void (*)(pcre2_match_context*)>;
+using JitStack = std::unique_ptr<pcre2_jit_stack, void (*)(pcre2_jit_stack*)>;
+
+}  // namespace
 
 Regex::Regex(const std::string& pattern, const std::string& who, bool literal)
     : impl_(std::make_unique<Impl>()) {
   if (literal && pattern.empty()) return;  // tokenizers: an empty literal matches nothing
   int error = 0;
   PCRE2_SIZE offset = 0;
-  impl_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+  // The offset in an error is in `pattern` as written where onig_spaces changed nothing before it.
+  const std::string compiled = literal ? pattern : onig_spaces(pattern);
+  impl_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(compiled.data()), compiled.size(),
                               PCRE2_UTF | PCRE2_MATCH_INVALID_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP),
                               &error, &offset, nullptr);
   if (!impl_->code) {
@@ -32,16 +94,9 @@ Regex::Regex(const std::string& pattern, const std::string& who, bool literal)
                             reinterpret_cast<const char*>(message), offset));
   }
   pcre2_jit_compile(impl_->code, PCRE2_JIT_COMPLETE);  // NOTE: interpreted where PCRE2 has no JIT
-  // A pattern read from a file may backtrack without end on some text: bound the work per match.
-  impl_->context = pcre2_match_context_create(nullptr);
-  pcre2_set_match_limit(impl_->context, 1000000);
-  pcre2_set_depth_limit(impl_->context, 10000);
 }
 
-Regex::~Regex() {
-  pcre2_match_context_free(impl_->context);
-  pcre2_code_free(impl_->code);
-}
+Regex::~Regex() { pcre2_code_free(impl_->code); }
 
 std::vector<Match> Regex::find_matches(std::string_view text, const std::string& who) const {
   if (text.empty()) return {{0, 0, false}};
@@ -51,12 +106,36 @@ std::vector<Match> Regex::find_matches(std::string_view text, const std::string&
     std::unique_ptr<pcre2_match_data, void (*)(pcre2_match_data*)> md(
         pcre2_match_data_create_from_pattern(impl_->code, nullptr), pcre2_match_data_free);
     const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
-    size_t start = 0;                   // searching from here
-    size_t last_end = text.size() + 1;  // where the last match ended (none yet)
+    // A pattern read from a file may backtrack without end on some text: bound the work of each match, by
+    // a budget that grows with the text (a match of tokenizers' patterns counts about 1 per byte it scans:
+    // Llama 3's \s+(?!\S) over a run of n spaces about n), so that no text is too long for a sound pattern.
+    MatchContext context(pcre2_match_context_create(nullptr), pcre2_match_context_free);
+    const uint32_t limit = static_cast<uint32_t>(
+        std::min<uint64_t>(10'000'000 + 4 * static_cast<uint64_t>(text.size()), UINT32_MAX));
+    pcre2_set_match_limit(context.get(), limit);
+    pcre2_set_depth_limit(context.get(), limit);    // the interpreter's; JIT has its stack instead
+    pcre2_set_heap_limit(context.get(), 4 << 20);   // KiB: the interpreter's backtracking, at most 4 GiB
+    JitStack stack(nullptr, pcre2_jit_stack_free);  // made when PCRE2's 32 KiB default runs out
+    uint32_t options = 0;                           // PCRE2_NO_JIT where even a large JIT stack ran out
+    size_t start = 0;                               // searching from here
+    size_t last_end = text.size() + 1;              // where the last match ended (none yet)
     // As the onig crate's find_iter, which tokenizers uses: an empty match where the last match ended is
     // skipped by one character, any other is a match.
     while (start <= text.size()) {
-      const int rc = pcre2_match(impl_->code, subject, text.size(), start, 0, md.get(), impl_->context);
+      int rc = pcre2_match(impl_->code, subject, text.size(), start, options, md.get(), context.get());
+      if (rc == PCRE2_ERROR_JIT_STACKLIMIT && !stack) {
+        // A repeated group keeps ~32 bytes of JIT stack per repeat: room for the text, up to 1 GiB
+        // (reserved address space, used as it fills).
+        const size_t size = std::clamp<uint64_t>(64 * static_cast<uint64_t>(text.size()), 1 << 20, 1 << 30);
+        stack.reset(pcre2_jit_stack_create(32 * 1024, size, nullptr));
+        if (!stack) throw Error(fmt::format("{}: pre-tokenization: no memory for a JIT stack", who));
+        pcre2_jit_stack_assign(context.get(), nullptr, stack.get());
+        rc = pcre2_match(impl_->code, subject, text.size(), start, options, md.get(), context.get());
+      }
+      if (rc == PCRE2_ERROR_JIT_STACKLIMIT) {  // the interpreter keeps its backtracking on the heap
+        options = PCRE2_NO_JIT;
+        rc = pcre2_match(impl_->code, subject, text.size(), start, options, md.get(), context.get());
+      }
       if (rc == PCRE2_ERROR_NOMATCH) break;
       if (rc < 0) {
         PCRE2_UCHAR message[256];

@@ -34,6 +34,16 @@ enum class SplitBehavior { Removed, Isolated, MergedWithPrevious, MergedWithNext
 /// A compiled PCRE2 pattern (UTF and UCP: \p{L}, \s and \w are Unicode's), matched as tokenizers matches its
 /// (Oniguruma) patterns. Matching accepts any bytes (PCRE2_MATCH_INVALID_UTF: invalid UTF-8 never matches,
 /// so it lands in the stretches between matches). Thread-safe: each call has its own match data.
+/// Unicode version: PCRE2's tables, Unicode 14.0 in Debian 12's PCRE2 10.42 (the newest Debian 12 has), where
+/// tokenizers' Oniguruma has Unicode 16.0: the 9,272 letters and 120 numbers that Unicode 15.0 to 16.0 added
+/// (CJK extensions H and I, new scripts) are not \p{L} / \p{N} here; tests/data/hf_unicode.txt lists them
+/// and tests/test_hf_unicode.cpp checks that no other code point differs. \s, \S and [[:space:]] are
+/// Oniguruma's (U+0009..U+000D, U+0085, \p{Z}): the pattern is rewritten so, as PCRE2's own \s also matches
+/// U+180E MONGOLIAN VOWEL SEPARATOR.
+/// Long text: JIT-compiled (a JIT stack sized to the text where a pattern needs more than the 32 KiB default,
+/// PCRE2's interpreter past 1 GiB of it), with a match limit that grows with the text, so a sound pattern
+/// matches any text in time linear in its length (1,000,000 spaces before a word in Llama 3's pattern: two
+/// matches).
 class Regex {
  public:
   /// Compiles `pattern`, or matches `pattern` literally (tokenizers' {"String": ...}; an empty literal
@@ -45,8 +55,8 @@ class Regex {
   Regex& operator=(const Regex&) = delete;
   /// The matches and the stretches between them, covering `text` in order, as tokenizers' find_matches:
   /// empty text gives one empty non-match; an empty match is kept unless it sits where the previous match
-  /// ended. Throws saccade::Error naming `who` when PCRE2 gives up (its match or depth limit: a
-  /// pathological pattern).
+  /// ended. Throws saccade::Error naming `who` when PCRE2 gives up (its match limit, 10,000,000 + 4 per byte
+  /// of `text`, or its depth or heap limit: a pathological pattern that backtracks without end).
   std::vector<Match> find_matches(std::string_view text, const std::string& who) const;
   /// The pieces of `text` that tokenizers' NormalizedString::split gives (matches negated when `invert`),
   /// empty pieces dropped. Throws as find_matches.
