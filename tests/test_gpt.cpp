@@ -487,7 +487,7 @@ TEST_CASE("RunLock: one run holds a folder, another is refused with the holder's
   REQUIRE_THROWS_SACCADE(RunLock::acquire(dir.file("missing")), "RunLock");
 }
 
-TEST_CASE("InterruptGuard: the first signal only asks to stop; one guard at a time", "[examples][gpt]") {
+TEST_CASE("InterruptGuard: the first signal only asks to stop, and one guard at a time", "[examples][gpt]") {
   TempDir dir("saccade_gpt_interrupt_guard");
   write(dir.file("x.tmp"), "partial");
   {
