@@ -41,6 +41,13 @@ GPTConfig tiny(double dropout = 0.0) {
 
 std::vector<int64_t> ids_of(const std::string& s) { return ByteTokenizer().encode(s); }
 
+// The byte ids of a period-24 text, "the cat sat on the mat. " `repeats` times: a tiny model learns it fast.
+std::vector<int64_t> cat_text_ids(int repeats) {
+  std::string text;
+  for (int i = 0; i < repeats; ++i) text += "the cat sat on the mat. ";
+  return ids_of(text);
+}
+
 }  // namespace
 
 TEST_CASE("fortunes: files, documents, dedup and the hash split of docs/data.md", "[examples][gpt]") {
@@ -354,14 +361,13 @@ TEST_CASE("the training log round-trips as CSV and refuses malformed files", "[e
 }
 
 TEST_CASE("GPT: a time limit stops the run after the step that reaches it", "[examples][gpt]") {
-  std::string text;
-  for (int i = 0; i < 10; ++i) text += "the cat sat on the mat. ";
+  const std::vector<int64_t> ids = cat_text_ids(10);
   TempDir dir("saccade_gpt_time");
   GPTTrainOptions o;
   o.steps = 1000, o.batch_size = 2, o.eval_every = 0, o.log = nullptr, o.out_dir = dir.path.string();
   o.time_limit = 1e-9;  // any step takes longer
   GPT m(tiny(), 1);
-  GPTTrainResult r = train_gpt(m, ids_of(text), ids_of(text), o);
+  GPTTrainResult r = train_gpt(m, ids, ids, o);
   REQUIRE(r.steps_done == 1);
   REQUIRE(r.log.size() == 1);
   REQUIRE(r.log[0].seconds >= 1e-9);
@@ -371,13 +377,11 @@ TEST_CASE("GPT: a time limit stops the run after the step that reaches it", "[ex
   // the saved clock: a resumed run is already out of time and takes no step
   o.resume = true;
   GPT m2(tiny(), 1);
-  REQUIRE(train_gpt(m2, ids_of(text), ids_of(text), o).steps_done == 0);
+  REQUIRE(train_gpt(m2, ids, ids, o).steps_done == 0);
 }
 
 TEST_CASE("GPT: a tiny model learns a short text, and a resumed run continues exactly", "[examples][gpt]") {
-  std::string text;
-  for (int i = 0; i < 40; ++i) text += "the cat sat on the mat. ";
-  std::vector<int64_t> ids = ids_of(text);
+  const std::vector<int64_t> ids = cat_text_ids(40);
   GPTTrainOptions o;
   o.steps = 150, o.batch_size = 8, o.lr = 1e-2, o.min_lr = 1e-3, o.warmup = 5, o.eval_every = 0;
   o.log = nullptr;
@@ -425,9 +429,7 @@ TEST_CASE("GPT: a tiny model learns a short text, and a resumed run continues ex
 
 TEST_CASE("GPT: a run asked to stop (Ctrl-C) ends after its step, saved, and a resume continues it exactly",
           "[examples][gpt]") {
-  std::string text;
-  for (int i = 0; i < 40; ++i) text += "the cat sat on the mat. ";
-  std::vector<int64_t> ids = ids_of(text);
+  const std::vector<int64_t> ids = cat_text_ids(40);
   GPTTrainOptions o;
   o.steps = 6, o.batch_size = 8, o.lr = 1e-2, o.min_lr = 1e-3, o.warmup = 2, o.eval_every = 3;
   o.log = nullptr;

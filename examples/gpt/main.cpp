@@ -187,11 +187,14 @@ std::string read_file(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-// The tokenizer.model in the folder of the file `path` ("./tokenizer.model" for a bare file name).
-std::string tokenizer_beside(const std::string& path) {
+// The folder of the file `path` ("." for a bare file name).
+std::string folder_of(const std::string& path) {
   const std::string folder = std::filesystem::path(path).parent_path().string();
-  return ex::tokenizer_path(folder.empty() ? "." : folder);
+  return folder.empty() ? "." : folder;
 }
+
+// The tokenizer.model in the folder of the file `path` ("./tokenizer.model" for a bare file name).
+std::string tokenizer_beside(const std::string& path) { return ex::tokenizer_path(folder_of(path)); }
 
 // gpt export: the bfloat16 weights of `checkpoint` at `to` and the tokenizer the model needs beside them (a
 // bpe model's tokenizer.model, a fine-tuned Hugging Face model's tokenizer files), so that the exported
@@ -212,10 +215,6 @@ void export_with_tokenizer(const std::string& checkpoint, const std::string& to)
 #ifdef SACCADE_HAVE_HF
   if (kind == "hf") files.assign(ex::kHFTokenizerFiles.begin(), ex::kHFTokenizerFiles.end());
 #endif
-  auto folder_of = [](const std::string& path) {
-    const std::string folder = fs::path(path).parent_path().string();
-    return folder.empty() ? std::string(".") : folder;
-  };
   const std::string from_dir = folder_of(checkpoint), to_dir = folder_of(to);
   std::error_code ec;
   const bool same_folder = fs::equivalent(from_dir, to_dir, ec);
@@ -231,7 +230,7 @@ void export_with_tokenizer(const std::string& checkpoint, const std::string& to)
   std::printf("wrote %s (bfloat16 weights of %s)\n", to.c_str(), checkpoint.c_str());
   if (files.empty() || same_folder) return;
   if (kind == "bpe") {
-    const std::string src = from_dir + "/tokenizer.model", dst = to_dir + "/tokenizer.model";
+    const std::string src = ex::tokenizer_path(from_dir), dst = ex::tokenizer_path(to_dir);
     if (!fs::exists(src)) {
       std::fprintf(stderr, "gpt: no %s beside the checkpoint: `gpt sample` will need --tokenizer FILE\n",
                    src.c_str());
@@ -264,8 +263,7 @@ std::unique_ptr<ex::Tokenizer> load_tokenizer(const ex::GPT& model, const std::s
 #ifdef SACCADE_HAVE_HF
   if (name == "hf") {
     namespace fs = std::filesystem;
-    std::string folder = file.empty() ? fs::path(checkpoint).parent_path().string() : file;
-    if (folder.empty()) folder = ".";
+    const std::string folder = file.empty() ? folder_of(checkpoint) : file;
     bool present = false;
     for (const char* f : {"tokenizer.json", "vocab.json", "tokenizer.model"})
       present = present || fs::exists(fs::path(folder) / f);
@@ -725,13 +723,13 @@ int main(int argc, char** argv) {
               "--hf",
               "a bpe (SentencePiece) model has no tokenizer in the Hugging Face layout here "
               "(byte and hf models export)");
-        const std::string folder = std::filesystem::path(checkpoint).parent_path().string();
-        std::unique_ptr<ex::Tokenizer> tok = ex::make_tokenizer(name, folder.empty() ? "." : folder);
+        const std::string folder = folder_of(checkpoint);
+        std::unique_ptr<ex::Tokenizer> tok = ex::make_tokenizer(name, folder);
         const auto* hf_tok = dynamic_cast<const ex::HFTokenizer*>(tok.get());
         ex::save_hf_gpt(*model, export_hf, saccade::DType::Float32, hf_tok ? hf_tok->eos_id() : -1, nullptr,
                         hf_tok ? hf_tok->bos_id() : -1);
         if (hf_tok)
-          ex::copy_hf_tokenizer(folder.empty() ? "." : folder, export_hf);
+          ex::copy_hf_tokenizer(folder, export_hf);
         else
           ex::write_byte_tokenizer_json(export_hf + "/tokenizer.json");
         std::printf("wrote %s: %s in the Hugging Face layout (config.json, model.safetensors, tokenizer)\n",
