@@ -148,7 +148,7 @@ inline float row_max(const float* __restrict x, int64_t n) {
     float mx = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : mx)
     for (int64_t c = 0; c < n; ++c) mx = y[c] > mx ? y[c] : mx;  // (std::max stayed scalar: GCC 12)
-    return mx;
+    return simd_max_result(mx, y, n);
   });
 }
 inline double row_max(const double* x, int64_t n) {

@@ -345,8 +345,13 @@ void run_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float
       }
     return;
   }
-  Problem P{{a, lda, trans_a}, {b, ldb, !trans_b},  m, n, k, alpha, beta, c, ldc, (n + kNR - 1) / kNR,
-            nullptr,           kernel_avx512_bf16()};
+#ifdef SACCADE_LADDER_MICROKERNEL
+  const bool dot = kernel_avx512_bf16();
+#else
+  const bool dot = false;  // VDPBF16PS's kernel is compiled by GCC only (microkernel.h): widen to float
+#endif
+  Problem P{
+      {a, lda, trans_a}, {b, ldb, !trans_b}, m, n, k, alpha, beta, c, ldc, (n + kNR - 1) / kNR, nullptr, dot};
   P.c16 = c16, P.ldc16 = ldc;
   // Pack op(B) once, every (k block, panel) a piece of work.
   const int64_t kblocks = (k + kKC - 1) / kKC;

@@ -47,6 +47,7 @@ void CpuBackend::softmax(const Tensor& x, const Tensor& out, bool log) {
           m = xr[i] > m ? xr[i] : m;
           nans += xr[i] != xr[i];
         }
+        m = simd_max_result(m, xr, n);
         const bool nan = nans > 0;
         if (m == -std::numeric_limits<T>::infinity() && !nan) {
           // NOTE: a fully masked row (all -inf) gives zeros, not NaN (its gradient is then zero too).

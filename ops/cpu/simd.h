@@ -12,6 +12,8 @@
 // checked against the baseline one (tests/test_isa_dispatch.cpp). Off x86-64, with_isa just calls f.
 // The dispatch is a branch on a relaxed atomic per call: call it around a loop, never inside one.
 #include <atomic>
+#include <cstdint>
+#include <limits>
 
 #include "ops/cpu/blas_check.h"
 
@@ -57,6 +59,19 @@ class IsaGuard {
  private:
   int prev_;
 };
+
+/// Repairs the result m of `#pragma omp simd reduction(max : m)` over x[0 .. n), for m started at -inf.
+/// OpenMP starts each lane's private copy at the type's "least representable value": GCC takes -inf, clang
+/// lowest() (-FLT_MAX), so under clang a row whose entries are all -inf (a fully masked attention row)
+/// reduces to lowest() instead of -inf. Returns -inf in that case and m otherwise (the scalar re-check runs
+/// only when m == lowest()).
+template <class T>
+inline T simd_max_result(T m, const T* x, int64_t n) {
+  if (m != std::numeric_limits<T>::lowest()) return m;
+  for (int64_t i = 0; i < n; ++i)
+    if (x[i] == m) return m;  // a real lowest() entry
+  return -std::numeric_limits<T>::infinity();
+}
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 template <class F>
