@@ -30,6 +30,7 @@
 #include "nn/init.h"
 #include "nn/linear.h"
 #include "nn/llama.h"
+#include "nn/lora.h"
 #include "nn/loss.h"
 #include "nn/module.h"
 #include "nn/multihead.h"

@@ -328,22 +328,26 @@ bool is_shard_name(const std::string& name) {
 
 }  // namespace
 
+void write_file_atomic(const std::string& path, const std::string& text, const std::string& op) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f << text;
+    f.flush();
+    if (!f) throw Error(fmt::format("{}: cannot write '{}'", op, tmp));
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) throw Error(fmt::format("{}: cannot rename '{}' to '{}': {}", op, tmp, path, ec.message()));
+}
+
 void save_pretrained(const std::string& dir, const Config& config, const nn::StateDict& tensors) {
   const std::string config_text = config_json(config);  // before anything is written: it may refuse
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw Error(fmt::format("hf::save_pretrained: cannot make the folder '{}': {}", dir, ec.message()));
   nn::save_safetensors(tensors, (fs::path(dir) / "model.safetensors").string(), {{"format", "pt"}});
-  const std::string path = (fs::path(dir) / "config.json").string(), tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << config_text;
-    f.flush();
-    if (!f) throw Error(fmt::format("hf::save_pretrained: cannot write '{}'", tmp));
-  }
-  fs::rename(tmp, path, ec);
-  if (ec)
-    throw Error(fmt::format("hf::save_pretrained: cannot rename '{}' to '{}': {}", tmp, path, ec.message()));
+  write_file_atomic((fs::path(dir) / "config.json").string(), config_text, "hf::save_pretrained");
   // A sharded save before this one: its index and shards would describe other weights (transformers removes
   // them too). Only after the new files are in place, so that the folder always holds a whole model.
   std::vector<fs::path> stale;

@@ -110,4 +110,8 @@ nn::StateDict export_weights(const nn::Module& module, const std::vector<NameRul
 /// path for an I/O failure.
 void save_pretrained(const std::string& dir, const Config& config, const nn::StateDict& tensors);
 
+/// Writes `text` to `path` atomically (`path`.tmp, then renamed over `path`), so that `path` is never half
+/// written. Throws saccade::Error naming `op` and the file for an I/O failure.
+void write_file_atomic(const std::string& path, const std::string& text, const std::string& op);
+
 }  // namespace saccade::hf

@@ -1,9 +1,11 @@
 #include "nn/linear.h"
 
 #include "autograd/autocast.h"
+#include "autograd/functions/elementwise.h"
 #include "autograd/functions/linalg.h"
 #include "autograd/functions/shape.h"
 #include "nn/init.h"
+#include "nn/lora.h"
 #include "ops/creation.h"
 
 namespace saccade::nn {
@@ -30,7 +32,9 @@ Variable Linear::forward(const Variable& x) {
                 in_features_, x.shape());
   SACCADE_CHECK(x.dtype() == weight.dtype() || autocast_enabled(),  // autocast casts both (linear's policy)
                 "Linear: expected a {} input (the weight's dtype), got {}", weight.dtype(), x.dtype());
-  return linear(x, weight, bias);
+  Variable y = linear(x, weight, bias);
+  if (lora_A && !lora_merged) y = y + lora_delta(*this, x);
+  return y;
 }
 
 Flatten::Flatten(int64_t start_dim, int64_t end_dim)

@@ -1,6 +1,7 @@
 #pragma once
 // Linear, Flatten and Identity (as torch.nn.Linear / Flatten / Identity).
 #include <cstdint>
+#include <memory>
 
 #include "nn/unary_module.h"
 #include "ops/random.h"
@@ -13,9 +14,10 @@ namespace saccade::nn {
 /// under torch's names. Default init as torch: weight ~ kaiming_uniform(a = √5), i.e. U(±1/√in_features),
 /// bias ~ U(±1/√in_features), drawn from `gen` (the default generator when null).
 ///
-/// forward: x (*, in_features) (1-d (in_features) too) -> (*, out_features), of the weight's dtype.
-/// Throws saccade::Error naming "Linear" for negative sizes, an undefined input, x whose last dim is not
-/// in_features, or x of another dtype than the weight.
+/// forward: x (*, in_features) (1-d (in_features) too) -> (*, out_features), of the weight's dtype; plus the
+/// LoRA adapter's update when apply_lora (nn/lora.h) gave it one. Throws saccade::Error naming "Linear" for
+/// negative sizes, an undefined input, x whose last dim is not in_features, or x of another dtype than the
+/// weight.
 class Linear : public UnaryModule {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias = true, Generator* gen = nullptr);
@@ -24,6 +26,13 @@ class Linear : public UnaryModule {
   int64_t in_features() const { return in_features_; }
   int64_t out_features() const { return out_features_; }
   Variable weight, bias;  // bias undefined when built with bias = false
+  /// The LoRA adapter (nn/lora.h), null until apply_lora adds it: children lora_A Linear(in, r), lora_B
+  /// Linear(r, out) and lora_dropout; forward adds lora_scale · lora_B(lora_A(lora_dropout(x))) unless
+  /// lora_merged (merge_lora folded it into weight).
+  std::shared_ptr<Linear> lora_A, lora_B;
+  std::shared_ptr<UnaryModule> lora_dropout;
+  double lora_scale = 0;
+  bool lora_merged = false;
 
  private:
   int64_t in_features_, out_features_;

@@ -77,6 +77,15 @@ class ErrorContains : public Catch::MatcherBase<saccade::Error> {
   std::string s_;
 };
 
+/// A Llama small enough to check whole: hidden 16, 4 heads of 4 (2 key/value heads), MLP 24, vocab 40, 2
+/// layers, context 32.
+inline nn::LlamaConfig tiny_llama_config() {
+  nn::LlamaConfig c;
+  c.hidden_size = 16, c.intermediate_size = 24, c.num_attention_heads = 4, c.num_key_value_heads = 2;
+  c.vocab_size = 40, c.num_hidden_layers = 2, c.max_position_embeddings = 32;
+  return c;
+}
+
 }  // namespace saccade::testing
 
 /// Checks that `expr` throws saccade::Error whose message contains `substr`.

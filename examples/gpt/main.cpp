@@ -24,12 +24,15 @@
 #include "examples/common/cli.h"
 #include "examples/common/plots.h"
 #include "examples/gpt/data.h"
+#include "examples/gpt/finetune.h"
 #include "examples/gpt/generate.h"
 #include "examples/gpt/run_control.h"
 #ifdef SACCADE_HAVE_HF
 #include "examples/gpt/hf_gpt2.h"
 #include "hf/llama.h"
+#include "hf/peft.h"
 #include "hf/tokenizer.h"
+#include "nn/lora.h"
 #endif
 #include "examples/gpt/tokenizer.h"
 #include "examples/gpt/training.h"
@@ -442,12 +445,16 @@ void report_skipped(const saccade::hf::LoadReport& r, const std::string& dir) {
                 fmt::format("{}", fmt::join(r.skipped, ", ")).c_str());
 }
 
-HFModel load_hf(const std::string& dir, saccade::Device device, bool strict) {
+HFModel load_hf(const std::string& dir, saccade::Device device, bool strict, const std::string& adapter) {
   namespace hf = saccade::hf;
   HFModel m;
   const hf::Config config = hf::load_config(dir + "/config.json");
   m.tok = hf::load_tokenizer(dir);
   if (config.architecture == hf::Architecture::GPT2) {
+    if (!adapter.empty())
+      throw cli::UsageError("--adapter",
+                            "LoRA adapters apply to Llama-family folders; '" + dir +
+                                "' holds a GPT-2, whose fused c_attn saccade does not adapt yet");
     saccade::hf::LoadReport r;
     m.gpt = ex::load_hf_gpt2(dir, config, strict, &r);
     report_skipped(r, dir);
@@ -457,6 +464,12 @@ HFModel load_hf(const std::string& dir, saccade::Device device, bool strict) {
     saccade::hf::LoadReport r;
     m.llama = hf::load_llama(dir, config, strict, &r);
     report_skipped(r, dir);
+    if (!adapter.empty()) {
+      const hf::AdapterConfig a = hf::load_adapter(adapter, *m.llama, dir);
+      std::printf("LoRA adapter from %s: r %lld, lora_alpha %g, %zu modules\n", adapter.c_str(),
+                  static_cast<long long>(a.lora.r), a.lora.lora_alpha,
+                  saccade::nn::lora_layers(*m.llama).size());
+    }
     m.llama->to(device);
     m.lm = ex::as_causal_lm(*m.llama);
   }
@@ -486,6 +499,87 @@ void run_hf_samples(HFModel& m, const std::vector<std::string>& prompts, const e
                 g.tokens[0].size(), ids.size(), seconds, static_cast<double>(g.tokens[0].size()) / seconds);
   }
 }
+
+// `gpt finetune`'s flags.
+struct FinetuneArgs {
+  std::string hf, data, val, out = "finetune_out", targets = "q_proj,v_proj", truncate = "refuse";
+  saccade::nn::LoraConfig lora;
+  ex::FinetuneOptions opts;
+  bool non_strict = false;
+  FinetuneArgs() { lora.r = 16, lora.lora_alpha = 32; }  // the flags' defaults (PEFT's examples)
+};
+
+// The examples of a JSONL file, tokenized as the model's tokenizer encodes text (no special tokens), with its
+// BOS first where encode(text, true) adds one, and its EOS last.
+std::vector<ex::TokenizedExample> read_examples(const std::string& path, const saccade::hf::Tokenizer& tok,
+                                                int64_t context, ex::Truncate truncate) {
+  const std::vector<int64_t> specials = tok.encode("", true);
+  const int64_t bos =
+      !specials.empty() && tok.bos_id() && specials.front() == *tok.bos_id() ? *tok.bos_id() : -1;
+  const int64_t eos = tok.eos_id().value_or(-1);
+  const ex::Encode encode = [&](const std::string& text) { return tok.encode(text, false); };
+  std::vector<ex::TokenizedExample> out;
+  const std::vector<ex::InstructRecord> records = ex::read_jsonl(path);
+  for (const ex::InstructRecord& r : records) {
+    try {
+      out.push_back(ex::tokenize_example(r, encode, bos, eos, context, truncate));
+    } catch (const saccade::Error& e) {
+      throw saccade::Error(fmt::format("'{}': {}", path, e.what()));
+    }
+  }
+  return out;
+}
+
+// `gpt finetune`: LoRA adapters on a Hugging Face Llama folder, trained on a JSONL file's completions, saved
+// in PEFT's layout in OUT/adapter.
+int run_finetune(FinetuneArgs& a, saccade::Device device) {
+  namespace nn = saccade::nn;
+  cli::require_directory("--hf", a.hf);
+  cli::require_file("--hf", a.hf + "/config.json");
+  cli::require_file("--data", a.data);
+  if (!a.val.empty()) cli::require_file("--val", a.val);
+  cli::OutputDir out("--out", a.out);                   // removed again if the run fails empty
+  std::unique_ptr<ex::RunLock> lock = lock_out(a.out);  // released before `out` is cleaned up
+  a.lora.target_modules.clear();
+  for (size_t start = 0; start <= a.targets.size();) {
+    const size_t comma = std::min(a.targets.find(',', start), a.targets.size());
+    if (comma > start) a.lora.target_modules.push_back(a.targets.substr(start, comma - start));
+    start = comma + 1;
+  }
+  if (a.lora.target_modules.empty()) throw cli::UsageError("--lora-targets", "name at least one module");
+  if (saccade::hf::load_config(a.hf + "/config.json").architecture == saccade::hf::Architecture::GPT2)
+    throw cli::UsageError("--hf", "LoRA fine-tuning takes Llama-family folders; '" + a.hf +
+                                      "' holds a GPT-2, whose fused c_attn saccade does not adapt yet");
+  HFModel m = load_hf(a.hf, saccade::Device::cpu(), !a.non_strict, "");
+  std::printf("%s, from %s\n", m.description.c_str(), a.hf.c_str());
+  const ex::Truncate truncate = a.truncate == "right" ? ex::Truncate::Right : ex::Truncate::Refuse;
+  const auto train = read_examples(a.data, *m.tok, m.lm->context(), truncate);
+  const auto val = a.val.empty() ? std::vector<ex::TokenizedExample>{}
+                                 : read_examples(a.val, *m.tok, m.lm->context(), truncate);
+  std::printf("%zu training examples (%lld scored tokens), %zu validation examples\n", train.size(),
+              static_cast<long long>(ex::scored_targets(train)), val.size());
+  saccade::Generator gen(a.opts.seed);
+  const std::vector<std::string> adapted = nn::apply_lora(*m.llama, a.lora, &gen);
+  m.llama->to(device);
+  int64_t trainable = 0;
+  for (const auto& p : nn::trainable_parameters(*m.llama)) trainable += p.numel();
+  std::printf("LoRA r %lld, lora_alpha %g on %zu modules: %lld trainable parameters of %lld\n",
+              static_cast<long long>(a.lora.r), a.lora.lora_alpha, adapted.size(),
+              static_cast<long long>(trainable), static_cast<long long>(m.llama->num_parameters()));
+  const ex::LogitsFn logits = [&](const saccade::Tensor& idx) { return m.llama->forward(idx.to(device)); };
+  const int64_t pad = m.tok->eos_id().value_or(0);
+  const auto start = std::chrono::steady_clock::now();
+  ex::finetune_lora(*m.llama, logits, train, val, a.opts, pad, [](const std::string& line) {
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+  });
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::string adapter = a.out + "/adapter";
+  saccade::hf::save_adapter(adapter, *m.llama, a.lora, a.hf);
+  std::printf("trained in %.1f s; wrote %s (PEFT's layout: gpt sample --hf %s --adapter %s)\n", seconds,
+              adapter.c_str(), a.hf.c_str(), adapter.c_str());
+  return 0;
+}
 #endif
 
 }  // namespace
@@ -510,7 +604,7 @@ int main(int argc, char** argv) {
   bool distributed = false;
   bool checkpoint_activations = false;
   std::vector<std::string> prompts;
-  std::string hf_dir, eval_data, init_from_hf, save_hf;
+  std::string hf_dir, eval_data, init_from_hf, save_hf, adapter_dir;
   bool print_ids = false, non_strict = false;
   // `phase`: what the sampling flags shape ("the end-of-training sample: " under train)
   auto common = [&](CLI::App* sub, ex::SamplingOptions& so, const std::string& phase) {
@@ -661,6 +755,11 @@ int main(int argc, char** argv) {
   const std::string non_strict_help =
       "load a folder whose checkpoint has tensors the model has no place for, listing them (default: refuse)";
   sample->add_flag("--non-strict", non_strict, non_strict_help)->needs(hf_flag);
+  const std::string adapter_help =
+      "a LoRA adapter folder in PEFT's layout (adapter_config.json, adapter_model.safetensors) to apply to "
+      "the "
+      "--hf model (Llama family)";
+  sample->add_option("--adapter", adapter_dir, adapter_help)->needs(hf_flag);
   sample
       ->add_option("--dtype", dtype_name,
                    "with --hf: the weights' and the computation's precision, f32, bf16 or f16 (the model is "
@@ -674,11 +773,50 @@ int main(int argc, char** argv) {
   evaluator->add_option("--hf", hf_dir, "the model folder (GPT-2 or Llama)")->required();
   evaluator->add_option("--data", eval_data, "the text file to score")->required();
   evaluator->add_flag("--non-strict", non_strict, non_strict_help);
+  evaluator->add_option("--adapter", adapter_dir, adapter_help);
   evaluator->add_option("--device", device_name, "cpu, or cuda / cuda:N when built with CUDA");
   evaluator->add_option("--threads", threads, "CPU threads (0: OMP_NUM_THREADS, else all cores)")
       ->check(cli::integer(0, 4096));
+  FinetuneArgs ft;
+  CLI::App* finetuner = app.add_subcommand("finetune",
+                                           "train LoRA adapters on a Hugging Face Llama folder with "
+                                           "prompt/completion records (JSONL), the loss on "
+                                           "the completions only; writes OUT/adapter in PEFT's layout");
+  finetuner->add_option("--hf", ft.hf, "the model folder (Llama family)")->required();
+  finetuner
+      ->add_option("--data", ft.data,
+                   "training records, one JSON object a line: prompt and completion, or text")
+      ->required();
+  finetuner->add_option("--val", ft.val, "validation records (same form), scored on the completions");
+  finetuner->add_option("--out", ft.out, "the run's folder (OUT/adapter: the adapter)");
+  finetuner->add_option("--lora-r", ft.lora.r, "the adapters' rank")->check(cli::integer(1, 4096));
+  finetuner->add_option("--lora-alpha", ft.lora.lora_alpha, "scale = alpha / r")->check(cli::positive_real());
+  finetuner->add_option("--lora-dropout", ft.lora.lora_dropout, "dropout on the adapters' input")
+      ->check(cli::probability_below_one());
+  finetuner->add_flag("--rslora", ft.lora.use_rslora, "scale = alpha / sqrt(r) (rank-stabilised LoRA)");
+  finetuner->add_option("--lora-targets", ft.targets,
+                        "modules to adapt, comma-separated names (q_proj,v_proj) or all-linear");
+  finetuner->add_option("--steps", ft.opts.steps, "optimizer steps")->check(cli::integer(1));
+  finetuner->add_option("--batch-size", ft.opts.batch_size, "examples per step")
+      ->check(cli::integer(1, 65536));
+  finetuner->add_option("--lr", ft.opts.lr, "AdamW's peak learning rate")->check(cli::positive_real());
+  finetuner->add_option("--weight-decay", ft.opts.weight_decay, "AdamW's weight decay of the adapters")
+      ->check(cli::non_negative_real());
+  finetuner->add_option("--warmup", ft.opts.warmup, "linear warmup steps, then cosine decay to 0")
+      ->check(cli::integer(0));
+  finetuner->add_option("--eval-every", ft.opts.eval_every, "steps between validation losses (0: at the end)")
+      ->check(cli::integer(0));
+  finetuner->add_option("--truncate", ft.truncate, "an example past the context: refuse, or cut at the right")
+      ->check(CLI::IsMember({"refuse", "right"}));
+  finetuner->add_option("--seed", ft.opts.seed, "seed of the adapters' init and the examples' order")
+      ->check(cli::seed());
+  finetuner->add_flag("--non-strict", ft.non_strict, non_strict_help);
+  finetuner->add_option("--device", device_name, "cpu, or cuda / cuda:N when built with CUDA");
+  finetuner->add_option("--threads", threads, "CPU threads (0: OMP_NUM_THREADS, else all cores)")
+      ->check(cli::integer(0, 4096));
 #else
   CLI::App* evaluator = nullptr;
+  CLI::App* finetuner = nullptr;
 #endif
   CLI::App* exporter = app.add_subcommand(
       "export",
@@ -743,6 +881,19 @@ int main(int argc, char** argv) {
       return cli::report("gpt", e);
     }
   }
+#ifdef SACCADE_HAVE_HF
+  if (finetuner && *finetuner) {
+    try {
+      const saccade::Device device = cli::device("--device", device_name);
+      if (threads > 0) saccade::set_num_threads(static_cast<int>(threads));
+      std::printf("device %s, %d CPU threads\n%s\n", device.str().c_str(), saccade::get_num_threads(),
+                  saccade::blas_info_line().c_str());
+      return run_finetune(ft, device);
+    } catch (const std::exception& e) {
+      return cli::report("gpt", e);
+    }
+  }
+#endif
   if (*curves) {
     try {
       for (const std::string& log : curve_logs) cli::require_file("logs", log);
@@ -801,6 +952,10 @@ int main(int argc, char** argv) {
       cli::require_directory("--hf", hf_dir);
       cli::require_file("--hf", hf_dir + "/config.json");
     }
+    if (!adapter_dir.empty()) {
+      cli::require_directory("--adapter", adapter_dir);
+      cli::require_file("--adapter", adapter_dir + "/adapter_config.json");
+    }
     if (evaluator && *evaluator) cli::require_file("--data", eval_data);
     if (*sample && !hf_run) {
       if (checkpoint.empty()) checkpoint = out_dir + "/best.safetensors";
@@ -814,7 +969,7 @@ int main(int argc, char** argv) {
                 saccade::blas_info_line().c_str());
 #ifdef SACCADE_HAVE_HF
     if (hf_run) {
-      HFModel m = load_hf(hf_dir, device, !non_strict);
+      HFModel m = load_hf(hf_dir, device, !non_strict, adapter_dir);
       if (cli::dtype(dtype_name) != saccade::DType::Float32) m.lm->module().to(cli::dtype(dtype_name));
       std::printf("%s, from %s\n", m.description.c_str(), hf_dir.c_str());
       if (*sample) {

@@ -62,7 +62,7 @@ if(TARGET gpt)
   endif()
 
   # issue 49 item 21: a mistyped command or option is named first, with the nearest name
-  saccade_cli_refusal(gpt_command_typo "^gpt: trian: not a command \\(did you mean train\\?\\) \\(the commands: train, sample, eval, export, curves\\)$" ${gpt} trian)
+  saccade_cli_refusal(gpt_command_typo "^gpt: trian: not a command \\(did you mean train\\?\\) \\(the commands: train, sample, eval, finetune, export, curves\\)$" ${gpt} trian)
   saccade_cli_refusal(gpt_option_typo "^gpt: --step: not an option \\(did you mean --steps\\?\\)$" ${gpt} train --step 5)
   # ... the real limit of a seed, and numbers past double's range said as not finite
   saccade_cli_refusal(gpt_seed_too_large "^gpt: --seed: 9223372036854775808 is out of range \\(need an integer >= 0. the largest allowed is 9223372036854775807\\)$"
@@ -221,6 +221,25 @@ if(TARGET gpt)
                      --max-new-tokens 4 --threads 2)
     saccade_cli_test(gpt_hf_sample_bf16 --out "^ids:( [0-9]+){6}$" 0 10 -- ${gpt} sample --hf ${hf_data}/hf_gpt2
                      --prompt "A fortune" --max-new-tokens 6 --dtype bf16 --print-ids --threads 2)
+    # issue 52: a LoRA adapter in PEFT's layout (tests/data/hf_llama_lora: tests/fixtures/make_hf_peft.py; its
+    # logits against PEFT's in tests/test_hf_peft.cpp)
+    saccade_cli_test(gpt_hf_sample_adapter --out "^LoRA adapter from .*hf_llama_lora: r 4, lora_alpha 8, 6 modules$"
+                     --out "^ids:( [0-9]+){8}$" 0 10 -- ${gpt} sample --hf ${hf_data}/hf_llama --adapter
+                     ${hf_data}/hf_llama_lora --prompt "A fortune" --max-new-tokens 8 --temperature 0 --print-ids
+                     --threads 2)
+    saccade_cli_refusal(gpt_hf_adapter_gpt2 "^gpt: --adapter: LoRA adapters apply to Llama-family folders" ${gpt} sample --hf ${hf_data}/hf_gpt2 --adapter ${hf_data}/hf_llama_lora)
+    saccade_cli_refusal(gpt_adapter_without_hf "^gpt: --adapter requires --hf$" ${gpt} sample --adapter x)
+    saccade_cli_refusal(gpt_hf_adapter_missing "^gpt: --adapter: '/nonexistent/adapter' does not exist" ${gpt} eval --hf ${hf_data}/hf_llama --data ${hf_data}/hf_eval.txt --adapter /nonexistent/adapter)
+    # LoRA fine-tuning on a committed JSONL file (tests/data/hf_instruct.jsonl), then sampling with the adapter
+    saccade_cli_test(gpt_hf_finetune_lora --keep --out "^10 training examples \\([0-9]+ scored tokens\\), 10 validation examples$"
+                     --out "^LoRA r 4, lora_alpha 8 on 4 modules: [0-9]+ trainable parameters of [0-9]+$"
+                     --out "^step 3: validation loss [0-9.]+ \\(completion tokens\\)$" --out "^trained in [0-9.]+ s. wrote run/adapter \\(PEFT's layout"
+                     --out "^LoRA adapter from run/adapter: r 4, lora_alpha 8, 4 modules$" 0 60 --
+                     sh -c "${gpt} finetune --hf ${hf_data}/hf_llama --data ${hf_data}/hf_instruct.jsonl --val ${hf_data}/hf_instruct.jsonl --lora-r 4 --lora-alpha 8 --steps 3 --batch-size 2 --threads 2 --out run && test -f run/adapter/adapter_config.json && ${gpt} sample --hf ${hf_data}/hf_llama --adapter run/adapter --prompt x --max-new-tokens 2 --threads 2")
+    saccade_cli_refusal(gpt_finetune_gpt2 "^gpt: --hf: LoRA fine-tuning takes Llama-family folders" ${gpt} finetune --hf ${hf_data}/hf_gpt2 --data ${hf_data}/hf_instruct.jsonl --out run)
+    # errors found once the model is read: exit 1, and the --out folder the run made is gone again
+    saccade_cli_test(gpt_finetune_target --err "^gpt: apply_lora: target 'qkv' matches no Linear module. the model's Linear modules are named down_proj, gate_proj, k_proj, lm_head, o_proj, q_proj, up_proj, v_proj$" 1 10 -- ${gpt} finetune --hf ${hf_data}/hf_llama --data ${hf_data}/hf_instruct.jsonl --lora-targets q_proj,qkv --out run)
+    saccade_cli_test(gpt_finetune_bad_jsonl --err "^gpt: read_jsonl: '.*/tests/data/hf_eval.txt' line 1: not a JSON object$" 1 10 -- ${gpt} finetune --hf ${hf_data}/hf_llama --data ${hf_data}/hf_eval.txt --out run)
     saccade_cli_refusal(gpt_dtype_without_hf "^gpt: --dtype requires --hf$" ${gpt} sample --dtype bf16)
     saccade_cli_refusal(gpt_non_strict_without_hf "^gpt: --non-strict requires --hf$" ${gpt} sample --non-strict)
     saccade_cli_refusal(gpt_hf_missing "^gpt: --hf: '/nonexistent/model' does not exist" ${gpt} sample --hf /nonexistent/model)

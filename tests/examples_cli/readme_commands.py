@@ -77,6 +77,11 @@ TINY = {
     "gpt sample": ({"--max-new-tokens": "4", "--threads": "1", "--hf": lambda given, _: hf_folder(given)}, 0),
     "gpt eval": ({"--hf": lambda given, _: hf_folder(given), "--data": str(FIXTURES / "hf_eval.txt"),
                   "--threads": "1"}, 0),
+    "gpt finetune": ({
+        "--hf": lambda given, _: hf_folder(given), "--data": str(FIXTURES / "hf_instruct.jsonl"),
+        "--val": lambda given, _: str(FIXTURES / "hf_instruct.jsonl") if given else None,
+        "--steps": "2", "--batch-size": "2", "--lora-r": "4", "--eval-every": "0", "--threads": "1",
+    }, 100),
     "g2p": ({
         "--steps": steps(2, 3), "--train-words": "200", "--test-words": "5", "--val-words": "5",
         "--val-every": "1", "--hidden": "8", "--d-model": "8", "--layers": "1", "--threads": "1",

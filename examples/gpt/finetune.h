@@ -1,0 +1,53 @@
+#pragma once
+// LoRA fine-tuning on instruction data (`gpt finetune`): the adapters that nn::apply_lora added to a frozen
+// model, trained with AdamW on batches of examples (instruct.h), the loss on completion tokens only; the
+// validation loss measured the same way.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "examples/gpt/instruct.h"
+#include "nn/module.h"
+
+namespace saccade::examples {
+
+/// The model's logits (B, T, vocab) for ids int64 (B, T).
+using LogitsFn = std::function<Variable(const Tensor& idx)>;
+
+/// The mean cross-entropy (nats) over every scored target of `examples` (the tokens a completion-only loss
+/// counts), batched `batch_size` examples at a time in order, in eval mode without gradients (the module's
+/// mode restored after). Throws saccade::Error naming "completion_loss" for no examples or a batch_size < 1.
+double completion_loss(nn::Module& model, const LogitsFn& logits,
+                       const std::vector<TokenizedExample>& examples, int64_t batch_size, int64_t pad);
+
+struct FinetuneOptions {
+  int64_t steps = 100;      ///< optimizer steps
+  int64_t batch_size = 4;   ///< examples per step
+  double lr = 2e-4;         ///< AdamW's peak learning rate (PEFT's LoRA examples use 1e-4 .. 3e-4)
+  int64_t warmup = 0;       ///< linear warmup steps (from lr / 10), then cosine decay to 0
+  double weight_decay = 0;  ///< AdamW's, on the adapters
+  double clip = 1.0;        ///< max global gradient norm (0: none)
+  int64_t eval_every = 50;  ///< steps between validation losses (0: at the end only)
+  uint64_t seed = 0;        ///< of the order of the examples
+};
+
+/// What a run measured: each step's training loss, and (step, validation loss) at each evaluation.
+struct FinetuneLog {
+  std::vector<double> train_loss;
+  std::vector<std::pair<int64_t, double>> val_loss;
+};
+
+/// Trains nn::trainable_parameters(model) (the adapters after apply_lora) for opts.steps AdamW steps
+/// (betas 0.9, 0.999), each on opts.batch_size examples of `train` taken in a fresh random order each epoch
+/// (std::mt19937_64(seed)), the loss the mean cross-entropy of the batch's scored targets. Scores `val`
+/// (when not empty) with completion_loss every eval_every steps and at the end. `report` gets one line per
+/// step and per evaluation. Throws saccade::Error naming "finetune_lora" for no train examples, a model
+/// without trainable parameters, or steps / batch_size < 1.
+FinetuneLog finetune_lora(nn::Module& model, const LogitsFn& logits,
+                          const std::vector<TokenizedExample>& train,
+                          const std::vector<TokenizedExample>& val, const FinetuneOptions& opts, int64_t pad,
+                          const std::function<void(const std::string&)>& report);
+
+}  // namespace saccade::examples

@@ -1,0 +1,179 @@
+#include "hf/peft.h"
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "hf/checkpoint.h"
+#include "nn/serialization.h"
+#include "ops/elementwise.h"
+#include "ops/error.h"
+
+namespace saccade::hf {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+const char* const kPrefix =
+    "base_model.model.";  // PEFT's names: the PeftModel's base_model.model is the model
+
+std::string last_component(const std::string& name) {
+  const size_t dot = name.rfind('.');
+  return dot == std::string::npos ? name : name.substr(dot + 1);
+}
+
+std::string folder_name(std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  return fs::path(path).filename().string();
+}
+
+}  // namespace
+
+AdapterConfig load_adapter_config(const std::string& dir) {
+  const std::string path = (fs::path(dir) / "adapter_config.json").string();
+  const std::string op = "hf::load_adapter_config";
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error(fmt::format("{}: cannot open '{}' (is '{}' a PEFT adapter folder?)", op, path, dir));
+  std::stringstream text;
+  text << f.rdbuf();
+  json j = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) throw Error(fmt::format("{}: '{}' is not a JSON object", op, path));
+  auto refuse = [&](const std::string& why) { throw Error(fmt::format("{}: '{}': {}", op, path, why)); };
+  auto is_set = [&](const char* key) {  // present and neither null, false, nor empty
+    if (!j.contains(key) || j[key].is_null()) return false;
+    const json& v = j[key];
+    return v.is_boolean() ? v.get<bool>() : !(v.is_object() || v.is_array() || v.is_string()) || !v.empty();
+  };
+  if (j.value("peft_type", std::string()) != "LORA")
+    refuse(fmt::format("peft_type is {}, saccade reads LoRA adapters (\"LORA\")",
+                       j.contains("peft_type") ? j["peft_type"].dump() : "missing"));
+  if (!j.contains("r") || !j["r"].is_number_integer()) refuse("no integer \"r\"");
+  if (!j.contains("lora_alpha") || !j["lora_alpha"].is_number()) refuse("no number \"lora_alpha\"");
+  if (j.contains("bias") && j["bias"] != "none")
+    refuse(
+        fmt::format("bias {} trains the base's biases too; saccade's adapters have none", j["bias"].dump()));
+  // fields that change what the adapter computes or which modules it covers (the others, such as
+  // init_lora_weights or loftq_config, only shape its initialisation)
+  for (const char* key :
+       {"use_dora", "fan_in_fan_out", "modules_to_save", "layers_to_transform", "rank_pattern",
+        "alpha_pattern", "lora_bias", "exclude_modules", "target_parameters", "layer_replication",
+        "trainable_token_indices", "alora_invocation_tokens", "use_qalora", "use_bdlora"})
+    if (is_set(key))
+      refuse(fmt::format("\"{}\" is set ({}), which saccade does not apply", key, j[key].dump()));
+
+  AdapterConfig out;
+  out.lora.r = j["r"].get<int64_t>();
+  out.lora.lora_alpha = j["lora_alpha"].get<double>();
+  out.lora.lora_dropout = j.value("lora_dropout", 0.0);
+  out.lora.use_rslora = j.value("use_rslora", false);
+  const json& t = j.contains("target_modules") ? j["target_modules"] : json();
+  if (t.is_string()) {
+    if (t.get<std::string>() != "all-linear")
+      refuse(
+          fmt::format("target_modules {} is a regular expression; saccade reads a list of names or "
+                      "\"all-linear\"",
+                      t.dump()));
+    out.lora.target_modules = {"all-linear"};
+  } else if (t.is_array() && !t.empty()) {
+    out.lora.target_modules.clear();
+    for (const json& e : t) {
+      if (!e.is_string()) refuse("target_modules holds something other than names");
+      out.lora.target_modules.push_back(e.get<std::string>());
+    }
+  } else {
+    refuse("no \"target_modules\" list");
+  }
+  if (j.contains("base_model_name_or_path") && j["base_model_name_or_path"].is_string())
+    out.base_model_name_or_path = j["base_model_name_or_path"].get<std::string>();
+  return out;
+}
+
+void save_adapter(const std::string& dir, const nn::Module& model, const nn::LoraConfig& config,
+                  const std::string& base_model_name_or_path) {
+  const std::string op = "hf::save_adapter";
+  const auto layers = nn::lora_layers(model);
+  if (layers.empty()) throw Error(op + ": the model has no LoRA adapters (apply_lora adds them)");
+  nn::StateDict tensors;
+  std::set<std::string> targets;  // sorted, as PEFT's saved set reads
+  for (const auto& [name, lin] : layers) {
+    tensors.insert(kPrefix + name + ".lora_A.weight", lin->lora_A->weight.data().to(DType::Float32));
+    tensors.insert(kPrefix + name + ".lora_B.weight", lin->lora_B->weight.data().to(DType::Float32));
+    targets.insert(last_component(name));
+  }
+  json j = {{"peft_type", "LORA"},
+            {"task_type", "CAUSAL_LM"},
+            {"base_model_name_or_path", base_model_name_or_path},
+            {"r", config.r},
+            {"lora_alpha", config.lora_alpha},
+            {"lora_dropout", config.lora_dropout},
+            {"use_rslora", config.use_rslora},
+            {"target_modules", std::vector<std::string>(targets.begin(), targets.end())},
+            {"bias", "none"},
+            {"fan_in_fan_out", false},
+            {"inference_mode", true},
+            {"init_lora_weights", true},
+            {"use_dora", false},
+            {"modules_to_save", nullptr},
+            {"layers_to_transform", nullptr},
+            {"layers_pattern", nullptr},
+            {"rank_pattern", json::object()},
+            {"alpha_pattern", json::object()},
+            {"revision", nullptr}};
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw Error(fmt::format("{}: cannot make the folder '{}': {}", op, dir, ec.message()));
+  nn::save_safetensors(tensors, (fs::path(dir) / "adapter_model.safetensors").string(), {{"format", "pt"}});
+  write_file_atomic((fs::path(dir) / "adapter_config.json").string(), j.dump(2) + "\n", op);
+}
+
+AdapterConfig load_adapter(const std::string& dir, nn::Module& model, const std::string& base_dir) {
+  const std::string op = "hf::load_adapter";
+  AdapterConfig config = load_adapter_config(dir);
+  if (!base_dir.empty() && !config.base_model_name_or_path.empty() &&
+      folder_name(config.base_model_name_or_path) != folder_name(base_dir))
+    throw Error(fmt::format("{}: the adapter in '{}' was trained on '{}', not on '{}'", op, dir,
+                            config.base_model_name_or_path, base_dir));
+  const std::string path = (fs::path(dir) / "adapter_model.safetensors").string();
+  if (!fs::exists(path)) throw Error(fmt::format("{}: '{}' is missing", op, path));
+  const nn::Safetensors file = nn::load_safetensors(path);
+
+  // Check every tensor against the modules the config selects before anything changes.
+  const std::vector<std::string> names = nn::lora_targets(model, config.lora.target_modules);
+  std::set<std::string> expected;
+  auto expect = [&](const std::string& key, const Shape& shape) {
+    expected.insert(key);
+    const Tensor* t = file.tensors.find(key);
+    if (!t) throw Error(fmt::format("{}: '{}' has no tensor '{}' for the model's module", op, path, key));
+    if (t->shape() != shape)
+      throw Error(fmt::format("{}: '{}': tensor '{}' has shape {}, the model needs {} (r = {})", op, path,
+                              key, t->shape(), shape, config.lora.r));
+  };
+  const nn::StateDict state = model.state_dict();
+  for (const std::string& name : names) {
+    const Shape& w = state.at(name + ".weight").shape();  // (out, in)
+    expect(kPrefix + name + ".lora_A.weight", {config.lora.r, w[1]});
+    expect(kPrefix + name + ".lora_B.weight", {w[0], config.lora.r});
+  }
+  for (const auto& [key, t] : file.tensors)
+    if (!expected.count(key))
+      throw Error(
+          fmt::format("{}: '{}' holds '{}', which no module of the model selected by target_modules "
+                      "takes",
+                      op, path, key));
+
+  nn::apply_lora(model, config.lora);
+  for (const auto& [name, lin] : nn::lora_layers(model)) {
+    Tensor a = lin->lora_A->weight.data(), b = lin->lora_B->weight.data();
+    ops::copy_(a, file.tensors.at(kPrefix + name + ".lora_A.weight"));
+    ops::copy_(b, file.tensors.at(kPrefix + name + ".lora_B.weight"));
+  }
+  return config;
+}
+
+}  // namespace saccade::hf

@@ -1,0 +1,50 @@
+#pragma once
+// LoRA adapters in Hugging Face PEFT's folder layout, both ways (peft.PeftModel.save_pretrained /
+// from_pretrained):
+//
+//   dir/adapter_config.json        {"peft_type": "LORA", "r": 16, "lora_alpha": 32, "target_modules": [...],
+//   ...} dir/adapter_model.safetensors  "base_model.model.<module>.lora_A.weight" (r, in) and
+//   ".lora_B.weight" (out, r)
+//
+// <module> is the adapted Linear's dotted name in the model, which for modules whose state_dict names are
+// transformers' own (nn::LlamaForCausalLM: "model.layers.0.self_attn.q_proj") is PEFT's name too. The
+// adapters themselves are nn/lora.h's.
+#include <string>
+#include <vector>
+
+#include "nn/lora.h"
+#include "nn/module.h"
+
+namespace saccade::hf {
+
+/// What adapter_config.json says (the fields saccade reads) and the base model it names.
+struct AdapterConfig {
+  nn::LoraConfig lora;
+  std::string base_model_name_or_path;
+};
+
+/// Reads `dir`/adapter_config.json. Throws saccade::Error naming "hf::load_adapter_config" and the file for a
+/// missing or unparsable file, a peft_type other than "LORA", a missing r or lora_alpha, or a feature saccade
+/// does not apply and would silently drop: bias other than "none", use_dora, fan_in_fan_out,
+/// modules_to_save, layers_to_transform, a non-empty rank_pattern or alpha_pattern, or target_modules given
+/// as a regular expression (a string other than "all-linear").
+AdapterConfig load_adapter_config(const std::string& dir);
+
+/// Writes the adapters of `model` (those apply_lora added with `config`) to `dir` in PEFT's layout: the
+/// factors as float32 under PEFT's names, and adapter_config.json with `config`'s fields (target_modules as
+/// the names the adapted modules end in, so "all-linear" is saved expanded as PEFT saves it) and
+/// `base_model_name_or_path`. Each file is written atomically; `dir` is made if missing. Throws
+/// saccade::Error naming "hf::save_adapter" for a model without adapters or an I/O failure.
+void save_adapter(const std::string& dir, const nn::Module& model, const nn::LoraConfig& config,
+                  const std::string& base_model_name_or_path);
+
+/// Reads the adapter folder `dir` and applies it to `model` (apply_lora with its config, then its factors):
+/// the model is frozen and adapted as PEFT's from_pretrained leaves it. When `base_dir` is not empty, the
+/// adapter's base_model_name_or_path must end in the same folder name as `base_dir` (a hub name
+/// "org/SmolLM2-135M" matches a folder ".../SmolLM2-135M"). Everything is checked before the model changes:
+/// every adapted module's two factors present with shapes (r, in) and (out, r), and no other tensor. Returns
+/// the config read. Throws saccade::Error naming "hf::load_adapter", the file and the tensor, or
+/// load_adapter_config's and apply_lora's errors.
+AdapterConfig load_adapter(const std::string& dir, nn::Module& model, const std::string& base_dir = "");
+
+}  // namespace saccade::hf

@@ -1,0 +1,171 @@
+#include "nn/lora.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <set>
+#include <utility>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "autograd/autocast.h"
+#include "autograd/functions/elementwise.h"
+#include "autograd/grad_mode.h"
+#include "nn/dropout.h"
+#include "nn/init.h"
+#include "ops/elementwise.h"
+#include "ops/error.h"
+#include "ops/linalg.h"
+
+namespace saccade::nn {
+
+double LoraConfig::scale() const { return use_rslora ? lora_alpha / std::sqrt(double(r)) : lora_alpha / r; }
+
+namespace {
+
+// Every Linear of `model` that is not itself an adapter's factor, with its dotted name, in module order.
+std::vector<std::pair<std::string, Linear*>> linears(const Module& model) {
+  std::vector<std::pair<std::string, Linear*>> out;
+  std::function<void(const Module&, const std::string&)> walk = [&](const Module& m,
+                                                                    const std::string& prefix) {
+    for (const auto& [name, child] : m.named_children()) {
+      const std::string dotted = prefix.empty() ? name : prefix + "." + name;
+      if (auto* lin = dynamic_cast<Linear*>(child.get())) {
+        out.emplace_back(dotted, lin);
+        continue;  // a Linear's children are its adapter's
+      }
+      walk(*child, dotted);
+    }
+  };
+  walk(model, "");
+  return out;
+}
+
+std::string last_component(const std::string& name) {
+  const size_t dot = name.rfind('.');
+  return dot == std::string::npos ? name : name.substr(dot + 1);
+}
+
+// PEFT's list rule: the whole dotted name, or its last components after a dot.
+bool matches(const std::string& name, const std::string& target) {
+  return name == target || (name.size() > target.size() && name.ends_with(target) &&
+                            name[name.size() - target.size() - 1] == '.');
+}
+
+}  // namespace
+
+std::vector<std::string> lora_targets(const Module& model, const std::vector<std::string>& target_modules) {
+  ErrorScope scope("apply_lora");
+  SACCADE_CHECK(!target_modules.empty(), "apply_lora: target_modules is empty");
+  const auto all = linears(model);
+  const bool all_linear = target_modules.size() == 1 && target_modules[0] == "all-linear";
+  std::vector<std::string> out;
+  std::vector<bool> used(target_modules.size(), false);
+  for (const auto& [name, lin] : all) {
+    bool take = false;
+    if (all_linear) {
+      take = last_component(name) != "lm_head";  // PEFT leaves the output layer out of "all-linear"
+      used[0] = used[0] || take;
+    } else {
+      for (size_t t = 0; t < target_modules.size(); ++t)
+        if (matches(name, target_modules[t])) take = used[t] = true;
+    }
+    if (!take) continue;
+    SACCADE_CHECK(!lin->lora_A, "apply_lora: '{}' already has a LoRA adapter", name);
+    out.push_back(name);
+  }
+  for (size_t t = 0; t < target_modules.size(); ++t) {
+    if (used[t]) continue;
+    std::set<std::string> ends;  // what a target could have named: the last components, sorted
+    for (const auto& [name, lin] : all) ends.insert(last_component(name));
+    throw Error(fmt::format(
+        "apply_lora: target '{}' matches no Linear module; the model's Linear modules are "
+        "named {}",
+        target_modules[t], ends.empty() ? std::string("(none)") : fmt::format("{}", fmt::join(ends, ", "))));
+  }
+  return out;
+}
+
+std::vector<std::string> apply_lora(Module& model, const LoraConfig& config, Generator* gen) {
+  ErrorScope scope("apply_lora");
+  SACCADE_CHECK(config.r >= 1, "apply_lora: r must be at least 1, got {}", config.r);
+  SACCADE_CHECK(config.lora_alpha > 0, "apply_lora: lora_alpha must be positive, got {}", config.lora_alpha);
+  SACCADE_CHECK(config.lora_dropout >= 0 && config.lora_dropout < 1,
+                "apply_lora: lora_dropout must be in [0, 1), got {}", config.lora_dropout);
+  const std::vector<std::string> names = lora_targets(model, config.target_modules);
+  // Checked: now change the model. Freeze the base, as get_peft_model does.
+  for (Variable& p : model.parameters()) {
+    p.requires_grad_(false);
+    p.zero_grad();
+  }
+  std::vector<std::pair<std::string, Linear*>> all = linears(model);
+  for (const std::string& name : names) {
+    Linear& lin =
+        *std::find_if(all.begin(), all.end(), [&](const auto& e) { return e.first == name; })->second;
+    const Device device = lin.weight.data().device();
+    auto A = std::make_shared<Linear>(lin.in_features(), config.r, /*bias=*/false, gen);
+    auto B = std::make_shared<Linear>(config.r, lin.out_features(), /*bias=*/false, gen);
+    init::zeros_(B->weight.data());
+    A->to(device);
+    B->to(device);
+    lin.lora_A = lin.register_module("lora_A", A);
+    lin.lora_B = lin.register_module("lora_B", B);
+    lin.lora_dropout =
+        lin.register_module("lora_dropout", std::make_shared<Dropout>(config.lora_dropout, gen));
+    lin.lora_dropout->train(lin.is_training());
+    lin.lora_scale = config.scale();
+    lin.lora_merged = false;
+  }
+  return names;
+}
+
+// scale · B A dropout(x): x (*, in) -> (*, out)
+Variable lora_delta(Linear& layer, const Variable& x) {
+  SACCADE_CHECK(layer.lora_A && layer.lora_B && layer.lora_dropout, "lora_delta: the Linear has no adapter");
+  const DType adapter = layer.lora_A->weight.dtype();
+  // A bfloat16 base with float32 adapters: the adapter sees x in float32 (autocast casts for itself).
+  const bool cast_in = x.dtype() != adapter && !autocast_enabled();
+  Variable h = layer.lora_dropout->forward(cast_in ? x.to(adapter) : x);
+  Variable d = layer.lora_B->forward(layer.lora_A->forward(h)) * layer.lora_scale;
+  return d.dtype() == x.dtype() ? d : d.to(x.dtype());
+}
+
+namespace {
+
+// W0 += sign · scale · B A for every adapter whose merged flag is `!merge`; flips the flag.
+int64_t fold(Module& model, bool merge) {
+  NoGradGuard no_grad;
+  int64_t n = 0;
+  for (auto& [name, lin] : linears(model)) {
+    if (!lin->lora_A || lin->lora_merged == merge) continue;
+    const Tensor delta = ops::mm(lin->lora_B->weight.data(), lin->lora_A->weight.data());  // (out, in)
+    Tensor w = lin->weight.data();
+    ops::add_(w,
+              ops::mul(delta, merge ? lin->lora_scale : -lin->lora_scale));  // rounded once into W0's dtype
+    lin->lora_merged = merge;
+    ++n;
+  }
+  return n;
+}
+
+}  // namespace
+
+int64_t merge_lora(Module& model) { return fold(model, true); }
+int64_t unmerge_lora(Module& model) { return fold(model, false); }
+
+std::vector<std::pair<std::string, Linear*>> lora_layers(const Module& model) {
+  std::vector<std::pair<std::string, Linear*>> out;
+  for (const auto& e : linears(model))
+    if (e.second->lora_A) out.push_back(e);
+  return out;
+}
+
+std::vector<Variable> trainable_parameters(const Module& model) {
+  std::vector<Variable> out;
+  for (const Variable& p : model.parameters())
+    if (p.requires_grad()) out.push_back(p);
+  return out;
+}
+
+}  // namespace saccade::nn

@@ -1,0 +1,80 @@
+#pragma once
+// LoRA: low-rank adapters on the Linear layers of a frozen model (Hu et al. 2021, arXiv 2106.09685, §4.1,
+// eq. 3), as Hugging Face's PEFT adds them (peft.LoraConfig, peft.tuners.lora.layer.Linear):
+//
+//   h = W0 x + b + scale · B A dropout(x)     W0 (out, in) and b frozen; A (r, in) and B (out, r) trained
+//   scale = lora_alpha / r                     (rsLoRA, Kalajdzievski 2023: lora_alpha / √r)
+//
+// B starts at zero and A as a Linear's default (kaiming_uniform, a = √5, as PEFT's init_lora_weights=True),
+// so the adapted model starts equal to its base. apply_lora first freezes every parameter of the model
+// (requires_grad false, as PEFT's get_peft_model): linear's backward then makes no dW product and no gradient
+// buffer for W0 (autograd/functions/linalg.cpp asks each input's requires_grad), and only A and B train.
+//
+// Where an adapter lives: inside the Linear it adapts, as the children lora_A, lora_B and lora_dropout, the
+// names PEFT gives them. So state_dict() names the factors as PEFT's adapter file does
+// ("model.layers.0.self_attn.q_proj.lora_A.weight"; hf/peft.h adds PEFT's "base_model.model." prefix), and a
+// parent such as LlamaAttention keeps its q_proj handle: nothing is swapped out of the model. Linear::forward
+// adds lora_delta while an adapter is present and not merged.
+//
+// The adapters are float32 on the base's device whatever the base's dtype (PEFT's autocast_adapter_dtype):
+// a bfloat16 base with float32 adapters casts x to float32 for the adapter and the update back to the base's
+// dtype.
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "nn/linear.h"
+#include "nn/module.h"
+#include "ops/random.h"
+
+namespace saccade::nn {
+
+/// The fields of peft.LoraConfig that shape the adapters (their names and defaults).
+struct LoraConfig {
+  int64_t r = 8;              ///< the rank of A (r, in) and B (out, r)
+  double lora_alpha = 8;      ///< scale = lora_alpha / r (or / √r with use_rslora)
+  double lora_dropout = 0.0;  ///< dropout on the adapter's input (training mode only)
+  bool use_rslora = false;    ///< rank-stabilised scaling (Kalajdzievski 2023, arXiv 2312.03732)
+  /// Which Linear modules get an adapter: a module matches a name equal to its dotted name or to its last
+  /// components ("q_proj" matches "model.layers.0.self_attn.q_proj", as PEFT's list form), or every Linear
+  /// but the output layer `lm_head` for the single entry "all-linear".
+  std::vector<std::string> target_modules = {"q_proj", "v_proj"};
+  /// lora_alpha / r, or lora_alpha / √r with use_rslora.
+  double scale() const;
+};
+
+/// The dotted names of the Linear modules of `model` that `target_modules` selects (LoraConfig's rules), in
+/// module order; changes nothing. Throws saccade::Error naming "apply_lora" for a target that selects no
+/// Linear (listing the names the model's Linear modules end in) or that selects a Linear which already has
+/// an adapter.
+std::vector<std::string> lora_targets(const Module& model, const std::vector<std::string>& target_modules);
+
+/// Freezes every parameter of `model` and adds an adapter of `config` to each Linear lora_targets selects:
+/// children lora_A Linear(in, r, no bias) (init as a Linear's weight), lora_B Linear(r, out, no bias)
+/// (zeros), lora_dropout Dropout(lora_dropout), all float32 on the Linear's device, drawn from `gen` (the
+/// default generator when null). Returns the adapted modules' dotted names. Checks everything first: on error
+/// the model is unchanged. Throws saccade::Error naming "apply_lora" for r < 1, lora_alpha <= 0, lora_dropout
+/// outside [0, 1), or lora_targets' errors.
+std::vector<std::string> apply_lora(Module& model, const LoraConfig& config, Generator* gen = nullptr);
+
+/// The adapter's update for `layer` and its input x (*, in): scale · B A dropout(x), (*, out), computed in
+/// the adapter's dtype (float32) and returned in x's dtype (autocast, where enabled, picks the GEMMs' dtype
+/// as for any Linear). Linear::forward adds it; `layer` must have an adapter.
+Variable lora_delta(Linear& layer, const Variable& x);
+
+/// Folds every unmerged adapter of `model` into its base weight, W0 += scale · B A (in W0's dtype, rounded
+/// once), so that forward costs what the base costs; unmerge_lora subtracts it again (exact in float32 up to
+/// rounding; a 16-bit W0 keeps the rounding of both steps, as PEFT warns). Neither records history. Returns
+/// how many adapters changed.
+int64_t merge_lora(Module& model);
+int64_t unmerge_lora(Module& model);
+
+/// The Linear modules of `model` that have an adapter, with their dotted names, in module order.
+std::vector<std::pair<std::string, Linear*>> lora_layers(const Module& model);
+
+/// The parameters that require grad (after apply_lora: the adapters' A and B), in module order: what an
+/// optimizer of a LoRA run takes.
+std::vector<Variable> trainable_parameters(const Module& model);
+
+}  // namespace saccade::nn

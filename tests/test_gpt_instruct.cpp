@@ -1,0 +1,169 @@
+// Instruction data (examples/gpt/instruct.h): JSONL records, completion-only targets, padded batches.
+#include <catch2/catch.hpp>
+
+#ifdef SACCADE_HAVE_GPT
+#include <fstream>
+
+#include "examples/gpt/finetune.h"
+#include "examples/gpt/instruct.h"
+#include "examples/gpt/tokenizer.h"
+#include "helpers.h"
+#include "nn/llama.h"
+#include "nn/lora.h"
+#include "nn/loss.h"
+#include "temp_dir.h"
+
+using namespace saccade;
+using namespace saccade::examples;
+using saccade::testing::allclose;
+
+namespace {
+
+std::string write(const testing::TempDir& tmp, const std::string& name, const std::string& text) {
+  const std::string path = (tmp.path / name).string();
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
+}
+
+std::vector<int64_t> row(const Tensor& t, int64_t b) {
+  const int64_t T = t.size(1);
+  return std::vector<int64_t>(t.data<int64_t>() + b * T, t.data<int64_t>() + (b + 1) * T);
+}
+
+}  // namespace
+
+TEST_CASE("instruct: JSONL records, prompt ids unscored, completion and eos scored", "[gpt][instruct]") {
+  testing::TempDir tmp;
+  const std::string path = write(tmp, "train.jsonl",
+                                 "{\"prompt\": \"Q: 2+2?\\n\", \"completion\": \"4\", \"id\": 7}\n"
+                                 "\n"
+                                 "{\"text\": \"hello\"}\n");
+  const auto records = read_jsonl(path);
+  REQUIRE(records.size() == 2);
+  CHECK(records[0].prompt == "Q: 2+2?\n");
+  CHECK(records[0].completion == "4");
+  CHECK(records[1].line == 3);
+  CHECK(records[1].is_text);
+
+  ByteTokenizer bytes;
+  const Encode tok = [&](const std::string& s) { return bytes.encode(s); };
+  const int64_t bos = 1, eos = 2;
+  const TokenizedExample a = tokenize_example(records[0], tok, bos, eos, 64);
+  REQUIRE(a.ids.size() == 1 + 8 + 1 + 1);
+  CHECK(a.ids.front() == bos);
+  CHECK(a.ids[9] == '4');
+  CHECK(a.ids.back() == eos);
+  CHECK(a.scored == std::vector<uint8_t>{0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1});
+  const TokenizedExample b = tokenize_example(records[1], tok, -1, eos, 64);  // no bos
+  CHECK(b.ids == std::vector<int64_t>{'h', 'e', 'l', 'l', 'o', eos});
+  CHECK(scored_targets({a, b}) == 2 + 5);
+
+  const Batch batch = instruct_batch({a, b}, {0, 1}, /*pad=*/0);
+  REQUIRE(batch.x.shape() == Shape{2, 10});
+  CHECK(row(batch.x, 0) == std::vector<int64_t>(a.ids.begin(), a.ids.end() - 1));
+  CHECK(row(batch.y, 0) == std::vector<int64_t>{-100, -100, -100, -100, -100, -100, -100, -100, '4', eos});
+  CHECK(row(batch.x, 1) == std::vector<int64_t>{'h', 'e', 'l', 'l', 'o', 0, 0, 0, 0, 0});
+  CHECK(row(batch.y, 1) == std::vector<int64_t>{'e', 'l', 'l', 'o', eos, -100, -100, -100, -100, -100});
+
+  // The loss skips the -100 targets and averages over the 7 others: logits that put 1 on the right answer
+  // at the scored positions give the mean of their own losses.
+  nn::CrossEntropyLoss loss;  // over (B·T, vocab) and (B·T), as finetune_lora takes it
+  Tensor z = ops::zeros({2, 10, 256});
+  z.data<float>()[(0 * 10 + 8) * 256 + '4'] = 1;  // row 0, t = 8 predicts '4'
+  const double right = std::log(255 + std::exp(1.0)) - 1;
+  const double want = (right + 6 * std::log(256.0)) / 7;
+  CHECK(loss.forward(Variable(z.reshape({20, 256})), batch.y.reshape({20})).item<float>() ==
+        Approx(want).epsilon(1e-5));
+}
+
+TEST_CASE("instruct: an example past the context is refused or cut", "[gpt][instruct][robust]") {
+  ByteTokenizer bytes;
+  const Encode tok = [&](const std::string& s) { return bytes.encode(s); };
+  InstructRecord r{"abcdef", "xyz", false, 4};
+  CHECK_THROWS_WITH(tokenize_example(r, tok, 1, 2, 8),
+                    Catch::Contains("line 4: 11 tokens, more than the context of 8"));
+  const TokenizedExample cut = tokenize_example(r, tok, 1, 2, 8, Truncate::Right);
+  CHECK(cut.ids.size() == 9);
+  CHECK(cut.ids.back() == 'y');
+  CHECK_THROWS_WITH(tokenize_example(r, tok, 1, 2, 5, Truncate::Right),
+                    Catch::Contains("nothing of the completion is left"));
+  r.completion = "";
+  CHECK_THROWS_WITH(tokenize_example(r, tok, 1, 2, 64),
+                    Catch::Contains("line 4: the completion encodes to no token"));
+}
+
+TEST_CASE("instruct: bad JSONL names the file and the line", "[gpt][instruct][robust]") {
+  testing::TempDir tmp;
+  auto fails = [&](const std::string& text, const std::string& says) {
+    INFO(text);
+    CHECK_THROWS_WITH(read_jsonl(write(tmp, "bad.jsonl", text)),
+                      Catch::Contains("bad.jsonl") && Catch::Contains(says));
+  };
+  fails("{\"prompt\": \"a\", \"completion\": \"b\"}\n{\"prompt\": \"a\", \"completion\": }\n",
+        "line 2: not a JSON object");
+  fails("[1, 2]\n", "line 1: not a JSON object");
+  fails("{\"prompt\": \"a\"}\n", "line 1: a record needs \"prompt\" and \"completion\", or \"text\"");
+  fails("{\"text\": 5}\n", "line 1: \"text\" is not a string");
+  fails("\n\n", "holds no record");
+  CHECK_THROWS_WITH(read_jsonl((tmp.path / "none.jsonl").string()), Catch::Contains("cannot read"));
+  const TokenizedExample one{{5}, {1}};
+  CHECK_THROWS_WITH(instruct_batch({one}, {0}, 0), Catch::Contains("fewer than 2"));
+  CHECK_THROWS_WITH(instruct_batch({one}, {3}, 0), Catch::Contains("row 3 out of range"));
+}
+
+TEST_CASE("instruct: LoRA fine-tuning learns the completions and leaves the base as it was",
+          "[gpt][instruct][lora]") {
+  // answers a model cannot guess: "<name>=" -> a fixed word per name
+  const std::vector<std::pair<std::string, std::string>> pairs = {
+      {"ab=", "cat"}, {"cd=", "dog"}, {"ef=", "owl"}, {"gh=", "bee"}, {"ij=", "ant"}, {"kl=", "elk"}};
+  ByteTokenizer bytes;
+  const Encode tok = [&](const std::string& s) { return bytes.encode(s); };
+  std::vector<TokenizedExample> train;
+  for (const auto& [p, c] : pairs) train.push_back(tokenize_example({p, c, false, 1}, tok, -1, '\n', 16));
+  nn::LlamaConfig c;
+  c.hidden_size = 32, c.intermediate_size = 48, c.num_attention_heads = 4, c.num_key_value_heads = 2;
+  c.vocab_size = 256, c.num_hidden_layers = 2, c.max_position_embeddings = 16;
+  nn::LlamaForCausalLM model(c, 3);
+  // A random output layer (std 0.02) behind the final RMSNorm moves a logit by at most ~0.6, whatever the
+  // adapters do; a trained model's is larger. Scaled as one, so that the frozen head lets the answers be
+  // learnt.
+  Tensor head = model.lm_head->weight.data();
+  ops::mul_(head, 25.0);
+  const nn::StateDict base = model.state_dict();
+  std::vector<Tensor> before;
+  for (const auto& [name, t] : base) before.push_back(t.clone());
+  nn::LoraConfig cfg;
+  cfg.r = 8, cfg.lora_alpha = 16, cfg.target_modules = {"all-linear"};
+  Generator gen(4);
+  nn::apply_lora(model, cfg, &gen);
+  const LogitsFn logits = [&](const Tensor& idx) { return model.forward(idx); };
+
+  // padding changes nothing: one example at a time or all in one padded batch
+  const double start = completion_loss(model, logits, train, 6, /*pad=*/0);
+  CHECK(completion_loss(model, logits, train, 1, 0) == Approx(start).epsilon(1e-5));
+
+  FinetuneOptions o;
+  o.steps = 60, o.batch_size = 3, o.lr = 1e-2, o.eval_every = 30;
+  std::vector<std::string> lines;
+  const FinetuneLog log =
+      finetune_lora(model, logits, train, train, o, 0, [&](const std::string& l) { lines.push_back(l); });
+  CHECK(log.train_loss.size() == 60);
+  REQUIRE(log.val_loss.size() == 2);
+  CHECK(log.val_loss[1].first == 60);
+  CHECK(log.val_loss[1].second < 0.1 * start);  // the six answers learnt
+  CHECK(lines.back().find("validation loss") != std::string::npos);
+  size_t i = 0;
+  for (const auto& [name, t] : base)
+    CHECK(allclose(t, before[i++], 0, 0));  // the frozen weights, bit for bit
+
+  FinetuneOptions bad = o;
+  bad.steps = 0;
+  CHECK_THROWS_WITH(finetune_lora(model, logits, train, {}, bad, 0, [](const std::string&) {}),
+                    Catch::Contains("finetune_lora: steps 0"));
+  nn::LlamaForCausalLM plain(c, 3);
+  for (auto& p : plain.parameters()) p.requires_grad_(false);
+  CHECK_THROWS_WITH(finetune_lora(plain, logits, train, {}, o, 0, [](const std::string&) {}),
+                    Catch::Contains("no trainable parameters"));
+}
+
+#endif  // SACCADE_HAVE_GPT

@@ -1,0 +1,181 @@
+// hf::save_adapter / load_adapter (hf/peft.h): PEFT's folder layout, round trips and refusals.
+#include <catch2/catch.hpp>
+
+#ifdef SACCADE_HAVE_HF
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "helpers.h"
+#include "hf/llama.h"
+#include "hf/peft.h"
+#include "hf_fixture.h"
+#include "nn/llama.h"
+#include "nn/serialization.h"
+#include "ops/elementwise.h"
+#include "ops/reduce.h"
+#include "temp_dir.h"
+
+using namespace saccade;
+using saccade::testing::allclose;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A model adapted on `targets`, with random B so that the adapter changes the logits.
+std::shared_ptr<nn::LlamaForCausalLM> adapted(const std::vector<std::string>& targets, nn::LoraConfig& cfg) {
+  auto m = std::make_shared<nn::LlamaForCausalLM>(testing::tiny_llama_config(), 1);
+  cfg.r = 4, cfg.lora_alpha = 16, cfg.target_modules = targets;
+  Generator gen(2);
+  nn::apply_lora(*m, cfg, &gen);
+  for (auto& [name, lin] : nn::lora_layers(*m)) {
+    Tensor b = lin->lora_B->weight.data();
+    ops::copy_(b, ops::randn(b.shape(), DType::Float32, Device::cpu(), &gen));
+  }
+  return m;
+}
+
+nlohmann::json read_json(const fs::path& p) {
+  std::ifstream f(p);
+  return nlohmann::json::parse(f);
+}
+
+void write_json(const fs::path& p, const nlohmann::json& j) { std::ofstream(p) << j.dump(2); }
+
+}  // namespace
+
+TEST_CASE("hf PEFT: an adapter saved in PEFT's layout loads into a fresh base and gives the same logits",
+          "[hf][lora]") {
+  testing::TempDir tmp;
+  nn::LoraConfig cfg;
+  auto m = adapted({"all-linear"}, cfg);
+  Generator gen(3);
+  const Tensor idx = ops::randint(0, 40, {2, 7}, Device::cpu(), &gen);
+  const Tensor want = m->forward(idx).data().clone();
+  const fs::path dir = tmp.path / "adapter";
+  hf::save_adapter(dir.string(), *m, cfg, "HuggingFaceTB/tiny-llama");
+
+  const nlohmann::json j = read_json(dir / "adapter_config.json");
+  CHECK(j["peft_type"] == "LORA");
+  CHECK(j["r"] == 4);
+  CHECK(j["lora_alpha"] == 16.0);
+  CHECK(j["base_model_name_or_path"] == "HuggingFaceTB/tiny-llama");
+  CHECK(j["target_modules"] ==
+        nlohmann::json({"down_proj", "gate_proj", "k_proj", "o_proj", "q_proj", "up_proj",
+                        "v_proj"}));  // all-linear saved expanded, as PEFT saves it
+  const nn::Safetensors file = nn::load_safetensors((dir / "adapter_model.safetensors").string());
+  CHECK(file.tensors.size() == 2 * 7 * 2);
+  CHECK(file.tensors.at("base_model.model.model.layers.1.mlp.down_proj.lora_A.weight").shape() ==
+        Shape{4, 24});
+  CHECK(file.tensors.at("base_model.model.model.layers.0.self_attn.k_proj.lora_B.weight").shape() ==
+        Shape{8, 4});
+  CHECK(file.metadata.at("format") == "pt");
+
+  nn::LlamaForCausalLM fresh(testing::tiny_llama_config(), 1);  // same base weights (seed 1), no adapter
+  CHECK_FALSE(allclose(fresh.forward(idx).data(), want, 1e-3, 1e-3));
+  const hf::AdapterConfig read = hf::load_adapter(dir.string(), fresh, "/models/tiny-llama/");
+  CHECK(read.lora.r == 4);
+  CHECK(read.lora.scale() == 4.0);
+  CHECK(allclose(fresh.forward(idx).data(), want, 1e-6, 1e-6));
+  CHECK(nn::trainable_parameters(fresh).size() == 2 * 7 * 2);
+}
+
+TEST_CASE(
+    "hf PEFT: an adapter PEFT saved gives transformers + PEFT's logits, and ten AdamW steps their losses",
+    "[hf][lora]") {
+  const nn::Safetensors e = nn::load_safetensors(testing::hf_data("hf_llama_lora_expected.safetensors"));
+  auto model = hf::load_llama(testing::hf_data("hf_llama"));
+  const hf::AdapterConfig a =
+      hf::load_adapter(testing::hf_data("hf_llama_lora"), *model, testing::hf_data("hf_llama"));
+  CHECK(a.lora.r == 4);
+  CHECK(a.lora.scale() == 2.0);
+  CHECK(nn::lora_layers(*model).size() == 2 * 3);
+  // to 1e-5 of the largest logit (4.1: the random factors of std 0.3 move the logits far more than a trained
+  // adapter would; the largest difference seen, 1.4e-5, is float32's rounding of that range)
+  const Tensor& want = e.tensors.at("logits");
+  const double range = ops::max(ops::abs(want)).item<float>();
+  CHECK(allclose(model->forward(e.tensors.at("ids")).data(), want, 1e-5, 1e-5 * range));
+
+  const std::vector<Variable> params = nn::trainable_parameters(*model);
+  REQUIRE(params.size() == 2 * 2 * 3);
+  testing::check_adamw_losses(*model, params, 1e-2, 0.01, e, model->config().vocab_size);
+  // the trained factors, under PEFT's names, as PEFT's get_peft_model_state_dict gives them
+  testing::TempDir tmp;
+  nn::LoraConfig cfg = a.lora;
+  hf::save_adapter(tmp.path.string(), *model, cfg, "hf_llama");
+  const nn::Safetensors ours = nn::load_safetensors((tmp.path / "adapter_model.safetensors").string());
+  int64_t compared = 0;
+  for (const auto& [name, t] : e.tensors) {
+    if (!name.starts_with("trained.")) continue;
+    INFO(name);
+    CHECK(allclose(ours.tensors.at(name.substr(8)), t, 1e-4, 1e-5));
+    ++compared;
+  }
+  CHECK(compared == static_cast<int64_t>(ours.tensors.size()));
+}
+
+TEST_CASE("hf PEFT: refusals name the file and leave the model unchanged", "[hf][lora][robust]") {
+  testing::TempDir tmp;
+  nn::LoraConfig cfg;
+  auto m = adapted({"q_proj", "v_proj"}, cfg);
+  const fs::path dir = tmp.path / "adapter";
+  hf::save_adapter(dir.string(), *m, cfg, "org/tiny-llama");
+  auto unchanged = [](const nn::LlamaForCausalLM& x) {
+    CHECK(nn::lora_layers(x).empty());
+    for (const auto& p : x.parameters()) CHECK(p.requires_grad());
+  };
+
+  nn::LlamaForCausalLM base(testing::tiny_llama_config(), 1);
+  CHECK_THROWS_WITH(hf::load_adapter(dir.string(), base, "/models/other-model"),
+                    Catch::Contains("was trained on 'org/tiny-llama', not on '/models/other-model'"));
+  unchanged(base);
+
+  const nlohmann::json good = read_json(dir / "adapter_config.json");
+  nlohmann::json j = good;
+  j["r"] = 8;  // the file's factors have r = 4
+  write_json(dir / "adapter_config.json", j);
+  CHECK_THROWS_WITH(
+      hf::load_adapter(dir.string(), base),
+      Catch::Contains("model.layers.0.self_attn.q_proj.lora_A.weight' has shape [4, 16], the model "
+                      "needs [8, 16]"));
+  unchanged(base);
+
+  j = good;
+  j["target_modules"] = {"q_proj"};  // the file also holds v_proj's factors
+  write_json(dir / "adapter_config.json", j);
+  CHECK_THROWS_WITH(hf::load_adapter(dir.string(), base),
+                    Catch::Contains("v_proj.lora_A.weight', which no module"));
+  unchanged(base);
+
+  j = good;
+  j["target_modules"] = {"q_proj", "v_proj", "k_proj"};  // k_proj's factors are missing
+  write_json(dir / "adapter_config.json", j);
+  CHECK_THROWS_WITH(hf::load_adapter(dir.string(), base), Catch::Contains("has no tensor"));
+  unchanged(base);
+
+  for (auto [key, value, says] : std::vector<std::tuple<std::string, nlohmann::json, std::string>>{
+           {"use_dora", true, "\"use_dora\" is set"},
+           {"bias", "all", "trains the base's biases"},
+           {"peft_type", "IA3", "saccade reads LoRA adapters"},
+           {"target_modules", ".*proj", "is a regular expression"},
+           {"rank_pattern", {{"q_proj", 8}}, "\"rank_pattern\" is set"}}) {
+    INFO(key);
+    j = good;
+    j[key] = value;
+    write_json(dir / "adapter_config.json", j);
+    CHECK_THROWS_WITH(hf::load_adapter(dir.string(), base),
+                      Catch::Contains("hf::load_adapter_config") && Catch::Contains(says));
+    unchanged(base);
+  }
+  std::ofstream(dir / "adapter_config.json") << "{ not json";
+  CHECK_THROWS_WITH(hf::load_adapter(dir.string(), base), Catch::Contains("is not a JSON object"));
+  CHECK_THROWS_WITH(hf::load_adapter((tmp.path / "none").string(), base),
+                    Catch::Contains("is '") && Catch::Contains("a PEFT adapter folder?"));
+  unchanged(base);
+  nn::LlamaForCausalLM plain(testing::tiny_llama_config(), 1);
+  CHECK_THROWS_WITH(hf::save_adapter((tmp.path / "x").string(), plain, cfg, ""),
+                    Catch::Contains("no LoRA adapters"));
+}
+
+#endif  // SACCADE_HAVE_HF
