@@ -2,9 +2,9 @@
 // LoRA adapters in Hugging Face PEFT's folder layout, both ways (peft.PeftModel.save_pretrained /
 // from_pretrained):
 //
-//   dir/adapter_config.json        {"peft_type": "LORA", "r": 16, "lora_alpha": 32, "target_modules": [...],
-//   ...} dir/adapter_model.safetensors  "base_model.model.<module>.lora_A.weight" (r, in) and
-//   ".lora_B.weight" (out, r)
+//   dir/adapter_config.json          {"peft_type": "LORA", "r": 16, "lora_alpha": 32, ...}
+//   dir/adapter_model.safetensors    "base_model.model.<module>.lora_A.weight" (r, in)
+//                                    "base_model.model.<module>.lora_B.weight" (out, r)
 //
 // <module> is the adapted Linear's dotted name in the model, which for modules whose state_dict names are
 // transformers' own (nn::LlamaForCausalLM: "model.layers.0.self_attn.q_proj") is PEFT's name too. The
@@ -26,8 +26,10 @@ struct AdapterConfig {
 /// Reads `dir`/adapter_config.json. Throws saccade::Error naming "hf::load_adapter_config" and the file for a
 /// missing or unparsable file, a peft_type other than "LORA", a missing r or lora_alpha, or a feature saccade
 /// does not apply and would silently drop: bias other than "none", use_dora, fan_in_fan_out,
-/// modules_to_save, layers_to_transform, a non-empty rank_pattern or alpha_pattern, or target_modules given
-/// as a regular expression (a string other than "all-linear").
+/// modules_to_save, layers_to_transform, a non-empty rank_pattern or alpha_pattern, lora_bias,
+/// exclude_modules, target_parameters, layer_replication, trainable_token_indices, alora_invocation_tokens,
+/// use_qalora, use_bdlora, or target_modules given as a regular expression (a string other than
+/// "all-linear").
 AdapterConfig load_adapter_config(const std::string& dir);
 
 /// Writes the adapters of `model` (those apply_lora added with `config`) to `dir` in PEFT's layout: the
