@@ -159,7 +159,7 @@ static long resident_kb() {
 }
 
 TEST_CASE("engine: 10^4 forward/backward iterations keep memory flat", "[autograd][engine]") {
-#ifdef __SANITIZE_ADDRESS__
+#ifdef SACCADE_ASAN
   // ASan keeps freed blocks in quarantine, so resident memory grows by design; the Release run checks this.
   WARN("skipped under AddressSanitizer");
   return;

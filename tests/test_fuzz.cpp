@@ -22,21 +22,12 @@
 
 using namespace saccade;
 
-// AddressSanitizer's build: GCC defines __SANITIZE_ADDRESS__, clang answers __has_feature(address_sanitizer)
-#if defined(__SANITIZE_ADDRESS__)
-#define SACCADE_TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SACCADE_TEST_ASAN 1
-#endif
-#endif
-
 namespace {
 int64_t env_int(const char* name, int64_t fallback) {
   const char* v = std::getenv(name);
   return v && *v ? std::atoll(v) : fallback;
 }
-#if defined(SACCADE_TEST_ASAN)
+#if defined(SACCADE_ASAN)
 constexpr int64_t kDefaultCases = 1500;
 #else
 constexpr int64_t kDefaultCases = 4000;
@@ -259,7 +250,7 @@ TEST_CASE("every saccade:: function names itself and the argument for an undefin
 
 // NOTE: AddressSanitizer reserves terabytes of address space for its shadow memory, so an address-space
 // limit cannot be set under it; these cases run in the Release build.
-#if !defined(SACCADE_TEST_ASAN)
+#if !defined(SACCADE_ASAN)
 namespace {
 // Runs f in a forked child limited to the address space it has now plus `headroom` bytes, for at most
 // `timeout_s` seconds: a request that the capacity check lets through (less than the machine's memory) then

@@ -27,7 +27,7 @@ namespace {
 // map. A step allocates the same sizes each time, so exact sizes are reused almost always. Smaller blocks
 // stay with malloc (its thread caches are faster than a lock and two map lookups).
 constexpr size_t kCacheMin = size_t{64} << 10;
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(SACCADE_ASAN)
 constexpr size_t kCacheBytes =
     0;  // NOTE: AddressSanitizer builds keep nothing: it must see every use after free
 #else
