@@ -1,5 +1,6 @@
 #include "hf/peft.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -50,7 +51,7 @@ AdapterConfig load_adapter_config(const std::string& dir) {
     const json& v = j[key];
     return v.is_boolean() ? v.get<bool>() : !(v.is_object() || v.is_array() || v.is_string()) || !v.empty();
   };
-  if (j.value("peft_type", std::string()) != "LORA")
+  if (!j.contains("peft_type") || j["peft_type"] != "LORA")
     refuse(fmt::format("peft_type is {}, saccade reads LoRA adapters (\"LORA\")",
                        j.contains("peft_type") ? j["peft_type"].dump() : "missing"));
   if (!j.contains("r") || !j["r"].is_number_integer()) refuse("no integer \"r\"");
@@ -70,8 +71,19 @@ AdapterConfig load_adapter_config(const std::string& dir) {
   AdapterConfig out;
   out.lora.r = j["r"].get<int64_t>();
   out.lora.lora_alpha = j["lora_alpha"].get<double>();
-  out.lora.lora_dropout = j.value("lora_dropout", 0.0);
-  out.lora.use_rslora = j.value("use_rslora", false);
+  if (out.lora.r < 1) refuse(fmt::format("r is {}; a rank is at least 1", out.lora.r));
+  if (!(out.lora.lora_alpha > 0) || !std::isfinite(out.lora.lora_alpha))
+    refuse(fmt::format("lora_alpha is {}; it must be positive", j["lora_alpha"].dump()));
+  if (j.contains("lora_dropout") && !j["lora_dropout"].is_null()) {
+    if (!j["lora_dropout"].is_number()) refuse("lora_dropout is not a number");
+    out.lora.lora_dropout = j["lora_dropout"].get<double>();
+    if (!(out.lora.lora_dropout >= 0 && out.lora.lora_dropout < 1))
+      refuse(fmt::format("lora_dropout is {}; it must be in [0, 1)", j["lora_dropout"].dump()));
+  }
+  if (j.contains("use_rslora") && !j["use_rslora"].is_null()) {
+    if (!j["use_rslora"].is_boolean()) refuse("use_rslora is not true or false");
+    out.lora.use_rslora = j["use_rslora"].get<bool>();
+  }
   const json& t = j.contains("target_modules") ? j["target_modules"] : json();
   if (t.is_string()) {
     if (t.get<std::string>() != "all-linear")
@@ -83,7 +95,8 @@ AdapterConfig load_adapter_config(const std::string& dir) {
   } else if (t.is_array() && !t.empty()) {
     out.lora.target_modules.clear();
     for (const json& e : t) {
-      if (!e.is_string()) refuse("target_modules holds something other than names");
+      if (!e.is_string() || e.get<std::string>().empty())
+        refuse("target_modules holds something other than module names");
       out.lora.target_modules.push_back(e.get<std::string>());
     }
   } else {

@@ -24,7 +24,9 @@ struct AdapterConfig {
 };
 
 /// Reads `dir`/adapter_config.json. Throws saccade::Error naming "hf::load_adapter_config" and the file for a
-/// missing or unparsable file, a peft_type other than "LORA", a missing r or lora_alpha, or a feature saccade
+/// missing or unparsable file, a peft_type other than "LORA", a missing or non-integer r or one below 1, a
+/// missing or non-positive lora_alpha, a lora_dropout that is not a number in [0, 1), a use_rslora that is
+/// not a boolean, a target_modules entry that is not a non-empty string, or a feature saccade
 /// does not apply and would silently drop: bias other than "none", use_dora, fan_in_fan_out,
 /// modules_to_save, layers_to_transform, a non-empty rank_pattern or alpha_pattern, lora_bias,
 /// exclude_modules, target_parameters, layer_replication, trainable_token_indices, alora_invocation_tokens,

@@ -154,6 +154,19 @@ int64_t fold(Module& model, bool merge) {
 int64_t merge_lora(Module& model) { return fold(model, true); }
 int64_t unmerge_lora(Module& model) { return fold(model, false); }
 
+int64_t merge_and_unload(Module& model) {
+  merge_lora(model);
+  int64_t n = 0;
+  for (auto& [name, lin] : lora_layers(model)) {
+    for (const char* child : {"lora_A", "lora_B", "lora_dropout"}) lin->unregister_module(child);
+    lin->lora_A.reset(), lin->lora_B.reset(), lin->lora_dropout.reset();
+    lin->lora_scale = 0;
+    lin->lora_merged = false;
+    ++n;
+  }
+  return n;
+}
+
 std::vector<std::pair<std::string, Linear*>> lora_layers(const Module& model) {
   std::vector<std::pair<std::string, Linear*>> out;
   for (const auto& e : linears(model))

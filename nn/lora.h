@@ -70,6 +70,12 @@ Variable lora_delta(Linear& layer, const Variable& x);
 int64_t merge_lora(Module& model);
 int64_t unmerge_lora(Module& model);
 
+/// merge_lora, then removes every adapter (its lora_A, lora_B and lora_dropout children), leaving the plain
+/// model whose state_dict has the base's names only, as PEFT's merge_and_unload: what an export of the
+/// fine-tuned model saves. The parameters keep their requires_grad (frozen after apply_lora). Returns how
+/// many adapters were removed.
+int64_t merge_and_unload(Module& model);
+
 /// The Linear modules of `model` that have an adapter, with their dotted names, in module order.
 std::vector<std::pair<std::string, Linear*>> lora_layers(const Module& model);
 

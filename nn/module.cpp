@@ -1,6 +1,7 @@
 // Module registration, traversal, placement and state_dict.
 #include "nn/module.h"
 
+#include <algorithm>
 #include <unordered_set>
 
 #include "ops/elementwise.h"
@@ -75,6 +76,14 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> module) 
   SACCADE_CHECK(module != nullptr, "register_module: null module for '{}' in {}", name, name_);
   SACCADE_CHECK(module.get() != this, "register_module: {} cannot be its own child '{}'", name_, name);
   children_.emplace_back(name, std::move(module));
+}
+
+std::shared_ptr<Module> Module::unregister_module(const std::string& name) {
+  auto it = std::find_if(children_.begin(), children_.end(), [&](const auto& c) { return c.first == name; });
+  SACCADE_CHECK(it != children_.end(), "unregister_module: {} has no child '{}'", name_, name);
+  std::shared_ptr<Module> child = std::move(it->second);
+  children_.erase(it);
+  return child;
 }
 
 // ---- access ----

@@ -96,6 +96,10 @@ class Module {
     add_child(name, module);
     return module;
   }
+  /// Removes the child registered under `name` (torch: `del module.name`) and returns it; its parameters
+  /// leave parameters() and state_dict(). Throws saccade::Error naming the module and `name` when it has no
+  /// such child.
+  std::shared_ptr<Module> unregister_module(const std::string& name);
 
   // ---- access (registration order; children after this module's own entries) ----
   /// All parameters of this module and (when `recurse`) its descendants; a Variable registered in two places

@@ -152,6 +152,16 @@ TEST_CASE("instruct: LoRA fine-tuning learns the completions and leaves the base
   CHECK(log.val_loss[1].first == 60);
   CHECK(log.val_loss[1].second < 0.1 * start);  // the six answers learnt
   CHECK(lines.back().find("validation loss") != std::string::npos);
+  // log.csv: a header and one row a step, the validation losses on steps 30 and 60 only
+  const std::string csv = finetune_log_csv(log);
+  std::vector<std::string> rows;
+  for (size_t a = 0, b; (b = csv.find('\n', a)) != std::string::npos; a = b + 1)
+    rows.push_back(csv.substr(a, b - a));
+  REQUIRE(rows.size() == 61);
+  CHECK(rows[0] == "step,train_loss,val_loss");
+  CHECK(rows[1] == fmt::format("1,{:.6f},", log.train_loss[0]));
+  CHECK(rows[30] == fmt::format("30,{:.6f},{:.6f}", log.train_loss[29], log.val_loss[0].second));
+  CHECK(rows[60].ends_with(fmt::format(",{:.6f}", log.val_loss[1].second)));
   size_t i = 0;
   for (const auto& [name, t] : base)
     CHECK(allclose(t, before[i++], 0, 0));  // the frozen weights, bit for bit

@@ -115,6 +115,23 @@ TEST_CASE(
   CHECK(compared == static_cast<int64_t>(ours.tensors.size()));
 }
 
+TEST_CASE(
+    "hf PEFT: PEFT's adapter merged (merge_and_unload) and saved loads as a plain Llama with its logits",
+    "[hf][lora]") {
+  const nn::Safetensors e = nn::load_safetensors(testing::hf_data("hf_llama_lora_expected.safetensors"));
+  auto model = hf::load_llama(testing::hf_data("hf_llama"));
+  hf::load_adapter(testing::hf_data("hf_llama_lora"), *model, testing::hf_data("hf_llama"));
+  CHECK(nn::merge_and_unload(*model) == 2 * 3);
+  testing::TempDir tmp;
+  hf::save_llama(*model, tmp.path.string());
+  const nn::Safetensors saved = nn::load_safetensors((tmp.path / "model.safetensors").string());
+  for (const auto& [name, t] : saved.tensors) CHECK(name.find("lora") == std::string::npos);
+  auto merged = hf::load_llama(tmp.path.string());  // strict: the base's tensors, no more
+  const Tensor& want = e.tensors.at("logits");
+  const double range = ops::max(ops::abs(want)).item<float>();
+  CHECK(allclose(merged->forward(e.tensors.at("ids")).data(), want, 1e-5, 1e-5 * range));
+}
+
 TEST_CASE("hf PEFT: refusals name the file and leave the model unchanged", "[hf][lora][robust]") {
   testing::TempDir tmp;
   nn::LoraConfig cfg;
@@ -159,7 +176,15 @@ TEST_CASE("hf PEFT: refusals name the file and leave the model unchanged", "[hf]
            {"bias", "all", "trains the base's biases"},
            {"peft_type", "IA3", "saccade reads LoRA adapters"},
            {"target_modules", ".*proj", "is a regular expression"},
-           {"rank_pattern", {{"q_proj", 8}}, "\"rank_pattern\" is set"}}) {
+           {"rank_pattern", {{"q_proj", 8}}, "\"rank_pattern\" is set"},
+           // values of the wrong type or range: refused by name, not a JSON library's exception
+           {"peft_type", 3, "peft_type is 3"},
+           {"r", 0, "r is 0"},
+           {"lora_alpha", -1, "lora_alpha is -1"},
+           {"lora_dropout", "0.1", "lora_dropout is not a number"},
+           {"lora_dropout", 1, "lora_dropout is 1"},
+           {"use_rslora", "yes", "use_rslora is not true or false"},
+           {"target_modules", {"q_proj", ""}, "other than module names"}}) {
     INFO(key);
     j = good;
     j[key] = value;

@@ -119,6 +119,39 @@ TEST_CASE("LoRA: merge folds the update into W0 and unmerge takes it out", "[lor
   CHECK(allclose(model.forward(idx).data(), adapted, 1e-4, 1e-5));
 }
 
+TEST_CASE("LoRA: merge_and_unload leaves the plain model, with the adapted logits and the base's names",
+          "[lora]") {
+  nn::LlamaForCausalLM model(testing::tiny_llama_config(), 1);
+  const nn::StateDict base = model.state_dict();
+  std::vector<std::string> base_names;
+  for (const auto& [name, t] : base) base_names.push_back(name);
+  nn::LoraConfig cfg;
+  cfg.r = 2, cfg.target_modules = {"all-linear"};
+  Generator gen(12);
+  nn::apply_lora(model, cfg, &gen);
+  randomise_B(model, 13);
+  const Tensor idx = ids(2, 6, 14);
+  const Tensor adapted = model.forward(idx).data().clone();
+  CHECK(nn::merge_and_unload(model) == 14);
+  CHECK(nn::lora_layers(model).empty());
+  std::vector<std::string> names;
+  for (const auto& [name, t] : model.state_dict()) names.push_back(name);
+  CHECK(names == base_names);  // no lora_A / lora_B left
+  CHECK(allclose(model.forward(idx).data(), adapted, 1e-4, 1e-5));
+  CHECK(nn::merge_and_unload(model) == 0);
+  // a fresh adapter can be added again where the old one was
+  CHECK(nn::apply_lora(model, cfg, &gen).size() == 14);
+}
+
+TEST_CASE("Module: unregister_module removes a child and refuses a name it does not have", "[lora][module]") {
+  nn::Linear lin(3, 2);
+  lin.register_module("extra", std::make_shared<nn::Linear>(2, 2));
+  CHECK(lin.parameters().size() == 4);
+  CHECK(lin.unregister_module("extra") != nullptr);
+  CHECK(lin.parameters().size() == 2);
+  CHECK_THROWS_WITH(lin.unregister_module("extra"), Catch::Contains("has no child 'extra'"));
+}
+
 TEST_CASE("LoRA: a bfloat16 base with float32 adapters", "[lora]") {
   nn::LlamaForCausalLM model(testing::tiny_llama_config(), 1);
   model.to(DType::BFloat16);

@@ -50,6 +50,19 @@ double completion_loss(nn::Module& model, const LogitsFn& logits,
   return nats / static_cast<double>(count);
 }
 
+std::string finetune_log_csv(const FinetuneLog& log) {
+  std::string out = "step,train_loss,val_loss\n";
+  size_t v = 0;
+  for (size_t i = 0; i < log.train_loss.size(); ++i) {
+    const int64_t step = static_cast<int64_t>(i) + 1;
+    out += fmt::format("{},{:.6f},", step, log.train_loss[i]);
+    if (v < log.val_loss.size() && log.val_loss[v].first == step)
+      out += fmt::format("{:.6f}", log.val_loss[v++].second);
+    out += "\n";
+  }
+  return out;
+}
+
 FinetuneLog finetune_lora(nn::Module& model, const LogitsFn& logits,
                           const std::vector<TokenizedExample>& train,
                           const std::vector<TokenizedExample>& val, const FinetuneOptions& opts, int64_t pad,

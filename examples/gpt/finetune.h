@@ -39,6 +39,10 @@ struct FinetuneLog {
   std::vector<std::pair<int64_t, double>> val_loss;
 };
 
+/// The run's log as CSV, one row per step: "step,train_loss,val_loss" (nats per scored token; val_loss empty
+/// at a step without a validation), what `gpt finetune` writes to OUT/log.csv.
+std::string finetune_log_csv(const FinetuneLog& log);
+
 /// Trains nn::trainable_parameters(model) (the adapters after apply_lora) for opts.steps AdamW steps
 /// (betas 0.9, 0.999), each on opts.batch_size examples of `train` taken in a fresh random order each epoch
 /// (std::mt19937_64(seed)), the loss the mean cross-entropy of the batch's scored targets. Scores `val`

@@ -569,16 +569,76 @@ int run_finetune(FinetuneArgs& a, saccade::Device device) {
   const ex::LogitsFn logits = [&](const saccade::Tensor& idx) { return m.llama->forward(idx.to(device)); };
   const int64_t pad = m.tok->eos_id().value_or(0);
   const auto start = std::chrono::steady_clock::now();
-  ex::finetune_lora(*m.llama, logits, train, val, a.opts, pad, [](const std::string& line) {
-    std::printf("%s\n", line.c_str());
-    std::fflush(stdout);
-  });
+  const ex::FinetuneLog log =
+      ex::finetune_lora(*m.llama, logits, train, val, a.opts, pad, [](const std::string& line) {
+        std::printf("%s\n", line.c_str());
+        std::fflush(stdout);
+      });
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const std::string adapter = a.out + "/adapter";
   saccade::hf::save_adapter(adapter, *m.llama, a.lora, a.hf);
-  std::printf("trained in %.1f s; wrote %s (PEFT's layout: gpt sample --hf %s --adapter %s)\n", seconds,
-              adapter.c_str(), a.hf.c_str(), adapter.c_str());
+  saccade::hf::write_file_atomic(a.out + "/log.csv", ex::finetune_log_csv(log), "gpt finetune");
+  if (ex::plots_available()) {
+    ex::LinePlot plot;
+    plot.title = "LoRA fine-tuning", plot.x_label = "step", plot.y_label = "loss (nats per completion token)";
+    plot.legend_right = true;
+    ex::Series train_curve{{}, {}, "training loss"};
+    for (size_t i = 0; i < log.train_loss.size(); ++i) {
+      train_curve.x.push_back(static_cast<double>(i + 1));
+      train_curve.y.push_back(log.train_loss[i]);
+    }
+    ex::Series val_curve{{}, {}, "validation loss", ex::Series::Style::Dashed};
+    for (const auto& [step, loss] : log.val_loss) {
+      val_curve.x.push_back(static_cast<double>(step));
+      val_curve.y.push_back(loss);
+    }
+    plot.series = {train_curve};
+    if (!val_curve.x.empty()) plot.series.push_back(val_curve);
+    ex::write_line_plot(a.out + "/loss.png", plot);
+  }
+  std::printf("trained in %.1f s; wrote %s (PEFT's layout: gpt sample --hf %s --adapter %s), %s/log.csv%s\n",
+              seconds, adapter.c_str(), a.hf.c_str(), adapter.c_str(), a.out.c_str(),
+              ex::plots_available() ? ", loss.png" : "");
   return 0;
+}
+
+// `gpt export --from-hf DIR --adapter A --merge --hf OUT`: the Llama folder DIR with the LoRA adapter A
+// folded into its weights (PEFT's merge_and_unload, then save_pretrained), written to OUT in DIR's dtype with
+// DIR's config and tokenizer files: a plain checkpoint that transformers and `gpt sample --hf` load without
+// PEFT.
+void export_merged(const std::string& from_hf, const std::string& adapter, bool merge,
+                   const std::string& to) {
+  namespace hf = saccade::hf;
+  if (to.empty()) throw cli::UsageError("--hf", "give the folder to write the merged model to (--hf OUT)");
+  if (adapter.empty())
+    throw cli::UsageError("--from-hf",
+                          "exports a LoRA adapter folded into its base: give --adapter A --merge");
+  if (!merge)
+    throw cli::UsageError("--adapter",
+                          "add --merge: the export folds the adapter into the base's weights "
+                          "(an adapter alone is already in PEFT's layout)");
+  cli::require_directory("--from-hf", from_hf);
+  cli::require_file("--from-hf", from_hf + "/config.json");
+  cli::require_directory("--adapter", adapter);
+  cli::require_file("--adapter", adapter + "/adapter_config.json");
+  std::error_code ec;
+  if (std::filesystem::equivalent(from_hf, to, ec))
+    throw cli::UsageError("--hf", "'" + to + "' is the folder read (--from-hf): export to another folder");
+  if (std::filesystem::equivalent(adapter, to, ec))
+    throw cli::UsageError("--hf", "'" + to + "' is the adapter's folder: export to another folder");
+  cli::require_writable_directory("--hf", to);
+  HFModel m = load_hf(from_hf, saccade::Device::cpu(), true, adapter);
+  const int64_t merged = saccade::nn::merge_and_unload(*m.llama);
+  hf::Config config = hf::load_config(from_hf + "/config.json");
+  const saccade::DType dtype = config.torch_dtype == "bfloat16"  ? saccade::DType::BFloat16
+                               : config.torch_dtype == "float16" ? saccade::DType::Float16
+                                                                 : saccade::DType::Float32;
+  config.torch_dtype = std::string(saccade::dtype_name(dtype));
+  hf::save_pretrained(to, config, hf::export_weights(*m.llama, hf::llama_name_table(*m.llama), dtype));
+  ex::copy_hf_tokenizer(from_hf, to);
+  std::printf("wrote %s: %s with the adapter %s merged into %lld modules (%s; config and tokenizer of %s)\n",
+              to.c_str(), from_hf.c_str(), adapter.c_str(), static_cast<long long>(merged),
+              config.torch_dtype.c_str(), from_hf.c_str());
 }
 #endif
 
@@ -822,7 +882,7 @@ int main(int argc, char** argv) {
       "export",
       "write a checkpoint's model weights alone, rounded to bfloat16 (half the bytes; for sampling "
       "and PyTorch, not for resuming), and a bpe model's tokenizer.model beside them");
-  exporter->add_option("--checkpoint", checkpoint, "checkpoint to read")->required();
+  exporter->add_option("--checkpoint", checkpoint, "checkpoint to read");
   auto* to_flag =
       exporter->add_option("--to", export_to, "the bfloat16 file to write (not the checkpoint read)");
   std::string export_hf;
@@ -833,6 +893,17 @@ int main(int argc, char** argv) {
           "instead: write this folder in the Hugging Face layout of its arch (float32 config.json, "
           "model.safetensors and the tokenizer; byte and hf models), for transformers and `gpt sample --hf`")
       ->excludes(to_flag);
+  std::string export_from_hf;
+  bool export_merge = false;
+  exporter->add_option(
+      "--from-hf", export_from_hf,
+      "instead of --checkpoint: a Hugging Face Llama folder, exported with --adapter A --merge "
+      "to --hf OUT");
+  exporter->add_option("--adapter", adapter_dir,
+                       "with --from-hf: the LoRA adapter (PEFT's layout) to fold in");
+  exporter->add_flag(
+      "--merge", export_merge,
+      "fold the adapter into the base's weights (PEFT's merge_and_unload): a plain checkpoint");
 #endif
   std::vector<std::string> curve_logs, curve_labels;
   std::string curves_png = "curves.png", curves_title = "GPT on fortunes: validation at equal training time";
@@ -848,6 +919,18 @@ int main(int argc, char** argv) {
   if (int rc = cli::parse(app, argc, argv, "gpt"); rc >= 0) return rc;
   if (*exporter) {
     try {
+#ifdef SACCADE_HAVE_HF
+      if (!export_from_hf.empty()) {
+        if (!checkpoint.empty())
+          throw cli::UsageError("--checkpoint", "give --checkpoint or --from-hf, not both");
+        export_merged(export_from_hf, adapter_dir, export_merge, export_hf);
+        return 0;
+      }
+      if (!adapter_dir.empty() || export_merge)
+        throw cli::UsageError(adapter_dir.empty() ? "--merge" : "--adapter",
+                              "merges a LoRA adapter into a Hugging Face folder: give --from-hf DIR");
+#endif
+      if (checkpoint.empty()) throw cli::UsageError("--checkpoint", "give the checkpoint to read");
       if (export_to.empty() && export_hf.empty())
         throw cli::UsageError("--to", "give the file to write (or --hf FOLDER)");
 #ifdef SACCADE_HAVE_HF

@@ -115,6 +115,7 @@ if(TARGET gpt)
       set_tests_properties(cli_gpt_export_hf PROPERTIES FIXTURES_REQUIRED gpt_tiny)
     endif()
     saccade_cli_refusal(gpt_export_nowhere "^gpt: --to: give the file to write \\(or --hf FOLDER\\)$" ${gpt} export --checkpoint x)
+    saccade_cli_refusal(gpt_export_nothing "^gpt: --checkpoint: give the checkpoint to read$" ${gpt} export --to x)
     saccade_cli_refusal(gpt_sample_tokenizer_for_bytes "^gpt: --tokenizer: the model in .* reads byte tokens"
                         ${gpt} sample --checkpoint ${run}/best.safetensors --tokenizer ${SACCADE_CLI_RUN} --prompt x)
     # item 9: --attention-layer was checked after the whole sample
@@ -233,9 +234,16 @@ if(TARGET gpt)
     # LoRA fine-tuning on a committed JSONL file (tests/data/hf_instruct.jsonl), then sampling with the adapter
     saccade_cli_test(gpt_hf_finetune_lora --keep --out "^10 training examples \\([0-9]+ scored tokens\\), 10 validation examples$"
                      --out "^LoRA r 4, lora_alpha 8 on 4 modules: [0-9]+ trainable parameters of [0-9]+$"
-                     --out "^step 3: validation loss [0-9.]+ \\(completion tokens\\)$" --out "^trained in [0-9.]+ s. wrote run/adapter \\(PEFT's layout"
+                     --out "^step 3: validation loss [0-9.]+ \\(completion tokens\\)$" --out "^trained in [0-9.]+ s. wrote run/adapter \\(PEFT's layout.*\\), run/log.csv"
                      --out "^LoRA adapter from run/adapter: r 4, lora_alpha 8, 4 modules$" 0 60 --
-                     sh -c "${gpt} finetune --hf ${hf_data}/hf_llama --data ${hf_data}/hf_instruct.jsonl --val ${hf_data}/hf_instruct.jsonl --lora-r 4 --lora-alpha 8 --steps 3 --batch-size 2 --threads 2 --out run && test -f run/adapter/adapter_config.json && ${gpt} sample --hf ${hf_data}/hf_llama --adapter run/adapter --prompt x --max-new-tokens 2 --threads 2")
+                     sh -c "${gpt} finetune --hf ${hf_data}/hf_llama --data ${hf_data}/hf_instruct.jsonl --val ${hf_data}/hf_instruct.jsonl --lora-r 4 --lora-alpha 8 --steps 3 --batch-size 2 --threads 2 --out run && test -f run/adapter/adapter_config.json && test \"$(wc -l < run/log.csv)\" = 4 && ${gpt} sample --hf ${hf_data}/hf_llama --adapter run/adapter --prompt x --max-new-tokens 2 --threads 2")
+    # gpt export --merge: the adapter folded into a plain folder that samples what base + adapter sample
+    saccade_cli_test(gpt_hf_export_merged --keep --out "^wrote merged: .*hf_llama with the adapter .*hf_llama_lora merged into 6 modules \\(float32"
+                     --out "^merged ok$" 0 60 -- sh ${CMAKE_CURRENT_LIST_DIR}/export_merged.sh ${gpt} ${hf_data}/hf_llama ${hf_data}/hf_llama_lora)
+    saccade_cli_refusal(gpt_export_adapter_without_merge "^gpt: --adapter: add --merge: the export folds the adapter" ${gpt} export --from-hf ${hf_data}/hf_llama --adapter ${hf_data}/hf_llama_lora --hf merged)
+    saccade_cli_refusal(gpt_export_merge_onto_base "^gpt: --hf: '.*hf_llama/.' is the folder read \\(--from-hf\\): export to another folder$" ${gpt} export --from-hf ${hf_data}/hf_llama --adapter ${hf_data}/hf_llama_lora --merge --hf ${hf_data}/hf_llama/.)
+    saccade_cli_refusal(gpt_export_merge_without_from_hf "^gpt: --adapter: merges a LoRA adapter into a Hugging Face folder: give --from-hf DIR$" ${gpt} export --adapter x --merge --hf merged)
+    saccade_cli_refusal(gpt_export_merge_gpt2 "^gpt: --adapter: LoRA adapters apply to Llama-family folders" ${gpt} export --from-hf ${hf_data}/hf_gpt2 --adapter ${hf_data}/hf_llama_lora --merge --hf merged)
     saccade_cli_refusal(gpt_finetune_gpt2 "^gpt: --hf: LoRA fine-tuning takes Llama-family folders" ${gpt} finetune --hf ${hf_data}/hf_gpt2 --data ${hf_data}/hf_instruct.jsonl --out run)
     # errors found once the model is read: exit 1, and the --out folder the run made is gone again
     saccade_cli_test(gpt_finetune_target --err "^gpt: apply_lora: target 'qkv' matches no Linear module. the model's Linear modules are named down_proj, gate_proj, k_proj, lm_head, o_proj, q_proj, up_proj, v_proj$" 1 10 -- ${gpt} finetune --hf ${hf_data}/hf_llama --data ${hf_data}/hf_instruct.jsonl --lora-targets q_proj,qkv --out run)

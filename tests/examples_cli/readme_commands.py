@@ -82,6 +82,7 @@ TINY = {
         "--val": lambda given, _: str(FIXTURES / "hf_instruct.jsonl") if given else None,
         "--steps": "2", "--batch-size": "2", "--lora-r": "4", "--eval-every": "0", "--threads": "1",
     }, 100),
+    "gpt export": ({"--from-hf": lambda given, _: hf_folder(given)}, 0),
     "g2p": ({
         "--steps": steps(2, 3), "--train-words": "200", "--test-words": "5", "--val-words": "5",
         "--val-every": "1", "--hidden": "8", "--d-model": "8", "--layers": "1", "--threads": "1",
