@@ -63,9 +63,7 @@ struct SdpaCase {
     q = make(), k = make(), v = make();
   }
   void run() {
-    Variable out = nn::scaled_dot_product_attention(q, k, v, Tensor(), /*causal=*/true, 0.0, false, nullptr,
-                                                    /*need_weights=*/false)
-                       .output;
+    Variable out = nn::scaled_dot_product_attention(q, k, v, {.is_causal = true}).output;
     sum(out).backward();
     q.zero_grad(), k.zero_grad(), v.zero_grad();
   }

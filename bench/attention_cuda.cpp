@@ -68,13 +68,12 @@ struct CudaCase {
   void run() {
     if (forward_only) {
       NoGradGuard no_grad;
-      nn::scaled_dot_product_attention(q, k, v, Tensor(), causal, 0.0, false, nullptr,
-                                       /*need_weights=*/false, gqa, window);
+      nn::scaled_dot_product_attention(q, k, v, {.is_causal = causal, .window = window, .enable_gqa = gqa});
       return;
     }
-    Variable out = nn::scaled_dot_product_attention(q, k, v, Tensor(), causal, 0.0, false, nullptr,
-                                                    /*need_weights=*/false, gqa, window)
-                       .output;
+    Variable out =
+        nn::scaled_dot_product_attention(q, k, v, {.is_causal = causal, .window = window, .enable_gqa = gqa})
+            .output;
     out.backward(gout);
     q.zero_grad(), k.zero_grad(), v.zero_grad();
   }

@@ -63,9 +63,7 @@ struct GqaCase {
     g = Variable(randn(s.H));
   }
   Variable forward() const {
-    return nn::scaled_dot_product_attention(q, k, v, Tensor(), /*causal=*/true, 0.0, false, nullptr,
-                                            /*need_weights=*/false, /*enable_gqa=*/s.H != s.H_kv)
-        .output;
+    return nn::scaled_dot_product_attention(q, k, v, {.is_causal = true, .enable_gqa = s.H != s.H_kv}).output;
   }
   void run() {
     forward().backward(g);

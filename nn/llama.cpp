@@ -64,8 +64,7 @@ Variable LlamaAttention::attend(const Variable& q, const Variable& k, const Vari
   const ops::AttentionMask mask =
       ops::attention_mask(Tensor(), Shape{q.size(0), num_heads, q.size(2), k.size(2)},
                           ops::CausalAlign::BottomRight, q.device(), op, window);
-  return o_proj->forward(
-      heads().attend(q, k, v, mask, 0.0, false, nullptr, /*need_weights=*/false, op).output);
+  return o_proj->forward(heads().attend(q, k, v, mask, {}, op).output);
 }
 
 Variable LlamaAttention::step(const Variable& x, KVCache& cache) {

@@ -82,10 +82,11 @@ Variable GroupedHeads::values(const Variable& projected) const {
 
 // q: (B, H, Tq, d), k, v: (B, H_kv, Tk, d) -> output (B, Tq, H · d), weights (B, H, Tq, Tk)
 AttentionOutput GroupedHeads::attend(const Variable& q, const Variable& k, const Variable& v,
-                                     const ops::AttentionMask& mask, double dropout, bool training,
-                                     Generator* gen, bool need_weights, const char* op) const {
-  AttentionOutput r = scaled_dot_product_attention(q, k, v, mask, dropout, training, gen, need_weights, op,
-                                                   /*enable_gqa=*/num_kv_heads != num_heads);
+                                     const ops::AttentionMask& mask, const AttentionOptions& options,
+                                     const char* op) const {
+  AttentionOptions o = options;
+  o.enable_gqa = num_kv_heads != num_heads;
+  AttentionOutput r = scaled_dot_product_attention(q, k, v, mask, o, op);
   return {merge_heads(r.output), r.weights};
 }
 
@@ -146,7 +147,8 @@ Variable MultiHeadAttention::attend(const Variable& queries, const Variable& k, 
   // the queries are the last Tq positions (the causal alignment), so they rotate at Tk - Tq ..
   const Variable q = heads_.queries(W_q->forward(queries), Tk - Tq);
   const bool keep = keeps_weights(need_weights, is_training());
-  AttentionOutput r = heads_.attend(q, k, v, am, dropout, is_training(), gen_, keep, op);
+  AttentionOutput r = heads_.attend(
+      q, k, v, am, {.dropout_p = is_training() ? dropout : 0.0, .generator = gen_, .need_weights = keep}, op);
   weights_ = keep ? r.weights.data() : Tensor();
   weights_skipped_ = !keep;
   return W_o->forward(r.output);
@@ -242,8 +244,9 @@ MultiheadAttentionOutput MultiheadAttention::forward(const Variable& query, cons
   const ops::AttentionMask am =
       ops::attention_mask(keep, Shape{B, H, Tq, Tk},
                           causal ? ops::CausalAlign::TopLeft : ops::CausalAlign::None, query.device(), op);
-  AttentionOutput r = scaled_dot_product_attention(project(query, 0), project(key, 1), project(value, 2), am,
-                                                   dropout, is_training(), gen_, need_weights, op);
+  AttentionOutput r = scaled_dot_product_attention(
+      project(query, 0), project(key, 1), project(value, 2), am,
+      {.dropout_p = is_training() ? dropout : 0.0, .generator = gen_, .need_weights = need_weights}, op);
   weights_ = need_weights ? r.weights.data() : Tensor();
   Variable weights;
   if (need_weights) weights = average_attn_weights ? mean(r.weights, {1}) : r.weights;

@@ -65,11 +65,12 @@ struct GroupedHeads {
   /// Projected values (B, T, H_kv · head_dim) -> (B, H_kv, T, head_dim).
   Variable values(const Variable& projected) const;
   /// Attention of q (B, H, Tq, head_dim) over k, v (B, H_kv, Tk, head_dim) under `mask` (ops::attention_mask
-  /// for scores (B, H, Tq, Tk)), through scaled_dot_product_attention (its dropout, need_weights and errors,
-  /// naming `op`) -> output (B, Tq, H · head_dim) with the heads merged, weights (B, H, Tq, Tk) when kept.
+  /// for scores (B, H, Tq, Tk)), through scaled_dot_product_attention (the dropout, generator, scale and
+  /// need_weights of `options`; enable_gqa set here when H_kv != H; errors naming `op`) -> output (B, Tq, H ·
+  /// head_dim) with the heads merged, weights (B, H, Tq, Tk) when kept.
   AttentionOutput attend(const Variable& q, const Variable& k, const Variable& v,
-                         const ops::AttentionMask& mask, double dropout, bool training, Generator* gen,
-                         bool need_weights, const char* op) const;
+                         const ops::AttentionMask& mask, const AttentionOptions& options,
+                         const char* op) const;
   /// The KV cache's bytes per cached position and batch row: 2 · H_kv · head_dim · sizeof(dtype) (keys and
   /// values), H / H_kv times less than multi-head attention's.
   int64_t kv_cache_bytes_per_token(DType dtype) const;

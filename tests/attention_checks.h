@@ -20,8 +20,10 @@ inline void check_attention_derivatives(const Variable& q, const Variable& k, co
     };
     auto composed = [&](const std::vector<Variable>& x) {
       Generator g(5);
-      return nn::scaled_dot_product_attention(x[0], x[1], x[2], mask, p, true, &g, true,
-                                              "scaled_dot_product_attention", true)
+      return nn::scaled_dot_product_attention(
+                 x[0], x[1], x[2], mask,
+                 {.dropout_p = p, .generator = &g, .scale = 0.7, .enable_gqa = true, .need_weights = true},
+                 "scaled_dot_product_attention")
           .output;
     };
     REQUIRE(gradcheck(fused, {q, k, v}));

@@ -162,7 +162,8 @@ TEST_CASE("scaled_dot_product_attention matches a loop reference with masks", "[
   Tensor q = rand64({B, H, Tq, D}, 1), k = rand64({B, H, Tk, D}, 2), v = rand64({B, H, Tk, Dv}, 3);
   Tensor lens = i64({3, 1}, {2});
   for (bool causal : {false, true}) {
-    auto r = nn::scaled_dot_product_attention(q, k, v, lens, causal);
+    auto r = nn::scaled_dot_product_attention(q, k, v,
+                                              {.attn_mask = lens, .is_causal = causal, .need_weights = true});
     REQUIRE(r.output.shape() == Shape({B, H, Tq, Dv}));
     REQUIRE(r.weights.shape() == Shape({B, H, Tq, Tk}));
     for (int b = 0; b < B; ++b)
@@ -177,19 +178,42 @@ TEST_CASE("scaled_dot_product_attention matches a loop reference with masks", "[
   }
   // a Bool keep-mask equal to the valid_lens gives the same numbers
   Tensor mask = ops::lt(ops::arange(0, Tk).view({1, 1, 1, Tk}), lens.view({B, 1, 1, 1}));
-  REQUIRE(allclose(nn::scaled_dot_product_attention(q, k, v, mask).output.data(),
-                   nn::scaled_dot_product_attention(q, k, v, lens).output.data(), 1e-14, 1e-14));
+  REQUIRE(allclose(nn::scaled_dot_product_attention(q, k, v, {.attn_mask = mask}).output.data(),
+                   nn::scaled_dot_product_attention(q, k, v, {.attn_mask = lens}).output.data(), 1e-14,
+                   1e-14));
+}
+
+TEST_CASE("scaled_dot_product_attention's options by name: scale, and the mask given once", "[attention]") {
+  Tensor q = rand64({2, 2, 3, 4}, 21), k = rand64({2, 2, 5, 4}, 22), v = rand64({2, 2, 5, 3}, 23);
+  // scale s on q kᵀ equals the default 1/√D applied to q scaled by s·√D, on both paths
+  for (bool need_weights : {false, true}) {
+    INFO("need_weights " << need_weights);
+    const auto a = nn::scaled_dot_product_attention(
+        q, k, v, {.is_causal = true, .scale = 0.3, .need_weights = need_weights});
+    const auto b = nn::scaled_dot_product_attention(ops::mul(q, 0.3 * 2.0), k, v,
+                                                    {.is_causal = true, .need_weights = need_weights});
+    REQUIRE(allclose(a.output.data(), b.output.data(), 1e-12, 1e-12));
+    REQUIRE(a.weights.defined() == need_weights);
+  }
+  REQUIRE_THROWS_SACCADE(nn::scaled_dot_product_attention(q, k, v, {.scale = std::nan("")}),
+                         "scale must be finite");
+  const ops::AttentionMask m =
+      ops::attention_mask(Tensor(), {2, 2, 3, 5}, ops::CausalAlign::BottomRight, Device::cpu(), "test");
+  REQUIRE_THROWS_SACCADE(nn::scaled_dot_product_attention(q, k, v, m, {.is_causal = true}, "MyAttention"),
+                         "MyAttention: the mask is given twice");
+  REQUIRE_THROWS_SACCADE(nn::attend_from_scores(rand64({2, 3, 5}, 24), rand64({2, 5, 3}, 25), {.window = 2}),
+                         "attend_from_scores: window, scale and enable_gqa do not apply");
 }
 
 TEST_CASE("scaled_dot_product_attention gives zeros for fully masked rows", "[attention]") {
   Tensor q = rand64({2, 3, 4}, 4), k = rand64({2, 5, 4}, 5), v = rand64({2, 5, 2}, 6);
-  auto r = nn::scaled_dot_product_attention(q, k, v, i64({0, 5}, {2}));
+  auto r = nn::scaled_dot_product_attention(q, k, v, {.attn_mask = i64({0, 5}, {2}), .need_weights = true});
   auto o = r.output.data().select(0, 0).to_vector<double>();
   for (double x : o) REQUIRE(x == 0.0);
   REQUIRE(allclose(ops::sum(r.weights.data().select(0, 1), {1}), ops::ones({3}, DType::Float64)));
   // dropout in training mode: same expectation shape, random masks, no NaN
   Generator g(3);
-  auto d = nn::scaled_dot_product_attention(q, k, v, Tensor(), false, 0.5, true, &g);
+  auto d = nn::scaled_dot_product_attention(q, k, v, {.dropout_p = 0.5, .generator = &g});
   for (double x : d.output.data().to_vector<double>()) REQUIRE(std::isfinite(x));
 }
 
@@ -200,12 +224,16 @@ TEST_CASE("scaled_dot_product_attention gradcheck", "[attention][gradcheck]") {
   for (bool causal : {false, true}) {
     REQUIRE(gradcheck(
         [&](const std::vector<Variable>& x) {
-          return nn::scaled_dot_product_attention(x[0], x[1], x[2], lens, causal).output;
+          return nn::scaled_dot_product_attention(
+                     x[0], x[1], x[2], {.attn_mask = lens, .is_causal = causal, .need_weights = true})
+              .output;
         },
         {q, k, v}));
     REQUIRE(gradcheck(
         [&](const std::vector<Variable>& x) {
-          return nn::scaled_dot_product_attention(x[0], x[1], x[2], lens, causal).weights;
+          return nn::scaled_dot_product_attention(
+                     x[0], x[1], x[2], {.attn_mask = lens, .is_causal = causal, .need_weights = true})
+              .weights;
         },
         {q, k, v}));
   }
@@ -630,9 +658,9 @@ TEST_CASE("attention modules reject bad input naming themselves", "[attention][e
                          "scaled_dot_product_attention");
   REQUIRE_THROWS_SACCADE(nn::scaled_dot_product_attention(q, k, ops::randn({2, 4, 2})),
                          "scaled_dot_product_attention");
-  REQUIRE_THROWS_SACCADE(nn::scaled_dot_product_attention(q, k, v, i64({1, 2, 3}, {3})),
+  REQUIRE_THROWS_SACCADE(nn::scaled_dot_product_attention(q, k, v, {.attn_mask = i64({1, 2, 3}, {3})}),
                          "scaled_dot_product_attention");
-  REQUIRE_THROWS_SACCADE(nn::scaled_dot_product_attention(q, k, v, Tensor(), false, 1.0, true),
+  REQUIRE_THROWS_SACCADE(nn::scaled_dot_product_attention(q, k, v, {.dropout_p = 1.0}),
                          "scaled_dot_product_attention");
   REQUIRE_THROWS_SACCADE(nn::scaled_dot_product_attention(q.to(DType::Float64), k, v),
                          "scaled_dot_product_attention");

@@ -34,7 +34,9 @@ Run run(bool fused, const Tensor& q, const Tensor& k, const Tensor& v, const Att
         double p = 0, uint64_t seed = 0) {
   Variable vq(q, true), vk(k, true), vv(v, true);
   Generator gen(seed);
-  auto r = nn::scaled_dot_product_attention(vq, vk, vv, mask, p, p > 0, &gen, /*need_weights=*/!fused);
+  auto r = nn::scaled_dot_product_attention(vq, vk, vv, mask,
+                                            {.dropout_p = p, .generator = &gen, .need_weights = !fused},
+                                            "scaled_dot_product_attention");
   REQUIRE(r.weights.defined() == !fused);
   Generator rg(1234);
   Tensor R = ops::randn(r.output.shape(), q.dtype(), Device::cpu(), &rg);
@@ -192,9 +194,8 @@ TEST_CASE("fused attention rejects bad input naming the op", "[attention][flash]
   REQUIRE_THROWS_SACCADE(mask_of(i64({1, 2, 3}, {3}), s), "valid_lens");
   REQUIRE_THROWS_SACCADE(mask_of(ops::ones({3, 4}, DType::Bool), s), "does not broadcast");
   REQUIRE_THROWS_SACCADE(mask_of(ops::ones({3, 5}), s), "bool mask");
-  REQUIRE_THROWS_SACCADE(
-      nn::scaled_dot_product_attention(q, k, v, i64({1}, {1}), false, 0, false, nullptr, false),
-      "scaled_dot_product_attention");
+  REQUIRE_THROWS_SACCADE(nn::scaled_dot_product_attention(q, k, v, {.attn_mask = i64({1}, {1})}),
+                         "scaled_dot_product_attention");
 }
 
 TEST_CASE("fused attention's dropout keep flags: the forward records what it drew, the backward reads it",

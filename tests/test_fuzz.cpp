@@ -211,7 +211,7 @@ std::vector<ArgCase> arg_cases() {
        [](V a) { nn::scaled_dot_product_attention(a[0], a[1], a[2]); }},
       {"attend_from_scores",
        {v(1, x({1, 2, 4})), v(2, x({1, 4, 3}, 2))},
-       [](V a) { nn::attend_from_scores(a[0], a[1], Tensor(), false, 0.0, false, nullptr); }},
+       [](V a) { nn::attend_from_scores(a[0], a[1]); }},
   };
   return cs;
 }

@@ -44,8 +44,9 @@ Run run(bool fused, const Tensor& q, const Tensor& k, const Tensor& v, const Att
         bool enable_gqa = true) {
   Variable vq(q, true), vk(k, true), vv(v, true);
   Generator gen(7);
-  auto r = nn::scaled_dot_product_attention(vq, vk, vv, mask, p, p > 0, &gen, /*need_weights=*/!fused,
-                                            "scaled_dot_product_attention", enable_gqa);
+  auto r = nn::scaled_dot_product_attention(
+      vq, vk, vv, mask, {.dropout_p = p, .generator = &gen, .enable_gqa = enable_gqa, .need_weights = !fused},
+      "scaled_dot_product_attention");
   Tensor R = randn(r.output.shape(), q.dtype(), 1234);
   r.output.backward(R);
   return {r.output.data(), vq.grad(), vk.grad(), vv.grad()};
@@ -279,9 +280,8 @@ TEST_CASE("grouped-query attention rejects bad input naming the op and the shape
                          "flash_attention_backward");
   // scaled_dot_product_attention refuses fewer key/value heads unless enable_gqa, as torch's
   REQUIRE_THROWS_SACCADE(nn::scaled_dot_product_attention(q, k2, v2), "enable_gqa");
-  REQUIRE_NOTHROW(
-      nn::scaled_dot_product_attention(q, k2, v2, Tensor(), false, 0, false, nullptr, false, true));
+  REQUIRE_NOTHROW(nn::scaled_dot_product_attention(q, k2, v2, {.enable_gqa = true}));
   REQUIRE_THROWS_SACCADE(
-      nn::scaled_dot_product_attention(q, k4, v4, Tensor(), false, 0, false, nullptr, true, true),
+      nn::scaled_dot_product_attention(q, k4, v4, {.enable_gqa = true, .need_weights = true}),
       "not a multiple");
 }

@@ -56,7 +56,9 @@ Grads attention(bool fused, const Tensor& q, const Tensor& k, const Tensor& v, d
   auto mask = ops::attention_mask(Tensor(), {q.size(0), q.size(1), q.size(2), k.size(2)},
                                   ops::CausalAlign::TopLeft, Device::cpu(), "test");
   Generator gen(17);
-  auto r = nn::scaled_dot_product_attention(vq, vk, vv, mask, p, p > 0, &gen, /*need_weights=*/!fused);
+  auto r = nn::scaled_dot_product_attention(vq, vk, vv, mask,
+                                            {.dropout_p = p, .generator = &gen, .need_weights = !fused},
+                                            "scaled_dot_product_attention");
   r.output.backward(randn(r.output.shape(), q.dtype(), 98));
   return {r.output.data(), vq.grad(), vk.grad(), vv.grad()};
 }

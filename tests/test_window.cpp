@@ -41,8 +41,9 @@ AttentionMask mask_of(const Tensor& m, const Shape& scores, CausalAlign causal, 
 Run run(bool fused, const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask, double p) {
   Variable vq(q, true), vk(k, true), vv(v, true);
   Generator gen(7);
-  auto r = nn::scaled_dot_product_attention(vq, vk, vv, mask, p, p > 0, &gen, /*need_weights=*/!fused,
-                                            "scaled_dot_product_attention", /*enable_gqa=*/true);
+  auto r = nn::scaled_dot_product_attention(
+      vq, vk, vv, mask, {.dropout_p = p, .generator = &gen, .enable_gqa = true, .need_weights = !fused},
+      "scaled_dot_product_attention");
   Tensor R = randn(r.output.shape(), q.dtype(), 1234);
   r.output.backward(R);
   return {r.output.data(), vq.grad(), vk.grad(), vv.grad()};
@@ -263,14 +264,14 @@ TEST_CASE("sliding-window attention rejects bad input naming the op and the shap
           "[attention][window][errors]") {
   Variable q(rand64({2, 3, 4, 5}, 1)), k(rand64({2, 3, 6, 5}, 2)), v(rand64({2, 3, 6, 2}, 3));
   for (bool need_weights : {true, false}) {
+    REQUIRE_THROWS_SACCADE(nn::scaled_dot_product_attention(
+                               q, k, v, {.is_causal = true, .window = -1, .need_weights = need_weights}),
+                           "scaled_dot_product_attention: window must be >= 1");
+    REQUIRE_THROWS_SACCADE(nn::scaled_dot_product_attention(
+                               q, k, v, {.is_causal = true, .window = -2, .need_weights = need_weights}),
+                           "[2, 3, 4, 6]");
     REQUIRE_THROWS_SACCADE(
-        nn::scaled_dot_product_attention(q, k, v, Tensor(), true, 0, false, nullptr, need_weights, false, -1),
-        "scaled_dot_product_attention: window must be >= 1");
-    REQUIRE_THROWS_SACCADE(
-        nn::scaled_dot_product_attention(q, k, v, Tensor(), true, 0, false, nullptr, need_weights, false, -2),
-        "[2, 3, 4, 6]");
-    REQUIRE_THROWS_SACCADE(
-        nn::scaled_dot_product_attention(q, k, v, Tensor(), false, 0, false, nullptr, need_weights, false, 3),
+        nn::scaled_dot_product_attention(q, k, v, {.window = 3, .need_weights = need_weights}),
         "needs causal attention");
   }
   // a hand-built mask reaches the kernel checked all the same

@@ -388,9 +388,12 @@ const OpCase kCases[] = {
      [](Gen& g) {
        Variable q = g.var(g.float_tensor(3)), k = g.var(g.float_tensor(3)), v = g.var(g.float_tensor(3));
        Tensor m = g.valid_lens(q.size(0), k.size(1));
-       backward_if_possible(
-           nn::scaled_dot_product_attention(q, k, v, m, g.coin(), g.coin(0.8) ? 0 : g.prob(), g.coin())
-               .output);
+       backward_if_possible(nn::scaled_dot_product_attention(q, k, v,
+                                                             {.attn_mask = m,
+                                                              .is_causal = g.coin(),
+                                                              .dropout_p = g.coin(0.8) ? 0 : g.prob(),
+                                                              .need_weights = g.coin()})
+                                .output);
      }},
     // ... with undefined Variables now and then (each must be named by the function called), int64 and bool
     // operands, 0-d inputs reduced over dim 0 or -1
