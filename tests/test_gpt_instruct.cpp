@@ -176,4 +176,81 @@ TEST_CASE("instruct: LoRA fine-tuning learns the completions and leaves the base
                     Catch::Contains("no trainable parameters"));
 }
 
+TEST_CASE(
+    "instruct: a fine-tuning run stopped and resumed continues exactly, and a wrong resume changes nothing",
+    "[gpt][instruct][lora]") {
+  ByteTokenizer bytes;
+  const Encode tok = [&](const std::string& s) { return bytes.encode(s); };
+  std::vector<TokenizedExample> train;
+  for (const auto& [p, c] : std::vector<std::pair<std::string, std::string>>{
+           {"ab=", "cat"}, {"cd=", "dog"}, {"ef=", "owl"}, {"gh=", "bee"}, {"ij=", "ant"}})
+    train.push_back(tokenize_example({p, c, false, 1}, tok, -1, '\n', 16));
+  nn::LlamaConfig c;
+  c.hidden_size = 16, c.intermediate_size = 24, c.num_attention_heads = 2, c.num_key_value_heads = 1;
+  c.vocab_size = 256, c.num_hidden_layers = 1, c.max_position_embeddings = 16;
+  testing::TempDir tmp;
+  // one run: a fresh model with dropout on the adapters, its generator, and the options
+  struct Run {
+    std::unique_ptr<nn::LlamaForCausalLM> model;
+    std::unique_ptr<Generator> gen;
+    FinetuneLog log;
+  };
+  auto run = [&](int64_t stop_at, bool resume, const std::string& checkpoint) {
+    Run r;
+    r.model = std::make_unique<nn::LlamaForCausalLM>(c, 5);
+    r.gen = std::make_unique<Generator>(6);
+    nn::LoraConfig cfg;
+    cfg.r = 4, cfg.lora_alpha = 8, cfg.lora_dropout = 0.2, cfg.target_modules = {"all-linear"};
+    nn::apply_lora(*r.model, cfg, r.gen.get());
+    FinetuneOptions o;
+    o.steps = 9, o.batch_size = 2, o.lr = 5e-3, o.warmup = 2, o.eval_every = 3, o.seed = 7;
+    o.checkpoint = checkpoint, o.resume = resume, o.stop_at = stop_at, o.generator = r.gen.get();
+    const LogitsFn logits = [&m = *r.model](const Tensor& idx) { return m.forward(idx); };
+    r.log = finetune_lora(*r.model, logits, train, train, o, 0, [](const std::string&) {});
+    return r;
+  };
+  const Run whole = run(0, false, (tmp.path / "whole.safetensors").string());
+  const std::string ckpt = (tmp.path / "stopped.safetensors").string();
+  const Run first = run(5, false, ckpt);  // ends after step 5, mid-epoch (5 examples, 2 a step)
+  CHECK(first.log.train_loss.size() == 5);
+  const Run rest = run(0, true, ckpt);
+  CHECK(rest.log.resumed_at == 5);
+  REQUIRE(rest.log.train_loss.size() == 9);
+  for (size_t i = 0; i < 9; ++i) CHECK(rest.log.train_loss[i] == whole.log.train_loss[i]);  // bit for bit
+  REQUIRE(rest.log.val_loss.size() == whole.log.val_loss.size());
+  CHECK(rest.log.val_loss.back().second == whole.log.val_loss.back().second);
+  const auto a = whole.model->named_parameters(), b = rest.model->named_parameters();
+  for (size_t i = 0; i < a.size(); ++i) CHECK(allclose(a[i].second.data(), b[i].second.data(), 0, 0));
+  CHECK(rest.gen->offset() == whole.gen->offset());
+  // resumed again at the end: nothing to train, the log as it was
+  CHECK(run(0, true, ckpt).log.train_loss == whole.log.train_loss);
+
+  // a resume with other settings is refused, naming the file and the setting, before anything changes
+  nn::LlamaForCausalLM model(c, 5);
+  nn::LoraConfig cfg;
+  cfg.r = 2, cfg.target_modules = {"q_proj"};
+  nn::apply_lora(model, cfg);
+  const nn::StateDict before = model.state_dict();
+  std::vector<Tensor> saved;
+  for (const auto& [name, t] : before) saved.push_back(t.clone());
+  FinetuneOptions o;
+  o.steps = 9, o.batch_size = 2, o.seed = 7, o.checkpoint = ckpt, o.resume = true;
+  const LogitsFn logits = [&](const Tensor& idx) { return model.forward(idx); };
+  auto quiet = [](const std::string&) {};
+  CHECK_THROWS_WITH(
+      finetune_lora(model, logits, train, {}, o, 0, quiet),
+      Catch::Contains("stopped.safetensors' holds 'model.layers.0.self_attn.q_proj.lora_A.weight' "
+                      "of shape [4, 16], the model's is [2, 16]"));
+  FinetuneOptions other_seed = o;
+  other_seed.seed = 8;
+  CHECK_THROWS_WITH(finetune_lora(model, logits, train, {}, other_seed, 0, quiet),
+                    Catch::Contains("was made with --seed 7, not 8"));
+  size_t i = 0;
+  for (const auto& [name, t] : before) CHECK(allclose(t, saved[i++], 0, 0));
+  FinetuneOptions not_ours = o;
+  not_ours.checkpoint = write(tmp, "x.safetensors", "not a checkpoint");
+  CHECK_THROWS_WITH(finetune_lora(model, logits, train, {}, not_ours, 0, quiet),
+                    Catch::Contains("x.safetensors"));
+}
+
 #endif  // SACCADE_HAVE_GPT

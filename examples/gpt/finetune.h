@@ -10,6 +10,7 @@
 
 #include "examples/gpt/instruct.h"
 #include "nn/module.h"
+#include "ops/random.h"
 
 namespace saccade::examples {
 
@@ -31,12 +32,25 @@ struct FinetuneOptions {
   double clip = 1.0;        ///< max global gradient norm (0: none)
   int64_t eval_every = 50;  ///< steps between validation losses (0: at the end only)
   uint64_t seed = 0;        ///< of the order of the examples
+  /// When not empty: the run's state (the trainable parameters, AdamW's moments, the step, the position in
+  /// the order of the examples, the dropout generator and the log so far) is saved to this safetensors file,
+  /// atomically, after every evaluation and at the end, so that `resume` continues the run exactly.
+  std::string checkpoint;
+  /// Continue from `checkpoint` when that file exists (a fresh run when it does not).
+  bool resume = false;
+  /// > 0: end after this step as an interrupted run would (the checkpoint saved there, no final evaluation),
+  /// to be continued with `resume`; the schedule stays that of `steps`.
+  int64_t stop_at = 0;
+  /// The adapters' dropout generator (the one apply_lora was given), saved and restored with the checkpoint;
+  /// null: none to keep.
+  Generator* generator = nullptr;
 };
 
 /// What a run measured: each step's training loss, and (step, validation loss) at each evaluation.
 struct FinetuneLog {
   std::vector<double> train_loss;
   std::vector<std::pair<int64_t, double>> val_loss;
+  int64_t resumed_at = 0;  ///< the step the run continued from (0: a fresh run)
 };
 
 /// The run's log as CSV, one row per step: "step,train_loss,val_loss" (nats per scored token; val_loss empty
@@ -47,8 +61,12 @@ std::string finetune_log_csv(const FinetuneLog& log);
 /// (betas 0.9, 0.999), each on opts.batch_size examples of `train` taken in a fresh random order each epoch
 /// (std::mt19937_64(seed)), the loss the mean cross-entropy of the batch's scored targets. Scores `val`
 /// (when not empty) with completion_loss every eval_every steps and at the end. `report` gets one line per
-/// step and per evaluation. Throws saccade::Error naming "finetune_lora" for no train examples, a model
-/// without trainable parameters, or steps / batch_size < 1.
+/// step and per evaluation. With opts.checkpoint the state is saved after each evaluation and at the end;
+/// with opts.resume a saved state is read first (its steps already in the log) and the run continues at the
+/// next step, exactly as if it had not stopped. Throws saccade::Error naming "finetune_lora" for no train
+/// examples, a model without trainable parameters, or steps / batch_size < 1; and, naming the checkpoint, for
+/// one that is not a fine-tuning checkpoint or was made with another seed, batch size or number of training
+/// examples, or whose tensors do not fit the model's trainable parameters (nothing is changed then).
 FinetuneLog finetune_lora(nn::Module& model, const LogitsFn& logits,
                           const std::vector<TokenizedExample>& train,
                           const std::vector<TokenizedExample>& val, const FinetuneOptions& opts, int64_t pad,

@@ -505,7 +505,7 @@ struct FinetuneArgs {
   std::string hf, data, val, out = "finetune_out", targets = "q_proj,v_proj", truncate = "refuse";
   saccade::nn::LoraConfig lora;
   ex::FinetuneOptions opts;
-  bool non_strict = false;
+  bool non_strict = false, resume = false;
   FinetuneArgs() { lora.r = 16, lora.lora_alpha = 32; }  // the flags' defaults (PEFT's examples)
 };
 
@@ -568,6 +568,11 @@ int run_finetune(FinetuneArgs& a, saccade::Device device) {
               static_cast<long long>(trainable), static_cast<long long>(m.llama->num_parameters()));
   const ex::LogitsFn logits = [&](const saccade::Tensor& idx) { return m.llama->forward(idx.to(device)); };
   const int64_t pad = m.tok->eos_id().value_or(0);
+  a.opts.checkpoint = a.out + "/last.safetensors";  // after every evaluation and at the end
+  a.opts.resume = a.resume;
+  a.opts.generator = &gen;
+  if (a.resume && !std::filesystem::exists(a.opts.checkpoint))
+    std::printf("--resume: no checkpoint at %s: starting a fresh run\n", a.opts.checkpoint.c_str());
   const auto start = std::chrono::steady_clock::now();
   const ex::FinetuneLog log =
       ex::finetune_lora(*m.llama, logits, train, val, a.opts, pad, [](const std::string& line) {
@@ -871,6 +876,14 @@ int main(int argc, char** argv) {
   finetuner->add_option("--seed", ft.opts.seed, "seed of the adapters' init and the examples' order")
       ->check(cli::seed());
   finetuner->add_flag("--non-strict", ft.non_strict, non_strict_help);
+  finetuner
+      ->add_option("--stop-at", ft.opts.stop_at,
+                   "end after this step, saving the run, as if interrupted (continue with --resume)")
+      ->check(cli::integer(1));
+  finetuner->add_flag(
+      "--resume", ft.resume,
+      "continue the run in --out from its last.safetensors (saved at each evaluation and at the "
+      "end), exactly as if it had not stopped; the same data, --seed and --batch-size");
   finetuner->add_option("--device", device_name, "cpu, or cuda / cuda:N when built with CUDA");
   finetuner->add_option("--threads", threads, "CPU threads (0: OMP_NUM_THREADS, else all cores)")
       ->check(cli::integer(0, 4096));

@@ -237,6 +237,14 @@ if(TARGET gpt)
                      --out "^step 3: validation loss [0-9.]+ \\(completion tokens\\)$" --out "^trained in [0-9.]+ s. wrote run/adapter \\(PEFT's layout.*\\), run/log.csv"
                      --out "^LoRA adapter from run/adapter: r 4, lora_alpha 8, 4 modules$" 0 60 --
                      sh -c "${gpt} finetune --hf ${hf_data}/hf_llama --data ${hf_data}/hf_instruct.jsonl --val ${hf_data}/hf_instruct.jsonl --lora-r 4 --lora-alpha 8 --steps 3 --batch-size 2 --threads 2 --out run && test -f run/adapter/adapter_config.json && test \"$(wc -l < run/log.csv)\" = 4 && ${gpt} sample --hf ${hf_data}/hf_llama --adapter run/adapter --prompt x --max-new-tokens 2 --threads 2")
+    # a run stopped (--stop-at) and resumed (--resume) in one --out: the log holds every step once; a resume
+    # with another --seed is refused (exit 1) and the run's files stay as they were
+    set(ft_args --hf ${hf_data}/hf_llama --data ${hf_data}/hf_instruct.jsonl --lora-r 4 --steps 4 --batch-size 2 --eval-every 2 --threads 2 --out run)
+    string(REPLACE ";" " " ft_args "${ft_args}")
+    saccade_cli_test(gpt_hf_finetune_resume --keep --out "^stopped at step 2 as --stop-at asked: continue with --resume$"
+                     --out "^resumed from run/last.safetensors at step 2$" --out "^step 4/4: loss"
+                     --err "^gpt: finetune_lora: --resume: 'run/last.safetensors' was made with --seed 0, not 3: resume with the run's own settings$" 0 120 --
+                     sh -c "${gpt} finetune ${ft_args} --stop-at 2 && ${gpt} finetune ${ft_args} --resume && test \"$(wc -l < run/log.csv)\" = 5 && cp run/last.safetensors kept && ! ${gpt} finetune ${ft_args} --resume --seed 3 && cmp run/last.safetensors kept")
     # gpt export --merge: the adapter folded into a plain folder that samples what base + adapter sample
     saccade_cli_test(gpt_hf_export_merged --keep --out "^wrote merged: .*hf_llama with the adapter .*hf_llama_lora merged into 6 modules \\(float32"
                      --out "^merged ok$" 0 60 -- sh ${CMAKE_CURRENT_LIST_DIR}/export_merged.sh ${gpt} ${hf_data}/hf_llama ${hf_data}/hf_llama_lora)
