@@ -73,7 +73,9 @@ double worst_error(bool ta, bool tb, Shape3 s, float alpha, float beta, unsigned
 TEST_CASE("tile_gemm_f32: every transpose, ragged sizes, alpha and beta, against loop_gemm",
           "[attention][flash][tiles]") {
   if (!cpu::tile_gemm_f32_available()) {
-    WARN("this CPU has no AVX-512: tile_gemm_f32 is not used here");
+    WARN(
+        "tile_gemm_f32 is not used here: this CPU has no AVX-512, or this build is not GCC's (the kernel is "
+        "GCC-only)");
     return;
   }
   // the kernels' shapes (64 queries, 64 keys, D = 64; the last tiles shorter) and every edge: m % 4, n % 16,
@@ -95,7 +97,9 @@ TEST_CASE("tile_gemm_f32: every transpose, ragged sizes, alpha and beta, against
 TEST_CASE("tile_gemm_f32: the packed B-transposed operands are reused, and forgotten on request",
           "[attention][flash][tiles]") {
   if (!cpu::tile_gemm_f32_available()) {
-    WARN("this CPU has no AVX-512: tile_gemm_f32 is not used here");
+    WARN(
+        "tile_gemm_f32 is not used here: this CPU has no AVX-512, or this build is not GCC's (the kernel is "
+        "GCC-only)");
     return;
   }
   const int m = 9, n = 21, k = 13;
