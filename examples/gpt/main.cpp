@@ -435,6 +435,7 @@ struct HFModel {
   std::shared_ptr<saccade::nn::LlamaForCausalLM> llama;
   std::unique_ptr<ex::CausalLM> lm;
   std::unique_ptr<saccade::hf::Tokenizer> tok;
+  saccade::hf::Config config;  // the folder's config.json, as read
   std::string description;
 };
 
@@ -448,7 +449,8 @@ void report_skipped(const saccade::hf::LoadReport& r, const std::string& dir) {
 HFModel load_hf(const std::string& dir, saccade::Device device, bool strict, const std::string& adapter) {
   namespace hf = saccade::hf;
   HFModel m;
-  const hf::Config config = hf::load_config(dir + "/config.json");
+  m.config = hf::load_config(dir + "/config.json");
+  const hf::Config& config = m.config;
   m.tok = hf::load_tokenizer(dir);
   if (config.architecture == hf::Architecture::GPT2) {
     if (!adapter.empty())
@@ -634,7 +636,7 @@ void export_merged(const std::string& from_hf, const std::string& adapter, bool 
   cli::require_writable_directory("--hf", to);
   HFModel m = load_hf(from_hf, saccade::Device::cpu(), true, adapter);
   const int64_t merged = saccade::nn::merge_and_unload(*m.llama);
-  hf::Config config = hf::load_config(from_hf + "/config.json");
+  hf::Config config = m.config;  // saved with the merged weights' dtype
   const saccade::DType dtype = config.torch_dtype == "bfloat16"  ? saccade::DType::BFloat16
                                : config.torch_dtype == "float16" ? saccade::DType::Float16
                                                                  : saccade::DType::Float32;
