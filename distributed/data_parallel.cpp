@@ -4,7 +4,7 @@
 
 #include "ops/creation.h"
 #include "ops/elementwise.h"
-#include "ops/error.h"
+#include "core/error.h"
 #include "profiler/profiler.h"
 
 namespace saccade::distributed {

@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "distributed/transport.h"
-#include "ops/error.h"
+#include "core/error.h"
 
 namespace saccade::distributed {
 namespace {

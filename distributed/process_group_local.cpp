@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "ops/error.h"
+#include "core/error.h"
 
 namespace saccade::distributed {
 namespace {

@@ -8,7 +8,7 @@
 #include <cstdio>
 
 #include "distributed/transport.h"
-#include "ops/error.h"
+#include "core/error.h"
 
 namespace saccade::distributed {
 namespace {

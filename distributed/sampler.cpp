@@ -3,7 +3,7 @@
 
 #include <numeric>
 
-#include "ops/error.h"
+#include "core/error.h"
 #include "ops/random.h"
 
 namespace saccade::distributed {

@@ -16,7 +16,7 @@
 #include "hf/normalizer.h"
 #include "hf/pretokenizer.h"
 #include "hf/tokenizer_json.h"
-#include "ops/error.h"
+#include "core/error.h"
 
 namespace saccade::hf {
 

@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "ops/error.h"
+#include "core/error.h"
 
 namespace saccade::hf {
 

@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "nn/init.h"
-#include "ops/error.h"
+#include "core/error.h"
 
 namespace saccade::hf {
 

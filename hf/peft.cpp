@@ -12,7 +12,7 @@
 #include "hf/checkpoint.h"
 #include "nn/serialization.h"
 #include "ops/elementwise.h"
-#include "ops/error.h"
+#include "core/error.h"
 
 namespace saccade::hf {
 

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "hf/tokenizer.h"
-#include "ops/error.h"
+#include "core/error.h"
 
 namespace saccade::hf {
 

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hf/pretokenizer.h"
-#include "ops/error.h"
+#include "core/error.h"
 
 namespace saccade::hf::tokjson {
 

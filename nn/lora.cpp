@@ -15,7 +15,7 @@
 #include "nn/dropout.h"
 #include "nn/init.h"
 #include "ops/elementwise.h"
-#include "ops/error.h"
+#include "core/error.h"
 #include "ops/linalg.h"
 
 namespace saccade::nn {

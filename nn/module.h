@@ -44,7 +44,7 @@ class StateDict {
   std::unordered_map<std::string, size_t> index_;
 };
 
-/// The shape of `v`, or nullptr when it is undefined: what a module's ErrorScope lists (ops/error.h), so an
+/// The shape of `v`, or nullptr when it is undefined: what a module's ErrorScope lists (core/error.h), so an
 /// error raised inside a module names the module and the shapes the user passed.
 inline const Shape* shape_of(const Variable& v) { return v.defined() ? &v.shape() : nullptr; }
 inline const Shape* shape_of(const Tensor& t) { return t.defined() ? &t.shape() : nullptr; }

@@ -2,7 +2,7 @@
 // it.
 #include "ops/caching_allocator.h"
 
-#include "ops/error.h"
+#include "core/error.h"
 
 namespace saccade {
 

@@ -6,7 +6,7 @@
 #include <string_view>
 #include <type_traits>
 
-#include "ops/error.h"
+#include "core/error.h"
 #include "ops/half.h"
 
 namespace saccade {

@@ -11,7 +11,7 @@
 
 #include "ops/device.h"
 #include "ops/dtype.h"
-#include "ops/shape.h"
+#include "core/shape.h"
 #include "ops/storage.h"
 
 namespace saccade {

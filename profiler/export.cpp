@@ -10,7 +10,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "ops/error.h"
+#include "core/error.h"
 #include "profiler/profiler.h"
 
 namespace saccade::profiler {

@@ -17,7 +17,7 @@
 #include <mutex>
 #include <unordered_set>
 
-#include "ops/error.h"
+#include "core/error.h"
 
 namespace saccade::profiler {
 

@@ -3,7 +3,7 @@
 #include <filesystem>
 
 #include "examples/common/plots.h"
-#include "ops/error.h"
+#include "core/error.h"
 
 namespace saccade::examples {
 

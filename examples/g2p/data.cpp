@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "ops/creation.h"
-#include "ops/error.h"
+#include "core/error.h"
 
 namespace saccade::examples {
 

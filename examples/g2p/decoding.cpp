@@ -8,7 +8,7 @@
 
 #include "autograd/grad_mode.h"
 #include "ops/creation.h"
-#include "ops/error.h"
+#include "core/error.h"
 #include "ops/join.h"
 #include "ops/reduce.h"
 

@@ -23,7 +23,7 @@
 #include "examples/g2p/training.h"
 #include "nn/serialization.h"
 #include "ops/blas.h"
-#include "ops/error.h"
+#include "core/error.h"
 #include "ops/reduce.h"
 #include "ops/threads.h"
 

@@ -4,7 +4,7 @@
 
 #include "examples/g2p/bahdanau_g2p.h"
 #include "examples/g2p/transformer_g2p.h"
-#include "ops/error.h"
+#include "core/error.h"
 
 namespace saccade::examples {
 namespace {

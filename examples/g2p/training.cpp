@@ -14,7 +14,7 @@
 #include "nn/optim.h"
 #include "nn/scheduler.h"
 #include "nn/serialization.h"
-#include "ops/error.h"
+#include "core/error.h"
 
 namespace saccade::examples {
 namespace {

@@ -11,7 +11,7 @@
 
 #include "examples/common/cmudict.h"
 #include "ops/creation.h"
-#include "ops/error.h"
+#include "core/error.h"
 
 namespace saccade::examples {
 

@@ -18,7 +18,7 @@
 #include "nn/serialization.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
-#include "ops/error.h"
+#include "core/error.h"
 
 namespace saccade::examples {
 

@@ -6,7 +6,7 @@
 
 #include "autograd/grad_mode.h"
 #include "ops/creation.h"
-#include "ops/error.h"
+#include "core/error.h"
 
 namespace saccade::examples {
 

@@ -10,7 +10,7 @@
 #include "hf/llama.h"
 #include "hf/pretokenizer.h"
 #include "nn/init.h"
-#include "ops/error.h"
+#include "core/error.h"
 
 namespace saccade::examples {
 

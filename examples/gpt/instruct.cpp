@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ops/error.h"
+#include "core/error.h"
 
 namespace saccade::examples {
 

@@ -39,7 +39,7 @@
 #include "nn/serialization.h"
 #include "ops/blas.h"
 #include "ops/creation.h"
-#include "ops/error.h"
+#include "core/error.h"
 #include "ops/threads.h"
 
 namespace ex = saccade::examples;

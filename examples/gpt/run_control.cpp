@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "ops/error.h"
+#include "core/error.h"
 
 namespace saccade::examples {
 namespace {

@@ -13,7 +13,7 @@
 #include <fstream>
 #include <unordered_map>
 
-#include "ops/error.h"
+#include "core/error.h"
 
 namespace saccade::examples {
 

@@ -28,7 +28,7 @@
 #include "nn/grad_scaler.h"
 #include "nn/optim.h"
 #include "ops/creation.h"
-#include "ops/error.h"
+#include "core/error.h"
 
 namespace saccade::examples {
 namespace {

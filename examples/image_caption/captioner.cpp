@@ -4,7 +4,7 @@
 
 #include "examples/image_caption/sat.h"
 #include "examples/image_caption/transformer_captioner.h"
-#include "ops/error.h"
+#include "core/error.h"
 
 namespace saccade::examples {
 namespace {

@@ -3,7 +3,7 @@
 #include "autograd/functions/conv.h"
 #include "autograd/functions/elementwise.h"
 #include "autograd/functions/shape.h"
-#include "ops/error.h"
+#include "core/error.h"
 
 namespace saccade::examples {
 

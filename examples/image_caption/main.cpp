@@ -20,7 +20,7 @@
 #include "examples/image_caption/training.h"
 #include "nn/serialization.h"
 #include "ops/blas.h"
-#include "ops/error.h"
+#include "core/error.h"
 #include "ops/threads.h"
 
 namespace ex = saccade::examples;

@@ -23,7 +23,7 @@
 #include "nn/optim.h"
 #include "nn/scheduler.h"
 #include "ops/creation.h"
-#include "ops/error.h"
+#include "core/error.h"
 
 namespace saccade::examples {
 namespace {

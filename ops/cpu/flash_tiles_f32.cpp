@@ -10,7 +10,7 @@
 #include <algorithm>
 
 #include "ops/cpu/simd.h"
-#include "ops/error.h"
+#include "core/error.h"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #include <immintrin.h>

@@ -10,7 +10,7 @@
 #include "ops/cpu/gemm_ladder/microkernel.h"  // the micro-kernel: ladder::dot_tile
 #include "ops/cpu/simd.h"
 #include "ops/cpu/thread_pool.h"
-#include "ops/error.h"
+#include "core/error.h"
 
 namespace saccade::cpu {
 

@@ -23,7 +23,7 @@
 #include <thread>
 #include <vector>
 
-#include "ops/error.h"
+#include "core/error.h"
 #include "profiler/profiler.h"
 
 namespace saccade::cpu {

@@ -4,7 +4,7 @@
 
 #include <atomic>
 
-#include "ops/error.h"
+#include "core/error.h"
 
 namespace saccade::cuda {
 

@@ -12,7 +12,7 @@
 
 #include <fmt/format.h>
 
-#include "ops/error.h"
+#include "core/error.h"
 
 namespace saccade::fuzz {
 

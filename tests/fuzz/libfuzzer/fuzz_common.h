@@ -19,7 +19,7 @@
 #include "nn/linear.h"
 #include "nn/module.h"
 #include "nn/normalization.h"
-#include "ops/error.h"
+#include "core/error.h"
 #include "ops/tensor.h"
 
 namespace saccade::fuzz {

@@ -1,9 +1,9 @@
 // saccade::Error and the thread-local ErrorScope chain that prefixes its messages.
-#include "ops/error.h"
+#include "core/error.h"
 
 #include <array>
 
-#include "ops/shape.h"
+#include "core/shape.h"
 
 namespace saccade {
 

@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "ops/error.h"
+#include "core/error.h"
 
 namespace saccade {
 
