@@ -28,8 +28,9 @@ GPTBlock::GPTBlock(int64_t d_model, int64_t n_head, double p, Generator* gen) : 
                 "d_model {}, dropout {}",
                 n_head, d_model, p);
   ln_1 = register_module("ln_1", std::make_shared<LayerNorm>(d_model));
-  attn = register_module("attn",
-                         std::make_shared<MultiHeadAttention>(d_model, n_head, p, true, -1, -1, -1, gen));
+  attn = register_module(
+      "attn", std::make_shared<MultiHeadAttention>(
+                  d_model, n_head, MultiHeadAttentionOptions{.dropout = p, .bias = true, .generator = gen}));
   ln_2 = register_module("ln_2", std::make_shared<LayerNorm>(d_model));
   mlp = register_module("mlp", std::make_shared<GPTMLP>(d_model, 4 * d_model, gen));
   dropout = register_module("dropout", std::make_shared<Dropout>(p, gen));

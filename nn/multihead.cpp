@@ -96,16 +96,14 @@ int64_t GroupedHeads::kv_cache_bytes_per_token(DType dtype) const {
 
 // ---- MultiHeadAttention (d2l) ----
 
-MultiHeadAttention::MultiHeadAttention(int64_t num_hiddens, int64_t num_heads, double dropout, bool bias,
-                                       int64_t query_size, int64_t key_size, int64_t value_size,
-                                       Generator* gen, int64_t num_kv_heads,
-                                       std::optional<RotaryConfig> rotary)
+MultiHeadAttention::MultiHeadAttention(int64_t num_hiddens, int64_t num_heads,
+                                       const MultiHeadAttentionOptions& options)
     : Module("MultiHeadAttention"),
-      dropout(dropout),
+      dropout(options.dropout),
       num_hiddens_(num_hiddens),
-      heads_{num_heads, num_kv_heads < 0 ? num_heads : num_kv_heads,
+      heads_{num_heads, options.num_kv_heads < 0 ? num_heads : options.num_kv_heads,
              num_heads > 0 ? num_hiddens / num_heads : 0},
-      gen_(gen) {
+      gen_(options.generator) {
   ErrorScope scope(name());
   check_heads("MultiHeadAttention", num_hiddens, num_heads);
   SACCADE_CHECK(heads_.num_kv_heads > 0 && num_heads % heads_.num_kv_heads == 0,
@@ -115,11 +113,12 @@ MultiHeadAttention::MultiHeadAttention(int64_t num_hiddens, int64_t num_heads, d
                 dropout);
   auto size = [&](int64_t s) { return s < 0 ? num_hiddens : s; };
   const int64_t kv_features = heads_.num_kv_heads * heads_.head_dim;
-  W_q = register_module("W_q", std::make_shared<Linear>(size(query_size), num_hiddens, bias, gen));
-  W_k = register_module("W_k", std::make_shared<Linear>(size(key_size), kv_features, bias, gen));
-  W_v = register_module("W_v", std::make_shared<Linear>(size(value_size), kv_features, bias, gen));
-  W_o = register_module("W_o", std::make_shared<Linear>(num_hiddens, num_hiddens, bias, gen));
-  if (rotary) {
+  const bool bias = options.bias;
+  W_q = register_module("W_q", std::make_shared<Linear>(size(options.query_size), num_hiddens, bias, gen_));
+  W_k = register_module("W_k", std::make_shared<Linear>(size(options.key_size), kv_features, bias, gen_));
+  W_v = register_module("W_v", std::make_shared<Linear>(size(options.value_size), kv_features, bias, gen_));
+  W_o = register_module("W_o", std::make_shared<Linear>(num_hiddens, num_hiddens, bias, gen_));
+  if (const std::optional<RotaryConfig>& rotary = options.rotary) {
     rotary_emb = register_module(
         "rotary_emb",
         std::make_shared<RotaryEmbedding>(heads_.head_dim, rotary->theta, rotary->style, rotary->fraction));

@@ -76,31 +76,45 @@ struct GroupedHeads {
   int64_t kv_cache_bytes_per_token(DType dtype) const;
 };
 
+/// MultiHeadAttention's settings beyond its sizes, by name (C++20 designated initializers, in this order):
+///   nn::MultiHeadAttention mha(512, 8, {.dropout = 0.1, .bias = true, .num_kv_heads = 2, .generator =
+///   &gen});
+struct MultiHeadAttentionOptions {
+  double dropout = 0.0;  ///< dropout on the attention weights, in [0, 1) (d2l's DotProductAttention)
+  bool bias = false;     ///< biases on W_q, W_k, W_v and W_o (d2l: no biases)
+  /// The feature sizes of the queries, keys and values given to forward (-1: num_hiddens; d2l's LazyLinear
+  /// infers them, torch.nn.MultiheadAttention calls the last two kdim and vdim).
+  int64_t query_size = -1, key_size = -1, value_size = -1;
+  /// H_kv, the key/value heads (grouped-query attention; -1: num_heads, multi-head; 1: multi-query).
+  int64_t num_kv_heads = -1;
+  std::optional<RotaryConfig> rotary = std::nullopt;  ///< rotary positions of queries and keys (none: unset)
+  /// Drives the parameters' initialisation and the dropout (it must outlive the module); nullptr: the
+  /// global generator.
+  Generator* generator = nullptr;
+};
+
 /// Multi-head attention as d2l section 11.5 (Vaswani et al. 2017, section 3.2.2):
 ///   head_i = attention(W_q^(i) q, W_k^(i) k, W_v^(i) v),   output = W_o [head_1; ...; head_H],
 /// with attention = scaled_dot_product_attention (dropout on the weights, as d2l's DotProductAttention).
 /// Children: W_q Linear(query_size, num_hiddens), W_k Linear(key_size, H_kv · d_head),
-/// W_v Linear(value_size, H_kv · d_head), W_o Linear(num_hiddens, num_hiddens), each with a bias iff `bias`;
-/// query/key/value sizes default (-1) to num_hiddens (d2l uses LazyLinear; here they are given); rotary_emb
-/// RotaryEmbedding (no state) when rotary. d_head = num_hiddens / num_heads.
+/// W_v Linear(value_size, H_kv · d_head), W_o Linear(num_hiddens, num_hiddens), each with a bias iff
+/// options.bias (sizes and the rest: MultiHeadAttentionOptions); rotary_emb RotaryEmbedding (no state) when
+/// options.rotary. d_head = num_hiddens / num_heads.
 ///
-/// Grouped-query attention (Ainslie et al. 2023): num_kv_heads = H_kv key/value heads (-1, the default: H,
+/// Grouped-query attention (Ainslie et al. 2023): options.num_kv_heads = H_kv key/value heads (-1: H,
 /// multi-head attention; 1: multi-query attention), query head h attending with key/value head h / (H /
 /// H_kv); the KV cache holds H_kv heads, 2 · H_kv · d_head values per position (kv_cache_bytes_per_token).
-/// Rotary positions (Su et al. 2021): `rotary` rotates the queries and keys after their projection; a key's
-/// position is its index in the (cached) key sequence, the Tq queries are the last Tq positions of it (the
-/// bottom-right alignment of `causal` below), so self-attention puts position i at row i.
+/// Rotary positions (Su et al. 2021): options.rotary rotates the queries and keys after their projection; a
+/// key's position is its index in the (cached) key sequence, the Tq queries are the last Tq positions of it
+/// (the bottom-right alignment of `causal` below), so self-attention puts position i at row i.
 class MultiHeadAttention : public Module {
  public:
   /// Throws saccade::Error naming "MultiHeadAttention" and the sizes unless num_heads > 0 divides
   /// num_hiddens > 0 and is a multiple of num_kv_heads > 0, or (naming "RotaryEmbedding" after it) for
   /// a rotary fraction outside (0, 1], rotated dims that are not even and positive (an odd d_head with
-  /// fraction 1), or theta <= 1. Init as torch.nn.Linear's from `gen`, which also drives dropout (it must
-  /// outlive the module).
-  MultiHeadAttention(int64_t num_hiddens, int64_t num_heads, double dropout = 0.0, bool bias = false,
-                     int64_t query_size = -1, int64_t key_size = -1, int64_t value_size = -1,
-                     Generator* gen = nullptr, int64_t num_kv_heads = -1,
-                     std::optional<RotaryConfig> rotary = std::nullopt);
+  /// fraction 1), theta <= 1, or a dropout outside [0, 1). Init as torch.nn.Linear's from
+  /// options.generator.
+  MultiHeadAttention(int64_t num_hiddens, int64_t num_heads, const MultiHeadAttentionOptions& options = {});
 
   /// queries (B, Tq, query_size), keys (B, Tk, key_size), values (B, Tk, value_size) -> (B, Tq, num_hiddens).
   /// valid_lens_or_mask: int64 valid_lens (B) or (B, Tq), the same for every head (d2l repeats them per

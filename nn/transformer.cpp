@@ -26,8 +26,10 @@ TransformerEncoderBlock::TransformerEncoderBlock(int64_t num_hiddens, int64_t ff
                                                  Generator* gen)
     : Module("TransformerEncoderBlock") {
   ErrorScope scope(name());
-  attention = register_module("attention", std::make_shared<MultiHeadAttention>(
-                                               num_hiddens, num_heads, dropout, use_bias, -1, -1, -1, gen));
+  attention = register_module(
+      "attention", std::make_shared<MultiHeadAttention>(
+                       num_hiddens, num_heads,
+                       MultiHeadAttentionOptions{.dropout = dropout, .bias = use_bias, .generator = gen}));
   addnorm1 = register_module("addnorm1", std::make_shared<AddNorm>(num_hiddens, dropout, gen));
   ffn = register_module("ffn",
                         std::make_shared<PositionWiseFFN>(num_hiddens, ffn_num_hiddens, num_hiddens, gen));
@@ -49,11 +51,15 @@ TransformerDecoderBlock::TransformerDecoderBlock(int64_t num_hiddens, int64_t ff
                                                  Generator* gen)
     : Module("TransformerDecoderBlock") {
   ErrorScope scope(name());
-  attention1 = register_module("attention1", std::make_shared<MultiHeadAttention>(
-                                                 num_hiddens, num_heads, dropout, use_bias, -1, -1, -1, gen));
+  attention1 = register_module(
+      "attention1", std::make_shared<MultiHeadAttention>(
+                        num_hiddens, num_heads,
+                        MultiHeadAttentionOptions{.dropout = dropout, .bias = use_bias, .generator = gen}));
   addnorm1 = register_module("addnorm1", std::make_shared<AddNorm>(num_hiddens, dropout, gen));
-  attention2 = register_module("attention2", std::make_shared<MultiHeadAttention>(
-                                                 num_hiddens, num_heads, dropout, use_bias, -1, -1, -1, gen));
+  attention2 = register_module(
+      "attention2", std::make_shared<MultiHeadAttention>(
+                        num_hiddens, num_heads,
+                        MultiHeadAttentionOptions{.dropout = dropout, .bias = use_bias, .generator = gen}));
   addnorm2 = register_module("addnorm2", std::make_shared<AddNorm>(num_hiddens, dropout, gen));
   ffn = register_module("ffn",
                         std::make_shared<PositionWiseFFN>(num_hiddens, ffn_num_hiddens, num_hiddens, gen));

@@ -290,7 +290,7 @@ TEST_CASE("AdditiveAttention and DotProductAttention gradcheck", "[attention][gr
 // ---- MultiHeadAttention (d2l) ----
 
 TEST_CASE("MultiHeadAttention reproduces d2l's shape example", "[attention]") {
-  nn::MultiHeadAttention attention(100, 5, 0.5);
+  nn::MultiHeadAttention attention(100, 5, {.dropout = 0.5});
   attention.eval();
   Tensor X = ops::ones({2, 4, 100}), Y = ops::ones({2, 6, 100});
   Variable out = attention.forward(X, Y, Y, i64({3, 2}, {2}));
@@ -306,7 +306,8 @@ TEST_CASE("MultiHeadAttention reproduces d2l's shape example", "[attention]") {
 
 TEST_CASE("MultiHeadAttention masks: valid_lens and Bool masks agree", "[attention]") {
   Generator g(21);
-  nn::MultiHeadAttention mha(6, 2, 0.0, true, 4, 5, 3, &g);
+  nn::MultiHeadAttention mha(
+      6, 2, {.bias = true, .query_size = 4, .key_size = 5, .value_size = 3, .generator = &g});
   mha.to(DType::Float64);
   Tensor q = rand64({2, 3, 4}, 22), k = rand64({2, 5, 5}, 23), v = rand64({2, 5, 3}, 24);
   Tensor lens = i64({2, 4, 5, 1, 3, 5}, {2, 3});  // (B, Tq)
@@ -320,7 +321,7 @@ TEST_CASE("MultiHeadAttention masks: valid_lens and Bool masks agree", "[attenti
 
 TEST_CASE("MultiHeadAttention self-attention is permutation equivariant", "[attention]") {
   Generator g(31);
-  nn::MultiHeadAttention mha(8, 2, 0.0, true, -1, -1, -1, &g);
+  nn::MultiHeadAttention mha(8, 2, {.bias = true, .generator = &g});
   mha.to(DType::Float64);
   Tensor X = rand64({2, 5, 8}, 32);
   Tensor perm = ops::tensor({3, 0, 4, 1, 2}, DType::Int64);
@@ -335,7 +336,7 @@ TEST_CASE("MultiHeadAttention self-attention is permutation equivariant", "[atte
 
 TEST_CASE("MultiHeadAttention causal output at t ignores inputs after t", "[attention]") {
   Generator g(41);
-  nn::MultiHeadAttention mha(8, 4, 0.0, false, -1, -1, -1, &g);
+  nn::MultiHeadAttention mha(8, 4, {.generator = &g});
   mha.to(DType::Float64);
   Tensor X = rand64({2, 6, 8}, 42);
   Tensor Y = X.clone();
@@ -348,7 +349,7 @@ TEST_CASE("MultiHeadAttention causal output at t ignores inputs after t", "[atte
 
 TEST_CASE("MultiHeadAttention cached forward equals the full causal forward", "[attention]") {
   Generator g(51);
-  nn::MultiHeadAttention mha(8, 2, 0.0, true, -1, -1, -1, &g);
+  nn::MultiHeadAttention mha(8, 2, {.bias = true, .generator = &g});
   mha.to(DType::Float64);
   Tensor X = rand64({2, 5, 8}, 52);
   Tensor full = mha.forward(X, X, X, Tensor(), true).data();
@@ -364,14 +365,15 @@ TEST_CASE("MultiHeadAttention cached forward equals the full causal forward", "[
 
 TEST_CASE("MultiHeadAttention gradcheck", "[attention][gradcheck]") {
   Generator g(61);
-  nn::MultiHeadAttention mha(4, 2, 0.0, true, 3, 2, 3, &g);
+  nn::MultiHeadAttention mha(
+      4, 2, {.bias = true, .query_size = 3, .key_size = 2, .value_size = 3, .generator = &g});
   mha.to(DType::Float64);
   Variable q(rand64({2, 2, 3}, 62), true), k(rand64({2, 3, 2}, 63), true), v(rand64({2, 3, 3}, 64), true);
   Tensor lens = i64({3, 2}, {2});
   REQUIRE(module_gradcheck(
       [&](const std::vector<Variable>& x) { return mha.forward(x[0], x[1], x[2], lens); }, {q, k, v}, mha));
   Variable s(rand64({2, 3, 3}, 65), true);
-  nn::MultiHeadAttention self(4, 2, 0.0, false, 3, 3, 3, &g);
+  nn::MultiHeadAttention self(4, 2, {.query_size = 3, .key_size = 3, .value_size = 3, .generator = &g});
   self.to(DType::Float64);
   REQUIRE(module_gradcheck(
       [&](const std::vector<Variable>& x) { return self.forward(x[0], x[0], x[0], Tensor(), true); }, {s},
@@ -454,7 +456,7 @@ TEST_CASE("MultiHeadAttention causal is bottom-right (KV cache) when Tq != Tk, a
   for (const char* name : {"d2l_causal_tq_lt_tk", "d2l_causal_tq_gt_tk"})
     for (bool need_weights : {true, false}) {
       auto fx = read_fixture(name);
-      nn::MultiHeadAttention mha(8, 2, 0.0, true);
+      nn::MultiHeadAttention mha(8, 2, {.bias = true});
       nn::StateDict sd;
       for (const char* m : {"W_q", "W_k", "W_v", "W_o"})
         for (const char* p : {".weight", ".bias"}) sd.insert(std::string(m) + p, fx.at(std::string(m) + p));
@@ -486,7 +488,7 @@ TEST_CASE("MultiheadAttention equals MultiHeadAttention with the same weights", 
   t.to(DType::Float64);
   nn::init::normal_(t.in_proj_bias.data(), 0, 1, &g);
   nn::init::normal_(t.out_proj->bias.data(), 0, 1, &g);
-  nn::MultiHeadAttention d(6, 3, 0.0, true);
+  nn::MultiHeadAttention d(6, 3, {.bias = true});
   d.to(DType::Float64);
   d.need_weights = true;
   nn::StateDict sd;

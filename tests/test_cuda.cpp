@@ -366,7 +366,7 @@ TEST_CASE("cuda: modules (multi-head attention, GRU, Conv2d) agree with the CPU,
         };
         {
           Generator g(43);
-          nn::MultiHeadAttention mha(16, 4, 0.0, true, -1, -1, -1, &g);
+          nn::MultiHeadAttention mha(16, 4, {.bias = true, .generator = &g});
           mha.to(d);
           Variable q(x.to(d));
           collect(mha, mha.forward(q, q, q, lens.to(d), /*causal=*/true), r.to(d));

@@ -284,7 +284,7 @@ TEST_CASE("fused attention's dropout keep flags: the forward records what it dre
 
 TEST_CASE("modules take the fused path unless the weights are kept", "[attention][flash]") {
   Generator g(41);
-  nn::MultiHeadAttention mha(12, 3, 0.0, true, -1, -1, -1, &g);
+  nn::MultiHeadAttention mha(12, 3, {.bias = true, .generator = &g});
   mha.to(DType::Float64);
   Tensor X = rand64({2, 9, 12}, 42), lens = i64({9, 4}, {2});
   mha.train();                                       // need_weights unset: training keeps no weights (fused)

@@ -350,7 +350,7 @@ TEST_CASE("hograd: fused ops and attention modules get second derivatives from t
   }
   SECTION("modules: multi-head (fused kernel), additive attention") {
     Generator gen(3);
-    nn::MultiHeadAttention mha(4, 2, 0.0, true, -1, -1, -1, &gen);
+    nn::MultiHeadAttention mha(4, 2, {.bias = true, .generator = &gen});
     mha.to(DType::Float64);
     REQUIRE(gradgradcheck([&](const auto& v) { return mha.forward(v[0], v[1], v[1], Tensor(), true); },
                           {leaf({2, 3, 4}, 1), leaf({2, 3, 4}, 2)}, o));

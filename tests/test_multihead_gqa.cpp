@@ -63,7 +63,9 @@ std::shared_ptr<nn::MultiHeadAttention> make(int64_t num_hiddens, int64_t H, int
                                              uint64_t seed = 5) {
   static Generator gen(0);  // the modules draw their init from it; tests reseed it
   gen = Generator(seed);
-  auto m = std::make_shared<nn::MultiHeadAttention>(num_hiddens, H, 0.0, bias, -1, -1, -1, &gen, Hkv, rotary);
+  auto m = std::make_shared<nn::MultiHeadAttention>(
+      num_hiddens, H,
+      nn::MultiHeadAttentionOptions{.bias = bias, .num_kv_heads = Hkv, .rotary = rotary, .generator = &gen});
   m->to(DType::Float64);
   return m;
 }
@@ -160,7 +162,7 @@ TEST_CASE("KV cache bytes per token: 2 H_kv d_head bytes, MultiHeadAttention and
   const int64_t E = 32, H = 8, d = 4;
   for (int64_t Hkv : {8, 2, 1}) {
     Generator gen(1);
-    nn::MultiHeadAttention m(E, H, 0.0, false, -1, -1, -1, &gen, Hkv, nn::RotaryConfig{});
+    nn::MultiHeadAttention m(E, H, {.num_kv_heads = Hkv, .rotary = nn::RotaryConfig{}, .generator = &gen});
     CHECK(m.kv_cache_bytes_per_token() == 2 * Hkv * d * 4);  // float32
     nn::LlamaConfig c;
     c.hidden_size = E, c.num_attention_heads = H, c.num_key_value_heads = Hkv;
@@ -199,7 +201,8 @@ TEST_CASE("MultiHeadAttention: bad head groupings and rotary settings name the m
           "[nn][attention][gqa][rotary][errors]") {
   Generator gen(1);
   auto build = [&](int64_t E, int64_t H, int64_t Hkv, std::optional<nn::RotaryConfig> rc) {
-    return std::make_shared<nn::MultiHeadAttention>(E, H, 0.0, false, -1, -1, -1, &gen, Hkv, rc);
+    return std::make_shared<nn::MultiHeadAttention>(
+        E, H, nn::MultiHeadAttentionOptions{.num_kv_heads = Hkv, .rotary = rc, .generator = &gen});
   };
   REQUIRE_THROWS_SACCADE(build(12, 4, 3, std::nullopt),
                          "MultiHeadAttention: num_heads 4 must be a positive multiple of num_kv_heads 3");

@@ -236,7 +236,7 @@ TEST_CASE("sliding-window attention with a KV cache: each step equals the full s
   // MultiHeadAttention::window: decoding one position at a time (Tq = 1 against the t + 1 cached keys,
   // bottom-right) gives the rows of the full causal forward, fused and composed
   Generator gen(3);
-  nn::MultiHeadAttention mha(16, 4, 0.0, true, -1, -1, -1, &gen);
+  nn::MultiHeadAttention mha(16, 4, {.bias = true, .generator = &gen});
   mha.window = 5;
   Tensor x = randn({2, 12, 16}, DType::Float64, 9);
   mha.to(DType::Float64);
@@ -289,7 +289,7 @@ TEST_CASE("sliding-window attention rejects bad input naming the op and the shap
       "flash_attention_backward: window must be >= 1");
   // the module names itself
   Generator gen(1);
-  nn::MultiHeadAttention mha(10, 2, 0.0, false, -1, -1, -1, &gen);
+  nn::MultiHeadAttention mha(10, 2, {.generator = &gen});
   mha.window = 4;
   Variable x(randn({1, 3, 10}, DType::Float32, 2));
   REQUIRE_THROWS_SACCADE(mha.forward(x, x, x), "MultiHeadAttention: window 4 needs causal attention");

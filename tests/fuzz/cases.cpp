@@ -472,7 +472,8 @@ const OpCase kCases[] = {
      }},
     {"MultiHeadAttention",
      [](Gen& g) {
-       nn::MultiHeadAttention m(g.even_count(), g.coin(0.8) ? 2 : g.count(), g.coin(0.8) ? 0 : g.prob());
+       nn::MultiHeadAttention m(g.even_count(), g.coin(0.8) ? 2 : g.count(),
+                                {.dropout = g.coin(0.8) ? 0 : g.prob()});
        Variable q = g.var(g.float_tensor(3)), k = g.var(g.float_tensor(3));
        m.forward(q, k, k, g.valid_lens(q.size(0), k.size(1)), g.coin(0.3));
      }},
