@@ -136,7 +136,8 @@ double register_peak(float (*chains)(int64_t), double flops_per_instr) {
 
 // The distance between two threads as the machine places them: the median round trip of one cache line
 // handed back and forth 200k times (9 samples), in ns. On a VM the host decides where the vCPUs sit; far
-// apart (a round trip of ~400 ns instead of ~100), data one thread wrote is slow for the other to read.
+// apart (bench/RESULTS.md, "the bf16 GEMM's two speeds explained", has both distances), data one thread
+// wrote is slow for the other to read.
 double cache_line_round_trip_ns() {
   alignas(64) static std::atomic<int> flag{0};
   std::vector<double> ns;

@@ -2,10 +2,10 @@
 // The BLAS saccade runs on (OpenBLAS), which kernels of it run, and how a program gets the widest ones.
 //
 // OpenBLAS picks its kernels (its "core") from the CPU model once, when the library loads, reading
-// OPENBLAS_CORETYPE then and never again. A CPU model it does not know gets its SSE3 kernels (Prescott),
-// even with AVX-512: a third of the machine's GEMM speed (issue 20). saccade's GEMM kernels warn once on
-// stderr when that happens (ops/cpu/blas_check.h); a program can fix it for its user with
-// use_best_blas_core(), which the examples call first thing in main().
+// OPENBLAS_CORETYPE then and never again. A CPU model it does not know gets its SSE3 kernels (Prescott), even
+// with AVX-512: a fraction of the machine's GEMM speed (issue 20; bench/RESULTS.md, "figures moved out of
+// code comments"). saccade's GEMM kernels warn once on stderr when that happens (ops/cpu/blas_check.h); a
+// program can fix it for its user with use_best_blas_core(), which the examples call first thing in main().
 #include <string>
 
 namespace saccade {

@@ -111,13 +111,15 @@ SACCADE_HOST_DEVICE inline float erf_fit(float x) {
 
 /// erf for float, vectorisable: erf_fit evaluated in double. In float its rounding errors reach 4.7e-7 (8 ulp
 /// near 1); in double the result is within 1e-7 of erf over every float (the fit's own 6.5e-8 plus the final
-/// rounding; tests/test_cpu_fast_paths.cpp). Why: libm's erff is a scalar call per element and was 9 % of
-/// examples/gpt's training step (GELU, forward and backward).
+/// rounding; tests/test_cpu_fast_paths.cpp). Why: libm's erff is a scalar call per element, a large share of
+/// examples/gpt's training step (GELU, forward and backward; bench/RESULTS.md, "2026-11-24 — gpt_step against
+/// PyTorch 1.13 and 2.x", has the profile).
 SACCADE_HOST_DEVICE inline float erf_float(float x) { return erf_fit<double>(x); }
 
-/// erf_fit evaluated in float: within 5e-7 of erf (8 float ulp near 1) and about three times as fast (no
-/// double division). Enough for a result stored in 16 bits (bfloat16's half ulp is 2^-9 relative, float16's
-/// 2^-12): the CPU's 16-bit GELU kernels use it (Gelu16, GeluGrad16 below).
+/// erf_fit evaluated in float: within 5e-7 of erf (8 float ulp near 1) and faster, with no double division
+/// (bench/RESULTS.md, "figures moved out of code comments"). Enough for a result stored in 16 bits
+/// (bfloat16's half ulp is 2^-9 relative, float16's 2^-12): the CPU's 16-bit GELU kernels use it (Gelu16,
+/// GeluGrad16 below).
 SACCADE_HOST_DEVICE inline float erf_float_single(float x) { return erf_fit<float>(x); }
 
 // ---- unary: out = f(x) ----

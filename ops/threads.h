@@ -3,9 +3,9 @@
 //
 // saccade's kernels run on its own small pool (ops/cpu/thread_pool.h); OpenBLAS is kept at one thread and
 // large GEMMs are split across that same pool, so there is one pool and never two spinning against each
-// other. Idle pool threads sleep (they spin only a few microseconds before blocking), so a thread that finds
-// no free core costs its siblings little: on a machine shared with other processes, n threads are never much
-// slower than one.
+// other. Idle pool threads sleep (they spin only briefly before blocking: kSpin in ops/cpu/thread_pool.cpp),
+// so a thread that finds no free core costs its siblings little: on a machine shared with other processes, n
+// threads are never much slower than one.
 
 namespace saccade {
 

@@ -89,7 +89,8 @@ inline S lane_store(compute_t<S> v) {
 /// bf16_round16 by one VCVTNEPS2BF16 (AVX512-BF16; call it only where cpu_has_avx512_bf16(), simd.h): the
 /// same rounding (nearest even; NaN -> the quiet NaN of its upper 16 bits), but the instruction flushes float
 /// denormals to ±0, so a vector holding one (VFPCLASSPS) takes bf16_round16. In the SwiGLU loops the integer
-/// rounding was a quarter of the time (the vector ALUs were the limit, not memory).
+/// rounding was a large share of the time, and the vector ALUs were the limit, not memory (bench/RESULTS.md,
+/// "bfloat16 SwiGLU at 16 lanes").
 [[gnu::target("avx512f,avx512bw,avx512dq,avx512bf16"), gnu::always_inline]] inline __m256i bf16_round16_bf16(
     __m512 f) {
   if (_mm512_fpclass_ps_mask(f, 0x20)) [[unlikely]]  // 0x20: denormal

@@ -1,10 +1,10 @@
 #pragma once
 // Which OpenBLAS kernels run, against what the CPU offers. OpenBLAS (a DYNAMIC_ARCH build such as Debian's)
 // picks its kernels ("core") from the CPU model when it loads; a model it does not know falls back to old
-// SSE3 kernels (Prescott) on a CPU with AVX-512, at a third of the speed and without a word. This file says
-// what the CPU offers (CPUID), what OpenBLAS chose, which core of this OpenBLAS would use the CPU fully, and
-// checks a core's sgemm against the readable product. The library calls blas_first_use() from its GEMM
-// kernels (one warning on stderr, once); the examples' re-execution lives in ops/blas.h.
+// SSE3 kernels (Prescott) on a CPU with AVX-512, at a fraction of the speed and without a word (ops/blas.h).
+// This file says what the CPU offers (CPUID), what OpenBLAS chose, which core of this OpenBLAS would use the
+// CPU fully, and checks a core's sgemm against the readable product. The library calls blas_first_use() from
+// its GEMM kernels (one warning on stderr, once); the examples' re-execution lives in ops/blas.h.
 #include <cstdint>
 #include <string>
 #include <string_view>

@@ -18,7 +18,7 @@ namespace saccade::cpu {
 
 /// Elements worth waking one more thread for: enough work for a simple kernel to outweigh a wake-up and a
 /// sleeping sibling's scheduling delay (a smaller grain made 2 threads slower than 1 on bench/caption_step;
-/// bench/README.md has the figures).
+/// bench/RESULTS.md, "2026-11-23 — attention, caption_step, ddp", has the figures).
 constexpr int64_t kGrain = 131072;
 
 template <int N, class Body>

@@ -19,13 +19,14 @@ namespace cpu {
 namespace {
 
 // Blocks of kCacheMin bytes or more go through the caching allocator, which keeps freed ones (by exact
-// rounded size, up to kCacheBytes in all) for the next allocation of that size instead of giving them back
-// to glibc. Why: glibc serves such blocks by mmap or from the top of its heap and returns them to the kernel
+// rounded size, up to kCacheBytes in all) for the next allocation of that size instead of giving them back to
+// glibc. Why: glibc serves such blocks by mmap or from the top of its heap and returns them to the kernel
 // when freed (munmap, trim), so a training step that allocates the same tensors every step touched fresh
-// pages every step: bench/caption_step took ~10⁴ page faults per step (perf stat), a fifth of its time in
-// the kernel's fault path (perf record), and the faults of two threads serialise on the process's memory
-// map. A step allocates the same sizes each time, so exact sizes are reused almost always. Smaller blocks
-// stay with malloc (its thread caches are faster than a lock and two map lookups).
+// pages every step: bench/caption_step spent much of its time in the kernel's fault path (perf record;
+// bench/RESULTS.md, "2026-11-23 — caption_step and flash_tiles", has the figures), and the faults of two
+// threads serialise on the process's memory map. A step allocates the same sizes each time, so exact sizes
+// are reused almost always. Smaller blocks stay with malloc (its thread caches are faster than a lock and two
+// map lookups).
 constexpr size_t kCacheMin = size_t{64} << 10;
 #if defined(SACCADE_ASAN)
 constexpr size_t kCacheBytes =

@@ -46,8 +46,8 @@ void for_spans(const std::vector<int64_t>& start, int64_t b, int64_t e, F&& span
 template <class T>
 void adam_span(T* __restrict p, const T* __restrict g, T* __restrict m, T* __restrict v, int64_t n,
                math::AdamUpdate<T> update) {
-  // NOTE: the lambda copies its arguments: through captured references GCC 12 kept the loop scalar (1.2 % of
-  // the GPT's bf16 step)
+  // NOTE: the lambda copies its arguments: through captured references GCC 12 kept the loop scalar
+  // (bench/RESULTS.md, "figures moved out of code comments")
   with_isa([=] {
     T* __restrict pp = p;
     const T* __restrict gg = g;

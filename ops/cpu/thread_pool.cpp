@@ -32,7 +32,8 @@ namespace {
 // How long a wait spins before it sleeps. A training step runs its regions back to back with a little serial
 // work between them (the autograd engine, small ops): a worker that goes to sleep after a few microseconds
 // (100 pauses, the earlier setting) is woken by a futex call for most regions, and bench/gpt_step's 2-thread
-// step was faster with 100 us of spinning, also beside a busy-looping process on one of the two cores.
+// step was faster with 100 microseconds of spinning, also beside a busy-looping process on one of the two
+// cores (bench/RESULTS.md, "2026-11-26 — the GPT step in bf16 on the CPU").
 // A time, not a count: a pause takes from a few ns to tens of ns from one x86 core to another.
 constexpr auto kSpin = std::chrono::microseconds(100);
 
@@ -50,7 +51,7 @@ T wait_while_equal(const std::atomic<T>& a, T old) {
     T v = a.load(std::memory_order_acquire);
     if (v != old) return v;
     cpu_relax();
-    if (i % 32 == 0 && std::chrono::steady_clock::now() >= until) break;  // the clock every ~1 us
+    if (i % 32 == 0 && std::chrono::steady_clock::now() >= until) break;  // the clock every 32 pauses
   }
   T v;
   while ((v = a.load(std::memory_order_acquire)) == old) a.wait(old, std::memory_order_acquire);
