@@ -125,6 +125,140 @@ std::string Config::describe() const {
                      heads, hidden_size, max_position_embeddings, vocab_size);
 }
 
+namespace {
+
+// ---- the family rows: one reader a model_type ----
+
+// GPT-2's own spellings into the common fields; variants that change the computation are refused.
+void read_gpt2(const Reader& r, Config& c) {
+  c.architecture = Architecture::GPT2;
+  c.hidden_size = r.integer("n_embd", std::nullopt);
+  c.num_hidden_layers = r.integer("n_layer", std::nullopt);
+  c.num_attention_heads = r.integer("n_head", std::nullopt);
+  c.max_position_embeddings = r.integer("n_positions", std::nullopt);
+  c.intermediate_size = r.integer("n_inner", 4 * c.hidden_size);
+  c.norm_eps = r.number("layer_norm_epsilon", 1e-5);
+  c.tie_word_embeddings = r.boolean("tie_word_embeddings", true);
+  c.hidden_act = r.string("activation_function", "gelu_new");
+  if (c.hidden_act != "gelu_new" && c.hidden_act != "gelu" && c.hidden_act != "relu")
+    throw r.fail("activation_function",
+                 fmt::format("'{}' is not supported (gelu_new, gelu or relu)", c.hidden_act));
+  // GPT-2 variants that change the computation (their defaults are GPT-2's own)
+  if (r.boolean("scale_attn_by_inverse_layer_idx", false))
+    throw r.fail("scale_attn_by_inverse_layer_idx", "true is not supported");
+  if (!r.boolean("scale_attn_weights", true)) throw r.fail("scale_attn_weights", "false is not supported");
+  if (r.boolean("add_cross_attention", false)) throw r.fail("add_cross_attention", "true is not supported");
+  c.num_key_value_heads = c.num_attention_heads;
+  if (c.hidden_size % c.num_attention_heads != 0)
+    throw r.fail("n_head", fmt::format("{} does not divide n_embd {}", c.num_attention_heads, c.hidden_size));
+  c.head_dim = c.hidden_size / c.num_attention_heads;
+  c.attention_bias = c.mlp_bias = true;
+}
+
+// What the Llama-architecture rows share (transformers' LlamaConfig field names): sizes, RMSNorm, rotary,
+// SwiGLU. `default_kv_heads` is the family's num_key_value_heads when the key is absent.
+void read_llama_common(const Reader& r, Config& c, int64_t default_kv_heads) {
+  c.architecture = Architecture::Llama;
+  c.hidden_size = r.integer("hidden_size", std::nullopt);
+  c.num_hidden_layers = r.integer("num_hidden_layers", std::nullopt);
+  c.num_attention_heads = r.integer("num_attention_heads", std::nullopt);
+  c.num_key_value_heads =
+      r.integer("num_key_value_heads", default_kv_heads > 0 && !r.j.contains("num_key_value_heads")
+                                           ? default_kv_heads
+                                           : c.num_attention_heads);
+  c.intermediate_size = r.integer("intermediate_size", std::nullopt);
+  c.max_position_embeddings = r.integer("max_position_embeddings", std::nullopt);
+  c.norm_eps = r.number("rms_norm_eps", 1e-6);
+  c.rope_theta = rope_theta(r);
+  c.tie_word_embeddings = r.boolean("tie_word_embeddings", false);
+  c.hidden_act = r.string("hidden_act", "silu");
+  if (c.hidden_act != "silu")
+    throw r.fail("hidden_act", fmt::format("'{}' is not supported (silu)", c.hidden_act));
+  if (c.num_attention_heads % c.num_key_value_heads != 0)
+    throw r.fail("num_key_value_heads", fmt::format("{} does not divide num_attention_heads {}",
+                                                    c.num_key_value_heads, c.num_attention_heads));
+  if (r.has("head_dim")) {
+    c.head_dim = r.integer("head_dim", std::nullopt);
+  } else {
+    if (c.hidden_size % c.num_attention_heads != 0)
+      throw r.fail("num_attention_heads", fmt::format("{} does not divide hidden_size {} (and no head_dim)",
+                                                      c.num_attention_heads, c.hidden_size));
+    c.head_dim = c.hidden_size / c.num_attention_heads;
+  }
+  if (c.head_dim % 2 != 0)
+    throw r.fail("head_dim", fmt::format("{} is odd (rotary needs pairs)", c.head_dim));
+}
+
+// Llama (Touvron et al. 2023): biases by attention_bias and mlp_bias; a "llama" file's sliding_window is a
+// key transformers' LlamaForCausalLM never reads, so it is ignored here too, with a warning.
+void read_llama(const Reader& r, Config& c) {
+  read_llama_common(r, c, 0);
+  if (r.has("sliding_window"))
+    r.ignored(
+        "sliding_window",
+        "transformers' LlamaForCausalLM has no sliding window (a windowed model is model_type 'mistral')");
+  c.attention_bias = r.boolean("attention_bias", false);
+  c.mlp_bias = r.boolean("mlp_bias", false);
+}
+
+// Mistral (Jiang et al. 2023): Llama's blocks with a sliding window and no biases; MistralConfig's defaults
+// (num_key_value_heads 8, sliding_window 4096 when absent, null for none).
+void read_mistral(const Reader& r, Config& c) {
+  read_llama_common(r, c, 8);
+  c.sliding_window = !r.j.contains("sliding_window") ? 4096
+                     : r.has("sliding_window")       ? r.integer("sliding_window", std::nullopt)
+                                                     : 0;
+  for (const char* key : {"attention_bias", "mlp_bias"})
+    if (r.has(key) && r.j[key] != false) r.ignored(key, "transformers' MistralForCausalLM has no biases");
+}
+
+// Qwen2 (Yang et al. 2024, Qwen2 Technical Report; transformers' Qwen2Config): Llama's blocks with biases on
+// the q, k and v projections (not on o_proj, nor in the MLP: no config key sets them). Its sliding window
+// applies only with use_sliding_window, to the layers from max_window_layers on (transformers' layer_types);
+// saccade runs one window for every layer, so a file where some layer slides is refused.
+void read_qwen2(const Reader& r, Config& c) {
+  read_llama_common(r, c, 0);
+  c.qkv_bias = true;
+  for (const char* key : {"attention_bias", "mlp_bias"})
+    if (r.has(key) && r.j[key] != false)
+      r.ignored(key, "transformers' Qwen2ForCausalLM has biases on q, k and v only, always");
+  bool slides = false;
+  if (r.has("layer_types")) {
+    const json& types = r.j["layer_types"];
+    if (!types.is_array()) throw r.fail("layer_types", fmt::format("{} is not a list", types.dump()));
+    for (const json& t : types) slides = slides || t != "full_attention";
+  } else if (r.boolean("use_sliding_window", false)) {
+    slides = r.integer("max_window_layers", 28, 0) < c.num_hidden_layers;
+  }
+  if (slides)
+    throw r.fail(r.has("layer_types") ? "layer_types" : "use_sliding_window",
+                 "sliding-window layers are not supported for 'qwen2' (only full attention in every layer)");
+}
+
+// One row a model_type: the architectures names transformers writes for it, and its reader.
+struct Family {
+  const char* model_type;
+  std::vector<std::string> architectures;
+  void (*read)(const Reader&, Config&);
+};
+const std::vector<Family>& families() {
+  static const std::vector<Family> rows = {
+      {"gpt2", {"GPT2LMHeadModel", "GPT2Model"}, read_gpt2},
+      {"llama", {"LlamaForCausalLM", "LlamaModel"}, read_llama},
+      {"mistral", {"MistralForCausalLM", "MistralModel"}, read_mistral},
+      {"qwen2", {"Qwen2ForCausalLM", "Qwen2Model"}, read_qwen2},
+  };
+  return rows;
+}
+
+}  // namespace
+
+std::vector<std::string> supported_model_types() {
+  std::vector<std::string> out;
+  for (const Family& f : families()) out.push_back(f.model_type);
+  return out;
+}
+
 Config parse_config(const std::string& text, const std::string& path) {
   json j;
   try {
@@ -140,90 +274,16 @@ Config parse_config(const std::string& text, const std::string& path) {
   c.bos_token_id = r.ids("bos_token_id");
   c.eos_token_id = r.ids("eos_token_id");
   c.torch_dtype = r.has("dtype") ? r.string("dtype", "") : r.string("torch_dtype", "");
-  if (c.model_type == "gpt2") {
-    check_architectures(r, {"GPT2LMHeadModel", "GPT2Model"});
-    c.architecture = Architecture::GPT2;
-    c.hidden_size = r.integer("n_embd", std::nullopt);
-    c.num_hidden_layers = r.integer("n_layer", std::nullopt);
-    c.num_attention_heads = r.integer("n_head", std::nullopt);
-    c.max_position_embeddings = r.integer("n_positions", std::nullopt);
-    c.intermediate_size = r.integer("n_inner", 4 * c.hidden_size);
-    c.norm_eps = r.number("layer_norm_epsilon", 1e-5);
-    c.tie_word_embeddings = r.boolean("tie_word_embeddings", true);
-    c.hidden_act = r.string("activation_function", "gelu_new");
-    if (c.hidden_act != "gelu_new" && c.hidden_act != "gelu" && c.hidden_act != "relu")
-      throw r.fail("activation_function",
-                   fmt::format("'{}' is not supported (gelu_new, gelu or relu)", c.hidden_act));
-    // GPT-2 variants that change the computation (their defaults are GPT-2's own)
-    if (r.boolean("scale_attn_by_inverse_layer_idx", false))
-      throw r.fail("scale_attn_by_inverse_layer_idx", "true is not supported");
-    if (!r.boolean("scale_attn_weights", true)) throw r.fail("scale_attn_weights", "false is not supported");
-    if (r.boolean("add_cross_attention", false)) throw r.fail("add_cross_attention", "true is not supported");
-    c.num_key_value_heads = c.num_attention_heads;
-    if (c.hidden_size % c.num_attention_heads != 0)
-      throw r.fail("n_head",
-                   fmt::format("{} does not divide n_embd {}", c.num_attention_heads, c.hidden_size));
-    c.head_dim = c.hidden_size / c.num_attention_heads;
-    c.attention_bias = c.mlp_bias = true;
-  } else if (c.model_type == "llama" || c.model_type == "mistral") {
-    // Mistral is Llama's architecture with a sliding window and no biases (transformers' MistralConfig and
-    // its defaults); a "llama" file's sliding_window or a "mistral" file's biases are keys transformers'
-    // model never reads, so they are ignored here too, with a warning.
-    const bool mistral = c.model_type == "mistral";
-    if (mistral)
-      check_architectures(r, {"MistralForCausalLM", "MistralModel"});
-    else
-      check_architectures(r, {"LlamaForCausalLM", "LlamaModel"});
-    c.architecture = Architecture::Llama;
-    c.hidden_size = r.integer("hidden_size", std::nullopt);
-    c.num_hidden_layers = r.integer("num_hidden_layers", std::nullopt);
-    c.num_attention_heads = r.integer("num_attention_heads", std::nullopt);
-    c.num_key_value_heads = r.integer(
-        "num_key_value_heads", mistral && !r.j.contains("num_key_value_heads") ? 8 : c.num_attention_heads);
-    c.intermediate_size = r.integer("intermediate_size", std::nullopt);
-    c.max_position_embeddings = r.integer("max_position_embeddings", std::nullopt);
-    c.norm_eps = r.number("rms_norm_eps", 1e-6);
-    c.rope_theta = rope_theta(r);
-    c.tie_word_embeddings = r.boolean("tie_word_embeddings", false);
-    c.hidden_act = r.string("hidden_act", "silu");
-    if (c.hidden_act != "silu")
-      throw r.fail("hidden_act", fmt::format("'{}' is not supported (silu)", c.hidden_act));
-    if (mistral) {
-      // MistralConfig: 4096 when absent, null for none
-      c.sliding_window = !r.j.contains("sliding_window") ? 4096
-                         : r.has("sliding_window")       ? r.integer("sliding_window", std::nullopt)
-                                                         : 0;
-      for (const char* key : {"attention_bias", "mlp_bias"})
-        if (r.has(key) && r.j[key] != false) r.ignored(key, "transformers' MistralForCausalLM has no biases");
-    } else {
-      if (r.has("sliding_window"))
-        r.ignored("sliding_window",
-                  "transformers' LlamaForCausalLM has no sliding window (a windowed model is model_type "
-                  "'mistral')");
-      c.attention_bias = r.boolean("attention_bias", false);
-      c.mlp_bias = r.boolean("mlp_bias", false);
-    }
-    if (c.num_attention_heads % c.num_key_value_heads != 0)
-      throw r.fail("num_key_value_heads", fmt::format("{} does not divide num_attention_heads {}",
-                                                      c.num_key_value_heads, c.num_attention_heads));
-    if (r.has("head_dim")) {
-      c.head_dim = r.integer("head_dim", std::nullopt);
-    } else {
-      if (c.hidden_size % c.num_attention_heads != 0)
-        throw r.fail("num_attention_heads", fmt::format("{} does not divide hidden_size {} (and no head_dim)",
-                                                        c.num_attention_heads, c.hidden_size));
-      c.head_dim = c.hidden_size / c.num_attention_heads;
-    }
-    if (c.head_dim % 2 != 0)
-      throw r.fail("head_dim", fmt::format("{} is odd (rotary needs pairs)", c.head_dim));
-  } else {
-    throw r.fail("model_type",
-                 c.model_type.empty()
-                     ? std::string("missing (saccade reads 'gpt2', 'llama' and 'mistral')")
-                     : fmt::format("'{}' is not supported (saccade reads 'gpt2', 'llama' and 'mistral')",
-                                   c.model_type));
+  for (const Family& f : families()) {
+    if (c.model_type != f.model_type) continue;
+    check_architectures(r, f.architectures);
+    f.read(r, c);
+    return c;
   }
-  return c;
+  const std::string known = fmt::format("'{}'", fmt::join(supported_model_types(), "', '"));
+  throw r.fail("model_type", c.model_type.empty() ? fmt::format("missing (saccade reads {})", known)
+                                                  : fmt::format("'{}' is not supported (saccade reads {})",
+                                                                c.model_type, known));
 }
 
 Config load_config(const std::string& path) {
@@ -257,15 +317,24 @@ std::string config_json(const Config& c) {
     j["layer_norm_epsilon"] = c.norm_eps;
     j["activation_function"] = c.hidden_act;
   } else {
-    // a window is Mistral's (transformers' LlamaForCausalLM ignores "sliding_window"), which has no biases
-    const bool mistral = c.model_type == "mistral" || c.sliding_window > 0;
+    // the row that holds the layout: biases on q, k and v only are Qwen2's; a window is Mistral's
+    // (transformers' LlamaForCausalLM ignores "sliding_window"), which has no biases
+    const bool qwen2 = c.qkv_bias && !c.attention_bias;
+    const bool mistral = !qwen2 && (c.model_type == "mistral" || c.sliding_window > 0);
+    if (qwen2 && (c.sliding_window > 0 || c.mlp_bias))
+      throw Error(
+          fmt::format("hf::config_json: a Llama with biases on q, k and v only (Qwen2's layout) and {} has "
+                      "no transformers "
+                      "config",
+                      c.mlp_bias ? "MLP biases" : fmt::format("a sliding window ({})", c.sliding_window)));
     if (mistral && (c.attention_bias || c.mlp_bias))
       throw Error(
           fmt::format("hf::config_json: a Llama with a sliding window ({}) and attention or MLP biases "
                       "has no transformers config (Mistral, the windowed one, has no biases)",
                       c.sliding_window));
-    j["model_type"] = mistral ? "mistral" : "llama";
-    j["architectures"] = {mistral ? "MistralForCausalLM" : "LlamaForCausalLM"};
+    const char* type = qwen2 ? "qwen2" : mistral ? "mistral" : "llama";
+    j["model_type"] = type;
+    j["architectures"] = {qwen2 ? "Qwen2ForCausalLM" : mistral ? "MistralForCausalLM" : "LlamaForCausalLM"};
     j["hidden_size"] = c.hidden_size;
     j["num_hidden_layers"] = c.num_hidden_layers;
     j["num_attention_heads"] = c.num_attention_heads;
@@ -276,7 +345,9 @@ std::string config_json(const Config& c) {
     j["rms_norm_eps"] = c.norm_eps;
     j["rope_theta"] = c.rope_theta;
     j["hidden_act"] = c.hidden_act;
-    if (mistral) {
+    if (qwen2) {
+      j["use_sliding_window"] = false;
+    } else if (mistral) {
       j["sliding_window"] = c.sliding_window > 0 ? json(c.sliding_window) : json(nullptr);
     } else {
       j["attention_bias"] = c.attention_bias;

@@ -4,8 +4,8 @@
 
 #include <fmt/format.h>
 
-#include "nn/init.h"
 #include "core/error.h"
+#include "nn/init.h"
 
 namespace saccade::hf {
 
@@ -22,6 +22,7 @@ nn::LlamaConfig llama_config(const Config& c) {
   l.rope_theta = c.rope_theta;
   l.attention_bias = c.attention_bias;
   l.mlp_bias = c.mlp_bias;
+  l.qkv_bias = c.qkv_bias;
   l.vocab_size = c.vocab_size;
   l.num_hidden_layers = c.num_hidden_layers;
   l.max_position_embeddings = c.max_position_embeddings;
@@ -33,7 +34,8 @@ nn::LlamaConfig llama_config(const Config& c) {
 Config llama_hf_config(const nn::LlamaConfig& l) {
   Config c;
   c.architecture = Architecture::Llama;
-  c.model_type = l.sliding_window > 0 ? "mistral" : "llama";  // transformers' Llama has no window
+  // the family that holds the layout: q/k/v-only biases are Qwen2's; transformers' Llama has no window
+  c.model_type = l.qkv_bias && !l.attention_bias ? "qwen2" : l.sliding_window > 0 ? "mistral" : "llama";
   c.vocab_size = l.vocab_size;
   c.hidden_size = l.hidden_size;
   c.num_hidden_layers = l.num_hidden_layers;
@@ -48,6 +50,7 @@ Config llama_hf_config(const nn::LlamaConfig& l) {
   c.hidden_act = "silu";
   c.attention_bias = l.attention_bias;
   c.mlp_bias = l.mlp_bias;
+  c.qkv_bias = l.qkv_bias;
   c.sliding_window = l.sliding_window;
   return c;
 }

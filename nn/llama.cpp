@@ -25,12 +25,13 @@ LlamaAttention::LlamaAttention(const LlamaConfig& c, Generator* gen)
   SACCADE_CHECK(num_heads % num_kv_heads == 0,
                 "LlamaAttention: num_attention_heads {} is not a multiple of num_key_value_heads {}",
                 num_heads, num_kv_heads);
-  q_proj = register_module(
-      "q_proj", std::make_shared<Linear>(c.hidden_size, num_heads * head_dim, c.attention_bias, gen));
-  k_proj = register_module(
-      "k_proj", std::make_shared<Linear>(c.hidden_size, num_kv_heads * head_dim, c.attention_bias, gen));
-  v_proj = register_module(
-      "v_proj", std::make_shared<Linear>(c.hidden_size, num_kv_heads * head_dim, c.attention_bias, gen));
+  const bool qkv_bias = c.attention_bias || c.qkv_bias;
+  q_proj =
+      register_module("q_proj", std::make_shared<Linear>(c.hidden_size, num_heads * head_dim, qkv_bias, gen));
+  k_proj = register_module("k_proj",
+                           std::make_shared<Linear>(c.hidden_size, num_kv_heads * head_dim, qkv_bias, gen));
+  v_proj = register_module("v_proj",
+                           std::make_shared<Linear>(c.hidden_size, num_kv_heads * head_dim, qkv_bias, gen));
   o_proj = register_module(
       "o_proj", std::make_shared<Linear>(num_heads * head_dim, c.hidden_size, c.attention_bias, gen));
   rotary_emb = register_module("rotary_emb", std::make_shared<RotaryEmbedding>(head_dim, c.rope_theta));

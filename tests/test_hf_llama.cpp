@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -274,6 +275,96 @@ TEST_CASE(
   hf::Config biased = hf::llama_hf_config(l);
   biased.attention_bias = true;
   CHECK_THROWS_WITH(hf::config_json(biased), Catch::Contains("hf::config_json") && Catch::Contains("biases"));
+}
+
+TEST_CASE("hf Qwen2: a row of the family table, Llama's blocks with biases on q, k and v only", "[hf]") {
+  // hf_llama's config.json as Qwen2Config writes it
+  const std::string llama = file_bytes(kData + "/hf_llama/config.json");
+  const std::string qwen2 = replaced(replaced(llama, R"("model_type": "llama")", R"("model_type": "qwen2")"),
+                                     "\"LlamaForCausalLM\"", "\"Qwen2ForCausalLM\"");
+  const hf::Config c = hf::parse_config(qwen2);
+  CHECK(c.model_type == "qwen2");
+  CHECK(c.architecture == hf::Architecture::Llama);
+  CHECK(c.qkv_bias);
+  CHECK_FALSE(c.attention_bias);
+  CHECK_FALSE(hf::parse_config(llama).qkv_bias);
+  const std::vector<std::string> types = hf::supported_model_types();
+  CHECK(std::find(types.begin(), types.end(), "qwen2") != types.end());
+
+  // the model has q, k and v biases and no o_proj or MLP bias, as transformers' Qwen2Attention and Qwen2MLP
+  nn::LlamaForCausalLM model(hf::llama_config(c));
+  std::vector<std::string> biases;
+  for (const auto& [name, p] : model.named_parameters())
+    if (name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0) biases.push_back(name);
+  CHECK(biases == std::vector<std::string>{
+                      "model.layers.0.self_attn.q_proj.bias", "model.layers.0.self_attn.k_proj.bias",
+                      "model.layers.0.self_attn.v_proj.bias", "model.layers.1.self_attn.q_proj.bias",
+                      "model.layers.1.self_attn.k_proj.bias", "model.layers.1.self_attn.v_proj.bias"});
+
+  // written back as the row that holds the layout, and read back the same
+  const std::string written = hf::config_json(hf::llama_hf_config(model.config()));
+  CHECK(written.find(R"("model_type": "qwen2")") != std::string::npos);
+  CHECK(written.find("Qwen2ForCausalLM") != std::string::npos);
+  CHECK(hf::parse_config(written).qkv_bias);
+  CHECK(hf::config_json(hf::parse_config(written)) == written);
+
+  // a layer with a sliding window is refused by name, never run without it
+  CHECK_THROWS_WITH(
+      hf::parse_config(replaced(qwen2, "{", R"({"use_sliding_window": true, "max_window_layers": 1,)")),
+      Catch::Contains("use_sliding_window") && Catch::Contains("not supported"));
+  CHECK_THROWS_WITH(
+      hf::parse_config(replaced(qwen2, "{", R"({"layer_types": ["full_attention", "sliding_attention"],)")),
+      Catch::Contains("layer_types") && Catch::Contains("not supported"));
+  // ... while use_sliding_window with every layer below max_window_layers slides nowhere (transformers)
+  CHECK(hf::parse_config(replaced(qwen2, "{", R"({"use_sliding_window": true, "max_window_layers": 2,)"))
+            .sliding_window == 0);
+  CHECK(hf::parse_config(replaced(qwen2, "{", R"({"layer_types": ["full_attention", "full_attention"],)"))
+            .qkv_bias);
+  CHECK_THROWS_WITH(hf::parse_config(replaced(qwen2, "\"Qwen2ForCausalLM\"", "\"LlamaForCausalLM\"")),
+                    Catch::Contains("architectures") && Catch::Contains("Qwen2ForCausalLM"));
+  // an unknown model_type names every row
+  CHECK_THROWS_WITH(hf::parse_config(replaced(llama, R"("model_type": "llama")", R"("model_type": "qwen3")")),
+                    Catch::Contains("'qwen3' is not supported") && Catch::Contains("'qwen2'") &&
+                        Catch::Contains("'mistral'"));
+}
+
+TEST_CASE(
+    "hf Qwen2: transformers' logits, greedy continuations (with and without the KV cache), ten AdamW "
+    "steps, and an export that reads back",
+    "[hf]") {
+  // tests/data/hf_qwen2: written by transformers' Qwen2ForCausalLM (tests/fixtures/make_hf_qwen2.py)
+  static const nn::Safetensors want = nn::load_safetensors(kData + "/hf_qwen2_expected.safetensors");
+  const Tensor& ids = want.tensors.at("ids");
+  auto model = hf::load_llama(kData + "/hf_qwen2", /*strict=*/true);
+  CHECK(hf::llama_hf_config(model->config()).model_type == "qwen2");
+  {
+    NoGradGuard no_grad;
+    CHECK(allclose(model->forward(ids).data(), want.tensors.at("logits"), 1e-5, 1e-5));
+    // without the q, k and v biases the logits are not transformers' (each bias shows in them)
+    for (auto& [name, p] : model->named_parameters())
+      if (name == "model.layers.1.self_attn.k_proj.bias") {
+        Tensor b = p.data();
+        ops::fill_(b, 0.0);
+      }
+    CHECK_FALSE(allclose(model->forward(ids).data(), want.tensors.at("logits"), 1e-3, 1e-3));
+  }
+  model = hf::load_llama(kData + "/hf_qwen2");
+  const Tensor prompt = ids.narrow(0, 0, 1).contiguous();
+  const Tensor& g = want.tensors.at("greedy");
+  const std::vector<int64_t> continuation(g.data<int64_t>() + ids.size(1), g.data<int64_t>() + g.numel());
+  for (bool cache : {true, false}) {
+    CAPTURE(cache);
+    CHECK(greedy(*model, prompt, static_cast<int64_t>(continuation.size()), cache) == continuation);
+  }
+  TempDir dir("hf_qwen2_export");
+  hf::save_llama(*model, dir.path.string());
+  CHECK(file_bytes(dir.file("config.json")).find("Qwen2ForCausalLM") != std::string::npos);
+  {
+    NoGradGuard no_grad;
+    CHECK(allclose(hf::load_llama(dir.path.string(), true)->forward(ids).data(), want.tensors.at("logits"),
+                   1e-5, 1e-5));
+  }
+  check_adamw_losses(*model, want, model->config().vocab_size);
 }
 
 TEST_CASE("hf Llama: the rotary buffers older conversions saved are skipped, as transformers skips them",

@@ -7,10 +7,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
 #include "hf/llama.h"
 #include "hf/pretokenizer.h"
 #include "nn/init.h"
-#include "core/error.h"
 
 namespace saccade::examples {
 
@@ -153,6 +153,9 @@ GPTConfig hf_llama_gpt_config(const hf::Config& c) {
     throw refuse(fmt::format("head_dim {} with {} heads of a hidden size {} (it has hidden / heads)",
                              c.head_dim, c.num_attention_heads, c.hidden_size));
   if (c.attention_bias || c.mlp_bias) throw refuse("attention or MLP biases");
+  if (c.qkv_bias)
+    throw refuse(fmt::format(
+        "the q, k and v biases of a '{}' model (gpt sample, score and finetune --hf run it)", c.model_type));
   GPTConfig g;
   g.arch = "llama";
   g.vocab_size = c.vocab_size;
