@@ -83,11 +83,14 @@ struct Reader {
   }
 };
 
-// The rotary base: "rope_theta" at the top level, or inside "rope_parameters" (transformers >= 5) or
-// "rope_scaling"; any rope_type other than "default" changes the frequencies in ways saccade does not
-// implement, and is refused rather than run wrongly.
-double rope_theta(const Reader& r) {
-  double theta = r.number("rope_theta", 10000.0);
+// The rotary base and its scaling: "rope_theta" at the top level, or inside "rope_parameters" (transformers
+// >= 5) or "rope_scaling", whose rope_type picks transformers' ROPE_INIT_FUNCTIONS entry. "default", "linear"
+// (factor) and "llama3" (factor, low_freq_factor, high_freq_factor, original_max_position_embeddings, all
+// required, as transformers' rope config validation requires them) are implemented (ops::RopeScaling); any
+// other type changes the frequencies in ways saccade does not implement, and is refused rather than run
+// wrongly.
+void read_rope(const Reader& r, Config& c) {
+  c.rope_theta = r.number("rope_theta", 10000.0);
   for (const char* key : {"rope_parameters", "rope_scaling"}) {
     if (!r.has(key)) continue;
     const json& p = r.j[key];
@@ -96,12 +99,36 @@ double rope_theta(const Reader& r) {
     std::string type = "default";
     for (const char* k : {"type", "rope_type"})
       if (p.contains(k) && p[k].is_string()) type = p[k].get<std::string>();
-    if (type != "default")
-      throw r.fail(key,
-                   fmt::format("rope_type '{}' is not supported (only 'default' rotary positions)", type));
-    if (p.contains("rope_theta")) theta = r.number(p["rope_theta"], std::string(key) + ".rope_theta");
+    const Reader sub{p, r.path};
+    auto number = [&](const char* k) {
+      if (!sub.has(k))
+        throw r.fail(fmt::format("{}.{}", key, k), fmt::format("missing (rope_type '{}' needs it)", type));
+      return sub.number(p[k], fmt::format("{}.{}", key, k));
+    };
+    using Type = ops::RopeScaling::Type;
+    ops::RopeScaling& s = c.rope_scaling;
+    if (type == "default") {
+      s = {};
+    } else if (type == "linear") {
+      s = {.type = Type::Linear, .factor = number("factor")};
+    } else if (type == "llama3") {
+      s = {.type = Type::Llama3,
+           .factor = number("factor"),
+           .low_freq_factor = number("low_freq_factor"),
+           .high_freq_factor = number("high_freq_factor"),
+           .original_max_position_embeddings = sub.integer("original_max_position_embeddings", std::nullopt)};
+    } else {
+      throw r.fail(key, fmt::format("rope_type '{}' is not supported (saccade implements 'default', 'linear' "
+                                    "and 'llama3')",
+                                    type));
+    }
+    if (s.type != Type::Default && !(s.factor >= 1))
+      throw r.fail(fmt::format("{}.factor", key), fmt::format("{} is below 1", s.factor));
+    if (s.type == Type::Llama3 && !(s.high_freq_factor > s.low_freq_factor))
+      throw r.fail(fmt::format("{}.high_freq_factor", key),
+                   fmt::format("{} is not above low_freq_factor {}", s.high_freq_factor, s.low_freq_factor));
+    if (p.contains("rope_theta")) c.rope_theta = r.number(p["rope_theta"], std::string(key) + ".rope_theta");
   }
-  return theta;
 }
 
 void check_architectures(const Reader& r, const std::vector<std::string>& known) {
@@ -169,7 +196,7 @@ void read_llama_common(const Reader& r, Config& c, int64_t default_kv_heads) {
   c.intermediate_size = r.integer("intermediate_size", std::nullopt);
   c.max_position_embeddings = r.integer("max_position_embeddings", std::nullopt);
   c.norm_eps = r.number("rms_norm_eps", 1e-6);
-  c.rope_theta = rope_theta(r);
+  read_rope(r, c);
   c.tie_word_embeddings = r.boolean("tie_word_embeddings", false);
   c.hidden_act = r.string("hidden_act", "silu");
   if (c.hidden_act != "silu")
@@ -344,6 +371,16 @@ std::string config_json(const Config& c) {
     j["max_position_embeddings"] = c.max_position_embeddings;
     j["rms_norm_eps"] = c.norm_eps;
     j["rope_theta"] = c.rope_theta;
+    const ops::RopeScaling& s = c.rope_scaling;
+    if (s.type == ops::RopeScaling::Type::Linear) {
+      j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", s.factor}};
+    } else if (s.type == ops::RopeScaling::Type::Llama3) {
+      j["rope_scaling"] = {{"rope_type", "llama3"},
+                           {"factor", s.factor},
+                           {"low_freq_factor", s.low_freq_factor},
+                           {"high_freq_factor", s.high_freq_factor},
+                           {"original_max_position_embeddings", s.original_max_position_embeddings}};
+    }
     j["hidden_act"] = c.hidden_act;
     if (qwen2) {
       j["use_sliding_window"] = false;

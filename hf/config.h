@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "ops/rotary.h"
+
 namespace saccade::hf {
 
 /// The architecture a config.json describes.
@@ -32,8 +34,10 @@ struct Config {
   int64_t max_position_embeddings = 0;  ///< the context; GPT-2: n_positions
   double norm_eps = 1e-5;               ///< Llama: rms_norm_eps (1e-6); GPT-2: layer_norm_epsilon (1e-5)
   double rope_theta = 10000.0;          ///< Llama: rope_theta, or rope_parameters / rope_scaling's
-  bool tie_word_embeddings = true;      ///< GPT-2: true, Llama: false, unless the file says
-  std::string hidden_act;               ///< GPT-2: activation_function ("gelu_new"), Llama: "silu"
+  /// Llama family: rope_parameters / rope_scaling's rope_type ("default", "linear", "llama3") and its keys
+  ops::RopeScaling rope_scaling;
+  bool tie_word_embeddings = true;  ///< GPT-2: true, Llama: false, unless the file says
+  std::string hidden_act;           ///< GPT-2: activation_function ("gelu_new"), Llama: "silu"
   /// "llama" only (GPT-2 has biases everywhere, Mistral none): biases on q, k, v and o_proj, on the MLP
   bool attention_bias = false, mlp_bias = false;
   /// Biases on the q, k and v projections only, not on o_proj ("qwen2": always; no config key sets it)

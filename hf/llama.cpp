@@ -20,6 +20,7 @@ nn::LlamaConfig llama_config(const Config& c) {
   l.head_dim = c.head_dim;
   l.rms_norm_eps = c.norm_eps;
   l.rope_theta = c.rope_theta;
+  l.rope_scaling = c.rope_scaling;
   l.attention_bias = c.attention_bias;
   l.mlp_bias = c.mlp_bias;
   l.qkv_bias = c.qkv_bias;
@@ -46,6 +47,7 @@ Config llama_hf_config(const nn::LlamaConfig& l) {
   c.max_position_embeddings = l.max_position_embeddings;
   c.norm_eps = l.rms_norm_eps;
   c.rope_theta = l.rope_theta;
+  c.rope_scaling = l.rope_scaling;
   c.tie_word_embeddings = l.tie_word_embeddings;
   c.hidden_act = "silu";
   c.attention_bias = l.attention_bias;

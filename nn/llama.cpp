@@ -34,7 +34,9 @@ LlamaAttention::LlamaAttention(const LlamaConfig& c, Generator* gen)
                            std::make_shared<Linear>(c.hidden_size, num_kv_heads * head_dim, qkv_bias, gen));
   o_proj = register_module(
       "o_proj", std::make_shared<Linear>(num_heads * head_dim, c.hidden_size, c.attention_bias, gen));
-  rotary_emb = register_module("rotary_emb", std::make_shared<RotaryEmbedding>(head_dim, c.rope_theta));
+  rotary_emb = register_module(
+      "rotary_emb",
+      std::make_shared<RotaryEmbedding>(head_dim, c.rope_theta, ops::RotaryStyle::Half, 1.0, c.rope_scaling));
 }
 
 GroupedHeads LlamaAttention::heads() const {

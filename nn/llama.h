@@ -30,6 +30,8 @@ struct LlamaConfig {
   int64_t head_dim = 0;              ///< 0: hidden_size / num_attention_heads
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
+  /// The rotary frequencies' rescaling for a longer context (rope_scaling: linear, llama3; none by default)
+  ops::RopeScaling rope_scaling;
   bool attention_bias = false;  ///< biases on q_proj, k_proj, v_proj and o_proj
   bool mlp_bias = false;
   /// Biases on q_proj, k_proj and v_proj only (Qwen2's layout; attention_bias puts them on all four)

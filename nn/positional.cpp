@@ -104,8 +104,8 @@ Variable PositionalEncoding2D::forward_nchw(const Variable& X) {
 }
 
 RotaryEmbedding::RotaryEmbedding(int64_t head_dim, double theta, ops::RotaryStyle style,
-                                 double rotary_fraction)
-    : Module("RotaryEmbedding"), head_dim_(head_dim), theta_(theta), style_(style) {
+                                 double rotary_fraction, const ops::RopeScaling& scaling)
+    : Module("RotaryEmbedding"), head_dim_(head_dim), theta_(theta), style_(style), scaling_(scaling) {
   ErrorScope scope(name());
   SACCADE_CHECK(rotary_fraction > 0 && rotary_fraction <= 1,
                 "RotaryEmbedding: rotary_fraction must be in (0, 1], got {}", rotary_fraction);
@@ -116,8 +116,7 @@ RotaryEmbedding::RotaryEmbedding(int64_t head_dim, double theta, ops::RotaryStyl
       "RotaryEmbedding: the rotated dims must be even and positive: head_dim {} x rotary_fraction {} "
       "gives {}",
       head_dim, rotary_fraction, rotary_dim_);
-  SACCADE_CHECK(std::isfinite(theta) && theta > 1, "RotaryEmbedding: theta must be finite and > 1, got {}",
-                theta);
+  ops::rotary_inv_freq(rotary_dim_, theta, scaling, "RotaryEmbedding");  // checks theta and the scaling
 }
 
 const ops::RotaryTables& RotaryEmbedding::tables(const Variable& x, int64_t positions) {
@@ -126,11 +125,12 @@ const ops::RotaryTables& RotaryEmbedding::tables(const Variable& x, int64_t posi
   for (auto& [k, t] : cache_) {
     if (k != key) continue;
     if (t.cos.size(0) < positions)
-      t = ops::rotary_tables(std::max(positions, 2 * t.cos.size(0)), rotary_dim_, theta_, dtype, x.device());
+      t = ops::rotary_tables(std::max(positions, 2 * t.cos.size(0)), rotary_dim_, theta_, dtype, x.device(),
+                             scaling_);
     return t;
   }
-  cache_.emplace_back(
-      key, ops::rotary_tables(std::max<int64_t>(positions, 64), rotary_dim_, theta_, dtype, x.device()));
+  cache_.emplace_back(key, ops::rotary_tables(std::max<int64_t>(positions, 64), rotary_dim_, theta_, dtype,
+                                              x.device(), scaling_));
   return cache_.back().second;
 }
 

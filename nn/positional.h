@@ -67,12 +67,14 @@ class PositionalEncoding2D : public Module {
 /// made once and grown by doubling when a later position needs more rows, one set per table dtype (float32,
 /// or float64 for float64 inputs) and device: no step recomputes them. They are no state (as Hugging Face's
 /// non-persistent buffers): state_dict() is empty.
+/// `scaling` rescales the frequencies for a longer context (ops::RopeScaling: linear, Llama 3's).
 /// Throws saccade::Error naming "RotaryEmbedding" for an odd or non-positive rotary dim (a head_dim of 1, or
-/// an odd head_dim with rotary_fraction 1), a rotary_fraction outside (0, 1], or theta <= 1.
+/// an odd head_dim with rotary_fraction 1), a rotary_fraction outside (0, 1], theta <= 1, or a scaling that
+/// ops::rotary_inv_freq refuses.
 class RotaryEmbedding : public Module {
  public:
   RotaryEmbedding(int64_t head_dim, double theta = 10000.0, ops::RotaryStyle style = ops::RotaryStyle::Half,
-                  double rotary_fraction = 1.0);
+                  double rotary_fraction = 1.0, const ops::RopeScaling& scaling = {});
 
   /// x (B, H, T, head_dim) (or any (..., T, head_dim)) rotated at positions offset .. offset + T - 1 (a
   /// KV-cache step passes its own position). Throws saccade::Error naming "RotaryEmbedding" for another last
@@ -86,6 +88,7 @@ class RotaryEmbedding : public Module {
   int64_t rotary_dim() const { return rotary_dim_; }
   double theta() const { return theta_; }
   ops::RotaryStyle style() const { return style_; }
+  const ops::RopeScaling& scaling() const { return scaling_; }
 
  private:
   // the tables for x, with at least `positions` rows
@@ -93,6 +96,7 @@ class RotaryEmbedding : public Module {
   int64_t head_dim_, rotary_dim_;
   double theta_;
   ops::RotaryStyle style_;
+  ops::RopeScaling scaling_;
   std::vector<std::pair<std::pair<DType, Device>, ops::RotaryTables>> cache_;
 };
 

@@ -4,6 +4,7 @@
 #include "ops/rotary.h"
 
 #include <cmath>
+#include <numbers>
 
 #include "ops/backend.h"
 #include "ops/creation.h"
@@ -11,24 +12,63 @@
 
 namespace saccade::ops {
 
-RotaryTables rotary_tables(int64_t num_positions, int64_t rotary_dim, double theta, DType dtype,
-                           Device device) {
-  constexpr const char* op = "rotary_tables";
-  SACCADE_CHECK(num_positions >= 0, "{}: num_positions must be >= 0, got {}", op, num_positions);
+std::vector<double> rotary_inv_freq(int64_t rotary_dim, double theta, const RopeScaling& scaling,
+                                    const char* op) {
   SACCADE_CHECK(rotary_dim > 0 && rotary_dim % 2 == 0, "{}: rotary_dim must be even and positive, got {}", op,
                 rotary_dim);
   SACCADE_CHECK(std::isfinite(theta) && theta > 1, "{}: theta must be finite and > 1, got {}", op, theta);
+  using Type = RopeScaling::Type;
+  const double factor = scaling.factor, lo = scaling.low_freq_factor, hi = scaling.high_freq_factor;
+  SACCADE_CHECK(scaling.type == Type::Default || (std::isfinite(factor) && factor >= 1),
+                "{}: the rope scaling factor must be finite and >= 1, got {}", op, factor);
+  SACCADE_CHECK(scaling.type != Type::Llama3 ||
+                    (std::isfinite(hi) && lo > 0 && hi > lo && scaling.original_max_position_embeddings >= 1),
+                "{}: llama3 rope scaling needs 0 < low_freq_factor < high_freq_factor and "
+                "original_max_position_embeddings >= 1, got {}, {} and {}",
+                op, lo, hi, scaling.original_max_position_embeddings);
+  const double L = static_cast<double>(scaling.original_max_position_embeddings);
+  std::vector<double> inv_freq(static_cast<size_t>(rotary_dim / 2));
+  for (size_t i = 0; i < inv_freq.size(); ++i) {
+    const double f = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(rotary_dim));
+    switch (scaling.type) {
+      case Type::Default:
+        inv_freq[i] = f;
+        break;
+      case Type::Linear:
+        inv_freq[i] = f / factor;
+        break;
+      case Type::Llama3: {
+        const double wavelen = 2 * std::numbers::pi / f;
+        if (wavelen < L / hi) {
+          inv_freq[i] = f;  // high frequencies: kept
+        } else if (wavelen > L / lo) {
+          inv_freq[i] = f / factor;  // low frequencies: interpolated
+        } else {
+          const double s = (L / wavelen - lo) / (hi - lo);  // between: blended
+          inv_freq[i] = (1 - s) * f / factor + s * f;
+        }
+        break;
+      }
+    }
+  }
+  return inv_freq;
+}
+
+RotaryTables rotary_tables(int64_t num_positions, int64_t rotary_dim, double theta, DType dtype,
+                           Device device, const RopeScaling& scaling) {
+  constexpr const char* op = "rotary_tables";
+  SACCADE_CHECK(num_positions >= 0, "{}: num_positions must be >= 0, got {}", op, num_positions);
   SACCADE_CHECK(dtype == DType::Float32 || dtype == DType::Float64,
                 "{}: the tables are float32 or float64, got {}", op, dtype);
+  const std::vector<double> inv_freq = rotary_inv_freq(rotary_dim, theta, scaling, op);
   const int64_t half = rotary_dim / 2;
   Tensor c = Tensor::empty({num_positions, half}, DType::Float64),
          s = Tensor::empty({num_positions, half}, DType::Float64);
   double* pc = c.data<double>();
   double* ps = s.data<double>();
   for (int64_t i = 0; i < half; ++i) {
-    const double inv_freq = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(rotary_dim));
     for (int64_t p = 0; p < num_positions; ++p) {
-      const double a = static_cast<double>(p) * inv_freq;
+      const double a = static_cast<double>(p) * inv_freq[static_cast<size_t>(i)];
       pc[p * half + i] = std::cos(a);
       ps[p * half + i] = std::sin(a);
     }

@@ -9,6 +9,7 @@
 // Partial rotary (GPT-NeoX's rotary_pct, Phi's partial_rotary_factor) rotates the first R of D dims and
 // passes the others through.
 #include <cstdint>
+#include <vector>
 
 #include "ops/tensor.h"
 
@@ -17,16 +18,43 @@ namespace saccade::ops {
 /// Which dimensions form a rotated pair (see the file comment).
 enum class RotaryStyle { Half, Interleaved };
 
+/// How the frequencies θ_i are rescaled to stretch a model over a longer context than it was trained on, as
+/// transformers' ROPE_INIT_FUNCTIONS (its config's rope_scaling / rope_parameters; attention_factor 1):
+///   - Default: θ_i = theta^(-2i / R);
+///   - Linear (position interpolation, Chen et al. 2023, arXiv 2306.15595): θ_i / factor;
+///   - Llama3 (Meta's Llama 3.1 rope scaling): with wavelength λ_i = 2π / θ_i, L the original context,
+///     λ_lo = L / low_freq_factor and λ_hi = L / high_freq_factor: θ_i unchanged where λ_i < λ_hi (high
+///     frequencies), θ_i / factor where λ_i > λ_lo (low ones), and between them the blend
+///     (1 - s) θ_i / factor + s θ_i with s = (L / λ_i - low_freq_factor) / (high_freq_factor -
+///     low_freq_factor).
+struct RopeScaling {
+  enum class Type { Default, Linear, Llama3 };
+  Type type = Type::Default;
+  double factor = 1.0;                              ///< Linear, Llama3: how much longer the context is
+  double low_freq_factor = 1.0;                     ///< Llama3
+  double high_freq_factor = 4.0;                    ///< Llama3
+  int64_t original_max_position_embeddings = 8192;  ///< Llama3: L, the context the model was trained on
+  bool operator==(const RopeScaling&) const = default;
+};
+
+/// θ_i, i = 0 .. rotary_dim/2 - 1: the rotary inverse frequencies of base `theta` under `scaling` (see
+/// RopeScaling), in float64. Throws saccade::Error naming `op` for an odd or non-positive rotary_dim, theta
+/// <= 1 (or not finite), a factor < 1 (Linear, Llama3; not finite), or (Llama3) low_freq_factor <= 0,
+/// high_freq_factor <= low_freq_factor or original_max_position_embeddings < 1.
+std::vector<double> rotary_inv_freq(int64_t rotary_dim, double theta, const RopeScaling& scaling = {},
+                                    const char* op = "rotary_inv_freq");
+
 /// cos(p θ_i) and sin(p θ_i) for positions p = 0 .. num_positions - 1 and pairs i = 0 .. rotary_dim/2 - 1.
 struct RotaryTables {
   Tensor cos, sin;  ///< (num_positions, rotary_dim / 2)
 };
 /// The tables of RoPE with base `theta` (10000 in RoFormer and Llama 2; 500000 in Llama 3), computed in
 /// float64 (angles p θ_i exact to double rounding at any position) and stored as `dtype` (float32 or float64)
-/// on `device`. Throws saccade::Error naming rotary_tables for num_positions < 0, an odd or non-positive
-/// rotary_dim, theta <= 1 (or not finite), or another dtype.
+/// on `device`; θ_i rescaled by `scaling` (rotary_inv_freq). Throws saccade::Error naming rotary_tables for
+/// num_positions < 0, another dtype, or the arguments rotary_inv_freq refuses.
 RotaryTables rotary_tables(int64_t num_positions, int64_t rotary_dim, double theta,
-                           DType dtype = DType::Float32, Device device = Device::cpu());
+                           DType dtype = DType::Float32, Device device = Device::cpu(),
+                           const RopeScaling& scaling = {});
 
 /// x rotated at its positions: x (..., T, D) (a (B, H, T, D) head tensor, any strides), cos and sin (T, R/2)
 /// the rows of rotary_tables at the T positions (index_select of the tables by the positions, or a narrow at

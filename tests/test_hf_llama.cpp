@@ -64,6 +64,19 @@ std::vector<int64_t> greedy(nn::LlamaForCausalLM& model, const Tensor& prompt, i
 }
 
 // A copy of the fixture folder tests/data/`name` in a new temporary folder.
+// The greedy continuation of the first row of want's "ids" equals want's "greedy" (transformers' generate),
+// with the KV cache and without.
+void check_greedy(nn::LlamaForCausalLM& model, const nn::Safetensors& want) {
+  const Tensor& ids = want.tensors.at("ids");
+  const Tensor prompt = ids.narrow(0, 0, 1).contiguous();
+  const Tensor& g = want.tensors.at("greedy");
+  const std::vector<int64_t> continuation(g.data<int64_t>() + ids.size(1), g.data<int64_t>() + g.numel());
+  for (bool cache : {true, false}) {
+    CAPTURE(cache);
+    CHECK(greedy(model, prompt, static_cast<int64_t>(continuation.size()), cache) == continuation);
+  }
+}
+
 void copy_fixture(const std::string& name, const TempDir& to) {
   for (const auto& e : fs::directory_iterator(kData + "/" + name))
     fs::copy_file(e.path(), to.path / e.path().filename());
@@ -146,14 +159,7 @@ TEST_CASE("hf Llama: logits agree with transformers (shards and grouped-query, o
 
 TEST_CASE("hf Llama: greedy continuations equal transformers', with and without the KV cache", "[hf]") {
   auto model = hf::load_llama(kData + "/hf_llama");
-  const Tensor& ids = expected().tensors.at("ids");
-  const Tensor prompt = ids.narrow(0, 0, 1).contiguous();
-  const Tensor& g = expected().tensors.at("greedy");
-  const std::vector<int64_t> want(g.data<int64_t>() + ids.size(1), g.data<int64_t>() + g.numel());
-  for (bool cache : {true, false}) {
-    CAPTURE(cache);
-    CHECK(greedy(*model, prompt, static_cast<int64_t>(want.size()), cache) == want);
-  }
+  check_greedy(*model, expected());
 }
 
 TEST_CASE("hf Llama: ten AdamW steps give transformers' losses", "[hf]") {
@@ -208,14 +214,18 @@ TEST_CASE("hf config: rope_type wins over the older type, as transformers reads 
   const std::string both =
       replaced(text, R"("rope_type": "default")", R"("type": "linear", "rope_type": "default")");
   CHECK(hf::parse_config(both).rope_theta == 500.0);
-  const std::string other =
-      replaced(text, R"("rope_type": "default")", R"("rope_type": "linear", "type": "default")");
-  CHECK_THROWS_WITH(hf::parse_config(other, "x/config.json"),
+  CHECK(hf::parse_config(both).rope_scaling == ops::RopeScaling{});
+  const std::string other = replaced(text, R"("rope_type": "default")",
+                                     R"("rope_type": "linear", "type": "default", "factor": 2.0)");
+  CHECK(hf::parse_config(other).rope_scaling ==
+        ops::RopeScaling{.type = ops::RopeScaling::Type::Linear, .factor = 2.0});
+  CHECK_THROWS_WITH(hf::parse_config(replaced(other, R"("rope_type": "linear")", R"("rope_type": "dynamic")"),
+                                     "x/config.json"),
                     Catch::Contains("x/config.json") && Catch::Contains("rope_parameters") &&
-                        Catch::Contains("'linear' is not supported"));
+                        Catch::Contains("'dynamic' is not supported"));
   // the older spelling alone still counts
-  const std::string old = replaced(text, R"("rope_type": "default")", R"("type": "linear")");
-  CHECK_THROWS_WITH(hf::parse_config(old), Catch::Contains("'linear' is not supported"));
+  const std::string old = replaced(text, R"("rope_type": "default")", R"("type": "dynamic")");
+  CHECK_THROWS_WITH(hf::parse_config(old), Catch::Contains("'dynamic' is not supported"));
 }
 
 TEST_CASE(
@@ -349,13 +359,7 @@ TEST_CASE(
     CHECK_FALSE(allclose(model->forward(ids).data(), want.tensors.at("logits"), 1e-3, 1e-3));
   }
   model = hf::load_llama(kData + "/hf_qwen2");
-  const Tensor prompt = ids.narrow(0, 0, 1).contiguous();
-  const Tensor& g = want.tensors.at("greedy");
-  const std::vector<int64_t> continuation(g.data<int64_t>() + ids.size(1), g.data<int64_t>() + g.numel());
-  for (bool cache : {true, false}) {
-    CAPTURE(cache);
-    CHECK(greedy(*model, prompt, static_cast<int64_t>(continuation.size()), cache) == continuation);
-  }
+  check_greedy(*model, want);
   TempDir dir("hf_qwen2_export");
   hf::save_llama(*model, dir.path.string());
   CHECK(file_bytes(dir.file("config.json")).find("Qwen2ForCausalLM") != std::string::npos);
@@ -365,6 +369,68 @@ TEST_CASE(
                    1e-5, 1e-5));
   }
   check_adamw_losses(*model, want, model->config().vocab_size);
+}
+
+TEST_CASE(
+    "hf Llama 3 rope scaling: transformers' frequencies (llama3, linear), logits, greedy continuations "
+    "and an export that keeps it",
+    "[hf]") {
+  // tests/data/hf_llama_rope: rope_parameters {rope_type llama3, factor 8, low 1, high 4, original 64}
+  // written by transformers (tests/fixtures/make_hf_llama_rope.py)
+  static const nn::Safetensors want = nn::load_safetensors(kData + "/hf_llama_rope_expected.safetensors");
+  using Type = ops::RopeScaling::Type;
+  const ops::RopeScaling llama3{.type = Type::Llama3,
+                                .factor = 8,
+                                .low_freq_factor = 1,
+                                .high_freq_factor = 4,
+                                .original_max_position_embeddings = 64};
+  for (const auto& [name, scaling] :
+       {std::pair{"inv_freq_llama3", llama3},
+        std::pair{"inv_freq_linear", ops::RopeScaling{.type = Type::Linear, .factor = 8}}}) {
+    CAPTURE(name);
+    const std::vector<double> mine = ops::rotary_inv_freq(16, 10000.0, scaling);
+    const Tensor& theirs = want.tensors.at(name);  // float32
+    REQUIRE(static_cast<int64_t>(mine.size()) == theirs.numel());
+    for (size_t i = 0; i < mine.size(); ++i)
+      CHECK(static_cast<float>(mine[i]) == Approx(theirs.data<float>()[i]).epsilon(1e-6));
+  }
+  const hf::Config c = hf::load_config(kData + "/hf_llama_rope/config.json");
+  CHECK(c.rope_scaling == llama3);
+  const Tensor& ids = want.tensors.at("ids");
+  auto model = hf::load_llama(kData + "/hf_llama_rope", /*strict=*/true);
+  {
+    NoGradGuard no_grad;
+    CHECK(allclose(model->forward(ids).data(), want.tensors.at("logits"), 1e-5, 1e-5));
+    // the same weights without the scaling give other logits
+    hf::Config plain = c;
+    plain.rope_scaling = {};
+    TempDir d("hf_llama_rope_plain");
+    copy_fixture("hf_llama_rope", d);
+    std::ofstream(d.file("config.json"), std::ios::trunc) << hf::config_json(plain);
+    CHECK_FALSE(allclose(hf::load_llama(d.path.string())->forward(ids).data(), want.tensors.at("logits"),
+                         1e-3, 1e-3));
+  }
+  check_greedy(*model, want);
+  // written back with its rope_scaling, read back the same
+  TempDir dir("hf_llama_rope_export");
+  hf::save_llama(*model, dir.path.string());
+  CHECK(hf::load_config(dir.file("config.json")).rope_scaling == llama3);
+  {
+    NoGradGuard no_grad;
+    CHECK(allclose(hf::load_llama(dir.path.string(), true)->forward(ids).data(), want.tensors.at("logits"),
+                   1e-5, 1e-5));
+  }
+  // what is not implemented, or incomplete, is refused by name
+  const std::string text = file_bytes(kData + "/hf_llama_rope/config.json");
+  CHECK_THROWS_WITH(hf::parse_config(replaced(text, R"("rope_type": "llama3")", R"("rope_type": "yarn")")),
+                    Catch::Contains("rope_parameters") && Catch::Contains("'yarn' is not supported"));
+  CHECK_THROWS_WITH(hf::parse_config(replaced(text, R"("factor": 8.0,)", "")),
+                    Catch::Contains("rope_parameters.factor") && Catch::Contains("missing"));
+  CHECK_THROWS_WITH(
+      hf::parse_config(replaced(text, R"("high_freq_factor": 4.0,)", R"("high_freq_factor": 0.5,)")),
+      Catch::Contains("high_freq_factor") && Catch::Contains("not above"));
+  CHECK_THROWS_WITH(hf::parse_config(replaced(text, R"("factor": 8.0,)", R"("factor": 0.5,)")),
+                    Catch::Contains("rope_parameters.factor") && Catch::Contains("below 1"));
 }
 
 TEST_CASE("hf Llama: the rotary buffers older conversions saved are skipped, as transformers skips them",

@@ -153,6 +153,9 @@ GPTConfig hf_llama_gpt_config(const hf::Config& c) {
     throw refuse(fmt::format("head_dim {} with {} heads of a hidden size {} (it has hidden / heads)",
                              c.head_dim, c.num_attention_heads, c.hidden_size));
   if (c.attention_bias || c.mlp_bias) throw refuse("attention or MLP biases");
+  if (c.rope_scaling.type != ops::RopeScaling::Type::Default)
+    throw refuse(
+        "rope scaling (a rope_type other than 'default'; gpt sample, score and finetune --hf run it)");
   if (c.qkv_bias)
     throw refuse(fmt::format(
         "the q, k and v biases of a '{}' model (gpt sample, score and finetune --hf run it)", c.model_type));

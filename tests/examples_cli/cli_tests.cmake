@@ -258,6 +258,7 @@ if(TARGET gpt)
     saccade_cli_test(gpt_finetune_bad_jsonl --err "^gpt: read_jsonl: '.*/tests/data/hf_eval.txt' line 1: not a JSON object$" 1 10 -- ${gpt} finetune --hf ${hf_data}/hf_llama --data ${hf_data}/hf_eval.txt --out run)
     # issue 51: a Qwen2 folder (q, k and v biases) is refused by the GPT that has no such biases, by name
     saccade_cli_test(gpt_init_from_qwen2 --err "^gpt: hf_llama_gpt_config: this GPT cannot hold the q, k and v biases of a 'qwen2' model" 1 10 -- ${gpt} train --init-from-hf ${hf_data}/hf_qwen2 --steps 1 --out run)
+    saccade_cli_test(gpt_init_from_llama3_rope --err "^gpt: hf_llama_gpt_config: this GPT cannot hold rope scaling" 1 10 -- ${gpt} train --init-from-hf ${hf_data}/hf_llama_rope --steps 1 --out run)
     saccade_cli_refusal(gpt_dtype_without_hf "^gpt: --dtype requires --hf$" ${gpt} sample --dtype bf16)
     saccade_cli_refusal(gpt_non_strict_without_hf "^gpt: --non-strict requires --hf$" ${gpt} sample --non-strict)
     saccade_cli_refusal(gpt_hf_missing "^gpt: --hf: '/nonexistent/model' does not exist" ${gpt} sample --hf /nonexistent/model)

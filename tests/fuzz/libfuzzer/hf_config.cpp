@@ -22,9 +22,9 @@ bool same_config(const hf::Config& a, const hf::Config& b) {
          a.max_position_embeddings == b.max_position_embeddings && a.norm_eps == b.norm_eps &&
          a.rope_theta == b.rope_theta && a.tie_word_embeddings == b.tie_word_embeddings &&
          a.hidden_act == b.hidden_act && a.attention_bias == b.attention_bias && a.mlp_bias == b.mlp_bias &&
-         a.qkv_bias == b.qkv_bias && a.sliding_window == b.sliding_window &&
-         a.bos_token_id == b.bos_token_id && a.eos_token_id == b.eos_token_id &&
-         a.torch_dtype == b.torch_dtype;
+         a.qkv_bias == b.qkv_bias && a.rope_scaling == b.rope_scaling &&
+         a.sliding_window == b.sliding_window && a.bos_token_id == b.bos_token_id &&
+         a.eos_token_id == b.eos_token_id && a.torch_dtype == b.torch_dtype;
 }
 
 void check_accepted(const hf::Config& c) {
