@@ -32,20 +32,3 @@ void amp_update_scale_(const Tensor& scale, const Tensor& growth_tracker, const 
                        double growth_factor, double backoff_factor, int64_t growth_interval);
 
 }  // namespace saccade::ops
-
-// ---- this family's backend kernels ----
-// The one declaration of each kernel of this family (row format: ops/backend.h, which expands the list into
-// Backend's virtual functions; the CPU and CUDA backends expand it into their overrides,
-// ops/backend_widening.h into the 16-bit route). A kernel assumes the op checked its arguments.
-#define SACCADE_AMP_KERNELS(K, K16)                                                                         \
-  /* grads: contiguous floating tensors, numel > 0; found_inf, inv_scale: float32 (1). Every g *= inv_scale \
-   * in place; found_inf = 1 when any element is NaN or ±inf (left as it is otherwise). Read on the device \
-   * only. */                                                                                               \
-  K(amp_non_finite_check_and_unscale,                                                                       \
-    (const std::vector<Tensor>& grads, const Tensor& found_inf, const Tensor& inv_scale),                   \
-    (grads, found_inf, inv_scale))                                                                          \
-  /* scale float32 (1), growth_tracker int64 (1), found_inf float32 (1): ops::amp_update_scale_'s rule. */  \
-  K(amp_update_scale,                                                                                       \
-    (const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf, double growth_factor,      \
-     double backoff_factor, int64_t growth_interval),                                                       \
-    (scale, growth_tracker, found_inf, growth_factor, backoff_factor, growth_interval))

@@ -1,43 +1,46 @@
 #pragma once
 // The dispatch table: one Backend per device type holds that device's kernels. An op in ops/*.cpp checks its
 // arguments, works out shapes and dtypes, allocates the result, then calls backend(device).kernel(...).
-// Kernels assume their arguments were checked: same device, shapes as their rows document.
-// CPU kernels live in cpu/, CUDA kernels in cuda/ (beside this file).
+// Kernels assume their arguments were checked: same device, shapes as their rows document. Calls go down
+// only: a kernel never calls an op (CPU kernels live in cpu/, CUDA kernels in cuda/, beside this file).
 //
-// Each kernel is declared once, as a row of its op family's list, in the family's public header beside the
-// Tensor ops it serves (softmax's row is in ops/nn.h, bmm's in ops/linalg.h). A row reads
+// Each kernel is declared once, as a row of its op family's list in the family's contract header,
+// ops/kernels/<family>.h (softmax's row is in ops/kernels/nn.h, bmm's in ops/kernels/linalg.h), with the
+// types its parameters need (AttentionMask, BinaryOp, MatrixLayout, ...). A contract header includes no
+// public op header (ops/nn.h, ...); a public op header may include its contract header for those types. A
+// row reads
 //   K(name, (parameters), (arguments))                                    a kernel, or
 //   K16(name, (parameters), (arguments), kernel16, Written)               one on the 16-bit route:
-// kernel16 is its Kernel16 entry (ops/kernel16.h; an expression of the parameters where one kernel has two,
-// as layer_norm's RMSNorm), and Written says which tensor parameters it writes (OutFrom<i>: those from
-// parameter i on; InOut<i>: parameter i, read and written), all that Widening<> (ops/backend_widening.h)
-// needs to widen it. Every kernel returns void and writes its outputs. Each family has one list of the
-// kernels every backend implements (SACCADE_NN_KERNELS, ...) and, where it has them, one of those whose
-// default composes other kernels (SACCADE_NN_COMPOSED_KERNELS, ...). This file expands them into Backend's
-// virtual functions, the CPU's and CUDA's backend headers into overrides: a reader following one kernel
-// reads its row, its CPU kernel and its CUDA kernel, and never these lists of declarations.
+// kernel16 is its Kernel16 entry (ops/kernel16.h), and Written says which tensor parameters it writes
+// (OutFrom<i>: those from parameter i on; InOut<i>: parameter i, read and written), all that Widening<>
+// (ops/backend_widening.h) needs to widen it. Every kernel returns void and writes its outputs. Each family
+// has one list of the kernels every backend implements (SACCADE_NN_KERNELS, ...) and, where it has them, one
+// of the fused kernels a backend may leave out (SACCADE_NN_FUSED_KERNELS, ...; Backend::fuses says which it
+// has, and the op composes the others from other ops). This file expands the lists into Backend's virtual
+// functions, the CPU's and CUDA's backend headers into overrides: a reader following one kernel reads its
+// row, its CPU kernel and its CUDA kernel, and never these lists of declarations.
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
 #include <string>
 #include <vector>
 
-#include "ops/amp.h"
-#include "ops/attention.h"
 #include "ops/caching_allocator.h"
-#include "ops/conv.h"
-#include "ops/creation.h"
 #include "ops/device.h"
 #include "ops/dtype.h"
-#include "ops/elementwise.h"
-#include "ops/index.h"
 #include "ops/kernel16.h"
-#include "ops/linalg.h"
-#include "ops/nn.h"
-#include "ops/optim.h"
-#include "ops/random.h"
-#include "ops/reduce.h"
-#include "ops/rotary.h"
+#include "ops/kernels/amp.h"
+#include "ops/kernels/attention.h"
+#include "ops/kernels/conv.h"
+#include "ops/kernels/creation.h"
+#include "ops/kernels/elementwise.h"
+#include "ops/kernels/index.h"
+#include "ops/kernels/linalg.h"
+#include "ops/kernels/nn.h"
+#include "ops/kernels/optim.h"
+#include "ops/kernels/random.h"
+#include "ops/kernels/reduce.h"
+#include "ops/kernels/rotary.h"
 #include "ops/tensor.h"
 
 /// Every family's list of the kernels each backend implements (pure virtual in Backend).
@@ -52,13 +55,13 @@
   SACCADE_CONV_KERNELS(K, K16)          \
   SACCADE_RANDOM_KERNELS(K, K16)        \
   SACCADE_AMP_KERNELS(K, K16)           \
-  SACCADE_OPTIM_KERNELS(K, K16)
-/// Every family's list of the kernels whose Backend default composes others (ops/backend.cpp).
-#define SACCADE_BACKEND_COMPOSED_KERNELS(K, K16) \
-  SACCADE_ELEMENTWISE_COMPOSED_KERNELS(K, K16)   \
-  SACCADE_NN_COMPOSED_KERNELS(K, K16)            \
-  SACCADE_RANDOM_COMPOSED_KERNELS(K, K16)        \
-  SACCADE_ROTARY_COMPOSED_KERNELS(K, K16)
+  SACCADE_OPTIM_KERNELS(K, K16)         \
+  SACCADE_ROTARY_KERNELS(K, K16)
+/// Every family's list of the fused kernels a backend may leave out (Backend::fuses).
+#define SACCADE_BACKEND_FUSED_KERNELS(K, K16) \
+  SACCADE_ELEMENTWISE_FUSED_KERNELS(K, K16)   \
+  SACCADE_NN_FUSED_KERNELS(K, K16)            \
+  SACCADE_RANDOM_FUSED_KERNELS(K, K16)
 
 /// A device's memory, every backend's own (the CPU's and CUDA's caching allocators, ops/caching_allocator.h):
 /// rows M(return type, name, (parameters), qualifiers), declared once like the kernels' rows.
@@ -77,20 +80,27 @@
 #define SACCADE_PURE_MEMBER(ret, name, params, qualifiers) virtual ret name params qualifiers = 0;
 #define SACCADE_MEMBER_OVERRIDE(ret, name, params, qualifiers) ret name params qualifiers override;
 
-/// A row as a pure virtual function, a virtual function with a default body, and an override.
+/// A row as a pure virtual function, a virtual function whose default body throws (a fused kernel the
+/// backend may leave out: ops/backend.cpp), and an override.
 #define SACCADE_PURE_KERNEL(name, params, ...) virtual void name params = 0;
-#define SACCADE_COMPOSED_KERNEL(name, params, ...) virtual void name params;
+#define SACCADE_FUSED_KERNEL(name, params, ...) virtual void name params;
 #define SACCADE_KERNEL_OVERRIDE(name, params, ...) void name params override;
 
 namespace saccade {
+
+/// The fused kernels a backend may leave out, one entry per row of SACCADE_BACKEND_FUSED_KERNELS. The op asks
+/// Backend::fuses and, where the backend has no such kernel (CUDA has none of these), composes the same
+/// numbers from other ops: ops::swiglu_backward_composed, ops::gru_gates_composed and its backward,
+/// ops::dropout_composed, each the readable reference its kernel is tested against.
+enum class FusedKernel { SwigluBackward, GruGates, GruGatesBackward, Dropout };
 
 /// One device's kernels: a virtual function per kernel, each documented with its contract (shapes, strides,
 /// dtypes) by its row in its family's list (see the top of this file). A kernel of Kernel16 takes bfloat16 /
 /// float16 operands on every backend: natively, or widened by Widening<> (ops/backend_widening.h). An op
 /// checks its arguments and allocates the result, then calls backend(device).kernel(...). Every backend
-/// implements every kernel (they are pure virtual; CPU: ops/cpu/backend.h), except the few whose default
-/// composes other kernels (swiglu_backward, gru_gates, gru_gates_backward, dropout, rotary_embedding). A
-/// device saccade was built without has no backend at all (backend(device) throws).
+/// implements every kernel (they are pure virtual; CPU: ops/cpu/backend.h), except the fused kernels it may
+/// leave out (FusedKernel: swiglu_backward, gru_gates, gru_gates_backward, dropout), which the op then
+/// composes. A device saccade was built without has no backend at all (backend(device) throws).
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -129,7 +139,10 @@ class Backend {
 
   // ---- the kernels: one virtual function per row of the families' lists ----
   SACCADE_BACKEND_KERNELS(SACCADE_PURE_KERNEL, SACCADE_PURE_KERNEL)
-  SACCADE_BACKEND_COMPOSED_KERNELS(SACCADE_COMPOSED_KERNEL, SACCADE_COMPOSED_KERNEL)
+  SACCADE_BACKEND_FUSED_KERNELS(SACCADE_FUSED_KERNEL, SACCADE_FUSED_KERNEL)
+  /// Whether this backend has the fused kernel `k` (false: its function throws, and the op composes the same
+  /// numbers from other ops). The default: none; the CPU has them all.
+  virtual bool fuses(FusedKernel k) const;
 
   /// Whether flash_attention_forward writes the dropout keep flags (ops::AttentionDropout::kept) for the
   /// backward to read; ops::flash_attention_forward allocates them only for such a backend (the CPU).

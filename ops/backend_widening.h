@@ -1,6 +1,6 @@
 #pragma once
 // The 16-bit route of every backend, in one place: Widening<Kernels> is the backend that backend(device)
-// hands out (cpu/backend.cpp, cuda/backend.cpp). For each K16 row of the kernel lists (ops/backend.h) it
+// hands out (cpu/backend.cpp, cuda/backend.cpp). For each K16 row of the kernel lists (ops/kernels/*.h) it
 // calls the Kernels class's own kernel when none of its tensors is bfloat16 / float16 or when
 // Kernels::native_16bit says the kernel takes 16 bits itself; otherwise it runs the float32 kernel on float32
 // stand-ins and rounds each 16-bit tensor the kernel writes once. The overrides are generated from the rows
@@ -47,7 +47,7 @@ class Widening final : public Kernels {
         kernel16, [this](const auto&... a) { Kernels::name(a...); }, SACCADE_UNPAREN args); \
   }
   SACCADE_BACKEND_KERNELS(SACCADE_NOT_ROUTED, SACCADE_ROUTE_KERNEL)
-  SACCADE_BACKEND_COMPOSED_KERNELS(SACCADE_NOT_ROUTED, SACCADE_ROUTE_KERNEL)
+  SACCADE_BACKEND_FUSED_KERNELS(SACCADE_NOT_ROUTED, SACCADE_ROUTE_KERNEL)
 #undef SACCADE_ROUTE_KERNEL
 #undef SACCADE_NOT_ROUTED
 #undef SACCADE_UNPAREN

@@ -45,16 +45,3 @@ Tensor tensor(std::initializer_list<double> values, const Shape& shape, DType dt
               Device device = Device::cpu());
 
 }  // namespace saccade::ops
-
-// ---- this family's backend kernels ----
-// The one declaration of each kernel of this family (row format: ops/backend.h, which expands the list into
-// Backend's virtual functions; the CPU and CUDA backends expand it into their overrides,
-// ops/backend_widening.h into the 16-bit route). A kernel assumes the op checked its arguments.
-#define SACCADE_CREATION_KERNELS(K, K16)                                                           \
-  /* dst[i] = cast(src[i]); same shape, any strides, any dtypes (both on this device). Tensor::to, \
-   * contiguous and every op that writes into a view end here. */                                  \
-  K(copy, (const Tensor& src, const Tensor& dst), (src, dst))                                      \
-  /* every element of `out` (any strides) = value. */                                              \
-  K(fill, (const Tensor& out, double value), (out, value))                                         \
-  /* out (contiguous, numel n): out[i] = start + i * step. */                                      \
-  K(arange, (const Tensor& out, double start, double step), (out, start, step))

@@ -171,7 +171,7 @@ Tensor swiglu(const Tensor& gate, const Tensor& up) {
   check_floating_pair("swiglu", gate, up, true);
   return binary(BinaryOp::Swiglu, gate, up);
 }
-SwigluGrads swiglu_backward(const Tensor& g, const Tensor& gate, const Tensor& up) {
+static void check_swiglu_backward(const Tensor& g, const Tensor& gate, const Tensor& up) {
   constexpr const char* op = "swiglu_backward";
   check_floating_pair(op, gate, up, true);
   check_floating_pair(op, g, gate, true);
@@ -179,12 +179,20 @@ SwigluGrads swiglu_backward(const Tensor& g, const Tensor& gate, const Tensor& u
   SACCADE_CHECK(g.dtype() == gate.dtype() && up.dtype() == gate.dtype(),
                 "{}: g ({}), gate ({}) and up ({}) must have one dtype (shape {})", op, g.dtype(),
                 gate.dtype(), up.dtype(), gate.shape());
+}
+SwigluGrads swiglu_backward(const Tensor& g, const Tensor& gate, const Tensor& up) {
+  check_swiglu_backward(g, gate, up);
+  Backend& b = backend(gate.device());
+  if (!b.fuses(FusedKernel::SwigluBackward)) return swiglu_backward_composed(g, gate, up);
   SwigluGrads r{Tensor::empty(gate.shape(), gate.dtype(), gate.device()),
                 Tensor::empty(gate.shape(), gate.dtype(), gate.device())};
-  if (gate.numel() > 0)
-    backend(gate.device())
-        .swiglu_backward(g.contiguous(), gate.contiguous(), up.contiguous(), r.dgate, r.dup);
+  if (gate.numel() > 0) b.swiglu_backward(g.contiguous(), gate.contiguous(), up.contiguous(), r.dgate, r.dup);
   return r;
+}
+// dgate = silu'(gate) ⊙ (g ⊙ up), dup = silu(gate) ⊙ g
+SwigluGrads swiglu_backward_composed(const Tensor& g, const Tensor& gate, const Tensor& up) {
+  check_swiglu_backward(g, gate, up);
+  return {silu_backward(mul(g, up), gate), swiglu(gate, g)};
 }
 Tensor sign(const Tensor& a) { return unary(UnaryOp::Sign, a); }
 

@@ -7,61 +7,8 @@
 #include <optional>
 #include <string_view>
 
+#include "ops/kernels/elementwise.h"
 #include "ops/tensor.h"
-
-namespace saccade {
-
-/// The elementwise ops of one input (Backend::unary); each one's per-element math is a functor of the same
-/// name in ops/elementwise_math.h. Names for messages: unary_op_name.
-enum class UnaryOp {
-  Neg,
-  Exp,
-  Log,
-  Sqrt,
-  Rsqrt,
-  Abs,
-  Sin,
-  Cos,
-  Tanh,
-  Sigmoid,
-  Relu,
-  Gelu,
-  GeluGrad,  // d gelu(x) / dx (exact, erf-based gelu)
-  Silu,      // x · sigmoid(x)
-  Sign,
-  PowScalar,   // x ** alpha
-  LogicalNot,  // bool -> bool
-};
-
-/// The elementwise ops of two inputs (Backend::binary); math in ops/elementwise_math.h; names from
-/// binary_op_name.
-enum class BinaryOp {
-  Add,
-  Sub,
-  Mul,
-  Div,
-  Pow,
-  Maximum,
-  Minimum,
-  Eq,
-  Ne,
-  Lt,
-  Le,
-  Gt,
-  Ge,  // out is Bool
-  LogicalAnd,
-  LogicalOr,     // Bool x Bool -> Bool
-  GeluBackward,  // g · d gelu(x) / dx, with g the first operand and x the second (floating only)
-  SiluBackward,  // g · d silu(x) / dx, g first, x second (floating only)
-  Swiglu,        // silu(gate) · up, gate first, up second (floating only)
-};
-
-/// The op's name as users call it ("neg", "gelu_grad", "pow", ...), for error messages.
-std::string_view unary_op_name(UnaryOp op);
-/// The op's name as users call it ("add", "maximum", "logical_or", ...), for error messages.
-std::string_view binary_op_name(BinaryOp op);
-
-}  // namespace saccade
 
 namespace saccade::ops {
 
@@ -149,6 +96,10 @@ struct SwigluGrads {
 /// gradient rounded once). Throws saccade::Error naming "swiglu_backward" and the shapes for undefined,
 /// non-floating, differently shaped or differently typed tensors, or tensors on different devices.
 SwigluGrads swiglu_backward(const Tensor& g, const Tensor& gate, const Tensor& up);
+/// swiglu_backward in three elementwise passes, dgate = silu_backward(g ⊙ up, gate) (g ⊙ up rounded to the
+/// dtype on its own) and dup = swiglu(gate, g): the readable reference of the one-pass kernel, and what
+/// swiglu_backward runs on a backend without one (Backend::fuses: CUDA). Errors as swiglu_backward.
+SwigluGrads swiglu_backward_composed(const Tensor& g, const Tensor& gate, const Tensor& up);
 Tensor sign(const Tensor& a);
 /// min(max(a, lo), hi); either bound may be absent (both absent: a copy). Throws when lo > hi, or for bool.
 Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi);
@@ -207,26 +158,3 @@ inline Tensor operator/(double a, const Tensor& b) { return ops::rdiv(b, a); }
 inline Tensor operator-(const Tensor& a) { return ops::neg(a); }
 
 }  // namespace saccade
-
-// ---- this family's backend kernels ----
-// The one declaration of each kernel of this family (row format: ops/backend.h, which expands the list into
-// Backend's virtual functions; the CPU and CUDA backends expand it into their overrides,
-// ops/backend_widening.h into the 16-bit route). A kernel assumes the op checked its arguments.
-#define SACCADE_ELEMENTWISE_KERNELS(K, K16)                                                            \
-  /* out = op(a) (alpha is the exponent for PowScalar); a already expanded to out's shape (stride 0 on \
-   * broadcast dims). a and out share a dtype, except LogicalNot (Bool). */                            \
-  K(unary, (UnaryOp op, const Tensor& a, const Tensor& out, double alpha), (op, a, out, alpha))        \
-  /* out = a op b; a, b expanded to out's shape; a and b share a dtype; out has it too, or Bool for    \
-   * comparisons. out may alias a. */                                                                  \
-  K(binary, (BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out), (op, a, b, out))       \
-  /* out = cond ? a : b; all expanded to out's shape; cond Bool; a, b, out share a dtype. */           \
-  K(where, (const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out), (cond, a, b, out))
-
-/// The kernels with a default that composes others (Backend's body in ops/backend.cpp); rows as above.
-#define SACCADE_ELEMENTWISE_COMPOSED_KERNELS(K, K16)                                                        \
-  /* SwiGLU's backward (ops::swiglu_backward). g, gate, up, dgate, dup: one shape, contiguous, one floating \
-   * dtype (16-bit: float32 inside, each output rounded once): math::SwigluBackward's dgate and dup,        \
-   * written. The default composes the elementwise kernels (three passes); the CPU makes it in one. */      \
-  K(swiglu_backward,                                                                                        \
-    (const Tensor& g, const Tensor& gate, const Tensor& up, const Tensor& dgate, const Tensor& dup),        \
-    (g, gate, up, dgate, dup))

@@ -27,23 +27,3 @@ Tensor index_add(const Tensor& t, int64_t dim, const Tensor& index, const Tensor
 Tensor embedding(const Tensor& weight, const Tensor& indices);
 
 }  // namespace saccade::ops
-
-// ---- this family's backend kernels ----
-// The one declaration of each kernel of this family (row format: ops/backend.h, which expands the list into
-// Backend's virtual functions; the CPU and CUDA backends expand it into their overrides,
-// ops/backend_widening.h into the 16-bit route). A kernel assumes the op checked its arguments.
-#define SACCADE_INDEX_KERNELS(K, K16)                                                                       \
-  /* index is contiguous int64, its bounds checked by the op. a viewed as (outer, n, inner) contiguous;     \
-   * index (m); out (outer, m, inner): out[o,j,i] = a[o,index[j],i]. */                                     \
-  K(index_select, (const Tensor& a, const Tensor& index, const Tensor& out, int64_t outer, int64_t inner),  \
-    (a, index, out, outer, inner))                                                                          \
-  /* out viewed as (outer, n, inner); src (outer, m, inner): out[o,index[j],i] += src[o,j,i]. 16 bits: the  \
-   * sums of repeated indices (embedding's backward) accumulate in float32 and round once. */               \
-  K16(index_add, (const Tensor& out, const Tensor& index, const Tensor& src, int64_t outer, int64_t inner), \
-      (out, index, src, outer, inner), Kernel16::IndexAdd, InOut<0>)                                        \
-  /* a (outer, n, inner), index and out (outer, m, inner): out[o,j,i] = a[o, index[o,j,i], i]. */           \
-  K(gather, (const Tensor& a, const Tensor& index, const Tensor& out, int64_t outer, int64_t inner),        \
-    (a, index, out, outer, inner))                                                                          \
-  /* out (outer, n, inner), index and src (outer, m, inner): out[o, index[o,j,i], i] += src[o,j,i]. */      \
-  K(scatter_add, (const Tensor& out, const Tensor& index, const Tensor& src, int64_t outer, int64_t inner), \
-    (out, index, src, outer, inner))

@@ -9,6 +9,7 @@
 #include "ops/creation.h"
 #include "ops/elementwise.h"
 #include "ops/index.h"
+#include "ops/join.h"
 #include "ops/reduce.h"
 
 namespace saccade::ops {
@@ -263,48 +264,123 @@ int64_t check_gru_gates(const char* op, const Tensor& gi, const Tensor& gh, cons
   return H;
 }
 
+// h' in the inputs' promoted dtype, rounded once; saved in the compute dtype (float32 for 16-bit)
+DType gru_gates_dtype(const Tensor& gi, const Tensor& gh, const Tensor& h) {
+  return promote_types(promote_types(gi.dtype(), gh.dtype()), h.dtype());
+}
+
+// The gates' parts [r | z | n] of a (B, 3H) tensor, widened to `wide` (16-bit ones computed in float32, as
+// the fused kernels' 16-bit route).
+Tensor gate_part(const Tensor& t, int64_t k, int64_t H, DType wide) { return t.narrow(1, k * H, H).to(wide); }
+
 }  // namespace
 
 GruGates gru_gates(const Tensor& gi, const Tensor& gh, const Tensor& h) {
   check_gru_gates("gru_gates", gi, gh, h);
-  // h' in the inputs' promoted dtype, rounded once; saved in the compute dtype (float32 for 16-bit)
-  const DType out = promote_types(promote_types(gi.dtype(), gh.dtype()), h.dtype());
+  Backend& b = backend(h.device());
+  if (!b.fuses(FusedKernel::GruGates)) return gru_gates_composed(gi, gh, h);
+  const DType out = gru_gates_dtype(gi, gh, h);
   GruGates r{Tensor::empty(h.shape(), out, h.device()),
              Tensor::empty(gi.shape(), compute_dtype(out), h.device())};
-  backend(h.device()).gru_gates(gi.contiguous(), gh.contiguous(), h.contiguous(), r.h, r.saved);
+  b.gru_gates(gi.contiguous(), gh.contiguous(), h.contiguous(), r.h, r.saved);
   return r;
 }
 
-GruGatesGrads gru_gates_backward(const Tensor& gy, const Tensor& gh, const Tensor& h, const Tensor& saved) {
+// r = σ(gi_r + gh_r), z = σ(gi_z + gh_z), n = tanh(gi_n + r ⊙ gh_n), h' = n + z ⊙ (h - n)
+GruGates gru_gates_composed(const Tensor& gi, const Tensor& gh, const Tensor& h) {
+  const int64_t H = check_gru_gates("gru_gates", gi, gh, h);
+  const DType out = gru_gates_dtype(gi, gh, h), wide = compute_dtype(out);
+  Tensor r = sigmoid(add(gate_part(gi, 0, H, wide), gate_part(gh, 0, H, wide)));
+  Tensor z = sigmoid(add(gate_part(gi, 1, H, wide), gate_part(gh, 1, H, wide)));
+  Tensor n = tanh(add(gate_part(gi, 2, H, wide), mul(r, gate_part(gh, 2, H, wide))));
+  return {add(n, mul(z, sub(h.to(wide), n))).to(out), cat({r, z, n}, 1)};
+}
+
+namespace {
+
+// Checks gru_gates_backward's arguments; returns H.
+int64_t check_gru_gates_backward(const Tensor& gy, const Tensor& gh, const Tensor& h, const Tensor& saved) {
   const char* op = "gru_gates_backward";
-  check_gru_gates(op, saved, gh, h);
+  const int64_t H = check_gru_gates(op, saved, gh, h);
   check_float(op, gy, "gradient");
   check_same_device(op, {&gy, &h});
   SACCADE_CHECK(gy.shape() == h.shape() && compute_dtype(gy.dtype()) == compute_dtype(h.dtype()),
                 "{}: gradient {} ({}) must match the state h {} ({})", op, gy.shape(), gy.dtype(), h.shape(),
                 h.dtype());
+  return H;
+}
+
+}  // namespace
+
+GruGatesGrads gru_gates_backward(const Tensor& gy, const Tensor& gh, const Tensor& h, const Tensor& saved) {
+  check_gru_gates_backward(gy, gh, h, saved);
+  Backend& b = backend(h.device());
+  if (!b.fuses(FusedKernel::GruGatesBackward)) return gru_gates_backward_composed(gy, gh, h, saved);
   // the gradients in the compute dtype: the engine rounds each to its input's dtype
   const DType wide = compute_dtype(h.dtype());
   GruGatesGrads r{Tensor::empty(gh.shape(), wide, h.device()), Tensor::empty(gh.shape(), wide, h.device()),
                   Tensor::empty(h.shape(), wide, h.device())};
-  backend(h.device())
-      .gru_gates_backward(gy.contiguous(), gh.contiguous(), h.contiguous(), saved.contiguous(), r.ggi, r.ggh,
-                          r.gh);
+  b.gru_gates_backward(gy.contiguous(), gh.contiguous(), h.contiguous(), saved.contiguous(), r.ggi, r.ggh,
+                       r.gh);
   return r;
+}
+
+// a_n = gy (1 - z)(1 - n²), a_r = a_n gh_n r (1 - r), a_z = gy (h - n) z (1 - z):
+// ggi = [a_r, a_z, a_n], ggh = [a_r, a_z, a_n r], dh = gy z
+GruGatesGrads gru_gates_backward_composed(const Tensor& gy, const Tensor& gh, const Tensor& h,
+                                          const Tensor& saved) {
+  const int64_t H = check_gru_gates_backward(gy, gh, h, saved);
+  const DType wide = compute_dtype(h.dtype());
+  const Tensor g = gy.to(wide), r = gate_part(saved, 0, H, wide), z = gate_part(saved, 1, H, wide),
+               n = gate_part(saved, 2, H, wide);
+  Tensor a_n = mul(mul(g, rsub(z, 1.0)), rsub(mul(n, n), 1.0));
+  Tensor a_r = mul(mul(a_n, gate_part(gh, 2, H, wide)), mul(r, rsub(r, 1.0)));
+  Tensor a_z = mul(mul(g, sub(h.to(wide), n)), mul(z, rsub(z, 1.0)));
+  return {cat({a_r, a_z, a_n}, 1), cat({a_r, a_z, mul(a_n, r)}, 1), mul(g, z)};
 }
 
 // ---- dropout ----
 
-DropoutResult dropout(const Tensor& x, double p, bool training, Generator* gen) {
+namespace {
+
+void check_dropout(const Tensor& x, double p) {
   check_float("dropout", x);
   SACCADE_CHECK(p >= 0 && p < 1, "dropout: p must be in [0, 1), got {} (input shape {})", p, x.shape());
+}
+
+// The counters of x's mask: those ops::rand would use, so a generator's offset advances as for rand.
+Generator::Draw dropout_draw(const Tensor& x, Generator* gen) {
+  return (gen ? *gen : default_generator()).reserve(static_cast<uint64_t>(x.numel()));
+}
+
+// mask = (u >= p) / (1 - p) with u the uniforms of the draw, out = x ⊙ mask; 16 bits in float32, out and
+// mask rounded once (as the fused kernel's 16-bit route).
+DropoutResult compose_dropout(const Tensor& x, double p, Generator::Draw d) {
+  const DType wide = compute_dtype(x.dtype());
+  Tensor u = Tensor::empty(x.shape(), wide, x.device(), "dropout");
+  backend(x.device()).uniform(u, d.seed, d.offset, 0.0, 1.0);
+  Tensor mask = mul(ge(u, p).to(wide), 1.0 / (1.0 - p));
+  return {mul(x.to(wide), mask).to(x.dtype()), mask.to(x.dtype())};
+}
+
+}  // namespace
+
+DropoutResult dropout(const Tensor& x, double p, bool training, Generator* gen) {
+  check_dropout(x, p);
   if (!training || p == 0) return {x, Tensor()};
-  // the mask ops::rand's numbers make: the same counters, so a generator's offset advances as for rand
+  Backend& b = backend(x.device());
+  if (!b.fuses(FusedKernel::Dropout)) return compose_dropout(x, p, dropout_draw(x, gen));
   Tensor xc = x.contiguous(), out = Tensor::empty(x.shape(), x.dtype(), x.device(), "dropout"),
          mask = Tensor::empty(x.shape(), x.dtype(), x.device(), "dropout");
-  Generator::Draw d = (gen ? *gen : default_generator()).reserve(static_cast<uint64_t>(x.numel()));
-  backend(x.device()).dropout(xc, d.seed, d.offset, p, out, mask);
+  Generator::Draw d = dropout_draw(x, gen);
+  b.dropout(xc, d.seed, d.offset, p, out, mask);
   return {out, mask};
+}
+
+DropoutResult dropout_composed(const Tensor& x, double p, Generator* gen) {
+  check_dropout(x, p);
+  if (p == 0) return {x, Tensor()};
+  return compose_dropout(x, p, dropout_draw(x, gen));
 }
 
 // ---- losses ----

@@ -113,6 +113,10 @@ struct GruGates {
 /// promoted dtype, saved in float32. One device. Throws saccade::Error naming "gru_gates" and the shapes for
 /// other shapes, dtypes (float64 with another) or mixed devices.
 GruGates gru_gates(const Tensor& gi, const Tensor& gh, const Tensor& h);
+/// gru_gates composed of elementwise ops (16-bit inputs widened to float32, h' rounded once): the readable
+/// reference of the fused kernel, and what gru_gates runs on a backend without one (Backend::fuses: CUDA).
+/// The same results and errors as gru_gates.
+GruGates gru_gates_composed(const Tensor& gi, const Tensor& gh, const Tensor& h);
 /// gru_gates_backward's results: gradients of gi, gh (B, 3H) and h (B, H).
 struct GruGatesGrads {
   Tensor ggi, ggh, gh;
@@ -122,6 +126,9 @@ struct GruGatesGrads {
 /// a_r = a_n gh_n r (1 - r), a_z = gy (h - n) z (1 - z); and dh = gy ⊙ z, each in the compute dtype (float32
 /// for 16-bit inputs). Errors as gru_gates.
 GruGatesGrads gru_gates_backward(const Tensor& gy, const Tensor& gh, const Tensor& h, const Tensor& saved);
+/// gru_gates_backward composed of elementwise ops, as gru_gates_composed is gru_gates'.
+GruGatesGrads gru_gates_backward_composed(const Tensor& gy, const Tensor& gh, const Tensor& h,
+                                          const Tensor& saved);
 
 // ---- dropout ----
 
@@ -135,6 +142,11 @@ struct DropoutResult {
 /// itself and mask is undefined (no random numbers are drawn). Random numbers come from ops::rand with `gen`
 /// (the default generator when null). p must be in [0, 1).
 DropoutResult dropout(const Tensor& x, double p, bool training = true, Generator* gen = nullptr);
+/// dropout (training) composed of ops: the uniforms ops::rand draws, compared with p and scaled, then the
+/// product (16-bit x: in float32, out and mask rounded once). The readable reference of the fused kernel and
+/// what dropout runs on a backend without one (Backend::fuses: CUDA); the same numbers for the same generator
+/// state, and the same errors.
+DropoutResult dropout_composed(const Tensor& x, double p, Generator* gen = nullptr);
 
 // ---- losses ----
 
@@ -166,47 +178,3 @@ Tensor mse_loss(const Tensor& a, const Tensor& b, Reduction reduction = Reductio
 Tensor reduce_loss(const Tensor& losses, Reduction reduction, int64_t count = -1);
 
 }  // namespace saccade::ops
-
-// ---- this family's backend kernels ----
-// The one declaration of each kernel of this family (row format: ops/backend.h, which expands the list into
-// Backend's virtual functions; the CPU and CUDA backends expand it into their overrides,
-// ops/backend_widening.h into the 16-bit route). A kernel assumes the op checked its arguments.
-#define SACCADE_NN_KERNELS(K, K16)                                                                           \
-  /* x, out: (rows, n), contiguous. Softmax (or log-softmax) of each row. A row that is all -inf gives       \
-   * zeros. */                                                                                               \
-  K16(softmax, (const Tensor& x, const Tensor& out, bool log), (x, out, log), Kernel16::Softmax, OutFrom<1>) \
-  /* y = softmax(x) (or log_softmax), gy = dL/dy, gx = dL/dx; all (rows, n), contiguous. */                  \
-  K16(softmax_backward, (const Tensor& y, const Tensor& gy, const Tensor& gx, bool log), (y, gy, gx, log),   \
-      Kernel16::SoftmaxBackward, OutFrom<2>)                                                                 \
-  /* x, out: (rows, n); weight, bias: (n) or undefined; mean, rstd: (rows), compute_dtype(x) (float32 for    \
-   * 16-bit x), written; all contiguous. mean undefined: RMSNorm (μ = 0, rstd = 1 / sqrt(mean(x²) + eps)), \
-   * whose 16-bit route is Kernel16::RmsNorm. */                                                             \
-  K16(layer_norm,                                                                                            \
-      (const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& out,             \
-       const Tensor& mean, const Tensor& rstd),                                                              \
-      (x, weight, bias, eps, out, mean, rstd), mean.defined() ? Kernel16::LayerNorm : Kernel16::RmsNorm,     \
-      OutFrom<4>)                                                                                            \
-  /* gx (rows, n); gweight, gbias (n) or undefined (then not computed); all contiguous. mean undefined:      \
-   * RMSNorm's backward (μ = 0, and no mean(ĝ) term). */                                                   \
-  K16(layer_norm_backward,                                                                                   \
-      (const Tensor& gy, const Tensor& x, const Tensor& weight, const Tensor& mean, const Tensor& rstd,      \
-       const Tensor& gx, const Tensor& gweight, const Tensor& gbias),                                        \
-      (gy, x, weight, mean, rstd, gx, gweight, gbias),                                                       \
-      mean.defined() ? Kernel16::LayerNormBackward : Kernel16::RmsNormBackward, OutFrom<5>)
-
-/// The kernels with a default that composes others (Backend's body in ops/backend.cpp); rows as above.
-#define SACCADE_NN_COMPOSED_KERNELS(K, K16)                                                                  \
-  /* GRU gates (ops::gru_gates). gi, gh, saved: (B, 3H) contiguous, h, out: (B, H) contiguous, one float     \
-   * dtype (16-bit ones, which may meet float32 under autocast, are widened): out = h', saved = [r, z, n] as \
-   * ops::gru_gates defines them. The default composes the elementwise kernels; the CPU makes it in one      \
-   * pass. */                                                                                                \
-  K16(gru_gates,                                                                                             \
-      (const Tensor& gi, const Tensor& gh, const Tensor& h, const Tensor& out, const Tensor& saved),         \
-      (gi, gh, h, out, saved), Kernel16::GruGates, OutFrom<3>)                                               \
-  /* gy, h, gx_h: (B, H), gh, saved, ggi, ggh: (B, 3H), all contiguous, one float dtype (16-bit ones         \
-   * widened): the gradients of ops::gru_gates_backward into ggi, ggh and gx_h. Default composed, CPU one    \
-   * pass. */                                                                                                \
-  K16(gru_gates_backward,                                                                                    \
-      (const Tensor& gy, const Tensor& gh, const Tensor& h, const Tensor& saved, const Tensor& ggi,          \
-       const Tensor& ggh, const Tensor& gx_h),                                                               \
-      (gy, gh, h, saved, ggi, ggh, gx_h), Kernel16::GruGatesBackward, OutFrom<4>)

@@ -86,27 +86,3 @@ Tensor randperm(int64_t n, Generator* gen = nullptr);
 }  // namespace ops
 
 }  // namespace saccade
-
-// ---- this family's backend kernels ----
-// The one declaration of each kernel of this family (row format: ops/backend.h, which expands the list into
-// Backend's virtual functions; the CPU and CUDA backends expand it into their overrides,
-// ops/backend_widening.h into the 16-bit route). A kernel assumes the op checked its arguments.
-#define SACCADE_RANDOM_KERNELS(K, K16)                                                                     \
-  /* Counter-based Philox4x32-10 (ops/philox.h); element i uses counter offset + i. out (contiguous float) \
-   * = U[low, high). 16 bits: the same counters give the float32 draws, each rounded once. */              \
-  K16(uniform, (const Tensor& out, uint64_t seed, uint64_t offset, double low, double high),               \
-      (out, seed, offset, low, high), Kernel16::Uniform, OutFrom<0>)                                       \
-  /* out (contiguous float) = N(mean, std^2) by Box-Muller; 16 bits as uniform. */                         \
-  K16(normal, (const Tensor& out, uint64_t seed, uint64_t offset, double mean, double std),                \
-      (out, seed, offset, mean, std), Kernel16::Normal, OutFrom<0>)
-
-/// The kernels with a default that composes others (Backend's body in ops/backend.cpp); rows as above.
-#define SACCADE_RANDOM_COMPOSED_KERNELS(K, K16)                                                             \
-  /* Inverted dropout of contiguous float x: mask[i] = 1/(1-p) in x's dtype where u_i >= p (u_i = U[0, 1)   \
-   * of counter offset + i as `uniform` draws it, compared in x's dtype), else 0; out = x ⊙ mask (out and \
-   * mask contiguous, x's shape and dtype). The default composes `uniform` with the elementwise kernels     \
-   * (every device draws the same mask); the CPU makes it in one pass. 16 bits widened: the draws are       \
-   * float32's (compared with p in float32); out and the mask are rounded once. */                          \
-  K16(dropout,                                                                                              \
-      (const Tensor& x, uint64_t seed, uint64_t offset, double p, const Tensor& out, const Tensor& mask),   \
-      (x, seed, offset, p, out, mask), Kernel16::Dropout, OutFrom<4>)

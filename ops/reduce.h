@@ -4,14 +4,8 @@
 // from the end) and in any order; an empty `dims` means all dims.
 // Errors: saccade::Error naming the op for an undefined tensor, a dim out of range, a repeated dim, an empty
 // max / min / argmax, or a dtype the op does not take.
+#include "ops/kernels/reduce.h"
 #include "ops/tensor.h"
-
-namespace saccade {
-
-/// The reductions along one dim (Backend::reduce); Max and Min also drive Backend::arg_reduce.
-enum class ReduceOp { Sum, Max, Min, Prod };
-
-}  // namespace saccade
 
 namespace saccade::ops {
 
@@ -57,18 +51,3 @@ Tensor logsumexp(const Tensor& a, const Shape& dims, bool keepdim = false);
 Tensor sum_to(const Tensor& a, const Shape& shape);
 
 }  // namespace saccade::ops
-
-// ---- this family's backend kernels ----
-// The one declaration of each kernel of this family (row format: ops/backend.h, which expands the list into
-// Backend's virtual functions; the CPU and CUDA backends expand it into their overrides,
-// ops/backend_widening.h into the 16-bit route). A kernel assumes the op checked its arguments.
-#define SACCADE_REDUCE_KERNELS(K, K16)                                                                       \
-  /* a contiguous, viewed as (outer, k, inner); out contiguous (outer, inner): op over k. */                 \
-  K(reduce, (ReduceOp op, const Tensor& a, const Tensor& out, int64_t outer, int64_t k, int64_t inner),      \
-    (op, a, out, outer, k, inner))                                                                           \
-  /* a as reduce; values (outer, inner) and int64 indices (outer, inner) of the max (Max) or min (Min) along \
-   * k; ties give the first index; NaN wins. */                                                              \
-  K(arg_reduce,                                                                                              \
-    (ReduceOp op, const Tensor& a, const Tensor& values, const Tensor& indices, int64_t outer, int64_t k,    \
-     int64_t inner),                                                                                         \
-    (op, a, values, indices, outer, k, inner))

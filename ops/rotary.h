@@ -68,17 +68,3 @@ Tensor rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin, R
                         bool inverse = false);
 
 }  // namespace saccade::ops
-
-// ---- this family's backend kernel (with a default that composes others: ops/backend.cpp) ----
-// The one declaration of each kernel of this family (row format: ops/backend.h, which expands the list into
-// Backend's virtual functions; the CPU and CUDA backends expand it into their overrides,
-// ops/backend_widening.h into the 16-bit route). A kernel assumes the op checked its arguments.
-#define SACCADE_ROTARY_COMPOSED_KERNELS(K, K16)                                                             \
-  /* x, out (N, T, D) floating, cos, sin (T, R/2) compute_dtype(x) (f32 for 16 bits), contiguous: out = x   \
-   * with the first R dims of each row rotated (pairs (i, i + R/2), or (2i, 2i + 1) when `interleaved`) by  \
-   * the angles of its position t, by their negatives when `inverse`; the rest copied. The default composes \
-   * the elementwise kernels on strided views; the CPU and CUDA make it in one pass. */                     \
-  K16(rotary_embedding,                                                                                     \
-      (const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& out, bool interleaved,          \
-       bool inverse),                                                                                       \
-      (x, cos, sin, out, interleaved, inverse), Kernel16::RotaryEmbedding, OutFrom<3>)

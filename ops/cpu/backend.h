@@ -18,11 +18,12 @@ class CpuBackend : public Backend {
   /// Kernel16 run on float32 copies.
   bool native_16bit(Kernel16 k) const override { return native_16bit_on(k).cpu; }
   bool keeps_dropout_flags() const override { return true; }
+  /// Every fused kernel: the CPU makes each in one pass (elementwise.cpp, rnn.cpp, random.cpp).
+  bool fuses(FusedKernel) const override { return true; }
   SACCADE_BACKEND_MEMORY(SACCADE_MEMBER_OVERRIDE)
-  // Every kernel of the families' lists (ops/backend.h), the composed ones included: the CPU makes each in
-  // one pass.
+  // Every kernel of the families' lists (ops/kernels/*.h), the fused ones included.
   SACCADE_BACKEND_KERNELS(SACCADE_KERNEL_OVERRIDE, SACCADE_KERNEL_OVERRIDE)
-  SACCADE_BACKEND_COMPOSED_KERNELS(SACCADE_KERNEL_OVERRIDE, SACCADE_KERNEL_OVERRIDE)
+  SACCADE_BACKEND_FUSED_KERNELS(SACCADE_KERNEL_OVERRIDE, SACCADE_KERNEL_OVERRIDE)
 };
 
 }  // namespace saccade::cpu

@@ -39,10 +39,9 @@ class CudaBackend : public Backend {
   /// Backend::widen (attention.cu).
   bool native_16bit(Kernel16 k) const override { return native_16bit_on(k).cuda; }
   SACCADE_BACKEND_MEMORY(SACCADE_MEMBER_OVERRIDE)
-  // Every kernel of the families' lists (ops/backend.h); of the composed ones, CUDA makes the rotary
-  // embedding itself (rotary.cu) and keeps Backend's composed default for the others.
+  // Every kernel of the families' lists (ops/kernels/*.h); none of the fused ones a backend may leave out
+  // (Backend::fuses is false: the ops compose dropout, the GRU gates and SwiGLU's backward).
   SACCADE_BACKEND_KERNELS(SACCADE_KERNEL_OVERRIDE, SACCADE_KERNEL_OVERRIDE)
-  SACCADE_ROTARY_COMPOSED_KERNELS(SACCADE_KERNEL_OVERRIDE, SACCADE_KERNEL_OVERRIDE)
 
   /// The stream every kernel is queued on.
   cudaStream_t stream() const { return stream_; }

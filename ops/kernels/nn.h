@@ -1,0 +1,46 @@
+#pragma once
+// The kernels of the neural-network primitives (softmax, layer norm, GRU gates), as every backend implements
+// them: one row per kernel (row format: ops/backend.h), its contract above it. CPU: ops/cpu/nn.cpp and
+// rnn.cpp; CUDA: ops/cuda/nn.cu. The ops that call them: ops/nn.h. A contract header includes no op header
+// (scripts/check_layers).
+#include "ops/tensor.h"
+
+#define SACCADE_NN_KERNELS(K, K16)                                                                           \
+  /* x, out: (rows, n), contiguous. Softmax (or log-softmax) of each row. A row that is all -inf gives       \
+   * zeros. */                                                                                               \
+  K16(softmax, (const Tensor& x, const Tensor& out, bool log), (x, out, log), Kernel16::Softmax, OutFrom<1>) \
+  /* y = softmax(x) (or log_softmax), gy = dL/dy, gx = dL/dx; all (rows, n), contiguous. */                  \
+  K16(softmax_backward, (const Tensor& y, const Tensor& gy, const Tensor& gx, bool log), (y, gy, gx, log),   \
+      Kernel16::SoftmaxBackward, OutFrom<2>)                                                                 \
+  /* x, out: (rows, n); weight, bias: (n) or undefined; mean, rstd: (rows), compute_dtype(x) (float32 for    \
+   * 16-bit x), written; all contiguous. mean undefined: RMSNorm (μ = 0, rstd = 1 / sqrt(mean(x²) + eps)), \
+   * whose 16-bit route is Kernel16::RmsNorm. */                                                             \
+  K16(layer_norm,                                                                                            \
+      (const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& out,             \
+       const Tensor& mean, const Tensor& rstd),                                                              \
+      (x, weight, bias, eps, out, mean, rstd), mean.defined() ? Kernel16::LayerNorm : Kernel16::RmsNorm,     \
+      OutFrom<4>)                                                                                            \
+  /* gx (rows, n); gweight, gbias (n) or undefined (then not computed); all contiguous. mean undefined:      \
+   * RMSNorm's backward (μ = 0, and no mean(ĝ) term). */                                                   \
+  K16(layer_norm_backward,                                                                                   \
+      (const Tensor& gy, const Tensor& x, const Tensor& weight, const Tensor& mean, const Tensor& rstd,      \
+       const Tensor& gx, const Tensor& gweight, const Tensor& gbias),                                        \
+      (gy, x, weight, mean, rstd, gx, gweight, gbias),                                                       \
+      mean.defined() ? Kernel16::LayerNormBackward : Kernel16::RmsNormBackward, OutFrom<5>)
+
+/// The kernels a backend may leave out (Backend::fuses, FusedKernel): without one, the op composes the same
+/// numbers from other ops (ops::gru_gates_composed, ops/nn.cpp). Rows as above.
+#define SACCADE_NN_FUSED_KERNELS(K, K16)                                                                     \
+  /* GRU gates (ops::gru_gates). gi, gh, saved: (B, 3H) contiguous, h, out: (B, H) contiguous, one float     \
+   * dtype (16-bit ones, which may meet float32 under autocast, are widened): out = h', saved = [r, z, n] as \
+   * ops::gru_gates defines them. The CPU's (ops/cpu/rnn.cpp) makes them in one pass; CUDA has none. */      \
+  K16(gru_gates,                                                                                             \
+      (const Tensor& gi, const Tensor& gh, const Tensor& h, const Tensor& out, const Tensor& saved),         \
+      (gi, gh, h, out, saved), Kernel16::GruGates, OutFrom<3>)                                               \
+  /* gy, h, gx_h: (B, H), gh, saved, ggi, ggh: (B, 3H), all contiguous, one float dtype (16-bit ones         \
+   * widened): the gradients of ops::gru_gates_backward into ggi, ggh and gx_h. CPU: one pass                \
+   * (ops/cpu/rnn.cpp); CUDA: none. */                                                                       \
+  K16(gru_gates_backward,                                                                                    \
+      (const Tensor& gy, const Tensor& gh, const Tensor& h, const Tensor& saved, const Tensor& ggi,          \
+       const Tensor& ggh, const Tensor& gx_h),                                                               \
+      (gy, gh, h, saved, ggi, ggh, gx_h), Kernel16::GruGatesBackward, OutFrom<4>)
