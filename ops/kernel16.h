@@ -9,8 +9,7 @@ namespace saccade {
 
 /// The kernels whose bfloat16 / float16 route a backend chooses (Backend::native_16bit): run on the 16-bit
 /// tensors themselves, or widened by Backend::widen (float32 copies in, the float32 kernel, each 16-bit
-/// output rounded once). The routing itself is Widening<> (ops/backend_widening.h). RmsNorm and
-/// RmsNormBackward are layer_norm and layer_norm_backward called with `mean` undefined.
+/// output rounded once). The routing itself is Widening<> (ops/backend_widening.h).
 enum class Kernel16 {
   Softmax,
   SoftmaxBackward,

@@ -196,7 +196,7 @@ LayerNormGrads layer_norm_backward(const Tensor& gy, const Tensor& x, const Shap
   return r;
 }
 
-// ---- RMS norm: layer norm's kernels with mean undefined (no centring) ----
+// ---- RMS norm ----
 
 RmsNormForward rms_norm_forward(const Tensor& x, const Shape& ns, const Tensor& weight, double eps) {
   const char* op = "rms_norm";
@@ -208,8 +208,7 @@ RmsNormForward rms_norm_forward(const Tensor& x, const Shape& ns, const Tensor& 
   RmsNormForward r{Tensor::empty(x.shape(), x.dtype(), x.device()),
                    Tensor::empty(leading_shape(x, ns), stats, x.device())};
   backend(x.device())
-      .layer_norm(xc.view({rows, n}), flat(weight, n), Tensor(), eps, r.out.view({rows, n}), Tensor(),
-                  r.rstd.view({rows}));
+      .rms_norm(xc.view({rows, n}), flat(weight, n), eps, r.out.view({rows, n}), r.rstd.view({rows}));
   return r;
 }
 
@@ -235,9 +234,9 @@ RmsNormGrads rms_norm_backward(const Tensor& gy, const Tensor& x, const Shape& n
   r.gx = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (weight_grad && weight.defined()) r.gweight = Tensor::empty(ns, x.dtype(), x.device());
   backend(x.device())
-      .layer_norm_backward(gy.contiguous().view({rows, n}), x.contiguous().view({rows, n}), flat(weight, n),
-                           Tensor(), rstd.contiguous().view({rows}), r.gx.view({rows, n}),
-                           r.gweight.defined() ? r.gweight.view({n}) : Tensor(), Tensor());
+      .rms_norm_backward(gy.contiguous().view({rows, n}), x.contiguous().view({rows, n}), flat(weight, n),
+                         rstd.contiguous().view({rows}), r.gx.view({rows, n}),
+                         r.gweight.defined() ? r.gweight.view({n}) : Tensor());
   return r;
 }
 

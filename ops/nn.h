@@ -82,9 +82,9 @@ struct RmsNormForward {
 /// Root-mean-square normalisation (Zhang & Sennrich 2019, eq. 4; as torch.nn.functional.rms_norm and Hugging
 /// Face's LlamaRMSNorm) over the trailing dims `normalized_shape` of x: x / sqrt(mean(x²) + eps) * weight.
 /// weight: of normalized_shape and x's dtype, or undefined (then 1). x: any floating dtype (bfloat16 /
-/// float16: computed in float32, out rounded once; rstd float32). The same kernels as layer_norm, without
-/// the centring. Throws saccade::Error naming rms_norm when normalized_shape is not x's trailing dims, the
-/// weight's shape or dtype differs, or eps < 0.
+/// float16: computed in float32, out rounded once; rstd float32). Its own kernels (rms_norm,
+/// rms_norm_backward: layer norm's row code without the centring). Throws saccade::Error naming rms_norm when
+/// normalized_shape is not x's trailing dims, the weight's shape or dtype differs, or eps < 0.
 RmsNormForward rms_norm_forward(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                                 double eps);
 /// rms_norm_forward(...).out.

@@ -1,11 +1,12 @@
 // The modern-attention ops on CUDA against the CPU (issue 40): SiLU, its backward and SwiGLU through the
 // elementwise kernels (ops/cuda/elementwise.cu with the functors of ops/elementwise_math.h), RMSNorm forward
-// and backward (ops/cuda/nn.cu: layer norm's kernels without the centring) and the rotary embedding
-// (ops/cuda/rotary.cu), in float32, float64, bfloat16 and float16. both() runs each computation on the CPU
-// everywhere and on the GPU when there is one (skipping with a warning otherwise). Tolerances: float32 1e-5,
-// float64 1e-12 (the devices differ in the order of sums and in exp's last bits); 16-bit results within one
-// rounding of the 16-bit result (2^-8 relative for bfloat16, 2^-11 for float16) where both devices compute
-// in float32 and round once, four where a float32 sum over a row comes before the rounding.
+// and backward (ops/cuda/nn.cu's rms_norm kernels: layer norm's device code without the centring) and the
+// rotary embedding (ops/cuda/rotary.cu), in float32, float64, bfloat16 and float16. both() runs each
+// computation on the CPU everywhere and on the GPU when there is one (skipping with a warning otherwise).
+// Tolerances: float32 1e-5, float64 1e-12 (the devices differ in the order of sums and in exp's last bits);
+// 16-bit results within one rounding of the 16-bit result (2^-8 relative for bfloat16, 2^-11 for float16)
+// where both devices compute in float32 and round once, four where a float32 sum over a row comes before the
+// rounding.
 #include <vector>
 
 #include "cuda_helpers.h"

@@ -1,11 +1,13 @@
-// CPU kernels of the nn primitives: softmax / log-softmax and layer norm, forward and backward.
+// CPU kernels of the nn primitives: softmax / log-softmax, layer norm and RMSNorm, forward and backward.
 // Every tensor is contiguous and row-major; a "row" is the last (normalised) axis; parallel over rows.
 // softmax's float32 rows accumulate their sums in double; layer norm sums in its compute type (float32 for
 // float32 and the 16-bit dtypes, which it takes natively) in 16 fixed lanes.
 // Each row runs at the machine's vector width (with_isa, simd.h).
 //
 // Shapes: softmax: x, out, y, gy, gx (rows, n); layer_norm: x, out, gy, gx (rows, n), weight, bias, gweight,
-// gbias (n) or undefined, mean, rstd (rows) float. RMSNorm is layer_norm with mean undefined: no centring.
+// gbias (n) or undefined, mean, rstd (rows) float; rms_norm: as layer_norm without bias, gbias and mean.
+// Layer norm and RMSNorm share their row code (norm_rows, norm_backward_rows), RMSNorm's without the
+// centring.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -162,17 +164,18 @@ inline T lane_sum(int64_t n, F f) {
   return lane_sums<T, 1>(n, [=](int64_t i) { return std::array<T, 1>{f(i)}; })[0];
 }
 
-}  // namespace
-
 // x, out: (rows, n); weight, bias: (n) or undefined; mean, rstd: (rows), compute_t of x
 //   y = (x - μ) · rstd · w + b,   μ = mean(x),  rstd = 1 / sqrt(var(x) + eps)   (biased variance)
+// mean undefined: RMSNorm (bias undefined too), μ = 0. NOTE: a run-time switch, not a template parameter:
+// with μ a compile-time 0 the compiler folds `- μ` away and fuses the products into FMAs differently, and
+// the last bits of RMSNorm's gradients changed (measured).
 // 16-bit x, weight, bias and out are loaded and stored as 16 bits inside the float32 row code (each element
 // widened exactly where it is read, each result rounded once where it is written): the numbers of the
 // float32 kernel on widened copies, in one pass over memory. The statistics are summed in T (lane_sums).
-void CpuBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
-                            const Tensor& out, const Tensor& mean, const Tensor& rstd) {
+void norm_rows(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& out,
+               const Tensor& mean, const Tensor& rstd, const char* op) {
   const int64_t rows = rstd.numel(), n = x.shape().back();
-  dispatch_floating_and_half(x.dtype(), "layer_norm", [&]<class S>() {
+  dispatch_floating_and_half(x.dtype(), op, [&]<class S>() {
     using T = compute_t<S>;
     std::vector<T> wk, bk;
     const T* w = affine_in<S>(weight, wk);
@@ -219,17 +222,19 @@ void CpuBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor&
 // gy, x, gx: (rows, n); weight, gweight, gbias: (n) or undefined; mean, rstd: (rows), compute_t of x
 //   x̂ = (x - μ) rstd,  ĝ = gy ⊙ w:
 //   gx = rstd (ĝ - mean(ĝ) - x̂ mean(ĝ ⊙ x̂)),   gw = Σ_rows gy ⊙ x̂,   gb = Σ_rows gy
+// mean undefined: RMSNorm's backward (gbias undefined too), μ = 0 and no mean(ĝ) term (a run-time switch, as
+// in norm_rows).
 // One pass over memory: a task takes a chunk of rows, and each row, while it is in cache, gives its gx and
 // its terms of the chunk's partial column sums (gw, gb); the chunks' partials are added in order, so the
 // result does not depend on the thread count. 16-bit tensors are loaded and stored as 16 bits, as in
-// layer_norm: the float32 kernel's numbers.
-void CpuBackend::layer_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& weight,
-                                     const Tensor& mean, const Tensor& rstd, const Tensor& gx,
-                                     const Tensor& gweight, const Tensor& gbias) {
+// norm_rows: the float32 kernel's numbers.
+void norm_backward_rows(const Tensor& gy, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                        const Tensor& rstd, const Tensor& gx, const Tensor& gweight, const Tensor& gbias,
+                        const char* op) {
   const int64_t rows = rstd.numel(), n = x.shape().back();
   const bool centred = mean.defined();  // false: RMSNorm (μ = 0, and no mean(ĝ) term)
   if (!gx.defined() && !gweight.defined() && !gbias.defined()) return;
-  dispatch_floating_and_half(x.dtype(), "layer_norm_backward", [&]<class S>() {
+  dispatch_floating_and_half(x.dtype(), op, [&]<class S>() {
     using T = compute_t<S>;
     using A = acc_t<T>;  // the chunks' partials added in A
     std::vector<T> wk;
@@ -334,6 +339,29 @@ void CpuBackend::layer_norm_backward(const Tensor& gy, const Tensor& x, const Te
       if (pgb) pgb[i] = lane_store<S>(static_cast<T>(sb));
     }
   });
+}
+
+}  // namespace
+
+void CpuBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                            const Tensor& out, const Tensor& mean, const Tensor& rstd) {
+  norm_rows(x, weight, bias, eps, out, mean, rstd, "layer_norm");
+}
+
+void CpuBackend::layer_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& weight,
+                                     const Tensor& mean, const Tensor& rstd, const Tensor& gx,
+                                     const Tensor& gweight, const Tensor& gbias) {
+  norm_backward_rows(gy, x, weight, mean, rstd, gx, gweight, gbias, "layer_norm_backward");
+}
+
+void CpuBackend::rms_norm(const Tensor& x, const Tensor& weight, double eps, const Tensor& out,
+                          const Tensor& rstd) {
+  norm_rows(x, weight, Tensor(), eps, out, Tensor(), rstd, "rms_norm");
+}
+
+void CpuBackend::rms_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& weight,
+                                   const Tensor& rstd, const Tensor& gx, const Tensor& gweight) {
+  norm_backward_rows(gy, x, weight, Tensor(), rstd, gx, gweight, Tensor(), "rms_norm_backward");
 }
 
 }  // namespace saccade::cpu

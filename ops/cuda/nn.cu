@@ -1,12 +1,13 @@
-// CUDA kernels of the nn primitives: softmax / log-softmax and layer norm, forward and backward.
+// CUDA kernels of the nn primitives: softmax / log-softmax, layer norm and RMSNorm, forward and backward.
 // Every tensor is contiguous and row-major; a "row" is the last (normalised) axis. One block per row
 // (grid-strided over rows): each thread folds a strided slice of the row, block_reduce (loop.cuh) combines
 // the partials. Sums accumulate in double for float32 rows, as on the CPU (ops/cpu/nn.cpp).
 //
 // Shapes: softmax: x, out, y, gy, gx (rows, n); layer_norm: x, out, gy, gx (rows, n), weight, bias, gweight,
-// gbias (n) or undefined, mean, rstd (rows) float. Layer norm's kernels also take bfloat16 / float16 rows
-// (RMSNorm sends them, ops::rms_norm_forward): loaded into float32 (compute_t), statistics float32 and
-// summed in double as float32 rows are, each result rounded once on the store.
+// gbias (n) or undefined, mean, rstd (rows) float; rms_norm: as layer_norm without bias, gbias and mean.
+// Layer norm and RMSNorm share their device code (mean null: RMSNorm). RMSNorm's kernels also take
+// bfloat16 / float16 rows (layer norm's are widened, Kernel16): loaded into float32 (compute_t), statistics
+// float32 and summed in double as float32 rows are, each result rounded once on the store.
 #include <cmath>
 
 #include "ops/cuda/backend.h"
@@ -209,51 +210,79 @@ void CudaBackend::softmax_backward(const Tensor& y, const Tensor& gy, const Tens
   });
 }
 
-void CudaBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
-                             const Tensor& out, const Tensor& mean, const Tensor& rstd) {
+namespace {
+
+// Layer norm's or RMSNorm's forward, on `backend`'s stream: mean and bias undefined for RMSNorm (a run-time
+// switch, as on the CPU: ops/cpu/nn.cpp's norm_rows says why).
+void norm_rows(CudaBackend& backend, const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+               const Tensor& out, const Tensor& mean, const Tensor& rstd, const char* op) {
   const int64_t rows = rstd.numel(), n = x.shape().back();
   if (rows == 0) return;
-  dispatch_floating_and_half(x.dtype(), "layer_norm", [&]<class T>() {
+  dispatch_floating_and_half(x.dtype(), op, [&]<class T>() {
     using C = compute_t<T>;  // mean and rstd: float32 for 16-bit x
-    layer_norm_kernel<T><<<blocks_for(rows, 1), kThreads, 0, stream()>>>(
+    layer_norm_kernel<T><<<blocks_for(rows, 1), kThreads, 0, backend.stream()>>>(
         x.data<T>(), ptr_or_null<T>(weight), ptr_or_null<T>(bias), eps, out.data<T>(), mut_or_null<C>(mean),
         rstd.data<C>(), rows, n);
-    SACCADE_CUDA_CHECK_LAUNCH("layer_norm");
+    SACCADE_CUDA_CHECK_LAUNCH(op);
   });
 }
 
-void CudaBackend::layer_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& weight,
-                                      const Tensor& mean, const Tensor& rstd, const Tensor& gx,
-                                      const Tensor& gweight, const Tensor& gbias) {
+// Layer norm's or RMSNorm's backward: mean and gbias undefined for RMSNorm.
+void norm_backward_rows(CudaBackend& backend, const Tensor& gy, const Tensor& x, const Tensor& weight,
+                        const Tensor& mean, const Tensor& rstd, const Tensor& gx, const Tensor& gweight,
+                        const Tensor& gbias, const char* op) {
   const int64_t rows = rstd.numel(), n = x.shape().back();
-  dispatch_floating_and_half(x.dtype(), "layer_norm_backward", [&]<class T>() {
+  dispatch_floating_and_half(x.dtype(), op, [&]<class T>() {
     using C = compute_t<T>;  // mean and rstd: float32 for 16-bit x
     if (gx.defined() && rows * n > 0) {
-      layer_norm_backward_gx_kernel<T><<<blocks_for(rows, 1), kThreads, 0, stream()>>>(
+      layer_norm_backward_gx_kernel<T><<<blocks_for(rows, 1), kThreads, 0, backend.stream()>>>(
           gy.data<T>(), x.data<T>(), ptr_or_null<T>(weight), ptr_or_null<C>(mean), rstd.data<C>(),
           gx.data<T>(), rows, n);
-      SACCADE_CUDA_CHECK_LAUNCH("layer_norm_backward");
+      SACCADE_CUDA_CHECK_LAUNCH(op);
     }
     if ((gweight.defined() || gbias.defined()) && n > 0) {
       using A = acc_t<C>;
       const int64_t chunks = rows == 0 ? 1 : (rows + kChunkRows - 1) / kChunkRows;
       const size_t bytes = 2 * static_cast<size_t>(chunks * n) * sizeof(A);
-      A* partial = static_cast<A*>(allocate(bytes));
+      A* partial = static_cast<A*>(backend.allocate(bytes));
       if (rows == 0) {
-        SACCADE_CUDA_CHECK("layer_norm_backward", cudaMemsetAsync(partial, 0, bytes, stream()));
+        SACCADE_CUDA_CHECK(op, cudaMemsetAsync(partial, 0, bytes, backend.stream()));
       } else {
         const dim3 grid(static_cast<unsigned>((n + kColTile - 1) / kColTile), static_cast<unsigned>(chunks));
-        layer_norm_backward_gwb_partial_kernel<T><<<grid, dim3(kColTile, kRowLanes), 0, stream()>>>(
+        layer_norm_backward_gwb_partial_kernel<T><<<grid, dim3(kColTile, kRowLanes), 0, backend.stream()>>>(
             gy.data<T>(), x.data<T>(), ptr_or_null<C>(mean), rstd.data<C>(), partial, partial + chunks * n,
             rows, n);
-        SACCADE_CUDA_CHECK_LAUNCH("layer_norm_backward");
+        SACCADE_CUDA_CHECK_LAUNCH(op);
       }
-      layer_norm_backward_gwb_sum_kernel<T><<<blocks_for(n), kThreads, 0, stream()>>>(
+      layer_norm_backward_gwb_sum_kernel<T><<<blocks_for(n), kThreads, 0, backend.stream()>>>(
           partial, partial + chunks * n, mut_or_null<T>(gweight), mut_or_null<T>(gbias), chunks, n);
-      SACCADE_CUDA_CHECK_LAUNCH("layer_norm_backward");
-      deallocate(partial, bytes);  // stream-ordered: reused only by later work on this stream
+      SACCADE_CUDA_CHECK_LAUNCH(op);
+      backend.deallocate(partial, bytes);  // stream-ordered: reused only by later work on this stream
     }
   });
+}
+
+}  // namespace
+
+void CudaBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                             const Tensor& out, const Tensor& mean, const Tensor& rstd) {
+  norm_rows(*this, x, weight, bias, eps, out, mean, rstd, "layer_norm");
+}
+
+void CudaBackend::layer_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& weight,
+                                      const Tensor& mean, const Tensor& rstd, const Tensor& gx,
+                                      const Tensor& gweight, const Tensor& gbias) {
+  norm_backward_rows(*this, gy, x, weight, mean, rstd, gx, gweight, gbias, "layer_norm_backward");
+}
+
+void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, double eps, const Tensor& out,
+                           const Tensor& rstd) {
+  norm_rows(*this, x, weight, Tensor(), eps, out, Tensor(), rstd, "rms_norm");
+}
+
+void CudaBackend::rms_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& weight,
+                                    const Tensor& rstd, const Tensor& gx, const Tensor& gweight) {
+  norm_backward_rows(*this, gy, x, weight, Tensor(), rstd, gx, gweight, Tensor(), "rms_norm_backward");
 }
 
 }  // namespace saccade::cuda

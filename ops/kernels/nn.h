@@ -1,32 +1,41 @@
 #pragma once
-// The kernels of the neural-network primitives (softmax, layer norm, GRU gates), as every backend implements
-// them: one row per kernel (row format: ops/backend.h), its contract above it. CPU: ops/cpu/nn.cpp and
-// rnn.cpp; CUDA: ops/cuda/nn.cu. The ops that call them: ops/nn.h. A contract header includes no op header
-// (scripts/check_layers).
+// The kernels of the neural-network primitives (softmax, layer norm, RMSNorm, GRU gates), as every backend
+// implements them: one row per kernel (row format: ops/backend.h), its contract above it. CPU: ops/cpu/nn.cpp
+// and rnn.cpp; CUDA: ops/cuda/nn.cu. The ops that call them: ops/nn.h. A contract header includes no op
+// header (scripts/check_layers).
 #include "ops/tensor.h"
 
-#define SACCADE_NN_KERNELS(K, K16)                                                                           \
-  /* x, out: (rows, n), contiguous. Softmax (or log-softmax) of each row. A row that is all -inf gives       \
-   * zeros. */                                                                                               \
-  K16(softmax, (const Tensor& x, const Tensor& out, bool log), (x, out, log), Kernel16::Softmax, OutFrom<1>) \
-  /* y = softmax(x) (or log_softmax), gy = dL/dy, gx = dL/dx; all (rows, n), contiguous. */                  \
-  K16(softmax_backward, (const Tensor& y, const Tensor& gy, const Tensor& gx, bool log), (y, gy, gx, log),   \
-      Kernel16::SoftmaxBackward, OutFrom<2>)                                                                 \
-  /* x, out: (rows, n); weight, bias: (n) or undefined; mean, rstd: (rows), compute_dtype(x) (float32 for    \
-   * 16-bit x), written; all contiguous. mean undefined: RMSNorm (μ = 0, rstd = 1 / sqrt(mean(x²) + eps)), \
-   * whose 16-bit route is Kernel16::RmsNorm. */                                                             \
-  K16(layer_norm,                                                                                            \
-      (const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& out,             \
-       const Tensor& mean, const Tensor& rstd),                                                              \
-      (x, weight, bias, eps, out, mean, rstd), mean.defined() ? Kernel16::LayerNorm : Kernel16::RmsNorm,     \
-      OutFrom<4>)                                                                                            \
-  /* gx (rows, n); gweight, gbias (n) or undefined (then not computed); all contiguous. mean undefined:      \
-   * RMSNorm's backward (μ = 0, and no mean(ĝ) term). */                                                   \
-  K16(layer_norm_backward,                                                                                   \
-      (const Tensor& gy, const Tensor& x, const Tensor& weight, const Tensor& mean, const Tensor& rstd,      \
-       const Tensor& gx, const Tensor& gweight, const Tensor& gbias),                                        \
-      (gy, x, weight, mean, rstd, gx, gweight, gbias),                                                       \
-      mean.defined() ? Kernel16::LayerNormBackward : Kernel16::RmsNormBackward, OutFrom<5>)
+#define SACCADE_NN_KERNELS(K, K16)                                                                                       \
+  /* x, out: (rows, n), contiguous. Softmax (or log-softmax) of each row. A row that is all -inf gives                   \
+   * zeros. */                                                                                                           \
+  K16(softmax, (const Tensor& x, const Tensor& out, bool log), (x, out, log), Kernel16::Softmax, OutFrom<1>)             \
+  /* y = softmax(x) (or log_softmax), gy = dL/dy, gx = dL/dx; all (rows, n), contiguous. */                              \
+  K16(softmax_backward, (const Tensor& y, const Tensor& gy, const Tensor& gx, bool log), (y, gy, gx, log),               \
+      Kernel16::SoftmaxBackward, OutFrom<2>)                                                                             \
+  /* Layer norm (ops::layer_norm_forward). x, out: (rows, n); weight, bias: (n) or undefined; mean, rstd:                \
+   * (rows), compute_dtype(x) (float32 for 16-bit x), written; all contiguous:                                           \
+   * out = (x - μ) · rstd · w + b, μ = mean(x), rstd = 1 / sqrt(var(x) + eps) (biased variance). */                  \
+  K16(layer_norm,                                                                                                        \
+      (const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& out,                         \
+       const Tensor& mean, const Tensor& rstd),                                                                          \
+      (x, weight, bias, eps, out, mean, rstd), Kernel16::LayerNorm, OutFrom<4>)                                          \
+  /* gy, x, gx (rows, n); mean, rstd as layer_norm wrote them; gweight, gbias (n) or undefined (then not                 \
+   * computed); all contiguous: gx = rstd (ĝ - mean(ĝ) - x̂ mean(ĝ ⊙ x̂)), x̂ = (x - μ) rstd, ĝ = gy ⊙ w,    \
+   * gweight = Σ_rows gy ⊙ x̂, gbias = Σ_rows gy. */                                                                \
+  K16(layer_norm_backward,                                                                                               \
+      (const Tensor& gy, const Tensor& x, const Tensor& weight, const Tensor& mean, const Tensor& rstd,                  \
+       const Tensor& gx, const Tensor& gweight, const Tensor& gbias),                                                    \
+      (gy, x, weight, mean, rstd, gx, gweight, gbias), Kernel16::LayerNormBackward, OutFrom<5>)                          \
+  /* RMSNorm (ops::rms_norm_forward). x, out: (rows, n); weight: (n) or undefined; rstd: (rows),                         \
+   * compute_dtype(x), written; all contiguous: out = x · rstd · w, rstd = 1 / sqrt(mean(x²) + eps). */               \
+  K16(rms_norm, (const Tensor& x, const Tensor& weight, double eps, const Tensor& out, const Tensor& rstd),              \
+      (x, weight, eps, out, rstd), Kernel16::RmsNorm, OutFrom<3>)                                                        \
+  /* gy, x, gx (rows, n); rstd as rms_norm wrote it; gweight (n) or undefined (then not computed); all                   \
+   * contiguous: gx = rstd (ĝ - x̂ mean(ĝ ⊙ x̂)), x̂ = x · rstd, ĝ = gy ⊙ w, gweight = Σ_rows gy ⊙ x̂. */ \
+  K16(rms_norm_backward,                                                                                                 \
+      (const Tensor& gy, const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& gx,                    \
+       const Tensor& gweight),                                                                                           \
+      (gy, x, weight, rstd, gx, gweight), Kernel16::RmsNormBackward, OutFrom<4>)
 
 /// The kernels a backend may leave out (Backend::fuses, FusedKernel): without one, the op composes the same
 /// numbers from other ops (ops::gru_gates_composed, ops/nn.cpp). Rows as above.
