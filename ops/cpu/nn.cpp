@@ -254,7 +254,7 @@ void norm_backward_rows(const Tensor& gy, const Tensor& x, const Tensor& weight,
     std::vector<T> pw(pgw ? chunks * n : 0, T(0)), pb(pgb ? chunks * n : 0, T(0));
     parallel_rows(chunks, chunk_rows * n, [&](int64_t ch) {
       // NOTE: the lambda copies its arguments: through captured references GCC 12 left the sums scalar
-      // (a dependent double add per element, 2.3 % of the GPT's bf16 step)
+      // (a dependent double add per element; bench/RESULTS.md, "figures moved out of code comments")
       with_isa([=, aw = pgw ? pw.data() + ch * n : nullptr, ab = pgb ? pb.data() + ch * n : nullptr] {
         for (int64_t r = ch * chunk_rows; r < std::min(rows, (ch + 1) * chunk_rows); ++r) {
           const S* __restrict g = pg + r * n;
