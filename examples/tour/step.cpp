@@ -2,11 +2,10 @@
 // p = softmax(W2 · tanh(W1 x)) on random data, trained with cross-entropy and Adam (the tour's "The step we
 // follow"). The tour shows this file's lines between the two markers; scripts/check_tour fails when they
 // differ. Exits 0 when the loss after 100 steps is below the first step's, 1 otherwise (CTest: tour_step).
+// tour: begin
 #include <cstdio>
 
 #include "saccade.h"
-
-// tour: begin
 using namespace saccade;
 
 int main() {
