@@ -34,12 +34,12 @@
 #include "hf/tokenizer.h"
 #include "nn/lora.h"
 #endif
+#include "core/error.h"
 #include "examples/gpt/tokenizer.h"
 #include "examples/gpt/training.h"
 #include "nn/serialization.h"
 #include "ops/blas.h"
 #include "ops/creation.h"
-#include "core/error.h"
 #include "ops/threads.h"
 
 namespace ex = saccade::examples;
@@ -387,8 +387,19 @@ std::string why_ended(const ex::GPTTrainOptions& o, int64_t step) {
 
 // The checks of `gpt train`'s flags that involve more than one flag or a path, before any work
 // (cli::UsageError naming the flag).
+// --stop-at past --steps would never be reached: the run would end at --steps, saved as finished, not as the
+// interrupted run the user asked for.
+void check_stop_at(int64_t stop_at, int64_t steps) {
+  if (stop_at > steps)
+    throw cli::UsageError("--stop-at",
+                          fmt::format("{} is past --steps {} (the run would end at step {} without "
+                                      "stopping there)",
+                                      stop_at, steps, steps));
+}
+
 void check_train_flags(const ex::GPTTrainOptions& o, const ex::GPTConfig& config, int64_t vocab,
                        const std::string& out_dir) {
+  check_stop_at(o.stop_at, o.steps);
   if (o.batch_size % o.grad_accum != 0)
     throw cli::UsageError("--grad-accum",
                           fmt::format("{} does not divide --batch-size {}", o.grad_accum, o.batch_size));
@@ -536,6 +547,7 @@ std::vector<ex::TokenizedExample> read_examples(const std::string& path, const s
 // in PEFT's layout in OUT/adapter.
 int run_finetune(FinetuneArgs& a, saccade::Device device) {
   namespace nn = saccade::nn;
+  check_stop_at(a.opts.stop_at, a.opts.steps);
   cli::require_directory("--hf", a.hf);
   cli::require_file("--hf", a.hf + "/config.json");
   cli::require_file("--data", a.data);

@@ -19,6 +19,7 @@ endfunction()
 if(TARGET gpt)
   set(gpt $<TARGET_FILE:gpt>)
   # item 5: unreadable range errors, and --help's contradictory defaults
+  saccade_cli_refusal(gpt_train_stop_past_steps "^gpt: --stop-at: 9 is past --steps 5 \\(the run would end at step 5" ${gpt} train --steps 5 --stop-at 9 --out run)
   saccade_cli_refusal(gpt_steps_zero "^gpt: --steps: 0 is not allowed \\(need an integer >= 1\\)$" ${gpt} train --steps 0)
   saccade_cli_refusal(gpt_steps_abc "^gpt: --steps: 'abc' is not a number$" ${gpt} train --steps abc)
   saccade_cli_refusal(gpt_steps_fraction "^gpt: --steps: 2.5 is not an integer" ${gpt} train --steps 2.5)
@@ -259,6 +260,8 @@ if(TARGET gpt)
     # issue 51: a Qwen2 folder (q, k and v biases) is refused by the GPT that has no such biases, by name
     saccade_cli_test(gpt_init_from_qwen2 --err "^gpt: hf_llama_gpt_config: this GPT cannot hold the q, k and v biases of a 'qwen2' model" 1 10 -- ${gpt} train --init-from-hf ${hf_data}/hf_qwen2 --steps 1 --out run)
     saccade_cli_test(gpt_init_from_llama3_rope --err "^gpt: hf_llama_gpt_config: this GPT cannot hold rope scaling" 1 10 -- ${gpt} train --init-from-hf ${hf_data}/hf_llama_rope --steps 1 --out run)
+    # --stop-at past --steps would never stop the run: refused before any work, in both commands
+    saccade_cli_refusal(gpt_finetune_stop_past_steps "^gpt: --stop-at: 12 is past --steps 10" ${gpt} finetune --hf ${hf_data}/hf_llama --data ${hf_data}/hf_instruct.jsonl --steps 10 --stop-at 12 --out run)
     saccade_cli_refusal(gpt_dtype_without_hf "^gpt: --dtype requires --hf$" ${gpt} sample --dtype bf16)
     saccade_cli_refusal(gpt_non_strict_without_hf "^gpt: --non-strict requires --hf$" ${gpt} sample --non-strict)
     saccade_cli_refusal(gpt_hf_missing "^gpt: --hf: '/nonexistent/model' does not exist" ${gpt} sample --hf /nonexistent/model)
