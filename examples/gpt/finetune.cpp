@@ -1,6 +1,7 @@
 #include "examples/gpt/finetune.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <numeric>
 #include <random>
@@ -12,13 +13,13 @@
 #include "autograd/functions/nn.h"
 #include "autograd/functions/shape.h"
 #include "autograd/grad_mode.h"
+#include "core/error.h"
 #include "nn/lora.h"
 #include "nn/optim.h"
 #include "nn/scheduler.h"
 #include "nn/serialization.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
-#include "core/error.h"
 
 namespace saccade::examples {
 
@@ -35,16 +36,12 @@ std::pair<Variable, int64_t> batch_loss(const LogitsFn& logits, const Batch& b) 
 
 constexpr const char* kFormat = "saccade-finetune-1";
 
+}  // namespace
+
 // The saved run: "param.<name>" the trainable parameters, "optimizer.<key>" AdamW's state, "log.train_loss"
 // (step) float64, "log.val" (n, 2) float64 rows of (step, loss); metadata: format, step, shuffles (how many
 // epochs' orders were drawn), next (the position in the current order), seed, batch_size, examples,
 // generator_seed and generator_offset.
-struct RunPosition {
-  int64_t step = 0;
-  uint64_t shuffles = 0;
-  size_t next = 0;
-};
-
 void save_run(const std::string& path, const nn::Module& model, const nn::AdamW& opt, const FinetuneLog& log,
               const RunPosition& at, const FinetuneOptions& opts, size_t examples) {
   nn::StateDict t;
@@ -69,7 +66,6 @@ void save_run(const std::string& path, const nn::Module& model, const nn::AdamW&
   nn::save_safetensors(t, path, m);
 }
 
-// Reads a saved run into model, opt and log after checking all of it; returns where it stopped.
 RunPosition load_run(const std::string& path, nn::Module& model, nn::AdamW& opt, FinetuneLog& log,
                      const FinetuneOptions& opts, size_t examples) {
   const nn::Safetensors f = nn::load_safetensors(path);
@@ -123,11 +119,29 @@ RunPosition load_run(const std::string& path, nn::Module& model, nn::AdamW& opt,
   nn::StateDict optimizer;
   for (const auto& [name, t] : f.tensors)
     if (name.starts_with("optimizer.")) optimizer.insert(name.substr(10), t);
-  opt.check_state_dict(optimizer);
+  try {
+    opt.check_state_dict(optimizer);
+  } catch (const Error& e) {
+    refuse(fmt::format("holds another optimizer state: {}", e.what()));
+  }
   const Tensor* train = f.tensors.find("log.train_loss");
   const Tensor* val = f.tensors.find("log.val");
   if (!train || !val || train->numel() != at.step || val->dim() != 2 || val->size(1) != 2)
     refuse("has no log of its steps");
+  // the validation rows: (step, loss) at steps 1 .. step, in increasing order
+  const std::vector<double> v = val->to(DType::Float64).to_vector<double>();
+  std::vector<std::pair<int64_t, double>> val_loss;
+  for (size_t i = 0; i + 1 < v.size(); i += 2) {
+    const int64_t last = val_loss.empty() ? 0 : val_loss.back().first;
+    if (!(v[i] > static_cast<double>(last) && v[i] <= static_cast<double>(at.step) &&
+          v[i] == std::floor(v[i])))
+      refuse(fmt::format("logs a validation at step {} (after step {}, in a run of {} steps)", v[i], last,
+                         at.step));
+    val_loss.emplace_back(static_cast<int64_t>(v[i]), v[i + 1]);
+  }
+  const bool has_generator = opts.generator && f.metadata.count("generator_seed");
+  const uint64_t generator_seed = has_generator ? meta("generator_seed") : 0;
+  const uint64_t generator_offset = has_generator ? meta("generator_offset") : 0;
   // now change the run
   for (auto& [p, t] : params) {
     Tensor d = p.data();
@@ -135,18 +149,13 @@ RunPosition load_run(const std::string& path, nn::Module& model, nn::AdamW& opt,
   }
   opt.load_state_dict(optimizer);
   log.train_loss = train->to(DType::Float64).to_vector<double>();
-  const std::vector<double> v = val->to(DType::Float64).to_vector<double>();
-  log.val_loss.clear();
-  for (size_t i = 0; i + 1 < v.size(); i += 2)
-    log.val_loss.emplace_back(static_cast<int64_t>(v[i]), v[i + 1]);
-  if (opts.generator && f.metadata.count("generator_seed")) {  // the dropout stream where it stopped
-    opts.generator->manual_seed(meta("generator_seed"));
-    opts.generator->advance(meta("generator_offset"));
+  log.val_loss = std::move(val_loss);
+  if (has_generator) {  // the dropout stream where it stopped
+    opts.generator->manual_seed(generator_seed);
+    opts.generator->advance(generator_offset);
   }
   return at;
 }
-
-}  // namespace
 
 double completion_loss(nn::Module& model, const LogitsFn& logits,
                        const std::vector<TokenizedExample>& examples, int64_t batch_size, int64_t pad) {

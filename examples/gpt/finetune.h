@@ -10,6 +10,7 @@
 
 #include "examples/gpt/instruct.h"
 #include "nn/module.h"
+#include "nn/optim.h"
 #include "ops/random.h"
 
 namespace saccade::examples {
@@ -52,6 +53,32 @@ struct FinetuneLog {
   std::vector<std::pair<int64_t, double>> val_loss;
   int64_t resumed_at = 0;  ///< the step the run continued from (0: a fresh run)
 };
+
+/// Where a saved run stopped: its last step, how many epochs' orders of the examples it has drawn, and the
+/// position in the current order.
+struct RunPosition {
+  int64_t step = 0;
+  uint64_t shuffles = 0;
+  size_t next = 0;
+};
+
+/// Writes a run's state to `path` (safetensors, atomically: nn::save_safetensors): "param.<name>" for each
+/// trainable parameter of `model` (requires_grad), "optimizer.<key>" for AdamW's state, "log.train_loss"
+/// (step) and "log.val" (n, 2) float64 rows of (step, loss); metadata format "saccade-finetune-1", step,
+/// shuffles, next, seed, batch_size, examples (`examples`: the number of training examples), and the
+/// dropout generator's seed and offset when opts.generator is set. Throws what nn::save_safetensors throws.
+void save_run(const std::string& path, const nn::Module& model, const nn::AdamW& opt, const FinetuneLog& log,
+              const RunPosition& at, const FinetuneOptions& opts, size_t examples);
+
+/// Reads a run that save_run wrote into `model`'s trainable parameters, `opt`, `log` and opts.generator, and
+/// returns where it stopped. Everything is checked before anything changes: throws saccade::Error naming
+/// "finetune_lora: --resume" and `path` for a file that is not safetensors or not of this format, metadata
+/// that is missing or not a count, another seed, batch size or number of examples, an impossible position
+/// in the data, a missing, extra or misshapen trainable parameter, another optimizer state, no log of its
+/// steps or a validation logged at a step outside 1 .. step or out of order; `model`, `opt`, `log` and the
+/// generator are then unchanged.
+RunPosition load_run(const std::string& path, nn::Module& model, nn::AdamW& opt, FinetuneLog& log,
+                     const FinetuneOptions& opts, size_t examples);
 
 /// The run's log as CSV, one row per step: "step,train_loss,val_loss" (nats per scored token; val_loss empty
 /// at a step without a validation), what `gpt finetune` writes to OUT/log.csv.

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "autograd/functions/nn.h"
+#include "autograd/functions/reduce.h"
 #include "autograd/functions/shape.h"
 #include "examples/common/idx.h"
 #include "examples/gpt/tokenizer.h"
@@ -16,6 +17,7 @@
 #include "ops/creation.h"
 #include "ops/io.h"
 #include "tests/fuzz/libfuzzer/fuzz_common.h"
+#include "tests/fuzz/libfuzzer/fuzz_finetune.h"
 #include "tests/fuzz/libfuzzer/fuzz_gpt.h"
 #ifdef SACCADE_FUZZ_HF
 #include "tests/fuzz/libfuzzer/fuzz_hf.h"
@@ -130,8 +132,8 @@ void write_hf_weights_seeds(const fs::path& dir) {
 int main(int argc, char** argv) {
   SACCADE_CHECK(argc == 2, "usage: fuzz_make_seeds <tests/fuzz/libfuzzer>");
   const fs::path root = argv[1], corpus = root / "corpus";
-  for (const char* t :
-       {"safetensors", "state_dict", "checkpoint", "npy", "idx", "cmudict", "fortunes", "gpt"})
+  for (const char* t : {"safetensors", "state_dict", "checkpoint", "npy", "idx", "cmudict", "fortunes", "gpt",
+                        "finetune_run"})
     fs::create_directories(corpus / t);
   fs::create_directories(root / "data");
   const auto f = [&](const char* target, const char* name) { return (corpus / target / name).string(); };
@@ -234,6 +236,21 @@ int main(int argc, char** argv) {
   write_text(f("fortunes", "fortunes"),
              "A fool and his money are soon parted.\n%\nTo be, or not to be.\n\t-- Hamlet\n%\n\n%\n"
              "A fool and his money are soon parted.\n%\n100% sure\n%");
+  // finetune_run: gpt finetune's OUT/last.safetensors before the first step and after one
+  {
+    fuzz::FinetuneRun run;
+    examples::save_run(f("finetune_run", "step0.safetensors"), run.model, run.opt, run.log, {}, run.opts,
+                       fuzz::kFinetuneExamples);
+    Tensor x = ops::from_vector(std::vector<int64_t>{1, 4}, {2});
+    Variable loss = sum(run.model.fc->forward(run.model.norm->forward(run.model.emb->forward(x))));
+    loss.backward();
+    run.opt.step();
+    run.gen.advance(64);
+    run.log.train_loss = {1.5};
+    run.log.val_loss = {{1, 1.25}};
+    examples::save_run(f("finetune_run", "step1.safetensors"), run.model, run.opt, run.log,
+                       {.step = 1, .shuffles = 1, .next = 2}, run.opts, fuzz::kFinetuneExamples);
+  }
 #ifdef SACCADE_FUZZ_HF
   write_hf_weights_seeds(corpus / "hf_weights");
 #endif
