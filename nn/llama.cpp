@@ -37,10 +37,14 @@ LlamaAttention::LlamaAttention(const LlamaConfig& c, Generator* gen)
   rotary_emb = register_module(
       "rotary_emb",
       std::make_shared<RotaryEmbedding>(head_dim, c.rope_theta, ops::RotaryStyle::Half, 1.0, c.rope_scaling));
+  if (c.qk_norm) {
+    q_norm = register_module("q_norm", std::make_shared<RMSNorm>(head_dim, c.rms_norm_eps));
+    k_norm = register_module("k_norm", std::make_shared<RMSNorm>(head_dim, c.rms_norm_eps));
+  }
 }
 
 GroupedHeads LlamaAttention::heads() const {
-  return GroupedHeads{num_heads, num_kv_heads, head_dim, rotary_emb.get()};
+  return GroupedHeads{num_heads, num_kv_heads, head_dim, rotary_emb.get(), q_norm.get(), k_norm.get()};
 }
 
 int64_t LlamaAttention::kv_cache_bytes_per_token() const {

@@ -6,7 +6,7 @@
 //
 //   h = x + self_attn(input_layernorm(x)),   y = h + mlp(post_attention_layernorm(h))
 //   self_attn(x) = o_proj(attention(rope(q_proj x), rope(k_proj x), v_proj x))   (H query, H_kv key/value
-//   heads)
+//   heads; with qk_norm, Qwen3's, rope(q_norm(q_proj x)) and rope(k_norm(k_proj x)), normed per head)
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -36,6 +36,9 @@ struct LlamaConfig {
   bool mlp_bias = false;
   /// Biases on q_proj, k_proj and v_proj only (Qwen2's layout; attention_bias puts them on all four)
   bool qkv_bias = false;
+  /// RMSNorm(head_dim, rms_norm_eps) on each head's query and key vectors, after the projection and before
+  /// the rotation (Qwen3's q_norm and k_norm; Yang et al. 2025)
+  bool qk_norm = false;
   // the whole model's (LlamaForCausalLM)
   int64_t vocab_size = 32000;
   int64_t num_hidden_layers = 32;
@@ -49,7 +52,9 @@ struct LlamaConfig {
 
 /// Causal grouped-query self-attention with rotary positions (Hugging Face's LlamaAttention; Ainslie et al.
 /// 2023; Su et al. 2021). Children: q_proj Linear(hidden, H·head_dim), k_proj and v_proj Linear(hidden,
-/// H_kv·head_dim), o_proj Linear(H·head_dim, hidden); rotary_emb (no state). Init as Linear, from `gen`.
+/// H_kv·head_dim), o_proj Linear(H·head_dim, hidden); rotary_emb (no state); with qk_norm, q_norm and k_norm
+/// RMSNorm(head_dim, rms_norm_eps) (weights 1), each head's queries and keys normed before the rotation.
+/// Init as Linear, from `gen`.
 /// Throws saccade::Error naming "LlamaAttention" for sizes that are not positive, H not a multiple of H_kv,
 /// an odd head_dim or a negative sliding_window.
 class LlamaAttention : public Module {
@@ -59,9 +64,9 @@ class LlamaAttention : public Module {
   /// (need_weights = false). Throws saccade::Error naming "LlamaAttention" for another shape.
   Variable forward(const Variable& x, int64_t offset = 0);
   /// Incremental decoding: x (B, Tn, hidden) holds the positions after the cache.length() already in `cache`
-  /// (keys and values (B, H_kv, t, head_dim), the keys rotated) -> (B, Tn, hidden), equal to those rows of
-  /// forward over the whole prefix; the cache grows by Tn (H_kv heads: grouped-query attention keeps the
-  /// cache H / H_kv times smaller than the queries'). Throws saccade::Error naming "LlamaAttention" for
+  /// (keys and values (B, H_kv, t, head_dim), the keys normed and rotated) -> (B, Tn, hidden), equal to those
+  /// rows of forward over the whole prefix; the cache grows by Tn (H_kv heads: grouped-query attention keeps
+  /// the cache H / H_kv times smaller than the queries'). Throws saccade::Error naming "LlamaAttention" for
   /// another shape or a cache of another batch or dtype.
   Variable step(const Variable& x, KVCache& cache);
   /// The KV cache's bytes per cached position and batch row: 2 · H_kv · head_dim · sizeof(dtype) for the
@@ -70,6 +75,7 @@ class LlamaAttention : public Module {
 
   std::shared_ptr<Linear> q_proj, k_proj, v_proj, o_proj;
   std::shared_ptr<RotaryEmbedding> rotary_emb;
+  std::shared_ptr<RMSNorm> q_norm, k_norm;  ///< null unless qk_norm
   int64_t num_heads, num_kv_heads, head_dim, window;
 
  private:

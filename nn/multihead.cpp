@@ -12,9 +12,12 @@ namespace saccade::nn {
 
 namespace {
 
-// X: (B, T, H * d) -> (B, H, T, d)  (d2l's transpose_qkv, without folding H into B)
-Variable split_heads(const Variable& X, int64_t num_heads) {
-  return permute(reshape(X, {X.size(0), X.size(1), num_heads, -1}), {0, 2, 1, 3});
+// X: (B, T, H * d) -> (B, H, T, d)  (d2l's transpose_qkv, without folding H into B); `norm` (over d) applied
+// to each head's vector on the way, as transformers' Qwen3Attention norms the (B, T, H, d) view
+Variable split_heads(const Variable& X, int64_t num_heads, UnaryModule* norm = nullptr) {
+  Variable heads = reshape(X, {X.size(0), X.size(1), num_heads, -1});
+  if (norm) heads = norm->forward(heads);
+  return permute(heads, {0, 2, 1, 3});
 }
 
 // X: (B, H, T, d) -> (B, T, H * d)  (d2l's transpose_output)
@@ -65,14 +68,14 @@ std::pair<Variable, Variable> KVCache::append(const Variable& new_keys, const Va
   return {keys, values};
 }
 
-// projected: (B, T, H · d) -> (B, H, T, d), rotated at offset ..
+// projected: (B, T, H · d) -> (B, H, T, d), each head normed, then rotated at offset ..
 Variable GroupedHeads::queries(const Variable& projected, int64_t offset) const {
-  const Variable q = split_heads(projected, num_heads);
+  const Variable q = split_heads(projected, num_heads, q_norm);
   return rotary ? rotary->forward(q, offset) : q;
 }
 
 Variable GroupedHeads::keys(const Variable& projected, int64_t offset) const {
-  const Variable k = split_heads(projected, num_kv_heads);
+  const Variable k = split_heads(projected, num_kv_heads, k_norm);
   return rotary ? rotary->forward(k, offset) : k;
 }
 

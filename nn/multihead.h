@@ -18,6 +18,7 @@
 #include "nn/linear.h"
 #include "nn/module.h"
 #include "nn/positional.h"
+#include "nn/unary_module.h"
 #include "ops/random.h"
 
 namespace saccade::nn {
@@ -52,15 +53,19 @@ struct RotaryConfig {
 /// al. 2021), shared by MultiHeadAttention and LlamaAttention: H = num_heads query heads and H_kv =
 /// num_kv_heads key/value heads of head_dim features each, query head h reading key/value head h / (H / H_kv)
 /// (scaled_dot_product_attention's enable_gqa: K and V are never repeated in memory). A view of its module's
-/// settings; `rotary` is the module's child (null: no rotary positions). The module checks the sizes.
+/// settings; `rotary` is the module's child (null: no rotary positions), and so are `q_norm` and `k_norm`
+/// (null: none), norms over head_dim applied to each head's query and key vectors before the rotation
+/// (Qwen3's per-head RMSNorm). The module checks the sizes.
 struct GroupedHeads {
   int64_t num_heads, num_kv_heads, head_dim;
   RotaryEmbedding* rotary = nullptr;
+  UnaryModule *q_norm = nullptr, *k_norm = nullptr;
 
-  /// Projected queries (B, T, H · head_dim) -> (B, H, T, head_dim), rotated at positions offset .. offset +
-  /// T - 1 when rotary.
+  /// Projected queries (B, T, H · head_dim) -> (B, H, T, head_dim), each head normed by q_norm when set, then
+  /// rotated at positions offset .. offset + T - 1 when rotary.
   Variable queries(const Variable& projected, int64_t offset) const;
-  /// Projected keys (B, T, H_kv · head_dim) -> (B, H_kv, T, head_dim), rotated as the queries.
+  /// Projected keys (B, T, H_kv · head_dim) -> (B, H_kv, T, head_dim), normed by k_norm and rotated as the
+  /// queries.
   Variable keys(const Variable& projected, int64_t offset) const;
   /// Projected values (B, T, H_kv · head_dim) -> (B, H_kv, T, head_dim).
   Variable values(const Variable& projected) const;

@@ -1,17 +1,21 @@
 // nn::LlamaBlock (issue 40): Hugging Face's parameter names and shapes, the block against a composed
 // reference written from readable pieces (rms_norm_composed, rotary_embedding_composed, key/value heads
-// repeated per group, softmax attention with a causal mask), causality, gradcheck, and bad input.
+// repeated per group, softmax attention with a causal mask), causality, gradcheck, and bad input; Qwen3's
+// per-head q and k norms (qk_norm, issue 51) against the same reference.
 #include <algorithm>
 #include <cmath>
 #include <string>
 
 #include "autograd/grad_mode.h"
 #include "helpers.h"
+#include "module_gradcheck.h"
 #include "nn/llama.h"
 #include "ops/creation.h"
 
 using namespace saccade;
 using saccade::testing::allclose;
+using saccade::testing::leaves;
+using saccade::testing::module_gradcheck;
 using saccade::testing::rand64;
 
 namespace {
@@ -28,11 +32,17 @@ Variable reference(nn::LlamaBlock& b, const Variable& x) {
   const nn::LlamaAttention& a = *b.self_attn;
   const int64_t B = x.size(0), T = x.size(1), H = a.num_heads, Hkv = a.num_kv_heads, hd = a.head_dim;
   ops::RotaryTables t = ops::rotary_tables(T, hd, 500.0, DType::Float64);
-  auto heads = [&](const Variable& y, int64_t h) { return permute(reshape(y, {B, T, h, hd}), {0, 2, 1, 3}); };
+  // (B, T, h·hd) -> (B, h, T, hd), each head's vector normed first when the block has q and k norms
+  auto heads = [&](const Variable& y, int64_t h, const std::shared_ptr<nn::RMSNorm>& norm = nullptr) {
+    Variable split = reshape(y, {B, T, h, hd});
+    if (norm) split = rms_norm_composed(split, {hd}, norm->weight, 1e-5);
+    return permute(split, {0, 2, 1, 3});
+  };
   const Variable xn = rms_norm_composed(x, {x.size(2)}, b.input_layernorm->weight, 1e-5);
   const Variable q =
-      rotary_embedding_composed(heads(a.q_proj->forward(xn), H), t.cos, t.sin, RotaryStyle::Half);
-  Variable k = rotary_embedding_composed(heads(a.k_proj->forward(xn), Hkv), t.cos, t.sin, RotaryStyle::Half);
+      rotary_embedding_composed(heads(a.q_proj->forward(xn), H, a.q_norm), t.cos, t.sin, RotaryStyle::Half);
+  Variable k =
+      rotary_embedding_composed(heads(a.k_proj->forward(xn), Hkv, a.k_norm), t.cos, t.sin, RotaryStyle::Half);
   Variable v = heads(a.v_proj->forward(xn), Hkv);
   Tensor index = Tensor::empty({H}, DType::Int64);  // query head h reads key/value head h / (H / Hkv)
   for (int64_t h = 0; h < H; ++h) index.data<int64_t>()[h] = h / (H / Hkv);
@@ -83,6 +93,50 @@ TEST_CASE("LlamaBlock: Hugging Face's names, and the composed reference", "[nn][
   for (const Variable& p : block.parameters()) CHECK(p.grad().defined());
 }
 
+TEST_CASE("LlamaBlock: Qwen3's q and k norms, per head before the rotation, with their gradients",
+          "[nn][llama]") {
+  nn::LlamaConfig c = tiny();
+  c.qk_norm = true;
+  c.head_dim = 8;  // != hidden / heads, as Qwen3's
+  Generator gen(11);
+  nn::LlamaBlock block(c, &gen);
+  const std::vector<std::string> keys = block.state_dict().keys();
+  for (const char* name : {"self_attn.q_norm.weight", "self_attn.k_norm.weight"}) {
+    CAPTURE(name);
+    REQUIRE(std::find(keys.begin(), keys.end(), name) != keys.end());
+    CHECK(block.state_dict().at(name).shape() == Shape{8});
+  }
+  CHECK(block.self_attn->q_proj->weight.shape() == Shape{32, 16});  // H · head_dim = 4 · 8
+  block.to(DType::Float64);
+  for (const Variable& w : {block.self_attn->q_norm->weight, block.self_attn->k_norm->weight}) {
+    Tensor d = w.data();  // not all ones, so the norms' weights count
+    ops::copy_(d, ops::add(rand64({8}, 12), 1.0));
+  }
+  Variable x(rand64({2, 5, 16}, 13), true);
+  const Variable y = block.forward(x);
+  CHECK(allclose(y.data(), reference(block, Variable(x.data())).data(), 1e-12, 1e-12));
+  // without the norms the block computes something else
+  nn::LlamaConfig plain = c;
+  plain.qk_norm = false;
+  nn::LlamaBlock unnormed(plain, &gen);
+  unnormed.to(DType::Float64);
+  CHECK(unnormed.load_state_dict(block.state_dict(), /*strict=*/false).unexpected_keys ==
+        std::vector<std::string>{"self_attn.q_norm.weight", "self_attn.k_norm.weight"});
+  CHECK_FALSE(allclose(unnormed.forward(x).data(), y.data(), 1e-6, 1e-6));
+  // the KV cache holds normed, rotated keys: step by step equals the whole sequence
+  {
+    NoGradGuard no_grad;
+    nn::KVCache cache;
+    const Tensor first = block.step(Variable(x.data().narrow(1, 0, 3)), cache).data();
+    const Tensor rest = block.step(Variable(x.data().narrow(1, 3, 2)), cache).data();
+    CHECK(allclose(first, y.data().narrow(1, 0, 3), 1e-12, 1e-12));
+    CHECK(allclose(rest, y.data().narrow(1, 3, 2), 1e-12, 1e-12));
+  }
+  // gradients to the input and to every parameter of the attention, q_norm's and k_norm's included
+  Variable small(rand64({1, 3, 16}, 14), true);
+  CHECK(module_gradcheck([&] { return block.self_attn->forward(small); }, leaves(*block.self_attn, {small})));
+}
+
 TEST_CASE("LlamaBlock: agrees with transformers' Llama layer (tests/fixtures/make_llama_block.py)",
           "[nn][llama][torch]") {
   // one decoder layer and the final RMSNorm of a random LlamaModel, float32, with the gradients of
@@ -127,7 +181,8 @@ TEST_CASE("LlamaBlock: bad configurations", "[nn][llama][errors]") {
                          "LlamaAttention: expected x (B, T, hidden)");
 }
 
-TEST_CASE("LlamaForCausalLM: sliding window, and the KV cache equals the whole sequence", "[nn][llama][window]") {
+TEST_CASE("LlamaForCausalLM: sliding window, and the KV cache equals the whole sequence",
+          "[nn][llama][window]") {
   nn::LlamaConfig c;
   c.hidden_size = 16, c.intermediate_size = 24, c.num_attention_heads = 4, c.num_key_value_heads = 2;
   c.vocab_size = 30, c.num_hidden_layers = 1, c.max_position_embeddings = 40, c.rms_norm_eps = 1e-5;
