@@ -183,8 +183,9 @@ void read_gpt2(const Reader& r, Config& c) {
 }
 
 // What the Llama-architecture rows share (transformers' LlamaConfig field names): sizes, RMSNorm, rotary,
-// SwiGLU. `default_kv_heads` is the family's num_key_value_heads when the key is absent.
-void read_llama_common(const Reader& r, Config& c, int64_t default_kv_heads) {
+// SwiGLU. `default_kv_heads` is the family's num_key_value_heads when the key is absent, `default_head_dim`
+// its head_dim (0: hidden_size / num_attention_heads, LlamaConfig's).
+void read_llama_common(const Reader& r, Config& c, int64_t default_kv_heads, int64_t default_head_dim = 0) {
   c.architecture = Architecture::Llama;
   c.hidden_size = r.integer("hidden_size", std::nullopt);
   c.num_hidden_layers = r.integer("num_hidden_layers", std::nullopt);
@@ -204,8 +205,8 @@ void read_llama_common(const Reader& r, Config& c, int64_t default_kv_heads) {
   if (c.num_attention_heads % c.num_key_value_heads != 0)
     throw r.fail("num_key_value_heads", fmt::format("{} does not divide num_attention_heads {}",
                                                     c.num_key_value_heads, c.num_attention_heads));
-  if (r.has("head_dim")) {
-    c.head_dim = r.integer("head_dim", std::nullopt);
+  if (r.has("head_dim") || (default_head_dim > 0 && !r.j.contains("head_dim"))) {
+    c.head_dim = r.integer("head_dim", default_head_dim > 0 ? std::optional(default_head_dim) : std::nullopt);
   } else {
     if (c.hidden_size % c.num_attention_heads != 0)
       throw r.fail("num_attention_heads", fmt::format("{} does not divide hidden_size {} (and no head_dim)",
@@ -239,16 +240,10 @@ void read_mistral(const Reader& r, Config& c) {
     if (r.has(key) && r.j[key] != false) r.ignored(key, "transformers' MistralForCausalLM has no biases");
 }
 
-// Qwen2 (Yang et al. 2024, Qwen2 Technical Report; transformers' Qwen2Config): Llama's blocks with biases on
-// the q, k and v projections (not on o_proj, nor in the MLP: no config key sets them). Its sliding window
-// applies only with use_sliding_window, to the layers from max_window_layers on (transformers' layer_types);
-// saccade runs one window for every layer, so a file where some layer slides is refused.
-void read_qwen2(const Reader& r, Config& c) {
-  read_llama_common(r, c, 0);
-  c.qkv_bias = true;
-  for (const char* key : {"attention_bias", "mlp_bias"})
-    if (r.has(key) && r.j[key] != false)
-      r.ignored(key, "transformers' Qwen2ForCausalLM has biases on q, k and v only, always");
+// The Qwen rows' sliding window applies only with use_sliding_window, to the layers from max_window_layers on
+// (transformers' layer_types); saccade runs one window for every layer, so a file where some layer slides is
+// refused.
+void refuse_sliding_layers(const Reader& r, const Config& c) {
   bool slides = false;
   if (r.has("layer_types")) {
     const json& types = r.j["layer_types"];
@@ -259,7 +254,33 @@ void read_qwen2(const Reader& r, Config& c) {
   }
   if (slides)
     throw r.fail(r.has("layer_types") ? "layer_types" : "use_sliding_window",
-                 "sliding-window layers are not supported for 'qwen2' (only full attention in every layer)");
+                 fmt::format("sliding-window layers are not supported for '{}' (only full attention in every "
+                             "layer)",
+                             c.model_type));
+}
+
+// Qwen2 (Yang et al. 2024, Qwen2 Technical Report; transformers' Qwen2Config): Llama's blocks with biases on
+// the q, k and v projections (not on o_proj, nor in the MLP: no config key sets them).
+void read_qwen2(const Reader& r, Config& c) {
+  read_llama_common(r, c, 0);
+  c.qkv_bias = true;
+  for (const char* key : {"attention_bias", "mlp_bias"})
+    if (r.has(key) && r.j[key] != false)
+      r.ignored(key, "transformers' Qwen2ForCausalLM has biases on q, k and v only, always");
+  refuse_sliding_layers(r, c);
+}
+
+// Qwen3 (Yang et al. 2025, Qwen3 Technical Report; transformers' Qwen3Config): Llama's blocks with an RMSNorm
+// over head_dim on each head's queries and keys before the rotation (q_norm, k_norm: always), biases on all
+// four attention projections by attention_bias and none in the MLP; Qwen3Config's head_dim 128 and
+// num_key_value_heads 32 when absent.
+void read_qwen3(const Reader& r, Config& c) {
+  read_llama_common(r, c, 32, 128);
+  c.qk_norm = true;
+  c.attention_bias = r.boolean("attention_bias", false);
+  if (r.has("mlp_bias") && r.j["mlp_bias"] != false)
+    r.ignored("mlp_bias", "transformers' Qwen3MLP has no biases");
+  refuse_sliding_layers(r, c);
 }
 
 // One row a model_type: the architectures names transformers writes for it, and its reader.
@@ -274,6 +295,7 @@ const std::vector<Family>& families() {
       {"llama", {"LlamaForCausalLM", "LlamaModel"}, read_llama},
       {"mistral", {"MistralForCausalLM", "MistralModel"}, read_mistral},
       {"qwen2", {"Qwen2ForCausalLM", "Qwen2Model"}, read_qwen2},
+      {"qwen3", {"Qwen3ForCausalLM", "Qwen3Model"}, read_qwen3},
   };
   return rows;
 }
@@ -344,10 +366,18 @@ std::string config_json(const Config& c) {
     j["layer_norm_epsilon"] = c.norm_eps;
     j["activation_function"] = c.hidden_act;
   } else {
-    // the row that holds the layout: biases on q, k and v only are Qwen2's; a window is Mistral's
-    // (transformers' LlamaForCausalLM ignores "sliding_window"), which has no biases
-    const bool qwen2 = c.qkv_bias && !c.attention_bias;
-    const bool mistral = !qwen2 && (c.model_type == "mistral" || c.sliding_window > 0);
+    // the row that holds the layout: per-head q/k norms are Qwen3's; biases on q, k and v only are Qwen2's;
+    // a window is Mistral's (transformers' LlamaForCausalLM ignores "sliding_window"), which has no biases
+    const bool qwen3 = c.qk_norm;
+    const bool qwen2 = !qwen3 && c.qkv_bias && !c.attention_bias;
+    const bool mistral = !qwen3 && !qwen2 && (c.model_type == "mistral" || c.sliding_window > 0);
+    if (qwen3 && (c.sliding_window > 0 || c.mlp_bias || (c.qkv_bias && !c.attention_bias)))
+      throw Error(
+          fmt::format("hf::config_json: a Llama with q and k norms (Qwen3's layout) and {} has no "
+                      "transformers config",
+                      c.mlp_bias   ? "MLP biases"
+                      : c.qkv_bias ? "biases on q, k and v only"
+                                   : fmt::format("a sliding window ({})", c.sliding_window)));
     if (qwen2 && (c.sliding_window > 0 || c.mlp_bias))
       throw Error(
           fmt::format("hf::config_json: a Llama with biases on q, k and v only (Qwen2's layout) and {} has "
@@ -359,9 +389,12 @@ std::string config_json(const Config& c) {
           fmt::format("hf::config_json: a Llama with a sliding window ({}) and attention or MLP biases "
                       "has no transformers config (Mistral, the windowed one, has no biases)",
                       c.sliding_window));
-    const char* type = qwen2 ? "qwen2" : mistral ? "mistral" : "llama";
+    const char* type = qwen3 ? "qwen3" : qwen2 ? "qwen2" : mistral ? "mistral" : "llama";
     j["model_type"] = type;
-    j["architectures"] = {qwen2 ? "Qwen2ForCausalLM" : mistral ? "MistralForCausalLM" : "LlamaForCausalLM"};
+    j["architectures"] = {qwen3     ? "Qwen3ForCausalLM"
+                          : qwen2   ? "Qwen2ForCausalLM"
+                          : mistral ? "MistralForCausalLM"
+                                    : "LlamaForCausalLM"};
     j["hidden_size"] = c.hidden_size;
     j["num_hidden_layers"] = c.num_hidden_layers;
     j["num_attention_heads"] = c.num_attention_heads;
@@ -382,7 +415,10 @@ std::string config_json(const Config& c) {
                            {"original_max_position_embeddings", s.original_max_position_embeddings}};
     }
     j["hidden_act"] = c.hidden_act;
-    if (qwen2) {
+    if (qwen3) {
+      j["attention_bias"] = c.attention_bias;
+      j["use_sliding_window"] = false;
+    } else if (qwen2) {
       j["use_sliding_window"] = false;
     } else if (mistral) {
       j["sliding_window"] = c.sliding_window > 0 ? json(c.sliding_window) : json(nullptr);

@@ -24,6 +24,7 @@ nn::LlamaConfig llama_config(const Config& c) {
   l.attention_bias = c.attention_bias;
   l.mlp_bias = c.mlp_bias;
   l.qkv_bias = c.qkv_bias;
+  l.qk_norm = c.qk_norm;
   l.vocab_size = c.vocab_size;
   l.num_hidden_layers = c.num_hidden_layers;
   l.max_position_embeddings = c.max_position_embeddings;
@@ -35,8 +36,12 @@ nn::LlamaConfig llama_config(const Config& c) {
 Config llama_hf_config(const nn::LlamaConfig& l) {
   Config c;
   c.architecture = Architecture::Llama;
-  // the family that holds the layout: q/k/v-only biases are Qwen2's; transformers' Llama has no window
-  c.model_type = l.qkv_bias && !l.attention_bias ? "qwen2" : l.sliding_window > 0 ? "mistral" : "llama";
+  // the family that holds the layout: q/k norms are Qwen3's, q/k/v-only biases Qwen2's; transformers' Llama
+  // has no window
+  c.model_type = l.qk_norm                         ? "qwen3"
+                 : l.qkv_bias && !l.attention_bias ? "qwen2"
+                 : l.sliding_window > 0            ? "mistral"
+                                                   : "llama";
   c.vocab_size = l.vocab_size;
   c.hidden_size = l.hidden_size;
   c.num_hidden_layers = l.num_hidden_layers;
@@ -53,6 +58,7 @@ Config llama_hf_config(const nn::LlamaConfig& l) {
   c.attention_bias = l.attention_bias;
   c.mlp_bias = l.mlp_bias;
   c.qkv_bias = l.qkv_bias;
+  c.qk_norm = l.qk_norm;
   c.sliding_window = l.sliding_window;
   return c;
 }

@@ -17,8 +17,9 @@ namespace saccade::hf {
 /// of another architecture.
 nn::LlamaConfig llama_config(const Config& config);
 
-/// The config.json fields of `config` (transformers' LlamaConfig; model_type "mistral", MistralConfig, when
-/// it has a sliding window, since transformers' Llama has none).
+/// The config.json fields of `config` (transformers' LlamaConfig; model_type "qwen3" when it has q and k
+/// norms, "qwen2" with biases on q, k and v only, "mistral", MistralConfig, when it has a sliding window,
+/// since transformers' Llama has none).
 Config llama_hf_config(const nn::LlamaConfig& config);
 
 /// The name table of `model`: one row per state_dict entry, under its own name.

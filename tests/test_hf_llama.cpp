@@ -1,7 +1,7 @@
 // Llama-family checkpoints in the Hugging Face layout (issue 41): tests/data/hf_llama (grouped-query,
 // untied, two shards) and hf_llama_tied (tied embeddings, head_dim != hidden / heads, bfloat16 on disk) were
 // written by transformers, and hf_llama_expected.safetensors holds what transformers computes with them
-// (tests/fixtures/make_hf_llama.py).
+// (tests/fixtures/make_hf_llama.py); the family rows' fixtures (hf_qwen2, hf_qwen3, hf_llama_rope) likewise.
 #ifdef SACCADE_HAVE_HF
 #include <catch2/catch.hpp>
 
@@ -103,6 +103,37 @@ std::string replaced(std::string text, const std::string& from, const std::strin
   const size_t at = text.find(from);
   REQUIRE(at != std::string::npos);
   return text.replace(at, from.size(), to);
+}
+
+// The family row's fixture tests/data/`name` against what transformers computed with it
+// (`name`_expected.safetensors): the logits to 1e-5 (a strict load, model_type `model_type`), other logits
+// once `perturb` changes a weight the row adds (so it is applied), greedy continuations with and without the
+// KV cache, an export naming `architecture` that reads back to the same logits, and ten AdamW steps' losses.
+void check_family_fixture(const std::string& name, const std::string& model_type,
+                          const std::string& architecture,
+                          const std::function<void(nn::LlamaForCausalLM&)>& perturb) {
+  const nn::Safetensors want = nn::load_safetensors(kData + "/" + name + "_expected.safetensors");
+  const Tensor& ids = want.tensors.at("ids");
+  auto model = hf::load_llama(kData + "/" + name, /*strict=*/true);
+  CHECK(hf::llama_hf_config(model->config()).model_type == model_type);
+  {
+    NoGradGuard no_grad;
+    CHECK(allclose(model->forward(ids).data(), want.tensors.at("logits"), 1e-5, 1e-5));
+    perturb(*model);
+    CHECK_FALSE(allclose(model->forward(ids).data(), want.tensors.at("logits"), 1e-3, 1e-3));
+  }
+  model = hf::load_llama(kData + "/" + name);
+  check_greedy(*model, want);
+  TempDir dir(name + "_export");
+  hf::save_llama(*model, dir.path.string());
+  CHECK(file_bytes(dir.file("config.json")).find(architecture) != std::string::npos);
+  CHECK(hf::load_config(dir.file("config.json")).model_type == model_type);
+  {
+    NoGradGuard no_grad;
+    CHECK(allclose(hf::load_llama(dir.path.string(), true)->forward(ids).data(), want.tensors.at("logits"),
+                   1e-5, 1e-5));
+  }
+  check_adamw_losses(*model, want, model->config().vocab_size);
 }
 
 }  // namespace
@@ -333,42 +364,115 @@ TEST_CASE("hf Qwen2: a row of the family table, Llama's blocks with biases on q,
   CHECK_THROWS_WITH(hf::parse_config(replaced(qwen2, "\"Qwen2ForCausalLM\"", "\"LlamaForCausalLM\"")),
                     Catch::Contains("architectures") && Catch::Contains("Qwen2ForCausalLM"));
   // an unknown model_type names every row
-  CHECK_THROWS_WITH(hf::parse_config(replaced(llama, R"("model_type": "llama")", R"("model_type": "qwen3")")),
-                    Catch::Contains("'qwen3' is not supported") && Catch::Contains("'qwen2'") &&
-                        Catch::Contains("'mistral'"));
+  CHECK_THROWS_WITH(
+      hf::parse_config(replaced(llama, R"("model_type": "llama")", R"("model_type": "qwen3_moe")")),
+      Catch::Contains("'qwen3_moe' is not supported") && Catch::Contains("'qwen2'") &&
+          Catch::Contains("'qwen3'") && Catch::Contains("'mistral'"));
 }
 
 TEST_CASE(
     "hf Qwen2: transformers' logits, greedy continuations (with and without the KV cache), ten AdamW "
     "steps, and an export that reads back",
     "[hf]") {
-  // tests/data/hf_qwen2: written by transformers' Qwen2ForCausalLM (tests/fixtures/make_hf_qwen2.py)
-  static const nn::Safetensors want = nn::load_safetensors(kData + "/hf_qwen2_expected.safetensors");
-  const Tensor& ids = want.tensors.at("ids");
-  auto model = hf::load_llama(kData + "/hf_qwen2", /*strict=*/true);
-  CHECK(hf::llama_hf_config(model->config()).model_type == "qwen2");
-  {
-    NoGradGuard no_grad;
-    CHECK(allclose(model->forward(ids).data(), want.tensors.at("logits"), 1e-5, 1e-5));
-    // without the q, k and v biases the logits are not transformers' (each bias shows in them)
-    for (auto& [name, p] : model->named_parameters())
-      if (name == "model.layers.1.self_attn.k_proj.bias") {
-        Tensor b = p.data();
-        ops::fill_(b, 0.0);
-      }
-    CHECK_FALSE(allclose(model->forward(ids).data(), want.tensors.at("logits"), 1e-3, 1e-3));
+  // tests/data/hf_qwen2: written by transformers' Qwen2ForCausalLM (tests/fixtures/make_hf_qwen2.py); without
+  // the q, k and v biases the logits are not transformers' (each bias shows in them)
+  check_family_fixture("hf_qwen2", "qwen2", "Qwen2ForCausalLM", [](nn::LlamaForCausalLM& model) {
+    Tensor b = model.model->layers[1]->self_attn->k_proj->bias.data();
+    ops::fill_(b, 0.0);
+  });
+}
+
+TEST_CASE("hf Qwen3: a row of the family table, Llama's blocks with RMSNorm on each head's queries and keys",
+          "[hf]") {
+  // tests/data/hf_qwen3/config.json: written by transformers' Qwen3Config (tests/fixtures/make_hf_qwen3.py)
+  const std::string qwen3 = file_bytes(kData + "/hf_qwen3/config.json");
+  const hf::Config c = hf::parse_config(qwen3);
+  CHECK(c.model_type == "qwen3");
+  CHECK(c.architecture == hf::Architecture::Llama);
+  CHECK(c.qk_norm);
+  CHECK_FALSE((c.attention_bias || c.qkv_bias || c.mlp_bias));
+  CHECK(c.head_dim == 16);  // != hidden_size / num_attention_heads
+  CHECK(c.rope_theta == 1e6);
+  CHECK_FALSE(hf::load_config(kData + "/hf_llama/config.json").qk_norm);
+  const std::vector<std::string> types = hf::supported_model_types();
+  CHECK(std::find(types.begin(), types.end(), "qwen3") != types.end());
+  // Qwen3Config's defaults: head_dim 128 (not hidden / heads) and 32 key/value heads when absent
+  CHECK(hf::parse_config(replaced(qwen3, R"("head_dim": 16,)", "")).head_dim == 128);
+  CHECK(hf::parse_config(replaced(replaced(qwen3, R"("num_key_value_heads": 2,)", ""),
+                                  R"("num_attention_heads": 4,)", R"("num_attention_heads": 64,)"))
+            .num_key_value_heads == 32);
+
+  // the model has q_norm and k_norm over head_dim and no bias, as transformers' Qwen3Attention
+  nn::LlamaForCausalLM model(hf::llama_config(c));
+  std::vector<std::string> norms;
+  for (const auto& [name, p] : model.named_parameters()) {
+    CHECK(name.find("bias") == std::string::npos);
+    if (name.find("_norm.") != std::string::npos) {
+      CHECK(p.shape() == Shape{16});
+      norms.push_back(name);
+    }
   }
-  model = hf::load_llama(kData + "/hf_qwen2");
-  check_greedy(*model, want);
-  TempDir dir("hf_qwen2_export");
-  hf::save_llama(*model, dir.path.string());
-  CHECK(file_bytes(dir.file("config.json")).find("Qwen2ForCausalLM") != std::string::npos);
-  {
-    NoGradGuard no_grad;
-    CHECK(allclose(hf::load_llama(dir.path.string(), true)->forward(ids).data(), want.tensors.at("logits"),
-                   1e-5, 1e-5));
-  }
-  check_adamw_losses(*model, want, model->config().vocab_size);
+  CHECK(norms == std::vector<std::string>{
+                     "model.layers.0.self_attn.q_norm.weight", "model.layers.0.self_attn.k_norm.weight",
+                     "model.layers.1.self_attn.q_norm.weight", "model.layers.1.self_attn.k_norm.weight"});
+
+  // written back as the row that holds the layout, and read back the same
+  const std::string written = hf::config_json(hf::llama_hf_config(model.config()));
+  CHECK(written.find(R"("model_type": "qwen3")") != std::string::npos);
+  CHECK(written.find("Qwen3ForCausalLM") != std::string::npos);
+  CHECK(hf::parse_config(written).qk_norm);
+  CHECK(hf::config_json(hf::parse_config(written)) == written);
+  // attention_bias puts biases on all four projections (Qwen3Attention), kept both ways; mlp_bias is ignored
+  const hf::Config biased =
+      hf::parse_config(replaced(qwen3, R"("attention_bias": false)", R"("attention_bias": true)"));
+  CHECK((biased.attention_bias && !biased.qkv_bias && biased.qk_norm));
+  CHECK(nn::LlamaForCausalLM(hf::llama_config(biased)).model->layers[0]->self_attn->o_proj->bias.defined());
+  CHECK(hf::parse_config(hf::config_json(biased)).attention_bias);
+  const std::string warned = stderr_of(
+      [&] { CHECK_FALSE(hf::parse_config(replaced(qwen3, "{", R"({"mlp_bias": true,)")).mlp_bias); });
+  CHECK(warned.find("\"mlp_bias\"") != std::string::npos);
+
+  // a layer with a sliding window is refused by name, never run without it
+  // (layer_types, when there, is what transformers runs: use_sliding_window only makes the default one)
+  const std::string sliding =
+      replaced(replaced(qwen3, R"("use_sliding_window": false)", R"("use_sliding_window": true)"),
+               R"("max_window_layers": 28)", R"("max_window_layers": 1)");
+  CHECK(hf::parse_config(sliding).sliding_window == 0);
+  CHECK_THROWS_WITH(hf::parse_config(replaced(sliding, R"("layer_types": [
+    "full_attention",
+    "full_attention"
+  ],)",
+                                              "")),
+                    Catch::Contains("use_sliding_window") && Catch::Contains("not supported for 'qwen3'"));
+  CHECK_THROWS_WITH(hf::parse_config(replaced(qwen3, R"("full_attention"
+  ])",
+                                              R"("sliding_attention"
+  ])")),
+                    Catch::Contains("layer_types") && Catch::Contains("not supported"));
+  CHECK_THROWS_WITH(hf::parse_config(replaced(qwen3, "\"Qwen3ForCausalLM\"", "\"Qwen2ForCausalLM\"")),
+                    Catch::Contains("architectures") && Catch::Contains("Qwen3ForCausalLM"));
+  // q and k norms with what no transformers Qwen3 has
+  hf::Config windowed = c;
+  windowed.sliding_window = 8;
+  CHECK_THROWS_WITH(hf::config_json(windowed),
+                    Catch::Contains("hf::config_json") && Catch::Contains("window"));
+  hf::Config mlp = c;
+  mlp.mlp_bias = true;
+  CHECK_THROWS_WITH(hf::config_json(mlp),
+                    Catch::Contains("hf::config_json") && Catch::Contains("MLP biases"));
+}
+
+TEST_CASE(
+    "hf Qwen3: transformers' logits, greedy continuations (with and without the KV cache), ten AdamW "
+    "steps, and an export that reads back",
+    "[hf]") {
+  // tests/data/hf_qwen3: written by transformers' Qwen3ForCausalLM (tests/fixtures/make_hf_qwen3.py); with
+  // another q_norm weight the logits are not transformers' (the norms are applied)
+  check_family_fixture("hf_qwen3", "qwen3", "Qwen3ForCausalLM", [](nn::LlamaForCausalLM& model) {
+    Tensor w = model.model->layers[1]->self_attn->q_norm->weight.data();
+    ops::fill_(w, 1.0);
+  });
+  CHECK(hf::load_config(kData + "/hf_qwen3/config.json").qk_norm);
 }
 
 TEST_CASE(

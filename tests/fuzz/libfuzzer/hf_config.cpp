@@ -22,7 +22,7 @@ bool same_config(const hf::Config& a, const hf::Config& b) {
          a.max_position_embeddings == b.max_position_embeddings && a.norm_eps == b.norm_eps &&
          a.rope_theta == b.rope_theta && a.tie_word_embeddings == b.tie_word_embeddings &&
          a.hidden_act == b.hidden_act && a.attention_bias == b.attention_bias && a.mlp_bias == b.mlp_bias &&
-         a.qkv_bias == b.qkv_bias && a.rope_scaling == b.rope_scaling &&
+         a.qkv_bias == b.qkv_bias && a.qk_norm == b.qk_norm && a.rope_scaling == b.rope_scaling &&
          a.sliding_window == b.sliding_window && a.bos_token_id == b.bos_token_id &&
          a.eos_token_id == b.eos_token_id && a.torch_dtype == b.torch_dtype;
 }
@@ -30,11 +30,15 @@ bool same_config(const hf::Config& a, const hf::Config& b) {
 void check_accepted(const hf::Config& c) {
   const bool gpt2 = c.architecture == hf::Architecture::GPT2;
   FUZZ_CHECK(gpt2 ? c.model_type == "gpt2"
-                  : (c.model_type == "llama" || c.model_type == "mistral" || c.model_type == "qwen2"),
+                  : (c.model_type == "llama" || c.model_type == "mistral" || c.model_type == "qwen2" ||
+                     c.model_type == "qwen3"),
              "model_type '{}'", c.model_type);
   // q/k/v-only biases exactly in a "qwen2" file (transformers' Qwen2 hard-codes them)
   FUZZ_CHECK(c.qkv_bias == (c.model_type == "qwen2"), "qkv_bias {} of a '{}' config", c.qkv_bias,
              c.model_type);
+  // per-head q and k norms exactly in a "qwen3" file (transformers' Qwen3 always has them), never MLP biases
+  FUZZ_CHECK(c.qk_norm == (c.model_type == "qwen3") && !(c.qk_norm && c.mlp_bias),
+             "qk_norm {} of a '{}' config", c.qk_norm, c.model_type);
   // a window only where transformers runs one (a "llama" file's sliding_window is ignored)
   FUZZ_CHECK(c.sliding_window >= 0 && (c.sliding_window == 0 || c.model_type == "mistral"),
              "sliding_window {} of a '{}' config", c.sliding_window, c.model_type);
