@@ -149,6 +149,10 @@ GPTConfig hf_llama_gpt_config(const hf::Config& c) {
   };
   if (c.architecture != hf::Architecture::Llama)
     throw refuse(fmt::format("a '{}' model as a llama", c.model_type));
+  if (c.qk_norm)
+    throw refuse(
+        fmt::format("the per-head q and k norms of a '{}' model (gpt sample, score and finetune --hf run it)",
+                    c.model_type));
   if (c.head_dim * c.num_attention_heads != c.hidden_size)
     throw refuse(fmt::format("head_dim {} with {} heads of a hidden size {} (it has hidden / heads)",
                              c.head_dim, c.num_attention_heads, c.hidden_size));
