@@ -44,7 +44,7 @@ if(TARGET gpt)
   # programs started side by side (as CTest runs these) whose --out folders share a missing parent: the
   # writability check made and removed the parent, and failed with "Directory not empty" (a CI failure)
   add_test(NAME cli_gpt_out_side_by_side
-           COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/concurrent_out.sh 200 -- ${gpt} train --context 60000 --batch-size 4096)
+           COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/concurrent_out.sh 100 -- ${gpt} train --context 60000 --batch-size 4096)
   set_tests_properties(cli_gpt_out_side_by_side PROPERTIES TIMEOUT 300 LABELS cli)
   # item 14: a context that cannot fit took gigabytes for 40 s before anything was said
   saccade_cli_refusal(gpt_context_too_large "^gpt: --context: a step of 32 windows of 65536 tokens would hold about [0-9]+ GB of activations, more than this machine's"
