@@ -300,7 +300,23 @@ const std::vector<Family>& families() {
   return rows;
 }
 
+// The row of `model_type`, or null when the table has none.
+const Family* find_family(const std::string& model_type) {
+  for (const Family& f : families())
+    if (model_type == f.model_type) return &f;
+  return nullptr;
+}
+
 }  // namespace
+
+// The row that holds the layout: per-head q/k norms are Qwen3's; biases on q, k and v only are Qwen2's; a
+// window is Mistral's (transformers' LlamaForCausalLM ignores "sliding_window")
+std::string llama_family(const Config& c) {
+  if (c.qk_norm) return "qwen3";
+  if (c.qkv_bias && !c.attention_bias) return "qwen2";
+  if (c.model_type == "mistral" || c.sliding_window > 0) return "mistral";
+  return "llama";
+}
 
 std::vector<std::string> supported_model_types() {
   std::vector<std::string> out;
@@ -323,10 +339,9 @@ Config parse_config(const std::string& text, const std::string& path) {
   c.bos_token_id = r.ids("bos_token_id");
   c.eos_token_id = r.ids("eos_token_id");
   c.torch_dtype = r.has("dtype") ? r.string("dtype", "") : r.string("torch_dtype", "");
-  for (const Family& f : families()) {
-    if (c.model_type != f.model_type) continue;
-    check_architectures(r, f.architectures);
-    f.read(r, c);
+  if (const Family* f = find_family(c.model_type)) {
+    check_architectures(r, f->architectures);
+    f->read(r, c);
     return c;
   }
   const std::string known = fmt::format("'{}'", fmt::join(supported_model_types(), "', '"));
@@ -366,11 +381,8 @@ std::string config_json(const Config& c) {
     j["layer_norm_epsilon"] = c.norm_eps;
     j["activation_function"] = c.hidden_act;
   } else {
-    // the row that holds the layout: per-head q/k norms are Qwen3's; biases on q, k and v only are Qwen2's;
-    // a window is Mistral's (transformers' LlamaForCausalLM ignores "sliding_window"), which has no biases
-    const bool qwen3 = c.qk_norm;
-    const bool qwen2 = !qwen3 && c.qkv_bias && !c.attention_bias;
-    const bool mistral = !qwen3 && !qwen2 && (c.model_type == "mistral" || c.sliding_window > 0);
+    const std::string type = llama_family(c);
+    const bool qwen3 = type == "qwen3", qwen2 = type == "qwen2", mistral = type == "mistral";
     if (qwen3 && (c.sliding_window > 0 || c.mlp_bias || (c.qkv_bias && !c.attention_bias)))
       throw Error(
           fmt::format("hf::config_json: a Llama with q and k norms (Qwen3's layout) and {} has no "
@@ -389,12 +401,8 @@ std::string config_json(const Config& c) {
           fmt::format("hf::config_json: a Llama with a sliding window ({}) and attention or MLP biases "
                       "has no transformers config (Mistral, the windowed one, has no biases)",
                       c.sliding_window));
-    const char* type = qwen3 ? "qwen3" : qwen2 ? "qwen2" : mistral ? "mistral" : "llama";
     j["model_type"] = type;
-    j["architectures"] = {qwen3     ? "Qwen3ForCausalLM"
-                          : qwen2   ? "Qwen2ForCausalLM"
-                          : mistral ? "MistralForCausalLM"
-                                    : "LlamaForCausalLM"};
+    j["architectures"] = {find_family(type)->architectures.front()};  // llama_family names a row
     j["hidden_size"] = c.hidden_size;
     j["num_hidden_layers"] = c.num_hidden_layers;
     j["num_attention_heads"] = c.num_attention_heads;

@@ -82,13 +82,17 @@ Config load_config(const std::string& path);
 /// Parses config.json text (as load_config, `path` only names the file in errors).
 Config parse_config(const std::string& text, const std::string& path = "config.json");
 
+/// The row (model_type) whose transformers model runs the layout of a Llama-architecture `config`: "qwen3"
+/// with qk_norm; "qwen2" with biases on q, k and v only; "mistral" with a sliding window (or model_type
+/// "mistral"), the one transformers runs with a window; else "llama". config_json writes this row, and
+/// llama_hf_config names its configs by it.
+std::string llama_family(const Config& config);
+
 /// The config.json that transformers writes for `config` (its save_pretrained fields; GPT-2's own spellings
-/// for GPT-2), as JSON text, under the row that holds its layout: a Llama-architecture config with qk_norm is
-/// written as model_type "qwen3" / Qwen3ForCausalLM; one with biases on q, k and v only as "qwen2" /
-/// Qwen2ForCausalLM; one with a sliding window (or model_type "mistral") as "mistral" / MistralForCausalLM,
-/// the one transformers runs with a window. For each c that parse_config returns,
-/// parse_config(config_json(c))
-/// == c in every field above. Throws saccade::Error naming "hf::config_json" for a sliding window with
+/// for GPT-2), as JSON text; a Llama-architecture config under the row that holds its layout (llama_family)
+/// with that row's first architectures name (Qwen3ForCausalLM, Qwen2ForCausalLM, MistralForCausalLM,
+/// LlamaForCausalLM). For each c that parse_config returns, parse_config(config_json(c)) == c in every field
+/// above. Throws saccade::Error naming "hf::config_json" for a sliding window with
 /// attention or MLP biases, q/k/v-only biases with a window or MLP biases, or qk_norm with a window, MLP
 /// biases or q/k/v-only biases (no transformers model has both).
 std::string config_json(const Config& config);

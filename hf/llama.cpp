@@ -36,12 +36,6 @@ nn::LlamaConfig llama_config(const Config& c) {
 Config llama_hf_config(const nn::LlamaConfig& l) {
   Config c;
   c.architecture = Architecture::Llama;
-  // the family that holds the layout: q/k norms are Qwen3's, q/k/v-only biases Qwen2's; transformers' Llama
-  // has no window
-  c.model_type = l.qk_norm                         ? "qwen3"
-                 : l.qkv_bias && !l.attention_bias ? "qwen2"
-                 : l.sliding_window > 0            ? "mistral"
-                                                   : "llama";
   c.vocab_size = l.vocab_size;
   c.hidden_size = l.hidden_size;
   c.num_hidden_layers = l.num_hidden_layers;
@@ -60,6 +54,7 @@ Config llama_hf_config(const nn::LlamaConfig& l) {
   c.qkv_bias = l.qkv_bias;
   c.qk_norm = l.qk_norm;
   c.sliding_window = l.sliding_window;
+  c.model_type = llama_family(c);  // the row that holds the layout
   return c;
 }
 

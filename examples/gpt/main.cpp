@@ -385,8 +385,6 @@ std::string why_ended(const ex::GPTTrainOptions& o, int64_t step) {
   return fmt::format("the --time-limit of {} s ended the run", o.time_limit);
 }
 
-// The checks of `gpt train`'s flags that involve more than one flag or a path, before any work
-// (cli::UsageError naming the flag).
 // --stop-at past --steps would never be reached: the run would end at --steps, saved as finished, not as the
 // interrupted run the user asked for.
 void check_stop_at(int64_t stop_at, int64_t steps) {
@@ -397,6 +395,8 @@ void check_stop_at(int64_t stop_at, int64_t steps) {
                                       stop_at, steps, steps));
 }
 
+// The checks of `gpt train`'s flags that involve more than one flag or a path, before any work
+// (cli::UsageError naming the flag).
 void check_train_flags(const ex::GPTTrainOptions& o, const ex::GPTConfig& config, int64_t vocab,
                        const std::string& out_dir) {
   check_stop_at(o.stop_at, o.steps);
