@@ -176,9 +176,10 @@ Variable LlamaForCausalLM::forward(const Tensor& idx) {
   return head(model->forward(idx));
 }
 
-Variable LlamaForCausalLM::step(const Tensor& idx, State& state) {
-  ErrorScope scope("LlamaForCausalLM::step", {shape_of(idx)});
-  return head(model->step(idx, state.caches));
+Variable LlamaForCausalLM::step(const Tensor& idx, State& state, int64_t logits_to_keep) {
+  const char* op = "LlamaForCausalLM::step";
+  ErrorScope scope(op, {shape_of(idx)});
+  return head(keep_last_positions(model->step(idx, state.caches), logits_to_keep, op));
 }
 
 }  // namespace saccade::nn

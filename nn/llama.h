@@ -137,14 +137,14 @@ class LlamaForCausalLM : public Module {
   /// idx int64 (B, T) -> logits (B, T, vocab).
   Variable forward(const Tensor& idx);
   /// One KV cache per layer (see LlamaModel::step).
-  struct State {
-    std::vector<KVCache> caches;
-    int64_t length() const { return caches.empty() ? 0 : caches[0].length(); }
-  };
+  using State = KVCaches;
   State init_state() const { return State{std::vector<KVCache>(model->layers.size())}; }
   /// Incremental: idx (B, Tn) at positions state.length() .. -> logits (B, Tn, vocab), equal (up to float
-  /// rounding) to those rows of forward over the whole prefix.
-  Variable step(const Tensor& idx, State& state);
+  /// rounding) to those rows of forward over the whole prefix; or, with logits_to_keep > 0, those of the
+  /// last logits_to_keep positions only (B, min(Tn, logits_to_keep), vocab), as transformers' argument of
+  /// that name: a prompt's prefill needs the last one. Throws saccade::Error naming "LlamaForCausalLM::step"
+  /// for a negative logits_to_keep, and LlamaModel's errors.
+  Variable step(const Tensor& idx, State& state, int64_t logits_to_keep = 0);
   const LlamaConfig& config() const { return config_; }
 
   std::shared_ptr<LlamaModel> model;

@@ -1,12 +1,16 @@
 #include "nn/multihead.h"
 
+#include <algorithm>
+
 #include "autograd/functions/linalg.h"
 #include "autograd/functions/reduce.h"
 #include "autograd/functions/shape.h"
+#include "autograd/grad_mode.h"
 #include "nn/attention.h"
 #include "nn/init.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
+#include "ops/index.h"
 
 namespace saccade::nn {
 
@@ -47,25 +51,114 @@ void check_heads(const char* op, int64_t num_hiddens, int64_t num_heads) {
 // ---- the KV cache and the grouped heads ----
 
 int64_t KVCache::bytes() const {
-  return keys.defined() ? (keys.numel() + values.numel()) * static_cast<int64_t>(dtype_size(keys.dtype()))
-                        : 0;
+  return keys_.defined() ? (keys_.numel() + values_.numel()) * static_cast<int64_t>(dtype_size(keys_.dtype()))
+                         : 0;
 }
+
+void KVCache::reserve(int64_t positions) {
+  SACCADE_CHECK(positions >= 0, "KVCache::reserve: positions must be >= 0, got {}", positions);
+  reserved_ = positions;
+}
+
+namespace {
+
+// Whether `buffer` (B, H_kv, capacity, d) can take positions like `x` (B, H_kv, Tn, d) up to `need`.
+bool buffer_fits(const Tensor& buffer, const Tensor& x, int64_t need) {
+  return buffer.defined() && buffer.size(0) == x.size(0) && buffer.size(1) == x.size(1) &&
+         buffer.size(3) == x.size(3) && buffer.dtype() == x.dtype() && buffer.device() == x.device() &&
+         buffer.size(2) >= need;
+}
+
+// The buffer after appending x at positions t .. t + Tn - 1: `buffer` itself when it fits, else a new one
+// of `capacity` positions holding `cached` (its first t positions, or undefined when t = 0).
+Tensor write_in_place(Tensor buffer, const Tensor& cached, const Tensor& x, int64_t capacity) {
+  const int64_t t = cached.defined() ? cached.size(2) : 0, need = t + x.size(2);
+  if (!buffer_fits(buffer, x, need)) {
+    buffer = ops::empty({x.size(0), x.size(1), capacity, x.size(3)}, x.dtype(), x.device());
+    if (t > 0) {
+      Tensor head = buffer.narrow(2, 0, t);
+      ops::copy_(head, cached);
+    }
+  }
+  Tensor slot = buffer.narrow(2, t, x.size(2));
+  ops::copy_(slot, x);
+  return buffer;
+}
+
+}  // namespace
 
 // new_keys, new_values: (B, H_kv, Tn, d) -> the cache's (B, H_kv, t + Tn, d)
 std::pair<Variable, Variable> KVCache::append(const Variable& new_keys, const Variable& new_values,
                                               const char* op) {
-  if (keys.defined()) {
-    SACCADE_CHECK(keys.size(0) == new_keys.size(0) && keys.size(1) == new_keys.size(1) &&
-                      keys.size(3) == new_keys.size(3) && keys.dtype() == new_keys.dtype(),
-                  "{}: the cache holds keys {} ({}), the new keys are {} ({})", op, keys.shape(),
-                  keys.dtype(), new_keys.shape(), new_keys.dtype());
-    keys = cat({keys, new_keys}, 2);
-    values = cat({values, new_values}, 2);
-  } else {
-    keys = new_keys;
-    values = new_values;
+  SACCADE_CHECK(new_keys.defined() && new_values.defined() && new_keys.dim() == 4 && new_values.dim() == 4 &&
+                    new_keys.size(0) == new_values.size(0) && new_keys.size(1) == new_values.size(1) &&
+                    new_keys.size(2) == new_values.size(2) && new_keys.dtype() == new_values.dtype() &&
+                    new_keys.device() == new_values.device(),
+                "{}: expected new keys and values (B, H_kv, Tn, d) of one dtype and device, got {} and {}",
+                op, new_keys.defined() ? new_keys.shape() : Shape{},
+                new_values.defined() ? new_values.shape() : Shape{});
+  const int64_t t = length();
+  if (t > 0)
+    SACCADE_CHECK(keys_.size(0) == new_keys.size(0) && keys_.size(1) == new_keys.size(1) &&
+                      keys_.size(3) == new_keys.size(3) && keys_.dtype() == new_keys.dtype() &&
+                      keys_.device() == new_keys.device(),
+                  "{}: the cache holds keys {} ({}, {}), the new keys are {} ({}, {})", op, keys_.shape(),
+                  keys_.dtype(), keys_.device(), new_keys.shape(), new_keys.dtype(), new_keys.device());
+  const bool graph = grad_enabled() && (new_keys.requires_grad() || new_values.requires_grad() ||
+                                        (t > 0 && (keys_.requires_grad() || values_.requires_grad())));
+  if (graph) {  // the gradient flows through the cache: concatenate
+    keys_ = t > 0 ? cat({keys_, new_keys}, 2) : new_keys;
+    values_ = t > 0 ? cat({values_, new_values}, 2) : new_values;
+    key_buffer_ = value_buffer_ = Tensor();
+    return {keys_, values_};
   }
-  return {keys, values};
+  const int64_t need = t + new_keys.size(2);
+  const int64_t capacity = std::max({need, reserved_, 2 * this->capacity()});
+  const Tensor cached_keys = t > 0 ? keys_.data() : Tensor(),
+               cached_values = t > 0 ? values_.data() : Tensor();
+  key_buffer_ = write_in_place(key_buffer_, cached_keys, new_keys.data(), capacity);
+  value_buffer_ = write_in_place(value_buffer_, cached_values, new_values.data(), capacity);
+  keys_ = Variable(key_buffer_.narrow(2, 0, need));
+  values_ = Variable(value_buffer_.narrow(2, 0, need));
+  return {keys_, values_};
+}
+
+void KVCache::reorder(const Tensor& beam_idx) {
+  if (!keys_.defined()) return;
+  SACCADE_CHECK(beam_idx.defined() && beam_idx.dim() == 1 && beam_idx.dtype() == DType::Int64,
+                "KVCache::reorder: expected beam_idx int64 (B') for a cache of keys {}, got {}",
+                keys_.shape(), beam_idx.defined() ? beam_idx.shape() : Shape{});
+  const Tensor idx = beam_idx.to(keys_.device());
+  Tensor k = ops::index_select(keys_.data(), 0, idx), v = ops::index_select(values_.data(), 0, idx);
+  if (!key_buffer_.defined()) {
+    keys_ = Variable(k);
+    values_ = Variable(v);
+    return;
+  }
+  const int64_t t = length(), capacity = this->capacity();
+  // B' rows: new buffers of the same capacity
+  key_buffer_ = write_in_place(Tensor(), Tensor(), k, capacity);
+  value_buffer_ = write_in_place(Tensor(), Tensor(), v, capacity);
+  keys_ = Variable(key_buffer_.narrow(2, 0, t));
+  values_ = Variable(value_buffer_.narrow(2, 0, t));
+}
+
+void KVCaches::reserve(int64_t positions) {
+  for (KVCache& c : caches) c.reserve(positions);
+}
+
+void KVCaches::reset() {
+  for (KVCache& c : caches) c.reset();
+}
+
+// hidden: (B, T, E) -> (B, min(T, logits_to_keep), E), or all of it for 0
+Variable keep_last_positions(const Variable& hidden, int64_t logits_to_keep, const char* op) {
+  SACCADE_CHECK(logits_to_keep >= 0 && hidden.defined() && hidden.dim() == 3,
+                "{}: expected hidden states (B, T, E) and logits_to_keep >= 0, got {} and {}", op,
+                hidden.defined() ? hidden.shape() : Shape{}, logits_to_keep);
+  const int64_t T = hidden.size(1);
+  return logits_to_keep == 0 || logits_to_keep >= T ? hidden
+                                                    : narrow(hidden, 1, T - logits_to_keep, logits_to_keep);
 }
 
 // projected: (B, T, H · d) -> (B, H, T, d), each head normed, then rotated at offset ..

@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "autograd/variable.h"
 #include "nn/attention.h"
@@ -23,23 +24,69 @@
 
 namespace saccade::nn {
 
-/// The projected keys and values of the positions seen so far, per key/value head: keys, values (B, H_kv, t,
-/// d_head) (H_kv = H without grouped-query attention; keys rotated when the layer is rotary). Empty
-/// (undefined) until the first cached forward. One cache per self-attention layer. Decode under NoGradGuard:
-/// with grad mode on, the cached Variables keep the graphs of the earlier steps alive.
-struct KVCache {
-  Variable keys, values;
+/// The projected keys and values of the positions seen so far, per key/value head: keys(), values() (B, H_kv,
+/// t, d_head) (H_kv = H without grouped-query attention; keys rotated when the layer is rotary). Empty
+/// (undefined) until the first cached forward. One cache per self-attention layer.
+///
+/// Two ways to grow, chosen at each append:
+///   - decoding (no input needs a gradient: under NoGradGuard): the new positions are written in place into
+///     a buffer (B, H_kv, capacity, d_head), and keys()/values() are views of its first t positions. The
+///     buffer holds reserve()'s positions, or grows by doubling when a sequence outgrows it; reset() keeps
+///     it. So a decoding step copies only its own Tn positions, and once the buffer holds the sequence a step
+///     allocates nothing for the cache (transformers' StaticCache, llama.cpp's KV cache);
+///   - with a graph (grad mode on and an input that needs a gradient): the cache concatenates, so the
+///     gradient flows through every cached position; the Variables keep the earlier steps' graphs alive.
+class KVCache {
+ public:
+  /// The cached keys and values (B, H_kv, t, d_head); undefined while empty.
+  const Variable& keys() const { return keys_; }
+  const Variable& values() const { return values_; }
   /// t, the number of cached positions.
-  int64_t length() const { return keys.defined() ? keys.size(2) : 0; }
-  /// The bytes the cache holds now: B · t · 2 · H_kv · d_head · the dtype's size (0 when empty).
+  int64_t length() const { return keys_.defined() ? keys_.size(2) : 0; }
+  /// The positions the buffer holds before it grows (0 before the first in-place append).
+  int64_t capacity() const { return key_buffer_.defined() ? key_buffer_.size(2) : 0; }
+  /// The bytes the cached positions take: B · t · 2 · H_kv · d_head · the dtype's size (0 when empty); the
+  /// buffer's capacity() may hold more.
   int64_t bytes() const;
-  /// Empties the cache (length() becomes 0): call before decoding a new sequence.
-  void reset() { keys = values = Variable(); }
+  /// Makes the next in-place buffer hold at least `positions` (its allocation waits for the first append,
+  /// which knows B, H_kv, d_head and the dtype): a decoder reserves its prompt plus the new tokens, so no
+  /// step reallocates. Throws saccade::Error naming "KVCache::reserve" for a negative count.
+  void reserve(int64_t positions);
+  /// Empties the cache (length() becomes 0) and keeps the buffer: call before decoding a new sequence.
+  void reset() { keys_ = values_ = Variable(); }
   /// Appends new keys and values (B, H_kv, Tn, d_head) along the positions and returns the whole cache
   /// (keys, values) (B, H_kv, t + Tn, d_head). Throws saccade::Error naming `op` (the module decoding) and
-  /// both shapes when the new keys differ from the cached ones in B, H_kv, d_head or dtype.
+  /// both shapes when the new keys differ from the cached ones in B, H_kv, d_head, dtype or device, or the
+  /// values from the keys.
   std::pair<Variable, Variable> append(const Variable& new_keys, const Variable& new_values, const char* op);
+  /// Beam search's reordering (transformers' Cache.reorder_cache): row b of the cache becomes row
+  /// beam_idx[b] of the old one; beam_idx int64 (B') of rows in [0, B), B' may differ from B. Throws
+  /// saccade::Error naming "KVCache::reorder" for another index. Nothing to do while empty.
+  void reorder(const Tensor& beam_idx);
+
+ private:
+  Variable keys_, values_;            // (B, H_kv, t, d_head): views of the buffers when decoding in place
+  Tensor key_buffer_, value_buffer_;  // (B, H_kv, capacity, d_head), or undefined
+  int64_t reserved_ = 0;
 };
+
+/// The decoding state of one batch of sequences: one self-attention KVCache per decoder layer (the State of
+/// GPT, LlamaForCausalLM and TransformerDecoder).
+struct KVCaches {
+  std::vector<KVCache> caches;
+  /// Positions decoded so far (each layer's cache holds as many).
+  int64_t length() const { return caches.empty() ? 0 : caches[0].length(); }
+  /// KVCache::reserve on every layer's cache.
+  void reserve(int64_t positions);
+  /// KVCache::reset on every layer's cache (their buffers stay for the next sequence).
+  void reset();
+};
+
+/// The hidden states (B, T, E) of the last `logits_to_keep` positions, for the output layer of a decoding
+/// step (transformers' logits_to_keep: the prefill of a prompt needs only its last position's logits, not a
+/// (B, T, vocab) product): a view (B, logits_to_keep, E); 0, or a count >= T, keeps all T. Throws
+/// saccade::Error naming `op` for a negative count or hidden states of another rank.
+Variable keep_last_positions(const Variable& hidden, int64_t logits_to_keep, const char* op);
 
 /// Rotary position embedding of a MultiHeadAttention's queries and keys (RoPE, Su et al. 2021; the settings
 /// of nn::RotaryEmbedding, under Hugging Face's config names in the comments).

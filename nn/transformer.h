@@ -112,11 +112,7 @@ class TransformerEncoder : public Module {
 class TransformerDecoder : public Module {
  public:
   /// The decoding state of one sequence batch: one self-attention KVCache per block.
-  struct State {
-    std::vector<KVCache> caches;
-    /// Positions decoded so far.
-    int64_t length() const { return caches.empty() ? 0 : caches[0].length(); }
-  };
+  using State = KVCaches;
 
   TransformerDecoder(int64_t num_hiddens, int64_t ffn_num_hiddens, int64_t num_heads, int64_t num_blks,
                      double dropout, bool use_bias = false, Generator* gen = nullptr);

@@ -1,15 +1,19 @@
 // nn::LlamaBlock (issue 40): Hugging Face's parameter names and shapes, the block against a composed
 // reference written from readable pieces (rms_norm_composed, rotary_embedding_composed, key/value heads
 // repeated per group, softmax attention with a causal mask), causality, gradcheck, and bad input; Qwen3's
-// per-head q and k norms (qk_norm, issue 51) against the same reference.
+// per-head q and k norms (qk_norm, issue 51) against the same reference; decoding through the KV cache
+// (written in place, logits_to_keep, no allocation in the steady state: issue 53).
 #include <algorithm>
 #include <cmath>
 #include <string>
 
+#include "autograd/functions/elementwise.h"
+#include "autograd/functions/reduce.h"
 #include "autograd/grad_mode.h"
 #include "helpers.h"
 #include "module_gradcheck.h"
 #include "nn/llama.h"
+#include "ops/caching_allocator.h"
 #include "ops/creation.h"
 
 using namespace saccade;
@@ -213,4 +217,94 @@ TEST_CASE("LlamaForCausalLM: sliding window, and the KV cache equals the whole s
                      1e-5));
   c.sliding_window = -1;
   CHECK_THROWS_WITH(nn::LlamaForCausalLM(c), Catch::Contains("sliding_window must be >= 0"));
+}
+
+TEST_CASE("LlamaForCausalLM decoding: the KV cache written in place, logits_to_keep, no steady allocation",
+          "[nn][llama][decode]") {
+  // 4 key/value heads of 32 float32 features: 512 bytes a position, so a cache of 128 positions and more
+  // is a block the caching allocator serves (64 KiB and up, ops/cpu/memory.cpp) and counts
+  nn::LlamaConfig c;
+  c.hidden_size = 128, c.intermediate_size = 64, c.num_attention_heads = 4, c.num_key_value_heads = 4;
+  c.vocab_size = 40, c.num_hidden_layers = 1, c.max_position_embeddings = 256, c.rms_norm_eps = 1e-5;
+  nn::LlamaForCausalLM model(c, 3);
+  model.eval();
+  NoGradGuard no_grad;
+  const int64_t P = 140, N = 6;  // prompt, new positions
+  std::vector<int64_t> ids(P + N);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>((i * 7 + 3) % 40);
+  const Tensor x = ops::from_vector(ids, {1, P + N});
+  const Tensor full = model.forward(x).data();  // (1, P + N, vocab)
+
+  auto state = model.init_state();
+  state.reserve(P + N);
+  // the prefill's logits of its last position only
+  const Tensor last = model.step(x.narrow(1, 0, P), state, 1).data();
+  REQUIRE(last.shape() == Shape({1, 1, 40}));
+  REQUIRE(allclose(last.select(1, 0), full.select(1, P - 1), 1e-4, 1e-4));
+  const nn::KVCache& cache = state.caches[0];
+  REQUIRE(cache.capacity() == P + N);
+  const float* buffer = cache.keys().data().data<float>();
+  AllocatorStats before;
+  for (int64_t n = 0; n < N; ++n) {
+    CAPTURE(n);
+    if (n == 1) before = memory_stats();  // after the first new token: the steady state
+    const Tensor y = model.step(x.narrow(1, P + n, 1), state, 1).data();
+    REQUIRE(allclose(y.select(1, 0), full.select(1, P + n), 1e-4, 1e-4));
+    REQUIRE(cache.keys().data().data<float>() == buffer);  // the same buffer, written in place
+  }
+  const AllocatorStats after = memory_stats();
+  CHECK(after.raw_alloc_count == before.raw_alloc_count);
+  CHECK(cache.length() == P + N);
+  CHECK(cache.bytes() == 2 * (P + N) * 4 * 32 * 4);
+
+  // without reserve the buffer grows by doubling: a few buffers for many positions
+  auto grown = model.init_state();
+  std::vector<const float*> buffers;
+  for (int64_t t = 0; t < 40; ++t) {
+    const Tensor y = model.step(x.narrow(1, t, 1), grown, 1).data();
+    REQUIRE(allclose(y.select(1, 0), full.select(1, t), 1e-4, 1e-4));
+    const float* p = grown.caches[0].keys().data().data<float>();
+    if (buffers.empty() || buffers.back() != p) buffers.push_back(p);
+  }
+  CHECK(buffers.size() <= 7);  // capacities 1, 2, 4, ..., 64
+  CHECK(grown.caches[0].capacity() >= 40);
+  // reset keeps the buffer for the next sequence
+  grown.reset();
+  CHECK(grown.length() == 0);
+  CHECK(grown.caches[0].capacity() >= 40);
+  CHECK_THROWS_WITH(model.step(x.narrow(1, 0, 2), grown, -1), Catch::Contains("logits_to_keep >= 0"));
+  CHECK_THROWS_WITH(state.reserve(-1), Catch::Contains("KVCache::reserve"));
+}
+
+TEST_CASE("KVCache: with a graph it concatenates (gradients through the cache), and reorder",
+          "[nn][decode]") {
+  nn::KVCache cache;
+  Variable k1(rand64({2, 1, 3, 4}, 1), true), v1(rand64({2, 1, 3, 4}, 2), true);
+  Variable k2(rand64({2, 1, 2, 4}, 3), true), v2(rand64({2, 1, 2, 4}, 4), true);
+  cache.append(k1, v1, "test");
+  auto [k, v] = cache.append(k2, v2, "test");
+  REQUIRE(k.shape() == Shape({2, 1, 5, 4}));
+  CHECK(cache.capacity() == 0);  // no in-place buffer on the graph path
+  sum(k * v).backward();
+  REQUIRE(allclose(k1.grad(), v1.data(), 1e-12, 1e-12));
+  REQUIRE(allclose(v2.grad(), k2.data(), 1e-12, 1e-12));
+  // in place (no graph), then reordered: rows swapped, and the next append lands after them
+  nn::KVCache decoding;
+  {
+    NoGradGuard no_grad;
+    decoding.append(Variable(k1.data()), Variable(v1.data()), "test");
+    decoding.reorder(ops::from_vector(std::vector<int64_t>{1, 0, 1}, {3}));
+    auto [rk, rv] = decoding.append(Variable(k2.data().narrow(0, 0, 1).expand({3, 1, 2, 4})),
+                                    Variable(v2.data().narrow(0, 0, 1).expand({3, 1, 2, 4})), "test");
+    REQUIRE(rk.shape() == Shape({3, 1, 5, 4}));
+    REQUIRE(allclose(rk.data().select(0, 0).narrow(1, 0, 3), k1.data().select(0, 1), 0, 0));
+    REQUIRE(allclose(rk.data().select(0, 1).narrow(1, 0, 3), k1.data().select(0, 0), 0, 0));
+    REQUIRE(allclose(rv.data().select(0, 2).narrow(1, 3, 2), v2.data().select(0, 0), 0, 0));
+  }
+  CHECK_THROWS_WITH(
+      decoding.append(Variable(rand64({3, 2, 1, 4}, 5)), Variable(rand64({3, 2, 1, 4}, 6)), "mine"),
+      Catch::Contains("mine: the cache holds keys"));
+  CHECK_THROWS_WITH(
+      decoding.append(Variable(rand64({3, 1, 1, 4}, 5)), Variable(rand64({3, 1, 2, 4}, 6)), "mine"),
+      Catch::Contains("mine: expected new keys and values"));
 }

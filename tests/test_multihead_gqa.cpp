@@ -151,8 +151,8 @@ TEST_CASE("MultiHeadAttention: cached decoding with GQA, rotary and a window equ
         Variable xt(x.slice(1, t, t + n));
         CHECK(allclose(m->forward_cached(xt, xt, xt, cache).data(), full.slice(1, t, t + n), 1e-12, 1e-12));
       }
-      CHECK(cache.keys.shape() == Shape{B, Hkv, T, E / H});  // H_kv heads, every position
-      CHECK(cache.values.shape() == Shape{B, Hkv, T, E / H});
+      CHECK(cache.keys().shape() == Shape{B, Hkv, T, E / H});  // H_kv heads, every position
+      CHECK(cache.values().shape() == Shape{B, Hkv, T, E / H});
     }
   }
 }

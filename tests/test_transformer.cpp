@@ -88,7 +88,7 @@ TEST_CASE("TransformerDecoder incremental decoding equals full-sequence decoding
     REQUIRE(allclose(y, full.narrow(1, t, 1), 1e-12, 1e-12));
   }
   REQUIRE(state.length() == 5);
-  REQUIRE(state.caches[2].keys.shape() == Shape({2, 2, 5, 4}));
+  REQUIRE(state.caches[2].keys().shape() == Shape({2, 2, 5, 4}));
   // several positions per step give the same numbers too
   auto state2 = dec.init_state();
   Tensor a = dec.step(X.narrow(1, 0, 2), enc, lens, state2).data();

@@ -93,11 +93,7 @@ void TransformerG2P::reorder(DecodeState& state, const Tensor& rows) {
   Tensor r = rows.to(s.memory.device());
   s.memory = Variable(ops::index_select(s.memory.data(), 0, r));
   s.lens = ops::index_select(s.lens, 0, rows.to(s.lens.device()));
-  for (nn::KVCache& c : s.decoder.caches) {
-    if (!c.keys.defined()) continue;
-    c.keys = Variable(ops::index_select(c.keys.data(), 0, r));
-    c.values = Variable(ops::index_select(c.values.data(), 0, r));
-  }
+  for (nn::KVCache& c : s.decoder.caches) c.reorder(r);
 }
 
 }  // namespace saccade::examples

@@ -5,8 +5,8 @@
 #include "autograd/functions/nn.h"
 #include "autograd/functions/shape.h"
 #include "autograd/grad_mode.h"
-#include "ops/creation.h"
 #include "core/error.h"
+#include "ops/creation.h"
 
 namespace saccade::examples {
 
@@ -19,9 +19,12 @@ class AsLM : public CausalLM {
   AsLM(Model& m, int64_t context, int64_t vocab_size)
       : m_(m), state_(m.init_state()), context_(context), vocab_size_(vocab_size) {}
   Variable forward(const Tensor& idx) override { return m_.forward(idx); }
-  Variable step(const Tensor& idx) override { return m_.step(idx, state_); }
+  Variable step(const Tensor& idx, int64_t logits_to_keep) override {
+    return m_.step(idx, state_, logits_to_keep);
+  }
   int64_t cached() const override { return state_.length(); }
-  void reset() override { state_ = m_.init_state(); }
+  void reset() override { state_.reset(); }
+  void reserve(int64_t positions) override { state_.reserve(positions); }
   int64_t context() const override { return context_; }
   int64_t vocab_size() const override { return vocab_size_; }
   nn::Module& module() override { return m_; }

@@ -17,12 +17,15 @@ class CausalLM {
   virtual ~CausalLM() = default;
   /// Logits (B, T, vocab) of ids int64 (B, T) at positions 0 .. T - 1 (no cache).
   virtual Variable forward(const Tensor& idx) = 0;
-  /// Logits (B, Tn, vocab) of ids (B, Tn) at the positions after the cached() ones; the cache grows by Tn.
-  virtual Variable step(const Tensor& idx) = 0;
+  /// Logits (B, Tn, vocab) of ids (B, Tn) at the positions after the cached() ones, or those of the last
+  /// logits_to_keep positions only when it is > 0 (transformers' logits_to_keep); the cache grows by Tn.
+  virtual Variable step(const Tensor& idx, int64_t logits_to_keep) = 0;
   /// Positions in the cache.
   virtual int64_t cached() const = 0;
-  /// Empties the cache.
+  /// Empties the cache (its buffers stay for the next sequence).
   virtual void reset() = 0;
+  /// Makes the cache hold `positions` without growing (nn::KVCache::reserve).
+  virtual void reserve(int64_t positions) = 0;
   /// The most positions the model sees at once.
   virtual int64_t context() const = 0;
   virtual int64_t vocab_size() const = 0;

@@ -5,8 +5,8 @@
 #include <numeric>
 
 #include "autograd/grad_mode.h"
-#include "ops/creation.h"
 #include "core/error.h"
+#include "ops/creation.h"
 
 namespace saccade::examples {
 
@@ -102,6 +102,8 @@ Generation generate(CausalLM& model, const std::vector<std::vector<int64_t>>& pr
   module.eval();
   NoGradGuard no_grad;
   model.reset();
+  // the longest row's positions (its last sampled token is never fed), so no step grows the KV cache
+  model.reserve(std::min(c.context, longest + o.max_new_tokens));
   const int64_t steps = o.max_new_tokens == 0 ? 0 : longest - shortest + o.max_new_tokens;
   for (int64_t n = 0; n < steps; ++n) {
     const int64_t len = shortest + n;  // every row's length
@@ -115,7 +117,7 @@ Generation generate(CausalLM& model, const std::vector<std::vector<int64_t>>& pr
       const int64_t from = model.cached() != 0 ? len - 1
                            : n == 0            ? 0
                                     : std::max<int64_t>(0, len - std::max<int64_t>(c.context / 2, 1));
-      logits = model.step(to_ids(seq, from, len, device));
+      logits = model.step(to_ids(seq, from, len, device), 1);  // only the last position is sampled
     }
     Tensor last =  // (B, V) float32 (a 16-bit model's logits widened)
         logits.data().select(1, logits.size(1) - 1).to(Device::cpu()).to(DType::Float32).contiguous();

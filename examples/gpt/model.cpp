@@ -4,9 +4,9 @@
 
 #include "autograd/functions/elementwise.h"
 #include "autograd/functions/linalg.h"
+#include "core/error.h"
 #include "nn/init.h"
 #include "ops/creation.h"
-#include "core/error.h"
 
 namespace saccade::examples {
 
@@ -218,7 +218,7 @@ Variable GPT::forward(const Tensor& idx) {
   return head(x);
 }
 
-Variable GPT::step(const Tensor& idx, State& state) {
+Variable GPT::step(const Tensor& idx, State& state, int64_t logits_to_keep) {
   ErrorScope scope("GPT::step", {nn::shape_of(idx)});
   const size_t blocks = h.size() + layers.size();
   SACCADE_CHECK(state.caches.size() == blocks, "GPT::step: a state of {} caches for {} blocks",
@@ -226,7 +226,7 @@ Variable GPT::step(const Tensor& idx, State& state) {
   Variable x = embed(idx, state.length());
   for (size_t i = 0; i < h.size(); ++i) x = h[i]->step(x, state.caches[i]);
   for (size_t i = 0; i < layers.size(); ++i) x = layers[i]->step(x, state.caches[i]);
-  return head(x);
+  return head(nn::keep_last_positions(x, logits_to_keep, "GPT::step"));
 }
 
 void GPT::set_need_weights(std::optional<bool> need) {

@@ -78,10 +78,7 @@ struct GPTConfig {
 class GPT : public nn::Module {
  public:
   /// The decoding state of one batch of sequences: one self-attention KV cache per block.
-  struct State {
-    std::vector<nn::KVCache> caches;
-    int64_t length() const { return caches.empty() ? 0 : caches[0].length(); }
-  };
+  using State = nn::KVCaches;
 
   /// Initialised as GPT-2 (embeddings and Linear weights N(0, 0.02²), residual projections
   /// N(0, (0.02/√(2 n_layer))²), biases 0, LayerNorms 1 and 0) from Generator(seed), which then draws the
@@ -94,8 +91,10 @@ class GPT : public nn::Module {
   Variable forward(const Tensor& idx);
   /// Incremental: idx (B, Tn) at positions [state.length(), state.length() + Tn) -> logits (B, Tn, vocab),
   /// equal (up to float rounding) to those rows of forward over the whole prefix; appends to the caches.
-  /// Throws saccade::Error naming "GPT::step" when the positions would pass the context.
-  Variable step(const Tensor& idx, State& state);
+  /// With logits_to_keep > 0, the logits of the last logits_to_keep positions only (as
+  /// LlamaForCausalLM::step). Throws saccade::Error naming "GPT::step" when the positions would pass the
+  /// context, or for a negative logits_to_keep.
+  Variable step(const Tensor& idx, State& state, int64_t logits_to_keep = 0);
   State init_state() const { return State{std::vector<nn::KVCache>(h.size() + layers.size())}; }
 
   /// Whether the attention layers keep their weights (see nn::MultiHeadAttention::need_weights); gpt2 only
