@@ -17,6 +17,38 @@ namespace {
 constexpr int64_t kRowBlock =
     64;  // rows of op(a) widened at a time: the float32 copies stay in L2 for k ~ 1k
 
+// y (R) = the R bfloat16 rows of w (leading dimension ldw) · x (k) float32: each weight widened in a register
+// on its way to the product (a bfloat16 is the top half of a float32: bf16_widen shifts it left by 16 bits),
+// so w streams from memory once and nothing is written back. L float32 sums per row, in vector lanes (the
+// inner loop over l is what GCC vectorises; a `#pragma omp simd reduction` over the four rows' sums was left
+// scalar), added up at the end, then the k tail.
+template <int R>
+void dot_rows(int64_t k, const float* x, const bfloat16* w, int64_t ldw, float* y) {
+  constexpr int L = 16;
+  float acc[R][L] = {};
+  int64_t p = 0;
+  for (; p + L <= k; p += L)
+    for (int r = 0; r < R; ++r)
+      for (int l = 0; l < L; ++l) acc[r][l] += x[p + l] * bf16_widen(w[r * ldw + p + l].bits);
+  for (int r = 0; r < R; ++r) {
+    float s = 0;
+    for (int l = 0; l < L; ++l) s += acc[r][l];
+    for (int64_t q = p; q < k; ++q) s += x[q] * bf16_widen(w[r * ldw + q].bits);
+    y[r] = s;
+  }
+}
+
+// y (n) = w (n, k) · x (k) for bfloat16 rows of w and a float32 x, four rows at a time (dot_rows), compiled
+// by with_isa for AVX2 and AVX-512. For CPUs without VDPBF16PS (gemv_bf16); the readable twin is
+// gemv_half_reference (widen a row into a buffer, then sdot), tested against it.
+void gemv_widened_rows(int64_t n, int64_t k, const float* x, const bfloat16* w, int64_t ldw, float* y) {
+  with_isa([=] {
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4) dot_rows<4>(k, x, w + j * ldw, ldw, y + j);
+    for (; j < n; ++j) dot_rows<1>(k, x, w + j * ldw, ldw, y + j);
+  });
+}
+
 }  // namespace
 
 template <class T>
@@ -70,9 +102,19 @@ void gemv_half(bool trans_b, int64_t n, int64_t k, const T* a, int64_t inc_a, co
       if (done) round_rows(y, rows, &c[j0].bits, rows, 1, rows);
     }
     if (done) return;
+    // no VDPBF16PS: x widened once, the rows of b widened in registers
+    thread_local std::vector<float> xf;
+    xf.resize(static_cast<size_t>(k));
+    for (int64_t i = 0; i < k; ++i) xf[static_cast<size_t>(i)] = bf16_widen(a[i * inc_a].bits);
+    for (int64_t j0 = 0; j0 < n; j0 += kBlock) {
+      const int64_t rows = std::min(kBlock, n - j0);
+      gemv_widened_rows(rows, k, xf.data(), b + j0 * ldb, ldb, y);
+      round_rows(y, rows, &c[j0].bits, rows, 1, rows);
+    }
+    return;
   }
-  // float16, or bfloat16 without VDPBF16PS: the readable loop (a fused loop that widened 4 rows in 16 float
-  // lanes each decoded f16 more slowly: bench/RESULTS.md, "the bf16 gemv")
+  // float16: the readable loop (a fused loop that widened 4 rows in 16 float lanes each decoded f16 more
+  // slowly: bench/RESULTS.md, "the bf16 gemv")
   gemv_half_reference(trans_b, n, k, a, inc_a, b, ldb, c);
 }
 

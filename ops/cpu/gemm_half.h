@@ -29,9 +29,10 @@ void gemm_half_reference(bool trans_a, bool trans_b, int64_t m, int64_t n, int64
 /// b row-major with leading dimension ldb, op(b) = b, or bᵀ when trans_b (b then stored (n, k): linear's
 /// weight). T = bfloat16 or float16. Float32 products (exact: two 16-bit significands) and sums, one
 /// rounding per output, as gemm_half; b is read once, in its 16 bits (what a decoding step is bound by).
-/// bfloat16 with b (n, k) runs gemv_bf16 (gemm_bf16.h, VDPBF16PS) where it may; the rest (float16, b (k, n),
-/// no AVX512-BF16 or under an IsaGuard) gemv_half_reference. No threads (ops/cpu/linalg.cpp splits n); sizes
-/// are the caller's (linalg.cpp) to check.
+/// bfloat16 with b (n, k) runs gemv_bf16 (gemm_bf16.h, VDPBF16PS) where it may, else (no AVX512-BF16, or
+/// under an IsaGuard) a loop that widens four rows of b in registers (AVX2 or AVX-512 by with_isa); the rest
+/// (float16, b (k, n)) gemv_half_reference. No threads (ops/cpu/linalg.cpp splits n); sizes are the caller's
+/// (linalg.cpp) to check.
 template <class T>
 void gemv_half(bool trans_b, int64_t n, int64_t k, const T* a, int64_t inc_a, const T* b, int64_t ldb, T* c);
 

@@ -30,6 +30,11 @@ namespace saccade::cpu {
 namespace {
 
 constexpr int64_t kGemmGrain = 4 * 64 * 64 * 64;
+// A one-row product (batch-1 decoding) reads each weight once and does one multiply-add with it: memory
+// bound, so a second thread pays off for much smaller products than a GEMM's (a Llama's 576 x 576 q_proj,
+// 0.3 M multiply-adds, ran on one thread under kGemmGrain: bench/RESULTS.md, "where a decoded token's time
+// goes").
+constexpr int64_t kGemvGrain = 2 * 64 * 1024;
 
 void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, const float* a,
           int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc) {
@@ -106,7 +111,7 @@ void CpuBackend::bmm(const Tensor& a, const Tensor& b, const Tensor& out) {
       const int64_t blocks = (n + kColBlock - 1) / kColBlock,
                     block_cost = std::max<int64_t>(1, kColBlock * k);
       const int64_t inc_a = la.trans ? la.ld : 1;
-      parallel_for(0, blocks, (kGemmGrain + block_cost - 1) / block_cost, [&](int64_t b0, int64_t b1) {
+      parallel_for(0, blocks, (kGemvGrain + block_cost - 1) / block_cost, [&](int64_t b0, int64_t b1) {
         const int64_t j0 = b0 * kColBlock, j1 = std::min(n, b1 * kColBlock);
         const T* pb0 = pb + (lb.trans ? j0 * lb.ld : j0);
         if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>)
