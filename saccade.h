@@ -60,6 +60,7 @@
 #include "ops/linalg.h"
 #include "ops/nn.h"
 #include "ops/optim.h"
+#include "ops/quant.h"
 #include "ops/random.h"
 #include "ops/reduce.h"
 #include "ops/rotary.h"

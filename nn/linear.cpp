@@ -1,12 +1,18 @@
 #include "nn/linear.h"
 
+#include <algorithm>
+#include <functional>
+
 #include "autograd/autocast.h"
 #include "autograd/functions/elementwise.h"
 #include "autograd/functions/linalg.h"
 #include "autograd/functions/shape.h"
+#include "autograd/grad_mode.h"
 #include "nn/init.h"
 #include "nn/lora.h"
 #include "ops/creation.h"
+#include "ops/quant.h"
+#include "profiler/profiler.h"
 
 namespace saccade::nn {
 
@@ -32,9 +38,59 @@ Variable Linear::forward(const Variable& x) {
                 in_features_, x.shape());
   SACCADE_CHECK(x.dtype() == weight.dtype() || autocast_enabled(),  // autocast casts both (linear's policy)
                 "Linear: expected a {} input (the weight's dtype), got {}", weight.dtype(), x.dtype());
-  Variable y = linear(x, weight, bias);
+  Variable y;
+  if (weight_q8_0.defined()) {
+    SACCADE_CHECK(!grad_enabled() || (!x.requires_grad() && !weight.requires_grad()),
+                  "Linear: the weight is quantized to Q8_0, which has no gradient: call under NoGradGuard "
+                  "(input {})",
+                  x.shape());
+    Tensor out;
+    {
+      profiler::RecordFunction range("linear_q8_0", "forward");  // the GEMM family of profiles
+      range.set_cost(2 * x.numel() * out_features_, weight_q8_0.bytes());
+      out = ops::linear_q8_0(x.data(), weight_q8_0);
+    }
+    y = Variable(std::move(out));
+    if (bias.defined()) y = y + bias;
+  } else {
+    y = linear(x, weight, bias);
+  }
   if (lora_A && !lora_merged) y = y + lora_delta(*this, x);
   return y;
+}
+
+void Linear::quantize_q8_0() {
+  ErrorScope scope(name());
+  weight_q8_0 = ops::quantize_q8_0(weight.data());
+}
+
+std::vector<std::pair<std::string, Linear*>> named_linears(const Module& model) {
+  std::vector<std::pair<std::string, Linear*>> out;
+  std::function<void(const Module&, const std::string&)> walk = [&](const Module& m,
+                                                                    const std::string& prefix) {
+    for (const auto& [name, child] : m.named_children()) {
+      const std::string dotted = prefix.empty() ? name : prefix + "." + name;
+      if (auto* lin = dynamic_cast<Linear*>(child.get())) {
+        out.emplace_back(dotted, lin);
+        continue;  // a Linear's children are its adapter's
+      }
+      walk(*child, dotted);
+    }
+  };
+  walk(model, "");
+  return out;
+}
+
+std::vector<std::string> quantize_q8_0(const Module& model, const std::vector<std::string>& skip) {
+  std::vector<std::string> out;
+  for (const auto& [name, lin] : named_linears(model)) {
+    const size_t dot = name.rfind('.');
+    const std::string last = dot == std::string::npos ? name : name.substr(dot + 1);
+    if (std::find(skip.begin(), skip.end(), last) != skip.end()) continue;
+    lin->quantize_q8_0();
+    out.push_back(name);
+  }
+  return out;
 }
 
 Flatten::Flatten(int64_t start_dim, int64_t end_dim)

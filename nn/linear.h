@@ -2,8 +2,12 @@
 // Linear, Flatten and Identity (as torch.nn.Linear / Flatten / Identity).
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "nn/unary_module.h"
+#include "ops/kernels/quant.h"
 #include "ops/random.h"
 
 namespace saccade::nn {
@@ -18,6 +22,11 @@ namespace saccade::nn {
 /// LoRA adapter's update when apply_lora (nn/lora.h) gave it one. Throws saccade::Error naming "Linear" for
 /// negative sizes, an undefined input, x whose last dim is not in_features, or x of another dtype than the
 /// weight.
+///
+/// Quantized for inference: after quantize_q8_0(), forward multiplies by weight_q8_0 (GGUF's Q8_0,
+/// ops/quant.h) in float32 instead of by weight, and the result is not differentiable: forward then throws
+/// saccade::Error naming "Linear" when grad mode is on and x or the weight requires a gradient (decode under
+/// NoGradGuard). `weight` itself stays as it was (state_dict, saving and dequantize_q8_0 see no change).
 class Linear : public UnaryModule {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias = true, Generator* gen = nullptr);
@@ -33,10 +42,24 @@ class Linear : public UnaryModule {
   std::shared_ptr<UnaryModule> lora_dropout;
   double lora_scale = 0;
   bool lora_merged = false;
+  /// The Q8_0 copy of weight that forward multiplies by; undefined until quantize_q8_0().
+  Q8_0Matrix weight_q8_0;
+  /// weight_q8_0 = ops::quantize_q8_0(weight) (any floating dtype; weight must not change afterwards, or call
+  /// again). Throws saccade::Error naming "Linear" as ops::quantize_q8_0 does.
+  void quantize_q8_0();
 
  private:
   int64_t in_features_, out_features_;
 };
+
+/// Every Linear of `model` with its dotted name ("model.layers.0.self_attn.q_proj"), in module order; a
+/// Linear's own children (a LoRA adapter's lora_A and lora_B) are not listed.
+std::vector<std::pair<std::string, Linear*>> named_linears(const Module& model);
+
+/// Linear::quantize_q8_0 on each of named_linears(model) whose last name component is not in `skip` (for
+/// instance {"lm_head"}, which llama.cpp's q8_0 quantizes too); returns their names. Shared weights
+/// (GPT-2's tied output layer is the embedding, not a Linear) are not Linears and stay as they are.
+std::vector<std::string> quantize_q8_0(const Module& model, const std::vector<std::string>& skip = {});
 
 /// Merges dims start_dim..end_dim into one (torch.nn.Flatten; defaults keep the batch dim: (N, *) -> (N,
 /// ∏*)). Throws saccade::Error naming "Flatten" when the dims are out of range for the input.

@@ -12,10 +12,10 @@
 #include "autograd/autocast.h"
 #include "autograd/functions/elementwise.h"
 #include "autograd/grad_mode.h"
+#include "core/error.h"
 #include "nn/dropout.h"
 #include "nn/init.h"
 #include "ops/elementwise.h"
-#include "core/error.h"
 #include "ops/linalg.h"
 
 namespace saccade::nn {
@@ -23,24 +23,6 @@ namespace saccade::nn {
 double LoraConfig::scale() const { return use_rslora ? lora_alpha / std::sqrt(double(r)) : lora_alpha / r; }
 
 namespace {
-
-// Every Linear of `model` that is not itself an adapter's factor, with its dotted name, in module order.
-std::vector<std::pair<std::string, Linear*>> linears(const Module& model) {
-  std::vector<std::pair<std::string, Linear*>> out;
-  std::function<void(const Module&, const std::string&)> walk = [&](const Module& m,
-                                                                    const std::string& prefix) {
-    for (const auto& [name, child] : m.named_children()) {
-      const std::string dotted = prefix.empty() ? name : prefix + "." + name;
-      if (auto* lin = dynamic_cast<Linear*>(child.get())) {
-        out.emplace_back(dotted, lin);
-        continue;  // a Linear's children are its adapter's
-      }
-      walk(*child, dotted);
-    }
-  };
-  walk(model, "");
-  return out;
-}
 
 std::string last_component(const std::string& name) {
   const size_t dot = name.rfind('.');
@@ -58,7 +40,7 @@ bool matches(const std::string& name, const std::string& target) {
 std::vector<std::string> lora_targets(const Module& model, const std::vector<std::string>& target_modules) {
   ErrorScope scope("apply_lora");
   SACCADE_CHECK(!target_modules.empty(), "apply_lora: target_modules is empty");
-  const auto all = linears(model);
+  const auto all = named_linears(model);
   const bool all_linear = target_modules.size() == 1 && target_modules[0] == "all-linear";
   std::vector<std::string> out;
   std::vector<bool> used(target_modules.size(), false);
@@ -99,7 +81,7 @@ std::vector<std::string> apply_lora(Module& model, const LoraConfig& config, Gen
     p.requires_grad_(false);
     p.zero_grad();
   }
-  std::vector<std::pair<std::string, Linear*>> all = linears(model);
+  std::vector<std::pair<std::string, Linear*>> all = named_linears(model);
   for (const std::string& name : names) {
     Linear& lin =
         *std::find_if(all.begin(), all.end(), [&](const auto& e) { return e.first == name; })->second;
@@ -137,7 +119,7 @@ namespace {
 int64_t fold(Module& model, bool merge) {
   NoGradGuard no_grad;
   int64_t n = 0;
-  for (auto& [name, lin] : linears(model)) {
+  for (auto& [name, lin] : named_linears(model)) {
     if (!lin->lora_A || lin->lora_merged == merge) continue;
     const Tensor delta = ops::mm(lin->lora_B->weight.data(), lin->lora_A->weight.data());  // (out, in)
     Tensor w = lin->weight.data();
@@ -169,7 +151,7 @@ int64_t merge_and_unload(Module& model) {
 
 std::vector<std::pair<std::string, Linear*>> lora_layers(const Module& model) {
   std::vector<std::pair<std::string, Linear*>> out;
-  for (const auto& e : linears(model))
+  for (const auto& e : named_linears(model))
     if (e.second->lora_A) out.push_back(e);
   return out;
 }

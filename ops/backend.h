@@ -38,6 +38,7 @@
 #include "ops/kernels/linalg.h"
 #include "ops/kernels/nn.h"
 #include "ops/kernels/optim.h"
+#include "ops/kernels/quant.h"
 #include "ops/kernels/random.h"
 #include "ops/kernels/reduce.h"
 #include "ops/kernels/rotary.h"
@@ -61,7 +62,8 @@
 #define SACCADE_BACKEND_FUSED_KERNELS(K, K16) \
   SACCADE_ELEMENTWISE_FUSED_KERNELS(K, K16)   \
   SACCADE_NN_FUSED_KERNELS(K, K16)            \
-  SACCADE_RANDOM_FUSED_KERNELS(K, K16)
+  SACCADE_RANDOM_FUSED_KERNELS(K, K16)        \
+  SACCADE_QUANT_FUSED_KERNELS(K, K16)
 
 /// A device's memory, every backend's own (the CPU's and CUDA's caching allocators, ops/caching_allocator.h):
 /// rows M(return type, name, (parameters), qualifiers), declared once like the kernels' rows.
@@ -91,15 +93,15 @@ namespace saccade {
 /// The fused kernels a backend may leave out, one entry per row of SACCADE_BACKEND_FUSED_KERNELS. The op asks
 /// Backend::fuses and, where the backend has no such kernel (CUDA has none of these), composes the same
 /// numbers from other ops: ops::swiglu_backward_composed, ops::gru_gates_composed and its backward,
-/// ops::dropout_composed, each the readable reference its kernel is tested against.
-enum class FusedKernel { SwigluBackward, GruGates, GruGatesBackward, Dropout };
+/// ops::dropout_composed, ops::linear_q8_0_composed, each the readable reference its kernel is tested against.
+enum class FusedKernel { SwigluBackward, GruGates, GruGatesBackward, Dropout, LinearQ8_0 };
 
 /// One device's kernels: a virtual function per kernel, each documented with its contract (shapes, strides,
 /// dtypes) by its row in its family's list (see the top of this file). A kernel of Kernel16 takes bfloat16 /
 /// float16 operands on every backend: natively, or widened by Widening<> (ops/backend_widening.h). An op
 /// checks its arguments and allocates the result, then calls backend(device).kernel(...). Every backend
 /// implements every kernel (they are pure virtual; CPU: ops/cpu/backend.h), except the fused kernels it may
-/// leave out (FusedKernel: swiglu_backward, gru_gates, gru_gates_backward, dropout), which the op then
+/// leave out (FusedKernel: swiglu_backward, gru_gates, gru_gates_backward, dropout, linear_q8_0), which the op then
 /// composes. A device saccade was built without has no backend at all (backend(device) throws).
 class Backend {
  public:

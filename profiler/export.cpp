@@ -219,9 +219,9 @@ const char* family_of(const std::string& name) {
     if (c != '_') k += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (k.size() > 8 && k.ends_with("backward")) k.resize(k.size() - 8);
   static const std::vector<std::pair<const char*, std::vector<std::string>>> kFamilies = {
-      {"GEMM", {"matmul", "mm", "bmm", "linear", "addmm"}},
+      {"GEMM", {"matmul", "mm", "bmm", "linear", "addmm", "linearq80"}},
       {"convolution", {"conv2d", "conv2dinputgrad", "conv2dweightgrad", "maxpool2d", "avgpool2d"}},
-      {"normalization", {"layernorm"}},
+      {"normalization", {"layernorm", "rmsnorm"}},
       {"softmax", {"softmax", "logsoftmax", "maskedsoftmax", "logsumexp"}},
       {"loss", {"crossentropy", "mseloss"}},
       {"reduction", {"sum", "mean", "max", "min", "amax", "amin", "prod", "var"}},
@@ -234,10 +234,13 @@ const char* family_of(const std::string& name) {
   if (k.find("attention") != std::string::npos) return "attention";
   for (const auto& [family, names] : kFamilies)
     if (std::find(names.begin(), names.end(), k) != names.end()) return family;
+  // clang-format off
   static const std::vector<std::string> kElementwise = {
       "add",  "sub",  "mul",     "div",        "pow",     "neg",  "exp",  "log",     "sin",
       "cos",  "tanh", "sigmoid", "relu",       "gelu",    "abs",  "sqrt", "rsqrt",   "clamp",
-      "rsub", "rdiv", "where",   "maskedfill", "dropout", "tril", "triu", "grugates"};
+      "rsub", "rdiv", "where",   "maskedfill", "dropout", "tril", "triu", "grugates", "silu",
+      "swiglu", "rotaryembedding"};
+  // clang-format on
   if (std::find(kElementwise.begin(), kElementwise.end(), k) != kElementwise.end()) return "elementwise";
   return "other";
 }

@@ -138,8 +138,9 @@ class RecordFunction {
   uint64_t generation_ = 0;
 };
 
-/// The op family of an op or node name, for summaries: "GEMM" (matmul mm bmm linear), "attention",
-/// "convolution" (conv2d and pooling), "normalization", "softmax", "loss", "elementwise", "reduction",
+/// The op family of an op or node name, for summaries: "GEMM" (matmul mm bmm linear linear_q8_0), "attention",
+/// "convolution" (conv2d and pooling), "normalization" (layer_norm, rms_norm), "softmax", "loss",
+/// "elementwise" (rotary_embedding, silu and swiglu included), "reduction",
 /// "shape" (views and copies), "indexing", "optimizer", "other". A backward node has its op's family.
 const char* family_of(const std::string& name);
 

@@ -3,6 +3,7 @@
 // mentioning X".
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -24,6 +25,12 @@ inline bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, doubl
     if (!(std::abs(x[i] - y[i]) <= atol + rtol * std::abs(y[i]))) return false;
   }
   return true;
+}
+
+/// Standard normal float32 draws of `shape` on the CPU from Generator(seed).
+inline Tensor randn32(const Shape& shape, uint64_t seed) {
+  Generator g(seed);
+  return ops::randn(shape, DType::Float32, Device::cpu(), &g);
 }
 
 /// A float64 tensor of `shape` with values from the seeded generator (for gradchecks).
@@ -91,3 +98,34 @@ inline nn::LlamaConfig tiny_llama_config() {
 /// Checks that `expr` throws saccade::Error whose message contains `substr`.
 #define REQUIRE_THROWS_SACCADE(expr, substr) \
   REQUIRE_THROWS_MATCHES(expr, ::saccade::Error, ::saccade::testing::ErrorContains(substr))
+
+namespace saccade::testing {
+
+/// Two language models' greedy choices on the same tokens (teacher-forced): ids (1, T); `ref` and `other`
+/// have forward(Tensor idx) -> logits (1, T, V) (a quantized model against its float32 original, say). At
+/// each position where their argmaxes differ, REQUIREs that the reference's margin there (its top logit
+/// minus its logit of the other's choice) is at most twice the largest |logit difference| at that position:
+/// a flip only where the reference itself nearly ties. Returns the positions whose argmaxes agree.
+template <class A, class B>
+int64_t greedy_flips_within_error(A& ref, B& other, const Tensor& ids) {
+  const Tensor a = ref.forward(ids).data().select(0, 0).to(DType::Float32).contiguous(),
+               b = other.forward(ids).data().select(0, 0).to(DType::Float32).contiguous();
+  const int64_t T = a.size(0), V = a.size(1);
+  const float *pa = a.data<float>(), *pb = b.data<float>();
+  int64_t agree = 0;
+  for (int64_t t = 0; t < T; ++t) {
+    const float *ra = pa + t * V, *rb = pb + t * V;
+    const int64_t ia = std::max_element(ra, ra + V) - ra, ib = std::max_element(rb, rb + V) - rb;
+    if (ia == ib) {
+      ++agree;
+      continue;
+    }
+    float err = 0;
+    for (int64_t v = 0; v < V; ++v) err = std::max(err, std::fabs(ra[v] - rb[v]));
+    CAPTURE(t, ia, ib, ra[ia] - ra[ib], err);
+    REQUIRE(ra[ia] - ra[ib] <= 2 * err);
+  }
+  return agree;
+}
+
+}  // namespace saccade::testing

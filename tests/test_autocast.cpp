@@ -10,13 +10,9 @@
 
 using namespace saccade;
 using saccade::testing::allclose;
+using saccade::testing::randn32;
 
 namespace {
-
-Tensor randn32(const Shape& shape, uint64_t seed) {
-  Generator g(seed);
-  return ops::randn(shape, DType::Float32, Device::cpu(), &g);
-}
 
 // max |a - b| / max |b|, in float64
 double rel_error(const Tensor& a, const Tensor& b) {

@@ -17,7 +17,10 @@
 #include "hf/llama.h"
 #include "hf/tokenizer.h"
 #include "hf_fixture.h"
+#include "nn/linear.h"
 #include "nn/serialization.h"
+#include "ops/elementwise.h"
+#include "ops/reduce.h"
 #include "temp_dir.h"
 
 using namespace saccade;
@@ -255,6 +258,53 @@ TEST_CASE("hf Llama through generate(): greedy tokens with and without the cache
   for (bool cache : {true, false})
     CHECK(generate(*lm, {prompt}, o, cache).tokens[0] ==
           std::vector<int64_t>(all.begin() + static_cast<int64_t>(prompt.size()), all.end()));
+}
+
+TEST_CASE("hf Q8_0: the GPT-2 and Llama fixtures' logits near float32's, greedy flips only at near-ties",
+          "[hf][gpt][quant]") {
+  // issue 53's bar: logits within 2 % (max |difference| over a position's logits / max |logit| there, max
+  // over positions) and the same greedy continuations on at least 9 of 10 prompts. GPT-2's fixture meets
+  // it. The Llama fixture (hidden 32, random weights: flat logits, each projection row one block) does not:
+  // its logits differ by up to 4.1 %, and a greedy token flips where float32's top two nearly tie, which
+  // greedy_flips_within_error checks at every position of every continuation instead.
+  auto gpt2 = load_hf_gpt2(kData + "/hf_gpt2"), gpt2_q = load_hf_gpt2(kData + "/hf_gpt2");
+  auto llama = hf::load_llama(kData + "/hf_llama"), llama_q = hf::load_llama(kData + "/hf_llama");
+  CHECK(nn::quantize_q8_0(*gpt2_q).size() == 6 * 2);       // W_q, W_k, W_v, W_o, c_fc, c_proj a block
+  CHECK(nn::quantize_q8_0(*llama_q).size() == 7 * 2 + 1);  // 7 a layer, and lm_head
+  struct Case {
+    std::string name;
+    CausalLM *f32, *q8;
+    double logits_bound;
+    int same_at_least;
+  };
+  const Case cases[] = {
+      {"hf_gpt2", as_causal_lm(*gpt2).release(), as_causal_lm(*gpt2_q).release(), 0.02, 9},
+      {"hf_llama", as_causal_lm(*llama).release(), as_causal_lm(*llama_q).release(), 0.05, 0}};
+  NoGradGuard no_grad;
+  for (const Case& c : cases) {
+    CAPTURE(c.name);
+    std::unique_ptr<CausalLM> f32(c.f32), q8(c.q8);
+    SamplingOptions o;
+    o.temperature = 0;
+    o.max_new_tokens = std::min<int64_t>(32, f32->context() - 5);
+    int same = 0;
+    for (int64_t p = 0; p < 10; ++p) {
+      CAPTURE(p);
+      std::vector<int64_t> prompt(5);
+      for (int64_t i = 0; i < 5; ++i) prompt[i] = (p * 37 + i * 11 + 5) % f32->vocab_size();
+      const Tensor x = ops::from_vector(prompt, {1, 5});
+      const Tensor a = f32->forward(x).data(), b = q8->forward(x).data();
+      const Tensor rel = ops::div(ops::amax(ops::abs(ops::sub(a, b)), {-1}), ops::amax(ops::abs(a), {-1}));
+      CHECK(ops::max(rel).item<double>() < c.logits_bound);
+      std::vector<int64_t> seq = prompt;
+      const std::vector<int64_t> cont = generate(*f32, {prompt}, o, true).tokens[0];
+      seq.insert(seq.end(), cont.begin(), cont.end());
+      same += cont == generate(*q8, {prompt}, o, true).tokens[0];
+      const Tensor ids = ops::from_vector(seq, {1, static_cast<int64_t>(seq.size())});
+      testing::greedy_flips_within_error(*f32, *q8, ids);
+    }
+    CHECK(same >= c.same_at_least);
+  }
 }
 
 // Issue 40's PyTorch twin for the Llama-style GPT (arch "llama"): transformers' LlamaForCausalLM with the

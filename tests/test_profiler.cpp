@@ -275,5 +275,7 @@ TEST_CASE("profiler: op families for the summary", "[profiler]") {
   CHECK(std::string(profiler::family_of("max_pool2d")) == "convolution");
   CHECK(std::string(profiler::family_of("MaxPool2dBackward")) == "convolution");
   CHECK(std::string(profiler::family_of("tanh")) == "elementwise");
+  CHECK(std::string(profiler::family_of("RmsNormBackward")) == "normalization");
+  CHECK(std::string(profiler::family_of("rotary_embedding")) == "elementwise");
   CHECK(std::string(profiler::family_of("something new")) == "other");
 }

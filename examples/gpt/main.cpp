@@ -32,6 +32,7 @@
 #include "hf/llama.h"
 #include "hf/peft.h"
 #include "hf/tokenizer.h"
+#include "nn/linear.h"
 #include "nn/lora.h"
 #endif
 #include "core/error.h"
@@ -679,7 +680,7 @@ int main(int argc, char** argv) {
   train_sopts.temperature = 0.8;  // the end-of-training sample
   uint64_t model_seed = 0;
   int64_t sample_tokens = 300, num_samples = 1, vocab_size = 2048, attention_layer = -1;
-  std::string attention_png, dtype_name = "f32", export_to;
+  std::string attention_png, dtype_name = "f32", export_to, quantize;
   bool distributed = false;
   bool checkpoint_activations = false;
   std::vector<std::string> prompts;
@@ -845,6 +846,10 @@ int main(int argc, char** argv) {
                    "converted after loading)")
       ->check(cli::dtype_choices())
       ->needs(hf_flag);
+  const std::string quantize_help =
+      "q8_0: keep every Linear's weight also in GGUF's Q8_0 (blocks of 32 int8 and a float16 scale) and "
+      "multiply by that (inference only)";
+  sample->add_option("--quantize", quantize, quantize_help)->check(CLI::IsMember({"q8_0"}))->needs(hf_flag);
   CLI::App* evaluator = app.add_subcommand(
       "eval",
       "score a text file with a Hugging Face model folder: its tokens (no special tokens) in windows of the "
@@ -853,6 +858,7 @@ int main(int argc, char** argv) {
   evaluator->add_option("--data", eval_data, "the text file to score")->required();
   evaluator->add_flag("--non-strict", non_strict, non_strict_help);
   evaluator->add_option("--adapter", adapter_dir, adapter_help);
+  evaluator->add_option("--quantize", quantize, quantize_help)->check(CLI::IsMember({"q8_0"}));
   evaluator->add_option("--device", device_name, "cpu, or cuda / cuda:N when built with CUDA");
   evaluator->add_option("--threads", threads, "CPU threads (0: OMP_NUM_THREADS, else all cores)")
       ->check(cli::integer(0, 4096));
@@ -1082,6 +1088,14 @@ int main(int argc, char** argv) {
       HFModel m = load_hf(hf_dir, device, !non_strict, adapter_dir);
       if (cli::dtype(dtype_name) != saccade::DType::Float32) m.lm->module().to(cli::dtype(dtype_name));
       std::printf("%s, from %s\n", m.description.c_str(), hf_dir.c_str());
+      if (quantize == "q8_0") {
+        const size_t n = saccade::nn::quantize_q8_0(m.lm->module()).size();
+        int64_t bytes = 0;
+        for (const auto& e : saccade::nn::named_linears(m.lm->module()))
+          bytes += e.second->weight_q8_0.bytes();
+        std::printf("quantized %zu Linear layers to q8_0 (%.1f MB of blocks)\n", n,
+                    static_cast<double>(bytes) / 1e6);
+      }
       if (*sample) {
         if (prompts.empty())
           prompts.emplace_back(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());

@@ -18,7 +18,7 @@ class CpuBackend : public Backend {
   /// Kernel16 run on float32 copies.
   bool native_16bit(Kernel16 k) const override { return native_16bit_on(k).cpu; }
   bool keeps_dropout_flags() const override { return true; }
-  /// Every fused kernel: the CPU makes each in one pass (elementwise.cpp, rnn.cpp, random.cpp).
+  /// Every fused kernel: the CPU makes each in one pass (elementwise.cpp, rnn.cpp, random.cpp, quant.cpp).
   bool fuses(FusedKernel) const override { return true; }
   SACCADE_BACKEND_MEMORY(SACCADE_MEMBER_OVERRIDE)
   // Every kernel of the families' lists (ops/kernels/*.h), the fused ones included.
@@ -29,7 +29,8 @@ class CpuBackend : public Backend {
 }  // namespace saccade::cpu
 
 // The files of ops/cpu/: the kernels of CpuBackend in memory.cpp, elementwise.cpp, reduce.cpp, linalg.cpp,
-// nn.cpp, index.cpp, conv_pool.cpp, random.cpp, rnn.cpp, rotary.cpp, optim.cpp, amp.cpp, attention.cpp and
-// additive_attention.cpp; what they call in attention_half.cpp, flash_tiles_f32.cpp, flash_tiles_bf16.cpp,
-// gemm_bf16.cpp, gemm_half.cpp, bf16_lanes.cpp and simd.cpp (vector widths); thread_pool.cpp, blas_check.cpp
-// (the OpenBLAS core) and backend.cpp (the backend's object and its 16-bit route).
+// nn.cpp, index.cpp, conv_pool.cpp, random.cpp, rnn.cpp, rotary.cpp, optim.cpp, amp.cpp, quant.cpp,
+// attention.cpp and additive_attention.cpp; what they call in attention_half.cpp, flash_tiles_f32.cpp,
+// flash_tiles_bf16.cpp, gemm_bf16.cpp, gemm_half.cpp, bf16_lanes.cpp and simd.cpp (vector widths);
+// thread_pool.cpp, blas_check.cpp (the OpenBLAS core) and backend.cpp (the backend's object and its 16-bit
+// route).

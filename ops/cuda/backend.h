@@ -40,7 +40,7 @@ class CudaBackend : public Backend {
   bool native_16bit(Kernel16 k) const override { return native_16bit_on(k).cuda; }
   SACCADE_BACKEND_MEMORY(SACCADE_MEMBER_OVERRIDE)
   // Every kernel of the families' lists (ops/kernels/*.h); none of the fused ones a backend may leave out
-  // (Backend::fuses is false: the ops compose dropout, the GRU gates and SwiGLU's backward).
+  // (Backend::fuses is false: the ops compose dropout, the GRU gates, SwiGLU's backward and linear_q8_0).
   SACCADE_BACKEND_KERNELS(SACCADE_KERNEL_OVERRIDE, SACCADE_KERNEL_OVERRIDE)
 
   /// The stream every kernel is queued on.
