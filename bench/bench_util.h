@@ -12,9 +12,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace saccade::bench {
@@ -272,6 +274,59 @@ inline bool torch_available(bool cuda = false) {
   const std::string check =
       cuda ? "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" : "import torch";
   return std::system((python() + " -c '" + check + "' > /dev/null 2>&1").c_str()) == 0;
+}
+
+/// The CPU's model name (/proc/cpuinfo), or "?".
+inline std::string cpu_model() {
+  std::ifstream f("/proc/cpuinfo");
+  for (std::string line; std::getline(f, line);)
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "?";
+}
+
+/// GB/s (read + write bytes) of a memcpy of 512 MiB split over `threads` threads; the best of 5.
+inline double copy_gb_per_s(int threads) {
+  const size_t n = size_t{512} << 20, part = n / static_cast<size_t>(threads);
+  std::vector<char> src(n, 1), dst(n, 0);
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    const double ms = ms_of([&] {
+      std::vector<std::thread> pool;
+      for (int t = 0; t < threads; ++t)
+        pool.emplace_back([&, t] { std::memcpy(dst.data() + t * part, src.data() + t * part, part); });
+      for (auto& th : pool) th.join();
+    });
+    best = std::max(best, 2.0 * static_cast<double>(n) / (ms * 1e6));
+  }
+  return best;
+}
+
+/// GB/s of a streaming read of 512 MiB split over `threads` threads (eight running sums per thread); the best
+/// of 5: the floor of a GEMV that reads each weight once.
+inline double read_gb_per_s(int threads) {
+  const size_t n = (size_t{512} << 20) / sizeof(uint64_t), part = n / static_cast<size_t>(threads);
+  std::vector<uint64_t> src(n, 1);
+  std::vector<uint64_t> sums(static_cast<size_t>(threads) * 8);
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    const double ms = ms_of([&] {
+      std::vector<std::thread> pool;
+      for (int t = 0; t < threads; ++t)
+        pool.emplace_back([&, t] {
+          const uint64_t* p = src.data() + t * part;
+          uint64_t a[8] = {};
+          for (size_t i = 0; i + 8 <= part; i += 8)
+            for (int j = 0; j < 8; ++j) a[j] += p[i + j];
+          for (int j = 0; j < 8; ++j) sums[t * 8 + j] = a[j];
+        });
+      for (auto& th : pool) th.join();
+    });
+    best = std::max(best, static_cast<double>(n * sizeof(uint64_t)) / (ms * 1e6));
+  }
+  uint64_t all = 0;
+  for (uint64_t v : sums) all += v;
+  if (all != n) std::printf("(read check: %llu)\n", static_cast<unsigned long long>(all));
+  return best;
 }
 
 }  // namespace saccade::bench
