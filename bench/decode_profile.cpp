@@ -49,6 +49,9 @@ constexpr int64_t kPrompt = 32, kWarm = 4;
 int64_t weight_bytes(nn::Module& m) {
   int64_t b = 0;
   for (const Variable& p : m.parameters()) b += p.numel() * static_cast<int64_t>(dtype_size(p.dtype()));
+  if (auto* gpt = dynamic_cast<ex::GPT*>(&m); gpt && gpt->output_q8_0.defined())  // the tied output layer
+    b += gpt->output_q8_0.bytes() -  // reads its blocks, and the embedding one row of wte
+         gpt->wte->weight.numel() * static_cast<int64_t>(dtype_size(gpt->wte->weight.dtype()));
   for (const auto& [name, lin] : nn::named_linears(m))
     if (lin->weight_q8_0.defined())
       b += lin->weight_q8_0.bytes() -
@@ -133,7 +136,7 @@ int main(int argc, char** argv) {
       c.vocab_size = 50257, c.context = 1024, c.n_layer = 12, c.n_head = 12, c.d_model = 768, c.dropout = 0;
       ex::GPT gpt(c, 1);
       gpt.to(dtype);
-      if (q8) nn::quantize_q8_0(gpt);
+      if (q8) gpt.quantize_q8_0();  // its tied output layer too
       run(fmt::format("GPT-2 124M, {}", dt).c_str(), *ex::as_causal_lm(gpt), tokens, read_rate);
     }
     {

@@ -40,23 +40,23 @@ Variable Linear::forward(const Variable& x) {
                 "Linear: expected a {} input (the weight's dtype), got {}", weight.dtype(), x.dtype());
   Variable y;
   if (weight_q8_0.defined()) {
-    SACCADE_CHECK(!grad_enabled() || (!x.requires_grad() && !weight.requires_grad()),
-                  "Linear: the weight is quantized to Q8_0, which has no gradient: call under NoGradGuard "
-                  "(input {})",
-                  x.shape());
-    Tensor out;
-    {
-      profiler::RecordFunction range("linear_q8_0", "forward");  // the GEMM family of profiles
-      range.set_cost(2 * x.numel() * out_features_, weight_q8_0.bytes());
-      out = ops::linear_q8_0(x.data(), weight_q8_0);
-    }
-    y = Variable(std::move(out));
+    y = linear_q8_0(x, weight_q8_0, weight, "Linear");
     if (bias.defined()) y = y + bias;
   } else {
     y = linear(x, weight, bias);
   }
   if (lora_A && !lora_merged) y = y + lora_delta(*this, x);
   return y;
+}
+
+Variable linear_q8_0(const Variable& x, const Q8_0Matrix& w, const Variable& weight, const char* who) {
+  SACCADE_CHECK(
+      !grad_enabled() || (!x.requires_grad() && !(weight.defined() && weight.requires_grad())),
+      "{}: the weight is quantized to Q8_0, which has no gradient: call under NoGradGuard (input {})", who,
+      x.shape());
+  profiler::RecordFunction range("linear_q8_0", "forward");  // the GEMM family of profiles
+  range.set_cost(2 * x.numel() * w.rows, w.bytes());
+  return Variable(ops::linear_q8_0(x.data(), w));
 }
 
 void Linear::quantize_q8_0() {

@@ -52,6 +52,13 @@ class Linear : public UnaryModule {
   int64_t in_features_, out_features_;
 };
 
+/// x (*, K) · wᵀ for a weight kept in Q8_0 (ops::linear_q8_0), as a Variable without history, recorded in
+/// profiles as "linear_q8_0" (the GEMM family): Linear's quantized forward, and an output layer tied to an
+/// embedding (examples/gpt's GPT). `weight` is the float matrix w stands for (or undefined). Throws
+/// saccade::Error naming `who` when grad mode is on and x or `weight` requires a gradient, and what
+/// ops::linear_q8_0 throws.
+Variable linear_q8_0(const Variable& x, const Q8_0Matrix& w, const Variable& weight, const char* who);
+
 /// Every Linear of `model` with its dotted name ("model.layers.0.self_attn.q_proj"), in module order; a
 /// Linear's own children (a LoRA adapter's lora_A and lora_B) are not listed.
 std::vector<std::pair<std::string, Linear*>> named_linears(const Module& model);

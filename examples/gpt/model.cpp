@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "nn/init.h"
 #include "ops/creation.h"
+#include "ops/quant.h"
 
 namespace saccade::examples {
 
@@ -206,8 +207,20 @@ Variable GPT::embed(const Tensor& idx, int64_t start) {
 
 // x: (B, T, d) -> (B, T, V)
 Variable GPT::head(const Variable& x) {
-  if (rms_f) return lm_head ? lm_head->forward(rms_f->forward(x)) : linear(rms_f->forward(x), wte->weight);
-  return linear(ln_f->forward(x), wte->weight);
+  if (rms_f && lm_head) return lm_head->forward(rms_f->forward(x));
+  const Variable normed = rms_f ? rms_f->forward(x) : ln_f->forward(x);
+  if (output_q8_0.defined()) return nn::linear_q8_0(normed, output_q8_0, wte->weight, "GPT");
+  return linear(normed, wte->weight);
+}
+
+int64_t GPT::quantize_q8_0() {
+  ErrorScope scope(name());
+  int64_t n = static_cast<int64_t>(nn::quantize_q8_0(*this).size());
+  if (!lm_head) {
+    output_q8_0 = ops::quantize_q8_0(wte->weight.data());
+    ++n;
+  }
+  return n;
 }
 
 Variable GPT::forward(const Tensor& idx) {

@@ -17,6 +17,7 @@
 
 #include "nn/embedding.h"
 #include "nn/gpt_block.h"
+#include "nn/linear.h"
 #include "nn/llama.h"
 #include "nn/normalization.h"
 #include "nn/serialization.h"
@@ -111,6 +112,13 @@ class GPT : public nn::Module {
   /// embeddings: GPT-2 / nanoGPT's split, with the embeddings undecayed).
   std::vector<Variable> decayed_parameters() const;
   std::vector<Variable> undecayed_parameters() const;
+
+  /// nn::quantize_q8_0 on every Linear and, when the output layer is tied to wte, a Q8_0 copy of
+  /// wte.weight (output_q8_0) that the output layer multiplies by instead (llama.cpp quantizes a tied token
+  /// embedding the same way); the embedding lookup keeps wte.weight. Returns the matrices quantized.
+  /// Inference only: forward and step then throw saccade::Error naming "GPT" under grad mode.
+  int64_t quantize_q8_0();
+  Q8_0Matrix output_q8_0;  ///< undefined until quantize_q8_0() (and for an untied lm_head, a Linear)
 
   std::shared_ptr<nn::Embedding> wte, wpe;  ///< wpe: gpt2 only
   std::shared_ptr<nn::Dropout> drop;

@@ -224,10 +224,10 @@ if(TARGET gpt)
     saccade_cli_test(gpt_hf_sample_bf16 --out "^ids:( [0-9]+){6}$" 0 10 -- ${gpt} sample --hf ${hf_data}/hf_gpt2
                      --prompt "A fortune" --max-new-tokens 6 --dtype bf16 --print-ids --threads 2)
     # issue 53: weights kept in Q8_0 (their numbers against float32: tests/test_hf_gpt2.cpp, test_quant.cpp)
-    saccade_cli_test(gpt_hf_sample_q8_0 --out "^quantized 15 Linear layers to q8_0 \\([0-9.]+ MB of blocks\\)$"
+    saccade_cli_test(gpt_hf_sample_q8_0 --out "^quantized 15 matrices to q8_0 \\([0-9.]+ MB of blocks\\)$"
                      --out "^ids:( [0-9]+){8}$" 0 10 -- ${gpt} sample --hf ${hf_data}/hf_llama --quantize q8_0
                      --prompt "A fortune" --max-new-tokens 8 --temperature 0 --print-ids --threads 2)
-    saccade_cli_test(gpt_hf_eval_q8_0 --out "^quantized 12 Linear layers to q8_0" --out "^loss [0-9.]+$" 0 10 --
+    saccade_cli_test(gpt_hf_eval_q8_0 --out "^quantized 13 matrices to q8_0" --out "^loss [0-9.]+$" 0 10 --
                      ${gpt} eval --hf ${hf_data}/hf_gpt2 --data ${hf_data}/hf_eval.txt --quantize q8_0 --threads 2)
     saccade_cli_refusal(gpt_quantize_unknown "^gpt: --quantize: " ${gpt} sample --hf ${hf_data}/hf_llama --quantize q4_0)
     # issue 52: a LoRA adapter in PEFT's layout (tests/data/hf_llama_lora: tests/fixtures/make_hf_peft.py; its
