@@ -49,9 +49,13 @@ constexpr int64_t kPrompt = 32, kWarm = 4;
 int64_t weight_bytes(nn::Module& m) {
   int64_t b = 0;
   for (const Variable& p : m.parameters()) b += p.numel() * static_cast<int64_t>(dtype_size(p.dtype()));
-  if (auto* gpt = dynamic_cast<ex::GPT*>(&m); gpt && gpt->output_q8_0.defined())  // the tied output layer
-    b += gpt->output_q8_0.bytes() -  // reads its blocks, and the embedding one row of wte
-         gpt->wte->weight.numel() * static_cast<int64_t>(dtype_size(gpt->wte->weight.dtype()));
+  // a tied output layer in Q8_0 reads its blocks, and the embedding only one row of its float weight
+  auto tied = [&](const Q8_0Matrix& q, const Variable& embedding) {
+    if (q.defined()) b += q.bytes() - embedding.numel() * static_cast<int64_t>(dtype_size(embedding.dtype()));
+  };
+  if (auto* gpt = dynamic_cast<ex::GPT*>(&m)) tied(gpt->output_q8_0, gpt->wte->weight);
+  if (auto* llama = dynamic_cast<nn::LlamaForCausalLM*>(&m))
+    tied(llama->output_q8_0, llama->model->embed_tokens->weight);
   for (const auto& [name, lin] : nn::named_linears(m))
     if (lin->weight_q8_0.defined())
       b += lin->weight_q8_0.bytes() -
@@ -146,7 +150,7 @@ int main(int argc, char** argv) {
       c.rms_norm_eps = 1e-5, c.tie_word_embeddings = true;
       nn::LlamaForCausalLM llama(c, 1);
       llama.to(dtype);
-      if (q8) nn::quantize_q8_0(llama);
+      if (q8) llama.quantize_q8_0();  // its tied output layer too
       run(fmt::format("Llama (SmolLM-135M's shapes), {}", dt).c_str(), *ex::as_causal_lm(llama), tokens,
           read_rate);
     }

@@ -2,10 +2,12 @@
 // for W (N, K) in float32 (ops::matmul on w.t(): OpenBLAS's sgemv), bfloat16 (our gemv_half) and Q8_0
 // (ops::linear_q8_0), at the shapes of GPT-2 124M and SmolLM-135M's projections and of a 4096-wide layer.
 // Each product reads every weight once, so its floor is W's bytes at the streaming read's rate, measured here
-// in the same process on the same threads; the table gives each dtype's GB/s and that share.
+// in the same process on the same threads; the table gives each dtype's GB/s and that share, with the matrix
+// in the caches (the same one each call) and from memory (512 MB of copies used in turn).
 //
 // Usage: build/release/bench/gemv [threads] [calls]   (default 2 threads, 200 calls a shape; the median call)
 // Prints the OpenBLAS core, the CPU and the load average. Not a test: speed is measured here, never asserted.
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -38,27 +40,41 @@ int main(int argc, char** argv) {
   Generator gen(1);
   NoGradGuard no_grad;
   for (const auto& [n, k] : shapes) {
-    const Tensor w = ops::randn({n, k}, DType::Float32, Device::cpu(), &gen);
-    const Tensor x = ops::randn({1, k}, DType::Float32, Device::cpu(), &gen);
-    const Tensor wb = w.to(DType::BFloat16), xb = x.to(DType::BFloat16);
-    const Q8_0Matrix wq = ops::quantize_q8_0(w);
+    // `copies` matrices of the shape, used in turn: one copy stays in the caches from call to call ("cache");
+    // copies of 512 MB of float32 together are read from memory each time ("memory"), as a decoding step
+    // reads a model's layers
+    const int64_t copies = std::max<int64_t>(1, (int64_t{512} << 20) / (4 * n * k));
+    std::vector<Tensor> w, wb;
+    std::vector<Q8_0Matrix> wq;
+    for (int64_t c = 0; c < copies; ++c) {
+      w.push_back(ops::randn({n, k}, DType::Float32, Device::cpu(), &gen));
+      wb.push_back(w.back().to(DType::BFloat16));
+      wq.push_back(ops::quantize_q8_0(w.back()));
+    }
+    const Tensor x = ops::randn({1, k}, DType::Float32, Device::cpu(), &gen), xb = x.to(DType::BFloat16);
     struct Row {
       const char* dtype;
       double bytes;
-      std::function<void()> f;
+      std::function<void(int64_t)> f;
     };
     const Row rows[] = {
-        {"f32", 4.0 * n * k, [&] { ops::matmul(x, w.t()); }},
-        {"bf16", 2.0 * n * k, [&] { ops::matmul(xb, wb.t()); }},
-        {"q8_0", static_cast<double>(wq.bytes()), [&] { ops::linear_q8_0(x, wq); }},
+        {"f32", 4.0 * n * k, [&](int64_t c) { ops::matmul(x, w[c].t()); }},
+        {"bf16", 2.0 * n * k, [&](int64_t c) { ops::matmul(xb, wb[c].t()); }},
+        {"q8_0", static_cast<double>(wq[0].bytes()), [&](int64_t c) { ops::linear_q8_0(x, wq[c]); }},
     };
-    for (const Row& r : rows) {
-      const sb::Stats s = sb::stats(sb::time_ms(static_cast<int>(calls), r.f));
-      const double gbs = r.bytes / (s.median * 1e6);
-      std::printf("%-22s %-6s %9.1f %4.0f-%-4.0f %8.1f %6.0f%%\n",
-                  (std::to_string(n) + " x " + std::to_string(k)).c_str(), r.dtype, 1e3 * s.median,
-                  1e3 * s.min, 1e3 * s.max, gbs, 100 * gbs / read_rate);
-    }
+    for (const Row& r : rows)
+      for (const bool from_memory : {false, true}) {
+        int64_t c = 0;
+        const sb::Stats s = sb::stats(sb::time_ms(static_cast<int>(calls), [&] {
+          r.f(c);
+          if (from_memory) c = (c + 1) % copies;
+        }));
+        const double gbs = r.bytes / (s.median * 1e6);
+        std::printf("%-14s %-6s %-7s %9.1f %5.0f-%-5.0f %8.1f %6.0f%%\n",
+                    (std::to_string(n) + " x " + std::to_string(k)).c_str(), r.dtype,
+                    from_memory ? "memory" : "cache", 1e3 * s.median, 1e3 * s.min, 1e3 * s.max, gbs,
+                    100 * gbs / read_rate);
+      }
   }
   std::printf("load average after: %.2f\n", sb::load_average());
   return 0;

@@ -59,6 +59,11 @@ Variable linear_q8_0(const Variable& x, const Q8_0Matrix& w, const Variable& wei
   return Variable(ops::linear_q8_0(x.data(), w));
 }
 
+Variable tied_output(const Variable& hidden, const Variable& weight, const Q8_0Matrix& q8_0,
+                     const char* who) {
+  return q8_0.defined() ? linear_q8_0(hidden, q8_0, weight, who) : linear(hidden, weight);
+}
+
 void Linear::quantize_q8_0() {
   ErrorScope scope(name());
   weight_q8_0 = ops::quantize_q8_0(weight.data());

@@ -59,6 +59,11 @@ class Linear : public UnaryModule {
 /// ops::linear_q8_0 throws.
 Variable linear_q8_0(const Variable& x, const Q8_0Matrix& w, const Variable& weight, const char* who);
 
+/// An output layer tied to an embedding: logits (*, V) = hidden (*, E) · weightᵀ for weight (V, E), through
+/// the Q8_0 copy `q8_0` when it is defined (a model's quantize_q8_0 made it: linear_q8_0, inference only),
+/// else with autograd's linear. Errors as linear's, or linear_q8_0's naming `who`.
+Variable tied_output(const Variable& hidden, const Variable& weight, const Q8_0Matrix& q8_0, const char* who);
+
 /// Every Linear of `model` with its dotted name ("model.layers.0.self_attn.q_proj"), in module order; a
 /// Linear's own children (a LoRA adapter's lora_A and lora_B) are not listed.
 std::vector<std::pair<std::string, Linear*>> named_linears(const Module& model);

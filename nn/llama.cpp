@@ -5,6 +5,7 @@
 #include "autograd/functions/shape.h"
 #include "nn/attention.h"
 #include "nn/init.h"
+#include "ops/quant.h"
 
 namespace saccade::nn {
 
@@ -168,7 +169,15 @@ LlamaForCausalLM::LlamaForCausalLM(const LlamaConfig& c, uint64_t seed)
 }
 
 Variable LlamaForCausalLM::head(const Variable& hidden) {
-  return lm_head ? lm_head->forward(hidden) : linear(hidden, model->embed_tokens->weight);
+  return lm_head ? lm_head->forward(hidden)
+                 : tied_output(hidden, model->embed_tokens->weight, output_q8_0, "LlamaForCausalLM");
+}
+
+int64_t LlamaForCausalLM::quantize_q8_0() {
+  ErrorScope scope(name());
+  int64_t n = static_cast<int64_t>(nn::quantize_q8_0(*this).size());
+  if (!lm_head) output_q8_0 = ops::quantize_q8_0(model->embed_tokens->weight.data()), ++n;
+  return n;
 }
 
 Variable LlamaForCausalLM::forward(const Tensor& idx) {

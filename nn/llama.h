@@ -147,8 +147,15 @@ class LlamaForCausalLM : public Module {
   Variable step(const Tensor& idx, State& state, int64_t logits_to_keep = 0);
   const LlamaConfig& config() const { return config_; }
 
+  /// nn::quantize_q8_0 on every Linear and, when the output layer is tied to embed_tokens, a Q8_0 copy of
+  /// its weight (output_q8_0) that the output layer multiplies by instead (llama.cpp quantizes a tied token
+  /// embedding the same way); the embedding lookup keeps the float weight. Returns the matrices quantized.
+  /// Inference only: forward and step then throw saccade::Error under grad mode (nn::linear_q8_0).
+  int64_t quantize_q8_0();
+
   std::shared_ptr<LlamaModel> model;
   std::shared_ptr<Linear> lm_head;  ///< null when tied
+  Q8_0Matrix output_q8_0;           ///< the tied output layer's Q8_0 copy; undefined until quantize_q8_0()
 
  private:
   Variable head(const Variable& hidden);

@@ -148,10 +148,12 @@ TEST_CASE("LlamaForCausalLM in Q8_0: logits within 2 % of float32, greedy flips 
   nn::LlamaConfig c;
   c.hidden_size = 128, c.intermediate_size = 256, c.num_attention_heads = 4, c.num_key_value_heads = 2;
   c.vocab_size = 96, c.num_hidden_layers = 2, c.max_position_embeddings = 64, c.rms_norm_eps = 1e-5;
+  c.tie_word_embeddings = true;                // the output layer is embed_tokens' weight (SmolLM's layout)
   nn::LlamaForCausalLM f32(c, 21), q8(c, 21);  // the same weights (same seed)
   f32.eval(), q8.eval();
-  const std::vector<std::string> names = nn::quantize_q8_0(q8);
-  CHECK(names.size() == 2 * 7 + 1);  // q, k, v, o, gate, up, down a layer, and lm_head
+  CHECK(q8.quantize_q8_0() == 2 * 7 + 1);  // q, k, v, o, gate, up, down a layer, and the tied output layer
+  REQUIRE(q8.output_q8_0.defined());
+  CHECK(q8.output_q8_0.rows == 96);
   NoGradGuard no_grad;
   int same = 0;
   for (int64_t p = 0; p < 10; ++p) {

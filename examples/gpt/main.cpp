@@ -1089,13 +1089,12 @@ int main(int argc, char** argv) {
       if (cli::dtype(dtype_name) != saccade::DType::Float32) m.lm->module().to(cli::dtype(dtype_name));
       std::printf("%s, from %s\n", m.description.c_str(), hf_dir.c_str());
       if (quantize == "q8_0") {
-        // GPT-2's output layer is its tied embedding, which GPT::quantize_q8_0 quantizes too
-        const size_t n = m.gpt ? static_cast<size_t>(m.gpt->quantize_q8_0())
-                               : saccade::nn::quantize_q8_0(m.lm->module()).size();
-        int64_t bytes = m.gpt ? m.gpt->output_q8_0.bytes() : 0;
+        // an output layer tied to the embedding (GPT-2's, SmolLM's) is quantized too
+        const int64_t n = m.gpt ? m.gpt->quantize_q8_0() : m.llama->quantize_q8_0();
+        int64_t bytes = (m.gpt ? m.gpt->output_q8_0 : m.llama->output_q8_0).bytes();
         for (const auto& e : saccade::nn::named_linears(m.lm->module()))
           bytes += e.second->weight_q8_0.bytes();
-        std::printf("quantized %zu matrices to q8_0 (%.1f MB of blocks)\n", n,
+        std::printf("quantized %lld matrices to q8_0 (%.1f MB of blocks)\n", static_cast<long long>(n),
                     static_cast<double>(bytes) / 1e6);
       }
       if (*sample) {

@@ -209,17 +209,13 @@ Variable GPT::embed(const Tensor& idx, int64_t start) {
 Variable GPT::head(const Variable& x) {
   if (rms_f && lm_head) return lm_head->forward(rms_f->forward(x));
   const Variable normed = rms_f ? rms_f->forward(x) : ln_f->forward(x);
-  if (output_q8_0.defined()) return nn::linear_q8_0(normed, output_q8_0, wte->weight, "GPT");
-  return linear(normed, wte->weight);
+  return nn::tied_output(normed, wte->weight, output_q8_0, "GPT");
 }
 
 int64_t GPT::quantize_q8_0() {
   ErrorScope scope(name());
   int64_t n = static_cast<int64_t>(nn::quantize_q8_0(*this).size());
-  if (!lm_head) {
-    output_q8_0 = ops::quantize_q8_0(wte->weight.data());
-    ++n;
-  }
+  if (!lm_head) output_q8_0 = ops::quantize_q8_0(wte->weight.data()), ++n;
   return n;
 }
 

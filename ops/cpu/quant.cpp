@@ -8,7 +8,9 @@
 // The readable twin is ops::linear_q8_0_composed (dequantize, then matmul), tests/test_quant.cpp.
 //
 // Threads: the N rows of w are split across the pool in panels of 64 (kPanel), each panel's rows read by
-// one thread.
+// one thread. From memory, the widening loop prefetches each row's blocks kAhead blocks ahead of its loads:
+// the hardware prefetcher alone kept too few lines in flight for a loop this slow (bench/RESULTS.md, "Q8_0
+// weights").
 #include <cblas.h>
 
 #include <algorithm>
@@ -28,6 +30,7 @@ namespace saccade::cpu {
 
 namespace {
 
+constexpr int64_t kAhead = 32;    // blocks (1088 bytes) a row's software prefetch runs ahead of its loads
 constexpr int64_t kPanel = 64;    // rows of w a thread takes at a time
 constexpr int64_t kGemvRows = 8;  // up to this many rows of x: the widening loop; more: dequantize + sgemm
 constexpr int64_t kGrain = 2 * 64 * 1024;  // multiply-adds worth a thread's wake-up (linalg.cpp's kGemvGrain)
@@ -71,6 +74,7 @@ template <int R>
     const __m512 x0 = _mm512_loadu_ps(x + b * 32), x1 = _mm512_loadu_ps(x + b * 32 + 16);
     for (int r = 0; r < R; ++r) {
       const BlockQ8_0& blk = w[r * ldw + b];
+      _mm_prefetch(reinterpret_cast<const char*>(&blk + kAhead), _MM_HINT_T0);
       const __m128i* q = reinterpret_cast<const __m128i*>(blk.qs);
       const __m512 w0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(q))),
                    w1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(q + 1)));
@@ -97,6 +101,7 @@ template <int R>
                  x3 = _mm256_loadu_ps(xb + 24);
     for (int r = 0; r < R; ++r) {
       const BlockQ8_0& blk = w[r * ldw + b];
+      _mm_prefetch(reinterpret_cast<const char*>(&blk + kAhead), _MM_HINT_T0);
       const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs)),
                     q1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs + 16));
       __m256 p = _mm256_mul_ps(x0, widen(q0));
