@@ -1,10 +1,11 @@
 // Where a decoded token's time goes (issue 53, item 1: measure first). Batch-1 greedy decoding of random
 // models of two real shapes, GPT-2 124M (examples/gpt's GPT, arch gpt2) and a Llama of SmolLM-135M's shapes
 // (nn::LlamaForCausalLM: 30 layers of hidden 576, 9 query and 3 key/value heads, SwiGLU 1536, vocabulary
-// 49152, tied), in float32, bf16 and Q8_0 weights (every Linear quantized, ops/quant.h): a 32-token prompt is
-// prefilled, 4 tokens are decoded untimed, then `tokens` tokens are timed one by one (wall clock, no
-// profiler), then as many again under a profiler::Profile, whose forward ops' self times are summed per
-// family (profiler::family_of):
+// 49152, tied), in float32, bf16 and Q8_0 weights (every Linear and the tied output layer quantized,
+// ops/quant.h). First the prefill of a 32- and a 512-token prompt in one step each (the median of 3); then a
+// 32-token prompt is prefilled, 4 tokens are decoded untimed, then `tokens` tokens are timed one by one (wall
+// clock, no profiler), then as many again under a profiler::Profile, whose forward ops' self times are summed
+// per family (profiler::family_of):
 //
 //   GEMM         the projections and the output layer: one-row products that read every weight once a
 //                token, so their floor is the weights' bytes at the speed of a streaming read, measured here
@@ -76,6 +77,19 @@ void run(const char* name, ex::CausalLM& lm, int64_t tokens, double read_rate) {
   const int64_t V = lm.vocab_size();
   std::vector<int64_t> prompt(kPrompt);
   for (int64_t i = 0; i < kPrompt; ++i) prompt[i] = (i * 7919 + 13) % V;
+  // prefill: a prompt of P tokens in one step (the last position's logits), the median of 3 after a warm-up
+  std::string prefill;
+  for (const int64_t P : {int64_t{32}, int64_t{512}}) {
+    std::vector<int64_t> ids(static_cast<size_t>(P));
+    for (int64_t i = 0; i < P; ++i) ids[static_cast<size_t>(i)] = (i * 7919 + 13) % V;
+    const Tensor x = ops::from_vector(ids, {1, P});
+    const sb::Stats p = sb::stats(sb::time_ms(3, [&] {
+      lm.reset();
+      lm.step(x, 1);
+    }));
+    prefill += fmt::format("{}prefill {} tokens {:.1f} ms ({:.0f} tokens/s)", prefill.empty() ? "" : ", ", P,
+                           p.median, 1e3 * static_cast<double>(P) / p.median);
+  }
   lm.reset();
   lm.reserve(kPrompt + kWarm + 2 * tokens);
   int64_t next = argmax_last(lm.step(ops::from_vector(prompt, {1, kPrompt}), 1));
@@ -105,6 +119,7 @@ void run(const char* name, ex::CausalLM& lm, int64_t tokens, double read_rate) {
   std::printf(
       "%s: %.1f tokens/s unprofiled (ms/token median %.2f, min-max %.2f-%.2f); profiled %.2f ms/token\n",
       name, 1e3 / s.median, s.median, s.min, s.max, per_token);
+  std::printf("  %s\n", prefill.c_str());
   std::printf("  weights %.1f MB: read at the streaming read's %.1f GB/s they take %.2f ms\n", bytes / 1e6,
               read_rate, floor_ms);
   const double gemm = family_ms["GEMM"];
