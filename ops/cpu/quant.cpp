@@ -30,7 +30,6 @@ namespace saccade::cpu {
 
 namespace {
 
-constexpr int64_t kAhead = 32;    // blocks (1088 bytes) a row's software prefetch runs ahead of its loads
 constexpr int64_t kPanel = 64;    // rows of w a thread takes at a time
 constexpr int64_t kGemvRows = 8;  // up to this many rows of x: the widening loop; more: dequantize + sgemm
 constexpr int64_t kGrain = 2 * 64 * 1024;  // multiply-adds worth a thread's wake-up (linalg.cpp's kGemvGrain)
@@ -61,6 +60,7 @@ void dot_blocks(int64_t nb, const float* x, const BlockQ8_0* w, int64_t ldw, flo
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+constexpr int64_t kAhead = 32;  // blocks (1088 bytes) a row's software prefetch runs ahead of its loads
 // dot_blocks written out for AVX-512 and AVX2 (GCC's vectoriser left the int8 -> float widening of the loop
 // above in 8-lane pieces with shuffles): per block, the 32 int8 weights sign-extended to 32-bit lanes
 // (vpmovsxbd) and converted (vcvtdq2ps), multiplied by the 32 floats of x (loaded once for the R rows),
