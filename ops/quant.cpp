@@ -71,7 +71,8 @@ Tensor linear_q8_0(const Tensor& x, const Q8_0Matrix& w) {
   if (!b.fuses(FusedKernel::LinearQ8_0)) return linear_q8_0_composed(x, w);
   Shape out_shape = x.shape();
   out_shape[x.dim() - 1] = w.rows;
-  const int64_t m = x.numel() / std::max<int64_t>(w.cols, 1);
+  int64_t m = 1;  // the rows of x: its leading dims (K may be 0)
+  for (int d = 0; d + 1 < x.dim(); ++d) m *= x.size(d);
   const Tensor x2 = x.to(DType::Float32).reshape({m, w.cols}).contiguous();
   Tensor out = Tensor::empty({m, w.rows}, DType::Float32, x.device(), "linear_q8_0");
   if (out.numel() > 0) b.linear_q8_0(x2, w, out);

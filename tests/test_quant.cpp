@@ -93,6 +93,12 @@ TEST_CASE("linear_q8_0: the fused kernel equals dequantize-then-matmul at every 
           REQUIRE(allclose(fast, slow, 1e-5, 1e-5));
         }
   }
+  // K = 0: a sum of nothing, zeros of x's rows (as the composed version)
+  const Q8_0Matrix empty = ops::quantize_q8_0(ops::zeros({5, 0}));
+  const Tensor none = ops::linear_q8_0(ops::zeros({3, 0}), empty);
+  REQUIRE(none.shape() == Shape({3, 5}));
+  CHECK(allclose(none, ops::linear_q8_0_composed(ops::zeros({3, 0}), empty)));
+  CHECK(ops::max(ops::abs(none)).item<double>() == 0.0);
   // any leading dims, a strided (transposed) input, and a bfloat16 input rounded once at the end
   const Q8_0Matrix w = ops::quantize_q8_0(randn32({24, 64}, 3));
   const Tensor x3 = randn32({2, 3, 64}, 4);
