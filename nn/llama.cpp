@@ -5,18 +5,22 @@
 #include "autograd/functions/shape.h"
 #include "nn/attention.h"
 #include "nn/init.h"
+#include "ops/half.h"
 #include "ops/quant.h"
 
 namespace saccade::nn {
 
-LlamaAttention::LlamaAttention(const LlamaConfig& c, Generator* gen)
+LlamaAttention::LlamaAttention(const LlamaConfig& c, Generator* gen, int64_t layer_idx)
     : Module("LlamaAttention"),
       num_heads(c.num_attention_heads),
       num_kv_heads(c.num_key_value_heads),
       head_dim(c.head_dim > 0 ? c.head_dim
                               : (c.num_attention_heads > 0 ? c.hidden_size / c.num_attention_heads : 0)),
-      window(c.sliding_window) {
+      window(c.sliding_window),
+      scale(c.attention_multiplier) {
   ErrorScope scope(name());
+  SACCADE_CHECK(scale >= 0, "LlamaAttention: attention_multiplier must be >= 0 (0: 1/sqrt(head_dim)), got {}",
+                scale);
   SACCADE_CHECK(
       c.hidden_size > 0 && num_heads > 0 && num_kv_heads > 0 && head_dim > 0,
       "LlamaAttention: hidden_size {}, num_attention_heads {}, num_key_value_heads {} and head_dim {} "
@@ -35,12 +39,22 @@ LlamaAttention::LlamaAttention(const LlamaConfig& c, Generator* gen)
                            std::make_shared<Linear>(c.hidden_size, num_kv_heads * head_dim, qkv_bias, gen));
   o_proj = register_module(
       "o_proj", std::make_shared<Linear>(num_heads * head_dim, c.hidden_size, c.attention_bias, gen));
-  rotary_emb = register_module(
-      "rotary_emb",
-      std::make_shared<RotaryEmbedding>(head_dim, c.rope_theta, ops::RotaryStyle::Half, 1.0, c.rope_scaling));
+  SACCADE_CHECK(
+      c.no_rope_layers.empty() || static_cast<int64_t>(c.no_rope_layers.size()) == c.num_hidden_layers,
+      "LlamaAttention: no_rope_layers has {} flags for num_hidden_layers {}", c.no_rope_layers.size(),
+      c.num_hidden_layers);
+  SACCADE_CHECK(c.no_rope_layers.empty() || (layer_idx >= 0 && layer_idx < c.num_hidden_layers),
+                "LlamaAttention: layer_idx {} is not a layer of {}", layer_idx, c.num_hidden_layers);
+  const bool rotates = c.no_rope_layers.empty() || c.no_rope_layers[layer_idx] != 0;
+  if (rotates)
+    rotary_emb = register_module(
+        "rotary_emb", std::make_shared<RotaryEmbedding>(head_dim, c.rope_theta, ops::RotaryStyle::Half, 1.0,
+                                                        c.rope_scaling));
   if (c.qk_norm) {
-    q_norm = register_module("q_norm", std::make_shared<RMSNorm>(head_dim, c.rms_norm_eps));
-    k_norm = register_module("k_norm", std::make_shared<RMSNorm>(head_dim, c.rms_norm_eps));
+    q_norm = register_module("q_norm",
+                             std::make_shared<RMSNorm>(head_dim, c.rms_norm_eps, true, c.norm_unit_offset));
+    k_norm = register_module("k_norm",
+                             std::make_shared<RMSNorm>(head_dim, c.rms_norm_eps, true, c.norm_unit_offset));
   }
 }
 
@@ -72,7 +86,9 @@ Variable LlamaAttention::attend(const Variable& q, const Variable& k, const Vari
   const ops::AttentionMask mask =
       ops::attention_mask(Tensor(), Shape{q.size(0), num_heads, q.size(2), k.size(2)},
                           ops::CausalAlign::BottomRight, q.device(), op, window);
-  return o_proj->forward(heads().attend(q, k, v, mask, {}, op).output);
+  AttentionOptions options;
+  if (scale > 0) options.scale = scale;
+  return o_proj->forward(heads().attend(q, k, v, mask, options, op).output);
 }
 
 Variable LlamaAttention::step(const Variable& x, KVCache& cache) {
@@ -85,14 +101,17 @@ Variable LlamaAttention::step(const Variable& x, KVCache& cache) {
   return attend(g.queries(q_proj->forward(x), offset), k, v);
 }
 
-LlamaBlock::LlamaBlock(const LlamaConfig& c, Generator* gen) : Module("LlamaBlock") {
+LlamaBlock::LlamaBlock(const LlamaConfig& c, Generator* gen, int64_t layer_idx)
+    : Module("LlamaBlock"), residual_multiplier(c.residual_multiplier) {
   ErrorScope scope(name());
-  input_layernorm =
-      register_module("input_layernorm", std::make_shared<RMSNorm>(c.hidden_size, c.rms_norm_eps));
-  self_attn = register_module("self_attn", std::make_shared<LlamaAttention>(c, gen));
+  input_layernorm = register_module(
+      "input_layernorm", std::make_shared<RMSNorm>(c.hidden_size, c.rms_norm_eps, true, c.norm_unit_offset));
+  self_attn = register_module("self_attn", std::make_shared<LlamaAttention>(c, gen, layer_idx));
   post_attention_layernorm =
-      register_module("post_attention_layernorm", std::make_shared<RMSNorm>(c.hidden_size, c.rms_norm_eps));
-  mlp = register_module("mlp", std::make_shared<SwiGLU>(c.hidden_size, c.intermediate_size, c.mlp_bias, gen));
+      register_module("post_attention_layernorm",
+                      std::make_shared<RMSNorm>(c.hidden_size, c.rms_norm_eps, true, c.norm_unit_offset));
+  mlp = register_module(
+      "mlp", std::make_shared<SwiGLU>(c.hidden_size, c.intermediate_size, c.mlp_bias, gen, c.hidden_act));
 }
 
 // x: (B, T, hidden) -> (B, T, hidden)
@@ -106,29 +125,38 @@ Variable LlamaBlock::step(const Variable& x, KVCache& cache) {
   return finish(x, self_attn->step(input_layernorm->forward(x), cache));
 }
 
-// h = x + attended, y = h + mlp(post_attention_layernorm(h))
+// h = x + r · attended, y = h + r · mlp(post_attention_layernorm(h)), r = residual_multiplier (1 but Granite)
 Variable LlamaBlock::finish(const Variable& x, const Variable& attended) {
-  const Variable h = add(x, attended);
-  return add(h, mlp->forward(post_attention_layernorm->forward(h)));
+  auto scaled = [&](const Variable& v) {
+    return residual_multiplier == 1.0 ? v : mul(v, residual_multiplier);
+  };
+  const Variable h = add(x, scaled(attended));
+  return add(h, scaled(mlp->forward(post_attention_layernorm->forward(h))));
 }
 
 // ---- the whole model ----
 
 LlamaModel::LlamaModel(const LlamaConfig& c, Generator* gen)
-    : Module("LlamaModel"), vocab_size_(c.vocab_size), context_(c.max_position_embeddings) {
+    : Module("LlamaModel"),
+      vocab_size_(c.vocab_size),
+      context_(c.max_position_embeddings),
+      embedding_multiplier_(c.embedding_multiplier),
+      multiplier_in_dtype_(c.embedding_multiplier_in_dtype) {
   ErrorScope scope(name());
   SACCADE_CHECK(
       c.vocab_size > 0 && c.num_hidden_layers > 0 && c.max_position_embeddings > 0,
       "LlamaModel: vocab_size {}, num_hidden_layers {} and max_position_embeddings {} must be positive",
       c.vocab_size, c.num_hidden_layers, c.max_position_embeddings);
-  embed_tokens = register_module("embed_tokens",
-                                 std::make_shared<Embedding>(c.vocab_size, c.hidden_size, std::nullopt, gen));
+  embed_tokens = register_module(
+      "embed_tokens", std::make_shared<Embedding>(c.vocab_size, c.hidden_size, c.pad_token_id, gen));
   auto list = register_module("layers", std::make_shared<Module>("ModuleList"));
   for (int64_t i = 0; i < c.num_hidden_layers; ++i)
-    layers.push_back(list->register_module(std::to_string(i), std::make_shared<LlamaBlock>(c, gen)));
-  norm = register_module("norm", std::make_shared<RMSNorm>(c.hidden_size, c.rms_norm_eps));
+    layers.push_back(list->register_module(std::to_string(i), std::make_shared<LlamaBlock>(c, gen, i)));
+  norm = register_module("norm",
+                         std::make_shared<RMSNorm>(c.hidden_size, c.rms_norm_eps, true, c.norm_unit_offset));
   for (auto& [n, p] : named_parameters())
     if (p.dim() >= 2) init::normal_(p.data(), 0.0, 0.02, gen);
+  if (auto pad = embed_tokens->padding_idx()) init::zeros_(embed_tokens->weight.data().select(0, *pad));
 }
 
 void LlamaModel::check(const Tensor& idx, int64_t offset) const {
@@ -142,7 +170,7 @@ void LlamaModel::check(const Tensor& idx, int64_t offset) const {
 Variable LlamaModel::forward(const Tensor& idx, int64_t offset) {
   ErrorScope scope(name(), {shape_of(idx)});
   check(idx, offset);
-  Variable x = embed_tokens->forward(idx);
+  Variable x = embed(idx);
   for (auto& layer : layers) x = layer->forward(x, offset);
   return norm->forward(x);
 }
@@ -152,14 +180,34 @@ Variable LlamaModel::step(const Tensor& idx, std::vector<KVCache>& caches) {
   SACCADE_CHECK(caches.size() == layers.size(), "LlamaModel::step: {} caches for {} layers", caches.size(),
                 layers.size());
   check(idx, caches[0].length());
-  Variable x = embed_tokens->forward(idx);
+  Variable x = embed(idx);
   for (size_t i = 0; i < layers.size(); ++i) x = layers[i]->step(x, caches[i]);
   return norm->forward(x);
+}
+
+// idx (B, T) -> embed_tokens(idx) · embedding_multiplier (B, T, hidden), the multiplier rounded to the
+// embeddings' dtype first when multiplier_in_dtype_ (Gemma)
+Variable LlamaModel::embed(const Tensor& idx) {
+  const Variable x = embed_tokens->forward(idx);
+  if (embedding_multiplier_ == 1.0) return x;
+  double m = embedding_multiplier_;
+  if (multiplier_in_dtype_ && x.dtype() == DType::BFloat16)
+    m = static_cast<float>(bfloat16(static_cast<float>(m)));
+  else if (multiplier_in_dtype_ && x.dtype() == DType::Float16)
+    m = static_cast<float>(float16(static_cast<float>(m)));
+  else if (multiplier_in_dtype_ && x.dtype() == DType::Float32)
+    m = static_cast<float>(m);
+  return mul(x, m);
 }
 
 LlamaForCausalLM::LlamaForCausalLM(const LlamaConfig& c, uint64_t seed)
     : Module("LlamaForCausalLM"), config_(c), gen_(std::make_unique<Generator>(seed)) {
   ErrorScope scope(name());
+  SACCADE_CHECK(
+      c.logits_scaling > 0 && c.embedding_multiplier > 0 && c.residual_multiplier > 0,
+      "LlamaForCausalLM: logits_scaling {}, embedding_multiplier {} and residual_multiplier {} must be "
+      "positive",
+      c.logits_scaling, c.embedding_multiplier, c.residual_multiplier);
   model = register_module("model", std::make_shared<LlamaModel>(c, gen_.get()));
   if (!c.tie_word_embeddings) {
     lm_head =
@@ -168,9 +216,12 @@ LlamaForCausalLM::LlamaForCausalLM(const LlamaConfig& c, uint64_t seed)
   }
 }
 
+// hidden (B, T, hidden) -> logits (B, T, vocab), divided by logits_scaling (1 but Granite)
 Variable LlamaForCausalLM::head(const Variable& hidden) {
-  return lm_head ? lm_head->forward(hidden)
-                 : tied_output(hidden, model->embed_tokens->weight, output_q8_0, "LlamaForCausalLM");
+  const Variable logits =
+      lm_head ? lm_head->forward(hidden)
+              : tied_output(hidden, model->embed_tokens->weight, output_q8_0, "LlamaForCausalLM");
+  return config_.logits_scaling == 1.0 ? logits : div(logits, config_.logits_scaling);
 }
 
 int64_t LlamaForCausalLM::quantize_q8_0() {

@@ -7,8 +7,14 @@
 //   h = x + self_attn(input_layernorm(x)),   y = h + mlp(post_attention_layernorm(h))
 //   self_attn(x) = o_proj(attention(rope(q_proj x), rope(k_proj x), v_proj x))   (H query, H_kv key/value
 //   heads; with qk_norm, Qwen3's, rope(q_norm(q_proj x)) and rope(k_norm(k_proj x)), normed per head)
+//
+// The switches of LlamaConfig make the other families' blocks from it: Qwen2's q/k/v biases, Qwen3's q/k
+// norms, Mistral's window, Gemma's (1 + w) norms, √d embedding scale and GeGLU MLP, Granite's multipliers,
+// SmolLM3's layers without rotary positions.
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "nn/embedding.h"
@@ -39,7 +45,28 @@ struct LlamaConfig {
   /// RMSNorm(head_dim, rms_norm_eps) on each head's query and key vectors, after the projection and before
   /// the rotation (Qwen3's q_norm and k_norm; Yang et al. 2025)
   bool qk_norm = false;
+  /// The MLP's gate activation as transformers names it (SwiGLU's hidden_act): "silu" (Llama's SwiGLU),
+  /// "gelu_pytorch_tanh" (Gemma's GeGLU), "gelu_new", "gelu"
+  std::string hidden_act = "silu";
+  /// Every RMSNorm's weight stored as an offset from one, x̂ ⊙ (1 + w), initialised to zeros (Gemma's
+  /// GemmaRMSNorm; nn::RMSNorm's unit_offset)
+  bool norm_unit_offset = false;
+  /// Granite's multipliers (transformers' GraniteConfig): each sublayer's output scaled before its residual
+  /// add, h = x + residual_multiplier · attn(...); the scores' factor softmax(q kᵀ · attention_multiplier)
+  /// (0: 1/√head_dim); the logits divided by logits_scaling
+  double residual_multiplier = 1.0;
+  double attention_multiplier = 0.0;
+  double logits_scaling = 1.0;
   // the whole model's (LlamaForCausalLM)
+  /// The token embeddings multiplied by it before the first block (Granite's embedding_multiplier; Gemma's
+  /// normalizer √hidden_size); 1: none
+  double embedding_multiplier = 1.0;
+  /// Round embedding_multiplier to the embeddings' dtype first (Gemma: its normalizer is a tensor of that
+  /// dtype, √2048 = 45.25 in bfloat16; Granite multiplies by the Python float)
+  bool embedding_multiplier_in_dtype = false;
+  /// The token whose embedding row gets no gradient (nn::Embedding's padding_idx; transformers' LlamaModel
+  /// passes pad_token_id to nn.Embedding); none by default
+  std::optional<int64_t> pad_token_id;
   int64_t vocab_size = 32000;
   int64_t num_hidden_layers = 32;
   int64_t max_position_embeddings = 2048;  ///< the context
@@ -48,6 +75,9 @@ struct LlamaConfig {
   /// position sees the last W positions, itself included; 0 = none. A KV cache keeps every position and
   /// masks the older ones.
   int64_t sliding_window = 0;
+  /// SmolLM3's no_rope_layers, transformers' name and meaning: one flag a layer, 1 = rotary positions, 0 =
+  /// none (a NoPE layer, Kazemnejad et al. 2023); empty (the default): every layer rotates
+  std::vector<int64_t> no_rope_layers;
 };
 
 /// Causal grouped-query self-attention with rotary positions (Hugging Face's LlamaAttention; Ainslie et al.
@@ -56,10 +86,11 @@ struct LlamaConfig {
 /// RMSNorm(head_dim, rms_norm_eps) (weights 1), each head's queries and keys normed before the rotation.
 /// Init as Linear, from `gen`.
 /// Throws saccade::Error naming "LlamaAttention" for sizes that are not positive, H not a multiple of H_kv,
-/// an odd head_dim or a negative sliding_window.
+/// an odd head_dim, a negative sliding_window or no_rope_layers of another length than num_hidden_layers.
 class LlamaAttention : public Module {
  public:
-  explicit LlamaAttention(const LlamaConfig& config, Generator* gen = nullptr);
+  /// `layer_idx` picks the layer's no_rope_layers flag.
+  explicit LlamaAttention(const LlamaConfig& config, Generator* gen = nullptr, int64_t layer_idx = 0);
   /// x (B, T, hidden) at positions offset .. offset + T - 1 -> (B, T, hidden); the fused attention kernel
   /// (need_weights = false). Throws saccade::Error naming "LlamaAttention" for another shape.
   Variable forward(const Variable& x, int64_t offset = 0);
@@ -74,9 +105,10 @@ class LlamaAttention : public Module {
   int64_t kv_cache_bytes_per_token() const;
 
   std::shared_ptr<Linear> q_proj, k_proj, v_proj, o_proj;
-  std::shared_ptr<RotaryEmbedding> rotary_emb;
-  std::shared_ptr<RMSNorm> q_norm, k_norm;  ///< null unless qk_norm
+  std::shared_ptr<RotaryEmbedding> rotary_emb;  ///< null in a NoPE layer (no_rope_layers)
+  std::shared_ptr<RMSNorm> q_norm, k_norm;      ///< null unless qk_norm
   int64_t num_heads, num_kv_heads, head_dim, window;
+  double scale;  ///< the scores' factor (LlamaConfig::attention_multiplier); 0: 1/√head_dim
 
  private:
   // the head arithmetic this layer shares with MultiHeadAttention, over the fields above
@@ -86,11 +118,14 @@ class LlamaAttention : public Module {
 };
 
 /// One Llama decoder block (Hugging Face's LlamaDecoderLayer). Children: input_layernorm and
-/// post_attention_layernorm RMSNorm(hidden, rms_norm_eps), self_attn LlamaAttention, mlp SwiGLU(hidden,
-/// intermediate, mlp_bias). forward: x (B, T, hidden) -> (B, T, hidden). Errors as its children's.
+/// post_attention_layernorm RMSNorm(hidden, rms_norm_eps, unit_offset norm_unit_offset), self_attn
+/// LlamaAttention, mlp SwiGLU(hidden, intermediate, mlp_bias, hidden_act). forward: x (B, T, hidden) -> (B,
+/// T, hidden), each sublayer's output times residual_multiplier before its residual add. Errors as its
+/// children's.
 class LlamaBlock : public Module {
  public:
-  explicit LlamaBlock(const LlamaConfig& config, Generator* gen = nullptr);
+  /// `layer_idx`: the block's place in the stack (its no_rope_layers flag).
+  explicit LlamaBlock(const LlamaConfig& config, Generator* gen = nullptr, int64_t layer_idx = 0);
   Variable forward(const Variable& x, int64_t offset = 0);
   /// Incremental decoding through self_attn.step (see LlamaAttention::step).
   Variable step(const Variable& x, KVCache& cache);
@@ -98,15 +133,18 @@ class LlamaBlock : public Module {
   std::shared_ptr<RMSNorm> input_layernorm, post_attention_layernorm;
   std::shared_ptr<LlamaAttention> self_attn;
   std::shared_ptr<SwiGLU> mlp;
+  double residual_multiplier;  ///< LlamaConfig's (1 but Granite)
 
  private:
   Variable finish(const Variable& x, const Variable& attended);
 };
 
 /// Hugging Face's LlamaModel: the decoder stack without the output layer. Children: embed_tokens
-/// Embedding(vocab, hidden), layers.0 ... layers.<n - 1> (LlamaBlock), norm RMSNorm(hidden, rms_norm_eps).
-/// Rotary positions, no position embedding. Init: every weight N(0, 0.02²) (transformers'
-/// initializer_range), norms 1, from Generator(seed).
+/// Embedding(vocab, hidden, padding_idx pad_token_id), layers.0 ... layers.<n - 1> (LlamaBlock), norm
+/// RMSNorm(hidden, rms_norm_eps). Rotary positions, no position embedding; the embeddings times
+/// embedding_multiplier. Init: every weight N(0, 0.02²) (transformers' initializer_range), the padding row 0,
+/// norms 1 (0 with norm_unit_offset), from Generator(seed). Throws saccade::Error naming "LlamaModel" for
+/// sizes that are not positive, "Embedding" for a pad_token_id outside the vocabulary.
 class LlamaModel : public Module {
  public:
   explicit LlamaModel(const LlamaConfig& config, Generator* gen = nullptr);
@@ -123,8 +161,11 @@ class LlamaModel : public Module {
 
  private:
   void check(const Tensor& idx, int64_t offset) const;
+  Variable embed(const Tensor& idx);
   [[maybe_unused]] int64_t vocab_size_;  // clang: -Wunused-private-field
   int64_t context_;
+  double embedding_multiplier_;
+  bool multiplier_in_dtype_;
 };
 
 /// Hugging Face's LlamaForCausalLM: children model (LlamaModel) and lm_head Linear(hidden, vocab, no bias),

@@ -1,5 +1,6 @@
 #include "nn/normalization.h"
 
+#include "autograd/functions/elementwise.h"
 #include "autograd/functions/nn.h"
 #include "ops/creation.h"
 
@@ -44,18 +45,27 @@ Variable LayerNorm::forward(const Variable& x) {
   return layer_norm(x, normalized_shape_, weight, bias, eps_);
 }
 
-RMSNorm::RMSNorm(const Shape& normalized_shape, std::optional<double> eps, bool elementwise_affine)
-    : UnaryModule("RMSNorm"), normalized_shape_(normalized_shape), eps_(eps) {
+RMSNorm::RMSNorm(const Shape& normalized_shape, std::optional<double> eps, bool elementwise_affine,
+                 bool unit_offset)
+    : UnaryModule("RMSNorm"), normalized_shape_(normalized_shape), eps_(eps), unit_offset_(unit_offset) {
   ErrorScope scope(name());
   check_options("RMSNorm", normalized_shape, eps.value_or(0));
-  if (elementwise_affine) weight = register_parameter("weight", ops::ones(normalized_shape));
+  if (elementwise_affine)
+    weight = register_parameter("weight",
+                                unit_offset ? ops::zeros(normalized_shape) : ops::ones(normalized_shape));
 }
 
 // x: (*, normalized_shape), weight: (normalized_shape) -> x's shape
 Variable RMSNorm::forward(const Variable& x) {
   ErrorScope scope(name(), {shape_of(x)});
   check_input("RMSNorm", x, normalized_shape_);
-  return rms_norm(x, normalized_shape_, weight, eps_);
+  if (!unit_offset_ || !weight.defined()) return rms_norm(x, normalized_shape_, weight, eps_);
+  // Gemma: x̂ ⊙ (1 + w) in float32 (1 + w rounded to a 16-bit dtype would lose w's low bits), one rounding
+  // back
+  const bool half = x.dtype() == DType::BFloat16 || x.dtype() == DType::Float16;
+  const Variable x32 = half ? x.to(DType::Float32) : x;
+  const Variable y = rms_norm(x32, normalized_shape_, add(weight.to(x32.dtype()), 1.0), eps_);
+  return half ? y.to(x.dtype()) : y;
 }
 
 }  // namespace saccade::nn

@@ -35,6 +35,9 @@ class LayerNorm : public UnaryModule {
 /// torch.nn.RMSNorm, Hugging Face's LlamaRMSNorm): y = x / √(mean(x²) + eps) ⊙ weight.
 ///
 /// Parameter (when `elementwise_affine`): `weight` (normalized_shape) initialised to ones, torch's name.
+/// With `unit_offset` (Gemma's GemmaRMSNorm; Gemma Team 2024) the weight is stored as an offset from one,
+/// initialised to zeros: y = x / √(mean(x²) + eps) ⊙ (1 + weight), computed in float32 whatever x's dtype and
+/// rounded to it once, as transformers does.
 /// eps unset: the machine epsilon of the input's dtype, as torch.nn.RMSNorm(eps=None).
 /// forward: x (*, normalized_shape...) of any floating dtype -> x's shape (autograd/functions/nn.h rms_norm).
 /// Throws saccade::Error naming "RMSNorm" for an empty or non-positive normalized_shape, a negative eps, an
@@ -42,19 +45,22 @@ class LayerNorm : public UnaryModule {
 class RMSNorm : public UnaryModule {
  public:
   explicit RMSNorm(const Shape& normalized_shape, std::optional<double> eps = std::nullopt,
-                   bool elementwise_affine = true);
+                   bool elementwise_affine = true, bool unit_offset = false);
   /// RMSNorm({d}, ...): normalisation over the last dim of size d.
-  explicit RMSNorm(int64_t d, std::optional<double> eps = std::nullopt, bool elementwise_affine = true)
-      : RMSNorm(Shape{d}, eps, elementwise_affine) {}
+  explicit RMSNorm(int64_t d, std::optional<double> eps = std::nullopt, bool elementwise_affine = true,
+                   bool unit_offset = false)
+      : RMSNorm(Shape{d}, eps, elementwise_affine, unit_offset) {}
   Variable forward(const Variable& x) override;
 
   const Shape& normalized_shape() const { return normalized_shape_; }
   std::optional<double> eps() const { return eps_; }
+  bool unit_offset() const { return unit_offset_; }
   Variable weight;  // undefined when !elementwise_affine
 
  private:
   Shape normalized_shape_;
   std::optional<double> eps_;
+  bool unit_offset_;
 };
 
 }  // namespace saccade::nn

@@ -13,9 +13,15 @@ PositionWiseFFN::PositionWiseFFN(int64_t ffn_num_inputs, int64_t ffn_num_hiddens
   dense2 = register_module("dense2", std::make_shared<Linear>(ffn_num_hiddens, ffn_num_outputs, true, gen));
 }
 
-SwiGLU::SwiGLU(int64_t hidden_size, int64_t intermediate_size, bool bias, Generator* gen)
-    : UnaryModule("SwiGLU") {
+SwiGLU::SwiGLU(int64_t hidden_size, int64_t intermediate_size, bool bias, Generator* gen,
+               const std::string& hidden_act)
+    : UnaryModule("SwiGLU"), hidden_act_(hidden_act) {
   ErrorScope scope(name());
+  SACCADE_CHECK(hidden_act == "silu" || hidden_act == "gelu_pytorch_tanh" || hidden_act == "gelu_new" ||
+                    hidden_act == "gelu",
+                "SwiGLU: hidden_act '{}' is not supported (silu, gelu_pytorch_tanh, gelu_new or gelu)",
+                hidden_act);
+  if (hidden_act != "silu") gelu_ = std::make_shared<GELU>(hidden_act == "gelu" ? "none" : "tanh");
   gate_proj =
       register_module("gate_proj", std::make_shared<Linear>(hidden_size, intermediate_size, bias, gen));
   up_proj = register_module("up_proj", std::make_shared<Linear>(hidden_size, intermediate_size, bias, gen));
@@ -26,7 +32,8 @@ SwiGLU::SwiGLU(int64_t hidden_size, int64_t intermediate_size, bool bias, Genera
 // x: (*, hidden) -> gate, up: (*, intermediate) -> (*, hidden)
 Variable SwiGLU::forward(const Variable& x) {
   ErrorScope scope(name(), {shape_of(x)});
-  return down_proj->forward(swiglu(gate_proj->forward(x), up_proj->forward(x)));
+  if (!gelu_) return down_proj->forward(swiglu(gate_proj->forward(x), up_proj->forward(x)));
+  return down_proj->forward(mul(gelu_->forward(gate_proj->forward(x)), up_proj->forward(x)));
 }
 
 // x: (*, in) -> (*, out)

@@ -29,20 +29,29 @@ class PositionWiseFFN : public UnaryModule {
   std::shared_ptr<Linear> dense2;
 };
 
-/// The SwiGLU feed-forward block of Llama-family models (Shazeer 2020, "GLU Variants Improve Transformer",
-/// FFN_SwiGLU; Hugging Face's LlamaMLP): down_proj(silu(gate_proj(x)) ⊙ up_proj(x)), the gating fused in one
-/// pass (swiglu, autograd/functions/elementwise.h).
+/// The gated feed-forward block of Llama-family models (Shazeer 2020, "GLU Variants Improve Transformer",
+/// FFN_SwiGLU and FFN_GEGLU; Hugging Face's LlamaMLP and GemmaMLP): down_proj(act(gate_proj(x)) ⊙
+/// up_proj(x)). `hidden_act` names act as transformers' ACT2FN does: "silu" (SwiGLU, the gating fused in one
+/// pass: swiglu, autograd/functions/elementwise.h), "gelu_pytorch_tanh" or "gelu_new" (GeGLU with GELU's tanh
+/// form, Gemma's), "gelu" (exact GELU), the last two composed (GELU, then mul).
 ///
 /// Children (Hugging Face's names, so a Llama checkpoint's "mlp.gate_proj.weight" maps one to one):
 /// `gate_proj` and `up_proj` Linear(hidden_size, intermediate_size), `down_proj` Linear(intermediate_size,
 /// hidden_size), without biases unless `bias` (LlamaConfig.mlp_bias). Init as Linear, from `gen`.
-/// forward: x (*, hidden_size) -> (*, hidden_size). Errors as Linear's.
+/// forward: x (*, hidden_size) -> (*, hidden_size). Throws saccade::Error naming "SwiGLU" for another
+/// hidden_act; Linear's errors otherwise.
 class SwiGLU : public UnaryModule {
  public:
-  SwiGLU(int64_t hidden_size, int64_t intermediate_size, bool bias = false, Generator* gen = nullptr);
+  SwiGLU(int64_t hidden_size, int64_t intermediate_size, bool bias = false, Generator* gen = nullptr,
+         const std::string& hidden_act = "silu");
   Variable forward(const Variable& x) override;
+  const std::string& hidden_act() const { return hidden_act_; }
 
   std::shared_ptr<Linear> gate_proj, up_proj, down_proj;
+
+ private:
+  std::string hidden_act_;
+  std::shared_ptr<GELU> gelu_;  // the gate's activation unless silu (fused)
 };
 
 /// The residual connection followed by layer normalisation: AddNorm(X, Y) = LayerNorm(Dropout(Y) + X) (d2l

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "helpers.h"
+#include "module_gradcheck.h"
 
 using namespace saccade;
 using saccade::testing::allclose;
@@ -167,4 +168,36 @@ TEST_CASE(
     CHECK(e_gx < 5e-7);
     CHECK(e_gw < 5e-7);
   }
+}
+
+TEST_CASE(
+    "RMSNorm with unit_offset (Gemma's): x-hat times (1 + w), zeros at init, its gradients, and 16-bit "
+    "inputs "
+    "normed in float32 and rounded once",
+    "[nn][rms_norm]") {
+  nn::RMSNorm norm(6, 1e-6, true, true);
+  CHECK(norm.unit_offset());
+  CHECK(allclose(norm.weight.data(), ops::zeros({6}), 0, 0));  // 1 + 0: the plain norm at init
+  Tensor w = ops::mul(rand64({6}, 31), 0.3);
+  norm.to(DType::Float64);
+  Tensor stored = norm.weight.data();
+  ops::copy_(stored, w);
+  Variable x(rand64({2, 3, 6}, 32), true);
+  CHECK(allclose(norm.forward(x).data(), ops::rms_norm(x.data(), {6}, ops::add(w, 1.0), 1e-6), 1e-15, 1e-15));
+  // its gradients with respect to the input and the stored offset (float64 central differences)
+  CHECK(testing::module_gradcheck([&] { return norm.forward(x); }, {x, norm.weight}));
+  // bfloat16: the float32 norm of the input, times 1 + w in float32, rounded once (transformers'
+  // GemmaRMSNorm; 1 + w rounded to bfloat16 first would lose w's low bits)
+  norm.to(DType::BFloat16);
+  const Tensor xb = rand64({4, 6}, 33).to(DType::BFloat16);
+  const Tensor want =
+      ops::rms_norm(xb.to(DType::Float32), {6}, ops::add(norm.weight.data().to(DType::Float32), 1.0), 1e-6)
+          .to(DType::BFloat16);
+  const Tensor got = norm.forward(Variable(xb)).data();
+  CHECK(got.dtype() == DType::BFloat16);
+  CHECK(allclose(got.to(DType::Float32), want.to(DType::Float32), 0, 0));
+  // without the offset the same stored weight means another scale
+  nn::RMSNorm plain(6, 1e-6);
+  CHECK_FALSE(plain.unit_offset());
+  CHECK(allclose(plain.weight.data(), ops::ones({6}), 0, 0));
 }

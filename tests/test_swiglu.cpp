@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "helpers.h"
+#include "module_gradcheck.h"
 #include "ops/cpu/simd.h"
 
 using namespace saccade;
@@ -196,6 +197,32 @@ TEST_CASE("SiLU and SwiGLU modules, and bad input", "[nn][swiglu][errors]") {
                          "swiglu: gate [3] (float64) and up [3] (float32) must have one dtype");
   REQUIRE_THROWS_SACCADE(swiglu(Variable(rand64({3})), Variable(rand64({2}))), "swiglu");
   REQUIRE_THROWS_SACCADE(mlp.forward(Variable(rand64({2, 5}).to(DType::Float32))), "SwiGLU");
+  REQUIRE_THROWS_SACCADE(nn::SwiGLU(4, 6, false, nullptr, "relu"),
+                         "SwiGLU: hidden_act 'relu' is not supported");
+}
+
+TEST_CASE("SwiGLU's other gates: GeGLU with GELU's tanh form (Gemma's) and exact GELU, and their gradients",
+          "[nn][swiglu]") {
+  Generator gen(4);
+  Variable x(rand64({2, 3, 8}, 34), true);
+  for (const auto& [act, approximate] :
+       {std::pair{"gelu_pytorch_tanh", "tanh"}, std::pair{"gelu_new", "tanh"}, std::pair{"gelu", "none"}}) {
+    CAPTURE(act);
+    nn::SwiGLU mlp(8, 12, true, &gen, act);
+    mlp.to(DType::Float64);
+    CHECK(mlp.hidden_act() == act);
+    nn::GELU gelu(approximate);
+    const Variable ref =
+        mlp.down_proj->forward(mul(gelu.forward(mlp.gate_proj->forward(x)), mlp.up_proj->forward(x)));
+    CHECK(allclose(mlp.forward(x).data(), ref.data(), 0, 0));
+    // not the SiLU gate
+    const Variable silu_ref =
+        mlp.down_proj->forward(mul(silu(mlp.gate_proj->forward(x)), mlp.up_proj->forward(x)));
+    CHECK_FALSE(allclose(mlp.forward(x).data(), silu_ref.data(), 1e-3, 1e-3));
+    std::vector<Variable> wrt{x};
+    for (auto& [name, p] : mlp.named_parameters()) wrt.push_back(p);
+    CHECK(testing::module_gradcheck([&] { return mlp.forward(x); }, wrt));
+  }
 }
 
 TEST_CASE(
