@@ -1,6 +1,7 @@
 #include "hf/config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <optional>
@@ -185,7 +186,11 @@ void read_gpt2(const Reader& r, Config& c) {
 // What the Llama-architecture rows share (transformers' LlamaConfig field names): sizes, RMSNorm, rotary,
 // SwiGLU. `default_kv_heads` is the family's num_key_value_heads when the key is absent, `default_head_dim`
 // its head_dim (0: hidden_size / num_attention_heads, LlamaConfig's).
-void read_llama_common(const Reader& r, Config& c, int64_t default_kv_heads, int64_t default_head_dim = 0) {
+// Every row's MLP runs transformers' ACT2FN[hidden_act] on the gate; nn::SwiGLU implements these.
+constexpr const char* kGateActs[] = {"silu", "gelu_pytorch_tanh", "gelu_new", "gelu"};
+
+void read_llama_common(const Reader& r, Config& c, int64_t default_kv_heads, int64_t default_head_dim = 0,
+                       const char* default_act = "silu") {
   c.architecture = Architecture::Llama;
   c.hidden_size = r.integer("hidden_size", std::nullopt);
   c.num_hidden_layers = r.integer("num_hidden_layers", std::nullopt);
@@ -199,9 +204,14 @@ void read_llama_common(const Reader& r, Config& c, int64_t default_kv_heads, int
   c.norm_eps = r.number("rms_norm_eps", 1e-6);
   read_rope(r, c);
   c.tie_word_embeddings = r.boolean("tie_word_embeddings", false);
-  c.hidden_act = r.string("hidden_act", "silu");
-  if (c.hidden_act != "silu")
-    throw r.fail("hidden_act", fmt::format("'{}' is not supported (silu)", c.hidden_act));
+  c.hidden_act = r.string("hidden_act", default_act);
+  if (std::find_if(std::begin(kGateActs), std::end(kGateActs),
+                   [&](const char* a) { return c.hidden_act == a; }) == std::end(kGateActs))
+    throw r.fail("hidden_act",
+                 fmt::format("'{}' is not supported ({})", c.hidden_act, fmt::join(kGateActs, ", ")));
+  if (r.has("pad_token_id")) c.pad_token_id = r.integer("pad_token_id", std::nullopt, 0);
+  if (c.pad_token_id && *c.pad_token_id >= c.vocab_size)
+    throw r.fail("pad_token_id", fmt::format("{} is not below vocab_size {}", *c.pad_token_id, c.vocab_size));
   if (c.num_attention_heads % c.num_key_value_heads != 0)
     throw r.fail("num_key_value_heads", fmt::format("{} does not divide num_attention_heads {}",
                                                     c.num_key_value_heads, c.num_attention_heads));
@@ -283,6 +293,85 @@ void read_qwen3(const Reader& r, Config& c) {
   refuse_sliding_layers(r, c);
 }
 
+// Gemma (Gemma Team 2024; transformers' GemmaConfig): Llama's blocks with RMSNorm weights as offsets from one
+// (x̂ ⊙ (1 + w)), the token embeddings scaled by √hidden_size (rounded to the model's dtype), a GeGLU MLP
+// (gelu_pytorch_tanh; a legacy "gelu" means it too, as GemmaConfig says), biases by attention_bias (none in
+// the MLP); GemmaConfig's defaults head_dim 256, 16 key/value heads, tied embeddings and pad_token_id 0 when
+// absent. A bidirectional (encoder) Gemma is refused.
+void read_gemma(const Reader& r, Config& c) {
+  read_llama_common(r, c, 16, 256, "gelu_pytorch_tanh");
+  c.tie_word_embeddings = r.boolean("tie_word_embeddings", true);
+  if (c.hidden_act == "gelu") c.hidden_act = "gelu_pytorch_tanh";
+  if (!r.j.contains("pad_token_id")) c.pad_token_id = 0;
+  c.norm_unit_offset = true;
+  c.embedding_multiplier = std::sqrt(static_cast<double>(c.hidden_size));
+  c.attention_bias = r.boolean("attention_bias", false);
+  if (r.boolean("use_bidirectional_attention", false))
+    throw r.fail("use_bidirectional_attention", "true is not supported (saccade runs causal decoders)");
+  if (r.has("mlp_bias") && r.j["mlp_bias"] != false)
+    r.ignored("mlp_bias", "transformers' GemmaMLP has no biases");
+}
+
+// Granite (IBM; transformers' GraniteConfig): Llama's blocks with four multipliers, the token embeddings'
+// (embedding_multiplier), each sublayer's output before its residual add (residual_multiplier), the scores'
+// factor in place of 1/√head_dim (attention_multiplier; GraniteConfig's default is 1.0), and the logits'
+// divisor (logits_scaling); biases by attention_bias and mlp_bias.
+void read_granite(const Reader& r, Config& c) {
+  read_llama_common(r, c, 0);
+  c.attention_bias = r.boolean("attention_bias", false);
+  c.mlp_bias = r.boolean("mlp_bias", false);
+  c.embedding_multiplier = r.number("embedding_multiplier", 1.0);
+  c.residual_multiplier = r.number("residual_multiplier", 1.0);
+  c.attention_multiplier = r.number("attention_multiplier", 1.0);
+  c.logits_scaling = r.number("logits_scaling", 1.0);
+}
+
+// SmolLM3 (Hugging Face 2025; transformers' SmolLM3Config): Llama's blocks where the layers flagged 0 in
+// no_rope_layers have no rotary positions (NoPE; absent: every no_rope_layer_interval-th layer, 4 by
+// default), biases by attention_bias and mlp_bias; SmolLM3Config's defaults 4 key/value heads, tied
+// embeddings and pad_token_id 128004 when absent. A sliding layer (use_sliding_window with a sliding
+// layer_types entry, or with sliding_window set and a NoPE layer when layer_types is absent) is refused.
+void read_smollm3(const Reader& r, Config& c) {
+  read_llama_common(r, c, 4);
+  c.tie_word_embeddings = r.boolean("tie_word_embeddings", true);
+  if (!r.j.contains("pad_token_id")) {
+    c.pad_token_id = 128004;
+    if (c.vocab_size <= 128004)
+      throw r.fail("pad_token_id",
+                   fmt::format("absent: SmolLM3Config's 128004 is not below vocab_size {}", c.vocab_size));
+  }
+  c.attention_bias = r.boolean("attention_bias", false);
+  c.mlp_bias = r.boolean("mlp_bias", false);
+  if (r.has("no_rope_layers")) {
+    const json& flags = r.j["no_rope_layers"];
+    if (!flags.is_array() || static_cast<int64_t>(flags.size()) != c.num_hidden_layers)
+      throw r.fail("no_rope_layers", fmt::format("{} is not a list of num_hidden_layers ({}) flags",
+                                                 flags.dump(), c.num_hidden_layers));
+    for (const json& f : flags) {
+      if (!f.is_number_integer() || (f.get<int64_t>() != 0 && f.get<int64_t>() != 1))
+        throw r.fail("no_rope_layers", fmt::format("{} holds {}, not 0 or 1", flags.dump(), f.dump()));
+      c.no_rope_layers.push_back(f.get<int64_t>());
+    }
+  } else {
+    const int64_t interval = r.integer("no_rope_layer_interval", 4);
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i) c.no_rope_layers.push_back((i + 1) % interval != 0);
+  }
+  bool slides = false;
+  if (r.boolean("use_sliding_window", false)) {
+    if (r.has("layer_types")) {
+      const json& types = r.j["layer_types"];
+      if (!types.is_array()) throw r.fail("layer_types", fmt::format("{} is not a list", types.dump()));
+      for (const json& t : types) slides = slides || t == "sliding_attention";
+    } else if (r.has("sliding_window")) {
+      for (int64_t f : c.no_rope_layers) slides = slides || f == 0;
+    }
+  }
+  if (slides)
+    throw r.fail("use_sliding_window",
+                 "sliding-window layers are not supported for 'smollm3' (only full "
+                 "attention in every layer)");
+}
+
 // One row a model_type: the architectures names transformers writes for it, and its reader.
 struct Family {
   const char* model_type;
@@ -296,6 +385,9 @@ const std::vector<Family>& families() {
       {"mistral", {"MistralForCausalLM", "MistralModel"}, read_mistral},
       {"qwen2", {"Qwen2ForCausalLM", "Qwen2Model"}, read_qwen2},
       {"qwen3", {"Qwen3ForCausalLM", "Qwen3Model"}, read_qwen3},
+      {"gemma", {"GemmaForCausalLM", "GemmaModel"}, read_gemma},
+      {"granite", {"GraniteForCausalLM", "GraniteModel"}, read_granite},
+      {"smollm3", {"SmolLM3ForCausalLM", "SmolLM3Model"}, read_smollm3},
   };
   return rows;
 }
@@ -307,6 +399,13 @@ const Family* find_family(const std::string& model_type) {
   return nullptr;
 }
 
+// Granite's multipliers differ from a Llama's (attention_multiplier 0: a Llama's 1/√head_dim; a Gemma's
+// embedding multiplier is its own √hidden_size)
+bool granite_multipliers(const Config& c) {
+  return (!c.norm_unit_offset && c.embedding_multiplier != 1.0) || c.residual_multiplier != 1.0 ||
+         c.attention_multiplier > 0 || c.logits_scaling != 1.0;
+}
+
 }  // namespace
 
 // The row that holds the layout: per-head q/k norms are Qwen3's; biases on q, k and v only are Qwen2's; a
@@ -314,9 +413,48 @@ const Family* find_family(const std::string& model_type) {
 std::string llama_family(const Config& c) {
   if (c.qk_norm) return "qwen3";
   if (c.qkv_bias && !c.attention_bias) return "qwen2";
+  if (c.norm_unit_offset) return "gemma";
+  if (granite_multipliers(c)) return "granite";
+  if (!c.no_rope_layers.empty()) return "smollm3";
   if (c.model_type == "mistral" || c.sliding_window > 0) return "mistral";
   return "llama";
 }
+
+namespace {
+
+// The switches of a Llama-architecture config that some rows' transformers configs cannot say: `type` (the
+// row llama_family picked) must read every one that is set, else config_json would write a config that
+// transformers runs differently.
+void refuse_unwritable(const Config& c, const std::string& type) {
+  struct Switch {
+    bool set;
+    std::string what;
+    std::vector<std::string> rows;  // the rows whose config says it
+  };
+  const bool gemma = type == "gemma";
+  const Switch switches[] = {
+      {c.sliding_window > 0, fmt::format("a sliding window ({})", c.sliding_window), {"mistral"}},
+      {c.attention_bias, "attention biases", {"llama", "qwen3", "gemma", "granite", "smollm3"}},
+      {c.mlp_bias, "MLP biases", {"llama", "granite", "smollm3"}},
+      {c.qkv_bias && !c.attention_bias, "biases on q, k and v only", {"qwen2"}},
+      {c.qk_norm, "per-head q and k norms", {"qwen3"}},
+      {c.norm_unit_offset, "RMSNorm weights as offsets from one", {"gemma"}},
+      {granite_multipliers(c), "Granite's multipliers", {"granite"}},
+      {!c.no_rope_layers.empty(), "no_rope_layers (NoPE layers)", {"smollm3"}},
+      {gemma && c.embedding_multiplier != std::sqrt(static_cast<double>(c.hidden_size)),
+       fmt::format("an embedding multiplier {} (Gemma's is sqrt(hidden_size))", c.embedding_multiplier),
+       {}},
+      {gemma && c.hidden_act == "gelu", "exact GELU (GemmaConfig reads 'gelu' as its tanh form)", {}},
+  };
+  for (const Switch& w : switches)
+    if (w.set && std::find(w.rows.begin(), w.rows.end(), type) == w.rows.end())
+      throw Error(
+          fmt::format("hf::config_json: a Llama-architecture model with {} has no transformers config "
+                      "(its other switches are the '{}' row's)",
+                      w.what, type));
+}
+
+}  // namespace
 
 std::vector<std::string> supported_model_types() {
   std::vector<std::string> out;
@@ -382,25 +520,7 @@ std::string config_json(const Config& c) {
     j["activation_function"] = c.hidden_act;
   } else {
     const std::string type = llama_family(c);
-    const bool qwen3 = type == "qwen3", qwen2 = type == "qwen2", mistral = type == "mistral";
-    if (qwen3 && (c.sliding_window > 0 || c.mlp_bias || (c.qkv_bias && !c.attention_bias)))
-      throw Error(
-          fmt::format("hf::config_json: a Llama with q and k norms (Qwen3's layout) and {} has no "
-                      "transformers config",
-                      c.mlp_bias   ? "MLP biases"
-                      : c.qkv_bias ? "biases on q, k and v only"
-                                   : fmt::format("a sliding window ({})", c.sliding_window)));
-    if (qwen2 && (c.sliding_window > 0 || c.mlp_bias))
-      throw Error(
-          fmt::format("hf::config_json: a Llama with biases on q, k and v only (Qwen2's layout) and {} has "
-                      "no transformers "
-                      "config",
-                      c.mlp_bias ? "MLP biases" : fmt::format("a sliding window ({})", c.sliding_window)));
-    if (mistral && (c.attention_bias || c.mlp_bias))
-      throw Error(
-          fmt::format("hf::config_json: a Llama with a sliding window ({}) and attention or MLP biases "
-                      "has no transformers config (Mistral, the windowed one, has no biases)",
-                      c.sliding_window));
+    refuse_unwritable(c, type);
     j["model_type"] = type;
     j["architectures"] = {find_family(type)->architectures.front()};  // llama_family names a row
     j["hidden_size"] = c.hidden_size;
@@ -423,16 +543,25 @@ std::string config_json(const Config& c) {
                            {"original_max_position_embeddings", s.original_max_position_embeddings}};
     }
     j["hidden_act"] = c.hidden_act;
-    if (qwen3) {
+    j["pad_token_id"] = c.pad_token_id ? json(*c.pad_token_id) : json(nullptr);
+    if (type == "qwen3" || type == "gemma") {
       j["attention_bias"] = c.attention_bias;
-      j["use_sliding_window"] = false;
-    } else if (qwen2) {
-      j["use_sliding_window"] = false;
-    } else if (mistral) {
+    } else if (type == "mistral") {
       j["sliding_window"] = c.sliding_window > 0 ? json(c.sliding_window) : json(nullptr);
-    } else {
+    } else if (type == "llama" || type == "granite" || type == "smollm3") {
       j["attention_bias"] = c.attention_bias;
       j["mlp_bias"] = c.mlp_bias;
+    }
+    if (type == "qwen2" || type == "qwen3") j["use_sliding_window"] = false;
+    if (type == "smollm3") {
+      j["no_rope_layers"] = c.no_rope_layers;
+      j["use_sliding_window"] = false;
+    }
+    if (type == "granite") {
+      j["embedding_multiplier"] = c.embedding_multiplier;
+      j["residual_multiplier"] = c.residual_multiplier;
+      j["attention_multiplier"] = c.attention_multiplier;
+      j["logits_scaling"] = c.logits_scaling;
     }
   }
   return j.dump(2) + "\n";

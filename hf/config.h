@@ -3,11 +3,13 @@
 // save_pretrained): the two architectures saccade runs, GPT-2 (GPT2LMHeadModel, Radford et al. 2019) and the
 // Llama family (LlamaForCausalLM: Llama, TinyLlama, SmolLM, OLMo-style files; MistralForCausalLM, the same
 // blocks with a sliding window, Jiang et al. 2023; Qwen2ForCausalLM, with biases on q, k and v;
-// Qwen3ForCausalLM, with a per-head RMSNorm on queries and keys), read into one struct with transformers'
+// Qwen3ForCausalLM, with a per-head RMSNorm on queries and keys; GemmaForCausalLM, with (1 + w) norms, scaled
+// embeddings and GeGLU; GraniteForCausalLM, with four multipliers), read into one struct with transformers'
 // field names. Each model_type is one row of a table in config.cpp (its architectures names and its reader);
 // a key means what it means to transformers for the file's model_type. GPT-2's own spellings (n_embd,
 // n_layer, n_head, n_positions, n_inner, layer_norm_epsilon, activation_function) land in the common fields.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,7 +25,7 @@ enum class Architecture { GPT2, Llama };
 /// needs and has no default for must be present (load_config refuses the file otherwise).
 struct Config {
   Architecture architecture = Architecture::GPT2;
-  std::string model_type;  ///< a row of supported_model_types(): "gpt2", "llama", "mistral", "qwen2", "qwen3"
+  std::string model_type;  ///< a row of supported_model_types(): "gpt2", "llama", "mistral", "qwen2", ...
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;              ///< GPT-2: n_embd
   int64_t num_hidden_layers = 0;        ///< GPT-2: n_layer
@@ -37,7 +39,7 @@ struct Config {
   /// Llama family: rope_parameters / rope_scaling's rope_type ("default", "linear", "llama3") and its keys
   ops::RopeScaling rope_scaling;
   bool tie_word_embeddings = true;  ///< GPT-2: true, Llama: false, unless the file says
-  std::string hidden_act;           ///< GPT-2: activation_function ("gelu_new"), Llama: "silu"
+  std::string hidden_act;  ///< GPT-2: activation_function ("gelu_new"); Llama family: the MLP gate's ("silu")
   /// "llama" (both) and "qwen3" (attention_bias) only (GPT-2 has biases everywhere, Mistral none): biases on
   /// q, k, v and o_proj, on the MLP
   bool attention_bias = false, mlp_bias = false;
@@ -49,6 +51,20 @@ struct Config {
   /// "mistral" only: "sliding_window" (absent: MistralConfig's 4096; null: 0, none). A "llama" file's
   /// sliding_window is ignored (transformers' LlamaForCausalLM never reads it): 0.
   int64_t sliding_window = 0;
+  /// "gemma" only (always; no config key sets it): RMSNorm weights stored as offsets from one, x̂ ⊙ (1 + w)
+  bool norm_unit_offset = false;
+  /// The token embeddings' multiplier: "granite": embedding_multiplier (GraniteConfig's default 1); "gemma":
+  /// √hidden_size (no key; GemmaModel's normalizer, rounded to the model's dtype); else 1
+  double embedding_multiplier = 1.0;
+  /// "granite" only: residual_multiplier, attention_multiplier (the scores' factor; GraniteConfig's default
+  /// 1.0) and logits_scaling (the logits' divisor), 1 by default; other rows: 1, 0 (1/√head_dim) and 1
+  double residual_multiplier = 1.0, attention_multiplier = 0.0, logits_scaling = 1.0;
+  /// Llama family: the token whose embedding row gets no gradient (transformers passes pad_token_id to
+  /// nn.Embedding's padding_idx); absent or null: none ("gemma": GemmaConfig's 0 when absent)
+  std::optional<int64_t> pad_token_id;
+  /// "smollm3" only: one flag a layer, 1 = rotary positions, 0 = none (NoPE; transformers' no_rope_layers,
+  /// from no_rope_layer_interval when absent); other rows: empty (every layer rotates)
+  std::vector<int64_t> no_rope_layers;
   std::vector<int64_t> bos_token_id, eos_token_id;  ///< empty when null or absent (a list: several eos)
   std::string torch_dtype;  ///< "float32", "bfloat16", "float16" or "" (the dtype on disk)
 
@@ -67,34 +83,44 @@ std::vector<std::string> supported_model_types();
 /// or by use_sliding_window with max_window_layers below num_hidden_layers, is refused) and "qwen3"
 /// (Qwen3ForCausalLM or Qwen3Model, or none: the Llama architecture with qk_norm, Qwen3Config's defaults
 /// head_dim 128 and num_key_value_heads 32 when absent, biases by attention_bias, sliding layers refused as
-/// Qwen2's); rotary settings either as a top-level "rope_theta" (as most published files have it) or inside
-/// "rope_parameters" / "rope_scaling" (newer transformers; "rope_type", else the older "type"), where the
-/// rope types "default", "linear" and "llama3" are supported. Keys the model_type's transformers model does
-/// not read ("llama": sliding_window; "mistral", "qwen2": attention_bias, mlp_bias; "qwen3": mlp_bias) are
-/// ignored with a warning on stderr naming the file and the key. Throws saccade::Error naming
-/// "hf::load_config", the file and the key for: a file that cannot be read or is not a JSON object, an
-/// unknown model_type or architectures entry, a missing field the architecture needs, a value of the wrong
-/// type or out of range (sizes < 1, heads not dividing the width, key/value heads not dividing the heads, a
-/// GPT-2 activation other than gelu_new / gelu / relu, a Llama hidden_act other than silu, an odd head_dim),
-/// and a rope type other than those three.
+/// Qwen2's), "gemma" (GemmaForCausalLM or GemmaModel, or none: the Llama architecture with norm_unit_offset,
+/// embedding_multiplier √hidden_size and hidden_act gelu_pytorch_tanh, a legacy "gelu" read as it;
+/// GemmaConfig's defaults head_dim 256, num_key_value_heads 16, tie_word_embeddings true and pad_token_id 0
+/// when absent; use_bidirectional_attention refused) and "granite" (GraniteForCausalLM or GraniteModel, or
+/// none: the Llama architecture with GraniteConfig's four multipliers, 1.0 each by default) and "smollm3"
+/// (SmolLM3ForCausalLM or SmolLM3Model, or none: the Llama architecture with NoPE layers by no_rope_layers or
+/// no_rope_layer_interval; SmolLM3Config's defaults 4 key/value heads, tied, pad_token_id 128004; sliding
+/// layers refused); rotary settings
+/// either as a top-level "rope_theta" (as most published files have it) or inside "rope_parameters" /
+/// "rope_scaling" (newer transformers; "rope_type", else the older "type"), where the rope types "default",
+/// "linear" and "llama3" are supported. Keys the model_type's transformers model does not read ("llama":
+/// sliding_window; "mistral", "qwen2": attention_bias, mlp_bias; "qwen3": mlp_bias) are ignored with a
+/// warning on stderr naming the file and the key. Throws saccade::Error naming "hf::load_config", the file
+/// and the key for: a file that cannot be read or is not a JSON object, an unknown model_type or
+/// architectures entry, a missing field the architecture needs, a value of the wrong type or out of range
+/// (sizes < 1, heads not dividing the width, key/value heads not dividing the heads, a GPT-2 activation other
+/// than gelu_new / gelu / relu, a Llama-family hidden_act other than silu, gelu_pytorch_tanh, gelu_new or
+/// gelu, a pad_token_id not below vocab_size, an odd head_dim), and a rope type other than those three.
 Config load_config(const std::string& path);
 
 /// Parses config.json text (as load_config, `path` only names the file in errors).
 Config parse_config(const std::string& text, const std::string& path = "config.json");
 
 /// The row (model_type) whose transformers model runs the layout of a Llama-architecture `config`: "qwen3"
-/// with qk_norm; "qwen2" with biases on q, k and v only; "mistral" with a sliding window (or model_type
-/// "mistral"), the one transformers runs with a window; else "llama". config_json writes this row, and
-/// llama_hf_config names its configs by it.
+/// with qk_norm; "qwen2" with biases on q, k and v only; "gemma" with norm_unit_offset; "granite" with
+/// multipliers other than a Llama's; "smollm3" with no_rope_layers; "mistral" with a sliding window (or
+/// model_type "mistral"), the one transformers runs with a window; else "llama". config_json writes this row,
+/// and llama_hf_config names its configs by it.
 std::string llama_family(const Config& config);
 
 /// The config.json that transformers writes for `config` (its save_pretrained fields; GPT-2's own spellings
 /// for GPT-2), as JSON text; a Llama-architecture config under the row that holds its layout (llama_family)
 /// with that row's first architectures name (Qwen3ForCausalLM, Qwen2ForCausalLM, MistralForCausalLM,
 /// LlamaForCausalLM). For each c that parse_config returns, parse_config(config_json(c)) == c in every field
-/// above. Throws saccade::Error naming "hf::config_json" for a sliding window with
-/// attention or MLP biases, q/k/v-only biases with a window or MLP biases, or qk_norm with a window, MLP
-/// biases or q/k/v-only biases (no transformers model has both).
+/// above. Throws saccade::Error naming "hf::config_json" and the switch for a switch the row's config cannot
+/// say (a sliding window with attention or MLP biases, q/k/v-only biases with a window or MLP biases, qk_norm
+/// with a window, MLP biases or q/k/v-only biases, Granite's multipliers with another row's switches, a Gemma
+/// with exact GELU or an embedding multiplier other than √hidden_size: no transformers model has both).
 std::string config_json(const Config& config);
 
 }  // namespace saccade::hf

@@ -30,6 +30,15 @@ nn::LlamaConfig llama_config(const Config& c) {
   l.max_position_embeddings = c.max_position_embeddings;
   l.tie_word_embeddings = c.tie_word_embeddings;
   l.sliding_window = c.sliding_window;
+  l.hidden_act = c.hidden_act;
+  l.norm_unit_offset = c.norm_unit_offset;
+  l.embedding_multiplier = c.embedding_multiplier;
+  l.embedding_multiplier_in_dtype = llama_family(c) == "gemma";  // GemmaModel's normalizer, a tensor
+  l.residual_multiplier = c.residual_multiplier;
+  l.attention_multiplier = c.attention_multiplier;
+  l.logits_scaling = c.logits_scaling;
+  l.pad_token_id = c.pad_token_id;
+  l.no_rope_layers = c.no_rope_layers;
   return l;
 }
 
@@ -48,12 +57,19 @@ Config llama_hf_config(const nn::LlamaConfig& l) {
   c.rope_theta = l.rope_theta;
   c.rope_scaling = l.rope_scaling;
   c.tie_word_embeddings = l.tie_word_embeddings;
-  c.hidden_act = "silu";
+  c.hidden_act = l.hidden_act;
   c.attention_bias = l.attention_bias;
   c.mlp_bias = l.mlp_bias;
   c.qkv_bias = l.qkv_bias;
   c.qk_norm = l.qk_norm;
   c.sliding_window = l.sliding_window;
+  c.norm_unit_offset = l.norm_unit_offset;
+  c.embedding_multiplier = l.embedding_multiplier;
+  c.residual_multiplier = l.residual_multiplier;
+  c.attention_multiplier = l.attention_multiplier;
+  c.logits_scaling = l.logits_scaling;
+  c.pad_token_id = l.pad_token_id;
+  c.no_rope_layers = l.no_rope_layers;
   c.model_type = llama_family(c);  // the row that holds the layout
   return c;
 }

@@ -1,14 +1,17 @@
 // Llama-family checkpoints in the Hugging Face layout (issue 41): tests/data/hf_llama (grouped-query,
 // untied, two shards) and hf_llama_tied (tied embeddings, head_dim != hidden / heads, bfloat16 on disk) were
 // written by transformers, and hf_llama_expected.safetensors holds what transformers computes with them
-// (tests/fixtures/make_hf_llama.py); the family rows' fixtures (hf_qwen2, hf_qwen3, hf_llama_rope) likewise.
+// (tests/fixtures/make_hf_llama.py); the family rows' fixtures (hf_qwen2, hf_qwen3, hf_gemma, hf_granite,
+// hf_smollm3, hf_llama_rope) likewise.
 #ifdef SACCADE_HAVE_HF
+#include <fmt/format.h>
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -134,6 +137,16 @@ void check_family_fixture(const std::string& name, const std::string& model_type
                    1e-5, 1e-5));
   }
   check_adamw_losses(*model, want, model->config().vocab_size);
+}
+
+// config_json of `model`'s configuration names `model_type` and `architecture`, and reads back to the same
+// text.
+void check_written_as(const nn::LlamaForCausalLM& model, const std::string& model_type,
+                      const std::string& architecture) {
+  const std::string written = hf::config_json(hf::llama_hf_config(model.config()));
+  CHECK(written.find(fmt::format(R"("model_type": "{}")", model_type)) != std::string::npos);
+  CHECK(written.find(architecture) != std::string::npos);
+  CHECK(hf::config_json(hf::parse_config(written)) == written);
 }
 
 }  // namespace
@@ -374,8 +387,8 @@ TEST_CASE(
     "hf Qwen2: transformers' logits, greedy continuations (with and without the KV cache), ten AdamW "
     "steps, and an export that reads back",
     "[hf]") {
-  // tests/data/hf_qwen2: written by transformers' Qwen2ForCausalLM (tests/fixtures/make_hf_qwen2.py); without
-  // the q, k and v biases the logits are not transformers' (each bias shows in them)
+  // tests/data/hf_qwen2: written by transformers' Qwen2ForCausalLM (tests/fixtures/make_hf_families.py
+  // qwen2); without the q, k and v biases the logits are not transformers' (each bias shows in them)
   check_family_fixture("hf_qwen2", "qwen2", "Qwen2ForCausalLM", [](nn::LlamaForCausalLM& model) {
     Tensor b = model.model->layers[1]->self_attn->k_proj->bias.data();
     ops::fill_(b, 0.0);
@@ -384,7 +397,8 @@ TEST_CASE(
 
 TEST_CASE("hf Qwen3: a row of the family table, Llama's blocks with RMSNorm on each head's queries and keys",
           "[hf]") {
-  // tests/data/hf_qwen3/config.json: written by transformers' Qwen3Config (tests/fixtures/make_hf_qwen3.py)
+  // tests/data/hf_qwen3/config.json: written by transformers' Qwen3Config (tests/fixtures/make_hf_families.py
+  // qwen3)
   const std::string qwen3 = file_bytes(kData + "/hf_qwen3/config.json");
   const hf::Config c = hf::parse_config(qwen3);
   CHECK(c.model_type == "qwen3");
@@ -466,13 +480,179 @@ TEST_CASE(
     "hf Qwen3: transformers' logits, greedy continuations (with and without the KV cache), ten AdamW "
     "steps, and an export that reads back",
     "[hf]") {
-  // tests/data/hf_qwen3: written by transformers' Qwen3ForCausalLM (tests/fixtures/make_hf_qwen3.py); with
-  // another q_norm weight the logits are not transformers' (the norms are applied)
+  // tests/data/hf_qwen3: written by transformers' Qwen3ForCausalLM (tests/fixtures/make_hf_families.py
+  // qwen3); with another q_norm weight the logits are not transformers' (the norms are applied)
   check_family_fixture("hf_qwen3", "qwen3", "Qwen3ForCausalLM", [](nn::LlamaForCausalLM& model) {
     Tensor w = model.model->layers[1]->self_attn->q_norm->weight.data();
     ops::fill_(w, 1.0);
   });
   CHECK(hf::load_config(kData + "/hf_qwen3/config.json").qk_norm);
+}
+
+TEST_CASE("hf Gemma: a row of the family table, (1 + w) norms, sqrt(d) embeddings and a GeGLU MLP", "[hf]") {
+  // tests/data/hf_gemma/config.json: written by transformers' GemmaConfig (tests/fixtures/make_hf_families.py
+  // gemma)
+  const std::string gemma = file_bytes(kData + "/hf_gemma/config.json");
+  const hf::Config c = hf::parse_config(gemma);
+  CHECK(c.model_type == "gemma");
+  CHECK(c.architecture == hf::Architecture::Llama);
+  CHECK(c.norm_unit_offset);
+  CHECK(c.embedding_multiplier == std::sqrt(32.0));
+  CHECK(c.hidden_act == "gelu_pytorch_tanh");
+  CHECK(c.pad_token_id == std::optional<int64_t>(0));
+  CHECK((c.head_dim == 16 && c.num_key_value_heads == 1 && c.tie_word_embeddings));
+  CHECK_FALSE(hf::load_config(kData + "/hf_llama/config.json").pad_token_id.has_value());
+  // GemmaConfig's defaults when absent: head_dim 256, 16 key/value heads, tied, pad 0; a legacy "gelu" is
+  // its tanh form (GemmaConfig's own rule)
+  const hf::Config bare = hf::parse_config(
+      replaced(replaced(replaced(gemma, R"("head_dim": 16,)", ""), R"("tie_word_embeddings": true,)", ""),
+               R"("pad_token_id": 0,)", ""));
+  CHECK((bare.head_dim == 256 && bare.tie_word_embeddings));
+  CHECK(bare.pad_token_id == std::optional<int64_t>(0));
+  CHECK(hf::parse_config(replaced(replaced(gemma, R"("num_key_value_heads": 1,)", ""),
+                                  R"("num_attention_heads": 4,)", R"("num_attention_heads": 32,)"))
+            .num_key_value_heads == 16);
+  CHECK(hf::parse_config(replaced(gemma, R"("gelu_pytorch_tanh")", R"("gelu")")).hidden_act ==
+        "gelu_pytorch_tanh");
+  CHECK(hf::parse_config(replaced(gemma, R"("pad_token_id": 0)", R"("pad_token_id": null)")).pad_token_id ==
+        std::nullopt);
+  CHECK_THROWS_WITH(hf::parse_config(replaced(gemma, R"("pad_token_id": 0)", R"("pad_token_id": 96)")),
+                    Catch::Contains("pad_token_id") && Catch::Contains("vocab_size"));
+  CHECK_THROWS_WITH(hf::parse_config(replaced(gemma, R"("use_bidirectional_attention": null)",
+                                              R"("use_bidirectional_attention": true)")),
+                    Catch::Contains("use_bidirectional_attention") && Catch::Contains("not supported"));
+  CHECK_THROWS_WITH(hf::parse_config(replaced(gemma, R"("gelu_pytorch_tanh")", R"("relu")")),
+                    Catch::Contains("hidden_act") && Catch::Contains("'relu' is not supported"));
+
+  // the model: norms start at 0 (1 + w = 1), the embedding's padding row is the pad token
+  nn::LlamaForCausalLM model(hf::llama_config(c));
+  CHECK(model.model->norm->unit_offset());
+  CHECK(ops::sum(ops::abs(model.model->layers[0]->input_layernorm->weight.data())).item<float>() == 0.0f);
+  CHECK(model.model->embed_tokens->padding_idx() == std::optional<int64_t>(0));
+  CHECK(model.model->layers[0]->mlp->hidden_act() == "gelu_pytorch_tanh");
+  // written back as gemma, and read back the same
+  check_written_as(model, "gemma", "GemmaForCausalLM");
+  hf::Config exact = c;
+  exact.hidden_act = "gelu";  // GemmaConfig would read it as the tanh form
+  CHECK_THROWS_WITH(hf::config_json(exact), Catch::Contains("hf::config_json") && Catch::Contains("GELU"));
+  hf::Config windowed = c;
+  windowed.sliding_window = 8;
+  CHECK_THROWS_WITH(hf::config_json(windowed), Catch::Contains("hf::config_json") &&
+                                                   Catch::Contains("window") && Catch::Contains("gemma"));
+}
+
+TEST_CASE(
+    "hf Gemma: transformers' logits, greedy continuations (with and without the KV cache), ten AdamW steps "
+    "with a pad token in the batch, and an export that reads back",
+    "[hf]") {
+  // tests/data/hf_gemma: written by transformers' GemmaForCausalLM (tests/fixtures/make_hf_families.py
+  // gemma); the stored norm weight is an offset from one (set to 1 it doubles the scale: other logits); the
+  // training batch holds the pad token 0, whose embedding row transformers never updates but by weight decay
+  check_family_fixture("hf_gemma", "gemma", "GemmaForCausalLM", [](nn::LlamaForCausalLM& model) {
+    Tensor w = model.model->layers[1]->input_layernorm->weight.data();
+    ops::fill_(w, 1.0);
+  });
+}
+
+TEST_CASE("hf Granite: a row of the family table, Llama's blocks with four multipliers", "[hf]") {
+  // tests/data/hf_granite/config.json: written by transformers' GraniteConfig (make_hf_families.py granite)
+  const std::string granite = file_bytes(kData + "/hf_granite/config.json");
+  const hf::Config c = hf::parse_config(granite);
+  CHECK(c.model_type == "granite");
+  CHECK((c.embedding_multiplier == 12.0 && c.residual_multiplier == 0.22 && c.attention_multiplier == 0.25 &&
+         c.logits_scaling == 2.0));
+  CHECK_FALSE(c.norm_unit_offset);
+  // GraniteConfig's defaults: 1.0 each, the attention's too (not 1/sqrt(head_dim))
+  std::string bare = granite;
+  for (const char* key : {R"("embedding_multiplier": 12.0,)", R"("residual_multiplier": 0.22,)",
+                          R"("attention_multiplier": 0.25,)", R"("logits_scaling": 2.0,)"})
+    bare = replaced(bare, key, "");
+  const hf::Config ones = hf::parse_config(bare);
+  CHECK((ones.embedding_multiplier == 1.0 && ones.residual_multiplier == 1.0 &&
+         ones.attention_multiplier == 1.0 && ones.logits_scaling == 1.0));
+  CHECK(hf::llama_family(ones) == "granite");
+  CHECK_THROWS_WITH(hf::parse_config(replaced(granite, R"("logits_scaling": 2.0)", R"("logits_scaling": 0)")),
+                    Catch::Contains("logits_scaling") && Catch::Contains("not a positive number"));
+  nn::LlamaForCausalLM model(hf::llama_config(c));
+  CHECK(model.model->layers[0]->self_attn->scale == 0.25);
+  CHECK(model.model->layers[1]->residual_multiplier == 0.22);
+  check_written_as(model, "granite", "GraniteForCausalLM");
+  // a Llama has none of them; multipliers with Qwen3's q and k norms have no transformers config
+  CHECK(hf::llama_family(hf::load_config(kData + "/hf_llama/config.json")) == "llama");
+  hf::Config normed = c;
+  normed.qk_norm = true;
+  CHECK_THROWS_WITH(hf::config_json(normed),
+                    Catch::Contains("hf::config_json") && Catch::Contains("Granite's multipliers"));
+}
+
+TEST_CASE(
+    "hf Granite: transformers' logits, greedy continuations (with and without the KV cache), ten AdamW "
+    "steps, and an export that reads back",
+    "[hf]") {
+  // tests/data/hf_granite: written by transformers' GraniteForCausalLM (tests/fixtures/make_hf_families.py
+  // granite); without the residual multiplier in one block the logits are not transformers'
+  check_family_fixture("hf_granite", "granite", "GraniteForCausalLM", [](nn::LlamaForCausalLM& model) {
+    model.model->layers[1]->residual_multiplier = 1.0;
+  });
+}
+
+TEST_CASE("hf SmolLM3: a row of the family table, Llama's blocks with NoPE layers", "[hf]") {
+  // tests/data/hf_smollm3/config.json: written by transformers' SmolLM3Config (make_hf_families.py smollm3)
+  const std::string smol = file_bytes(kData + "/hf_smollm3/config.json");
+  const hf::Config c = hf::parse_config(smol);
+  CHECK(c.model_type == "smollm3");
+  CHECK(c.no_rope_layers == std::vector<int64_t>{1, 1, 1, 0});
+  CHECK(c.pad_token_id == std::optional<int64_t>(93));
+  // absent: from no_rope_layer_interval (SmolLM3Config's rule), every interval-th layer without positions
+  const std::string flags = R"("no_rope_layers": [
+    1,
+    1,
+    1,
+    0
+  ],)";
+  CHECK(hf::parse_config(replaced(smol, flags, "")).no_rope_layers == std::vector<int64_t>{1, 1, 1, 0});
+  CHECK(hf::parse_config(replaced(replaced(smol, flags, ""), R"("no_rope_layer_interval": 4)",
+                                  R"("no_rope_layer_interval": 2)"))
+            .no_rope_layers == std::vector<int64_t>{1, 0, 1, 0});
+  CHECK_THROWS_WITH(hf::parse_config(replaced(smol, "    0\n  ],", "    2\n  ],")),
+                    Catch::Contains("no_rope_layers") && Catch::Contains("not 0 or 1"));
+  CHECK_THROWS_WITH(hf::parse_config(replaced(smol, "    1,\n    0\n  ],", "    1\n  ],")),
+                    Catch::Contains("no_rope_layers") && Catch::Contains("num_hidden_layers (4)"));
+  // SmolLM3Config's pad_token_id 128004 when absent, which a 96-token vocabulary cannot embed
+  CHECK_THROWS_WITH(hf::parse_config(replaced(smol, R"("pad_token_id": 93,)", "")),
+                    Catch::Contains("pad_token_id") && Catch::Contains("128004"));
+  // a sliding layer is refused by name; layer_types alone slides nothing (use_sliding_window is off)
+  const std::string sliding_types = replaced(smol, R"("full_attention"
+  ],)",
+                                             R"("sliding_attention"
+  ],)");
+  CHECK(hf::parse_config(sliding_types).sliding_window == 0);
+  CHECK_THROWS_WITH(hf::parse_config(replaced(sliding_types, R"("use_sliding_window": false)",
+                                              R"("use_sliding_window": true)")),
+                    Catch::Contains("use_sliding_window") && Catch::Contains("not supported for 'smollm3'"));
+  // the model: no rotary module in layer 3, and the positions matter in the others only
+  nn::LlamaForCausalLM model(hf::llama_config(c));
+  CHECK(model.model->layers[2]->self_attn->rotary_emb != nullptr);
+  CHECK(model.model->layers[3]->self_attn->rotary_emb == nullptr);
+  check_written_as(model, "smollm3", "SmolLM3ForCausalLM");
+  hf::Config windowed = c;
+  windowed.sliding_window = 8;
+  CHECK_THROWS_WITH(hf::config_json(windowed),
+                    Catch::Contains("hf::config_json") && Catch::Contains("window"));
+  nn::LlamaConfig bad = model.config();
+  bad.no_rope_layers.pop_back();
+  CHECK_THROWS_WITH(nn::LlamaForCausalLM(bad), Catch::Contains("no_rope_layers has 3 flags"));
+}
+
+TEST_CASE(
+    "hf SmolLM3: transformers' logits, greedy continuations (with and without the KV cache), ten AdamW "
+    "steps, and an export that reads back",
+    "[hf]") {
+  // tests/data/hf_smollm3: written by transformers' SmolLM3ForCausalLM (make_hf_families.py smollm3); with
+  // rotary positions in its NoPE layer the logits are not transformers'
+  check_family_fixture("hf_smollm3", "smollm3", "SmolLM3ForCausalLM", [](nn::LlamaForCausalLM& model) {
+    model.model->layers[3]->self_attn->rotary_emb = model.model->layers[2]->self_attn->rotary_emb;
+  });
 }
 
 TEST_CASE(

@@ -1,5 +1,6 @@
 #include "examples/gpt/hf_gpt2.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -152,6 +153,22 @@ GPTConfig hf_llama_gpt_config(const hf::Config& c) {
   if (c.qk_norm)
     throw refuse(
         fmt::format("the per-head q and k norms of a '{}' model (gpt sample, score and finetune --hf run it)",
+                    c.model_type));
+  if (c.hidden_act != "silu")
+    throw refuse(
+        fmt::format("the {} MLP of a '{}' model (it has SwiGLU; gpt sample, score and finetune --hf "
+                    "run it)",
+                    c.hidden_act, c.model_type));
+  if (c.norm_unit_offset || c.embedding_multiplier != 1.0 || c.residual_multiplier != 1.0 ||
+      c.attention_multiplier > 0 || c.logits_scaling != 1.0)
+    throw refuse(
+        fmt::format("the (1 + w) norms or multipliers of a '{}' model (gpt sample, score and finetune "
+                    "--hf run it)",
+                    c.model_type));
+  if (std::find(c.no_rope_layers.begin(), c.no_rope_layers.end(), 0) != c.no_rope_layers.end())
+    throw refuse(
+        fmt::format("the layers without rotary positions of a '{}' model (gpt sample, score and "
+                    "finetune --hf run it)",
                     c.model_type));
   if (c.head_dim * c.num_attention_heads != c.hidden_size)
     throw refuse(fmt::format("head_dim {} with {} heads of a hidden size {} (it has hidden / heads)",

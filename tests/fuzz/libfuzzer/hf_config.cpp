@@ -4,6 +4,7 @@
 // build (sizes >= 1, heads dividing the width or an explicit even head_dim, key/value heads dividing the
 // heads, a supported activation, a positive finite epsilon and rotary base), and config_json writes it back
 // as a file that parse_config reads into the same Config, whose config_json is the same text.
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -24,14 +25,19 @@ bool same_config(const hf::Config& a, const hf::Config& b) {
          a.hidden_act == b.hidden_act && a.attention_bias == b.attention_bias && a.mlp_bias == b.mlp_bias &&
          a.qkv_bias == b.qkv_bias && a.qk_norm == b.qk_norm && a.rope_scaling == b.rope_scaling &&
          a.sliding_window == b.sliding_window && a.bos_token_id == b.bos_token_id &&
-         a.eos_token_id == b.eos_token_id && a.torch_dtype == b.torch_dtype;
+         a.eos_token_id == b.eos_token_id && a.torch_dtype == b.torch_dtype &&
+         a.norm_unit_offset == b.norm_unit_offset && a.embedding_multiplier == b.embedding_multiplier &&
+         a.residual_multiplier == b.residual_multiplier && a.attention_multiplier == b.attention_multiplier &&
+         a.logits_scaling == b.logits_scaling && a.pad_token_id == b.pad_token_id &&
+         a.no_rope_layers == b.no_rope_layers;
 }
 
 void check_accepted(const hf::Config& c) {
   const bool gpt2 = c.architecture == hf::Architecture::GPT2;
   FUZZ_CHECK(gpt2 ? c.model_type == "gpt2"
                   : (c.model_type == "llama" || c.model_type == "mistral" || c.model_type == "qwen2" ||
-                     c.model_type == "qwen3"),
+                     c.model_type == "qwen3" || c.model_type == "gemma" || c.model_type == "granite" ||
+                     c.model_type == "smollm3"),
              "model_type '{}'", c.model_type);
   // q/k/v-only biases exactly in a "qwen2" file (transformers' Qwen2 hard-codes them)
   FUZZ_CHECK(c.qkv_bias == (c.model_type == "qwen2"), "qkv_bias {} of a '{}' config", c.qkv_bias,
@@ -39,6 +45,29 @@ void check_accepted(const hf::Config& c) {
   // per-head q and k norms exactly in a "qwen3" file (transformers' Qwen3 always has them), never MLP biases
   FUZZ_CHECK(c.qk_norm == (c.model_type == "qwen3") && !(c.qk_norm && c.mlp_bias),
              "qk_norm {} of a '{}' config", c.qk_norm, c.model_type);
+  // (1 + w) norms and a sqrt(d) embedding scale exactly in a "gemma" file; multipliers only in a "granite"
+  // one
+  FUZZ_CHECK(c.norm_unit_offset == (c.model_type == "gemma") &&
+                 (c.model_type == "gemma" ? c.embedding_multiplier == std::sqrt(double(c.hidden_size))
+                                          : c.model_type == "granite" || c.embedding_multiplier == 1.0),
+             "norm_unit_offset {}, embedding_multiplier {} of a '{}' config", c.norm_unit_offset,
+             c.embedding_multiplier, c.model_type);
+  FUZZ_CHECK(c.model_type == "granite"
+                 ? c.residual_multiplier > 0 && c.attention_multiplier > 0 && c.logits_scaling > 0
+                 : c.residual_multiplier == 1.0 && c.attention_multiplier == 0.0 && c.logits_scaling == 1.0,
+             "multipliers {}, {}, {} of a '{}' config", c.residual_multiplier, c.attention_multiplier,
+             c.logits_scaling, c.model_type);
+  FUZZ_CHECK(!c.pad_token_id || (!gpt2 && *c.pad_token_id >= 0 && *c.pad_token_id < c.vocab_size),
+             "pad_token_id {} of a '{}' config with vocab {}", c.pad_token_id.value_or(-1), c.model_type,
+             c.vocab_size);
+  // NoPE flags exactly in a "smollm3" file, one 0 or 1 a layer
+  FUZZ_CHECK(c.model_type == "smollm3"
+                 ? static_cast<int64_t>(c.no_rope_layers.size()) == c.num_hidden_layers &&
+                       std::all_of(c.no_rope_layers.begin(), c.no_rope_layers.end(),
+                                   [](int64_t f) { return f == 0 || f == 1; })
+                 : c.no_rope_layers.empty(),
+             "{} no_rope_layers of a '{}' config with {} layers", c.no_rope_layers.size(), c.model_type,
+             c.num_hidden_layers);
   // a window only where transformers runs one (a "llama" file's sliding_window is ignored)
   FUZZ_CHECK(c.sliding_window >= 0 && (c.sliding_window == 0 || c.model_type == "mistral"),
              "sliding_window {} of a '{}' config", c.sliding_window, c.model_type);
@@ -54,7 +83,9 @@ void check_accepted(const hf::Config& c) {
                "GPT-2 activation '{}'", c.hidden_act);
   } else {
     FUZZ_CHECK(c.head_dim % 2 == 0, "odd Llama head_dim {}", c.head_dim);
-    FUZZ_CHECK(c.hidden_act == "silu", "Llama activation '{}'", c.hidden_act);
+    FUZZ_CHECK(c.hidden_act == "silu" || c.hidden_act == "gelu_pytorch_tanh" || c.hidden_act == "gelu_new" ||
+                   (c.hidden_act == "gelu" && c.model_type != "gemma"),
+               "Llama-family activation '{}' of a '{}' config", c.hidden_act, c.model_type);
   }
   FUZZ_CHECK(std::isfinite(c.norm_eps) && c.norm_eps > 0, "norm_eps {}", c.norm_eps);
   FUZZ_CHECK(std::isfinite(c.rope_theta) && c.rope_theta > 0, "rope_theta {}", c.rope_theta);
