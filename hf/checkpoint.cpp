@@ -214,11 +214,19 @@ void Weights::read_into(const std::string& name, const Tensor& dst) const {
 
 namespace {
 
-// The shape of part `i` of `rule`'s checkpoint tensor of shape `full`, after the transpose.
-Shape part_shape(const NameRule& rule, const Shape& full) {
+// The length along rule.split_dim of the checkpoint tensor's part that fills `ours` (a tensor of the
+// module): its own size along that dim, transposed back when the rule transposes. Parts may differ in
+// length (a fused q, k, v projection with fewer key/value heads than query heads).
+int64_t part_length(const NameRule& rule, const Tensor& ours) {
+  const int64_t d = rule.transpose ? 1 - rule.split_dim : rule.split_dim;
+  return d >= 0 && d < ours.dim() ? ours.shape()[static_cast<size_t>(d)] : -1;
+}
+
+// The shape of a part `len` long along rule.split_dim of the checkpoint tensor of shape `full`, after the
+// transpose.
+Shape part_shape(const NameRule& rule, const Shape& full, int64_t len) {
   std::vector<int64_t> dims(full.begin(), full.end());
-  const int64_t parts = static_cast<int64_t>(rule.ours.size());
-  if (parts > 1) dims[static_cast<size_t>(rule.split_dim)] /= parts;
+  if (rule.ours.size() > 1) dims[static_cast<size_t>(rule.split_dim)] = len;
   if (rule.transpose) std::swap(dims[0], dims[1]);
   return Shape(dims);
 }
@@ -240,21 +248,28 @@ LoadReport load_weights(nn::Module& module, const Weights& weights, const std::v
       throw fail(fmt::format("tensor '{}' is {} (need F32, BF16 or F16)", rule.hf, dtype_name(e.dtype)));
     const int64_t parts = static_cast<int64_t>(rule.ours.size());
     if ((rule.transpose && static_cast<size_t>(e.shape.size()) != 2) ||
-        (parts > 1 && (rule.split_dim >= static_cast<int64_t>(static_cast<size_t>(e.shape.size())) ||
-                       e.shape[static_cast<size_t>(rule.split_dim)] % parts != 0)))
+        (parts > 1 && (rule.split_dim < 0 || rule.split_dim >= static_cast<int64_t>(e.shape.size()))))
       throw fail(fmt::format("tensor '{}' has shape {}, which cannot be split into {} along dim {}{}",
                              rule.hf, e.shape, parts, rule.split_dim,
                              rule.transpose ? " and transposed" : ""));
-    const Shape want = part_shape(rule, e.shape);
+    int64_t total = 0;  // the parts' lengths along split_dim, which must make up the checkpoint tensor's
     for (const std::string& name : rule.ours) {
       const Tensor* t = ours.find(name);
       if (!t)
         throw fail(fmt::format("tensor '{}' goes to '{}', which the model does not have", rule.hf, name));
+      const int64_t len = part_length(rule, *t);
+      total += len;
+      const Shape want = part_shape(rule, e.shape, len);
       if (t->shape() != want)
         throw fail(fmt::format("tensor '{}' of shape {} gives '{}' the shape {}, the model's is {}", rule.hf,
                                e.shape, name, want, t->shape()));
       if (!filled.insert(name).second) throw fail(fmt::format("'{}' is filled twice", name));
     }
+    if (parts > 1 && total != e.shape[static_cast<size_t>(rule.split_dim)])
+      throw fail(
+          fmt::format("tensor '{}' has shape {}, which cannot be split along dim {} into the model's {} "
+                      "parts of {} in all",
+                      rule.hf, e.shape, rule.split_dim, parts, total));
     used.insert(rule.hf);
   }
   for (const auto& [name, t] : ours)
@@ -280,11 +295,13 @@ LoadReport load_weights(nn::Module& module, const Weights& weights, const std::v
     }
     const Tensor full = weights.read(rule.hf);
     const int64_t parts = static_cast<int64_t>(rule.ours.size());
-    const int64_t len = full.shape()[static_cast<size_t>(rule.split_dim)] / parts;
+    int64_t start = 0;
     for (int64_t i = 0; i < parts; ++i) {
-      Tensor part = parts > 1 ? full.narrow(rule.split_dim, i * len, len) : full;
-      if (rule.transpose) part = part.transpose(0, 1);
       const Tensor& dst = ours.at(rule.ours[static_cast<size_t>(i)]);
+      const int64_t len = part_length(rule, dst);
+      Tensor part = parts > 1 ? full.narrow(rule.split_dim, start, len) : full;
+      start += len;
+      if (rule.transpose) part = part.transpose(0, 1);
       const Tensor src = part.to(dst.dtype()).contiguous();
       std::memcpy(dst.raw_data(), src.raw_data(), static_cast<size_t>(src.numel()) * dtype_size(src.dtype()));
       written.push_back(dst);

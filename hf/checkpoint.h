@@ -72,7 +72,8 @@ class Weights {
 };
 
 /// One row of an architecture's name table: the checkpoint tensor `hf` fills the module's state_dict entries
-/// `ours` (one, or several stacked along the checkpoint tensor's dimension `split_dim` in equal parts), each
+/// `ours` (one, or several stacked along the checkpoint tensor's dimension `split_dim`, each as long as the
+/// module's tensor: a fused q, k, v projection with fewer key/value heads splits into unequal parts), each
 /// transposed when `transpose` (a 2-D checkpoint tensor stored (in, out) for a Linear (out, in)).
 struct NameRule {
   std::string hf;

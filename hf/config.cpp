@@ -92,6 +92,7 @@ struct Reader {
 // wrongly.
 void read_rope(const Reader& r, Config& c) {
   c.rope_theta = r.number("rope_theta", 10000.0);
+  c.partial_rotary_factor = r.number("partial_rotary_factor", 1.0);
   for (const char* key : {"rope_parameters", "rope_scaling"}) {
     if (!r.has(key)) continue;
     const json& p = r.j[key];
@@ -129,7 +130,12 @@ void read_rope(const Reader& r, Config& c) {
       throw r.fail(fmt::format("{}.high_freq_factor", key),
                    fmt::format("{} is not above low_freq_factor {}", s.high_freq_factor, s.low_freq_factor));
     if (p.contains("rope_theta")) c.rope_theta = r.number(p["rope_theta"], std::string(key) + ".rope_theta");
+    if (sub.has("partial_rotary_factor"))
+      c.partial_rotary_factor =
+          r.number(p["partial_rotary_factor"], std::string(key) + ".partial_rotary_factor");
   }
+  if (!(c.partial_rotary_factor <= 1))
+    throw r.fail("partial_rotary_factor", fmt::format("{} is above 1", c.partial_rotary_factor));
 }
 
 void check_architectures(const Reader& r, const std::vector<std::string>& known) {
@@ -225,6 +231,15 @@ void read_llama_common(const Reader& r, Config& c, int64_t default_kv_heads, int
   }
   if (c.head_dim % 2 != 0)
     throw r.fail("head_dim", fmt::format("{} is odd (rotary needs pairs)", c.head_dim));
+  if (c.partial_rotary_factor != 1.0 && c.model_type != "phi3")
+    throw r.fail("partial_rotary_factor",
+                 fmt::format("{} is not supported for '{}' (its transformers model rotates whole heads)",
+                             c.partial_rotary_factor, c.model_type));
+  const auto rotated = static_cast<int64_t>(static_cast<double>(c.head_dim) * c.partial_rotary_factor);
+  if (rotated < 2 || rotated % 2 != 0)
+    throw r.fail("partial_rotary_factor",
+                 fmt::format("{} of head_dim {} rotates {} dims (need an even count)",
+                             c.partial_rotary_factor, c.head_dim, rotated));
 }
 
 // Llama (Touvron et al. 2023): biases by attention_bias and mlp_bias; a "llama" file's sliding_window is a
@@ -293,6 +308,16 @@ void read_qwen3(const Reader& r, Config& c) {
   refuse_sliding_layers(r, c);
 }
 
+// A family's pad_token_id when the key is absent (its config class's default), which the vocabulary must hold
+// (transformers' nn.Embedding refuses a padding_idx outside it too).
+void default_pad(const Reader& r, Config& c, int64_t pad) {
+  if (r.j.contains("pad_token_id")) return;
+  if (pad >= c.vocab_size)
+    throw r.fail("pad_token_id", fmt::format("absent: {}'s default {} is not below vocab_size {}",
+                                             c.model_type, pad, c.vocab_size));
+  c.pad_token_id = pad;
+}
+
 // Gemma (Gemma Team 2024; transformers' GemmaConfig): Llama's blocks with RMSNorm weights as offsets from one
 // (x̂ ⊙ (1 + w)), the token embeddings scaled by √hidden_size (rounded to the model's dtype), a GeGLU MLP
 // (gelu_pytorch_tanh; a legacy "gelu" means it too, as GemmaConfig says), biases by attention_bias (none in
@@ -302,7 +327,7 @@ void read_gemma(const Reader& r, Config& c) {
   read_llama_common(r, c, 16, 256, "gelu_pytorch_tanh");
   c.tie_word_embeddings = r.boolean("tie_word_embeddings", true);
   if (c.hidden_act == "gelu") c.hidden_act = "gelu_pytorch_tanh";
-  if (!r.j.contains("pad_token_id")) c.pad_token_id = 0;
+  default_pad(r, c, 0);
   c.norm_unit_offset = true;
   c.embedding_multiplier = std::sqrt(static_cast<double>(c.hidden_size));
   c.attention_bias = r.boolean("attention_bias", false);
@@ -334,12 +359,7 @@ void read_granite(const Reader& r, Config& c) {
 void read_smollm3(const Reader& r, Config& c) {
   read_llama_common(r, c, 4);
   c.tie_word_embeddings = r.boolean("tie_word_embeddings", true);
-  if (!r.j.contains("pad_token_id")) {
-    c.pad_token_id = 128004;
-    if (c.vocab_size <= 128004)
-      throw r.fail("pad_token_id",
-                   fmt::format("absent: SmolLM3Config's 128004 is not below vocab_size {}", c.vocab_size));
-  }
+  default_pad(r, c, 128004);
   c.attention_bias = r.boolean("attention_bias", false);
   c.mlp_bias = r.boolean("mlp_bias", false);
   if (r.has("no_rope_layers")) {
@@ -372,6 +392,20 @@ void read_smollm3(const Reader& r, Config& c) {
                  "attention in every layer)");
 }
 
+// Phi-3 (Abdin et al. 2024; transformers' Phi3Config): Llama's blocks with q, k and v in one qkv_proj and the
+// MLP's gate and up in one gate_up_proj on disk (split on load: hf::llama_name_table), no biases, a sliding
+// window when sliding_window is set (every layer), partial_rotary_factor (Phi-4-mini's 0.75); Phi3Config's
+// defaults: pad_token_id 32000, rms_norm_eps 1e-5. longrope (the 128k variants) is refused as any other
+// rope type saccade does not implement.
+void read_phi3(const Reader& r, Config& c) {
+  read_llama_common(r, c, 0);
+  c.norm_eps = r.number("rms_norm_eps", 1e-5);
+  default_pad(r, c, 32000);
+  c.sliding_window = r.has("sliding_window") ? r.integer("sliding_window", std::nullopt) : 0;
+  for (const char* key : {"attention_bias", "mlp_bias"})
+    if (r.has(key) && r.j[key] != false) r.ignored(key, "transformers' Phi3ForCausalLM has no biases");
+}
+
 // One row a model_type: the architectures names transformers writes for it, and its reader.
 struct Family {
   const char* model_type;
@@ -388,6 +422,7 @@ const std::vector<Family>& families() {
       {"gemma", {"GemmaForCausalLM", "GemmaModel"}, read_gemma},
       {"granite", {"GraniteForCausalLM", "GraniteModel"}, read_granite},
       {"smollm3", {"SmolLM3ForCausalLM", "SmolLM3Model"}, read_smollm3},
+      {"phi3", {"Phi3ForCausalLM", "Phi3Model"}, read_phi3},
   };
   return rows;
 }
@@ -408,24 +443,12 @@ bool granite_multipliers(const Config& c) {
 
 }  // namespace
 
-// The row that holds the layout: per-head q/k norms are Qwen3's; biases on q, k and v only are Qwen2's; a
-// window is Mistral's (transformers' LlamaForCausalLM ignores "sliding_window")
-std::string llama_family(const Config& c) {
-  if (c.qk_norm) return "qwen3";
-  if (c.qkv_bias && !c.attention_bias) return "qwen2";
-  if (c.norm_unit_offset) return "gemma";
-  if (granite_multipliers(c)) return "granite";
-  if (!c.no_rope_layers.empty()) return "smollm3";
-  if (c.model_type == "mistral" || c.sliding_window > 0) return "mistral";
-  return "llama";
-}
-
 namespace {
 
 // The switches of a Llama-architecture config that some rows' transformers configs cannot say: `type` (the
 // row llama_family picked) must read every one that is set, else config_json would write a config that
 // transformers runs differently.
-void refuse_unwritable(const Config& c, const std::string& type) {
+std::optional<std::string> unwritable(const Config& c, const std::string& type) {
   struct Switch {
     bool set;
     std::string what;
@@ -433,7 +456,10 @@ void refuse_unwritable(const Config& c, const std::string& type) {
   };
   const bool gemma = type == "gemma";
   const Switch switches[] = {
-      {c.sliding_window > 0, fmt::format("a sliding window ({})", c.sliding_window), {"mistral"}},
+      {c.sliding_window > 0, fmt::format("a sliding window ({})", c.sliding_window), {"mistral", "phi3"}},
+      {c.partial_rotary_factor != 1.0,
+       fmt::format("partial_rotary_factor {}", c.partial_rotary_factor),
+       {"phi3"}},
       {c.attention_bias, "attention biases", {"llama", "qwen3", "gemma", "granite", "smollm3"}},
       {c.mlp_bias, "MLP biases", {"llama", "granite", "smollm3"}},
       {c.qkv_bias && !c.attention_bias, "biases on q, k and v only", {"qwen2"}},
@@ -446,15 +472,44 @@ void refuse_unwritable(const Config& c, const std::string& type) {
        {}},
       {gemma && c.hidden_act == "gelu", "exact GELU (GemmaConfig reads 'gelu' as its tanh form)", {}},
   };
+  // what a row's transformers model always has
+  const std::pair<const char*, bool> needs[] = {{"qwen2", c.qkv_bias && !c.attention_bias},
+                                                {"qwen3", c.qk_norm},
+                                                {"gemma", c.norm_unit_offset},
+                                                {"granite", c.attention_multiplier > 0},
+                                                {"smollm3", !c.no_rope_layers.empty()}};
+  for (const auto& [row, has] : needs)
+    if (type == row && !has)
+      return fmt::format("a '{}' config without the switch every '{}' model has", row, row);
   for (const Switch& w : switches)
     if (w.set && std::find(w.rows.begin(), w.rows.end(), type) == w.rows.end())
-      throw Error(
-          fmt::format("hf::config_json: a Llama-architecture model with {} has no transformers config "
-                      "(its other switches are the '{}' row's)",
-                      w.what, type));
+      return fmt::format(
+          "a Llama-architecture model with {} has no transformers config (its other switches "
+          "are the '{}' row's)",
+          w.what, type);
+  return std::nullopt;
+}
+
+void refuse_unwritable(const Config& c, const std::string& type) {
+  if (const std::optional<std::string> why = unwritable(c, type)) throw Error("hf::config_json: " + *why);
 }
 
 }  // namespace
+
+// The row that holds the layout: per-head q/k norms are Qwen3's; biases on q, k and v only are Qwen2's; a
+// window is Mistral's (transformers' LlamaForCausalLM ignores "sliding_window")
+std::string llama_family(const Config& c) {
+  if (const Family* f = find_family(c.model_type); f && f->read != read_gpt2 && !unwritable(c, c.model_type))
+    return c.model_type;  // the row it was read as, where that row's config says every switch
+  if (c.qk_norm) return "qwen3";
+  if (c.qkv_bias && !c.attention_bias) return "qwen2";
+  if (c.norm_unit_offset) return "gemma";
+  if (granite_multipliers(c)) return "granite";
+  if (!c.no_rope_layers.empty()) return "smollm3";
+  if (c.partial_rotary_factor != 1.0) return "phi3";
+  if (c.model_type == "mistral" || c.sliding_window > 0) return "mistral";
+  return "llama";
+}
 
 std::vector<std::string> supported_model_types() {
   std::vector<std::string> out;
@@ -546,13 +601,14 @@ std::string config_json(const Config& c) {
     j["pad_token_id"] = c.pad_token_id ? json(*c.pad_token_id) : json(nullptr);
     if (type == "qwen3" || type == "gemma") {
       j["attention_bias"] = c.attention_bias;
-    } else if (type == "mistral") {
+    } else if (type == "mistral" || type == "phi3") {
       j["sliding_window"] = c.sliding_window > 0 ? json(c.sliding_window) : json(nullptr);
     } else if (type == "llama" || type == "granite" || type == "smollm3") {
       j["attention_bias"] = c.attention_bias;
       j["mlp_bias"] = c.mlp_bias;
     }
     if (type == "qwen2" || type == "qwen3") j["use_sliding_window"] = false;
+    if (type == "phi3") j["partial_rotary_factor"] = c.partial_rotary_factor;
     if (type == "smollm3") {
       j["no_rope_layers"] = c.no_rope_layers;
       j["use_sliding_window"] = false;

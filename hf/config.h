@@ -65,6 +65,10 @@ struct Config {
   /// "smollm3" only: one flag a layer, 1 = rotary positions, 0 = none (NoPE; transformers' no_rope_layers,
   /// from no_rope_layer_interval when absent); other rows: empty (every layer rotates)
   std::vector<int64_t> no_rope_layers;
+  /// "phi3" only: the share of each head that rotates (rope_parameters' partial_rotary_factor, else the
+  /// top-level key, else 1); other rows refuse a value other than 1 (their transformers models rotate whole
+  /// heads)
+  double partial_rotary_factor = 1.0;
   std::vector<int64_t> bos_token_id, eos_token_id;  ///< empty when null or absent (a list: several eos)
   std::string torch_dtype;  ///< "float32", "bfloat16", "float16" or "" (the dtype on disk)
 
@@ -90,7 +94,9 @@ std::vector<std::string> supported_model_types();
 /// none: the Llama architecture with GraniteConfig's four multipliers, 1.0 each by default) and "smollm3"
 /// (SmolLM3ForCausalLM or SmolLM3Model, or none: the Llama architecture with NoPE layers by no_rope_layers or
 /// no_rope_layer_interval; SmolLM3Config's defaults 4 key/value heads, tied, pad_token_id 128004; sliding
-/// layers refused); rotary settings
+/// layers refused) and "phi3" (Phi3ForCausalLM or Phi3Model, or none: the Llama architecture with
+/// partial_rotary_factor and sliding_window; Phi3Config's defaults pad_token_id 32000 and rms_norm_eps 1e-5);
+/// rotary settings
 /// either as a top-level "rope_theta" (as most published files have it) or inside "rope_parameters" /
 /// "rope_scaling" (newer transformers; "rope_type", else the older "type"), where the rope types "default",
 /// "linear" and "llama3" are supported. Keys the model_type's transformers model does not read ("llama":
@@ -106,11 +112,12 @@ Config load_config(const std::string& path);
 /// Parses config.json text (as load_config, `path` only names the file in errors).
 Config parse_config(const std::string& text, const std::string& path = "config.json");
 
-/// The row (model_type) whose transformers model runs the layout of a Llama-architecture `config`: "qwen3"
-/// with qk_norm; "qwen2" with biases on q, k and v only; "gemma" with norm_unit_offset; "granite" with
-/// multipliers other than a Llama's; "smollm3" with no_rope_layers; "mistral" with a sliding window (or
-/// model_type "mistral"), the one transformers runs with a window; else "llama". config_json writes this row,
-/// and llama_hf_config names its configs by it.
+/// The row (model_type) whose transformers model runs the layout of a Llama-architecture `config`: its own
+/// model_type where that row's config can say every switch set (and has the switch the row always has);
+/// else "qwen3" with qk_norm; "qwen2" with biases on q, k and v only; "gemma" with norm_unit_offset;
+/// "granite" with multipliers other than a Llama's; "smollm3" with no_rope_layers; "phi3" with partial
+/// rotation; "mistral" with a sliding window, the one transformers runs with a window; else "llama".
+/// config_json writes this row, and llama_hf_config names its configs by it.
 std::string llama_family(const Config& config);
 
 /// The config.json that transformers writes for `config` (its save_pretrained fields; GPT-2's own spellings

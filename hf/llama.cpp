@@ -39,6 +39,8 @@ nn::LlamaConfig llama_config(const Config& c) {
   l.logits_scaling = c.logits_scaling;
   l.pad_token_id = c.pad_token_id;
   l.no_rope_layers = c.no_rope_layers;
+  l.partial_rotary_factor = c.partial_rotary_factor;
+  l.model_type = c.model_type;
   return l;
 }
 
@@ -70,13 +72,40 @@ Config llama_hf_config(const nn::LlamaConfig& l) {
   c.logits_scaling = l.logits_scaling;
   c.pad_token_id = l.pad_token_id;
   c.no_rope_layers = l.no_rope_layers;
+  c.partial_rotary_factor = l.partial_rotary_factor;
+  c.model_type = l.model_type;
   c.model_type = llama_family(c);  // the row that holds the layout
   return c;
 }
 
 std::vector<NameRule> llama_name_table(const nn::LlamaForCausalLM& model) {
   std::vector<NameRule> t;
-  for (const auto& [name, tensor] : model.state_dict()) t.push_back({name, {name}});
+  const bool fused = llama_hf_config(model.config()).model_type == "phi3";
+  // Phi-3's fused tensors: one row each, split along the output rows in the order transformers slices them
+  auto fuse = [&](const std::string& prefix, const std::string& theirs,
+                  const std::vector<std::string>& ours) {
+    std::vector<std::string> parts;
+    for (const std::string& o : ours) parts.push_back(prefix + o + ".weight");
+    t.push_back({prefix + theirs + ".weight", parts});
+  };
+  for (const auto& entry : model.state_dict()) {
+    const std::string& name = entry.first;
+    const auto at = [&](const std::string& tail) {
+      return name.size() > tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+    };
+    if (!fused) {
+      t.push_back({name, {name}});
+    } else if (at("self_attn.q_proj.weight")) {  // (H + 2 H_kv) head_dim rows: q, then k, then v
+      fuse(name.substr(0, name.size() - std::string("q_proj.weight").size()), "qkv_proj",
+           {"q_proj", "k_proj", "v_proj"});
+    } else if (at("mlp.gate_proj.weight")) {  // 2 · intermediate rows: gate, then up (gate_up_proj.chunk(2))
+      fuse(name.substr(0, name.size() - std::string("gate_proj.weight").size()), "gate_up_proj",
+           {"gate_proj", "up_proj"});
+    } else if (!at("self_attn.k_proj.weight") && !at("self_attn.v_proj.weight") &&
+               !at("mlp.up_proj.weight")) {
+      t.push_back({name, {name}});
+    }
+  }
   return t;
 }
 

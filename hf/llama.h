@@ -17,12 +17,16 @@ namespace saccade::hf {
 /// of another architecture.
 nn::LlamaConfig llama_config(const Config& config);
 
-/// The config.json fields of `config` (transformers' LlamaConfig; model_type "qwen3" when it has q and k
-/// norms, "qwen2" with biases on q, k and v only, "mistral", MistralConfig, when it has a sliding window,
-/// since transformers' Llama has none).
+/// The config.json fields of `config` (transformers' names), under the row llama_family picks: the
+/// model_type it was read as where that row's config can say every switch, else the row its switches need
+/// ("qwen3" with q and k norms, "qwen2" with biases on q, k and v only, "mistral" with a sliding window,
+/// ...).
 Config llama_hf_config(const nn::LlamaConfig& config);
 
-/// The name table of `model`: one row per state_dict entry, under its own name.
+/// The name table of `model`: one row per state_dict entry, under its own name; for a Phi-3
+/// (llama_hf_config's row "phi3") each layer's q, k and v weights are one row, "self_attn.qkv_proj.weight"
+/// split along its rows into H, H_kv and H_kv heads, and the MLP's gate and up weights one row,
+/// "mlp.gate_up_proj.weight" split in halves (transformers' Phi3Attention and Phi3MLP slice them so).
 std::vector<NameRule> llama_name_table(const nn::LlamaForCausalLM& model);
 
 /// The checkpoint tensors of `weights` that a Llama load skips, as transformers' from_pretrained skips them:

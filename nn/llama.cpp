@@ -48,8 +48,8 @@ LlamaAttention::LlamaAttention(const LlamaConfig& c, Generator* gen, int64_t lay
   const bool rotates = c.no_rope_layers.empty() || c.no_rope_layers[layer_idx] != 0;
   if (rotates)
     rotary_emb = register_module(
-        "rotary_emb", std::make_shared<RotaryEmbedding>(head_dim, c.rope_theta, ops::RotaryStyle::Half, 1.0,
-                                                        c.rope_scaling));
+        "rotary_emb", std::make_shared<RotaryEmbedding>(head_dim, c.rope_theta, ops::RotaryStyle::Half,
+                                                        c.partial_rotary_factor, c.rope_scaling));
   if (c.qk_norm) {
     q_norm = register_module("q_norm",
                              std::make_shared<RMSNorm>(head_dim, c.rms_norm_eps, true, c.norm_unit_offset));

@@ -78,6 +78,13 @@ struct LlamaConfig {
   /// SmolLM3's no_rope_layers, transformers' name and meaning: one flag a layer, 1 = rotary positions, 0 =
   /// none (a NoPE layer, Kazemnejad et al. 2023); empty (the default): every layer rotates
   std::vector<int64_t> no_rope_layers;
+  /// The share of each head's dims that rotates (Phi-3's partial_rotary_factor; RotaryEmbedding's
+  /// rotary_fraction): the first head_dim · factor dims, the rest pass; 1 (the default): all
+  double partial_rotary_factor = 1.0;
+  /// The Hugging Face model_type this configuration was read as (hf::llama_config sets it, and
+  /// hf::llama_hf_config writes that row again where its config can say every switch: a Phi-3 that rotates
+  /// whole heads stays a Phi-3 with its fused projections on disk); empty: the row the switches pick
+  std::string model_type;
 };
 
 /// Causal grouped-query self-attention with rotary positions (Hugging Face's LlamaAttention; Ainslie et al.

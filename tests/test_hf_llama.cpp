@@ -2,7 +2,7 @@
 // untied, two shards) and hf_llama_tied (tied embeddings, head_dim != hidden / heads, bfloat16 on disk) were
 // written by transformers, and hf_llama_expected.safetensors holds what transformers computes with them
 // (tests/fixtures/make_hf_llama.py); the family rows' fixtures (hf_qwen2, hf_qwen3, hf_gemma, hf_granite,
-// hf_smollm3, hf_llama_rope) likewise.
+// hf_smollm3, hf_phi3, hf_llama_rope) likewise.
 #ifdef SACCADE_HAVE_HF
 #include <fmt/format.h>
 #include <catch2/catch.hpp>
@@ -652,6 +652,74 @@ TEST_CASE(
   // rotary positions in its NoPE layer the logits are not transformers'
   check_family_fixture("hf_smollm3", "smollm3", "SmolLM3ForCausalLM", [](nn::LlamaForCausalLM& model) {
     model.model->layers[3]->self_attn->rotary_emb = model.model->layers[2]->self_attn->rotary_emb;
+  });
+}
+
+TEST_CASE("hf Phi-3: a row of the family table, fused q/k/v and gate/up on disk, partial rotation, a window",
+          "[hf]") {
+  // tests/data/hf_phi3/config.json: written by transformers' Phi3Config (make_hf_families.py phi3)
+  const std::string phi3 = file_bytes(kData + "/hf_phi3/config.json");
+  const hf::Config c = hf::parse_config(phi3);
+  CHECK(c.model_type == "phi3");
+  CHECK((c.partial_rotary_factor == 0.75 && c.sliding_window == 8 && c.head_dim == 16));
+  // the top-level key alone (published Phi-4-mini files), and Phi3Config's defaults when absent
+  const std::string top_only = replaced(phi3, R"(    "partial_rotary_factor": 0.75,
+)",
+                                        "");
+  CHECK(hf::parse_config(top_only).partial_rotary_factor == 0.75);
+  CHECK(hf::parse_config(replaced(top_only, R"("partial_rotary_factor": 0.75,)", "")).partial_rotary_factor ==
+        1.0);
+  CHECK(hf::parse_config(replaced(phi3, R"("sliding_window": 8,)", R"("sliding_window": null,)"))
+            .sliding_window == 0);
+  CHECK_THROWS_WITH(hf::parse_config(replaced(phi3, R"("pad_token_id": 93,)", "")),
+                    Catch::Contains("pad_token_id") && Catch::Contains("32000"));
+  // a rotated share that is not whole pairs, and partial rotation in a row whose model rotates whole heads
+  CHECK_THROWS_WITH(hf::parse_config(replaced(top_only, R"("partial_rotary_factor": 0.75,)",
+                                              R"("partial_rotary_factor": 0.7,)")),
+                    Catch::Contains("partial_rotary_factor") && Catch::Contains("rotates 11 dims"));
+  std::string llama = file_bytes(kData + "/hf_llama/config.json");
+  CHECK_THROWS_WITH(hf::parse_config(replaced(llama, "{", R"({"partial_rotary_factor": 0.5,)")),
+                    Catch::Contains("partial_rotary_factor") && Catch::Contains("not supported for 'llama'"));
+  CHECK_THROWS_WITH(
+      hf::parse_config(replaced(phi3, R"("rope_type": "default")", R"("rope_type": "longrope")")),
+      Catch::Contains("longrope") && Catch::Contains("not supported"));
+
+  // the model: 12 of 16 dims rotate; the name table splits qkv_proj into 64, 32 and 32 rows (fewer key/value
+  // heads) and gate_up_proj in halves
+  nn::LlamaForCausalLM model(hf::llama_config(c));
+  CHECK(model.model->layers[0]->self_attn->rotary_emb->rotary_dim() == 12);
+  const std::vector<hf::NameRule> table = hf::llama_name_table(model);
+  const auto row = [&](const std::string& name) {
+    return *std::find_if(table.begin(), table.end(), [&](const hf::NameRule& r) { return r.hf == name; });
+  };
+  CHECK(row("model.layers.1.self_attn.qkv_proj.weight").ours ==
+        std::vector<std::string>{"model.layers.1.self_attn.q_proj.weight",
+                                 "model.layers.1.self_attn.k_proj.weight",
+                                 "model.layers.1.self_attn.v_proj.weight"});
+  CHECK(row("model.layers.0.mlp.gate_up_proj.weight").ours ==
+        std::vector<std::string>{"model.layers.0.mlp.gate_proj.weight", "model.layers.0.mlp.up_proj.weight"});
+  CHECK(table.size() == 1 + 2 * 6 + 1);  // embed, per layer 2 norms + qkv + o + gate_up + down, norm (tied)
+  check_written_as(model, "phi3", "Phi3ForCausalLM");
+  // whole heads and no window: still written as the Phi-3 it was read as, fused on disk
+  nn::LlamaConfig whole = model.config();
+  whole.partial_rotary_factor = 1.0;
+  whole.sliding_window = 0;
+  CHECK(hf::llama_hf_config(whole).model_type == "phi3");
+  whole.model_type.clear();
+  CHECK(hf::llama_hf_config(whole).model_type == "llama");
+  hf::Config biased = c;
+  biased.attention_bias = true;
+  CHECK_THROWS_WITH(hf::config_json(biased), Catch::Contains("hf::config_json") && Catch::Contains("biases"));
+}
+
+TEST_CASE(
+    "hf Phi-3: transformers' logits, greedy continuations (with and without the KV cache), ten AdamW steps, "
+    "and an export that reads back",
+    "[hf]") {
+  // tests/data/hf_phi3: written by transformers' Phi3ForCausalLM (make_hf_families.py phi3); the 22-token
+  // greedy run passes its window of 8; with the whole head rotated the logits are not transformers'
+  check_family_fixture("hf_phi3", "phi3", "Phi3ForCausalLM", [](nn::LlamaForCausalLM& model) {
+    model.model->layers[0]->self_attn->rotary_emb = std::make_shared<nn::RotaryEmbedding>(16, 10000.0);
   });
 }
 

@@ -29,7 +29,7 @@ bool same_config(const hf::Config& a, const hf::Config& b) {
          a.norm_unit_offset == b.norm_unit_offset && a.embedding_multiplier == b.embedding_multiplier &&
          a.residual_multiplier == b.residual_multiplier && a.attention_multiplier == b.attention_multiplier &&
          a.logits_scaling == b.logits_scaling && a.pad_token_id == b.pad_token_id &&
-         a.no_rope_layers == b.no_rope_layers;
+         a.no_rope_layers == b.no_rope_layers && a.partial_rotary_factor == b.partial_rotary_factor;
 }
 
 void check_accepted(const hf::Config& c) {
@@ -37,7 +37,7 @@ void check_accepted(const hf::Config& c) {
   FUZZ_CHECK(gpt2 ? c.model_type == "gpt2"
                   : (c.model_type == "llama" || c.model_type == "mistral" || c.model_type == "qwen2" ||
                      c.model_type == "qwen3" || c.model_type == "gemma" || c.model_type == "granite" ||
-                     c.model_type == "smollm3"),
+                     c.model_type == "smollm3" || c.model_type == "phi3"),
              "model_type '{}'", c.model_type);
   // q/k/v-only biases exactly in a "qwen2" file (transformers' Qwen2 hard-codes them)
   FUZZ_CHECK(c.qkv_bias == (c.model_type == "qwen2"), "qkv_bias {} of a '{}' config", c.qkv_bias,
@@ -68,9 +68,16 @@ void check_accepted(const hf::Config& c) {
                  : c.no_rope_layers.empty(),
              "{} no_rope_layers of a '{}' config with {} layers", c.no_rope_layers.size(), c.model_type,
              c.num_hidden_layers);
+  // a share of each head rotated only in a "phi3" file, whole pairs of dims
+  const auto rotated = static_cast<int64_t>(static_cast<double>(c.head_dim) * c.partial_rotary_factor);
+  FUZZ_CHECK((c.partial_rotary_factor == 1.0 || c.model_type == "phi3") && c.partial_rotary_factor <= 1.0 &&
+                 (gpt2 || (rotated >= 2 && rotated % 2 == 0)),
+             "partial_rotary_factor {} of a '{}' config with head_dim {}", c.partial_rotary_factor,
+             c.model_type, c.head_dim);
   // a window only where transformers runs one (a "llama" file's sliding_window is ignored)
-  FUZZ_CHECK(c.sliding_window >= 0 && (c.sliding_window == 0 || c.model_type == "mistral"),
-             "sliding_window {} of a '{}' config", c.sliding_window, c.model_type);
+  FUZZ_CHECK(
+      c.sliding_window >= 0 && (c.sliding_window == 0 || c.model_type == "mistral" || c.model_type == "phi3"),
+      "sliding_window {} of a '{}' config", c.sliding_window, c.model_type);
   for (const int64_t n : {c.vocab_size, c.hidden_size, c.num_hidden_layers, c.num_attention_heads,
                           c.num_key_value_heads, c.head_dim, c.intermediate_size, c.max_position_embeddings})
     FUZZ_CHECK(n >= 1, "a size of {} in {}", n, c.describe());
