@@ -406,6 +406,21 @@ void read_phi3(const Reader& r, Config& c) {
     if (r.has(key) && r.j[key] != false) r.ignored(key, "transformers' Phi3ForCausalLM has no biases");
 }
 
+// OLMo 2 (OLMo et al. 2024, "2 OLMo 2 Furious"; transformers' Olmo2Config): Llama's blocks with the norms
+// after each sublayer (its output normed before the residual add; no input norm) and an RMSNorm over all
+// heads' queries and keys after the projections; biases by attention_bias; Olmo2Config's defaults:
+// rms_norm_eps 1e-5, pad_token_id 1.
+void read_olmo2(const Reader& r, Config& c) {
+  read_llama_common(r, c, 0);
+  c.norm_eps = r.number("rms_norm_eps", 1e-5);
+  default_pad(r, c, 1);
+  c.attention_bias = r.boolean("attention_bias", false);
+  if (r.has("mlp_bias") && r.j["mlp_bias"] != false)
+    r.ignored("mlp_bias", "transformers' Olmo2MLP has no biases");
+  c.qk_norm_full_width = true;
+  c.norm_placement = "post";
+}
+
 // One row a model_type: the architectures names transformers writes for it, and its reader.
 struct Family {
   const char* model_type;
@@ -423,6 +438,7 @@ const std::vector<Family>& families() {
       {"granite", {"GraniteForCausalLM", "GraniteModel"}, read_granite},
       {"smollm3", {"SmolLM3ForCausalLM", "SmolLM3Model"}, read_smollm3},
       {"phi3", {"Phi3ForCausalLM", "Phi3Model"}, read_phi3},
+      {"olmo2", {"Olmo2ForCausalLM", "Olmo2Model"}, read_olmo2},
   };
   return rows;
 }
@@ -460,7 +476,9 @@ std::optional<std::string> unwritable(const Config& c, const std::string& type) 
       {c.partial_rotary_factor != 1.0,
        fmt::format("partial_rotary_factor {}", c.partial_rotary_factor),
        {"phi3"}},
-      {c.attention_bias, "attention biases", {"llama", "qwen3", "gemma", "granite", "smollm3"}},
+      {c.attention_bias, "attention biases", {"llama", "qwen3", "gemma", "granite", "smollm3", "olmo2"}},
+      {c.qk_norm_full_width, "q and k norms over all heads", {"olmo2"}},
+      {c.norm_placement != "pre", fmt::format("norm_placement '{}'", c.norm_placement), {"olmo2"}},
       {c.mlp_bias, "MLP biases", {"llama", "granite", "smollm3"}},
       {c.qkv_bias && !c.attention_bias, "biases on q, k and v only", {"qwen2"}},
       {c.qk_norm, "per-head q and k norms", {"qwen3"}},
@@ -473,11 +491,13 @@ std::optional<std::string> unwritable(const Config& c, const std::string& type) 
       {gemma && c.hidden_act == "gelu", "exact GELU (GemmaConfig reads 'gelu' as its tanh form)", {}},
   };
   // what a row's transformers model always has
-  const std::pair<const char*, bool> needs[] = {{"qwen2", c.qkv_bias && !c.attention_bias},
-                                                {"qwen3", c.qk_norm},
-                                                {"gemma", c.norm_unit_offset},
-                                                {"granite", c.attention_multiplier > 0},
-                                                {"smollm3", !c.no_rope_layers.empty()}};
+  const std::pair<const char*, bool> needs[] = {
+      {"qwen2", c.qkv_bias && !c.attention_bias},
+      {"qwen3", c.qk_norm},
+      {"gemma", c.norm_unit_offset},
+      {"granite", c.attention_multiplier > 0},
+      {"smollm3", !c.no_rope_layers.empty()},
+      {"olmo2", c.qk_norm_full_width && c.norm_placement == "post"}};
   for (const auto& [row, has] : needs)
     if (type == row && !has)
       return fmt::format("a '{}' config without the switch every '{}' model has", row, row);
@@ -507,6 +527,7 @@ std::string llama_family(const Config& c) {
   if (granite_multipliers(c)) return "granite";
   if (!c.no_rope_layers.empty()) return "smollm3";
   if (c.partial_rotary_factor != 1.0) return "phi3";
+  if (c.qk_norm_full_width || c.norm_placement != "pre") return "olmo2";
   if (c.model_type == "mistral" || c.sliding_window > 0) return "mistral";
   return "llama";
 }
@@ -599,7 +620,7 @@ std::string config_json(const Config& c) {
     }
     j["hidden_act"] = c.hidden_act;
     j["pad_token_id"] = c.pad_token_id ? json(*c.pad_token_id) : json(nullptr);
-    if (type == "qwen3" || type == "gemma") {
+    if (type == "qwen3" || type == "gemma" || type == "olmo2") {
       j["attention_bias"] = c.attention_bias;
     } else if (type == "mistral" || type == "phi3") {
       j["sliding_window"] = c.sliding_window > 0 ? json(c.sliding_window) : json(nullptr);

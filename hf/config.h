@@ -69,6 +69,11 @@ struct Config {
   /// top-level key, else 1); other rows refuse a value other than 1 (their transformers models rotate whole
   /// heads)
   double partial_rotary_factor = 1.0;
+  /// "olmo2" only (always; no config key sets them): RMSNorm over all heads' queries and keys after the
+  /// projections (q_norm, k_norm), and norm_placement "post" (each sublayer's output normed before its
+  /// residual add: post_attention_layernorm, post_feedforward_layernorm); other rows: false and "pre"
+  bool qk_norm_full_width = false;
+  std::string norm_placement = "pre";
   std::vector<int64_t> bos_token_id, eos_token_id;  ///< empty when null or absent (a list: several eos)
   std::string torch_dtype;  ///< "float32", "bfloat16", "float16" or "" (the dtype on disk)
 
@@ -96,7 +101,8 @@ std::vector<std::string> supported_model_types();
 /// no_rope_layer_interval; SmolLM3Config's defaults 4 key/value heads, tied, pad_token_id 128004; sliding
 /// layers refused) and "phi3" (Phi3ForCausalLM or Phi3Model, or none: the Llama architecture with
 /// partial_rotary_factor and sliding_window; Phi3Config's defaults pad_token_id 32000 and rms_norm_eps 1e-5);
-/// rotary settings
+/// "olmo2" (Olmo2ForCausalLM or Olmo2Model, or none: the Llama architecture with qk_norm_full_width and
+/// norm_placement "post"; Olmo2Config's rms_norm_eps 1e-5 and pad_token_id 1 when absent); rotary settings
 /// either as a top-level "rope_theta" (as most published files have it) or inside "rope_parameters" /
 /// "rope_scaling" (newer transformers; "rope_type", else the older "type"), where the rope types "default",
 /// "linear" and "llama3" are supported. Keys the model_type's transformers model does not read ("llama":
@@ -116,8 +122,9 @@ Config parse_config(const std::string& text, const std::string& path = "config.j
 /// model_type where that row's config can say every switch set (and has the switch the row always has);
 /// else "qwen3" with qk_norm; "qwen2" with biases on q, k and v only; "gemma" with norm_unit_offset;
 /// "granite" with multipliers other than a Llama's; "smollm3" with no_rope_layers; "phi3" with partial
-/// rotation; "mistral" with a sliding window, the one transformers runs with a window; else "llama".
-/// config_json writes this row, and llama_hf_config names its configs by it.
+/// rotation; "olmo2" with post-norms or full-width q/k norms; "mistral" with a sliding window, the one
+/// transformers runs with a window; else "llama". config_json writes this row, and llama_hf_config names its
+/// configs by it.
 std::string llama_family(const Config& config);
 
 /// The config.json that transformers writes for `config` (its save_pretrained fields; GPT-2's own spellings

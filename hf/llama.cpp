@@ -40,6 +40,8 @@ nn::LlamaConfig llama_config(const Config& c) {
   l.pad_token_id = c.pad_token_id;
   l.no_rope_layers = c.no_rope_layers;
   l.partial_rotary_factor = c.partial_rotary_factor;
+  l.qk_norm_full_width = c.qk_norm_full_width;
+  l.norm_placement = c.norm_placement;
   l.model_type = c.model_type;
   return l;
 }
@@ -73,6 +75,8 @@ Config llama_hf_config(const nn::LlamaConfig& l) {
   c.pad_token_id = l.pad_token_id;
   c.no_rope_layers = l.no_rope_layers;
   c.partial_rotary_factor = l.partial_rotary_factor;
+  c.qk_norm_full_width = l.qk_norm_full_width;
+  c.norm_placement = l.norm_placement;
   c.model_type = l.model_type;
   c.model_type = llama_family(c);  // the row that holds the layout
   return c;

@@ -50,16 +50,39 @@ LlamaAttention::LlamaAttention(const LlamaConfig& c, Generator* gen, int64_t lay
     rotary_emb = register_module(
         "rotary_emb", std::make_shared<RotaryEmbedding>(head_dim, c.rope_theta, ops::RotaryStyle::Half,
                                                         c.partial_rotary_factor, c.rope_scaling));
-  if (c.qk_norm) {
+  SACCADE_CHECK(!(c.qk_norm && c.qk_norm_full_width),
+                "LlamaAttention: qk_norm (per head) and qk_norm_full_width (all heads) exclude each other");
+  if (c.qk_norm || c.qk_norm_full_width) {
+    // per head: over head_dim (Qwen3); full width: over all heads' H·head_dim or H_kv·head_dim (OLMo 2)
+    const int64_t q_width = c.qk_norm ? head_dim : num_heads * head_dim;
+    const int64_t k_width = c.qk_norm ? head_dim : num_kv_heads * head_dim;
     q_norm = register_module("q_norm",
-                             std::make_shared<RMSNorm>(head_dim, c.rms_norm_eps, true, c.norm_unit_offset));
+                             std::make_shared<RMSNorm>(q_width, c.rms_norm_eps, true, c.norm_unit_offset));
     k_norm = register_module("k_norm",
-                             std::make_shared<RMSNorm>(head_dim, c.rms_norm_eps, true, c.norm_unit_offset));
+                             std::make_shared<RMSNorm>(k_width, c.rms_norm_eps, true, c.norm_unit_offset));
+    full_width_qk_norm_ = c.qk_norm_full_width;
   }
 }
 
+// the per-head norms go to GroupedHeads, which applies them after the split into heads
 GroupedHeads LlamaAttention::heads() const {
-  return GroupedHeads{num_heads, num_kv_heads, head_dim, rotary_emb.get(), q_norm.get(), k_norm.get()};
+  return GroupedHeads{num_heads,
+                      num_kv_heads,
+                      head_dim,
+                      rotary_emb.get(),
+                      full_width_qk_norm_ ? nullptr : q_norm.get(),
+                      full_width_qk_norm_ ? nullptr : k_norm.get()};
+}
+
+// x (B, T, hidden) -> the projections (B, T, H·hd) and (B, T, H_kv·hd), full-width normed (OLMo 2's q_norm,
+// k_norm) before the split into heads
+Variable LlamaAttention::project_q(const Variable& x) {
+  const Variable q = q_proj->forward(x);
+  return full_width_qk_norm_ ? q_norm->forward(q) : q;
+}
+Variable LlamaAttention::project_k(const Variable& x) {
+  const Variable k = k_proj->forward(x);
+  return full_width_qk_norm_ ? k_norm->forward(k) : k;
 }
 
 int64_t LlamaAttention::kv_cache_bytes_per_token() const {
@@ -71,8 +94,7 @@ Variable LlamaAttention::forward(const Variable& x, int64_t offset) {
   ErrorScope scope(name(), {shape_of(x)});
   check_input(x);
   const GroupedHeads g = heads();
-  return attend(g.queries(q_proj->forward(x), offset), g.keys(k_proj->forward(x), offset),
-                g.values(v_proj->forward(x)));
+  return attend(g.queries(project_q(x), offset), g.keys(project_k(x), offset), g.values(v_proj->forward(x)));
 }
 
 void LlamaAttention::check_input(const Variable& x) const {
@@ -96,20 +118,24 @@ Variable LlamaAttention::step(const Variable& x, KVCache& cache) {
   check_input(x);
   const GroupedHeads g = heads();
   const int64_t offset = cache.length();
-  auto [k, v] =
-      cache.append(g.keys(k_proj->forward(x), offset), g.values(v_proj->forward(x)), "LlamaAttention");
-  return attend(g.queries(q_proj->forward(x), offset), k, v);
+  auto [k, v] = cache.append(g.keys(project_k(x), offset), g.values(v_proj->forward(x)), "LlamaAttention");
+  return attend(g.queries(project_q(x), offset), k, v);
 }
 
 LlamaBlock::LlamaBlock(const LlamaConfig& c, Generator* gen, int64_t layer_idx)
     : Module("LlamaBlock"), residual_multiplier(c.residual_multiplier) {
   ErrorScope scope(name());
-  input_layernorm = register_module(
-      "input_layernorm", std::make_shared<RMSNorm>(c.hidden_size, c.rms_norm_eps, true, c.norm_unit_offset));
+  SACCADE_CHECK(c.norm_placement == "pre" || c.norm_placement == "post",
+                "LlamaBlock: norm_placement must be 'pre' or 'post', got '{}'", c.norm_placement);
+  post_norms_ = c.norm_placement == "post";
+  auto norm = [&](const char* name) {
+    return register_module(
+        name, std::make_shared<RMSNorm>(c.hidden_size, c.rms_norm_eps, true, c.norm_unit_offset));
+  };
+  if (!post_norms_) input_layernorm = norm("input_layernorm");
   self_attn = register_module("self_attn", std::make_shared<LlamaAttention>(c, gen, layer_idx));
-  post_attention_layernorm =
-      register_module("post_attention_layernorm",
-                      std::make_shared<RMSNorm>(c.hidden_size, c.rms_norm_eps, true, c.norm_unit_offset));
+  post_attention_layernorm = norm("post_attention_layernorm");
+  if (post_norms_) post_feedforward_layernorm = norm("post_feedforward_layernorm");
   mlp = register_module(
       "mlp", std::make_shared<SwiGLU>(c.hidden_size, c.intermediate_size, c.mlp_bias, gen, c.hidden_act));
 }
@@ -117,19 +143,25 @@ LlamaBlock::LlamaBlock(const LlamaConfig& c, Generator* gen, int64_t layer_idx)
 // x: (B, T, hidden) -> (B, T, hidden)
 Variable LlamaBlock::forward(const Variable& x, int64_t offset) {
   ErrorScope scope(name(), {shape_of(x)});
-  return finish(x, self_attn->forward(input_layernorm->forward(x), offset));
+  return finish(x, self_attn->forward(post_norms_ ? x : input_layernorm->forward(x), offset));
 }
 
 Variable LlamaBlock::step(const Variable& x, KVCache& cache) {
   ErrorScope scope(name(), {shape_of(x)});
-  return finish(x, self_attn->step(input_layernorm->forward(x), cache));
+  return finish(x, self_attn->step(post_norms_ ? x : input_layernorm->forward(x), cache));
 }
 
-// h = x + r · attended, y = h + r · mlp(post_attention_layernorm(h)), r = residual_multiplier (1 but Granite)
+// pre-norm:  h = x + r · attended,                            y = h + r · mlp(post_attention_layernorm(h))
+// post-norm: h = x + r · post_attention_layernorm(attended),  y = h + r · post_feedforward_layernorm(mlp(h))
+// r = residual_multiplier (1 but Granite)
 Variable LlamaBlock::finish(const Variable& x, const Variable& attended) {
   auto scaled = [&](const Variable& v) {
     return residual_multiplier == 1.0 ? v : mul(v, residual_multiplier);
   };
+  if (post_norms_) {
+    const Variable h = add(x, scaled(post_attention_layernorm->forward(attended)));
+    return add(h, scaled(post_feedforward_layernorm->forward(mlp->forward(h))));
+  }
   const Variable h = add(x, scaled(attended));
   return add(h, scaled(mlp->forward(post_attention_layernorm->forward(h))));
 }

@@ -45,6 +45,13 @@ struct LlamaConfig {
   /// RMSNorm(head_dim, rms_norm_eps) on each head's query and key vectors, after the projection and before
   /// the rotation (Qwen3's q_norm and k_norm; Yang et al. 2025)
   bool qk_norm = false;
+  /// RMSNorm over all heads' queries (H·head_dim) and keys (H_kv·head_dim) after the projection, before the
+  /// split into heads (OLMo 2's q_norm and k_norm; OLMo et al. 2024); excludes qk_norm
+  bool qk_norm_full_width = false;
+  /// Where each block's norms sit: "pre" (Llama: input_layernorm before the attention,
+  /// post_attention_layernorm before the MLP) or "post" (OLMo 2: no input norm; post_attention_layernorm on
+  /// the attention's output and post_feedforward_layernorm on the MLP's, each before its residual add)
+  std::string norm_placement = "pre";
   /// The MLP's gate activation as transformers names it (SwiGLU's hidden_act): "silu" (Llama's SwiGLU),
   /// "gelu_pytorch_tanh" (Gemma's GeGLU), "gelu_new", "gelu"
   std::string hidden_act = "silu";
@@ -89,11 +96,12 @@ struct LlamaConfig {
 
 /// Causal grouped-query self-attention with rotary positions (Hugging Face's LlamaAttention; Ainslie et al.
 /// 2023; Su et al. 2021). Children: q_proj Linear(hidden, H·head_dim), k_proj and v_proj Linear(hidden,
-/// H_kv·head_dim), o_proj Linear(H·head_dim, hidden); rotary_emb (no state); with qk_norm, q_norm and k_norm
-/// RMSNorm(head_dim, rms_norm_eps) (weights 1), each head's queries and keys normed before the rotation.
-/// Init as Linear, from `gen`.
-/// Throws saccade::Error naming "LlamaAttention" for sizes that are not positive, H not a multiple of H_kv,
-/// an odd head_dim, a negative sliding_window or no_rope_layers of another length than num_hidden_layers.
+/// H_kv·head_dim), o_proj Linear(H·head_dim, hidden); rotary_emb (no state); with qk_norm_full_width, q_norm
+/// RMSNorm(H·head_dim) and k_norm RMSNorm(H_kv·head_dim) on the projections before the split; with qk_norm,
+/// q_norm and k_norm RMSNorm(head_dim, rms_norm_eps) (weights 1), each head's queries and keys normed before
+/// the rotation. Init as Linear, from `gen`. Throws saccade::Error naming "LlamaAttention" for sizes that are
+/// not positive, H not a multiple of H_kv, an odd head_dim, a negative sliding_window or no_rope_layers of
+/// another length than num_hidden_layers.
 class LlamaAttention : public Module {
  public:
   /// `layer_idx` picks the layer's no_rope_layers flag.
@@ -113,7 +121,7 @@ class LlamaAttention : public Module {
 
   std::shared_ptr<Linear> q_proj, k_proj, v_proj, o_proj;
   std::shared_ptr<RotaryEmbedding> rotary_emb;  ///< null in a NoPE layer (no_rope_layers)
-  std::shared_ptr<RMSNorm> q_norm, k_norm;      ///< null unless qk_norm
+  std::shared_ptr<RMSNorm> q_norm, k_norm;      ///< null unless qk_norm or qk_norm_full_width
   int64_t num_heads, num_kv_heads, head_dim, window;
   double scale;  ///< the scores' factor (LlamaConfig::attention_multiplier); 0: 1/√head_dim
 
@@ -122,10 +130,14 @@ class LlamaAttention : public Module {
   GroupedHeads heads() const;
   void check_input(const Variable& x) const;
   Variable attend(const Variable& q, const Variable& k, const Variable& v);
+  Variable project_q(const Variable& x);
+  Variable project_k(const Variable& x);
+  bool full_width_qk_norm_ = false;
 };
 
 /// One Llama decoder block (Hugging Face's LlamaDecoderLayer). Children: input_layernorm and
-/// post_attention_layernorm RMSNorm(hidden, rms_norm_eps, unit_offset norm_unit_offset), self_attn
+/// post_attention_layernorm RMSNorm(hidden, rms_norm_eps, unit_offset norm_unit_offset) (with norm_placement
+/// "post", OLMo 2's Olmo2DecoderLayer: post_attention_layernorm and post_feedforward_layernorm), self_attn
 /// LlamaAttention, mlp SwiGLU(hidden, intermediate, mlp_bias, hidden_act). forward: x (B, T, hidden) -> (B,
 /// T, hidden), each sublayer's output times residual_multiplier before its residual add. Errors as its
 /// children's.
@@ -137,13 +149,16 @@ class LlamaBlock : public Module {
   /// Incremental decoding through self_attn.step (see LlamaAttention::step).
   Variable step(const Variable& x, KVCache& cache);
 
-  std::shared_ptr<RMSNorm> input_layernorm, post_attention_layernorm;
+  std::shared_ptr<RMSNorm> input_layernorm;  ///< null with norm_placement "post"
+  std::shared_ptr<RMSNorm> post_attention_layernorm;
+  std::shared_ptr<RMSNorm> post_feedforward_layernorm;  ///< only with norm_placement "post"
   std::shared_ptr<LlamaAttention> self_attn;
   std::shared_ptr<SwiGLU> mlp;
   double residual_multiplier;  ///< LlamaConfig's (1 but Granite)
 
  private:
   Variable finish(const Variable& x, const Variable& attended);
+  bool post_norms_ = false;
 };
 
 /// Hugging Face's LlamaModel: the decoder stack without the output layer. Children: embed_tokens

@@ -2,7 +2,7 @@
 // untied, two shards) and hf_llama_tied (tied embeddings, head_dim != hidden / heads, bfloat16 on disk) were
 // written by transformers, and hf_llama_expected.safetensors holds what transformers computes with them
 // (tests/fixtures/make_hf_llama.py); the family rows' fixtures (hf_qwen2, hf_qwen3, hf_gemma, hf_granite,
-// hf_smollm3, hf_phi3, hf_llama_rope) likewise.
+// hf_smollm3, hf_phi3, hf_olmo2, hf_llama_rope) likewise.
 #ifdef SACCADE_HAVE_HF
 #include <fmt/format.h>
 #include <catch2/catch.hpp>
@@ -720,6 +720,50 @@ TEST_CASE(
   // greedy run passes its window of 8; with the whole head rotated the logits are not transformers'
   check_family_fixture("hf_phi3", "phi3", "Phi3ForCausalLM", [](nn::LlamaForCausalLM& model) {
     model.model->layers[0]->self_attn->rotary_emb = std::make_shared<nn::RotaryEmbedding>(16, 10000.0);
+  });
+}
+
+TEST_CASE("hf OLMo 2: a row of the family table, norms after each sublayer and q/k norms over all heads",
+          "[hf]") {
+  // tests/data/hf_olmo2/config.json: written by transformers' Olmo2Config (make_hf_families.py olmo2)
+  const std::string olmo2 = file_bytes(kData + "/hf_olmo2/config.json");
+  const hf::Config c = hf::parse_config(olmo2);
+  CHECK(c.model_type == "olmo2");
+  CHECK((c.qk_norm_full_width && !c.qk_norm && c.norm_placement == "post"));
+  CHECK(hf::parse_config(
+            replaced(replaced(olmo2, R"("rms_norm_eps": 1e-06,)", ""), R"("pad_token_id": 1,)", ""))
+            .norm_eps == 1e-5);  // Olmo2Config's default
+  // the model: no input norm, a norm after each sublayer, q_norm over the 4 query heads' 32 dims and k_norm
+  // over the 2 key/value heads' 16
+  nn::LlamaForCausalLM model(hf::llama_config(c));
+  const auto& block = *model.model->layers[0];
+  CHECK(block.input_layernorm == nullptr);
+  CHECK(block.post_feedforward_layernorm != nullptr);
+  CHECK(block.self_attn->q_norm->weight.shape() == Shape{32});
+  CHECK(block.self_attn->k_norm->weight.shape() == Shape{16});
+  check_written_as(model, "olmo2", "Olmo2ForCausalLM");
+  nn::LlamaConfig both = model.config();
+  both.qk_norm = true;
+  CHECK_THROWS_WITH(nn::LlamaForCausalLM(both), Catch::Contains("exclude each other"));
+  nn::LlamaConfig sandwich = model.config();
+  sandwich.norm_placement = "sandwich";
+  CHECK_THROWS_WITH(nn::LlamaForCausalLM(sandwich),
+                    Catch::Contains("norm_placement must be 'pre' or 'post'"));
+  hf::Config windowed = c;
+  windowed.sliding_window = 8;
+  CHECK_THROWS_WITH(hf::config_json(windowed),
+                    Catch::Contains("hf::config_json") && Catch::Contains("window"));
+}
+
+TEST_CASE(
+    "hf OLMo 2: transformers' logits, greedy continuations (with and without the KV cache), ten AdamW steps, "
+    "and an export that reads back",
+    "[hf]") {
+  // tests/data/hf_olmo2: written by transformers' Olmo2ForCausalLM (make_hf_families.py olmo2); with another
+  // post_feedforward_layernorm weight the logits are not transformers'
+  check_family_fixture("hf_olmo2", "olmo2", "Olmo2ForCausalLM", [](nn::LlamaForCausalLM& model) {
+    Tensor w = model.model->layers[1]->post_feedforward_layernorm->weight.data();
+    ops::fill_(w, 1.0);
   });
 }
 

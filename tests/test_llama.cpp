@@ -31,18 +31,24 @@ nn::LlamaConfig tiny() {
   return c;
 }
 
-// The block from readable pieces: x (B, T, hidden), float64
+// The block from readable pieces: x (B, T, hidden), float64; with post-norms (OLMo 2's: no input norm, each
+// sublayer's output normed) and q and k norms over all heads when the block has them
 Variable reference(nn::LlamaBlock& b, const Variable& x) {
+  const bool post = b.post_feedforward_layernorm != nullptr;
+  const bool full = b.self_attn->q_norm && b.self_attn->q_norm->weight.numel() != b.self_attn->head_dim;
+  auto norm = [](const Variable& y, const std::shared_ptr<nn::RMSNorm>& n) {
+    return rms_norm_composed(y, {y.size(-1)}, n->weight, 1e-5);
+  };
   const nn::LlamaAttention& a = *b.self_attn;
   const int64_t B = x.size(0), T = x.size(1), H = a.num_heads, Hkv = a.num_kv_heads, hd = a.head_dim;
   ops::RotaryTables t = ops::rotary_tables(T, hd, 500.0, DType::Float64);
   // (B, T, h·hd) -> (B, h, T, hd), each head's vector normed first when the block has q and k norms
-  auto heads = [&](const Variable& y, int64_t h, const std::shared_ptr<nn::RMSNorm>& norm = nullptr) {
-    Variable split = reshape(y, {B, T, h, hd});
-    if (norm) split = rms_norm_composed(split, {hd}, norm->weight, 1e-5);
+  auto heads = [&](const Variable& y, int64_t h, const std::shared_ptr<nn::RMSNorm>& n = nullptr) {
+    Variable split = reshape(full && n ? norm(y, n) : y, {B, T, h, hd});
+    if (n && !full) split = rms_norm_composed(split, {hd}, n->weight, 1e-5);
     return permute(split, {0, 2, 1, 3});
   };
-  const Variable xn = rms_norm_composed(x, {x.size(2)}, b.input_layernorm->weight, 1e-5);
+  const Variable xn = post ? x : norm(x, b.input_layernorm);
   const Variable q =
       rotary_embedding_composed(heads(a.q_proj->forward(xn), H, a.q_norm), t.cos, t.sin, RotaryStyle::Half);
   Variable k =
@@ -55,10 +61,23 @@ Variable reference(nn::LlamaBlock& b, const Variable& x) {
   Variable s = mul(matmul(q, transpose(k, -2, -1)), 1.0 / std::sqrt(static_cast<double>(hd)));
   s = masked_fill(s, ops::logical_not(nn::causal_mask(T, T)), -INFINITY);
   const Variable o = reshape(permute(matmul(softmax(s, -1), v), {0, 2, 1, 3}), {B, T, H * hd});
-  const Variable h = add(x, a.o_proj->forward(o));
-  const Variable hn = rms_norm_composed(h, {x.size(2)}, b.post_attention_layernorm->weight, 1e-5);
-  return add(
-      h, b.mlp->down_proj->forward(mul(silu(b.mlp->gate_proj->forward(hn)), b.mlp->up_proj->forward(hn))));
+  const Variable attended = a.o_proj->forward(o);
+  const Variable h = add(x, post ? norm(attended, b.post_attention_layernorm) : attended);
+  const Variable hn = post ? h : norm(h, b.post_attention_layernorm);
+  const Variable m =
+      b.mlp->down_proj->forward(mul(silu(b.mlp->gate_proj->forward(hn)), b.mlp->up_proj->forward(hn)));
+  return add(h, post ? norm(m, b.post_feedforward_layernorm) : m);
+}
+
+// The block's steps through a KV cache, the first 3 positions of x (B, 5, hidden) then the last 2, equal y,
+// its forward over all 5 (float64).
+void check_steps(nn::LlamaBlock& block, const Tensor& x, const Tensor& y) {
+  NoGradGuard no_grad;
+  nn::KVCache cache;
+  const Tensor first = block.step(Variable(x.narrow(1, 0, 3)), cache).data();
+  const Tensor rest = block.step(Variable(x.narrow(1, 3, 2)), cache).data();
+  CHECK(allclose(first, y.narrow(1, 0, 3), 1e-12, 1e-12));
+  CHECK(allclose(rest, y.narrow(1, 3, 2), 1e-12, 1e-12));
 }
 
 }  // namespace
@@ -128,17 +147,35 @@ TEST_CASE("LlamaBlock: Qwen3's q and k norms, per head before the rotation, with
         std::vector<std::string>{"self_attn.q_norm.weight", "self_attn.k_norm.weight"});
   CHECK_FALSE(allclose(unnormed.forward(x).data(), y.data(), 1e-6, 1e-6));
   // the KV cache holds normed, rotated keys: step by step equals the whole sequence
-  {
-    NoGradGuard no_grad;
-    nn::KVCache cache;
-    const Tensor first = block.step(Variable(x.data().narrow(1, 0, 3)), cache).data();
-    const Tensor rest = block.step(Variable(x.data().narrow(1, 3, 2)), cache).data();
-    CHECK(allclose(first, y.data().narrow(1, 0, 3), 1e-12, 1e-12));
-    CHECK(allclose(rest, y.data().narrow(1, 3, 2), 1e-12, 1e-12));
-  }
+  check_steps(block, x.data(), y.data());
   // gradients to the input and to every parameter of the attention, q_norm's and k_norm's included
   Variable small(rand64({1, 3, 16}, 14), true);
   CHECK(module_gradcheck([&] { return block.self_attn->forward(small); }, leaves(*block.self_attn, {small})));
+}
+
+TEST_CASE("LlamaBlock: OLMo 2's norms after each sublayer and q/k norms over all heads, with their gradients",
+          "[nn][llama]") {
+  nn::LlamaConfig c = tiny();
+  c.qk_norm_full_width = true;
+  c.norm_placement = "post";
+  Generator gen(15);
+  nn::LlamaBlock block(c, &gen);
+  const std::vector<std::string> keys = block.state_dict().keys();
+  CHECK(std::find(keys.begin(), keys.end(), "input_layernorm.weight") == keys.end());
+  CHECK(block.self_attn->q_norm->weight.shape() == Shape{16});  // H · head_dim = 4 · 4
+  CHECK(block.self_attn->k_norm->weight.shape() == Shape{8});   // H_kv · head_dim = 2 · 4
+  block.to(DType::Float64);
+  for (auto& [name, p] : block.named_parameters())
+    if (name.find("norm") != std::string::npos) {  // not all ones, so that each norm's weight counts
+      Tensor d = p.data();
+      ops::copy_(d, ops::add(rand64(p.shape(), 16), 1.0));
+    }
+  Variable x(rand64({2, 5, 16}, 17), true);
+  const Variable y = block.forward(x);
+  CHECK(allclose(y.data(), reference(block, Variable(x.data())).data(), 1e-12, 1e-12));
+  check_steps(block, x.data(), y.data());  // the KV cache holds the normed, rotated keys
+  Variable small(rand64({1, 3, 16}, 18), true);
+  CHECK(module_gradcheck([&] { return block.forward(small); }, leaves(block, {small})));
 }
 
 TEST_CASE("LlamaBlock: agrees with transformers' Llama layer (tests/fixtures/make_llama_block.py)",

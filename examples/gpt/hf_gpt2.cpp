@@ -170,10 +170,16 @@ GPTConfig hf_llama_gpt_config(const hf::Config& c) {
         fmt::format("the layers without rotary positions of a '{}' model (gpt sample, score and "
                     "finetune --hf run it)",
                     c.model_type));
+  if (c.qk_norm_full_width || c.norm_placement != "pre")
+    throw refuse(
+        fmt::format("the post-norms and full-width q and k norms of a '{}' model (gpt sample, score and "
+                    "finetune --hf run it)",
+                    c.model_type));
   if (c.model_type == "phi3" || c.partial_rotary_factor != 1.0)
-    throw refuse(fmt::format("the fused projections and partial rotation of a '{}' model (gpt sample, score and "
-                             "finetune --hf run it)",
-                             c.model_type));
+    throw refuse(
+        fmt::format("the fused projections and partial rotation of a '{}' model (gpt sample, score and "
+                    "finetune --hf run it)",
+                    c.model_type));
   if (c.head_dim * c.num_attention_heads != c.hidden_size)
     throw refuse(fmt::format("head_dim {} with {} heads of a hidden size {} (it has hidden / heads)",
                              c.head_dim, c.num_attention_heads, c.hidden_size));

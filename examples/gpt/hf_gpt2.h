@@ -65,7 +65,7 @@ std::vector<hf::NameRule> llama_gpt_name_table(const GPT& model);
 /// tokenizer "hf"). Throws saccade::Error naming "hf_llama_gpt_config" for what this GPT cannot hold: a
 /// head_dim other than hidden_size / num_attention_heads, attention or MLP biases, Qwen2's q, k and v biases,
 /// Qwen3's per-head q and k norms, rope scaling, an MLP other than SwiGLU (Gemma's GeGLU), Gemma's (1 + w)
-/// norms and embedding scale, Granite's multipliers, SmolLM3's NoPE layers, Phi-3's fused projections and partial rotation. (A pad_token_id is read but this GPT's embedding has no
+/// norms and embedding scale, Granite's multipliers, SmolLM3's NoPE layers, Phi-3's fused projections and partial rotation, OLMo 2's post-norms. (A pad_token_id is read but this GPT's embedding has no
 /// padding row: its gradient is not zeroed as transformers' is.)
 GPTConfig hf_llama_gpt_config(const hf::Config& config);
 

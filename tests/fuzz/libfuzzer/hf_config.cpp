@@ -29,7 +29,8 @@ bool same_config(const hf::Config& a, const hf::Config& b) {
          a.norm_unit_offset == b.norm_unit_offset && a.embedding_multiplier == b.embedding_multiplier &&
          a.residual_multiplier == b.residual_multiplier && a.attention_multiplier == b.attention_multiplier &&
          a.logits_scaling == b.logits_scaling && a.pad_token_id == b.pad_token_id &&
-         a.no_rope_layers == b.no_rope_layers && a.partial_rotary_factor == b.partial_rotary_factor;
+         a.no_rope_layers == b.no_rope_layers && a.partial_rotary_factor == b.partial_rotary_factor &&
+         a.qk_norm_full_width == b.qk_norm_full_width && a.norm_placement == b.norm_placement;
 }
 
 void check_accepted(const hf::Config& c) {
@@ -37,7 +38,7 @@ void check_accepted(const hf::Config& c) {
   FUZZ_CHECK(gpt2 ? c.model_type == "gpt2"
                   : (c.model_type == "llama" || c.model_type == "mistral" || c.model_type == "qwen2" ||
                      c.model_type == "qwen3" || c.model_type == "gemma" || c.model_type == "granite" ||
-                     c.model_type == "smollm3" || c.model_type == "phi3"),
+                     c.model_type == "smollm3" || c.model_type == "phi3" || c.model_type == "olmo2"),
              "model_type '{}'", c.model_type);
   // q/k/v-only biases exactly in a "qwen2" file (transformers' Qwen2 hard-codes them)
   FUZZ_CHECK(c.qkv_bias == (c.model_type == "qwen2"), "qkv_bias {} of a '{}' config", c.qkv_bias,
@@ -74,6 +75,11 @@ void check_accepted(const hf::Config& c) {
                  (gpt2 || (rotated >= 2 && rotated % 2 == 0)),
              "partial_rotary_factor {} of a '{}' config with head_dim {}", c.partial_rotary_factor,
              c.model_type, c.head_dim);
+  // post-norms and full-width q and k norms exactly in an "olmo2" file
+  FUZZ_CHECK(c.qk_norm_full_width == (c.model_type == "olmo2") &&
+                 c.norm_placement == (c.model_type == "olmo2" ? "post" : "pre"),
+             "qk_norm_full_width {}, norm_placement '{}' of a '{}' config", c.qk_norm_full_width,
+             c.norm_placement, c.model_type);
   // a window only where transformers runs one (a "llama" file's sliding_window is ignored)
   FUZZ_CHECK(
       c.sliding_window >= 0 && (c.sliding_window == 0 || c.model_type == "mistral" || c.model_type == "phi3"),
