@@ -351,6 +351,14 @@ void read_granite(const Reader& r, Config& c) {
   c.logits_scaling = r.number("logits_scaling", 1.0);
 }
 
+// The list `key` with one entry a layer, or an Error naming the key.
+const json& per_layer(const Reader& r, const char* key, int64_t layers) {
+  const json& list = r.j[key];
+  if (!list.is_array() || static_cast<int64_t>(list.size()) != layers)
+    throw r.fail(key, fmt::format("{} is not a list of num_hidden_layers ({}) entries", list.dump(), layers));
+  return list;
+}
+
 // SmolLM3 (Hugging Face 2025; transformers' SmolLM3Config): Llama's blocks where the layers flagged 0 in
 // no_rope_layers have no rotary positions (NoPE; absent: every no_rope_layer_interval-th layer, 4 by
 // default), biases by attention_bias and mlp_bias; SmolLM3Config's defaults 4 key/value heads, tied
@@ -363,10 +371,7 @@ void read_smollm3(const Reader& r, Config& c) {
   c.attention_bias = r.boolean("attention_bias", false);
   c.mlp_bias = r.boolean("mlp_bias", false);
   if (r.has("no_rope_layers")) {
-    const json& flags = r.j["no_rope_layers"];
-    if (!flags.is_array() || static_cast<int64_t>(flags.size()) != c.num_hidden_layers)
-      throw r.fail("no_rope_layers", fmt::format("{} is not a list of num_hidden_layers ({}) flags",
-                                                 flags.dump(), c.num_hidden_layers));
+    const json& flags = per_layer(r, "no_rope_layers", c.num_hidden_layers);
     for (const json& f : flags) {
       if (!f.is_number_integer() || (f.get<int64_t>() != 0 && f.get<int64_t>() != 1))
         throw r.fail("no_rope_layers", fmt::format("{} holds {}, not 0 or 1", flags.dump(), f.dump()));
@@ -421,6 +426,75 @@ void read_olmo2(const Reader& r, Config& c) {
   c.norm_placement = "post";
 }
 
+// Gemma 3's text model (Gemma Team 2025; transformers' Gemma3TextConfig): Gemma's (1 + w) norms, scaled
+// embeddings and GeGLU (hidden_activation), with four norms a block (the "sandwich"), per-head q and k norms,
+// the scores scaled by query_pre_attn_scalar^-1/2, and sliding_window layers by layer_types (default: five
+// sliding to one full, sliding_window_pattern 6) whose rotary base is the local one (rope_parameters'
+// sliding_attention, or rope_local_base_freq; 10000) while the full layers take rope_theta (1e6) and the rope
+// scaling. Gemma3TextConfig's defaults: head_dim 256, 4 key/value heads, sliding_window 4096, tied, pad 0.
+// Softcapping (attn_logit_softcapping, final_logit_softcapping: Gemma 2's) and a bidirectional model are
+// refused.
+void read_gemma3_text(const Reader& r, Config& c) {
+  read_llama_common(r, c, 4, 256, "gelu_pytorch_tanh");
+  c.hidden_act = r.string("hidden_activation", "gelu_pytorch_tanh");
+  if (std::find_if(std::begin(kGateActs), std::end(kGateActs),
+                   [&](const char* a) { return c.hidden_act == a; }) == std::end(kGateActs))
+    throw r.fail("hidden_activation",
+                 fmt::format("'{}' is not supported ({})", c.hidden_act, fmt::join(kGateActs, ", ")));
+  c.tie_word_embeddings = r.boolean("tie_word_embeddings", true);
+  default_pad(r, c, 0);
+  c.norm_unit_offset = true;
+  c.qk_norm = true;
+  c.norm_placement = "sandwich";
+  c.embedding_multiplier = std::sqrt(static_cast<double>(c.hidden_size));
+  c.attention_bias = r.boolean("attention_bias", false);
+  c.attention_multiplier = 1.0 / std::sqrt(static_cast<double>(r.integer("query_pre_attn_scalar", 256)));
+  for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping"})
+    if (r.has(key)) throw r.fail(key, "softcapping is not supported (Gemma 2's; saccade runs without it)");
+  if (r.boolean("use_bidirectional_attention", false))
+    throw r.fail("use_bidirectional_attention", "true is not supported (saccade runs causal decoders)");
+  c.sliding_window = !r.j.contains("sliding_window") ? 4096
+                     : r.has("sliding_window")       ? r.integer("sliding_window", std::nullopt)
+                                                     : 0;
+  if (r.has("layer_types")) {
+    const json& types = per_layer(r, "layer_types", c.num_hidden_layers);
+    for (const json& t : types) {
+      if (t != "full_attention" && t != "sliding_attention")
+        throw r.fail("layer_types", fmt::format("{} is not full_attention or sliding_attention", t.dump()));
+      c.layer_types.push_back(t.get<std::string>());
+    }
+  } else {
+    const int64_t pattern = r.integer("sliding_window_pattern", 6);
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i)
+      c.layer_types.push_back((i + 1) % pattern != 0 ? "sliding_attention" : "full_attention");
+  }
+  // rotary: rope_parameters per layer type (transformers >= 5), else rope_theta, rope_scaling and
+  // rope_local_base_freq at the top level
+  c.rope_theta = r.number("rope_theta", 1e6);
+  c.rope_local_base_freq = r.number("rope_local_base_freq", 10000.0);
+  if (r.has("rope_parameters") && r.j["rope_parameters"].is_object() &&
+      (r.j["rope_parameters"].contains("full_attention") ||
+       r.j["rope_parameters"].contains("sliding_attention"))) {
+    const json& p = r.j["rope_parameters"];
+    if (p.contains("full_attention")) {
+      const json full = {{"rope_parameters", p["full_attention"]}};
+      const double theta = c.rope_theta;
+      read_rope(Reader{full, r.path}, c);
+      if (!p["full_attention"].contains("rope_theta")) c.rope_theta = theta;
+    }
+    if (p.contains("sliding_attention")) {
+      Config local;
+      const json sliding = {{"rope_parameters", p["sliding_attention"]},
+                            {"rope_theta", c.rope_local_base_freq}};
+      read_rope(Reader{sliding, r.path}, local);
+      if (local.rope_scaling.type != ops::RopeScaling::Type::Default)
+        throw r.fail("rope_parameters.sliding_attention",
+                     "a rope_type other than 'default' is not supported");
+      c.rope_local_base_freq = local.rope_theta;
+    }
+  }
+}
+
 // One row a model_type: the architectures names transformers writes for it, and its reader.
 struct Family {
   const char* model_type;
@@ -439,6 +513,7 @@ const std::vector<Family>& families() {
       {"smollm3", {"SmolLM3ForCausalLM", "SmolLM3Model"}, read_smollm3},
       {"phi3", {"Phi3ForCausalLM", "Phi3Model"}, read_phi3},
       {"olmo2", {"Olmo2ForCausalLM", "Olmo2Model"}, read_olmo2},
+      {"gemma3_text", {"Gemma3ForCausalLM", "Gemma3TextModel"}, read_gemma3_text},
   };
   return rows;
 }
@@ -450,11 +525,20 @@ const Family* find_family(const std::string& model_type) {
   return nullptr;
 }
 
-// Granite's multipliers differ from a Llama's (attention_multiplier 0: a Llama's 1/√head_dim; a Gemma's
-// embedding multiplier is its own √hidden_size)
-bool granite_multipliers(const Config& c) {
+// Granite's own multipliers differ from a Llama's (a Gemma's embedding multiplier is its own √hidden_size)
+bool granite_scalars(const Config& c) {
   return (!c.norm_unit_offset && c.embedding_multiplier != 1.0) || c.residual_multiplier != 1.0 ||
-         c.attention_multiplier > 0 || c.logits_scaling != 1.0;
+         c.logits_scaling != 1.0;
+}
+
+// ... or its attention multiplier does (0: a Llama's 1/√head_dim)
+bool granite_multipliers(const Config& c) { return granite_scalars(c) || c.attention_multiplier > 0; }
+
+// Gemma 3's query_pre_attn_scalar: the integer s with attention_multiplier = s^-1/2, or 0 when there is none
+int64_t query_pre_attn_scalar(const Config& c) {
+  if (!(c.attention_multiplier > 0)) return 0;
+  const double s = std::round(1.0 / (c.attention_multiplier * c.attention_multiplier));
+  return s >= 1 && s < 1e12 && 1.0 / std::sqrt(s) == c.attention_multiplier ? static_cast<int64_t>(s) : 0;
 }
 
 }  // namespace
@@ -470,25 +554,39 @@ std::optional<std::string> unwritable(const Config& c, const std::string& type) 
     std::string what;
     std::vector<std::string> rows;  // the rows whose config says it
   };
-  const bool gemma = type == "gemma";
+  const bool gemma = type == "gemma" || type == "gemma3_text";
   const Switch switches[] = {
-      {c.sliding_window > 0, fmt::format("a sliding window ({})", c.sliding_window), {"mistral", "phi3"}},
+      {c.sliding_window > 0,
+       fmt::format("a sliding window ({})", c.sliding_window),
+       {"mistral", "phi3", "gemma3_text"}},
       {c.partial_rotary_factor != 1.0,
        fmt::format("partial_rotary_factor {}", c.partial_rotary_factor),
        {"phi3"}},
-      {c.attention_bias, "attention biases", {"llama", "qwen3", "gemma", "granite", "smollm3", "olmo2"}},
+      {c.attention_bias,
+       "attention biases",
+       {"llama", "qwen3", "gemma", "granite", "smollm3", "olmo2", "gemma3_text"}},
       {c.qk_norm_full_width, "q and k norms over all heads", {"olmo2"}},
-      {c.norm_placement != "pre", fmt::format("norm_placement '{}'", c.norm_placement), {"olmo2"}},
+      {c.norm_placement == "post", "norm_placement 'post'", {"olmo2"}},
+      {c.norm_placement == "sandwich", "norm_placement 'sandwich'", {"gemma3_text"}},
+      {!c.layer_types.empty(), "layer_types", {"gemma3_text"}},
+      {c.rope_local_base_freq > 0, "a local rotary base", {"gemma3_text"}},
       {c.mlp_bias, "MLP biases", {"llama", "granite", "smollm3"}},
       {c.qkv_bias && !c.attention_bias, "biases on q, k and v only", {"qwen2"}},
-      {c.qk_norm, "per-head q and k norms", {"qwen3"}},
-      {c.norm_unit_offset, "RMSNorm weights as offsets from one", {"gemma"}},
-      {granite_multipliers(c), "Granite's multipliers", {"granite"}},
+      {c.qk_norm, "per-head q and k norms", {"qwen3", "gemma3_text"}},
+      {c.norm_unit_offset, "RMSNorm weights as offsets from one", {"gemma", "gemma3_text"}},
+      {granite_scalars(c), "Granite's multipliers", {"granite"}},
+      {c.attention_multiplier > 0, "an attention multiplier", {"granite", "gemma3_text"}},
+      {type == "gemma3_text" && query_pre_attn_scalar(c) == 0,
+       fmt::format("an attention multiplier {} (Gemma 3's is query_pre_attn_scalar^-1/2 of an integer)",
+                   c.attention_multiplier),
+       {}},
       {!c.no_rope_layers.empty(), "no_rope_layers (NoPE layers)", {"smollm3"}},
       {gemma && c.embedding_multiplier != std::sqrt(static_cast<double>(c.hidden_size)),
        fmt::format("an embedding multiplier {} (Gemma's is sqrt(hidden_size))", c.embedding_multiplier),
        {}},
-      {gemma && c.hidden_act == "gelu", "exact GELU (GemmaConfig reads 'gelu' as its tanh form)", {}},
+      {type == "gemma" && c.hidden_act == "gelu",
+       "exact GELU (GemmaConfig reads 'gelu' as its tanh form)",
+       {}},
   };
   // what a row's transformers model always has
   const std::pair<const char*, bool> needs[] = {
@@ -497,7 +595,9 @@ std::optional<std::string> unwritable(const Config& c, const std::string& type) 
       {"gemma", c.norm_unit_offset},
       {"granite", c.attention_multiplier > 0},
       {"smollm3", !c.no_rope_layers.empty()},
-      {"olmo2", c.qk_norm_full_width && c.norm_placement == "post"}};
+      {"olmo2", c.qk_norm_full_width && c.norm_placement == "post"},
+      {"gemma3_text",
+       c.norm_unit_offset && c.qk_norm && c.norm_placement == "sandwich" && !c.layer_types.empty()}};
   for (const auto& [row, has] : needs)
     if (type == row && !has)
       return fmt::format("a '{}' config without the switch every '{}' model has", row, row);
@@ -521,6 +621,7 @@ void refuse_unwritable(const Config& c, const std::string& type) {
 std::string llama_family(const Config& c) {
   if (const Family* f = find_family(c.model_type); f && f->read != read_gpt2 && !unwritable(c, c.model_type))
     return c.model_type;  // the row it was read as, where that row's config says every switch
+  if (c.norm_placement == "sandwich") return "gemma3_text";
   if (c.qk_norm) return "qwen3";
   if (c.qkv_bias && !c.attention_bias) return "qwen2";
   if (c.norm_unit_offset) return "gemma";
@@ -618,9 +719,17 @@ std::string config_json(const Config& c) {
                            {"high_freq_factor", s.high_freq_factor},
                            {"original_max_position_embeddings", s.original_max_position_embeddings}};
     }
-    j["hidden_act"] = c.hidden_act;
+    j[type == "gemma3_text" ? "hidden_activation" : "hidden_act"] = c.hidden_act;
     j["pad_token_id"] = c.pad_token_id ? json(*c.pad_token_id) : json(nullptr);
-    if (type == "qwen3" || type == "gemma" || type == "olmo2") {
+    if (type == "gemma3_text") {
+      j["query_pre_attn_scalar"] = query_pre_attn_scalar(c);
+      j["sliding_window"] = c.sliding_window > 0 ? json(c.sliding_window) : json(nullptr);
+      j["layer_types"] = c.layer_types;
+      j["rope_local_base_freq"] = c.rope_local_base_freq;
+      j["attn_logit_softcapping"] = nullptr;
+      j["final_logit_softcapping"] = nullptr;
+    }
+    if (type == "qwen3" || type == "gemma" || type == "olmo2" || type == "gemma3_text") {
       j["attention_bias"] = c.attention_bias;
     } else if (type == "mistral" || type == "phi3") {
       j["sliding_window"] = c.sliding_window > 0 ? json(c.sliding_window) : json(nullptr);

@@ -73,7 +73,12 @@ struct Config {
   /// projections (q_norm, k_norm), and norm_placement "post" (each sublayer's output normed before its
   /// residual add: post_attention_layernorm, post_feedforward_layernorm); other rows: false and "pre"
   bool qk_norm_full_width = false;
-  std::string norm_placement = "pre";
+  std::string norm_placement = "pre";  ///< "olmo2": "post"; "gemma3_text": "sandwich" (four norms a block)
+  /// "gemma3_text" only: each layer's "full_attention" or "sliding_attention" (layer_types, or every
+  /// sliding_window_pattern-th layer full), and the sliding layers' rotary base (rope_parameters'
+  /// sliding_attention, or rope_local_base_freq; 10000); other rows: empty and 0
+  std::vector<std::string> layer_types;
+  double rope_local_base_freq = 0.0;
   std::vector<int64_t> bos_token_id, eos_token_id;  ///< empty when null or absent (a list: several eos)
   std::string torch_dtype;  ///< "float32", "bfloat16", "float16" or "" (the dtype on disk)
 
@@ -102,7 +107,10 @@ std::vector<std::string> supported_model_types();
 /// layers refused) and "phi3" (Phi3ForCausalLM or Phi3Model, or none: the Llama architecture with
 /// partial_rotary_factor and sliding_window; Phi3Config's defaults pad_token_id 32000 and rms_norm_eps 1e-5);
 /// "olmo2" (Olmo2ForCausalLM or Olmo2Model, or none: the Llama architecture with qk_norm_full_width and
-/// norm_placement "post"; Olmo2Config's rms_norm_eps 1e-5 and pad_token_id 1 when absent); rotary settings
+/// norm_placement "post"; Olmo2Config's rms_norm_eps 1e-5 and pad_token_id 1 when absent) and "gemma3_text"
+/// (Gemma3ForCausalLM or Gemma3TextModel, or none: Gemma's switches with four norms a block, per-head q and k
+/// norms, attention_multiplier query_pre_attn_scalar^-1/2, layer_types with the sliding layers' own rotary
+/// base; Gemma3TextConfig's defaults; softcapping refused); rotary settings
 /// either as a top-level "rope_theta" (as most published files have it) or inside "rope_parameters" /
 /// "rope_scaling" (newer transformers; "rope_type", else the older "type"), where the rope types "default",
 /// "linear" and "llama3" are supported. Keys the model_type's transformers model does not read ("llama":
@@ -122,9 +130,9 @@ Config parse_config(const std::string& text, const std::string& path = "config.j
 /// model_type where that row's config can say every switch set (and has the switch the row always has);
 /// else "qwen3" with qk_norm; "qwen2" with biases on q, k and v only; "gemma" with norm_unit_offset;
 /// "granite" with multipliers other than a Llama's; "smollm3" with no_rope_layers; "phi3" with partial
-/// rotation; "olmo2" with post-norms or full-width q/k norms; "mistral" with a sliding window, the one
-/// transformers runs with a window; else "llama". config_json writes this row, and llama_hf_config names its
-/// configs by it.
+/// rotation; "olmo2" with post-norms or full-width q/k norms; "gemma3_text" with sandwich norms; "mistral"
+/// with a sliding window, the one transformers runs with a window; else "llama". config_json writes this row,
+/// and llama_hf_config names its configs by it.
 std::string llama_family(const Config& config);
 
 /// The config.json that transformers writes for `config` (its save_pretrained fields; GPT-2's own spellings

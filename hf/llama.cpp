@@ -33,7 +33,7 @@ nn::LlamaConfig llama_config(const Config& c) {
   l.hidden_act = c.hidden_act;
   l.norm_unit_offset = c.norm_unit_offset;
   l.embedding_multiplier = c.embedding_multiplier;
-  l.embedding_multiplier_in_dtype = llama_family(c) == "gemma";  // GemmaModel's normalizer, a tensor
+  l.embedding_multiplier_in_dtype = c.norm_unit_offset;  // GemmaModel's normalizer, a tensor (Gemma 1 and 3)
   l.residual_multiplier = c.residual_multiplier;
   l.attention_multiplier = c.attention_multiplier;
   l.logits_scaling = c.logits_scaling;
@@ -42,6 +42,8 @@ nn::LlamaConfig llama_config(const Config& c) {
   l.partial_rotary_factor = c.partial_rotary_factor;
   l.qk_norm_full_width = c.qk_norm_full_width;
   l.norm_placement = c.norm_placement;
+  l.layer_types = c.layer_types;
+  l.rope_local_base_freq = c.rope_local_base_freq;
   l.model_type = c.model_type;
   return l;
 }
@@ -77,6 +79,8 @@ Config llama_hf_config(const nn::LlamaConfig& l) {
   c.partial_rotary_factor = l.partial_rotary_factor;
   c.qk_norm_full_width = l.qk_norm_full_width;
   c.norm_placement = l.norm_placement;
+  c.layer_types = l.layer_types;
+  c.rope_local_base_freq = l.rope_local_base_freq;
   c.model_type = l.model_type;
   c.model_type = llama_family(c);  // the row that holds the layout
   return c;

@@ -43,13 +43,26 @@ LlamaAttention::LlamaAttention(const LlamaConfig& c, Generator* gen, int64_t lay
       c.no_rope_layers.empty() || static_cast<int64_t>(c.no_rope_layers.size()) == c.num_hidden_layers,
       "LlamaAttention: no_rope_layers has {} flags for num_hidden_layers {}", c.no_rope_layers.size(),
       c.num_hidden_layers);
-  SACCADE_CHECK(c.no_rope_layers.empty() || (layer_idx >= 0 && layer_idx < c.num_hidden_layers),
+  SACCADE_CHECK(c.layer_types.empty() || static_cast<int64_t>(c.layer_types.size()) == c.num_hidden_layers,
+                "LlamaAttention: layer_types has {} entries for num_hidden_layers {}", c.layer_types.size(),
+                c.num_hidden_layers);
+  SACCADE_CHECK((c.no_rope_layers.empty() && c.layer_types.empty()) ||
+                    (layer_idx >= 0 && layer_idx < c.num_hidden_layers),
                 "LlamaAttention: layer_idx {} is not a layer of {}", layer_idx, c.num_hidden_layers);
+  for (const std::string& t : c.layer_types)
+    SACCADE_CHECK(t == "full_attention" || t == "sliding_attention",
+                  "LlamaAttention: layer_types holds '{}' (full_attention or sliding_attention)", t);
+  // Gemma 3: the sliding layers attend within the window, at their own rotary base, unscaled
+  const bool sliding_layer = !c.layer_types.empty() && c.layer_types[layer_idx] == "sliding_attention";
+  if (!c.layer_types.empty() && !sliding_layer) window = 0;
+  const bool local_base = sliding_layer && c.rope_local_base_freq > 0;
   const bool rotates = c.no_rope_layers.empty() || c.no_rope_layers[layer_idx] != 0;
   if (rotates)
     rotary_emb = register_module(
-        "rotary_emb", std::make_shared<RotaryEmbedding>(head_dim, c.rope_theta, ops::RotaryStyle::Half,
-                                                        c.partial_rotary_factor, c.rope_scaling));
+        "rotary_emb",
+        std::make_shared<RotaryEmbedding>(head_dim, local_base ? c.rope_local_base_freq : c.rope_theta,
+                                          ops::RotaryStyle::Half, c.partial_rotary_factor,
+                                          local_base ? ops::RopeScaling{} : c.rope_scaling));
   SACCADE_CHECK(!(c.qk_norm && c.qk_norm_full_width),
                 "LlamaAttention: qk_norm (per head) and qk_norm_full_width (all heads) exclude each other");
   if (c.qk_norm || c.qk_norm_full_width) {
@@ -125,16 +138,18 @@ Variable LlamaAttention::step(const Variable& x, KVCache& cache) {
 LlamaBlock::LlamaBlock(const LlamaConfig& c, Generator* gen, int64_t layer_idx)
     : Module("LlamaBlock"), residual_multiplier(c.residual_multiplier) {
   ErrorScope scope(name());
-  SACCADE_CHECK(c.norm_placement == "pre" || c.norm_placement == "post",
-                "LlamaBlock: norm_placement must be 'pre' or 'post', got '{}'", c.norm_placement);
-  post_norms_ = c.norm_placement == "post";
+  SACCADE_CHECK(c.norm_placement == "pre" || c.norm_placement == "post" || c.norm_placement == "sandwich",
+                "LlamaBlock: norm_placement must be 'pre', 'post' or 'sandwich', got '{}'", c.norm_placement);
+  post_norms_ = c.norm_placement != "pre";
+  const bool sandwich = c.norm_placement == "sandwich";
   auto norm = [&](const char* name) {
     return register_module(
         name, std::make_shared<RMSNorm>(c.hidden_size, c.rms_norm_eps, true, c.norm_unit_offset));
   };
-  if (!post_norms_) input_layernorm = norm("input_layernorm");
+  if (!post_norms_ || sandwich) input_layernorm = norm("input_layernorm");
   self_attn = register_module("self_attn", std::make_shared<LlamaAttention>(c, gen, layer_idx));
   post_attention_layernorm = norm("post_attention_layernorm");
+  if (sandwich) pre_feedforward_layernorm = norm("pre_feedforward_layernorm");
   if (post_norms_) post_feedforward_layernorm = norm("post_feedforward_layernorm");
   mlp = register_module(
       "mlp", std::make_shared<SwiGLU>(c.hidden_size, c.intermediate_size, c.mlp_bias, gen, c.hidden_act));
@@ -143,16 +158,17 @@ LlamaBlock::LlamaBlock(const LlamaConfig& c, Generator* gen, int64_t layer_idx)
 // x: (B, T, hidden) -> (B, T, hidden)
 Variable LlamaBlock::forward(const Variable& x, int64_t offset) {
   ErrorScope scope(name(), {shape_of(x)});
-  return finish(x, self_attn->forward(post_norms_ ? x : input_layernorm->forward(x), offset));
+  return finish(x, self_attn->forward(input_layernorm ? input_layernorm->forward(x) : x, offset));
 }
 
 Variable LlamaBlock::step(const Variable& x, KVCache& cache) {
   ErrorScope scope(name(), {shape_of(x)});
-  return finish(x, self_attn->step(post_norms_ ? x : input_layernorm->forward(x), cache));
+  return finish(x, self_attn->step(input_layernorm ? input_layernorm->forward(x) : x, cache));
 }
 
 // pre-norm:  h = x + r · attended,                            y = h + r · mlp(post_attention_layernorm(h))
 // post-norm: h = x + r · post_attention_layernorm(attended),  y = h + r · post_feedforward_layernorm(mlp(h))
+// sandwich:  as post-norm, the MLP's input normed too:         y = h + r · post_ff_ln(mlp(pre_ff_ln(h)))
 // r = residual_multiplier (1 but Granite)
 Variable LlamaBlock::finish(const Variable& x, const Variable& attended) {
   auto scaled = [&](const Variable& v) {
@@ -160,7 +176,8 @@ Variable LlamaBlock::finish(const Variable& x, const Variable& attended) {
   };
   if (post_norms_) {
     const Variable h = add(x, scaled(post_attention_layernorm->forward(attended)));
-    return add(h, scaled(post_feedforward_layernorm->forward(mlp->forward(h))));
+    const Variable hn = pre_feedforward_layernorm ? pre_feedforward_layernorm->forward(h) : h;
+    return add(h, scaled(post_feedforward_layernorm->forward(mlp->forward(hn))));
   }
   const Variable h = add(x, scaled(attended));
   return add(h, scaled(mlp->forward(post_attention_layernorm->forward(h))));

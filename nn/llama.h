@@ -49,9 +49,17 @@ struct LlamaConfig {
   /// split into heads (OLMo 2's q_norm and k_norm; OLMo et al. 2024); excludes qk_norm
   bool qk_norm_full_width = false;
   /// Where each block's norms sit: "pre" (Llama: input_layernorm before the attention,
-  /// post_attention_layernorm before the MLP) or "post" (OLMo 2: no input norm; post_attention_layernorm on
-  /// the attention's output and post_feedforward_layernorm on the MLP's, each before its residual add)
+  /// post_attention_layernorm before the MLP), "post" (OLMo 2: no input norm; post_attention_layernorm on
+  /// the attention's output and post_feedforward_layernorm on the MLP's, each before its residual add) or
+  /// "sandwich" (Gemma 2/3: both, with pre_feedforward_layernorm on the MLP's input)
   std::string norm_placement = "pre";
+  /// Each layer's attention, transformers' layer_types: "full_attention" or "sliding_attention" (the
+  /// sliding_window applies to these layers only; Gemma 3's five local layers to one global); empty (the
+  /// default): every layer alike, windowed when sliding_window > 0
+  std::vector<std::string> layer_types;
+  /// The rotary base of the "sliding_attention" layers, without rope_scaling (Gemma 3's
+  /// rope_local_base_freq); 0 (the default): rope_theta in every layer
+  double rope_local_base_freq = 0.0;
   /// The MLP's gate activation as transformers names it (SwiGLU's hidden_act): "silu" (Llama's SwiGLU),
   /// "gelu_pytorch_tanh" (Gemma's GeGLU), "gelu_new", "gelu"
   std::string hidden_act = "silu";
@@ -137,7 +145,8 @@ class LlamaAttention : public Module {
 
 /// One Llama decoder block (Hugging Face's LlamaDecoderLayer). Children: input_layernorm and
 /// post_attention_layernorm RMSNorm(hidden, rms_norm_eps, unit_offset norm_unit_offset) (with norm_placement
-/// "post", OLMo 2's Olmo2DecoderLayer: post_attention_layernorm and post_feedforward_layernorm), self_attn
+/// "post", OLMo 2's Olmo2DecoderLayer: post_attention_layernorm and post_feedforward_layernorm; "sandwich",
+/// Gemma 3's: all four, pre_feedforward_layernorm too), self_attn
 /// LlamaAttention, mlp SwiGLU(hidden, intermediate, mlp_bias, hidden_act). forward: x (B, T, hidden) -> (B,
 /// T, hidden), each sublayer's output times residual_multiplier before its residual add. Errors as its
 /// children's.
@@ -149,9 +158,10 @@ class LlamaBlock : public Module {
   /// Incremental decoding through self_attn.step (see LlamaAttention::step).
   Variable step(const Variable& x, KVCache& cache);
 
-  std::shared_ptr<RMSNorm> input_layernorm;  ///< null with norm_placement "post"
+  std::shared_ptr<RMSNorm> input_layernorm;            ///< null with norm_placement "post"
+  std::shared_ptr<RMSNorm> pre_feedforward_layernorm;  ///< only with norm_placement "sandwich"
   std::shared_ptr<RMSNorm> post_attention_layernorm;
-  std::shared_ptr<RMSNorm> post_feedforward_layernorm;  ///< only with norm_placement "post"
+  std::shared_ptr<RMSNorm> post_feedforward_layernorm;  ///< with norm_placement "post" or "sandwich"
   std::shared_ptr<LlamaAttention> self_attn;
   std::shared_ptr<SwiGLU> mlp;
   double residual_multiplier;  ///< LlamaConfig's (1 but Granite)

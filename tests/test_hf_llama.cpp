@@ -2,7 +2,7 @@
 // untied, two shards) and hf_llama_tied (tied embeddings, head_dim != hidden / heads, bfloat16 on disk) were
 // written by transformers, and hf_llama_expected.safetensors holds what transformers computes with them
 // (tests/fixtures/make_hf_llama.py); the family rows' fixtures (hf_qwen2, hf_qwen3, hf_gemma, hf_granite,
-// hf_smollm3, hf_phi3, hf_olmo2, hf_llama_rope) likewise.
+// hf_smollm3, hf_phi3, hf_olmo2, hf_gemma3_text, hf_llama_rope) likewise.
 #ifdef SACCADE_HAVE_HF
 #include <fmt/format.h>
 #include <catch2/catch.hpp>
@@ -745,10 +745,10 @@ TEST_CASE("hf OLMo 2: a row of the family table, norms after each sublayer and q
   nn::LlamaConfig both = model.config();
   both.qk_norm = true;
   CHECK_THROWS_WITH(nn::LlamaForCausalLM(both), Catch::Contains("exclude each other"));
-  nn::LlamaConfig sandwich = model.config();
-  sandwich.norm_placement = "sandwich";
-  CHECK_THROWS_WITH(nn::LlamaForCausalLM(sandwich),
-                    Catch::Contains("norm_placement must be 'pre' or 'post'"));
+  nn::LlamaConfig middle = model.config();
+  middle.norm_placement = "middle";
+  CHECK_THROWS_WITH(nn::LlamaForCausalLM(middle),
+                    Catch::Contains("norm_placement must be 'pre', 'post' or 'sandwich'"));
   hf::Config windowed = c;
   windowed.sliding_window = 8;
   CHECK_THROWS_WITH(hf::config_json(windowed),
@@ -764,6 +764,79 @@ TEST_CASE(
   check_family_fixture("hf_olmo2", "olmo2", "Olmo2ForCausalLM", [](nn::LlamaForCausalLM& model) {
     Tensor w = model.model->layers[1]->post_feedforward_layernorm->weight.data();
     ops::fill_(w, 1.0);
+  });
+}
+
+TEST_CASE(
+    "hf Gemma 3: a row of the family table, four norms a block, q/k norms, sliding layers with their own "
+    "rotary base",
+    "[hf]") {
+  // tests/data/hf_gemma3_text/config.json: written by transformers' Gemma3TextConfig (make_hf_families.py
+  // gemma3_text)
+  const std::string g3 = file_bytes(kData + "/hf_gemma3_text/config.json");
+  const hf::Config c = hf::parse_config(g3);
+  CHECK(c.model_type == "gemma3_text");
+  CHECK((c.norm_placement == "sandwich" && c.qk_norm && c.norm_unit_offset && c.sliding_window == 4));
+  CHECK(c.layer_types ==
+        std::vector<std::string>{"sliding_attention", "sliding_attention", "full_attention"});
+  CHECK((c.rope_theta == 1e6 && c.rope_local_base_freq == 10000.0));
+  CHECK((c.rope_scaling.type == ops::RopeScaling::Type::Linear && c.rope_scaling.factor == 8.0));
+  CHECK(c.attention_multiplier == 1.0 / std::sqrt(32.0));
+  CHECK(c.hidden_act == "gelu_pytorch_tanh");
+  // absent: every sliding_window_pattern-th layer (6) is full; the older flat rotary keys
+  const hf::Config bare =
+      hf::parse_config(replaced(replaced(g3, R"("layer_types": [
+    "sliding_attention",
+    "sliding_attention",
+    "full_attention"
+  ],)",
+                                         ""),
+                                R"("rope_parameters": {
+    "full_attention": {
+      "factor": 8.0,
+      "rope_theta": 1000000.0,
+      "rope_type": "linear"
+    },
+    "sliding_attention": {
+      "rope_theta": 10000.0,
+      "rope_type": "default"
+    }
+  },)",
+                                R"("rope_theta": 500000.0, "rope_local_base_freq": 20000.0,)"));
+  CHECK(bare.layer_types == std::vector<std::string>(3, "sliding_attention"));
+  CHECK((bare.rope_theta == 500000.0 && bare.rope_local_base_freq == 20000.0));
+  CHECK(bare.rope_scaling.type == ops::RopeScaling::Type::Default);
+  CHECK_THROWS_WITH(hf::parse_config(replaced(g3, R"("final_logit_softcapping": null)",
+                                              R"("final_logit_softcapping": 30.0)")),
+                    Catch::Contains("final_logit_softcapping") && Catch::Contains("not supported"));
+  CHECK_THROWS_WITH(hf::parse_config(replaced(g3, R"("full_attention"
+  ],)",
+                                              R"("global"
+  ],)")),
+                    Catch::Contains("layer_types") && Catch::Contains("\"global\""));
+  // the model: four norms a block; the sliding layers windowed at base 10000, the full one unwindowed
+  nn::LlamaForCausalLM model(hf::llama_config(c));
+  const auto& layers = model.model->layers;
+  CHECK((layers[0]->input_layernorm && layers[0]->pre_feedforward_layernorm &&
+         layers[0]->post_feedforward_layernorm));
+  CHECK((layers[0]->self_attn->window == 4 && layers[2]->self_attn->window == 0));
+  CHECK(layers[0]->self_attn->rotary_emb->theta() == 10000.0);
+  CHECK(layers[2]->self_attn->rotary_emb->theta() == 1e6);
+  check_written_as(model, "gemma3_text", "Gemma3ForCausalLM");
+  hf::Config odd = c;
+  odd.attention_multiplier = 0.3;
+  CHECK_THROWS_WITH(hf::config_json(odd), Catch::Contains("query_pre_attn_scalar"));
+}
+
+TEST_CASE(
+    "hf Gemma 3: transformers' logits, greedy continuations (with and without the KV cache), ten AdamW "
+    "steps, and an export that reads back",
+    "[hf]") {
+  // tests/data/hf_gemma3_text: written by transformers' Gemma3ForCausalLM (make_hf_families.py gemma3_text);
+  // the 22-token greedy run passes the sliding layers' window of 4; with the full layer's base in a sliding
+  // one the logits are not transformers'
+  check_family_fixture("hf_gemma3_text", "gemma3_text", "Gemma3ForCausalLM", [](nn::LlamaForCausalLM& model) {
+    model.model->layers[0]->self_attn->rotary_emb = model.model->layers[2]->self_attn->rotary_emb;
   });
 }
 

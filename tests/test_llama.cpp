@@ -32,7 +32,8 @@ nn::LlamaConfig tiny() {
 }
 
 // The block from readable pieces: x (B, T, hidden), float64; with post-norms (OLMo 2's: no input norm, each
-// sublayer's output normed) and q and k norms over all heads when the block has them
+// sublayer's output normed; Gemma 3's sandwich: the inputs normed too) and q and k norms over all heads when
+// the block has them
 Variable reference(nn::LlamaBlock& b, const Variable& x) {
   const bool post = b.post_feedforward_layernorm != nullptr;
   const bool full = b.self_attn->q_norm && b.self_attn->q_norm->weight.numel() != b.self_attn->head_dim;
@@ -48,7 +49,7 @@ Variable reference(nn::LlamaBlock& b, const Variable& x) {
     if (n && !full) split = rms_norm_composed(split, {hd}, n->weight, 1e-5);
     return permute(split, {0, 2, 1, 3});
   };
-  const Variable xn = post ? x : norm(x, b.input_layernorm);
+  const Variable xn = b.input_layernorm ? norm(x, b.input_layernorm) : x;
   const Variable q =
       rotary_embedding_composed(heads(a.q_proj->forward(xn), H, a.q_norm), t.cos, t.sin, RotaryStyle::Half);
   Variable k =
@@ -63,7 +64,9 @@ Variable reference(nn::LlamaBlock& b, const Variable& x) {
   const Variable o = reshape(permute(matmul(softmax(s, -1), v), {0, 2, 1, 3}), {B, T, H * hd});
   const Variable attended = a.o_proj->forward(o);
   const Variable h = add(x, post ? norm(attended, b.post_attention_layernorm) : attended);
-  const Variable hn = post ? h : norm(h, b.post_attention_layernorm);
+  const Variable hn = !post                         ? norm(h, b.post_attention_layernorm)
+                      : b.pre_feedforward_layernorm ? norm(h, b.pre_feedforward_layernorm)
+                                                    : h;
   const Variable m =
       b.mlp->down_proj->forward(mul(silu(b.mlp->gate_proj->forward(hn)), b.mlp->up_proj->forward(hn)));
   return add(h, post ? norm(m, b.post_feedforward_layernorm) : m);
@@ -153,29 +156,40 @@ TEST_CASE("LlamaBlock: Qwen3's q and k norms, per head before the rotation, with
   CHECK(module_gradcheck([&] { return block.self_attn->forward(small); }, leaves(*block.self_attn, {small})));
 }
 
-TEST_CASE("LlamaBlock: OLMo 2's norms after each sublayer and q/k norms over all heads, with their gradients",
-          "[nn][llama]") {
-  nn::LlamaConfig c = tiny();
-  c.qk_norm_full_width = true;
-  c.norm_placement = "post";
-  Generator gen(15);
-  nn::LlamaBlock block(c, &gen);
-  const std::vector<std::string> keys = block.state_dict().keys();
-  CHECK(std::find(keys.begin(), keys.end(), "input_layernorm.weight") == keys.end());
-  CHECK(block.self_attn->q_norm->weight.shape() == Shape{16});  // H · head_dim = 4 · 4
-  CHECK(block.self_attn->k_norm->weight.shape() == Shape{8});   // H_kv · head_dim = 2 · 4
-  block.to(DType::Float64);
-  for (auto& [name, p] : block.named_parameters())
-    if (name.find("norm") != std::string::npos) {  // not all ones, so that each norm's weight counts
-      Tensor d = p.data();
-      ops::copy_(d, ops::add(rand64(p.shape(), 16), 1.0));
-    }
-  Variable x(rand64({2, 5, 16}, 17), true);
-  const Variable y = block.forward(x);
-  CHECK(allclose(y.data(), reference(block, Variable(x.data())).data(), 1e-12, 1e-12));
-  check_steps(block, x.data(), y.data());  // the KV cache holds the normed, rotated keys
-  Variable small(rand64({1, 3, 16}, 18), true);
-  CHECK(module_gradcheck([&] { return block.forward(small); }, leaves(block, {small})));
+TEST_CASE(
+    "LlamaBlock: OLMo 2's norms after each sublayer and q/k norms over all heads, Gemma 3's four norms, with "
+    "their gradients",
+    "[nn][llama]") {
+  nn::LlamaConfig olmo2 = tiny(), gemma3 = tiny();
+  olmo2.qk_norm_full_width = true;
+  olmo2.norm_placement = "post";
+  gemma3.qk_norm = true;
+  gemma3.norm_placement = "sandwich";
+  for (const nn::LlamaConfig& c : {olmo2, gemma3}) {
+    CAPTURE(c.norm_placement);
+    const bool sandwich = c.norm_placement == "sandwich";
+    Generator gen(15);
+    nn::LlamaBlock block(c, &gen);
+    const std::vector<std::string> keys = block.state_dict().keys();
+    CHECK((std::find(keys.begin(), keys.end(), "input_layernorm.weight") != keys.end()) == sandwich);
+    CHECK((std::find(keys.begin(), keys.end(), "pre_feedforward_layernorm.weight") != keys.end()) ==
+          sandwich);
+    CHECK(block.self_attn->q_norm->weight.shape() == Shape{sandwich ? 4 : 16});  // head_dim, or H · head_dim
+    CHECK(block.self_attn->k_norm->weight.shape() ==
+          Shape{sandwich ? 4 : 8});  // head_dim, or H_kv · head_dim
+    block.to(DType::Float64);
+    for (auto& [name, p] : block.named_parameters())
+      if (name.find("norm") != std::string::npos) {  // not all ones, so that each norm's weight counts
+        Tensor d = p.data();
+        ops::copy_(d, ops::add(rand64(p.shape(), 16), 1.0));
+      }
+    Variable x(rand64({2, 5, 16}, 17), true);
+    const Variable y = block.forward(x);
+    CHECK(allclose(y.data(), reference(block, Variable(x.data())).data(), 1e-12, 1e-12));
+    check_steps(block, x.data(), y.data());  // the KV cache holds the normed, rotated keys
+    Variable small(rand64({1, 3, 16}, 18), true);
+    CHECK(module_gradcheck([&] { return block.forward(small); }, leaves(block, {small})));
+  }
 }
 
 TEST_CASE("LlamaBlock: agrees with transformers' Llama layer (tests/fixtures/make_llama_block.py)",
