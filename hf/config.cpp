@@ -426,15 +426,19 @@ void read_olmo2(const Reader& r, Config& c) {
   c.norm_placement = "post";
 }
 
-// Gemma 3's text model (Gemma Team 2025; transformers' Gemma3TextConfig): Gemma's (1 + w) norms, scaled
-// embeddings and GeGLU (hidden_activation), with four norms a block (the "sandwich"), per-head q and k norms,
-// the scores scaled by query_pre_attn_scalar^-1/2, and sliding_window layers by layer_types (default: five
-// sliding to one full, sliding_window_pattern 6) whose rotary base is the local one (rope_parameters'
-// sliding_attention, or rope_local_base_freq; 10000) while the full layers take rope_theta (1e6) and the rope
-// scaling. Gemma3TextConfig's defaults: head_dim 256, 4 key/value heads, sliding_window 4096, tied, pad 0.
-// Softcapping (attn_logit_softcapping, final_logit_softcapping: Gemma 2's) and a bidirectional model are
-// refused.
-void read_gemma3_text(const Reader& r, Config& c) {
+// attn_logit_softcapping and final_logit_softcapping: the family's defaults when absent, none when null.
+void read_softcaps(const Reader& r, Config& c, double attn, double final) {
+  c.attn_logit_softcapping =
+      r.j.contains("attn_logit_softcapping") ? r.number("attn_logit_softcapping", 0.0) : attn;
+  c.final_logit_softcapping =
+      r.j.contains("final_logit_softcapping") ? r.number("final_logit_softcapping", 0.0) : final;
+}
+
+// What Gemma 2 and Gemma 3's text model share: Gemma's (1 + w) norms, √d embeddings and GeGLU
+// (hidden_activation), four norms a block, query_pre_attn_scalar, sliding_window layers by layer_types (or
+// every default_pattern-th layer full); their configs' defaults (head_dim 256, 4 key/value heads,
+// sliding_window 4096, tied, pad 0). A bidirectional model is refused.
+void read_gemma_sandwich(const Reader& r, Config& c, int64_t default_pattern) {
   read_llama_common(r, c, 4, 256, "gelu_pytorch_tanh");
   c.hidden_act = r.string("hidden_activation", "gelu_pytorch_tanh");
   if (std::find_if(std::begin(kGateActs), std::end(kGateActs),
@@ -444,13 +448,10 @@ void read_gemma3_text(const Reader& r, Config& c) {
   c.tie_word_embeddings = r.boolean("tie_word_embeddings", true);
   default_pad(r, c, 0);
   c.norm_unit_offset = true;
-  c.qk_norm = true;
   c.norm_placement = "sandwich";
   c.embedding_multiplier = std::sqrt(static_cast<double>(c.hidden_size));
   c.attention_bias = r.boolean("attention_bias", false);
   c.attention_multiplier = 1.0 / std::sqrt(static_cast<double>(r.integer("query_pre_attn_scalar", 256)));
-  for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping"})
-    if (r.has(key)) throw r.fail(key, "softcapping is not supported (Gemma 2's; saccade runs without it)");
   if (r.boolean("use_bidirectional_attention", false))
     throw r.fail("use_bidirectional_attention", "true is not supported (saccade runs causal decoders)");
   c.sliding_window = !r.j.contains("sliding_window") ? 4096
@@ -464,10 +465,22 @@ void read_gemma3_text(const Reader& r, Config& c) {
       c.layer_types.push_back(t.get<std::string>());
     }
   } else {
-    const int64_t pattern = r.integer("sliding_window_pattern", 6);
+    const int64_t pattern = r.integer("sliding_window_pattern", default_pattern);
     for (int64_t i = 0; i < c.num_hidden_layers; ++i)
       c.layer_types.push_back((i + 1) % pattern != 0 ? "sliding_attention" : "full_attention");
   }
+}
+
+// Gemma 3's text model (Gemma Team 2025; transformers' Gemma3TextConfig): Gemma's (1 + w) norms, scaled
+// embeddings and GeGLU (hidden_activation), with four norms a block (the "sandwich"), per-head q and k norms,
+// the scores scaled by query_pre_attn_scalar^-1/2, and sliding_window layers by layer_types (default: five
+// sliding to one full, sliding_window_pattern 6) whose rotary base is the local one (rope_parameters'
+// sliding_attention, or rope_local_base_freq; 10000) while the full layers take rope_theta (1e6) and the rope
+// scaling; softcapping as Gemma 2's when the file sets it (none by default).
+void read_gemma3_text(const Reader& r, Config& c) {
+  read_gemma_sandwich(r, c, 6);
+  c.qk_norm = true;
+  read_softcaps(r, c, 0.0, 0.0);  // Gemma3TextConfig: none by default
   // rotary: rope_parameters per layer type (transformers >= 5), else rope_theta, rope_scaling and
   // rope_local_base_freq at the top level
   c.rope_theta = r.number("rope_theta", 1e6);
@@ -495,6 +508,14 @@ void read_gemma3_text(const Reader& r, Config& c) {
   }
 }
 
+// Gemma 2 (Gemma Team 2024; transformers' Gemma2Config): read_gemma_sandwich's blocks (every other layer
+// full by default) with one rotary base (rope_theta, 10000) and logit soft-capping of the attention scores
+// and of the final logits (attn_logit_softcapping 50, final_logit_softcapping 30 when absent; null: none).
+void read_gemma2(const Reader& r, Config& c) {
+  read_gemma_sandwich(r, c, 2);
+  read_softcaps(r, c, 50.0, 30.0);
+}
+
 // One row a model_type: the architectures names transformers writes for it, and its reader.
 struct Family {
   const char* model_type;
@@ -514,6 +535,7 @@ const std::vector<Family>& families() {
       {"phi3", {"Phi3ForCausalLM", "Phi3Model"}, read_phi3},
       {"olmo2", {"Olmo2ForCausalLM", "Olmo2Model"}, read_olmo2},
       {"gemma3_text", {"Gemma3ForCausalLM", "Gemma3TextModel"}, read_gemma3_text},
+      {"gemma2", {"Gemma2ForCausalLM", "Gemma2Model"}, read_gemma2},
   };
   return rows;
 }
@@ -554,29 +576,33 @@ std::optional<std::string> unwritable(const Config& c, const std::string& type) 
     std::string what;
     std::vector<std::string> rows;  // the rows whose config says it
   };
-  const bool gemma = type == "gemma" || type == "gemma3_text";
+  const bool gemma = type == "gemma" || type == "gemma2" || type == "gemma3_text";
+  const bool sandwich_row = type == "gemma2" || type == "gemma3_text";
   const Switch switches[] = {
       {c.sliding_window > 0,
        fmt::format("a sliding window ({})", c.sliding_window),
-       {"mistral", "phi3", "gemma3_text"}},
+       {"mistral", "phi3", "gemma2", "gemma3_text"}},
       {c.partial_rotary_factor != 1.0,
        fmt::format("partial_rotary_factor {}", c.partial_rotary_factor),
        {"phi3"}},
       {c.attention_bias,
        "attention biases",
-       {"llama", "qwen3", "gemma", "granite", "smollm3", "olmo2", "gemma3_text"}},
+       {"llama", "qwen3", "gemma", "granite", "smollm3", "olmo2", "gemma2", "gemma3_text"}},
       {c.qk_norm_full_width, "q and k norms over all heads", {"olmo2"}},
       {c.norm_placement == "post", "norm_placement 'post'", {"olmo2"}},
-      {c.norm_placement == "sandwich", "norm_placement 'sandwich'", {"gemma3_text"}},
-      {!c.layer_types.empty(), "layer_types", {"gemma3_text"}},
+      {c.norm_placement == "sandwich", "norm_placement 'sandwich'", {"gemma2", "gemma3_text"}},
+      {!c.layer_types.empty(), "layer_types", {"gemma2", "gemma3_text"}},
+      {c.attn_logit_softcapping > 0 || c.final_logit_softcapping > 0,
+       "logit soft-capping",
+       {"gemma2", "gemma3_text"}},
       {c.rope_local_base_freq > 0, "a local rotary base", {"gemma3_text"}},
       {c.mlp_bias, "MLP biases", {"llama", "granite", "smollm3"}},
       {c.qkv_bias && !c.attention_bias, "biases on q, k and v only", {"qwen2"}},
       {c.qk_norm, "per-head q and k norms", {"qwen3", "gemma3_text"}},
-      {c.norm_unit_offset, "RMSNorm weights as offsets from one", {"gemma", "gemma3_text"}},
+      {c.norm_unit_offset, "RMSNorm weights as offsets from one", {"gemma", "gemma2", "gemma3_text"}},
       {granite_scalars(c), "Granite's multipliers", {"granite"}},
-      {c.attention_multiplier > 0, "an attention multiplier", {"granite", "gemma3_text"}},
-      {type == "gemma3_text" && query_pre_attn_scalar(c) == 0,
+      {c.attention_multiplier > 0, "an attention multiplier", {"granite", "gemma2", "gemma3_text"}},
+      {sandwich_row && query_pre_attn_scalar(c) == 0,
        fmt::format("an attention multiplier {} (Gemma 3's is query_pre_attn_scalar^-1/2 of an integer)",
                    c.attention_multiplier),
        {}},
@@ -597,7 +623,8 @@ std::optional<std::string> unwritable(const Config& c, const std::string& type) 
       {"smollm3", !c.no_rope_layers.empty()},
       {"olmo2", c.qk_norm_full_width && c.norm_placement == "post"},
       {"gemma3_text",
-       c.norm_unit_offset && c.qk_norm && c.norm_placement == "sandwich" && !c.layer_types.empty()}};
+       c.norm_unit_offset && c.qk_norm && c.norm_placement == "sandwich" && !c.layer_types.empty()},
+      {"gemma2", c.norm_unit_offset && c.norm_placement == "sandwich" && !c.layer_types.empty()}};
   for (const auto& [row, has] : needs)
     if (type == row && !has)
       return fmt::format("a '{}' config without the switch every '{}' model has", row, row);
@@ -621,7 +648,7 @@ void refuse_unwritable(const Config& c, const std::string& type) {
 std::string llama_family(const Config& c) {
   if (const Family* f = find_family(c.model_type); f && f->read != read_gpt2 && !unwritable(c, c.model_type))
     return c.model_type;  // the row it was read as, where that row's config says every switch
-  if (c.norm_placement == "sandwich") return "gemma3_text";
+  if (c.norm_placement == "sandwich") return c.qk_norm ? "gemma3_text" : "gemma2";
   if (c.qk_norm) return "qwen3";
   if (c.qkv_bias && !c.attention_bias) return "qwen2";
   if (c.norm_unit_offset) return "gemma";
@@ -719,17 +746,19 @@ std::string config_json(const Config& c) {
                            {"high_freq_factor", s.high_freq_factor},
                            {"original_max_position_embeddings", s.original_max_position_embeddings}};
     }
-    j[type == "gemma3_text" ? "hidden_activation" : "hidden_act"] = c.hidden_act;
+    const bool sandwich_row = type == "gemma2" || type == "gemma3_text";
+    j[sandwich_row ? "hidden_activation" : "hidden_act"] = c.hidden_act;
     j["pad_token_id"] = c.pad_token_id ? json(*c.pad_token_id) : json(nullptr);
-    if (type == "gemma3_text") {
+    if (sandwich_row) {
       j["query_pre_attn_scalar"] = query_pre_attn_scalar(c);
       j["sliding_window"] = c.sliding_window > 0 ? json(c.sliding_window) : json(nullptr);
       j["layer_types"] = c.layer_types;
-      j["rope_local_base_freq"] = c.rope_local_base_freq;
-      j["attn_logit_softcapping"] = nullptr;
-      j["final_logit_softcapping"] = nullptr;
+      if (type == "gemma3_text") j["rope_local_base_freq"] = c.rope_local_base_freq;
+      const auto cap = [](double v) { return v > 0 ? json(v) : json(nullptr); };
+      j["attn_logit_softcapping"] = cap(c.attn_logit_softcapping);
+      j["final_logit_softcapping"] = cap(c.final_logit_softcapping);
     }
-    if (type == "qwen3" || type == "gemma" || type == "olmo2" || type == "gemma3_text") {
+    if (type == "qwen3" || type == "gemma" || type == "olmo2" || sandwich_row) {
       j["attention_bias"] = c.attention_bias;
     } else if (type == "mistral" || type == "phi3") {
       j["sliding_window"] = c.sliding_window > 0 ? json(c.sliding_window) : json(nullptr);

@@ -79,6 +79,9 @@ struct Config {
   /// sliding_attention, or rope_local_base_freq; 10000); other rows: empty and 0
   std::vector<std::string> layer_types;
   double rope_local_base_freq = 0.0;
+  /// "gemma2" only: attn_logit_softcapping (Gemma2Config's 50) and final_logit_softcapping (30); null: 0,
+  /// none
+  double attn_logit_softcapping = 0.0, final_logit_softcapping = 0.0;
   std::vector<int64_t> bos_token_id, eos_token_id;  ///< empty when null or absent (a list: several eos)
   std::string torch_dtype;  ///< "float32", "bfloat16", "float16" or "" (the dtype on disk)
 
@@ -110,7 +113,9 @@ std::vector<std::string> supported_model_types();
 /// norm_placement "post"; Olmo2Config's rms_norm_eps 1e-5 and pad_token_id 1 when absent) and "gemma3_text"
 /// (Gemma3ForCausalLM or Gemma3TextModel, or none: Gemma's switches with four norms a block, per-head q and k
 /// norms, attention_multiplier query_pre_attn_scalar^-1/2, layer_types with the sliding layers' own rotary
-/// base; Gemma3TextConfig's defaults; softcapping refused); rotary settings
+/// base; Gemma3TextConfig's defaults; softcapping refused) and "gemma2" (Gemma2ForCausalLM or Gemma2Model, or
+/// none: as gemma3_text without q and k norms or a local rotary base, with attn_logit_softcapping and
+/// final_logit_softcapping; Gemma2Config's defaults, every other layer full); rotary settings
 /// either as a top-level "rope_theta" (as most published files have it) or inside "rope_parameters" /
 /// "rope_scaling" (newer transformers; "rope_type", else the older "type"), where the rope types "default",
 /// "linear" and "llama3" are supported. Keys the model_type's transformers model does not read ("llama":
@@ -130,9 +135,9 @@ Config parse_config(const std::string& text, const std::string& path = "config.j
 /// model_type where that row's config can say every switch set (and has the switch the row always has);
 /// else "qwen3" with qk_norm; "qwen2" with biases on q, k and v only; "gemma" with norm_unit_offset;
 /// "granite" with multipliers other than a Llama's; "smollm3" with no_rope_layers; "phi3" with partial
-/// rotation; "olmo2" with post-norms or full-width q/k norms; "gemma3_text" with sandwich norms; "mistral"
-/// with a sliding window, the one transformers runs with a window; else "llama". config_json writes this row,
-/// and llama_hf_config names its configs by it.
+/// rotation; "olmo2" with post-norms or full-width q/k norms; "gemma3_text" with sandwich norms and q/k
+/// norms, "gemma2" without; "mistral" with a sliding window, the one transformers runs with a window; else
+/// "llama". config_json writes this row, and llama_hf_config names its configs by it.
 std::string llama_family(const Config& config);
 
 /// The config.json that transformers writes for `config` (its save_pretrained fields; GPT-2's own spellings

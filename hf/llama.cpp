@@ -44,6 +44,8 @@ nn::LlamaConfig llama_config(const Config& c) {
   l.norm_placement = c.norm_placement;
   l.layer_types = c.layer_types;
   l.rope_local_base_freq = c.rope_local_base_freq;
+  l.attn_logit_softcapping = c.attn_logit_softcapping;
+  l.final_logit_softcapping = c.final_logit_softcapping;
   l.model_type = c.model_type;
   return l;
 }
@@ -81,6 +83,8 @@ Config llama_hf_config(const nn::LlamaConfig& l) {
   c.norm_placement = l.norm_placement;
   c.layer_types = l.layer_types;
   c.rope_local_base_freq = l.rope_local_base_freq;
+  c.attn_logit_softcapping = l.attn_logit_softcapping;
+  c.final_logit_softcapping = l.final_logit_softcapping;
   c.model_type = l.model_type;
   c.model_type = llama_family(c);  // the row that holds the layout
   return c;

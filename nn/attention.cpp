@@ -105,6 +105,14 @@ AttentionOutput scaled_dot_product_attention(const Variable& q, const Variable& 
                               ops::attention_scores_shape(q.shape(), k.shape()));
   const double p = options.dropout_p;
   Generator* gen = options.generator;
+  if (options.softcap) {  // composed: softcap · tanh(scores / softcap), then as without it
+    const double cap = *options.softcap;
+    SACCADE_CHECK(cap > 0 && std::isfinite(cap), "{}: softcap must be positive and finite, got {}", op, cap);
+    AttentionOutput r =
+        attend_composed(mul(tanh(div(attention_scores(q, k, scale), cap)), cap), v, mask, p, gen);
+    if (!options.need_weights) r.weights = Variable();
+    return r;
+  }
   // NOTE: the one place every dot-product attention goes through: fused unless the weights are asked for
   if (!options.need_weights) return {flash_attention(q, k, v, mask, scale, p, p > 0, gen), Variable()};
   return attend_composed(attention_scores(q, k, scale), v, mask, p, gen);

@@ -79,6 +79,11 @@ struct AttentionOptions {
   /// and leaves `weights` undefined. Both give the same output and gradients, and the same dropout for the
   /// same generator state.
   bool need_weights = false;
+  /// Logit soft-capping (Gemma 2's attn_logit_softcapping; Gemma Team 2024): the scaled scores become
+  /// softcap · tanh(scores / softcap) before the mask and the softmax. Unset (the default): none. The fused
+  /// kernels do not cap: a softcap takes the composed path (O(T²) memory) whatever need_weights says, and
+  /// returns the weights only when need_weights.
+  std::optional<double> softcap{};
 };
 
 /// Attention from precomputed scores (d2l 11.3, eq. 11.3.3): weights = masked_softmax(scores, mask) with the

@@ -17,10 +17,15 @@ LlamaAttention::LlamaAttention(const LlamaConfig& c, Generator* gen, int64_t lay
       head_dim(c.head_dim > 0 ? c.head_dim
                               : (c.num_attention_heads > 0 ? c.hidden_size / c.num_attention_heads : 0)),
       window(c.sliding_window),
-      scale(c.attention_multiplier) {
+      scale(c.attention_multiplier),
+      softcap(c.attn_logit_softcapping) {
   ErrorScope scope(name());
   SACCADE_CHECK(scale >= 0, "LlamaAttention: attention_multiplier must be >= 0 (0: 1/sqrt(head_dim)), got {}",
                 scale);
+  SACCADE_CHECK(
+      softcap >= 0 && c.final_logit_softcapping >= 0,
+      "LlamaAttention: attn_logit_softcapping {} and final_logit_softcapping {} must be >= 0 (0: none)",
+      softcap, c.final_logit_softcapping);
   SACCADE_CHECK(
       c.hidden_size > 0 && num_heads > 0 && num_kv_heads > 0 && head_dim > 0,
       "LlamaAttention: hidden_size {}, num_attention_heads {}, num_key_value_heads {} and head_dim {} "
@@ -123,6 +128,7 @@ Variable LlamaAttention::attend(const Variable& q, const Variable& k, const Vari
                           ops::CausalAlign::BottomRight, q.device(), op, window);
   AttentionOptions options;
   if (scale > 0) options.scale = scale;
+  if (softcap > 0) options.softcap = softcap;
   return o_proj->forward(heads().attend(q, k, v, mask, options, op).output);
 }
 
@@ -270,7 +276,9 @@ Variable LlamaForCausalLM::head(const Variable& hidden) {
   const Variable logits =
       lm_head ? lm_head->forward(hidden)
               : tied_output(hidden, model->embed_tokens->weight, output_q8_0, "LlamaForCausalLM");
-  return config_.logits_scaling == 1.0 ? logits : div(logits, config_.logits_scaling);
+  const Variable scaled = config_.logits_scaling == 1.0 ? logits : div(logits, config_.logits_scaling);
+  const double cap = config_.final_logit_softcapping;  // Gemma 2: f · tanh(logits / f)
+  return cap > 0 ? mul(tanh(div(scaled, cap)), cap) : scaled;
 }
 
 int64_t LlamaForCausalLM::quantize_q8_0() {

@@ -72,6 +72,11 @@ struct LlamaConfig {
   double residual_multiplier = 1.0;
   double attention_multiplier = 0.0;
   double logits_scaling = 1.0;
+  /// Gemma 2's logit soft-capping: the scaled attention scores become c · tanh(scores / c) with c =
+  /// attn_logit_softcapping (AttentionOptions::softcap: the composed attention path), and the logits
+  /// f · tanh(logits / f) with f = final_logit_softcapping; 0 (the default): none
+  double attn_logit_softcapping = 0.0;
+  double final_logit_softcapping = 0.0;
   // the whole model's (LlamaForCausalLM)
   /// The token embeddings multiplied by it before the first block (Granite's embedding_multiplier; Gemma's
   /// normalizer √hidden_size); 1: none
@@ -131,7 +136,8 @@ class LlamaAttention : public Module {
   std::shared_ptr<RotaryEmbedding> rotary_emb;  ///< null in a NoPE layer (no_rope_layers)
   std::shared_ptr<RMSNorm> q_norm, k_norm;      ///< null unless qk_norm or qk_norm_full_width
   int64_t num_heads, num_kv_heads, head_dim, window;
-  double scale;  ///< the scores' factor (LlamaConfig::attention_multiplier); 0: 1/√head_dim
+  double scale;    ///< the scores' factor (LlamaConfig::attention_multiplier); 0: 1/√head_dim
+  double softcap;  ///< LlamaConfig::attn_logit_softcapping; 0: none
 
  private:
   // the head arithmetic this layer shares with MultiHeadAttention, over the fields above

@@ -2,7 +2,7 @@
 // untied, two shards) and hf_llama_tied (tied embeddings, head_dim != hidden / heads, bfloat16 on disk) were
 // written by transformers, and hf_llama_expected.safetensors holds what transformers computes with them
 // (tests/fixtures/make_hf_llama.py); the family rows' fixtures (hf_qwen2, hf_qwen3, hf_gemma, hf_granite,
-// hf_smollm3, hf_phi3, hf_olmo2, hf_gemma3_text, hf_llama_rope) likewise.
+// hf_smollm3, hf_phi3, hf_olmo2, hf_gemma2, hf_gemma3_text, hf_llama_rope) likewise.
 #ifdef SACCADE_HAVE_HF
 #include <fmt/format.h>
 #include <catch2/catch.hpp>
@@ -806,9 +806,9 @@ TEST_CASE(
   CHECK(bare.layer_types == std::vector<std::string>(3, "sliding_attention"));
   CHECK((bare.rope_theta == 500000.0 && bare.rope_local_base_freq == 20000.0));
   CHECK(bare.rope_scaling.type == ops::RopeScaling::Type::Default);
-  CHECK_THROWS_WITH(hf::parse_config(replaced(g3, R"("final_logit_softcapping": null)",
-                                              R"("final_logit_softcapping": 30.0)")),
-                    Catch::Contains("final_logit_softcapping") && Catch::Contains("not supported"));
+  CHECK(hf::parse_config(
+            replaced(g3, R"("final_logit_softcapping": null)", R"("final_logit_softcapping": 30.0)"))
+            .final_logit_softcapping == 30.0);  // none by default, as the file says otherwise
   CHECK_THROWS_WITH(hf::parse_config(replaced(g3, R"("full_attention"
   ],)",
                                               R"("global"
@@ -838,6 +838,44 @@ TEST_CASE(
   check_family_fixture("hf_gemma3_text", "gemma3_text", "Gemma3ForCausalLM", [](nn::LlamaForCausalLM& model) {
     model.model->layers[0]->self_attn->rotary_emb = model.model->layers[2]->self_attn->rotary_emb;
   });
+}
+
+TEST_CASE(
+    "hf Gemma 2: a row of the family table, four norms a block, alternating windows, logit soft-capping",
+    "[hf]") {
+  // tests/data/hf_gemma2/config.json: written by transformers' Gemma2Config (make_hf_families.py gemma2)
+  const std::string g2 = file_bytes(kData + "/hf_gemma2/config.json");
+  const hf::Config c = hf::parse_config(g2);
+  CHECK(c.model_type == "gemma2");
+  CHECK((c.norm_placement == "sandwich" && !c.qk_norm && c.norm_unit_offset && c.rope_local_base_freq == 0));
+  CHECK(c.layer_types ==
+        std::vector<std::string>{"sliding_attention", "full_attention", "sliding_attention"});
+  CHECK((c.attn_logit_softcapping == 1.0 && c.final_logit_softcapping == 3.0));
+  // Gemma2Config's caps when absent (50 and 30), none when null
+  const hf::Config bare = hf::parse_config(replaced(replaced(g2, R"("attn_logit_softcapping": 1.0,)", ""),
+                                                    R"("final_logit_softcapping": 3.0,)", ""));
+  CHECK((bare.attn_logit_softcapping == 50.0 && bare.final_logit_softcapping == 30.0));
+  CHECK(hf::parse_config(
+            replaced(g2, R"("final_logit_softcapping": 3.0,)", R"("final_logit_softcapping": null,)"))
+            .final_logit_softcapping == 0.0);
+  nn::LlamaForCausalLM model(hf::llama_config(c));
+  CHECK(
+      (model.model->layers[0]->self_attn->softcap == 1.0 && model.model->layers[1]->self_attn->window == 0));
+  CHECK(model.model->layers[0]->self_attn->q_norm == nullptr);
+  check_written_as(model, "gemma2", "Gemma2ForCausalLM");
+  hf::Config capped = hf::load_config(kData + "/hf_llama/config.json");
+  capped.final_logit_softcapping = 30.0;
+  CHECK_THROWS_WITH(hf::config_json(capped), Catch::Contains("soft-capping"));
+}
+
+TEST_CASE(
+    "hf Gemma 2: transformers' logits, greedy continuations (with and without the KV cache), ten AdamW "
+    "steps, and an export that reads back",
+    "[hf]") {
+  // tests/data/hf_gemma2: written by transformers' Gemma2ForCausalLM (make_hf_families.py gemma2); without
+  // the attention's soft-capping in one layer the logits are not transformers'
+  check_family_fixture("hf_gemma2", "gemma2", "Gemma2ForCausalLM",
+                       [](nn::LlamaForCausalLM& model) { model.model->layers[1]->self_attn->softcap = 0.0; });
 }
 
 TEST_CASE(

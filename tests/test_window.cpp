@@ -296,3 +296,58 @@ TEST_CASE("sliding-window attention rejects bad input naming the op and the shap
   mha.window = -1;
   REQUIRE_THROWS_SACCADE(mha.forward(x, x, x, Tensor(), true), "MultiHeadAttention: window must be >= 1");
 }
+
+TEST_CASE(
+    "logit soft-capping (Gemma 2's): softcap tanh(scores / softcap) before the mask, grouped heads and a "
+    "window, its gradients, and bad input",
+    "[attention][window]") {
+  // a loop over the formula in float64: query i, key j <= i within the window of 3, head h reading key/value
+  // head h / 2
+  const int64_t B = 1, H = 4, Hkv = 2, T = 6, D = 8;
+  const double cap = 0.7, scale = 0.9;
+  Variable q(rand64({B, H, T, D}, 61), true), k(rand64({B, Hkv, T, D}, 62), true),
+      v(rand64({B, Hkv, T, D}, 63), true);
+  const ops::AttentionMask mask = ops::attention_mask(
+      Tensor(), Shape{B, H, T, T}, ops::CausalAlign::BottomRight, Device::cpu(), "test", 3);
+  nn::AttentionOptions options{
+      .is_causal = true, .window = 3, .scale = scale, .enable_gqa = true, .softcap = cap};
+  const nn::AttentionOutput got = nn::scaled_dot_product_attention(q, k, v, options);
+  CHECK_FALSE(got.weights.defined());  // need_weights false: none, though the path is composed
+  Tensor want = ops::zeros({B, H, T, D}, DType::Float64);
+  const double *qd = q.data().data<double>(), *kd = k.data().data<double>(), *vd = v.data().data<double>();
+  double* wd = want.data<double>();
+  // element (head, position, dim) of a contiguous (1, heads, T, D) tensor
+  auto at = [&](int64_t head, int64_t pos, int64_t d) { return (head * T + pos) * D + d; };
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t i = 0; i < T; ++i) {
+      std::vector<double> s;
+      for (int64_t j = std::max<int64_t>(0, i - 2); j <= i; ++j) {
+        double dot = 0;
+        for (int64_t d = 0; d < D; ++d) dot += qd[at(h, i, d)] * kd[at(h / 2, j, d)];
+        s.push_back(cap * std::tanh(dot * scale / cap));
+      }
+      double m = *std::max_element(s.begin(), s.end()), z = 0;
+      for (double& x : s) z += (x = std::exp(x - m));
+      for (int64_t d = 0; d < D; ++d) {
+        double o = 0;
+        for (int64_t j = std::max<int64_t>(0, i - 2), n = 0; j <= i; ++j, ++n)
+          o += s[static_cast<size_t>(n)] / z * vd[at(h / 2, j, d)];
+        wd[at(h, i, d)] = o;
+      }
+    }
+  CHECK(allclose(got.output.data(), want, 1e-12, 1e-12));
+  // without the cap the output differs; with need_weights the weights come back
+  options.softcap.reset();
+  CHECK_FALSE(allclose(nn::scaled_dot_product_attention(q, k, v, options).output.data(), want, 1e-3, 1e-3));
+  options.softcap = cap;
+  options.need_weights = true;
+  CHECK(nn::scaled_dot_product_attention(q, k, v, options).weights.defined());
+  options.need_weights = false;
+  CHECK(gradcheck(
+      [&](const std::vector<Variable>& in) {
+        return nn::scaled_dot_product_attention(in[0], in[1], in[2], options).output;
+      },
+      {q, k, v}));
+  options.softcap = 0.0;
+  REQUIRE_THROWS_SACCADE(nn::scaled_dot_product_attention(q, k, v, options), "softcap must be positive");
+}

@@ -31,7 +31,9 @@ bool same_config(const hf::Config& a, const hf::Config& b) {
          a.logits_scaling == b.logits_scaling && a.pad_token_id == b.pad_token_id &&
          a.no_rope_layers == b.no_rope_layers && a.partial_rotary_factor == b.partial_rotary_factor &&
          a.qk_norm_full_width == b.qk_norm_full_width && a.norm_placement == b.norm_placement &&
-         a.layer_types == b.layer_types && a.rope_local_base_freq == b.rope_local_base_freq;
+         a.layer_types == b.layer_types && a.rope_local_base_freq == b.rope_local_base_freq &&
+         a.attn_logit_softcapping == b.attn_logit_softcapping &&
+         a.final_logit_softcapping == b.final_logit_softcapping;
 }
 
 void check_accepted(const hf::Config& c) {
@@ -40,13 +42,14 @@ void check_accepted(const hf::Config& c) {
                   : (c.model_type == "llama" || c.model_type == "mistral" || c.model_type == "qwen2" ||
                      c.model_type == "qwen3" || c.model_type == "gemma" || c.model_type == "granite" ||
                      c.model_type == "smollm3" || c.model_type == "phi3" || c.model_type == "olmo2" ||
-                     c.model_type == "gemma3_text"),
+                     c.model_type == "gemma3_text" || c.model_type == "gemma2"),
              "model_type '{}'", c.model_type);
   // q/k/v-only biases exactly in a "qwen2" file (transformers' Qwen2 hard-codes them)
   FUZZ_CHECK(c.qkv_bias == (c.model_type == "qwen2"), "qkv_bias {} of a '{}' config", c.qkv_bias,
              c.model_type);
   // per-head q and k norms exactly in a "qwen3" file (transformers' Qwen3 always has them), never MLP biases
-  const bool gemma3 = c.model_type == "gemma3_text", gemma = c.model_type == "gemma" || gemma3;
+  const bool gemma3 = c.model_type == "gemma3_text", gemma2 = c.model_type == "gemma2";
+  const bool sandwich = gemma2 || gemma3, gemma = c.model_type == "gemma" || sandwich;
   FUZZ_CHECK(c.qk_norm == (c.model_type == "qwen3" || gemma3) && !(c.qk_norm && c.mlp_bias),
              "qk_norm {} of a '{}' config", c.qk_norm, c.model_type);
   // (1 + w) norms and a sqrt(d) embedding scale exactly in a "gemma" file; multipliers only in a "granite"
@@ -59,7 +62,7 @@ void check_accepted(const hf::Config& c) {
   FUZZ_CHECK(c.model_type == "granite"
                  ? c.residual_multiplier > 0 && c.attention_multiplier > 0 && c.logits_scaling > 0
                  : c.residual_multiplier == 1.0 && c.logits_scaling == 1.0 &&
-                       (gemma3 ? c.attention_multiplier > 0 : c.attention_multiplier == 0.0),
+                       (sandwich ? c.attention_multiplier > 0 : c.attention_multiplier == 0.0),
              "multipliers {}, {}, {} of a '{}' config", c.residual_multiplier, c.attention_multiplier,
              c.logits_scaling, c.model_type);
   FUZZ_CHECK(!c.pad_token_id || (!gpt2 && *c.pad_token_id >= 0 && *c.pad_token_id < c.vocab_size),
@@ -82,19 +85,21 @@ void check_accepted(const hf::Config& c) {
   // post-norms and full-width q and k norms exactly in an "olmo2" file
   FUZZ_CHECK(c.qk_norm_full_width == (c.model_type == "olmo2") &&
                  c.norm_placement == (c.model_type == "olmo2" ? "post"
-                                      : gemma3                ? "sandwich"
+                                      : sandwich              ? "sandwich"
                                                               : "pre"),
              "qk_norm_full_width {}, norm_placement '{}' of a '{}' config", c.qk_norm_full_width,
              c.norm_placement, c.model_type);
   // per-layer attention types and a local rotary base exactly in a "gemma3_text" file
-  FUZZ_CHECK((gemma3 ? static_cast<int64_t>(c.layer_types.size()) == c.num_hidden_layers &&
-                           c.rope_local_base_freq > 0
-                     : c.layer_types.empty() && c.rope_local_base_freq == 0.0),
+  FUZZ_CHECK((sandwich ? static_cast<int64_t>(c.layer_types.size()) == c.num_hidden_layers
+                       : c.layer_types.empty()) &&
+                 (gemma3 ? c.rope_local_base_freq > 0 : c.rope_local_base_freq == 0.0) &&
+                 (sandwich || (c.attn_logit_softcapping == 0.0 && c.final_logit_softcapping == 0.0)) &&
+                 c.attn_logit_softcapping >= 0 && c.final_logit_softcapping >= 0,
              "{} layer_types, rope_local_base_freq {} of a '{}' config", c.layer_types.size(),
              c.rope_local_base_freq, c.model_type);
   // a window only where transformers runs one (a "llama" file's sliding_window is ignored)
   FUZZ_CHECK(c.sliding_window >= 0 &&
-                 (c.sliding_window == 0 || c.model_type == "mistral" || c.model_type == "phi3" || gemma3),
+                 (c.sliding_window == 0 || c.model_type == "mistral" || c.model_type == "phi3" || sandwich),
              "sliding_window {} of a '{}' config", c.sliding_window, c.model_type);
   for (const int64_t n : {c.vocab_size, c.hidden_size, c.num_hidden_layers, c.num_attention_heads,
                           c.num_key_value_heads, c.head_dim, c.intermediate_size, c.max_position_embeddings})
