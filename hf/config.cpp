@@ -119,10 +119,27 @@ void read_rope(const Reader& r, Config& c) {
            .low_freq_factor = number("low_freq_factor"),
            .high_freq_factor = number("high_freq_factor"),
            .original_max_position_embeddings = sub.integer("original_max_position_embeddings", std::nullopt)};
+    } else if (type == "yarn") {
+      // transformers: original_max_position_embeddings defaults to max_position_embeddings, the rest as its
+      // _compute_yarn_parameters
+      auto optional = [&](const char* k, double fallback) {
+        return sub.has(k) ? sub.number(p[k], fmt::format("{}.{}", key, k)) : fallback;
+      };
+      s = {.type = Type::Yarn,
+           .factor = number("factor"),
+           .original_max_position_embeddings =
+               sub.integer("original_max_position_embeddings", c.max_position_embeddings),
+           .beta_fast = optional("beta_fast", 32.0),
+           .beta_slow = optional("beta_slow", 1.0),
+           .attention_factor = optional("attention_factor", 0.0),
+           .mscale = optional("mscale", 0.0),
+           .mscale_all_dim = optional("mscale_all_dim", 0.0),
+           .truncate = sub.boolean("truncate", true)};
     } else {
-      throw r.fail(key, fmt::format("rope_type '{}' is not supported (saccade implements 'default', 'linear' "
-                                    "and 'llama3')",
-                                    type));
+      throw r.fail(key,
+                   fmt::format("rope_type '{}' is not supported (saccade implements 'default', 'linear', "
+                               "'llama3' and 'yarn')",
+                               type));
     }
     if (s.type != Type::Default && !(s.factor >= 1))
       throw r.fail(fmt::format("{}.factor", key), fmt::format("{} is below 1", s.factor));
@@ -406,6 +423,9 @@ void read_phi3(const Reader& r, Config& c) {
   read_llama_common(r, c, 0);
   c.norm_eps = r.number("rms_norm_eps", 1e-5);
   default_pad(r, c, 32000);
+  if (c.rope_scaling.type != ops::RopeScaling::Type::Default)
+    throw r.fail("rope_parameters", "Phi3Config runs 'default' or 'longrope' rotary only (longrope is not "
+                                    "supported)");
   c.sliding_window = r.has("sliding_window") ? r.integer("sliding_window", std::nullopt) : 0;
   for (const char* key : {"attention_bias", "mlp_bias"})
     if (r.has(key) && r.j[key] != false) r.ignored(key, "transformers' Phi3ForCausalLM has no biases");
@@ -745,6 +765,16 @@ std::string config_json(const Config& c) {
                            {"low_freq_factor", s.low_freq_factor},
                            {"high_freq_factor", s.high_freq_factor},
                            {"original_max_position_embeddings", s.original_max_position_embeddings}};
+    } else if (s.type == ops::RopeScaling::Type::Yarn) {
+      j["rope_scaling"] = {{"rope_type", "yarn"},
+                           {"factor", s.factor},
+                           {"original_max_position_embeddings", s.original_max_position_embeddings},
+                           {"beta_fast", s.beta_fast},
+                           {"beta_slow", s.beta_slow},
+                           {"truncate", s.truncate}};
+      if (s.attention_factor > 0) j["rope_scaling"]["attention_factor"] = s.attention_factor;
+      if (s.mscale > 0) j["rope_scaling"]["mscale"] = s.mscale;
+      if (s.mscale_all_dim > 0) j["rope_scaling"]["mscale_all_dim"] = s.mscale_all_dim;
     }
     const bool sandwich_row = type == "gemma2" || type == "gemma3_text";
     j[sandwich_row ? "hidden_activation" : "hidden_act"] = c.hidden_act;

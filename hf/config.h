@@ -36,7 +36,8 @@ struct Config {
   int64_t max_position_embeddings = 0;  ///< the context; GPT-2: n_positions
   double norm_eps = 1e-5;               ///< Llama: rms_norm_eps (1e-6); GPT-2: layer_norm_epsilon (1e-5)
   double rope_theta = 10000.0;          ///< Llama: rope_theta, or rope_parameters / rope_scaling's
-  /// Llama family: rope_parameters / rope_scaling's rope_type ("default", "linear", "llama3") and its keys
+  /// Llama family: rope_parameters / rope_scaling's rope_type ("default", "linear", "llama3", "yarn") and its
+  /// keys
   ops::RopeScaling rope_scaling;
   bool tie_word_embeddings = true;  ///< GPT-2: true, Llama: false, unless the file says
   std::string hidden_act;  ///< GPT-2: activation_function ("gelu_new"); Llama family: the MLP gate's ("silu")
@@ -118,14 +119,14 @@ std::vector<std::string> supported_model_types();
 /// final_logit_softcapping; Gemma2Config's defaults, every other layer full); rotary settings
 /// either as a top-level "rope_theta" (as most published files have it) or inside "rope_parameters" /
 /// "rope_scaling" (newer transformers; "rope_type", else the older "type"), where the rope types "default",
-/// "linear" and "llama3" are supported. Keys the model_type's transformers model does not read ("llama":
-/// sliding_window; "mistral", "qwen2": attention_bias, mlp_bias; "qwen3": mlp_bias) are ignored with a
-/// warning on stderr naming the file and the key. Throws saccade::Error naming "hf::load_config", the file
-/// and the key for: a file that cannot be read or is not a JSON object, an unknown model_type or
+/// "linear", "llama3" and "yarn" are supported. Keys the model_type's transformers model does not read
+/// ("llama": sliding_window; "mistral", "qwen2": attention_bias, mlp_bias; "qwen3": mlp_bias) are ignored
+/// with a warning on stderr naming the file and the key. Throws saccade::Error naming "hf::load_config", the
+/// file and the key for: a file that cannot be read or is not a JSON object, an unknown model_type or
 /// architectures entry, a missing field the architecture needs, a value of the wrong type or out of range
 /// (sizes < 1, heads not dividing the width, key/value heads not dividing the heads, a GPT-2 activation other
 /// than gelu_new / gelu / relu, a Llama-family hidden_act other than silu, gelu_pytorch_tanh, gelu_new or
-/// gelu, a pad_token_id not below vocab_size, an odd head_dim), and a rope type other than those three.
+/// gelu, a pad_token_id not below vocab_size, an odd head_dim), and a rope type other than those four.
 Config load_config(const std::string& path);
 
 /// Parses config.json text (as load_config, `path` only names the file in errors).

@@ -3,6 +3,7 @@
 // for a backend without one).
 #include "ops/rotary.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
@@ -26,7 +27,27 @@ std::vector<double> rotary_inv_freq(int64_t rotary_dim, double theta, const Rope
                 "{}: llama3 rope scaling needs 0 < low_freq_factor < high_freq_factor and "
                 "original_max_position_embeddings >= 1, got {}, {} and {}",
                 op, lo, hi, scaling.original_max_position_embeddings);
+  SACCADE_CHECK(
+      scaling.type != Type::Yarn ||
+          (scaling.original_max_position_embeddings >= 1 && std::isfinite(scaling.beta_fast) &&
+           std::isfinite(scaling.beta_slow) && scaling.beta_fast > 0 && scaling.beta_slow > 0),
+      "{}: yarn rope scaling needs original_max_position_embeddings >= 1 and positive beta_fast and "
+      "beta_slow, got {}, {} and {}",
+      op, scaling.original_max_position_embeddings, scaling.beta_fast, scaling.beta_slow);
   const double L = static_cast<double>(scaling.original_max_position_embeddings);
+  // Yarn: the dims between lo and hi blend interpolation into extrapolation (transformers'
+  // find_correction_range)
+  double ramp_lo = 0, ramp_hi = 0;
+  if (scaling.type == Type::Yarn) {
+    const double d = static_cast<double>(rotary_dim);
+    auto correction_dim = [&](double rotations) {
+      return d * std::log(L / (rotations * 2 * std::numbers::pi)) / (2 * std::log(theta));
+    };
+    ramp_lo = correction_dim(scaling.beta_fast), ramp_hi = correction_dim(scaling.beta_slow);
+    if (scaling.truncate) ramp_lo = std::floor(ramp_lo), ramp_hi = std::ceil(ramp_hi);
+    ramp_lo = std::max(ramp_lo, 0.0), ramp_hi = std::min(ramp_hi, d - 1);
+    if (ramp_lo == ramp_hi) ramp_hi += 0.001;  // as transformers: no division by zero
+  }
   std::vector<double> inv_freq(static_cast<size_t>(rotary_dim / 2));
   for (size_t i = 0; i < inv_freq.size(); ++i) {
     const double f = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(rotary_dim));
@@ -49,9 +70,23 @@ std::vector<double> rotary_inv_freq(int64_t rotary_dim, double theta, const Rope
         }
         break;
       }
+      case Type::Yarn: {
+        const double ramp = std::clamp((static_cast<double>(i) - ramp_lo) / (ramp_hi - ramp_lo), 0.0, 1.0);
+        inv_freq[i] = f / factor * ramp + f * (1 - ramp);  // extrapolated where ramp is 0, interpolated at 1
+        break;
+      }
     }
   }
   return inv_freq;
+}
+
+double rotary_attention_factor(const RopeScaling& scaling) {
+  if (scaling.type != RopeScaling::Type::Yarn) return 1.0;
+  if (scaling.attention_factor > 0) return scaling.attention_factor;
+  auto mscale = [](double scale, double m) { return scale <= 1 ? 1.0 : 0.1 * m * std::log(scale) + 1.0; };
+  if (scaling.mscale > 0 && scaling.mscale_all_dim > 0)
+    return mscale(scaling.factor, scaling.mscale) / mscale(scaling.factor, scaling.mscale_all_dim);
+  return mscale(scaling.factor, 1.0);
 }
 
 RotaryTables rotary_tables(int64_t num_positions, int64_t rotary_dim, double theta, DType dtype,
@@ -61,6 +96,7 @@ RotaryTables rotary_tables(int64_t num_positions, int64_t rotary_dim, double the
   SACCADE_CHECK(dtype == DType::Float32 || dtype == DType::Float64,
                 "{}: the tables are float32 or float64, got {}", op, dtype);
   const std::vector<double> inv_freq = rotary_inv_freq(rotary_dim, theta, scaling, op);
+  const double af = rotary_attention_factor(scaling);
   const int64_t half = rotary_dim / 2;
   Tensor c = Tensor::empty({num_positions, half}, DType::Float64),
          s = Tensor::empty({num_positions, half}, DType::Float64);
@@ -69,8 +105,8 @@ RotaryTables rotary_tables(int64_t num_positions, int64_t rotary_dim, double the
   for (int64_t i = 0; i < half; ++i) {
     for (int64_t p = 0; p < num_positions; ++p) {
       const double a = static_cast<double>(p) * inv_freq[static_cast<size_t>(i)];
-      pc[p * half + i] = std::cos(a);
-      ps[p * half + i] = std::sin(a);
+      pc[p * half + i] = af * std::cos(a);
+      ps[p * half + i] = af * std::sin(a);
     }
   }
   return {c.to(dtype).to(device), s.to(dtype).to(device)};

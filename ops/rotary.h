@@ -26,14 +26,24 @@ enum class RotaryStyle { Half, Interleaved };
 ///     λ_lo = L / low_freq_factor and λ_hi = L / high_freq_factor: θ_i unchanged where λ_i < λ_hi (high
 ///     frequencies), θ_i / factor where λ_i > λ_lo (low ones), and between them the blend
 ///     (1 - s) θ_i / factor + s θ_i with s = (L / λ_i - low_freq_factor) / (high_freq_factor -
-///     low_freq_factor).
+///     low_freq_factor);
+///   - Yarn (Peng et al. 2023, "YaRN", arXiv 2309.00071, eqs. 17-21): with d = rotary_dim, the correction
+///     dims c(r) = d ln(L / (2π r)) / (2 ln theta) of beta_fast and beta_slow rotations (floored and ceiled
+///     when truncate) clamped to [0, d - 1] as lo, hi, and the ramp γ_i = clamp((i - lo) / (hi - lo), 0, 1):
+///     θ_i / factor · γ_i + θ_i · (1 - γ_i); and the tables' cos and sin times attention_factor (when 0:
+///     0.1 ln(factor) + 1, or the ratio of that with mscale and with mscale_all_dim when both are set), so
+///     the scores grow by its square (rotary_attention_factor).
 struct RopeScaling {
-  enum class Type { Default, Linear, Llama3 };
+  enum class Type { Default, Linear, Llama3, Yarn };
   Type type = Type::Default;
   double factor = 1.0;                              ///< Linear, Llama3: how much longer the context is
   double low_freq_factor = 1.0;                     ///< Llama3
   double high_freq_factor = 4.0;                    ///< Llama3
-  int64_t original_max_position_embeddings = 8192;  ///< Llama3: L, the context the model was trained on
+  int64_t original_max_position_embeddings = 8192;  ///< Llama3, Yarn: L, the context the model was trained on
+  double beta_fast = 32.0, beta_slow = 1.0;         ///< Yarn: the ramp's bounds, in rotations
+  double attention_factor = 0.0;                    ///< Yarn: the cos and sin factor; 0: derived from factor
+  double mscale = 0.0, mscale_all_dim = 0.0;        ///< Yarn (DeepSeek's): 0 unless both are set
+  bool truncate = true;                             ///< Yarn: floor and ceil the correction dims
   bool operator==(const RopeScaling&) const = default;
 };
 
@@ -44,14 +54,19 @@ struct RopeScaling {
 std::vector<double> rotary_inv_freq(int64_t rotary_dim, double theta, const RopeScaling& scaling = {},
                                     const char* op = "rotary_inv_freq");
 
+/// The factor rotary_tables multiplies cos and sin by: Yarn's attention_factor (see RopeScaling), 1 for the
+/// other types.
+double rotary_attention_factor(const RopeScaling& scaling);
+
 /// cos(p θ_i) and sin(p θ_i) for positions p = 0 .. num_positions - 1 and pairs i = 0 .. rotary_dim/2 - 1.
 struct RotaryTables {
   Tensor cos, sin;  ///< (num_positions, rotary_dim / 2)
 };
 /// The tables of RoPE with base `theta` (10000 in RoFormer and Llama 2; 500000 in Llama 3), computed in
 /// float64 (angles p θ_i exact to double rounding at any position) and stored as `dtype` (float32 or float64)
-/// on `device`; θ_i rescaled by `scaling` (rotary_inv_freq). Throws saccade::Error naming rotary_tables for
-/// num_positions < 0, another dtype, or the arguments rotary_inv_freq refuses.
+/// on `device`; θ_i rescaled by `scaling` (rotary_inv_freq), both times rotary_attention_factor(scaling).
+/// Throws saccade::Error naming rotary_tables for num_positions < 0, another dtype, or the arguments
+/// rotary_inv_freq refuses.
 RotaryTables rotary_tables(int64_t num_positions, int64_t rotary_dim, double theta,
                            DType dtype = DType::Float32, Device device = Device::cpu(),
                            const RopeScaling& scaling = {});

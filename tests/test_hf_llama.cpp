@@ -2,7 +2,7 @@
 // untied, two shards) and hf_llama_tied (tied embeddings, head_dim != hidden / heads, bfloat16 on disk) were
 // written by transformers, and hf_llama_expected.safetensors holds what transformers computes with them
 // (tests/fixtures/make_hf_llama.py); the family rows' fixtures (hf_qwen2, hf_qwen3, hf_gemma, hf_granite,
-// hf_smollm3, hf_phi3, hf_olmo2, hf_gemma2, hf_gemma3_text, hf_llama_rope) likewise.
+// hf_smollm3, hf_phi3, hf_olmo2, hf_gemma2, hf_gemma3_text, hf_llama_yarn, hf_llama_rope) likewise.
 #ifdef SACCADE_HAVE_HF
 #include <fmt/format.h>
 #include <catch2/catch.hpp>
@@ -879,6 +879,37 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "hf YaRN rope scaling: transformers' logits, greedy continuations (with and without the KV cache), ten "
+    "AdamW steps, and an export that keeps it",
+    "[hf]") {
+  // tests/data/hf_llama_yarn: rope_parameters {rope_type yarn, factor 4, original 16} written by transformers
+  // (make_hf_families.py llama_yarn); the attention factor 0.1 ln 4 + 1 scales cos and sin
+  const hf::Config c = hf::load_config(kData + "/hf_llama_yarn/config.json");
+  using Type = ops::RopeScaling::Type;
+  CHECK((c.rope_scaling.type == Type::Yarn && c.rope_scaling.factor == 4.0 &&
+         c.rope_scaling.original_max_position_embeddings == 16 && c.rope_scaling.beta_fast == 32.0 &&
+         c.rope_scaling.beta_slow == 1.0 && c.rope_scaling.truncate));
+  CHECK(ops::rotary_attention_factor(c.rope_scaling) == Approx(0.1 * std::log(4.0) + 1.0));
+  // without the attention factor (or with the default frequencies) the logits are not transformers'
+  check_family_fixture("hf_llama_yarn", "llama", "LlamaForCausalLM", [](nn::LlamaForCausalLM& model) {
+    model.model->layers[0]->self_attn->rotary_emb = std::make_shared<nn::RotaryEmbedding>(8, 10000.0);
+  });
+  // the optional keys read and written back; original_max_position_embeddings defaults to the context
+  const std::string text = file_bytes(kData + "/hf_llama_yarn/config.json");
+  const hf::Config deepseek =
+      hf::parse_config(replaced(text, R"("rope_type": "yarn")",
+                                R"("rope_type": "yarn", "mscale": 1.0, "mscale_all_dim": 0.5,
+                                                           "beta_fast": 16, "truncate": false)"));
+  CHECK((deepseek.rope_scaling.mscale == 1.0 && deepseek.rope_scaling.mscale_all_dim == 0.5 &&
+         deepseek.rope_scaling.beta_fast == 16.0 && !deepseek.rope_scaling.truncate));
+  CHECK(hf::parse_config(hf::config_json(deepseek)).rope_scaling == deepseek.rope_scaling);
+  CHECK(hf::parse_config(replaced(text, R"("original_max_position_embeddings": 16,)", ""))
+            .rope_scaling.original_max_position_embeddings == 64);
+  CHECK_THROWS_WITH(hf::parse_config(replaced(text, R"("factor": 4.0,)", "")),
+                    Catch::Contains("factor") && Catch::Contains("missing"));
+}
+
+TEST_CASE(
     "hf Llama 3 rope scaling: transformers' frequencies (llama3, linear), logits, greedy continuations "
     "and an export that keeps it",
     "[hf]") {
@@ -929,8 +960,8 @@ TEST_CASE(
   }
   // what is not implemented, or incomplete, is refused by name
   const std::string text = file_bytes(kData + "/hf_llama_rope/config.json");
-  CHECK_THROWS_WITH(hf::parse_config(replaced(text, R"("rope_type": "llama3")", R"("rope_type": "yarn")")),
-                    Catch::Contains("rope_parameters") && Catch::Contains("'yarn' is not supported"));
+  CHECK_THROWS_WITH(hf::parse_config(replaced(text, R"("rope_type": "llama3")", R"("rope_type": "dynamic")")),
+                    Catch::Contains("rope_parameters") && Catch::Contains("'dynamic' is not supported"));
   CHECK_THROWS_WITH(hf::parse_config(replaced(text, R"("factor": 8.0,)", "")),
                     Catch::Contains("rope_parameters.factor") && Catch::Contains("missing"));
   CHECK_THROWS_WITH(
