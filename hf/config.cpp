@@ -282,23 +282,46 @@ void read_mistral(const Reader& r, Config& c) {
     if (r.has(key) && r.j[key] != false) r.ignored(key, "transformers' MistralForCausalLM has no biases");
 }
 
-// The Qwen rows' sliding window applies only with use_sliding_window, to the layers from max_window_layers on
-// (transformers' layer_types); saccade runs one window for every layer, so a file where some layer slides is
-// refused.
-void refuse_sliding_layers(const Reader& r, const Config& c) {
-  bool slides = false;
-  if (r.has("layer_types")) {
-    const json& types = r.j["layer_types"];
-    if (!types.is_array()) throw r.fail("layer_types", fmt::format("{} is not a list", types.dump()));
-    for (const json& t : types) slides = slides || t != "full_attention";
-  } else if (r.boolean("use_sliding_window", false)) {
-    slides = r.integer("max_window_layers", 28, 0) < c.num_hidden_layers;
+// The list `key` with one entry a layer, or an Error naming the key.
+const json& per_layer(const Reader& r, const char* key, int64_t layers) {
+  const json& list = r.j[key];
+  if (!list.is_array() || static_cast<int64_t>(list.size()) != layers)
+    throw r.fail(key, fmt::format("{} is not a list of num_hidden_layers ({}) entries", list.dump(), layers));
+  return list;
+}
+
+// layer_types: one "full_attention" or "sliding_attention" a layer, or an Error naming the key.
+std::vector<std::string> read_layer_types(const Reader& r, int64_t layers) {
+  std::vector<std::string> out;
+  for (const json& t : per_layer(r, "layer_types", layers)) {
+    if (t != "full_attention" && t != "sliding_attention")
+      throw r.fail("layer_types", fmt::format("{} is not full_attention or sliding_attention", t.dump()));
+    out.push_back(t.get<std::string>());
   }
-  if (slides)
-    throw r.fail(r.has("layer_types") ? "layer_types" : "use_sliding_window",
-                 fmt::format("sliding-window layers are not supported for '{}' (only full attention in every "
-                             "layer)",
-                             c.model_type));
+  return out;
+}
+
+// The Qwen rows' sliding layers (transformers' Qwen2Config and Qwen3Config): the window is sliding_window
+// (4096 when absent, none when null) when use_sliding_window, else none; a layer slides when layer_types says
+// "sliding_attention" (absent: the layers from max_window_layers on, 28 by default) and there is a window.
+// Config::layer_types and sliding_window are set only when some layer slides.
+void read_qwen_sliding_layers(const Reader& r, Config& c) {
+  const int64_t window = !r.boolean("use_sliding_window", false) ? 0
+                         : !r.j.contains("sliding_window")       ? 4096
+                         : r.has("sliding_window")               ? r.integer("sliding_window", std::nullopt)
+                                                                 : 0;
+  std::vector<std::string> types;
+  if (r.has("layer_types")) {
+    types = read_layer_types(r, c.num_hidden_layers);
+  } else {
+    const int64_t first = r.integer("max_window_layers", 28, 0);
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i)
+      types.push_back(window > 0 && i >= first ? "sliding_attention" : "full_attention");
+  }
+  if (window > 0 && std::find(types.begin(), types.end(), "sliding_attention") != types.end()) {
+    c.sliding_window = window;
+    c.layer_types = types;
+  }
 }
 
 // Qwen2 (Yang et al. 2024, Qwen2 Technical Report; transformers' Qwen2Config): Llama's blocks with biases on
@@ -309,7 +332,7 @@ void read_qwen2(const Reader& r, Config& c) {
   for (const char* key : {"attention_bias", "mlp_bias"})
     if (r.has(key) && r.j[key] != false)
       r.ignored(key, "transformers' Qwen2ForCausalLM has biases on q, k and v only, always");
-  refuse_sliding_layers(r, c);
+  read_qwen_sliding_layers(r, c);
 }
 
 // Qwen3 (Yang et al. 2025, Qwen3 Technical Report; transformers' Qwen3Config): Llama's blocks with an RMSNorm
@@ -322,7 +345,7 @@ void read_qwen3(const Reader& r, Config& c) {
   c.attention_bias = r.boolean("attention_bias", false);
   if (r.has("mlp_bias") && r.j["mlp_bias"] != false)
     r.ignored("mlp_bias", "transformers' Qwen3MLP has no biases");
-  refuse_sliding_layers(r, c);
+  read_qwen_sliding_layers(r, c);
 }
 
 // A family's pad_token_id when the key is absent (its config class's default), which the vocabulary must hold
@@ -366,14 +389,6 @@ void read_granite(const Reader& r, Config& c) {
   c.residual_multiplier = r.number("residual_multiplier", 1.0);
   c.attention_multiplier = r.number("attention_multiplier", 1.0);
   c.logits_scaling = r.number("logits_scaling", 1.0);
-}
-
-// The list `key` with one entry a layer, or an Error naming the key.
-const json& per_layer(const Reader& r, const char* key, int64_t layers) {
-  const json& list = r.j[key];
-  if (!list.is_array() || static_cast<int64_t>(list.size()) != layers)
-    throw r.fail(key, fmt::format("{} is not a list of num_hidden_layers ({}) entries", list.dump(), layers));
-  return list;
 }
 
 // SmolLM3 (Hugging Face 2025; transformers' SmolLM3Config): Llama's blocks where the layers flagged 0 in
@@ -424,8 +439,9 @@ void read_phi3(const Reader& r, Config& c) {
   c.norm_eps = r.number("rms_norm_eps", 1e-5);
   default_pad(r, c, 32000);
   if (c.rope_scaling.type != ops::RopeScaling::Type::Default)
-    throw r.fail("rope_parameters", "Phi3Config runs 'default' or 'longrope' rotary only (longrope is not "
-                                    "supported)");
+    throw r.fail("rope_parameters",
+                 "Phi3Config runs 'default' or 'longrope' rotary only (longrope is not "
+                 "supported)");
   c.sliding_window = r.has("sliding_window") ? r.integer("sliding_window", std::nullopt) : 0;
   for (const char* key : {"attention_bias", "mlp_bias"})
     if (r.has(key) && r.j[key] != false) r.ignored(key, "transformers' Phi3ForCausalLM has no biases");
@@ -478,12 +494,7 @@ void read_gemma_sandwich(const Reader& r, Config& c, int64_t default_pattern) {
                      : r.has("sliding_window")       ? r.integer("sliding_window", std::nullopt)
                                                      : 0;
   if (r.has("layer_types")) {
-    const json& types = per_layer(r, "layer_types", c.num_hidden_layers);
-    for (const json& t : types) {
-      if (t != "full_attention" && t != "sliding_attention")
-        throw r.fail("layer_types", fmt::format("{} is not full_attention or sliding_attention", t.dump()));
-      c.layer_types.push_back(t.get<std::string>());
-    }
+    c.layer_types = read_layer_types(r, c.num_hidden_layers);
   } else {
     const int64_t pattern = r.integer("sliding_window_pattern", default_pattern);
     for (int64_t i = 0; i < c.num_hidden_layers; ++i)
@@ -601,7 +612,7 @@ std::optional<std::string> unwritable(const Config& c, const std::string& type) 
   const Switch switches[] = {
       {c.sliding_window > 0,
        fmt::format("a sliding window ({})", c.sliding_window),
-       {"mistral", "phi3", "gemma2", "gemma3_text"}},
+       {"mistral", "phi3", "gemma2", "gemma3_text", "qwen2", "qwen3"}},
       {c.partial_rotary_factor != 1.0,
        fmt::format("partial_rotary_factor {}", c.partial_rotary_factor),
        {"phi3"}},
@@ -611,7 +622,7 @@ std::optional<std::string> unwritable(const Config& c, const std::string& type) 
       {c.qk_norm_full_width, "q and k norms over all heads", {"olmo2"}},
       {c.norm_placement == "post", "norm_placement 'post'", {"olmo2"}},
       {c.norm_placement == "sandwich", "norm_placement 'sandwich'", {"gemma2", "gemma3_text"}},
-      {!c.layer_types.empty(), "layer_types", {"gemma2", "gemma3_text"}},
+      {!c.layer_types.empty(), "layer_types", {"gemma2", "gemma3_text", "qwen2", "qwen3"}},
       {c.attn_logit_softcapping > 0 || c.final_logit_softcapping > 0,
        "logit soft-capping",
        {"gemma2", "gemma3_text"}},
@@ -796,7 +807,12 @@ std::string config_json(const Config& c) {
       j["attention_bias"] = c.attention_bias;
       j["mlp_bias"] = c.mlp_bias;
     }
-    if (type == "qwen2" || type == "qwen3") j["use_sliding_window"] = false;
+    if (type == "qwen2" || type == "qwen3") {  // the window in the layers layer_types names, else in all
+      j["use_sliding_window"] = c.sliding_window > 0;
+      j["sliding_window"] = c.sliding_window > 0 ? json(c.sliding_window) : json(nullptr);
+      if (c.sliding_window > 0 && c.layer_types.empty()) j["max_window_layers"] = 0;
+      if (!c.layer_types.empty()) j["layer_types"] = c.layer_types;
+    }
     if (type == "phi3") j["partial_rotary_factor"] = c.partial_rotary_factor;
     if (type == "smollm3") {
       j["no_rope_layers"] = c.no_rope_layers;

@@ -75,9 +75,10 @@ struct Config {
   /// residual add: post_attention_layernorm, post_feedforward_layernorm); other rows: false and "pre"
   bool qk_norm_full_width = false;
   std::string norm_placement = "pre";  ///< "olmo2": "post"; "gemma3_text": "sandwich" (four norms a block)
-  /// "gemma3_text" only: each layer's "full_attention" or "sliding_attention" (layer_types, or every
-  /// sliding_window_pattern-th layer full), and the sliding layers' rotary base (rope_parameters'
-  /// sliding_attention, or rope_local_base_freq; 10000); other rows: empty and 0
+  /// Each layer's "full_attention" or "sliding_attention": "gemma2" / "gemma3_text" (layer_types, or every
+  /// sliding_window_pattern-th layer full), "qwen2" / "qwen3" where some layer slides (else empty: the window
+  /// is 0); and "gemma3_text" only: the sliding layers' rotary base (rope_parameters' sliding_attention, or
+  /// rope_local_base_freq; 10000); other rows: empty and 0
   std::vector<std::string> layer_types;
   double rope_local_base_freq = 0.0;
   /// "gemma2" only: attn_logit_softcapping (Gemma2Config's 50) and final_logit_softcapping (30); null: 0,
@@ -97,10 +98,10 @@ std::vector<std::string> supported_model_types();
 /// GPT2Model, or none), "llama" (LlamaForCausalLM or LlamaModel, or none), "mistral" (MistralForCausalLM
 /// or MistralModel, or none: the Llama architecture with MistralConfig's defaults, num_key_value_heads 8 and
 /// sliding_window 4096 when absent) and "qwen2" (Qwen2ForCausalLM or Qwen2Model, or none: the Llama
-/// architecture with biases on q, k and v; a file where some layer uses a sliding window, by layer_types
-/// or by use_sliding_window with max_window_layers below num_hidden_layers, is refused) and "qwen3"
+/// architecture with biases on q, k and v; with use_sliding_window and a sliding_window (4096 when absent),
+/// the layers layer_types names, or those from max_window_layers on, slide) and "qwen3"
 /// (Qwen3ForCausalLM or Qwen3Model, or none: the Llama architecture with qk_norm, Qwen3Config's defaults
-/// head_dim 128 and num_key_value_heads 32 when absent, biases by attention_bias, sliding layers refused as
+/// head_dim 128 and num_key_value_heads 32 when absent, biases by attention_bias, sliding layers as
 /// Qwen2's), "gemma" (GemmaForCausalLM or GemmaModel, or none: the Llama architecture with norm_unit_offset,
 /// embedding_multiplier √hidden_size and hidden_act gelu_pytorch_tanh, a legacy "gelu" read as it;
 /// GemmaConfig's defaults head_dim 256, num_key_value_heads 16, tie_word_embeddings true and pad_token_id 0

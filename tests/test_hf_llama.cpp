@@ -362,15 +362,24 @@ TEST_CASE("hf Qwen2: a row of the family table, Llama's blocks with biases on q,
   CHECK(hf::parse_config(written).qkv_bias);
   CHECK(hf::config_json(hf::parse_config(written)) == written);
 
-  // a layer with a sliding window is refused by name, never run without it
-  CHECK_THROWS_WITH(
-      hf::parse_config(replaced(qwen2, "{", R"({"use_sliding_window": true, "max_window_layers": 1,)")),
-      Catch::Contains("use_sliding_window") && Catch::Contains("not supported"));
-  CHECK_THROWS_WITH(
-      hf::parse_config(replaced(qwen2, "{", R"({"layer_types": ["full_attention", "sliding_attention"],)")),
-      Catch::Contains("layer_types") && Catch::Contains("not supported"));
-  // ... while use_sliding_window with every layer below max_window_layers slides nowhere (transformers)
-  CHECK(hf::parse_config(replaced(qwen2, "{", R"({"use_sliding_window": true, "max_window_layers": 2,)"))
+  // sliding layers as Qwen2Config makes them: with use_sliding_window, the layers from max_window_layers on
+  const std::string slides =
+      replaced(qwen2, "{", R"({"use_sliding_window": true, "max_window_layers": 1, "sliding_window": 4,)");
+  const hf::Config slid = hf::parse_config(slides);
+  CHECK((slid.sliding_window == 4 &&
+         slid.layer_types == std::vector<std::string>{"full_attention", "sliding_attention"}));
+  nn::LlamaForCausalLM slid_model(hf::llama_config(slid));
+  CHECK((slid_model.model->layers[0]->self_attn->window == 0 &&
+         slid_model.model->layers[1]->self_attn->window == 4));
+  check_written_as(slid_model, "qwen2", "Qwen2ForCausalLM");
+  CHECK(hf::parse_config(hf::config_json(slid)).layer_types == slid.layer_types);
+  // ... while nothing slides without use_sliding_window (layer_types alone), without a window (null), or with
+  // every layer below max_window_layers
+  CHECK(hf::parse_config(replaced(qwen2, "{", R"({"layer_types": ["full_attention", "sliding_attention"],)"))
+            .layer_types.empty());
+  CHECK(hf::parse_config(replaced(slides, R"("sliding_window": 4)", R"("sliding_window": null)"))
+            .sliding_window == 0);
+  CHECK(hf::parse_config(replaced(slides, R"("max_window_layers": 1)", R"("max_window_layers": 2)"))
             .sliding_window == 0);
   CHECK(hf::parse_config(replaced(qwen2, "{", R"({"layer_types": ["full_attention", "full_attention"],)"))
             .qkv_bias);
@@ -393,6 +402,19 @@ TEST_CASE(
     Tensor b = model.model->layers[1]->self_attn->k_proj->bias.data();
     ops::fill_(b, 0.0);
   });
+}
+
+TEST_CASE(
+    "hf Qwen2 with sliding layers: transformers' logits, greedy continuations (with and without the KV "
+    "cache), "
+    "ten AdamW steps, and an export that reads back",
+    "[hf]") {
+  // tests/data/hf_qwen2_sliding: written by transformers' Qwen2ForCausalLM with use_sliding_window and
+  // max_window_layers 1 (make_hf_families.py qwen2_sliding); without the window in layer 1 the logits differ
+  check_family_fixture("hf_qwen2_sliding", "qwen2", "Qwen2ForCausalLM",
+                       [](nn::LlamaForCausalLM& model) { model.model->layers[1]->self_attn->window = 0; });
+  CHECK(hf::load_config(kData + "/hf_qwen2_sliding/config.json").layer_types ==
+        std::vector<std::string>{"full_attention", "sliding_attention"});
 }
 
 TEST_CASE("hf Qwen3: a row of the family table, Llama's blocks with RMSNorm on each head's queries and keys",
@@ -446,30 +468,28 @@ TEST_CASE("hf Qwen3: a row of the family table, Llama's blocks with RMSNorm on e
       [&] { CHECK_FALSE(hf::parse_config(replaced(qwen3, "{", R"({"mlp_bias": true,)")).mlp_bias); });
   CHECK(warned.find("\"mlp_bias\"") != std::string::npos);
 
-  // a layer with a sliding window is refused by name, never run without it
-  // (layer_types, when there, is what transformers runs: use_sliding_window only makes the default one)
+  // sliding layers as Qwen3Config makes them (layer_types, when there, is what transformers runs:
+  // use_sliding_window and max_window_layers only make the default one)
   const std::string sliding =
-      replaced(replaced(qwen3, R"("use_sliding_window": false)", R"("use_sliding_window": true)"),
-               R"("max_window_layers": 28)", R"("max_window_layers": 1)");
-  CHECK(hf::parse_config(sliding).sliding_window == 0);
-  CHECK_THROWS_WITH(hf::parse_config(replaced(sliding, R"("layer_types": [
+      replaced(replaced(replaced(qwen3, R"("use_sliding_window": false)", R"("use_sliding_window": true)"),
+                        R"("max_window_layers": 28)", R"("max_window_layers": 1)"),
+               R"("sliding_window": null)", R"("sliding_window": 8)");
+  CHECK(hf::parse_config(sliding).sliding_window == 0);  // its layer_types: full, full
+  const hf::Config by_default = hf::parse_config(replaced(sliding, R"("layer_types": [
     "full_attention",
     "full_attention"
   ],)",
-                                              "")),
-                    Catch::Contains("use_sliding_window") && Catch::Contains("not supported for 'qwen3'"));
+                                                          ""));
+  CHECK((by_default.sliding_window == 8 &&
+         by_default.layer_types == std::vector<std::string>{"full_attention", "sliding_attention"}));
   CHECK_THROWS_WITH(hf::parse_config(replaced(qwen3, R"("full_attention"
   ])",
-                                              R"("sliding_attention"
+                                              R"("global"
   ])")),
-                    Catch::Contains("layer_types") && Catch::Contains("not supported"));
+                    Catch::Contains("layer_types") && Catch::Contains("\"global\""));
   CHECK_THROWS_WITH(hf::parse_config(replaced(qwen3, "\"Qwen3ForCausalLM\"", "\"Qwen2ForCausalLM\"")),
                     Catch::Contains("architectures") && Catch::Contains("Qwen3ForCausalLM"));
   // q and k norms with what no transformers Qwen3 has
-  hf::Config windowed = c;
-  windowed.sliding_window = 8;
-  CHECK_THROWS_WITH(hf::config_json(windowed),
-                    Catch::Contains("hf::config_json") && Catch::Contains("window"));
   hf::Config mlp = c;
   mlp.mlp_bias = true;
   CHECK_THROWS_WITH(hf::config_json(mlp),

@@ -89,18 +89,26 @@ void check_accepted(const hf::Config& c) {
                                                               : "pre"),
              "qk_norm_full_width {}, norm_placement '{}' of a '{}' config", c.qk_norm_full_width,
              c.norm_placement, c.model_type);
-  // per-layer attention types and a local rotary base exactly in a "gemma3_text" file
-  FUZZ_CHECK((sandwich ? static_cast<int64_t>(c.layer_types.size()) == c.num_hidden_layers
-                       : c.layer_types.empty()) &&
-                 (gemma3 ? c.rope_local_base_freq > 0 : c.rope_local_base_freq == 0.0) &&
-                 (sandwich || (c.attn_logit_softcapping == 0.0 && c.final_logit_softcapping == 0.0)) &&
-                 c.attn_logit_softcapping >= 0 && c.final_logit_softcapping >= 0,
-             "{} layer_types, rope_local_base_freq {} of a '{}' config", c.layer_types.size(),
-             c.rope_local_base_freq, c.model_type);
+  // per-layer attention types in the Gemma 2/3 files, and in Qwen files where some layer slides; a local
+  // rotary base exactly in a "gemma3_text" file
+  const bool qwen = c.model_type == "qwen2" || c.model_type == "qwen3";
+  const bool some_slide =
+      std::find(c.layer_types.begin(), c.layer_types.end(), "sliding_attention") != c.layer_types.end();
+  FUZZ_CHECK(
+      (sandwich ? static_cast<int64_t>(c.layer_types.size()) == c.num_hidden_layers
+       : qwen ? c.layer_types.empty() || (static_cast<int64_t>(c.layer_types.size()) == c.num_hidden_layers &&
+                                          some_slide && c.sliding_window > 0)
+              : c.layer_types.empty()) &&
+          (gemma3 ? c.rope_local_base_freq > 0 : c.rope_local_base_freq == 0.0) &&
+          (sandwich || (c.attn_logit_softcapping == 0.0 && c.final_logit_softcapping == 0.0)) &&
+          c.attn_logit_softcapping >= 0 && c.final_logit_softcapping >= 0,
+      "{} layer_types, rope_local_base_freq {} of a '{}' config", c.layer_types.size(),
+      c.rope_local_base_freq, c.model_type);
   // a window only where transformers runs one (a "llama" file's sliding_window is ignored)
-  FUZZ_CHECK(c.sliding_window >= 0 &&
-                 (c.sliding_window == 0 || c.model_type == "mistral" || c.model_type == "phi3" || sandwich),
-             "sliding_window {} of a '{}' config", c.sliding_window, c.model_type);
+  FUZZ_CHECK(
+      c.sliding_window >= 0 && (c.sliding_window == 0 || c.model_type == "mistral" ||
+                                c.model_type == "phi3" || sandwich || (qwen && !c.layer_types.empty())),
+      "sliding_window {} of a '{}' config", c.sliding_window, c.model_type);
   for (const int64_t n : {c.vocab_size, c.hidden_size, c.num_hidden_layers, c.num_attention_heads,
                           c.num_key_value_heads, c.head_dim, c.intermediate_size, c.max_position_embeddings})
     FUZZ_CHECK(n >= 1, "a size of {} in {}", n, c.describe());
