@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <sstream>
 
@@ -301,27 +302,33 @@ std::vector<std::string> read_layer_types(const Reader& r, int64_t layers) {
   return out;
 }
 
-// The Qwen rows' sliding layers (transformers' Qwen2Config and Qwen3Config): the window is sliding_window
-// (4096 when absent, none when null) when use_sliding_window, else none; a layer slides when layer_types says
-// "sliding_attention" (absent: the layers from max_window_layers on, 28 by default) and there is a window.
-// Config::layer_types and sliding_window are set only when some layer slides.
-void read_qwen_sliding_layers(const Reader& r, Config& c) {
+// Sliding layers as the Qwen and SmolLM3 configs make them: the window is sliding_window (`default_window`
+// when absent, none when null) when use_sliding_window, else none; a layer slides when layer_types says
+// "sliding_attention" (absent: where `slides_by_default(layer)`) and there is a window. Config::layer_types
+// and sliding_window are set only when some layer slides.
+void read_sliding_layers(const Reader& r, Config& c, int64_t default_window,
+                         const std::function<bool(int64_t)>& slides_by_default) {
   const int64_t window = !r.boolean("use_sliding_window", false) ? 0
-                         : !r.j.contains("sliding_window")       ? 4096
+                         : !r.j.contains("sliding_window")       ? default_window
                          : r.has("sliding_window")               ? r.integer("sliding_window", std::nullopt)
                                                                  : 0;
   std::vector<std::string> types;
   if (r.has("layer_types")) {
     types = read_layer_types(r, c.num_hidden_layers);
   } else {
-    const int64_t first = r.integer("max_window_layers", 28, 0);
     for (int64_t i = 0; i < c.num_hidden_layers; ++i)
-      types.push_back(window > 0 && i >= first ? "sliding_attention" : "full_attention");
+      types.push_back(window > 0 && slides_by_default(i) ? "sliding_attention" : "full_attention");
   }
   if (window > 0 && std::find(types.begin(), types.end(), "sliding_attention") != types.end()) {
     c.sliding_window = window;
     c.layer_types = types;
   }
+}
+
+// Qwen2Config / Qwen3Config: a window of 4096 by default, in the layers from max_window_layers (28) on.
+void read_qwen_sliding_layers(const Reader& r, Config& c) {
+  const int64_t first = r.integer("max_window_layers", 28, 0);
+  read_sliding_layers(r, c, 4096, [&](int64_t i) { return i >= first; });
 }
 
 // Qwen2 (Yang et al. 2024, Qwen2 Technical Report; transformers' Qwen2Config): Llama's blocks with biases on
@@ -394,8 +401,8 @@ void read_granite(const Reader& r, Config& c) {
 // SmolLM3 (Hugging Face 2025; transformers' SmolLM3Config): Llama's blocks where the layers flagged 0 in
 // no_rope_layers have no rotary positions (NoPE; absent: every no_rope_layer_interval-th layer, 4 by
 // default), biases by attention_bias and mlp_bias; SmolLM3Config's defaults 4 key/value heads, tied
-// embeddings and pad_token_id 128004 when absent. A sliding layer (use_sliding_window with a sliding
-// layer_types entry, or with sliding_window set and a NoPE layer when layer_types is absent) is refused.
+// embeddings and pad_token_id 128004 when absent; sliding layers with use_sliding_window and a sliding_window
+// (by default the NoPE layers).
 void read_smollm3(const Reader& r, Config& c) {
   read_llama_common(r, c, 4);
   c.tie_word_embeddings = r.boolean("tie_word_embeddings", true);
@@ -413,20 +420,8 @@ void read_smollm3(const Reader& r, Config& c) {
     const int64_t interval = r.integer("no_rope_layer_interval", 4);
     for (int64_t i = 0; i < c.num_hidden_layers; ++i) c.no_rope_layers.push_back((i + 1) % interval != 0);
   }
-  bool slides = false;
-  if (r.boolean("use_sliding_window", false)) {
-    if (r.has("layer_types")) {
-      const json& types = r.j["layer_types"];
-      if (!types.is_array()) throw r.fail("layer_types", fmt::format("{} is not a list", types.dump()));
-      for (const json& t : types) slides = slides || t == "sliding_attention";
-    } else if (r.has("sliding_window")) {
-      for (int64_t f : c.no_rope_layers) slides = slides || f == 0;
-    }
-  }
-  if (slides)
-    throw r.fail("use_sliding_window",
-                 "sliding-window layers are not supported for 'smollm3' (only full "
-                 "attention in every layer)");
+  // SmolLM3Config: no window by default; the NoPE layers slide
+  read_sliding_layers(r, c, 0, [&](int64_t i) { return c.no_rope_layers[static_cast<size_t>(i)] == 0; });
 }
 
 // Phi-3 (Abdin et al. 2024; transformers' Phi3Config): Llama's blocks with q, k and v in one qkv_proj and the
@@ -612,7 +607,7 @@ std::optional<std::string> unwritable(const Config& c, const std::string& type) 
   const Switch switches[] = {
       {c.sliding_window > 0,
        fmt::format("a sliding window ({})", c.sliding_window),
-       {"mistral", "phi3", "gemma2", "gemma3_text", "qwen2", "qwen3"}},
+       {"mistral", "phi3", "gemma2", "gemma3_text", "qwen2", "qwen3", "smollm3"}},
       {c.partial_rotary_factor != 1.0,
        fmt::format("partial_rotary_factor {}", c.partial_rotary_factor),
        {"phi3"}},
@@ -622,7 +617,7 @@ std::optional<std::string> unwritable(const Config& c, const std::string& type) 
       {c.qk_norm_full_width, "q and k norms over all heads", {"olmo2"}},
       {c.norm_placement == "post", "norm_placement 'post'", {"olmo2"}},
       {c.norm_placement == "sandwich", "norm_placement 'sandwich'", {"gemma2", "gemma3_text"}},
-      {!c.layer_types.empty(), "layer_types", {"gemma2", "gemma3_text", "qwen2", "qwen3"}},
+      {!c.layer_types.empty(), "layer_types", {"gemma2", "gemma3_text", "qwen2", "qwen3", "smollm3"}},
       {c.attn_logit_softcapping > 0 || c.final_logit_softcapping > 0,
        "logit soft-capping",
        {"gemma2", "gemma3_text"}},
@@ -807,17 +802,18 @@ std::string config_json(const Config& c) {
       j["attention_bias"] = c.attention_bias;
       j["mlp_bias"] = c.mlp_bias;
     }
-    if (type == "qwen2" || type == "qwen3") {  // the window in the layers layer_types names, else in all
+    if (type == "qwen2" || type == "qwen3" || type == "smollm3") {
+      // the window in the layers layer_types names, else in every layer
       j["use_sliding_window"] = c.sliding_window > 0;
       j["sliding_window"] = c.sliding_window > 0 ? json(c.sliding_window) : json(nullptr);
-      if (c.sliding_window > 0 && c.layer_types.empty()) j["max_window_layers"] = 0;
-      if (!c.layer_types.empty()) j["layer_types"] = c.layer_types;
+      if (c.sliding_window > 0)
+        j["layer_types"] =
+            !c.layer_types.empty()
+                ? c.layer_types
+                : std::vector<std::string>(static_cast<size_t>(c.num_hidden_layers), "sliding_attention");
     }
     if (type == "phi3") j["partial_rotary_factor"] = c.partial_rotary_factor;
-    if (type == "smollm3") {
-      j["no_rope_layers"] = c.no_rope_layers;
-      j["use_sliding_window"] = false;
-    }
+    if (type == "smollm3") j["no_rope_layers"] = c.no_rope_layers;
     if (type == "granite") {
       j["embedding_multiplier"] = c.embedding_multiplier;
       j["residual_multiplier"] = c.residual_multiplier;

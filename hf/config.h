@@ -76,9 +76,9 @@ struct Config {
   bool qk_norm_full_width = false;
   std::string norm_placement = "pre";  ///< "olmo2": "post"; "gemma3_text": "sandwich" (four norms a block)
   /// Each layer's "full_attention" or "sliding_attention": "gemma2" / "gemma3_text" (layer_types, or every
-  /// sliding_window_pattern-th layer full), "qwen2" / "qwen3" where some layer slides (else empty: the window
-  /// is 0); and "gemma3_text" only: the sliding layers' rotary base (rope_parameters' sliding_attention, or
-  /// rope_local_base_freq; 10000); other rows: empty and 0
+  /// sliding_window_pattern-th layer full), "qwen2" / "qwen3" / "smollm3" where some layer slides (else
+  /// empty: the window is 0); and "gemma3_text" only: the sliding layers' rotary base (rope_parameters'
+  /// sliding_attention, or rope_local_base_freq; 10000); other rows: empty and 0
   std::vector<std::string> layer_types;
   double rope_local_base_freq = 0.0;
   /// "gemma2" only: attn_logit_softcapping (Gemma2Config's 50) and final_logit_softcapping (30); null: 0,
@@ -109,18 +109,19 @@ std::vector<std::string> supported_model_types();
 /// none: the Llama architecture with GraniteConfig's four multipliers, 1.0 each by default) and "smollm3"
 /// (SmolLM3ForCausalLM or SmolLM3Model, or none: the Llama architecture with NoPE layers by no_rope_layers or
 /// no_rope_layer_interval; SmolLM3Config's defaults 4 key/value heads, tied, pad_token_id 128004; sliding
-/// layers refused) and "phi3" (Phi3ForCausalLM or Phi3Model, or none: the Llama architecture with
-/// partial_rotary_factor and sliding_window; Phi3Config's defaults pad_token_id 32000 and rms_norm_eps 1e-5);
-/// "olmo2" (Olmo2ForCausalLM or Olmo2Model, or none: the Llama architecture with qk_norm_full_width and
-/// norm_placement "post"; Olmo2Config's rms_norm_eps 1e-5 and pad_token_id 1 when absent) and "gemma3_text"
-/// (Gemma3ForCausalLM or Gemma3TextModel, or none: Gemma's switches with four norms a block, per-head q and k
-/// norms, attention_multiplier query_pre_attn_scalar^-1/2, layer_types with the sliding layers' own rotary
-/// base; Gemma3TextConfig's defaults; softcapping refused) and "gemma2" (Gemma2ForCausalLM or Gemma2Model, or
-/// none: as gemma3_text without q and k norms or a local rotary base, with attn_logit_softcapping and
-/// final_logit_softcapping; Gemma2Config's defaults, every other layer full); rotary settings
-/// either as a top-level "rope_theta" (as most published files have it) or inside "rope_parameters" /
-/// "rope_scaling" (newer transformers; "rope_type", else the older "type"), where the rope types "default",
-/// "linear", "llama3" and "yarn" are supported. Keys the model_type's transformers model does not read
+/// layers as Qwen2's, by default the NoPE ones) and "phi3" (Phi3ForCausalLM or Phi3Model, or none: the Llama
+/// architecture with partial_rotary_factor and sliding_window; Phi3Config's defaults pad_token_id 32000 and
+/// rms_norm_eps 1e-5); "olmo2" (Olmo2ForCausalLM or Olmo2Model, or none: the Llama architecture with
+/// qk_norm_full_width and norm_placement "post"; Olmo2Config's rms_norm_eps 1e-5 and pad_token_id 1 when
+/// absent) and "gemma3_text" (Gemma3ForCausalLM or Gemma3TextModel, or none: Gemma's switches with four norms
+/// a block, per-head q and k norms, attention_multiplier query_pre_attn_scalar^-1/2, layer_types with the
+/// sliding layers' own rotary base; Gemma3TextConfig's defaults; softcapping refused) and "gemma2"
+/// (Gemma2ForCausalLM or Gemma2Model, or none: as gemma3_text without q and k norms or a local rotary base,
+/// with attn_logit_softcapping and final_logit_softcapping; Gemma2Config's defaults, every other layer full);
+/// rotary settings either as a top-level "rope_theta" (as most published files have it) or inside
+/// "rope_parameters" / "rope_scaling" (newer transformers; "rope_type", else the older "type"), where the
+/// rope types "default", "linear", "llama3" and "yarn" are supported. Keys the model_type's transformers
+/// model does not read
 /// ("llama": sliding_window; "mistral", "qwen2": attention_bias, mlp_bias; "qwen3": mlp_bias) are ignored
 /// with a warning on stderr naming the file and the key. Throws saccade::Error naming "hf::load_config", the
 /// file and the key for: a file that cannot be read or is not a JSON object, an unknown model_type or

@@ -641,24 +641,30 @@ TEST_CASE("hf SmolLM3: a row of the family table, Llama's blocks with NoPE layer
   // SmolLM3Config's pad_token_id 128004 when absent, which a 96-token vocabulary cannot embed
   CHECK_THROWS_WITH(hf::parse_config(replaced(smol, R"("pad_token_id": 93,)", "")),
                     Catch::Contains("pad_token_id") && Catch::Contains("128004"));
-  // a sliding layer is refused by name; layer_types alone slides nothing (use_sliding_window is off)
+  // layer_types alone slides nothing (use_sliding_window is off), nor use_sliding_window without a window
+  // (SmolLM3Config's default); with both, by default the NoPE layer slides
   const std::string sliding_types = replaced(smol, R"("full_attention"
   ],)",
                                              R"("sliding_attention"
   ],)");
   CHECK(hf::parse_config(sliding_types).sliding_window == 0);
-  CHECK_THROWS_WITH(hf::parse_config(replaced(sliding_types, R"("use_sliding_window": false)",
-                                              R"("use_sliding_window": true)")),
-                    Catch::Contains("use_sliding_window") && Catch::Contains("not supported for 'smollm3'"));
+  const std::string use =
+      replaced(sliding_types, R"("use_sliding_window": false)", R"("use_sliding_window": true)");
+  CHECK(hf::parse_config(use).sliding_window == 0);
+  const hf::Config windowed_nope =
+      hf::parse_config(replaced(use, R"("sliding_window": null)", R"("sliding_window": 4)"));
+  CHECK((windowed_nope.sliding_window == 4 && windowed_nope.layer_types.back() == "sliding_attention"));
   // the model: no rotary module in layer 3, and the positions matter in the others only
   nn::LlamaForCausalLM model(hf::llama_config(c));
   CHECK(model.model->layers[2]->self_attn->rotary_emb != nullptr);
   CHECK(model.model->layers[3]->self_attn->rotary_emb == nullptr);
   check_written_as(model, "smollm3", "SmolLM3ForCausalLM");
-  hf::Config windowed = c;
-  windowed.sliding_window = 8;
-  CHECK_THROWS_WITH(hf::config_json(windowed),
-                    Catch::Contains("hf::config_json") && Catch::Contains("window"));
+  // its sliding layer written back and read the same
+  nn::LlamaForCausalLM windowed_model(hf::llama_config(windowed_nope));
+  CHECK((windowed_model.model->layers[3]->self_attn->window == 4 &&
+         windowed_model.model->layers[2]->self_attn->window == 0));
+  check_written_as(windowed_model, "smollm3", "SmolLM3ForCausalLM");
+  CHECK(hf::parse_config(hf::config_json(windowed_nope)).layer_types == windowed_nope.layer_types);
   nn::LlamaConfig bad = model.config();
   bad.no_rope_layers.pop_back();
   CHECK_THROWS_WITH(nn::LlamaForCausalLM(bad), Catch::Contains("no_rope_layers has 3 flags"));
@@ -673,6 +679,17 @@ TEST_CASE(
   check_family_fixture("hf_smollm3", "smollm3", "SmolLM3ForCausalLM", [](nn::LlamaForCausalLM& model) {
     model.model->layers[3]->self_attn->rotary_emb = model.model->layers[2]->self_attn->rotary_emb;
   });
+}
+
+TEST_CASE(
+    "hf SmolLM3 with a sliding layer: transformers' logits, greedy continuations (with and without the KV "
+    "cache), ten AdamW steps, and an export that reads back",
+    "[hf]") {
+  // tests/data/hf_smollm3_sliding: written by transformers' SmolLM3ForCausalLM with use_sliding_window and a
+  // window of 4 (make_hf_families.py smollm3_sliding): its NoPE layer 3 slides; without the window the logits
+  // differ
+  check_family_fixture("hf_smollm3_sliding", "smollm3", "SmolLM3ForCausalLM",
+                       [](nn::LlamaForCausalLM& model) { model.model->layers[3]->self_attn->window = 0; });
 }
 
 TEST_CASE("hf Phi-3: a row of the family table, fused q/k/v and gate/up on disk, partial rotation, a window",

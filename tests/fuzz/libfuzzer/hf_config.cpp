@@ -89,9 +89,9 @@ void check_accepted(const hf::Config& c) {
                                                               : "pre"),
              "qk_norm_full_width {}, norm_placement '{}' of a '{}' config", c.qk_norm_full_width,
              c.norm_placement, c.model_type);
-  // per-layer attention types in the Gemma 2/3 files, and in Qwen files where some layer slides; a local
-  // rotary base exactly in a "gemma3_text" file
-  const bool qwen = c.model_type == "qwen2" || c.model_type == "qwen3";
+  // per-layer attention types in the Gemma 2/3 files, and in Qwen and SmolLM3 files where some layer slides;
+  // a local rotary base exactly in a "gemma3_text" file
+  const bool qwen = c.model_type == "qwen2" || c.model_type == "qwen3" || c.model_type == "smollm3";
   const bool some_slide =
       std::find(c.layer_types.begin(), c.layer_types.end(), "sliding_attention") != c.layer_types.end();
   FUZZ_CHECK(
