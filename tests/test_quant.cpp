@@ -149,6 +149,24 @@ TEST_CASE("Linear: quantized forward under NoGradGuard, refused with a graph", "
   CHECK_THROWS_WITH(lin.forward(Variable(x)), Catch::Contains("Linear") && Catch::Contains("NoGradGuard"));
 }
 
+TEST_CASE("nn::quantize_q8_0: every Linear of a model but those whose last name component is skipped",
+          "[quant][nn]") {
+  nn::LlamaConfig c;
+  c.hidden_size = 32, c.intermediate_size = 64, c.num_attention_heads = 4, c.num_key_value_heads = 2;
+  c.vocab_size = 40, c.num_hidden_layers = 2, c.max_position_embeddings = 16;
+  nn::LlamaForCausalLM model(c, 5);  // untied: lm_head is a Linear
+  const std::vector<std::string> done = nn::quantize_q8_0(model, {"lm_head", "down_proj"});
+  CHECK(done.size() == 2 * 6);  // q, k, v, o, gate, up in each layer
+  for (const std::string& name : done)
+    CHECK((name.find("lm_head") == std::string::npos && name.find("down_proj") == std::string::npos));
+  CHECK_FALSE(model.lm_head->weight_q8_0.defined());
+  CHECK_FALSE(model.model->layers[1]->mlp->down_proj->weight_q8_0.defined());
+  CHECK(model.model->layers[1]->mlp->up_proj->weight_q8_0.defined());
+  // a skip list naming a whole dotted name skips nothing: only last components count
+  nn::LlamaForCausalLM other(c, 5);
+  CHECK(nn::quantize_q8_0(other, {"model.layers.0.mlp.down_proj"}).size() == 2 * 7 + 1);
+}
+
 TEST_CASE("LlamaForCausalLM in Q8_0: logits within 2 % of float32, greedy flips only at near-ties",
           "[quant][nn][llama]") {
   nn::LlamaConfig c;
