@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "nn/transformer_layers.h"
 
 namespace saccade::hf {
 
@@ -32,6 +33,10 @@ struct Reader {
   void ignored(const std::string& key, const std::string& why) const {
     std::fprintf(stderr, "hf::load_config: warning: '%s': \"%s\": %s ignored: %s\n", path.c_str(),
                  key.c_str(), j[key].dump().c_str(), why.c_str());
+  }
+  // ... warned about only when it is there and not false (a bias switch the model hard-codes off or on)
+  void ignored_unless_false(const std::string& key, const std::string& why) const {
+    if (has(key) && j[key] != false) ignored(key, why);
   }
 
   // An integer >= lo, required unless a default is given.
@@ -207,11 +212,25 @@ void read_gpt2(const Reader& r, Config& c) {
   c.attention_bias = c.mlp_bias = true;
 }
 
+// The sliding_window key: `absent` when the file has none (the config class's default), 0 (no window) when
+// null.
+int64_t read_window(const Reader& r, int64_t absent) {
+  if (!r.j.contains("sliding_window")) return absent;
+  return r.has("sliding_window") ? r.integer("sliding_window", std::nullopt) : 0;
+}
+
 // What the Llama-architecture rows share (transformers' LlamaConfig field names): sizes, RMSNorm, rotary,
 // SwiGLU. `default_kv_heads` is the family's num_key_value_heads when the key is absent, `default_head_dim`
 // its head_dim (0: hidden_size / num_attention_heads, LlamaConfig's).
-// Every row's MLP runs transformers' ACT2FN[hidden_act] on the gate; nn::SwiGLU implements these.
-constexpr const char* kGateActs[] = {"silu", "gelu_pytorch_tanh", "gelu_new", "gelu"};
+// The MLP gate's activation under `key` (transformers' ACT2FN name; `fallback` when absent), one that
+// nn::SwiGLU runs, or an Error naming the key.
+std::string read_gate_act(const Reader& r, const char* key, const char* fallback) {
+  const std::string act = r.string(key, fallback);
+  const std::vector<std::string>& known = nn::SwiGLU::activations();
+  if (std::find(known.begin(), known.end(), act) == known.end())
+    throw r.fail(key, fmt::format("'{}' is not supported ({})", act, fmt::join(known, ", ")));
+  return act;
+}
 
 void read_llama_common(const Reader& r, Config& c, int64_t default_kv_heads, int64_t default_head_dim = 0,
                        const char* default_act = "silu") {
@@ -228,11 +247,7 @@ void read_llama_common(const Reader& r, Config& c, int64_t default_kv_heads, int
   c.norm_eps = r.number("rms_norm_eps", 1e-6);
   read_rope(r, c);
   c.tie_word_embeddings = r.boolean("tie_word_embeddings", false);
-  c.hidden_act = r.string("hidden_act", default_act);
-  if (std::find_if(std::begin(kGateActs), std::end(kGateActs),
-                   [&](const char* a) { return c.hidden_act == a; }) == std::end(kGateActs))
-    throw r.fail("hidden_act",
-                 fmt::format("'{}' is not supported ({})", c.hidden_act, fmt::join(kGateActs, ", ")));
+  c.hidden_act = read_gate_act(r, "hidden_act", default_act);
   if (r.has("pad_token_id")) c.pad_token_id = r.integer("pad_token_id", std::nullopt, 0);
   if (c.pad_token_id && *c.pad_token_id >= c.vocab_size)
     throw r.fail("pad_token_id", fmt::format("{} is not below vocab_size {}", *c.pad_token_id, c.vocab_size));
@@ -276,11 +291,9 @@ void read_llama(const Reader& r, Config& c) {
 // (num_key_value_heads 8, sliding_window 4096 when absent, null for none).
 void read_mistral(const Reader& r, Config& c) {
   read_llama_common(r, c, 8);
-  c.sliding_window = !r.j.contains("sliding_window") ? 4096
-                     : r.has("sliding_window")       ? r.integer("sliding_window", std::nullopt)
-                                                     : 0;
+  c.sliding_window = read_window(r, 4096);
   for (const char* key : {"attention_bias", "mlp_bias"})
-    if (r.has(key) && r.j[key] != false) r.ignored(key, "transformers' MistralForCausalLM has no biases");
+    r.ignored_unless_false(key, "transformers' MistralForCausalLM has no biases");
 }
 
 // The list `key` with one entry a layer, or an Error naming the key.
@@ -308,10 +321,7 @@ std::vector<std::string> read_layer_types(const Reader& r, int64_t layers) {
 // and sliding_window are set only when some layer slides.
 void read_sliding_layers(const Reader& r, Config& c, int64_t default_window,
                          const std::function<bool(int64_t)>& slides_by_default) {
-  const int64_t window = !r.boolean("use_sliding_window", false) ? 0
-                         : !r.j.contains("sliding_window")       ? default_window
-                         : r.has("sliding_window")               ? r.integer("sliding_window", std::nullopt)
-                                                                 : 0;
+  const int64_t window = r.boolean("use_sliding_window", false) ? read_window(r, default_window) : 0;
   std::vector<std::string> types;
   if (r.has("layer_types")) {
     types = read_layer_types(r, c.num_hidden_layers);
@@ -337,8 +347,7 @@ void read_qwen2(const Reader& r, Config& c) {
   read_llama_common(r, c, 0);
   c.qkv_bias = true;
   for (const char* key : {"attention_bias", "mlp_bias"})
-    if (r.has(key) && r.j[key] != false)
-      r.ignored(key, "transformers' Qwen2ForCausalLM has biases on q, k and v only, always");
+    r.ignored_unless_false(key, "transformers' Qwen2ForCausalLM has biases on q, k and v only, always");
   read_qwen_sliding_layers(r, c);
 }
 
@@ -350,8 +359,7 @@ void read_qwen3(const Reader& r, Config& c) {
   read_llama_common(r, c, 32, 128);
   c.qk_norm = true;
   c.attention_bias = r.boolean("attention_bias", false);
-  if (r.has("mlp_bias") && r.j["mlp_bias"] != false)
-    r.ignored("mlp_bias", "transformers' Qwen3MLP has no biases");
+  r.ignored_unless_false("mlp_bias", "transformers' Qwen3MLP has no biases");
   read_qwen_sliding_layers(r, c);
 }
 
@@ -380,8 +388,7 @@ void read_gemma(const Reader& r, Config& c) {
   c.attention_bias = r.boolean("attention_bias", false);
   if (r.boolean("use_bidirectional_attention", false))
     throw r.fail("use_bidirectional_attention", "true is not supported (saccade runs causal decoders)");
-  if (r.has("mlp_bias") && r.j["mlp_bias"] != false)
-    r.ignored("mlp_bias", "transformers' GemmaMLP has no biases");
+  r.ignored_unless_false("mlp_bias", "transformers' GemmaMLP has no biases");
 }
 
 // Granite (IBM; transformers' GraniteConfig): Llama's blocks with four multipliers, the token embeddings'
@@ -437,9 +444,9 @@ void read_phi3(const Reader& r, Config& c) {
     throw r.fail("rope_parameters",
                  "Phi3Config runs 'default' or 'longrope' rotary only (longrope is not "
                  "supported)");
-  c.sliding_window = r.has("sliding_window") ? r.integer("sliding_window", std::nullopt) : 0;
+  c.sliding_window = read_window(r, 0);
   for (const char* key : {"attention_bias", "mlp_bias"})
-    if (r.has(key) && r.j[key] != false) r.ignored(key, "transformers' Phi3ForCausalLM has no biases");
+    r.ignored_unless_false(key, "transformers' Phi3ForCausalLM has no biases");
 }
 
 // OLMo 2 (OLMo et al. 2024, "2 OLMo 2 Furious"; transformers' Olmo2Config): Llama's blocks with the norms
@@ -451,8 +458,7 @@ void read_olmo2(const Reader& r, Config& c) {
   c.norm_eps = r.number("rms_norm_eps", 1e-5);
   default_pad(r, c, 1);
   c.attention_bias = r.boolean("attention_bias", false);
-  if (r.has("mlp_bias") && r.j["mlp_bias"] != false)
-    r.ignored("mlp_bias", "transformers' Olmo2MLP has no biases");
+  r.ignored_unless_false("mlp_bias", "transformers' Olmo2MLP has no biases");
   c.qk_norm_full_width = true;
   c.norm_placement = "post";
 }
@@ -471,11 +477,7 @@ void read_softcaps(const Reader& r, Config& c, double attn, double final) {
 // sliding_window 4096, tied, pad 0). A bidirectional model is refused.
 void read_gemma_sandwich(const Reader& r, Config& c, int64_t default_pattern) {
   read_llama_common(r, c, 4, 256, "gelu_pytorch_tanh");
-  c.hidden_act = r.string("hidden_activation", "gelu_pytorch_tanh");
-  if (std::find_if(std::begin(kGateActs), std::end(kGateActs),
-                   [&](const char* a) { return c.hidden_act == a; }) == std::end(kGateActs))
-    throw r.fail("hidden_activation",
-                 fmt::format("'{}' is not supported ({})", c.hidden_act, fmt::join(kGateActs, ", ")));
+  c.hidden_act = read_gate_act(r, "hidden_activation", "gelu_pytorch_tanh");
   c.tie_word_embeddings = r.boolean("tie_word_embeddings", true);
   default_pad(r, c, 0);
   c.norm_unit_offset = true;
@@ -485,9 +487,7 @@ void read_gemma_sandwich(const Reader& r, Config& c, int64_t default_pattern) {
   c.attention_multiplier = 1.0 / std::sqrt(static_cast<double>(r.integer("query_pre_attn_scalar", 256)));
   if (r.boolean("use_bidirectional_attention", false))
     throw r.fail("use_bidirectional_attention", "true is not supported (saccade runs causal decoders)");
-  c.sliding_window = !r.j.contains("sliding_window") ? 4096
-                     : r.has("sliding_window")       ? r.integer("sliding_window", std::nullopt)
-                                                     : 0;
+  c.sliding_window = read_window(r, 4096);
   if (r.has("layer_types")) {
     c.layer_types = read_layer_types(r, c.num_hidden_layers);
   } else {
@@ -589,10 +589,6 @@ int64_t query_pre_attn_scalar(const Config& c) {
   return s >= 1 && s < 1e12 && 1.0 / std::sqrt(s) == c.attention_multiplier ? static_cast<int64_t>(s) : 0;
 }
 
-}  // namespace
-
-namespace {
-
 // The switches of a Llama-architecture config that some rows' transformers configs cannot say: `type` (the
 // row llama_family picked) must read every one that is set, else config_json would write a config that
 // transformers runs differently.
@@ -669,8 +665,9 @@ void refuse_unwritable(const Config& c, const std::string& type) {
 
 }  // namespace
 
-// The row that holds the layout: per-head q/k norms are Qwen3's; biases on q, k and v only are Qwen2's; a
-// window is Mistral's (transformers' LlamaForCausalLM ignores "sliding_window")
+// The row that holds the layout (hf/config.h): the one it was read as where that row's config can say it,
+// else the row its switches need; a window alone is Mistral's (transformers' LlamaForCausalLM ignores
+// "sliding_window")
 std::string llama_family(const Config& c) {
   if (const Family* f = find_family(c.model_type); f && f->read != read_gpt2 && !unwritable(c, c.model_type))
     return c.model_type;  // the row it was read as, where that row's config says every switch
@@ -783,21 +780,21 @@ std::string config_json(const Config& c) {
       if (s.mscale_all_dim > 0) j["rope_scaling"]["mscale_all_dim"] = s.mscale_all_dim;
     }
     const bool sandwich_row = type == "gemma2" || type == "gemma3_text";
+    const auto or_null = [](auto v) { return v > 0 ? json(v) : json(nullptr); };  // 0: none, null in the file
     j[sandwich_row ? "hidden_activation" : "hidden_act"] = c.hidden_act;
     j["pad_token_id"] = c.pad_token_id ? json(*c.pad_token_id) : json(nullptr);
     if (sandwich_row) {
       j["query_pre_attn_scalar"] = query_pre_attn_scalar(c);
-      j["sliding_window"] = c.sliding_window > 0 ? json(c.sliding_window) : json(nullptr);
+      j["sliding_window"] = or_null(c.sliding_window);
       j["layer_types"] = c.layer_types;
       if (type == "gemma3_text") j["rope_local_base_freq"] = c.rope_local_base_freq;
-      const auto cap = [](double v) { return v > 0 ? json(v) : json(nullptr); };
-      j["attn_logit_softcapping"] = cap(c.attn_logit_softcapping);
-      j["final_logit_softcapping"] = cap(c.final_logit_softcapping);
+      j["attn_logit_softcapping"] = or_null(c.attn_logit_softcapping);
+      j["final_logit_softcapping"] = or_null(c.final_logit_softcapping);
     }
     if (type == "qwen3" || type == "gemma" || type == "olmo2" || sandwich_row) {
       j["attention_bias"] = c.attention_bias;
     } else if (type == "mistral" || type == "phi3") {
-      j["sliding_window"] = c.sliding_window > 0 ? json(c.sliding_window) : json(nullptr);
+      j["sliding_window"] = or_null(c.sliding_window);
     } else if (type == "llama" || type == "granite" || type == "smollm3") {
       j["attention_bias"] = c.attention_bias;
       j["mlp_bias"] = c.mlp_bias;
@@ -805,7 +802,7 @@ std::string config_json(const Config& c) {
     if (type == "qwen2" || type == "qwen3" || type == "smollm3") {
       // the window in the layers layer_types names, else in every layer
       j["use_sliding_window"] = c.sliding_window > 0;
-      j["sliding_window"] = c.sliding_window > 0 ? json(c.sliding_window) : json(nullptr);
+      j["sliding_window"] = or_null(c.sliding_window);
       if (c.sliding_window > 0)
         j["layer_types"] =
             !c.layer_types.empty()

@@ -102,9 +102,7 @@ std::vector<NameRule> llama_name_table(const nn::LlamaForCausalLM& model) {
   };
   for (const auto& entry : model.state_dict()) {
     const std::string& name = entry.first;
-    const auto at = [&](const std::string& tail) {
-      return name.size() > tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
-    };
+    const auto at = [&](const char* tail) { return name.ends_with(tail); };
     if (!fused) {
       t.push_back({name, {name}});
     } else if (at("self_attn.q_proj.weight")) {  // (H + 2 H_kv) head_dim rows: q, then k, then v

@@ -1,5 +1,9 @@
 #include "nn/transformer_layers.h"
 
+#include <algorithm>
+
+#include <fmt/format.h>
+
 #include "autograd/functions/elementwise.h"
 
 namespace saccade::nn {
@@ -17,16 +21,19 @@ SwiGLU::SwiGLU(int64_t hidden_size, int64_t intermediate_size, bool bias, Genera
                const std::string& hidden_act)
     : UnaryModule("SwiGLU"), hidden_act_(hidden_act) {
   ErrorScope scope(name());
-  SACCADE_CHECK(hidden_act == "silu" || hidden_act == "gelu_pytorch_tanh" || hidden_act == "gelu_new" ||
-                    hidden_act == "gelu",
-                "SwiGLU: hidden_act '{}' is not supported (silu, gelu_pytorch_tanh, gelu_new or gelu)",
-                hidden_act);
+  SACCADE_CHECK(std::find(activations().begin(), activations().end(), hidden_act) != activations().end(),
+                "SwiGLU: hidden_act '{}' is not supported ({})", hidden_act, fmt::join(activations(), ", "));
   if (hidden_act != "silu") gelu_ = std::make_shared<GELU>(hidden_act == "gelu" ? "none" : "tanh");
   gate_proj =
       register_module("gate_proj", std::make_shared<Linear>(hidden_size, intermediate_size, bias, gen));
   up_proj = register_module("up_proj", std::make_shared<Linear>(hidden_size, intermediate_size, bias, gen));
   down_proj =
       register_module("down_proj", std::make_shared<Linear>(intermediate_size, hidden_size, bias, gen));
+}
+
+const std::vector<std::string>& SwiGLU::activations() {
+  static const std::vector<std::string> names = {"silu", "gelu_pytorch_tanh", "gelu_new", "gelu"};
+  return names;
 }
 
 // x: (*, hidden) -> gate, up: (*, intermediate) -> (*, hidden)

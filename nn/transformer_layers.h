@@ -2,6 +2,8 @@
 // The position-wise feed-forward network and the residual add & norm of the Transformer (d2l section 11.7;
 // Vaswani et al. 2017, section 3.3 and 5.4), and Llama's SwiGLU feed-forward (Shazeer 2020).
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "nn/activation.h"
 #include "nn/dropout.h"
@@ -46,6 +48,9 @@ class SwiGLU : public UnaryModule {
          const std::string& hidden_act = "silu");
   Variable forward(const Variable& x) override;
   const std::string& hidden_act() const { return hidden_act_; }
+  /// The hidden_act names this block runs: "silu", "gelu_pytorch_tanh", "gelu_new", "gelu" (hf/ reads a
+  /// config's against this list).
+  static const std::vector<std::string>& activations();
 
   std::shared_ptr<Linear> gate_proj, up_proj, down_proj;
 
