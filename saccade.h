@@ -19,6 +19,7 @@
 #include "autograd/functions/shape.h"
 #include "autograd/grad_mode.h"
 #include "autograd/gradcheck.h"
+#include "autograd/op_table.h"
 #include "autograd/variable.h"
 #include "nn/activation.h"
 #include "nn/attention.h"

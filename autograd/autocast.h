@@ -2,7 +2,7 @@
 // Autocast: mixed precision as a policy of the differentiable layer (PyTorch's torch.autocast, "Automatic
 // Mixed Precision package", and its CPU / CUDA op lists). While an AutocastGuard lives in a thread, each
 // autograd function that opts in first casts its floating inputs by its row of the op table
-// (autograd/op_table.h: its autocast_cuda and autocast_cpu columns) for the device of its inputs (PyTorch's
+// (autograd/op_info.h: its autocast_cuda and autocast_cpu columns) for the device of its inputs (PyTorch's
 // autocast keys CUDA and CPU have lists of their own), then runs as usual:
 //
 //   Lower    matmul, bmm, mm, linear, conv2d, flash attention, the additive attention scores: float32
@@ -44,14 +44,14 @@
 #include <vector>
 
 #include "autograd/grad_mode.h"
-#include "autograd/op_table.h"
+#include "autograd/op_info.h"
 #include "autograd/variable.h"
 #include "ops/dtype.h"
 
 namespace saccade {
 
 /// The policy of `op` on `device`'s kind: its row's autocast_cpu or autocast_cuda column (AutocastPolicy,
-/// autograd/op_table.h).
+/// autograd/op_info.h).
 inline AutocastPolicy autocast_policy(const OpInfo& op, Device device) {
   return device.is_cpu() ? op.autocast_cpu : op.autocast_cuda;
 }

@@ -1,10 +1,10 @@
 #pragma once
 // How one op records itself. Every derivative rule in autograd/functions/ opens an OpScope on its row of the
-// op table (autograd/op_table.h), computes its result with ops::, keeps what its backward needs in
-// SavedVariables, and hands both to make_result, which attaches a Node (or, under NoGradGuard or when no
-// input requires grad, nothing). The rule itself is written once, on Variables, with saccade:: functions: the
-// engine runs it with grad mode off (it records nothing, as a rule on Tensors would), or on under
-// create_graph, when the gradient it returns can be differentiated again.
+// op table (beside its public function; the type: autograd/op_info.h), computes its result with ops::, keeps
+// what its backward needs in SavedVariables, and hands both to make_result, which attaches a Node (or, under
+// NoGradGuard or when no input requires grad, nothing). The rule itself is written once, on Variables, with
+// saccade:: functions: the engine runs it with grad mode off (it records nothing, as a rule on Tensors
+// would), or on under create_graph, when the gradient it returns can be differentiated again.
 //
 //   Variable exp(const Variable& a) {
 //     OpScope op(op_info::exp, a);  // checks a; while a profile records, exp's range is open until return
@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "autograd/node.h"
-#include "autograd/op_table.h"
+#include "autograd/op_info.h"
 #include "autograd/profiling.h"
 #include "autograd/variable.h"
 #include "ops/tensor.h"

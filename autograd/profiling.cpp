@@ -16,7 +16,7 @@ namespace {
 int64_t bytes_of(const Tensor& t) { return t.defined() ? t.numel() * static_cast<int64_t>(t.itemsize()) : 0; }
 }  // namespace
 
-// ---- the cost models of autograd/op_table.h ----
+// ---- the cost models of autograd/op_info.h ----
 
 OpCost cost::bytes_forward(const Tensor& y, const Variable* in, size_t n) {
   int64_t in_bytes = 0;

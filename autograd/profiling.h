@@ -1,17 +1,17 @@
 #pragma once
-// NOTE: includes no autograd header but the op table (forward declarations only), so that the engine and
-// function.h can use it. How autograd reports to the profiler (profiler/profiler.h): the one place that turns
-// an op's Variables into the profiler's names, shapes, FLOPs and arrows. Three hooks, each behind
-// profiler::is_active():
+// NOTE: includes no autograd header but the op rows' type (autograd/op_info.h; forward declarations only), so
+// that the engine and function.h can use it. How autograd reports to the profiler (profiler/profiler.h): the
+// one place that turns an op's Variables into the profiler's names, shapes, FLOPs and arrows. Three hooks,
+// each behind profiler::is_active():
 //   - an op's OpScope (its first line, autograd/function.h) opens the op's range: profile_op_begin, with its
 //     input shapes; it drops the range when it ends unclosed (profile_op_discard);
 //   - make_result closes it: profile_forward (FLOPs or bytes by the cost model of the op's row,
-//     autograd/op_table.h), and links the Node it made;
+//     autograd/op_info.h), and links the Node it made;
 //   - the engine wraps each derivative rule in a BackwardRange named after the op ("MatmulBackward").
 #include <cstdint>
 #include <string>
 
-#include "autograd/op_table.h"
+#include "autograd/op_info.h"
 #include "ops/tensor.h"
 #include "profiler/profiler.h"
 

@@ -1,9 +1,9 @@
-// Causal multi-head self-attention, forward + backward, saccade's nn::MultiheadAttention (torch's layout,
-// need_weights = false, causal) against torch.nn.MultiheadAttention(batch_first=True, need_weights=False,
-// causal bool attn_mask) run by bench/attention_torch.py, at 1 and 2 threads. The two frameworks alternate
-// run by run (torch runs in a long-lived child process, once with its defaults and once with
-// OMP_WAIT_POLICY=PASSIVE). Beside each time, the roofline share: useful FLOP/s, 3 (8 B T D^2 + 2 B T^2 D)
-// per forward+backward over the time, as a share of one 2048^3 cblas_sgemm measured in the same run at the
+// Causal multi-head self-attention, forward + backward, saccade's nn::MultiHeadAttention (torch's Packed
+// layout, need_weights = false, causal) against torch.nn.MultiheadAttention(batch_first=True,
+// need_weights=False, causal bool attn_mask) run by bench/attention_torch.py, at 1 and 2 threads. The two
+// frameworks alternate run by run (torch runs in a long-lived child process, once with its defaults and once
+// with OMP_WAIT_POLICY=PASSIVE). Beside each time, the roofline share: useful FLOP/s, 3 (8 B T D^2 + 2 B T^2
+// D) per forward+backward over the time, as a share of one 2048^3 cblas_sgemm measured in the same run at the
 // same thread count. Then the peak-memory increment (VmHWM of a fresh process) of one forward+backward at
 // (1, 4096, 256, 4) for both. Beside the module, bare attention: saccade's scaled_dot_product_attention
 // (causal, need_weights = false: the fused kernel) against torch.nn.functional.scaled_dot_product_attention
@@ -36,16 +36,17 @@ struct Shape4 {
 };
 
 struct Case {
-  std::shared_ptr<nn::MultiheadAttention> mha;
+  std::shared_ptr<nn::MultiHeadAttention> mha;
   Variable x;
   explicit Case(const Shape4& s) {
     Generator g(0);
-    mha = std::make_shared<nn::MultiheadAttention>(s.D, s.H, 0.0, true, &g);
+    mha = std::make_shared<nn::MultiHeadAttention>(
+        s.D, s.H,
+        nn::MultiHeadAttentionOptions{.bias = true, .layout = nn::ParameterLayout::Packed, .generator = &g});
     x = Variable(ops::randn({s.B, s.T, s.D}, DType::Float32, Device::cpu(), &g), true);
   }
   void run() {
-    Variable out =
-        mha->forward(x, x, x, Tensor(), Tensor(), /*need_weights=*/false, true, /*causal=*/true).output;
+    Variable out = mha->forward(x, x, x, {.need_weights = false, .is_causal = true}).output;
     sum(out).backward();
     mha->zero_grad();
     x.zero_grad();

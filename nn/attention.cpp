@@ -29,95 +29,6 @@ void check_valid_lens_or_mask(const char* module, const Tensor& mask, const Shap
   if (mask.defined()) ops::attention_mask(mask, x, ops::CausalAlign::None, mask.device(), module);
 }
 
-namespace {
-
-// scores: (B, ..., H, Tq, Tk), values: (B, ..., H_kv, Tk, Dv): the composed path (the readable reference);
-// H = G·H_kv groups the heads as attention_values does.
-AttentionOutput attend_composed(const Variable& scores, const Variable& values,
-                                const ops::AttentionMask& mask, double dropout_p, Generator* gen) {
-  Variable weights = masked_softmax(scores, ops::attention_keep_mask(mask, scores.shape(), scores.device()));
-  Variable dropped = saccade::dropout(weights, dropout_p, dropout_p > 0, gen);
-  return {attention_values(dropped, values), weights};
-}
-
-void check_qkv(const char* op, const Variable& q, const Variable& k, const Variable& v, bool enable_gqa) {
-  check_defined(op, q, k, v);
-  ops::check_attention_inputs(op, q.data(), k.data(), v.data(), enable_gqa);
-}
-
-void check_dropout_p(const char* op, double p) {
-  SACCADE_CHECK(p >= 0 && p < 1, "{}: dropout_p must be in [0, 1), got {}", op, p);
-}
-
-ops::CausalAlign causal_align(bool is_causal) {
-  return is_causal ? ops::CausalAlign::BottomRight : ops::CausalAlign::None;
-}
-
-}  // namespace
-
-// scores: (B, ..., Tq, Tk), values: (B, ..., Tk, Dv) -> output (B, ..., Tq, Dv), weights (B, ..., Tq, Tk)
-AttentionOutput attend_from_scores(const Variable& scores, const Variable& values,
-                                   const AttentionOptions& options, const char* op) {
-  check_defined(op, scores, values);
-  const Shape& s = scores.shape();
-  const Shape& v = values.shape();
-  const int nd = s.size();
-  SACCADE_CHECK(nd >= 2 && v.size() == nd && same_leading_dims(s, v, nd - 2) && v[nd - 2] == s[nd - 1],
-                "{}: scores {} (B, ..., Tq, Tk) and values {} (B, ..., Tk, Dv) do not match", op, s, v);
-  SACCADE_CHECK(options.window == 0 && !options.scale && !options.enable_gqa,
-                "{}: window, scale and enable_gqa do not apply to scores already computed (scores {})", op,
-                s);
-  check_dropout_p(op, options.dropout_p);
-  ops::check_same_device(op, {&scores.data(), &values.data()});
-  ops::AttentionMask mask =
-      ops::attention_mask(options.attn_mask, s, causal_align(options.is_causal), scores.device(), op);
-  return attend_composed(scores, values, mask, options.dropout_p, options.generator);
-}
-
-// q: (B, ..., H, Tq, D), k: (B, ..., H_kv, Tk, D), v: (B, ..., H_kv, Tk, Dv)
-AttentionOutput scaled_dot_product_attention(const Variable& q, const Variable& k, const Variable& v,
-                                             const AttentionOptions& options) {
-  ErrorScope scope("scaled_dot_product_attention");
-  const char* op = "scaled_dot_product_attention";
-  check_qkv(op, q, k, v, options.enable_gqa);
-  ops::AttentionMask mask =
-      ops::attention_mask(options.attn_mask, ops::attention_scores_shape(q.shape(), k.shape()),
-                          causal_align(options.is_causal), q.device(), op, options.window);
-  AttentionOptions rest = options;
-  rest.attn_mask = Tensor(), rest.is_causal = false, rest.window = 0;  // now in `mask`
-  return scaled_dot_product_attention(q, k, v, mask, rest, op);
-}
-
-// q: (B, ..., H, Tq, D), k: (B, ..., H_kv, Tk, D), v: (B, ..., H_kv, Tk, Dv)
-AttentionOutput scaled_dot_product_attention(const Variable& q, const Variable& k, const Variable& v,
-                                             const ops::AttentionMask& mask, const AttentionOptions& options,
-                                             const char* op) {
-  ErrorScope scope(op);
-  check_qkv(op, q, k, v, options.enable_gqa);
-  SACCADE_CHECK(!options.attn_mask.defined() && !options.is_causal && options.window == 0,
-                "{}: the mask is given twice (an ops::AttentionMask and options' attn_mask, is_causal or "
-                "window)",
-                op);
-  check_dropout_p(op, options.dropout_p);
-  const double scale = options.scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(-1))));
-  SACCADE_CHECK(std::isfinite(scale), "{}: scale must be finite, got {}", op, scale);
-  ops::check_attention_window(op, mask.window, mask.causal,
-                              ops::attention_scores_shape(q.shape(), k.shape()));
-  const double p = options.dropout_p;
-  Generator* gen = options.generator;
-  if (options.softcap) {  // composed: softcap · tanh(scores / softcap), then as without it
-    const double cap = *options.softcap;
-    SACCADE_CHECK(cap > 0 && std::isfinite(cap), "{}: softcap must be positive and finite, got {}", op, cap);
-    AttentionOutput r =
-        attend_composed(mul(tanh(div(attention_scores(q, k, scale), cap)), cap), v, mask, p, gen);
-    if (!options.need_weights) r.weights = Variable();
-    return r;
-  }
-  // NOTE: the one place every dot-product attention goes through: fused unless the weights are asked for
-  if (!options.need_weights) return {flash_attention(q, k, v, mask, scale, p, p > 0, gen), Variable()};
-  return attend_composed(attention_scores(q, k, scale), v, mask, p, gen);
-}
-
 // ---- AdditiveAttention ----
 
 AdditiveAttention::AdditiveAttention(int64_t key_size, int64_t query_size, int64_t num_hiddens,
@@ -186,7 +97,7 @@ AttentionOutput AdditiveAttention::forward_projected(const Variable& queries, co
   // fused on every device (CPU: ops/cpu/additive_attention.cpp, CUDA: ops/cuda/additive_attention.cu)
   Variable scores =
       use_fused ? additive_attention_scores(qp, keys, w) : additive_scores_composed(qp, keys, w);
-  AttentionOutput r = attend_composed(scores, values, mask, is_training() ? dropout : 0.0, gen_);
+  AttentionOutput r = attend_from_scores(scores, values, mask, is_training() ? dropout : 0.0, gen_);
   weights_ = r.weights.data();
   return r;
 }
@@ -215,9 +126,9 @@ Variable DotProductAttention::forward(const Variable& queries, const Variable& k
                     keys.size(1) == values.size(1) && queries.size(2) == keys.size(2),
                 "{}: queries {}, keys {}, values {} do not match (B, Tq, D), (B, Tk, D), (B, Tk, Dv)", op,
                 queries.shape(), keys.shape(), values.shape());
-  const ops::AttentionMask mask =
-      ops::attention_mask(valid_lens_or_mask, Shape{queries.size(0), queries.size(1), keys.size(1)},
-                          causal_align(causal), queries.device(), op);
+  const ops::AttentionMask mask = ops::attention_mask(
+      valid_lens_or_mask, Shape{queries.size(0), queries.size(1), keys.size(1)},
+      causal ? ops::CausalAlign::BottomRight : ops::CausalAlign::None, queries.device(), op);
   const bool keep = keeps_weights(need_weights, is_training());
   AttentionOutput r = scaled_dot_product_attention(
       queries, keys, values, mask,

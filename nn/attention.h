@@ -1,11 +1,10 @@
 #pragma once
-// The functional core of attention and the two scoring functions of d2l chapter 11 (Attention Mechanisms and
-// Transformers):
-//   - attend_from_scores / scaled_dot_product_attention: masked softmax over keys, dropout, weighted sum of
-//     values. Every dot-product module (DotProductAttention, MultiHeadAttention, MultiheadAttention, the
-//     Transformer blocks) calls scaled_dot_product_attention, which takes the fused kernel
-//     (saccade::flash_attention, ops/attention.h) unless the caller asks for the weights (need_weights), and
-//     the composed path (scores, masked_softmax, dropout, matmul: the readable reference) when it does.
+// The attention modules of d2l chapter 11 (Attention Mechanisms and Transformers) and their shared helpers:
+//   - the functional core they call, scaled_dot_product_attention and attend_from_scores, lives in
+//     autograd/functions/attention.h (as torch.nn.functional's beside torch.nn's modules) and is named here
+//     too (nn::scaled_dot_product_attention). Every dot-product module (DotProductAttention,
+//     MultiHeadAttention, the Transformer blocks) calls it: the fused kernel unless the
+//     weights are asked for (need_weights), the composed path (the readable reference) when they are;
 //   - AdditiveAttention (Bahdanau et al. 2015; d2l 11.3.2) and DotProductAttention (Vaswani et al. 2017;
 //     d2l 11.3.3) as modules that keep their last attention weights for plotting.
 //
@@ -33,11 +32,12 @@
 
 namespace saccade::nn {
 
-/// An attention result: output (..., Tq, Dv) and the attention weights (..., Tq, Tk) before dropout.
-struct AttentionOutput {
-  Variable output;
-  Variable weights;
-};
+/// The functional core every module below calls, autograd/functions/attention.h's (torch.nn.functional's
+/// place): scaled_dot_product_attention, attend_from_scores and their AttentionOptions and AttentionOutput.
+using saccade::attend_from_scores;
+using saccade::AttentionOptions;
+using saccade::AttentionOutput;
+using saccade::scaled_dot_product_attention;
 
 /// The Bool causal keep-mask (Tq, Tk) on `device`: query i may attend to key j iff j <= i + (Tk - Tq), i.e.
 /// the queries are the last Tq positions of the key sequence (bottom-right aligned, as flash-attention; for
@@ -45,87 +45,10 @@ struct AttentionOutput {
 /// (new queries attending to cached keys) equal to full-sequence decoding. Throws if Tq or Tk is negative.
 Tensor causal_mask(int64_t tq, int64_t tk, Device device = Device::cpu());
 
-/// The options of scaled_dot_product_attention, by name: torch.nn.functional.scaled_dot_product_attention's
-/// (attn_mask, dropout_p, is_causal, scale, enable_gqa) and the rest that saccade's attention takes, each
-/// with its default, so that a call names what it changes (C++20 designated initializers, in this order):
-///
-///     nn::scaled_dot_product_attention(q, k, v, {.attn_mask = valid_lens, .is_causal = true});
-///     nn::scaled_dot_product_attention(q, k, v, {.dropout_p = 0.1, .generator = &gen, .need_weights =
-///     true});
-struct AttentionOptions {
-  /// int64 valid_lens (B) or (B, Tq), or a Bool keep-mask broadcastable to the scores (true = attend), as the
-  /// file comment says; undefined (the default): no mask.
-  Tensor attn_mask{};
-  /// Query i attends only to keys j <= i + (Tk - Tq) (causal_mask: the queries are the last Tq positions),
-  /// combined with attn_mask.
-  bool is_causal = false;
-  /// Sliding-window (local) causal attention (Beltagy et al. 2020, Longformer; Jiang et al. 2023, Mistral;
-  /// transformers' sliding_window): with window = W >= 1 query i attends only to the last W keys up to its
-  /// causal limit, i + (Tk - Tq) - W < j <= i + (Tk - Tq). Needs is_causal (a window without it is refused,
-  /// not made symmetric). 0 (the default): none.
-  int64_t window = 0;
-  /// Dropout on the attention weights, in [0, 1), applied whenever it is > 0 (as torch's functional form; a
-  /// module passes its dropout in training mode and 0 in eval mode).
-  double dropout_p = 0.0;
-  /// Dropout's random numbers: the default generator when null.
-  Generator* generator = nullptr;
-  /// The scores' factor, softmax(q kᵀ · scale); unset (the default): 1/√D, D the query's last dim.
-  std::optional<double> scale{};
-  /// Grouped-query attention (torch's name; Ainslie et al. 2023): H = G·H_kv query heads, query head h
-  /// attending with key/value head h / G; false (the default): H_kv must equal H.
-  bool enable_gqa = false;
-  /// Return the attention weights before dropout: true takes the composed path (the readable reference;
-  /// O(T²) memory); false (the default, as torch's function, which never returns them) takes the fused kernel
-  /// and leaves `weights` undefined. Both give the same output and gradients, and the same dropout for the
-  /// same generator state.
-  bool need_weights = false;
-  /// Logit soft-capping (Gemma 2's attn_logit_softcapping; Gemma Team 2024): the scaled scores become
-  /// softcap · tanh(scores / softcap) before the mask and the softmax. Unset (the default): none. The fused
-  /// kernels do not cap: a softcap takes the composed path (O(T²) memory) whatever need_weights says, and
-  /// returns the weights only when need_weights.
-  std::optional<double> softcap{};
-};
-
-/// Attention from precomputed scores (d2l 11.3, eq. 11.3.3): weights = masked_softmax(scores, mask) with the
-/// causal mask and-ed in when options.is_causal; output = dropout(weights) @ values.
-///
-/// scores: (B, ..., Tq, Tk) float; values: (B, ..., Tk, Dv) with the same leading dims. Of `options` only
-/// attn_mask, is_causal, dropout_p and generator apply (the scores are already scaled; the weights are always
-/// returned). Returns output (B, ..., Tq, Dv) and the weights before dropout. Throws saccade::Error naming
-/// `op` for mismatched ranks or shapes, a bad mask, a bad dropout_p, or an option that does not apply
-/// (window, scale, enable_gqa).
-AttentionOutput attend_from_scores(const Variable& scores, const Variable& values,
-                                   const AttentionOptions& options = {},
-                                   const char* op = "attend_from_scores");
-
 /// Whether a module keeps its attention weights: `need_weights` when set, else only in eval mode.
 inline bool keeps_weights(const std::optional<bool>& need_weights, bool training) {
   return need_weights.value_or(!training);
 }
-
-/// Scaled dot-product attention (Vaswani et al. 2017, eq. 1; d2l 11.3.3):
-///   output = softmax(q kᵀ · scale + mask) v,   scale = 1/√D unless options.scale,
-/// with masked positions excluded from the softmax (probability 0; a fully masked row gives zeros).
-///
-/// q: (B, ..., H, Tq, D), k: (B, ..., H_kv, Tk, D), v: (B, ..., H_kv, Tk, Dv), all of one rank >= 3 and the
-/// same leading dims, one float dtype (float32, float64, bfloat16, float16). H_kv = H unless
-/// options.enable_gqa: then H may be G·H_kv (multi-query when H_kv = 1); neither path repeats k or v (the
-/// fused kernel reads the shared head, the composed one folds the group into one product: attention_scores).
-/// The heads dim is the one before Tq (rank >= 4). The mask, causal rule, window, dropout and weights are
-/// `options`' (AttentionOptions). The fused kernels (CPU and CUDA; FlashAttention, Dao et al. 2022 and 2023,
-/// O(T) memory) skip the key tiles outside every window, so a window costs O(Tq·W). Returns the output (B,
-/// ..., H, Tq, Dv) and, with need_weights, the weights (B, ..., H, Tq, Tk). Throws saccade::Error naming
-/// "scaled_dot_product_attention" and the shapes for mismatched ranks, leading dims, D or Tk, H_kv != H
-/// without enable_gqa, H not a multiple of H_kv, a bad mask, dropout_p outside [0, 1), a scale that is not
-/// finite, window < 0, or a window without is_causal.
-AttentionOutput scaled_dot_product_attention(const Variable& q, const Variable& k, const Variable& v,
-                                             const AttentionOptions& options = {});
-/// The same with the mask already checked and converted by ops::attention_mask (the form the modules pass
-/// down, with either causal alignment and its window): options.attn_mask, is_causal and window must be left
-/// unset (the mask holds them). Errors name `op`.
-AttentionOutput scaled_dot_product_attention(const Variable& q, const Variable& k, const Variable& v,
-                                             const ops::AttentionMask& mask, const AttentionOptions& options,
-                                             const char* op);
 
 /// The additive-attention scores composed from ops (saccade::additive_scores_composed,
 /// autograd/functions/attention.h, where it also gives the fused kernel its second derivative).

@@ -197,6 +197,9 @@ MultiHeadAttention::MultiHeadAttention(int64_t num_hiddens, int64_t num_heads,
     : Module("MultiHeadAttention"),
       dropout(options.dropout),
       num_hiddens_(num_hiddens),
+      query_size_(options.query_size < 0 ? num_hiddens : options.query_size),
+      key_size_(options.key_size < 0 ? num_hiddens : options.key_size),
+      value_size_(options.value_size < 0 ? num_hiddens : options.value_size),
       heads_{num_heads, options.num_kv_heads < 0 ? num_heads : options.num_kv_heads,
              num_heads > 0 ? num_hiddens / num_heads : 0},
       gen_(options.generator) {
@@ -207,13 +210,24 @@ MultiHeadAttention::MultiHeadAttention(int64_t num_hiddens, int64_t num_heads,
                 heads_.num_kv_heads);
   SACCADE_CHECK(dropout >= 0 && dropout < 1, "MultiHeadAttention: dropout must be in [0, 1), got {}",
                 dropout);
-  auto size = [&](int64_t s) { return s < 0 ? num_hiddens : s; };
-  const int64_t kv_features = heads_.num_kv_heads * heads_.head_dim;
+  const int64_t E = num_hiddens, kv_features = heads_.num_kv_heads * heads_.head_dim;
   const bool bias = options.bias;
-  W_q = register_module("W_q", std::make_shared<Linear>(size(options.query_size), num_hiddens, bias, gen_));
-  W_k = register_module("W_k", std::make_shared<Linear>(size(options.key_size), kv_features, bias, gen_));
-  W_v = register_module("W_v", std::make_shared<Linear>(size(options.value_size), kv_features, bias, gen_));
-  W_o = register_module("W_o", std::make_shared<Linear>(num_hiddens, num_hiddens, bias, gen_));
+  if (options.layout == ParameterLayout::Packed) {  // torch.nn.MultiheadAttention's names, order and init
+    SACCADE_CHECK(query_size_ == E && key_size_ == E && value_size_ == E && heads_.num_kv_heads == num_heads,
+                  "MultiHeadAttention: the Packed layout (torch's in_proj_weight) needs query, key and value "
+                  "sizes equal to num_hiddens {} and num_kv_heads = num_heads {}, got {}, {}, {} and {}",
+                  E, num_heads, query_size_, key_size_, value_size_, heads_.num_kv_heads);
+    in_proj_weight =
+        register_parameter("in_proj_weight", init::xavier_uniform_(ops::empty({3 * E, E}), 1.0, gen_));
+    if (bias) in_proj_bias = register_parameter("in_proj_bias", ops::zeros({3 * E}));
+    out_proj = W_o = register_module("out_proj", std::make_shared<Linear>(E, E, bias, gen_));
+    if (bias) init::zeros_(out_proj->bias.data());
+  } else {
+    W_q = register_module("W_q", std::make_shared<Linear>(query_size_, E, bias, gen_));
+    W_k = register_module("W_k", std::make_shared<Linear>(key_size_, kv_features, bias, gen_));
+    W_v = register_module("W_v", std::make_shared<Linear>(value_size_, kv_features, bias, gen_));
+    W_o = register_module("W_o", std::make_shared<Linear>(E, E, bias, gen_));
+  }
   if (const std::optional<RotaryConfig>& rotary = options.rotary) {
     rotary_emb = register_module(
         "rotary_emb",
@@ -222,9 +236,29 @@ MultiHeadAttention::MultiHeadAttention(int64_t num_hiddens, int64_t num_heads,
   }
 }
 
+// x: (B, T, ·) -> (B, T, E) for the queries, (B, T, H_kv · d) for the keys and values
+Variable MultiHeadAttention::project(const Variable& x, int which) const {
+  if (!in_proj_weight.defined()) return (which == 0 ? W_q : which == 1 ? W_k : W_v)->forward(x);
+  const int64_t E = num_hiddens_;  // the Packed layout: rows which·E .. of [W_q; W_k; W_v]
+  Variable b = in_proj_bias.defined() ? narrow(in_proj_bias, 0, which * E, E) : Variable();
+  return linear(x, narrow(in_proj_weight, 0, which * E, E), b);
+}
+
+// queries: (B, Tq, ·); k, v: (B, H_kv, Tk, d) already projected (k rotated) -> output (B, Tq, num_hiddens)
+AttentionOutput MultiHeadAttention::attend(const Variable& queries, int64_t offset, const Variable& k,
+                                           const Variable& v, const ops::AttentionMask& mask, bool keep) {
+  const Variable q = heads_.queries(project(queries, 0), offset);
+  AttentionOutput r = heads_.attend(
+      q, k, v, mask, {.dropout_p = is_training() ? dropout : 0.0, .generator = gen_, .need_weights = keep},
+      "MultiHeadAttention");
+  weights_ = keep ? r.weights.data() : Tensor();
+  weights_skipped_ = !keep;
+  return {W_o->forward(r.output), r.weights};
+}
+
 // queries: (B, Tq, ·), k, v: (B, H_kv, Tk, d) already projected (k rotated) -> (B, Tq, num_hiddens)
-Variable MultiHeadAttention::attend(const Variable& queries, const Variable& k, const Variable& v,
-                                    const Tensor& mask, bool causal) {
+Variable MultiHeadAttention::attend_d2l(const Variable& queries, const Variable& k, const Variable& v,
+                                        const Tensor& mask, bool causal) {
   const char* op = "MultiHeadAttention";
   const int64_t Tq = queries.size(1), Tk = k.size(2);
   const Shape scores{queries.size(0), heads_.num_heads, Tq, Tk};
@@ -240,13 +274,7 @@ Variable MultiHeadAttention::attend(const Variable& queries, const Variable& k, 
                 "must be <= Tk (queries {}, keys {})",
                 op, Tq, Tk, queries.shape(), k.shape());
   // the queries are the last Tq positions (the causal alignment), so they rotate at Tk - Tq ..
-  const Variable q = heads_.queries(W_q->forward(queries), Tk - Tq);
-  const bool keep = keeps_weights(need_weights, is_training());
-  AttentionOutput r = heads_.attend(
-      q, k, v, am, {.dropout_p = is_training() ? dropout : 0.0, .generator = gen_, .need_weights = keep}, op);
-  weights_ = keep ? r.weights.data() : Tensor();
-  weights_skipped_ = !keep;
-  return W_o->forward(r.output);
+  return attend(queries, Tk - Tq, k, v, am, keeps_weights(need_weights, is_training())).output;
 }
 
 Tensor MultiHeadAttention::attention_weights() const {
@@ -254,7 +282,8 @@ Tensor MultiHeadAttention::attention_weights() const {
 }
 
 int64_t MultiHeadAttention::kv_cache_bytes_per_token() const {
-  return heads_.kv_cache_bytes_per_token(W_k->weight.dtype());
+  return heads_.kv_cache_bytes_per_token(in_proj_weight.defined() ? in_proj_weight.dtype()
+                                                                  : W_k->weight.dtype());
 }
 
 // queries: (B, Tq, q), keys: (B, Tk, k), values: (B, Tk, v) -> (B, Tq, num_hiddens)
@@ -262,10 +291,9 @@ Variable MultiHeadAttention::forward(const Variable& queries, const Variable& ke
                                      const Tensor& valid_lens_or_mask, bool causal) {
   ErrorScope scope(name(),
                    {shape_of(queries), shape_of(keys), shape_of(values), shape_of(valid_lens_or_mask)});
-  check_qkv("MultiHeadAttention", queries, keys, values, W_q->in_features(), W_k->in_features(),
-            W_v->in_features());
-  return attend(queries, heads_.keys(W_k->forward(keys), 0), heads_.values(W_v->forward(values)),
-                valid_lens_or_mask, causal);
+  check_qkv("MultiHeadAttention", queries, keys, values, query_size_, key_size_, value_size_);
+  return attend_d2l(queries, heads_.keys(project(keys, 1), 0), heads_.values(project(values, 2)),
+                    valid_lens_or_mask, causal);
 }
 
 // queries: (B, Tq, q), new_keys: (B, Tn, k), new_values: (B, Tn, v); cache: (B, H_kv, t, d) -> (B, Tq,
@@ -276,76 +304,46 @@ Variable MultiHeadAttention::forward_cached(const Variable& queries, const Varia
   ErrorScope scope(
       name(), {shape_of(queries), shape_of(new_keys), shape_of(new_values), shape_of(valid_lens_or_mask)});
   const char* op = "MultiHeadAttention";
-  check_qkv(op, queries, new_keys, new_values, W_q->in_features(), W_k->in_features(), W_v->in_features());
-  auto [k, v] = cache.append(heads_.keys(W_k->forward(new_keys), cache.length()),
-                             heads_.values(W_v->forward(new_values)), op);
-  return attend(queries, k, v, valid_lens_or_mask, causal);
+  check_qkv(op, queries, new_keys, new_values, query_size_, key_size_, value_size_);
+  auto [k, v] = cache.append(heads_.keys(project(new_keys, 1), cache.length()),
+                             heads_.values(project(new_values, 2)), op);
+  return attend_d2l(queries, k, v, valid_lens_or_mask, causal);
 }
 
-// ---- MultiheadAttention (torch layout) ----
-
-MultiheadAttention::MultiheadAttention(int64_t embed_dim, int64_t num_heads, double dropout, bool bias,
-                                       Generator* gen)
-    : Module("MultiheadAttention"),
-      dropout(dropout),
-      embed_dim_(embed_dim),
-      num_heads_(num_heads),
-      gen_(gen) {
-  ErrorScope scope(name());
-  check_heads("MultiheadAttention", embed_dim, num_heads);
-  SACCADE_CHECK(dropout >= 0 && dropout < 1, "MultiheadAttention: dropout must be in [0, 1), got {}",
-                dropout);
-  in_proj_weight = register_parameter(
-      "in_proj_weight", init::xavier_uniform_(ops::empty({3 * embed_dim, embed_dim}), 1.0, gen));
-  if (bias) in_proj_bias = register_parameter("in_proj_bias", ops::zeros({3 * embed_dim}));
-  out_proj = register_module("out_proj", std::make_shared<Linear>(embed_dim, embed_dim, bias, gen));
-  if (bias) init::zeros_(out_proj->bias.data());
-}
-
-// query: (B, Tq, E), key: (B, Tk, E), value: (B, Tk, E) -> output (B, Tq, E), weights (B, Tq, Tk)
-MultiheadAttentionOutput MultiheadAttention::forward(const Variable& query, const Variable& key,
-                                                     const Variable& value, const Tensor& key_padding_mask,
-                                                     const Tensor& attn_mask, bool need_weights,
-                                                     bool average_attn_weights, bool causal) {
-  ErrorScope scope(name(), {shape_of(query), shape_of(key), shape_of(value), shape_of(key_padding_mask)});
-  const char* op = "MultiheadAttention";
-  const int64_t E = embed_dim_, H = num_heads_;
-  check_qkv(op, query, key, value, E, E, E);
-  const int64_t B = query.size(0), Tq = query.size(1), Tk = key.size(1);
-  // keep-mask (true = attend) broadcastable to (B, H, Tq, Tk)
+// query: (B, Tq, ·), key: (B, Tk, ·), value: (B, Tk, ·) -> output (B, Tq, E), weights (B, Tq, Tk) or
+// (B, H, Tq, Tk)
+AttentionOutput MultiHeadAttention::forward(const Variable& query, const Variable& key, const Variable& value,
+                                            const MultiHeadAttentionArgs& args) {
+  ErrorScope scope(name(),
+                   {shape_of(query), shape_of(key), shape_of(value), shape_of(args.key_padding_mask)});
+  const char* op = "MultiHeadAttention";
+  check_qkv(op, query, key, value, query_size_, key_size_, value_size_);
+  const int64_t B = query.size(0), H = heads_.num_heads, Tq = query.size(1), Tk = key.size(1);
+  // torch's masks (true = not allowed) as one keep-mask (true = attend) broadcastable to (B, H, Tq, Tk)
   Tensor keep;
-  if (key_padding_mask.defined()) {
-    SACCADE_CHECK(key_padding_mask.dtype() == DType::Bool && key_padding_mask.shape() == Shape({B, Tk}),
+  if (const Tensor& kpm = args.key_padding_mask; kpm.defined()) {
+    SACCADE_CHECK(kpm.dtype() == DType::Bool && kpm.shape() == Shape({B, Tk}),
                   "{}: key_padding_mask must be bool (B, Tk) = {}, got {} {}", op, Shape({B, Tk}),
-                  key_padding_mask.dtype(), key_padding_mask.shape());
-    keep = ops::logical_not(key_padding_mask).view({B, 1, 1, Tk});
+                  kpm.dtype(), kpm.shape());
+    keep = ops::logical_not(kpm).view({B, 1, 1, Tk});
   }
-  if (attn_mask.defined()) {
-    const Shape& s = attn_mask.shape();
-    SACCADE_CHECK(attn_mask.dtype() == DType::Bool && (s == Shape({Tq, Tk}) || s == Shape({B * H, Tq, Tk})),
+  if (const Tensor& am = args.attn_mask; am.defined()) {
+    const Shape& s = am.shape();
+    SACCADE_CHECK(am.dtype() == DType::Bool && (s == Shape({Tq, Tk}) || s == Shape({B * H, Tq, Tk})),
                   "{}: attn_mask must be bool (Tq, Tk) = {} or (B * H, Tq, Tk) = {}, got {} {}", op,
-                  Shape({Tq, Tk}), Shape({B * H, Tq, Tk}), attn_mask.dtype(), s);
-    Tensor a = ops::logical_not(attn_mask);
+                  Shape({Tq, Tk}), Shape({B * H, Tq, Tk}), am.dtype(), s);
+    Tensor a = ops::logical_not(am);
     if (a.dim() == 3) a = a.view({B, H, Tq, Tk});
     keep = keep.defined() ? ops::logical_and(keep, a) : a;
   }
-  // q, k, v: (B, H, T, d)
-  auto project = [&](const Variable& x, int64_t i) {
-    Variable w = narrow(in_proj_weight, 0, i * E, E);
-    Variable b = in_proj_bias.defined() ? narrow(in_proj_bias, 0, i * E, E) : Variable();
-    return split_heads(linear(x, w, b), H);
-  };
-  // torch's is_causal: top-left aligned (query i sees keys j <= i)
-  const ops::AttentionMask am =
-      ops::attention_mask(keep, Shape{B, H, Tq, Tk},
-                          causal ? ops::CausalAlign::TopLeft : ops::CausalAlign::None, query.device(), op);
-  AttentionOutput r = scaled_dot_product_attention(
-      project(query, 0), project(key, 1), project(value, 2), am,
-      {.dropout_p = is_training() ? dropout : 0.0, .generator = gen_, .need_weights = need_weights}, op);
-  weights_ = need_weights ? r.weights.data() : Tensor();
-  Variable weights;
-  if (need_weights) weights = average_attn_weights ? mean(r.weights, {1}) : r.weights;
-  return {out_proj->forward(merge_heads(r.output)), weights};
+  // torch's is_causal: top-left aligned (query i sees keys j <= i), so positions start at 0 on both sides
+  const ops::AttentionMask mask = ops::attention_mask(
+      keep, Shape{B, H, Tq, Tk}, args.is_causal ? ops::CausalAlign::TopLeft : ops::CausalAlign::None,
+      query.device(), op, window);
+  AttentionOutput r = attend(query, 0, heads_.keys(project(key, 1), 0), heads_.values(project(value, 2)),
+                             mask, args.need_weights);
+  if (r.weights.defined() && args.average_attn_weights) r.weights = mean(r.weights, {1});
+  return r;
 }
 
 }  // namespace saccade::nn

@@ -1,12 +1,16 @@
 #pragma once
-// Multi-head attention (Vaswani et al. 2017, section 3.2.2; d2l section 11.5), in two parameter layouts:
-//   - MultiHeadAttention: d2l's, with four Linear layers W_q, W_k, W_v, W_o (bias optional), int64
-//     valid_lens or a Bool keep-mask, a causal flag, and a key/value cache for incremental decoding;
-//   - MultiheadAttention: torch.nn.MultiheadAttention's (batch_first=True), with in_proj_weight (3E, E),
-//     in_proj_bias (3E), out_proj.weight (E, E), out_proj.bias (E), so torch state dicts load one to one.
-// Both split num_hiddens into num_heads heads of num_hiddens / num_heads features and call
-// scaled_dot_product_attention on (B, H, T, d_head) tensors. MultiHeadAttention may also group its key/value
-// heads (num_kv_heads) and rotate its queries and keys (rotary), through GroupedHeads, which LlamaAttention
+// Multi-head attention (Vaswani et al. 2017, section 3.2.2; d2l section 11.5): one module,
+// MultiHeadAttention, with two parameter layouts (ParameterLayout) and two calling conventions:
+//   - Split (the default): d2l's four Linear layers W_q, W_k, W_v, W_o (bias optional);
+//   - Packed: torch.nn.MultiheadAttention's (batch_first=True) in_proj_weight (3E, E), in_proj_bias (3E),
+//     out_proj.weight (E, E), out_proj.bias (E), so torch state dicts load one to one;
+//   - forward(q, k, v, valid_lens_or_mask, causal): d2l's (int64 valid_lens or a Bool keep-mask, causal
+//     aligned bottom-right, as a key/value cache needs; forward_cached decodes incrementally);
+//   - forward(q, k, v, {.key_padding_mask, .need_weights, .attn_mask, .average_attn_weights, .is_causal}):
+//     torch.nn.MultiheadAttention.forward's (its masks, true = not allowed; is_causal top-left).
+// Either way num_hiddens splits into num_heads heads of num_hiddens / num_heads features, and the heads go
+// through scaled_dot_product_attention on (B, H, T, d_head) tensors; key/value heads may be grouped
+// (num_kv_heads) and queries and keys rotated (rotary), through GroupedHeads, which LlamaAttention
 // (nn/llama.h) shares.
 #include <cstdint>
 #include <memory>
@@ -128,9 +132,22 @@ struct GroupedHeads {
   int64_t kv_cache_bytes_per_token(DType dtype) const;
 };
 
+/// How MultiHeadAttention holds its projections: the names and order of its state_dict.
+enum class ParameterLayout {
+  /// d2l's (and Hugging Face's q_proj ... o_proj): four Linear children W_q, W_k, W_v, W_o, initialised as
+  /// torch.nn.Linear.
+  Split,
+  /// torch.nn.MultiheadAttention's: in_proj_weight (3E, E) = [W_q; W_k; W_v] (xavier_uniform), in_proj_bias
+  /// (3E) (zeros) when bias, and the child out_proj Linear(E, E) (torch's Linear init, its bias zeros), in
+  /// torch's state_dict order. Needs query, key and value sizes equal to num_hiddens = E and num_kv_heads =
+  /// num_heads (torch packs only that case).
+  Packed,
+};
+
 /// MultiHeadAttention's settings beyond its sizes, by name (C++20 designated initializers, in this order):
 ///   nn::MultiHeadAttention mha(512, 8, {.dropout = 0.1, .bias = true, .num_kv_heads = 2, .generator =
 ///   &gen});
+///   nn::MultiHeadAttention torch_mha(512, 8, {.bias = true, .layout = nn::ParameterLayout::Packed});
 struct MultiHeadAttentionOptions {
   double dropout = 0.0;  ///< dropout on the attention weights, in [0, 1) (d2l's DotProductAttention)
   bool bias = false;     ///< biases on W_q, W_k, W_v and W_o (d2l: no biases)
@@ -140,18 +157,40 @@ struct MultiHeadAttentionOptions {
   /// H_kv, the key/value heads (grouped-query attention; -1: num_heads, multi-head; 1: multi-query).
   int64_t num_kv_heads = -1;
   std::optional<RotaryConfig> rotary = std::nullopt;  ///< rotary positions of queries and keys (none: unset)
+  ParameterLayout layout = ParameterLayout::Split;    ///< d2l's four Linear layers, or torch's packed one
   /// Drives the parameters' initialisation and the dropout (it must outlive the module); nullptr: the
   /// global generator.
   Generator* generator = nullptr;
 };
 
+/// torch.nn.MultiheadAttention.forward's keyword arguments, by name, in torch's order (its masks: true = NOT
+/// allowed):
+///   auto [out, weights] = mha.forward(q, k, v, {.key_padding_mask = pad, .need_weights = true});
+struct MultiHeadAttentionArgs {
+  /// Bool (B, Tk): true marks a key to ignore (padding); undefined: none.
+  Tensor key_padding_mask{};
+  /// Return the weights, (B, Tq, Tk) averaged over heads or (B, H, Tq, Tk) per head (the composed path,
+  /// O(T²) memory); false (the default, as AttentionOptions' and unlike torch's forward, whose default is
+  /// true: ask for them by name) takes the fused kernel and leaves them undefined.
+  bool need_weights = false;
+  /// Bool (Tq, Tk) or (B * H, Tq, Tk): true marks a (query, key) pair not allowed; undefined: none. Float
+  /// (additive) masks are not supported.
+  Tensor attn_mask{};
+  /// With need_weights: average the weights over the heads (torch's default) or keep them per head.
+  bool average_attn_weights = true;
+  /// Exactly torch's is_causal, top-left aligned: as an attn_mask of triu(ones(Tq, Tk), 1) (query i sees keys
+  /// j <= i, also when Tq != Tk; d2l's forward aligns bottom-right instead).
+  bool is_causal = false;
+};
+
 /// Multi-head attention as d2l section 11.5 (Vaswani et al. 2017, section 3.2.2):
 ///   head_i = attention(W_q^(i) q, W_k^(i) k, W_v^(i) v),   output = W_o [head_1; ...; head_H],
 /// with attention = scaled_dot_product_attention (dropout on the weights, as d2l's DotProductAttention).
-/// Children: W_q Linear(query_size, num_hiddens), W_k Linear(key_size, H_kv · d_head),
-/// W_v Linear(value_size, H_kv · d_head), W_o Linear(num_hiddens, num_hiddens), each with a bias iff
-/// options.bias (sizes and the rest: MultiHeadAttentionOptions); rotary_emb RotaryEmbedding (no state) when
-/// options.rotary. d_head = num_hiddens / num_heads.
+/// Children in the Split layout (the default): W_q Linear(query_size, num_hiddens), W_k Linear(key_size,
+/// H_kv · d_head), W_v Linear(value_size, H_kv · d_head), W_o Linear(num_hiddens, num_hiddens), each with a
+/// bias iff options.bias; in the Packed layout torch.nn.MultiheadAttention's in_proj_weight, in_proj_bias and
+/// out_proj (ParameterLayout) instead; then rotary_emb RotaryEmbedding (no state) when options.rotary.
+/// d_head = num_hiddens / num_heads; the rest: MultiHeadAttentionOptions.
 ///
 /// Grouped-query attention (Ainslie et al. 2023): options.num_kv_heads = H_kv key/value heads (-1: H,
 /// multi-head attention; 1: multi-query attention), query head h attending with key/value head h / (H /
@@ -162,10 +201,10 @@ struct MultiHeadAttentionOptions {
 class MultiHeadAttention : public Module {
  public:
   /// Throws saccade::Error naming "MultiHeadAttention" and the sizes unless num_heads > 0 divides
-  /// num_hiddens > 0 and is a multiple of num_kv_heads > 0, or (naming "RotaryEmbedding" after it) for
-  /// a rotary fraction outside (0, 1], rotated dims that are not even and positive (an odd d_head with
-  /// fraction 1), theta <= 1, or a dropout outside [0, 1). Init as torch.nn.Linear's from
-  /// options.generator.
+  /// num_hiddens > 0 and is a multiple of num_kv_heads > 0, or for a Packed layout with other sizes, or
+  /// (naming "RotaryEmbedding" after it) for a rotary fraction outside (0, 1], rotated dims that are not even
+  /// and positive (an odd d_head with fraction 1), theta <= 1, or a dropout outside [0, 1). Init as
+  /// torch.nn.Linear's from options.generator.
   MultiHeadAttention(int64_t num_hiddens, int64_t num_heads, const MultiHeadAttentionOptions& options = {});
 
   /// queries (B, Tq, query_size), keys (B, Tk, key_size), values (B, Tk, value_size) -> (B, Tq, num_hiddens).
@@ -189,6 +228,18 @@ class MultiHeadAttention : public Module {
   Variable forward_cached(const Variable& queries, const Variable& new_keys, const Variable& new_values,
                           KVCache& cache, const Tensor& valid_lens_or_mask = Tensor(), bool causal = true);
 
+  /// torch.nn.MultiheadAttention.forward (batch_first=True), in either layout: query (B, Tq, query_size),
+  /// key (B, Tk, key_size), value (B, Tk, value_size) -> output (B, Tq, num_hiddens) and the weights as
+  /// args.need_weights and args.average_attn_weights say (MultiHeadAttentionArgs: torch's masks and
+  /// is_causal). Rotary positions, when set, are 0 .. Tq - 1 for the queries and 0 .. Tk - 1 for the keys
+  /// (top-left, as is_causal); `window` (the member) needs is_causal, as in d2l's forward. Differences from
+  /// torch: a query with every key masked gets zero output instead of NaN; the weights are those before
+  /// dropout. attention_weights() then holds the per-head weights (B, H, Tq, Tk) when need_weights. Throws
+  /// saccade::Error naming "MultiHeadAttention" and the shapes for bad input, masks of another dtype or shape
+  /// included.
+  AttentionOutput forward(const Variable& query, const Variable& key, const Variable& value,
+                          const MultiHeadAttentionArgs& args);
+
   /// The weights (B, H, Tq, Tk) of the last forward, per head; undefined before the first. Throws
   /// saccade::Error naming "MultiHeadAttention::attention_weights" when the last forward did not keep them
   /// (a training-mode forward ran the fused kernel): call eval() or set need_weights = true first.
@@ -204,7 +255,12 @@ class MultiHeadAttention : public Module {
   /// layouts by (multi-head, grouped, multi-query).
   int64_t kv_cache_bytes_per_token() const;
 
+  /// The Split layout's projections (null in the Packed layout, but W_o, which is then out_proj).
   std::shared_ptr<Linear> W_q, W_k, W_v, W_o;
+  /// The Packed layout's (torch's names): in_proj_weight (3E, E), in_proj_bias (3E) when bias, out_proj
+  /// (the same module as W_o); undefined and null in the Split layout.
+  Variable in_proj_weight, in_proj_bias;
+  std::shared_ptr<Linear> out_proj;
   std::shared_ptr<RotaryEmbedding> rotary_emb;  ///< null unless rotary
   double dropout;
   /// Keep the weights of each forward for attention_weights() (true), never (false: always the fused
@@ -218,60 +274,19 @@ class MultiHeadAttention : public Module {
   int64_t window = 0;
 
  private:
-  Variable attend(const Variable& queries, const Variable& k, const Variable& v, const Tensor& mask,
-                  bool causal);
-  int64_t num_hiddens_;
+  // queries (B, Tq, ·) projected and split into heads at positions offset ..; k, v (B, H_kv, Tk, d) already
+  // split -> the heads' output (B, Tq, num_hiddens) before W_o and the weights, kept as `keep` says
+  AttentionOutput attend(const Variable& queries, int64_t offset, const Variable& k, const Variable& v,
+                         const ops::AttentionMask& mask, bool keep);
+  // x (B, T, ·) -> its projection `which` (0 queries, 1 keys, 2 values), by W_q/W_k/W_v or in_proj_weight
+  Variable project(const Variable& x, int which) const;
+  Variable attend_d2l(const Variable& queries, const Variable& k, const Variable& v, const Tensor& mask,
+                      bool causal);
+  int64_t num_hiddens_, query_size_, key_size_, value_size_;
   GroupedHeads heads_;
   Generator* gen_;
   Tensor weights_;
   bool weights_skipped_ = false;  // the last forward took the fused kernel
-};
-
-/// The result of MultiheadAttention::forward: output (B, Tq, E) and the weights, (B, Tq, Tk) averaged over
-/// heads or (B, H, Tq, Tk) per head (undefined when not asked for).
-struct MultiheadAttentionOutput {
-  Variable output;
-  Variable weights;
-};
-
-/// torch.nn.MultiheadAttention (torch 1.13) with batch_first=True and kdim = vdim = embed_dim: the same
-/// computation as MultiHeadAttention with torch's parameter layout and mask conventions.
-/// Parameters: in_proj_weight (3E, E) = [W_q; W_k; W_v] (xavier_uniform), in_proj_bias (3E) (zeros) when
-/// `bias`, child out_proj Linear(E, E, bias) (torch's Linear init, bias zeros): the names and order of
-/// torch's state_dict.
-class MultiheadAttention : public Module {
- public:
-  /// Throws saccade::Error naming "MultiheadAttention" unless num_heads > 0 divides embed_dim > 0.
-  MultiheadAttention(int64_t embed_dim, int64_t num_heads, double dropout = 0.0, bool bias = true,
-                     Generator* gen = nullptr);
-
-  /// query (B, Tq, E), key (B, Tk, E), value (B, Tk, E). Masks use torch's convention, true = NOT allowed:
-  /// key_padding_mask Bool (B, Tk); attn_mask Bool (Tq, Tk) or (B * H, Tq, Tk); either may be undefined.
-  /// causal: exactly torch's is_causal, top-left aligned: as an attn_mask of triu(ones(Tq, Tk), 1) (query i
-  /// sees keys j <= i, also when Tq != Tk; MultiHeadAttention aligns bottom-right instead).
-  /// need_weights / average_attn_weights: as torch; need_weights = false takes the fused kernel.
-  /// Differences from torch: a query with every key masked gets zero output instead of NaN; float
-  /// (additive) attn_masks are not supported; the returned weights are those before dropout.
-  /// Throws saccade::Error naming "MultiheadAttention" and the shapes for bad input.
-  MultiheadAttentionOutput forward(const Variable& query, const Variable& key, const Variable& value,
-                                   const Tensor& key_padding_mask = Tensor(),
-                                   const Tensor& attn_mask = Tensor(), bool need_weights = true,
-                                   bool average_attn_weights = true, bool causal = false);
-  /// The per-head weights (B, H, Tq, Tk) of the last forward (undefined before the first and after a forward
-  /// with need_weights = false).
-  Tensor attention_weights() const { return weights_; }
-
-  int64_t embed_dim() const { return embed_dim_; }
-  int64_t num_heads() const { return num_heads_; }
-
-  Variable in_proj_weight, in_proj_bias;
-  std::shared_ptr<Linear> out_proj;
-  double dropout;
-
- private:
-  int64_t embed_dim_, num_heads_;
-  Generator* gen_;
-  Tensor weights_;
 };
 
 }  // namespace saccade::nn

@@ -2,8 +2,8 @@
 // The 16-bit route's facts, in one place: which kernels meet bfloat16 / float16 operands through the route
 // (Kernel16), and on which backend each one takes them itself (native_16bit_on). The backends answer
 // Backend::native_16bit from this table (cpu/backend.h, cuda/backend.h), and the op table's 16-bit columns
-// (autograd/op_table.h, with_kernel16) are read from it, so the fact is stated once. Plain data, no
-// includes: autograd/op_table.h reads it without the backend's headers.
+// (autograd/op_info.h, with_kernel16) are read from it, so the fact is stated once. Plain data, no
+// includes: autograd/op_info.h reads it without the backend's headers.
 
 namespace saccade {
 

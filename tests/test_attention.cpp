@@ -380,7 +380,7 @@ TEST_CASE("MultiHeadAttention gradcheck", "[attention][gradcheck]") {
       self));
 }
 
-// ---- MultiheadAttention (torch layout) ----
+// ---- MultiHeadAttention in torch's Packed layout, called as torch.nn.MultiheadAttention ----
 
 namespace {
 
@@ -391,7 +391,7 @@ struct TorchCase {
 TorchCase check_torch_case(const std::string& name, int64_t E, int64_t H, bool self_attention,
                            bool causal_flag, bool need_weights = true) {
   auto fx = read_fixture(name);
-  nn::MultiheadAttention mha(E, H);
+  nn::MultiHeadAttention mha(E, H, {.bias = true, .layout = nn::ParameterLayout::Packed});
   nn::StateDict sd;
   for (const char* key : {"in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias"})
     sd.insert(key, fx.at(key));
@@ -404,7 +404,9 @@ TorchCase check_torch_case(const std::string& name, int64_t E, int64_t H, bool s
   Tensor kpm = fx.count("key_padding_mask") ? fx.at("key_padding_mask") : Tensor();
   // the causal case passes torch's attn_mask, or equivalently our causal flag
   Tensor am = fx.count("attn_mask") && !causal_flag ? fx.at("attn_mask") : Tensor();
-  auto r = mha.forward(q, k, v, kpm, am, need_weights, true, causal_flag);
+  auto r = mha.forward(
+      q, k, v,
+      {.key_padding_mask = kpm, .need_weights = need_weights, .attn_mask = am, .is_causal = causal_flag});
   r.output.backward(fx.at("R"));
   TorchCase e;
   e.out = rel_err(r.output.data(), fx.at("out"));
@@ -424,14 +426,16 @@ TorchCase check_torch_case(const std::string& name, int64_t E, int64_t H, bool s
 
 }  // namespace
 
-TEST_CASE("MultiheadAttention agrees with torch 1.13 with a key_padding_mask", "[attention][torch]") {
+TEST_CASE("MultiHeadAttention (Packed) agrees with torch.nn.MultiheadAttention 1.13 with a key_padding_mask",
+          "[attention][torch]") {
   TorchCase e = check_torch_case("mha_padding", 8, 2, false, false);
   REQUIRE(e.out <= 1e-5);
   REQUIRE(e.weights <= 1e-5);
   REQUIRE(e.grads <= 1e-5);
 }
 
-TEST_CASE("MultiheadAttention agrees with torch 1.13 with a causal attn_mask", "[attention][torch]") {
+TEST_CASE("MultiHeadAttention (Packed) agrees with torch.nn.MultiheadAttention 1.13 with a causal attn_mask",
+          "[attention][torch]") {
   for (bool flag : {false, true}) {
     TorchCase e = check_torch_case("mha_causal", 12, 3, true, flag);
     REQUIRE(e.out <= 1e-5);
@@ -440,7 +444,8 @@ TEST_CASE("MultiheadAttention agrees with torch 1.13 with a causal attn_mask", "
   }
 }
 
-TEST_CASE("MultiheadAttention causal is torch's is_causal (top-left) when Tq != Tk", "[attention][torch]") {
+TEST_CASE("MultiHeadAttention's torch forward: is_causal is torch's (top-left) when Tq != Tk",
+          "[attention][torch]") {
   for (const char* name : {"mha_causal_tq_lt_tk", "mha_causal_tq_gt_tk"})
     for (bool flag : {false, true})
       for (bool need_weights : {true, false}) {
@@ -482,9 +487,13 @@ TEST_CASE("MultiHeadAttention causal is bottom-right (KV cache) when Tq != Tk, a
     }
 }
 
-TEST_CASE("MultiheadAttention equals MultiHeadAttention with the same weights", "[attention]") {
+TEST_CASE("MultiHeadAttention: the Packed and Split layouts with the same weights agree under both forwards",
+          "[attention]") {
   Generator g(71);
-  nn::MultiheadAttention t(6, 3, 0.0, true, &g);
+  nn::MultiHeadAttention t(6, 3, {.bias = true, .layout = nn::ParameterLayout::Packed, .generator = &g});
+  REQUIRE(t.state_dict().keys() ==
+          std::vector<std::string>{"in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias"});
+  REQUIRE(t.W_o == t.out_proj);
   t.to(DType::Float64);
   nn::init::normal_(t.in_proj_bias.data(), 0, 1, &g);
   nn::init::normal_(t.out_proj->bias.data(), 0, 1, &g);
@@ -503,20 +512,36 @@ TEST_CASE("MultiheadAttention equals MultiHeadAttention with the same weights", 
   d.load_state_dict(sd);
   Tensor q = rand64({2, 3, 6}, 72), kv = rand64({2, 4, 6}, 73);
   Tensor kpm = ops::tensor({0, 0, 1, 1, 0, 0, 0, 0}, {2, 4}, DType::Float64).to(DType::Bool);
-  auto r = t.forward(q, kv, kv, kpm, Tensor(), true, false);
+  // torch's forward on the Packed layout against d2l's on the Split one
+  auto r =
+      t.forward(q, kv, kv, {.key_padding_mask = kpm, .need_weights = true, .average_attn_weights = false});
   REQUIRE(allclose(r.output.data(), d.forward(q, kv, kv, i64({2, 4}, {2})).data(), 1e-12, 1e-12));
   REQUIRE(allclose(r.weights.data(), d.attention_weights(), 1e-12, 1e-12));
+  REQUIRE(allclose(t.attention_weights(), d.attention_weights(), 1e-12, 1e-12));
+  // and the other way round: d2l's forward on the Packed layout, torch's on the Split one (weights averaged)
+  t.need_weights = true;
+  REQUIRE(allclose(t.forward(q, kv, kv, i64({2, 4}, {2})).data(), r.output.data(), 1e-12, 1e-12));
+  auto s = d.forward(q, kv, kv, {.key_padding_mask = kpm, .need_weights = true});
+  REQUIRE_FALSE(d.forward(q, kv, kv, {.key_padding_mask = kpm}).weights.defined());  // fused by default
+  REQUIRE(allclose(s.output.data(), r.output.data(), 1e-12, 1e-12));
+  REQUIRE(allclose(s.weights.data(), ops::mean(r.weights.data(), {1}), 1e-12, 1e-12));
+  // causal: torch's top-left and d2l's bottom-right are one rule when Tq == Tk
+  Tensor x = rand64({2, 4, 6}, 74);
+  REQUIRE(allclose(t.forward(x, x, x, {.is_causal = true}).output.data(),
+                   d.forward(x, x, x, Tensor(), true).data(), 1e-12, 1e-12));
 }
 
-TEST_CASE("MultiheadAttention gradcheck", "[attention][gradcheck]") {
+TEST_CASE("MultiHeadAttention gradcheck in the Packed layout, torch's forward", "[attention][gradcheck]") {
   Generator g(81);
-  nn::MultiheadAttention mha(4, 2, 0.0, true, &g);
+  nn::MultiHeadAttention mha(4, 2, {.bias = true, .layout = nn::ParameterLayout::Packed, .generator = &g});
   mha.to(DType::Float64);
   Variable q(rand64({2, 3, 4}, 82), true), kv(rand64({2, 2, 4}, 83), true);
   Tensor kpm = ops::tensor({0, 1, 0, 0}, {2, 2}, DType::Float64).to(DType::Bool);
   REQUIRE(module_gradcheck(
-      [&](const std::vector<Variable>& x) { return mha.forward(x[0], x[1], x[1], kpm).output; }, {q, kv},
-      mha));
+      [&](const std::vector<Variable>& x) {
+        return mha.forward(x[0], x[1], x[1], {.key_padding_mask = kpm}).output;
+      },
+      {q, kv}, mha));
 }
 
 // ---- Nadaraya-Watson ----
@@ -686,11 +711,21 @@ TEST_CASE("attention modules reject bad input naming themselves", "[attention][e
   REQUIRE_THROWS_SACCADE(mha.forward(q, k, k, i64({1, 2, 3}, {3})), "MultiHeadAttention");
   REQUIRE_THROWS_SACCADE(mha.forward(q, k, k, ops::ones({2, 3, 4}, DType::Bool)), "MultiHeadAttention");
 
-  REQUIRE_THROWS_SACCADE(nn::MultiheadAttention(6, 4), "MultiheadAttention");
-  nn::MultiheadAttention tmha(4, 2);
-  REQUIRE_THROWS_SACCADE(tmha.forward(q, k, k, ops::ones({2, 4}, DType::Bool)), "MultiheadAttention");
-  REQUIRE_THROWS_SACCADE(tmha.forward(q, k, k, Tensor(), ops::ones({3, 5})), "MultiheadAttention");
-  REQUIRE_THROWS_SACCADE(tmha.forward(q, ops::randn({2, 5, 3}), k), "MultiheadAttention");
+  REQUIRE_THROWS_SACCADE(nn::MultiHeadAttention(6, 4, {.layout = nn::ParameterLayout::Packed}),
+                         "MultiHeadAttention");
+  REQUIRE_THROWS_SACCADE(nn::MultiHeadAttention(4, 2, {.key_size = 3, .layout = nn::ParameterLayout::Packed}),
+                         "MultiHeadAttention: the Packed layout");
+  REQUIRE_THROWS_SACCADE(
+      nn::MultiHeadAttention(4, 2, {.num_kv_heads = 1, .layout = nn::ParameterLayout::Packed}),
+      "MultiHeadAttention: the Packed layout");
+  nn::MultiHeadAttention tmha(4, 2, {.layout = nn::ParameterLayout::Packed});
+  REQUIRE_THROWS_SACCADE(tmha.forward(q, k, k, {.key_padding_mask = ops::ones({2, 4}, DType::Bool)}),
+                         "MultiHeadAttention");
+  REQUIRE_THROWS_SACCADE(tmha.forward(q, k, k, {.attn_mask = ops::ones({3, 5})}), "MultiHeadAttention");
+  REQUIRE_THROWS_SACCADE(tmha.forward(q, ops::randn({2, 5, 3}), k, {.need_weights = false}),
+                         "MultiHeadAttention");
+  tmha.window = 2;  // a window needs is_causal in torch's forward too
+  REQUIRE_THROWS_SACCADE(tmha.forward(q, k, k, {.need_weights = false}), "needs causal attention");
 
   nn::NadarayaWatson nw;
   REQUIRE_THROWS_SACCADE(nw.forward(ops::randn({3}), ops::randn({4}), ops::randn({5})), "NadarayaWatson");

@@ -1,7 +1,8 @@
 // The CUDA backend at the level of modules, models and files, and its pinned host<->device staging:
 //  - [staging]: the double-buffered chunk loop of ops/cuda/staging.h over a fake engine that runs its queued
 //    copies only when they are waited for (as a stream would, late). Plain C++: runs in every build.
-//  - [cuda]: modules (MultiheadAttention fused and with weights, GRU, LayerNorm, Embedding) and one training
+//  - [cuda]: modules (MultiHeadAttention in torch's layout, fused and with weights, GRU, LayerNorm,
+//  Embedding) and one training
 //    step of the sat captioner (loss, every gradient, the parameters after clip + Adam) on the GPU against
 //    the same model on the CPU (built on the CPU, copied with .to()); checkpoints saved on one device and
 //    loaded on the other; modules fed tensors of another device throw. Without a GPU the CPU half of each
@@ -110,8 +111,10 @@ TEST_CASE("pinned staging: the thresholds and sizes are what the backend documen
 
 // ---- modules ----
 
-TEST_CASE("cuda: MultiheadAttention (fused and with weights), GRU, LayerNorm, Embedding agree with the CPU",
-          "[cuda]") {
+TEST_CASE(
+    "cuda: MultiHeadAttention in torch's layout (fused and with weights), GRU, LayerNorm, Embedding agree "
+    "with the CPU",
+    "[cuda]") {
   Tensor x = randn({3, 6, 16}, 60), kv = randn({3, 9, 16}, 61);
   Tensor pad = ops::gt(ops::arange(9, DType::Int64).reshape({1, 9}),
                        ops::tensor({8, 4, 6}, DType::Int64).reshape({3, 1}));  // true = padding
@@ -126,14 +129,15 @@ TEST_CASE("cuda: MultiheadAttention (fused and with weights), GRU, LayerNorm, Em
     return res;
   };
   for (bool need_weights : {false, true}) {
-    INFO("MultiheadAttention, need_weights " << need_weights);
+    INFO("MultiHeadAttention (Packed), need_weights " << need_weights);
     both(
         [&](Device d) {
           Generator g(62);
-          nn::MultiheadAttention mha(16, 4, 0.0, true, &g);
+          nn::MultiHeadAttention mha(16, 4,
+                                     {.bias = true, .layout = nn::ParameterLayout::Packed, .generator = &g});
           mha.to(d);
           Variable q(x.to(d), true), k(kv.to(d), true);
-          auto o = mha.forward(q, k, k, pad.to(d), Tensor(), need_weights);
+          auto o = mha.forward(q, k, k, {.key_padding_mask = pad.to(d), .need_weights = need_weights});
           std::vector<Tensor> res = grads_of(mha, o.output, {q, k}, 63);
           res.push_back(need_weights ? o.weights.data() : Tensor());
           return res;
@@ -314,7 +318,7 @@ TEST_CASE("cuda: modules and losses fed tensors of another device throw a clear 
   Generator g(90);
   nn::GRU gru(5, 4, nn::GRUOptions{}, &g);  // on the CPU
   REQUIRE_THROWS_SACCADE(gru.forward(Variable(randn({2, 3, 5}, 91).to(kGpu))), "device");
-  nn::MultiheadAttention mha(8, 2, 0.0, true, &g);
+  nn::MultiHeadAttention mha(8, 2, {.bias = true, .layout = nn::ParameterLayout::Packed, .generator = &g});
   mha.to(kGpu);
   Variable x(randn({2, 3, 8}, 92));  // on the CPU
   REQUIRE_THROWS_SACCADE(mha.forward(x, x, x), "device");

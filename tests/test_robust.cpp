@@ -77,7 +77,8 @@ TEST_CASE("modules refuse huge constructor arguments naming the module", "[robus
   REQUIRE_THROWS_SACCADE(nn::GRUCell(4, kMax / 2), "GRUCell");
   REQUIRE_THROWS_SACCADE(nn::PositionalEncoding(big, 0.0, big), "PositionalEncoding");
   REQUIRE_THROWS_SACCADE(nn::PositionalEncoding2D(2, 0.0, big, big), "PositionalEncoding2D");
-  REQUIRE_THROWS_SACCADE(nn::MultiheadAttention(kMax - 1, 1), "MultiheadAttention");
+  REQUIRE_THROWS_SACCADE(nn::MultiHeadAttention(kMax - 1, 1, {.layout = nn::ParameterLayout::Packed}),
+                         "MultiHeadAttention");
   REQUIRE_THROWS_SACCADE(nn::BahdanauDecoderCell(kMax, 4, 4), "BahdanauDecoderCell");
   REQUIRE_THROWS_SACCADE(nn::PositionWiseFFN(big, big, 2), "PositionWiseFFN > Linear");
   nn::PositionalEncoding pe(4, 0.0, 8);
@@ -94,9 +95,10 @@ TEST_CASE("errors inside a composite name the outer module first", "[robust]") {
       mha.forward(q, k, k),
       "MultiHeadAttention([2, 3, 8], [2, 5, 8], [2, 5, 8]) > Linear: expected a float32 input");
   // a float64 input to a float32 module names the module, not matmul
-  nn::MultiheadAttention torch_mha(8, 2);
+  nn::MultiHeadAttention torch_mha(8, 2, {.layout = nn::ParameterLayout::Packed});
   Variable q64(ops::zeros({2, 3, 8}, DType::Float64));
-  REQUIRE_THROWS_SACCADE(torch_mha.forward(q64, q64, q64), "MultiheadAttention([2, 3, 8]");
+  REQUIRE_THROWS_SACCADE(torch_mha.forward(q64, q64, q64, {.need_weights = true}),
+                         "MultiHeadAttention([2, 3, 8]");
   nn::Linear lin(3, 2);
   REQUIRE_THROWS_SACCADE(lin.forward(Variable(ops::zeros({4, 3}, DType::Float64))),
                          "Linear: expected a float32 input");

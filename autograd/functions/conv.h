@@ -1,9 +1,27 @@
 #pragma once
 // Differentiable 2-d convolution and pooling on NCHW Variables. Shapes, dtypes and errors as in ops/conv.h.
+#include "autograd/op_info.h"
 #include "autograd/variable.h"
 #include "ops/conv.h"
 
 namespace saccade {
+
+// The rows of facts of this file's ops (autograd/op_info.h; autograd/op_table.h lists every row once).
+namespace op_info {
+
+inline constexpr OpInfo conv2d = with_half(
+    with_cost(with_autocast(row("conv2d", "conv.cpp"), Lower, Lower), cost::kConv2d), Widened, Widened);
+inline constexpr OpInfo conv2d_input_grad = with_half(row("conv2d_input_grad", "conv.cpp"), Widened, Widened);
+inline constexpr OpInfo conv2d_weight_grad =
+    with_half(row("conv2d_weight_grad", "conv.cpp"), Widened, Widened);
+inline constexpr OpInfo max_pool2d = with_kernel16(row("max_pool2d", "conv.cpp"), Kernel16::MaxPool2d);
+inline constexpr OpInfo max_pool2d_backward =
+    with_kernel16(row("max_pool2d_backward", "conv.cpp"), Kernel16::MaxPool2dBackward);
+inline constexpr OpInfo avg_pool2d = with_kernel16(row("avg_pool2d", "conv.cpp"), Kernel16::AvgPool2d);
+inline constexpr OpInfo avg_pool2d_backward =
+    with_kernel16(row("avg_pool2d_backward", "conv.cpp"), Kernel16::AvgPool2dBackward);
+
+}  // namespace op_info
 
 /// x (N, C, H, W) * weight (O, C, kh, kw) + bias (O) or undefined -> (N, O, OH, OW); as
 /// torch.nn.functional.conv2d with dilation 1 and groups 1. Differentiable in x, weight and bias.

@@ -3,9 +3,43 @@
 // shape with ops::sum_to). Shapes, dtypes and errors as in ops/elementwise.h.
 #include <optional>
 
+#include "autograd/op_info.h"
 #include "autograd/variable.h"
 
 namespace saccade {
+
+// The rows of facts of this file's ops (autograd/op_info.h; autograd/op_table.h lists every row once).
+namespace op_info {
+
+inline constexpr OpInfo add = row("add", "elementwise.cpp");
+inline constexpr OpInfo sub = row("sub", "elementwise.cpp");
+inline constexpr OpInfo mul = row("mul", "elementwise.cpp");
+inline constexpr OpInfo div = row("div", "elementwise.cpp");
+inline constexpr OpInfo pow = with_autocast(row("pow", "elementwise.cpp"), Float32, Keep);
+inline constexpr OpInfo rsub = row("rsub", "elementwise.cpp");
+inline constexpr OpInfo rdiv = row("rdiv", "elementwise.cpp");
+inline constexpr OpInfo maximum = row("maximum", "elementwise.cpp");
+inline constexpr OpInfo minimum = row("minimum", "elementwise.cpp");
+inline constexpr OpInfo neg = row("neg", "elementwise.cpp");
+inline constexpr OpInfo exp = with_autocast(row("exp", "elementwise.cpp"), Float32, Keep);
+inline constexpr OpInfo log = with_autocast(row("log", "elementwise.cpp"), Float32, Keep);
+inline constexpr OpInfo sqrt = row("sqrt", "elementwise.cpp");
+inline constexpr OpInfo rsqrt = row("rsqrt", "elementwise.cpp");
+inline constexpr OpInfo abs = row("abs", "elementwise.cpp");
+inline constexpr OpInfo sin = row("sin", "elementwise.cpp");
+inline constexpr OpInfo cos = row("cos", "elementwise.cpp");
+inline constexpr OpInfo tanh = row("tanh", "elementwise.cpp");
+inline constexpr OpInfo sigmoid = row("sigmoid", "elementwise.cpp");
+inline constexpr OpInfo relu = row("relu", "elementwise.cpp");
+inline constexpr OpInfo gelu = row("gelu", "elementwise.cpp");
+inline constexpr OpInfo gelu_grad = row("gelu_grad", "elementwise.cpp");
+inline constexpr OpInfo silu = row("silu", "elementwise.cpp");
+inline constexpr OpInfo swiglu = row("swiglu", "elementwise.cpp");
+inline constexpr OpInfo clamp = row("clamp", "elementwise.cpp");
+inline constexpr OpInfo where = row("where", "elementwise.cpp");
+inline constexpr OpInfo masked_fill = row("masked_fill", "elementwise.cpp");
+
+}  // namespace op_info
 
 /// a + b, broadcast together (torch.add).
 Variable add(const Variable& a, const Variable& b);

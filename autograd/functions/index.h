@@ -3,9 +3,21 @@
 // errors as in ops/index.h.
 #include <optional>
 
+#include "autograd/op_info.h"
 #include "autograd/variable.h"
 
 namespace saccade {
+
+// The rows of facts of this file's ops (autograd/op_info.h; autograd/op_table.h lists every row once).
+namespace op_info {
+
+inline constexpr OpInfo index_select = row("index_select", "index.cpp");
+inline constexpr OpInfo gather = row("gather", "index.cpp");
+inline constexpr OpInfo scatter_add = with_half(row("scatter_add", "index.cpp"), Widened, Widened);
+inline constexpr OpInfo index_add = with_kernel16(row("index_add", "index.cpp"), Kernel16::IndexAdd);
+inline constexpr OpInfo embedding = row("embedding", "index.cpp");
+
+}  // namespace op_info
 
 /// Entries of `a` at `index` along `dim` (torch.index_select): a (.., n, ..), index int64 (m) -> (.., m, ..).
 /// Backward adds the gradient rows back at `index` (repeated indices accumulate).

@@ -1,9 +1,22 @@
 #pragma once
 // Differentiable matrix products and the linear layer's function. Shapes, dtypes and errors as in
 // ops/linalg.h.
+#include "autograd/op_info.h"
 #include "autograd/variable.h"
 
 namespace saccade {
+
+// The rows of facts of this file's ops (autograd/op_info.h; autograd/op_table.h lists every row once).
+namespace op_info {
+
+inline constexpr OpInfo matmul =
+    with_cost(with_autocast(row("matmul", "linalg.cpp"), Lower, Lower), cost::kGemm);
+inline constexpr OpInfo bmm = with_cost(with_autocast(row("bmm", "linalg.cpp"), Lower, Lower), cost::kGemm);
+inline constexpr OpInfo mm = with_cost(with_autocast(row("mm", "linalg.cpp"), Lower, Lower), cost::kGemm);
+inline constexpr OpInfo linear =
+    with_cost(with_autocast(row("linear", "linalg.cpp"), Lower, Lower), cost::kLinear);
+
+}  // namespace op_info
 
 /// torch.matmul on Variables: 1-d, 2-d and batched operands, batch dims broadcast (their gradients are summed
 /// back to each operand's shape). Shapes and errors as ops::matmul.

@@ -4,10 +4,38 @@
 // in nn.cpp.
 #include <optional>
 
+#include "autograd/op_info.h"
 #include "autograd/variable.h"
 #include "ops/nn.h"
 
 namespace saccade {
+
+// The rows of facts of this file's ops (autograd/op_info.h; autograd/op_table.h lists every row once).
+namespace op_info {
+
+// NOTE: softmax and the other float32-on-CUDA rows keep their 16-bit dtype on the CPU (torch.autocast("cpu")
+// lists them nowhere); layer_norm and rms_norm are float32 on the CPU too, where PyTorch lists them nowhere:
+// its CPU kernel takes a bf16 input beside float32 weights and computes in float32; ours takes one dtype,
+// and casting the input computes the same.
+inline constexpr OpInfo softmax =
+    with_kernel16(with_autocast(row("softmax", "nn.cpp"), Float32, Keep), Kernel16::Softmax);
+inline constexpr OpInfo log_softmax =
+    with_kernel16(with_autocast(row("log_softmax", "nn.cpp"), Float32, Keep), Kernel16::Softmax);
+inline constexpr OpInfo masked_softmax =
+    with_kernel16(with_autocast(row("masked_softmax", "nn.cpp"), Float32, Keep), Kernel16::Softmax);
+inline constexpr OpInfo layer_norm =
+    with_kernel16(with_autocast(row("layer_norm", "nn.cpp"), Float32, Float32), Kernel16::LayerNorm);
+inline constexpr OpInfo layer_norm_composed = as_composite(row("layer_norm_composed", "nn.cpp"));
+inline constexpr OpInfo rms_norm =
+    with_kernel16(with_autocast(row("rms_norm", "nn.cpp"), Float32, Float32), Kernel16::RmsNorm);
+inline constexpr OpInfo rms_norm_composed = as_composite(row("rms_norm_composed", "nn.cpp"));
+inline constexpr OpInfo dropout = with_kernel16(row("dropout", "nn.cpp"), Kernel16::Dropout);
+inline constexpr OpInfo gru_gates = with_half(row("gru_gates", "nn.cpp"), Widened, Widened);
+inline constexpr OpInfo cross_entropy =
+    with_half(with_autocast(row("cross_entropy", "nn.cpp"), Float32, Float32), Widened, Widened);
+inline constexpr OpInfo mse_loss = with_autocast(row("mse_loss", "nn.cpp"), Float32, Float32);
+
+}  // namespace op_info
 
 using ops::Reduction;
 

@@ -1,9 +1,26 @@
 #pragma once
 // Differentiable reductions. Shapes and errors as in ops/reduce.h.
+#include "autograd/op_info.h"
 #include "autograd/variable.h"
 #include "ops/reduce.h"
 
 namespace saccade {
+
+// The rows of facts of this file's ops (autograd/op_info.h; autograd/op_table.h lists every row once).
+namespace op_info {
+
+inline constexpr OpInfo sum = with_autocast(row("sum", "reduce.cpp"), Float32, Keep);
+inline constexpr OpInfo mean = with_half(row("mean", "reduce.cpp"), Widened, Widened);
+inline constexpr OpInfo max = row("max", "reduce.cpp");
+inline constexpr OpInfo min = row("min", "reduce.cpp");
+inline constexpr OpInfo amax = row("amax", "reduce.cpp");
+inline constexpr OpInfo amin = row("amin", "reduce.cpp");
+inline constexpr OpInfo var = as_composite(row("var", "reduce.cpp"));
+inline constexpr OpInfo logsumexp =
+    with_half(with_autocast(row("logsumexp", "reduce.cpp"), Float32, Keep), Widened, Widened);
+inline constexpr OpInfo sum_to = row("sum_to", "reduce.cpp");
+
+}  // namespace op_info
 
 Variable sum(const Variable& a);
 Variable sum(const Variable& a, const Shape& dims, bool keepdim = false);

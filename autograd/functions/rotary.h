@@ -2,10 +2,19 @@
 // The rotary position embedding on Variables (ops/rotary.h; Su et al. 2021). Its derivative is the inverse
 // rotation of the incoming gradient (a rotation's transpose), so the rule is the op again: differentiable
 // any number of times.
+#include "autograd/op_info.h"
 #include "autograd/variable.h"
 #include "ops/rotary.h"
 
 namespace saccade {
+
+// The rows of facts of this file's ops (autograd/op_info.h; autograd/op_table.h lists every row once).
+namespace op_info {
+
+inline constexpr OpInfo rotary_embedding =
+    with_kernel16(row("rotary_embedding", "rotary.cpp"), Kernel16::RotaryEmbedding);
+
+}  // namespace op_info
 
 using ops::RotaryStyle;
 

@@ -4,9 +4,38 @@
 // input's shape. Shapes, semantics and errors as in ops/tensor.h, ops/join.h and ops/creation.h (tril/triu).
 #include <vector>
 
+#include "autograd/op_info.h"
 #include "autograd/variable.h"
 
 namespace saccade {
+
+// The rows of facts of this file's ops (autograd/op_info.h; autograd/op_table.h lists every row once).
+namespace op_info {
+
+inline constexpr OpInfo reshape = row("reshape", "shape.cpp");
+inline constexpr OpInfo view = row("view", "shape.cpp");
+inline constexpr OpInfo flatten = row("flatten", "shape.cpp");
+inline constexpr OpInfo squeeze = row("squeeze", "shape.cpp");
+inline constexpr OpInfo unsqueeze = row("unsqueeze", "shape.cpp");
+inline constexpr OpInfo permute = row("permute", "shape.cpp");
+inline constexpr OpInfo transpose = row("transpose", "shape.cpp");
+inline constexpr OpInfo t = row("t", "shape.cpp");
+inline constexpr OpInfo expand = row("expand", "shape.cpp");
+inline constexpr OpInfo narrow = row("narrow", "shape.cpp");
+inline constexpr OpInfo slice = row("slice", "shape.cpp");
+inline constexpr OpInfo select = row("select", "shape.cpp");
+inline constexpr OpInfo split = row("split", "shape.cpp");
+inline constexpr OpInfo chunk = row("chunk", "shape.cpp");
+inline constexpr OpInfo contiguous = row("contiguous", "shape.cpp");
+inline constexpr OpInfo to = row("to", "shape.cpp");  // Variable::to, a dtype or device conversion
+inline constexpr OpInfo cat = with_autocast(row("cat", "shape.cpp"), Promote, Promote);
+inline constexpr OpInfo stack = with_autocast(row("stack", "shape.cpp"), Promote, Promote);
+inline constexpr OpInfo repeat = row("repeat", "shape.cpp");
+inline constexpr OpInfo repeat_interleave = row("repeat_interleave", "shape.cpp");
+inline constexpr OpInfo tril = row("tril", "shape.cpp");
+inline constexpr OpInfo triu = row("triu", "shape.cpp");
+
+}  // namespace op_info
 
 // ---- views: the gradient is reshaped, permuted back, summed (expand) or placed into zeros (slices) ----
 

@@ -477,11 +477,12 @@ const OpCase kCases[] = {
        Variable q = g.var(g.float_tensor(3)), k = g.var(g.float_tensor(3));
        m.forward(q, k, k, g.valid_lens(q.size(0), k.size(1)), g.coin(0.3));
      }},
-    {"MultiheadAttention",
+    {"MultiHeadAttention",  // torch's Packed layout and forward
      [](Gen& g) {
-       nn::MultiheadAttention m(g.even_count(), g.coin(0.8) ? 2 : g.count());
+       nn::MultiHeadAttention m(g.even_count(), g.coin(0.8) ? 2 : g.count(),
+                                {.bias = true, .layout = nn::ParameterLayout::Packed});
        Variable q = g.var(g.float_tensor(3)), k = g.var(g.float_tensor(3));
-       m.forward(q, k, k);
+       m.forward(q, k, k, {.need_weights = g.coin(0.5), .is_causal = g.coin(0.3)});
      }},
     {"AdditiveAttention",
      [](Gen& g) {
