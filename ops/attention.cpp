@@ -46,6 +46,17 @@ void check_fused_window(const char* op, const AttentionMask& m, const Tensor& q,
   check_attention_window(op, m.window, m.causal, attention_scores_shape(q.shape(), k.shape()));
 }
 
+// A hand-built mask's key_starts (with_documents builds them right): int64 (B, Tq), contiguous, on the
+// device.
+void check_key_starts(const char* op, const AttentionMask& m, const Shape& x, Device device) {
+  if (!m.key_starts.defined()) return;
+  const Tensor& s = m.key_starts;
+  SACCADE_CHECK(s.dtype() == DType::Int64 && s.is_contiguous() && s.device() == device &&
+                    s.shape() == Shape({x[0], x[x.size() - 2]}),
+                "{}: key_starts {} {} on {} for attention scores {}: expected contiguous int64 (B, Tq) on {}",
+                op, s.dtype(), s.shape(), s.device(), x, device);
+}
+
 void check_dropout(const char* op, const AttentionDropout& d) {
   SACCADE_CHECK(d.p >= 0 && d.p < 1, "{}: dropout_p must be in [0, 1), got {}", op, d.p);
 }
@@ -137,6 +148,46 @@ AttentionMask attention_mask(const Tensor& m, const Shape& x, CausalAlign causal
   return r;
 }
 
+// document_ids: (B, T) -> key_starts and valid_lens (B, T): each position's document [start, end)
+AttentionMask with_documents(AttentionMask m, const Tensor& ids, const Shape& x, Device device,
+                             const char* op) {
+  if (!ids.defined()) return m;
+  const int nd = x.size();
+  SACCADE_CHECK(nd >= 3 && x[nd - 2] == x[nd - 1],
+                "{}: document_ids need self-attention scores (B, ..., T, T), got attention scores {}", op, x);
+  const int64_t B = x[0], T = x[nd - 1];
+  SACCADE_CHECK(ids.dtype() == DType::Int64 && ids.shape() == Shape({B, T}),
+                "{}: document_ids must be int64 (B, T) = {} for attention scores {}, got {} {}", op,
+                Shape({B, T}), x, ids.dtype(), ids.shape());
+  SACCADE_CHECK(ids.device() == device, "{}: document_ids are on {} but the attention inputs are on {}", op,
+                ids.device(), device);
+  const Tensor id = ids.to(Device::cpu()).contiguous();
+  const Tensor lens = m.valid_lens.defined() ? m.valid_lens.to(Device::cpu()).contiguous() : Tensor();
+  Tensor starts = Tensor::empty({B, T}, DType::Int64), ends = Tensor::empty({B, T}, DType::Int64);
+  const int64_t* d = id.data<int64_t>();
+  int64_t *s = starts.data<int64_t>(), *e = ends.data<int64_t>();
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t* row = d + b * T;
+    for (int64_t i0 = 0; i0 < T;) {  // the document [i0, i1)
+      int64_t i1 = i0 + 1;
+      while (i1 < T && row[i1] == row[i0]) ++i1;
+      SACCADE_CHECK(i1 == T || row[i1] > row[i0],
+                    "{}: document_ids must not decrease along T (each document one contiguous run): row {} "
+                    "goes from {} to {} at position {}",
+                    op, b, row[i0], row[i1], i1);
+      for (int64_t i = i0; i < i1; ++i) {
+        int64_t end = i1;
+        if (lens.defined()) end = std::min(end, lens.data<int64_t>()[lens.dim() == 2 ? b * T + i : b]);
+        s[b * T + i] = i0, e[b * T + i] = end;
+      }
+      i0 = i1;
+    }
+  }
+  m.key_starts = starts.to(device);
+  m.valid_lens = ends.to(device);
+  return m;
+}
+
 // scores: (B, ..., Tq, Tk) -> Bool broadcastable to it
 Tensor attention_keep_mask(const AttentionMask& m, const Shape& x, Device device) {
   const int nd = x.size();
@@ -151,6 +202,12 @@ Tensor attention_keep_mask(const AttentionMask& m, const Shape& x, Device device
     ks[nd - 1] = tk;
     Tensor pos = arange(0, static_cast<double>(tk), 1, DType::Int64, device).view(ks);
     keep = both(lt(pos, m.valid_lens.view(vs)));
+  }
+  if (m.key_starts.defined()) {  // k >= key_starts[b, i], as (B, 1, ..., Tq, 1)
+    Shape vs = Shape::filled(nd, 1), ks = Shape::filled(nd, 1);
+    vs[0] = x[0], vs[nd - 2] = tq, ks[nd - 1] = tk;
+    Tensor pos = arange(0, static_cast<double>(tk), 1, DType::Int64, device).view(ks);
+    keep = both(ge(pos, m.key_starts.view(vs)));
   }
   if (m.causal != CausalAlign::None) {
     // keep[i, j] = j <= i + shift
@@ -188,6 +245,7 @@ FlashAttentionForward flash_attention_forward(const Tensor& q, const Tensor& k, 
   const Shape s = attention_scores_shape(q.shape(), k.shape());
   SACCADE_CHECK(!mask.keep.defined() || mask.keep.shape() == s, "{}: keep-mask {} for attention scores {}",
                 op, mask.keep.defined() ? mask.keep.shape() : Shape{}, s);
+  check_key_starts(op, mask, s, q.device());
   // 16-bit q, k, v go to the backend as they are, with a float32 lse: each backend's kernel picks its route
   // (the CPU widens head by head; CUDA runs the tensor-core kernel or float32 copies, out rounded once).
   Tensor q4 = as_4d(q), k4 = as_4d(k), v4 = as_4d(v);
@@ -213,6 +271,7 @@ FlashAttentionGrads flash_attention_backward(const Tensor& gout, const Tensor& q
   const char* op = "flash_attention_backward";
   check_attention_inputs(op, q, k, v, /*enable_gqa=*/true);
   check_fused_window(op, mask, q, k);
+  check_key_starts(op, mask, attention_scores_shape(q.shape(), k.shape()), q.device());
   check_dropout(op, dropout);
   SACCADE_CHECK(gout.defined() && out.defined() && lse.defined() && gout.shape() == out.shape() &&
                     out.dim() == q.dim() && out.size(-2) == q.size(-2) && out.size(-1) == v.size(-1) &&

@@ -49,6 +49,19 @@ Shape attention_scores_shape(const Shape& q, const Shape& k);
 AttentionMask attention_mask(const Tensor& valid_lens_or_mask, const Shape& scores_shape, CausalAlign causal,
                              Device device, const char* op, int64_t window = 0);
 
+/// Packed documents (FlashAttention-2's variable-length batches, Dao 2023, given as a document-id vector, as
+/// transformers packs with its DataCollatorWithFlattening): several documents share one row of the batch and
+/// query i attends only to keys of its own document. document_ids: int64 (B, T) with T = Tq = Tk
+/// (self-attention), non-decreasing along T (each document one contiguous run; padding may be a document of
+/// its own). Returns `mask` with key_starts (B, Tq), the first position of each query's document, and
+/// valid_lens (B, Tq), one past its last (the smaller where `mask` had valid_lens already): the kernels read
+/// two numbers a query and never form the block-diagonal (T, T) mask; attention_keep_mask forms it for the
+/// composed path. Undefined document_ids: `mask` unchanged. Reads the ids (and valid_lens) on the host: a
+/// device synchronisation on CUDA. Throws saccade::Error naming `op` and the shapes for ids of another
+/// dtype, shape or device, scores with Tq != Tk, or ids that decrease along T (the row, position and ids).
+AttentionMask with_documents(AttentionMask mask, const Tensor& document_ids, const Shape& scores_shape,
+                             Device device, const char* op);
+
 /// Checks a window against scores of shape `scores_shape` under `causal` (the rules of attention_mask):
 /// throws saccade::Error naming `op` and the shape when window < 0, or window > 0 with CausalAlign::None.
 void check_attention_window(const char* op, int64_t window, CausalAlign causal, const Shape& scores_shape);

@@ -1,11 +1,49 @@
 #pragma once
-// A check the attention tests share (test_gqa.cpp, test_window.cpp).
+// Helpers and a check the attention tests share (test_gqa.cpp, test_window.cpp, test_packing.cpp).
 #include <vector>
 
 #include "helpers.h"
 #include "nn/attention.h"
 
 namespace saccade::testing {
+
+/// The output of one attention call and the gradients of sum(out ⊙ R) in q, k and v.
+struct AttentionRun {
+  Tensor out, gq, gk, gv;
+};
+
+/// Standard normal draws of `shape` from Generator(seed), drawn in float32 and cast to `dtype` (so every
+/// dtype sees the same numbers).
+inline Tensor seeded_randn(const Shape& shape, DType dtype, uint64_t seed) {
+  Generator g(seed);
+  return ops::randn(shape, DType::Float32, Device::cpu(), &g).to(dtype);
+}
+
+/// Document ids int64 (B, T) for packed rows from each row's document lengths (every row's lengths summing to
+/// one T): ids 0, 1, ... in a row, shifted by 10·b so that a row's ids need not start at 0.
+inline Tensor document_ids_of(const std::vector<std::vector<int64_t>>& lengths) {
+  std::vector<int64_t> ids;
+  int64_t T = 0;
+  for (size_t b = 0; b < lengths.size(); ++b) {
+    T = 0;
+    for (size_t d = 0; d < lengths[b].size(); ++d)
+      for (int64_t i = 0; i < lengths[b][d]; ++i, ++T) ids.push_back(static_cast<int64_t>(10 * b + d));
+  }
+  return ops::from_vector(ids, {static_cast<int64_t>(lengths.size()), T});
+}
+
+/// q, k, v through nn::scaled_dot_product_attention under `mask`, fused (need_weights false) or composed,
+/// dropout p from Generator(7), then backward of sum(out ⊙ R) with R = seeded_randn(seed 1234).
+inline AttentionRun run_attention(bool fused, const Tensor& q, const Tensor& k, const Tensor& v,
+                                  const ops::AttentionMask& mask, double p, bool enable_gqa = true) {
+  Variable vq(q, true), vk(k, true), vv(v, true);
+  Generator gen(7);
+  auto r = nn::scaled_dot_product_attention(
+      vq, vk, vv, mask, {.dropout_p = p, .generator = &gen, .enable_gqa = enable_gqa, .need_weights = !fused},
+      "scaled_dot_product_attention");
+  r.output.backward(seeded_randn(r.output.shape(), q.dtype(), 1234));
+  return {r.output.data(), vq.grad(), vk.grad(), vv.grad()};
+}
 
 /// float64 gradcheck and gradgradcheck of q, k, v through the fused op (flash_attention, scale 0.7) and the
 /// composed path (nn::scaled_dot_product_attention with need_weights and enable_gqa), under `mask`, without

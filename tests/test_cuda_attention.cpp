@@ -5,7 +5,8 @@
 // dropout with one seed, Tq != Tk, sizes that do not divide the tiles, head dims 16 / 64 / 128, odd ones (40
 // / 24, 100 / 72) and one past the tiled kernels' 128 (the readable fallback), float32 and float64, empty
 // sizes and rows that see no key; grouped-query attention (H_kv = H / G key/value heads, G = 2 and
-// multi-query G = H) and sliding windows (with every causal alignment, valid_lens and dropout).
+// multi-query G = H), sliding windows (with every causal alignment, valid_lens and dropout) and packed
+// documents (key_starts: each query inside its own document).
 // [attention_plan]: the tile plan of the window (ops/cuda/attention_plan.h) against brute force, on the CPU
 // in every build. Without a GPU each case runs its CPU half (and checks what the CPU alone can: rows that see
 // nothing give zeros), then warns "skipped: no CUDA GPU present" and passes.
@@ -50,6 +51,7 @@ struct Problem {
   CausalAlign causal = CausalAlign::None;
   int64_t window = 0;  // 0: none (a window needs a causal alignment)
   double p = 0;        // dropout
+  Tensor documents;    // undefined, or int64 (B, T) document ids (packed documents; Tq = Tk = T)
   Tensor q, k, v, gout;
 };
 
@@ -73,8 +75,10 @@ struct Result {
 };
 
 ops::AttentionMask mask_on(const Problem& pr, Device d) {
-  return ops::attention_mask(pr.mask.defined() ? pr.mask.to(d) : Tensor(), {pr.B, pr.H, pr.Tq, pr.Tk},
-                             pr.causal, d, "test", pr.window);
+  const Shape s{pr.B, pr.H, pr.Tq, pr.Tk};
+  return ops::with_documents(
+      ops::attention_mask(pr.mask.defined() ? pr.mask.to(d) : Tensor(), s, pr.causal, d, "test", pr.window),
+      pr.documents.defined() ? pr.documents.to(d) : Tensor(), s, d, "test");
 }
 
 ops::AttentionDropout dropout_of(const Problem& pr) { return {pr.p, 1234, 77, Tensor()}; }
@@ -397,6 +401,29 @@ TEST_CASE("cuda attention: grouped-query heads with a sliding window = the CPU",
   pr.p = 0.1;
   pr.mask = ops::tensor({120.0, 7.0}, DType::Int64);
   check_problem(pr, DType::Float32);
+  if (no_gpu()) return;
+}
+
+TEST_CASE("cuda attention: packed documents = the CPU, causal or not, with grouped heads, a window, dropout",
+          "[cuda][flash][packing]") {
+  // documents of 1, 63, 70 and 16 tokens (inside a tile, across tiles) and a row that is one document
+  std::vector<double> ids;
+  for (auto [id, n] : {std::pair<double, int>{0, 1}, {1, 63}, {2, 70}, {3, 16}, {7, 150}})
+    for (int i = 0; i < n; ++i) ids.push_back(id);
+  std::vector<Problem> problems;
+  for (CausalAlign causal : {CausalAlign::None, CausalAlign::TopLeft})
+    for (int64_t H_kv : {2, 1}) {
+      Problem pr = make_problem(2, 4, 150, 150, 64, 64, 980 + H_kv, H_kv);
+      pr.causal = causal;
+      pr.documents = ops::from_vector(ids, {2, 150}).to(DType::Int64);
+      for (DType dt : {DType::Float32, DType::Float64}) check_problem(pr, dt);
+      problems.push_back(pr);
+    }
+  Problem pr = problems.back();
+  pr.window = 20, pr.p = 0.2, pr.mask = ops::tensor({140.0, 99.0}, DType::Int64);
+  check_problem(pr, DType::Float32);
+  problems.push_back(pr);
+  check_tensor_core(problems);
   if (no_gpu()) return;
 }
 

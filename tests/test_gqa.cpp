@@ -18,38 +18,19 @@
 
 using namespace saccade;
 using saccade::testing::allclose;
+using saccade::testing::AttentionRun;
 using saccade::testing::check_attention_derivatives;
 using saccade::testing::rand64;
+using saccade::testing::run_attention;
+using saccade::testing::seeded_randn;
 
 namespace {
 
 using ops::AttentionMask;
 using ops::CausalAlign;
 
-struct Run {
-  Tensor out, gq, gk, gv;
-};
-
-Tensor randn(const Shape& s, DType dt, uint64_t seed) {
-  Generator g(seed);
-  return ops::randn(s, DType::Float32, Device::cpu(), &g).to(dt);
-}
-
 AttentionMask mask_of(const Tensor& m, const Shape& scores, CausalAlign causal = CausalAlign::None) {
   return ops::attention_mask(m, scores, causal, Device::cpu(), "test");
-}
-
-// out and the gradients of sum(out ⊙ R) through scaled_dot_product_attention, fused or composed.
-Run run(bool fused, const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask, double p,
-        bool enable_gqa = true) {
-  Variable vq(q, true), vk(k, true), vv(v, true);
-  Generator gen(7);
-  auto r = nn::scaled_dot_product_attention(
-      vq, vk, vv, mask, {.dropout_p = p, .generator = &gen, .enable_gqa = enable_gqa, .need_weights = !fused},
-      "scaled_dot_product_attention");
-  Tensor R = randn(r.output.shape(), q.dtype(), 1234);
-  r.output.backward(R);
-  return {r.output.data(), vq.grad(), vk.grad(), vv.grad()};
 }
 
 // x (B, H_kv, T, D) -> (B, H_kv·G, T, D) with head h = head h / G of x: the copy GQA never makes.
@@ -75,13 +56,13 @@ TEST_CASE("grouped-query attention: fused equals composed, composed equals repea
   const Shape s{B, H, Tq, Tk};
   Generator lg(8);
   const Tensor lens_q = ops::randint(-3, Tk + 5, {B, Tq}, Device::cpu(), &lg);
-  const Tensor keep = ops::gt(randn(s, DType::Float32, 4), -0.5);
+  const Tensor keep = ops::gt(seeded_randn(s, DType::Float32, 4), -0.5);
   for (int64_t Hkv : {int64_t(2), int64_t(1)})
     for (DType dt : {DType::Float64, DType::Float32}) {
       const double tol = dt == DType::Float64 ? 1e-10 : 1e-5;
       const int64_t G = H / Hkv;
-      Tensor q = randn({B, H, Tq, D}, dt, 1), k = randn({B, Hkv, Tk, D}, dt, 2),
-             v = randn({B, Hkv, Tk, Dv}, dt, 3);
+      Tensor q = seeded_randn({B, H, Tq, D}, dt, 1), k = seeded_randn({B, Hkv, Tk, D}, dt, 2),
+             v = seeded_randn({B, Hkv, Tk, Dv}, dt, 3);
       struct Case {
         const char* name;
         AttentionMask mask;
@@ -95,13 +76,14 @@ TEST_CASE("grouped-query attention: fused equals composed, composed equals repea
             Case{"causal top-left + dropout", mask_of(Tensor(), s, CausalAlign::TopLeft), 0.3},
             Case{"valid_lens (B) + dropout", mask_of(ops::tensor({0, 77}, DType::Int64), s), 0.5}}) {
         INFO(c.name << ", H_kv " << Hkv << ", " << dt);
-        Run f = run(true, q, k, v, c.mask, c.p), r = run(false, q, k, v, c.mask, c.p);
+        AttentionRun f = run_attention(true, q, k, v, c.mask, c.p),
+                     r = run_attention(false, q, k, v, c.mask, c.p);
         CHECK(f.gk.shape() == k.shape());
         CHECK(f.gv.shape() == v.shape());
         for (auto [a, b] : {std::pair{f.out, r.out}, {f.gq, r.gq}, {f.gk, r.gk}, {f.gv, r.gv}})
           CHECK(allclose(a, b, tol, tol));
         // the composed path = multi-head attention on repeated K and V, the gradients summed over each group
-        Run m = run(false, q, repeat_heads(k, G), repeat_heads(v, G), c.mask, c.p, false);
+        AttentionRun m = run_attention(false, q, repeat_heads(k, G), repeat_heads(v, G), c.mask, c.p, false);
         CHECK(allclose(r.out, m.out, tol, tol));
         CHECK(allclose(r.gq, m.gq, tol, tol));
         CHECK(allclose(r.gk, sum_groups(m.gk, G), tol, tol));
@@ -125,8 +107,10 @@ TEST_CASE("grouped-query attention: the fused kernel is multi-head attention on 
       for (auto [D, Dv] : {std::pair<int64_t, int64_t>{9, 5}, {64, 64}}) {
         INFO(dt << ", D " << D << ", Dv " << Dv);
         // heads split out of (B, T, H·D) as nn's split_heads does
-        Tensor q = randn({B, Tq, H, D}, dt, 11).permute({0, 2, 1, 3}), k = randn({B, Hkv, Tk, D}, dt, 12),
-               v = randn({B, Tk, Hkv, Dv}, dt, 13).permute({0, 2, 1, 3}), go = randn({B, H, Tq, Dv}, dt, 14);
+        Tensor q = seeded_randn({B, Tq, H, D}, dt, 11).permute({0, 2, 1, 3}),
+               k = seeded_randn({B, Hkv, Tk, D}, dt, 12),
+               v = seeded_randn({B, Tk, Hkv, Dv}, dt, 13).permute({0, 2, 1, 3}),
+               go = seeded_randn({B, H, Tq, Dv}, dt, 14);
         for (const AttentionMask& mask : {mask_of(Tensor(), s), mask_of(ops::tensor({30, 75}, DType::Int64),
                                                                         s, CausalAlign::BottomRight)})
           for (double p : {0.0, 0.2}) {
@@ -153,7 +137,8 @@ TEST_CASE("grouped-query attention: the fused kernel is multi-head attention on 
     Tensor q = rand64({2, 3, 10, 4}, 21), k = rand64({2, 3, 12, 4}, 22), v = rand64({2, 3, 12, 3}, 23);
     const AttentionMask mask = mask_of(Tensor(), {2, 3, 10, 12}, CausalAlign::BottomRight);
     for (bool fused : {true, false}) {
-      Run a = run(fused, q, k, v, mask, 0.3, true), b = run(fused, q, k, v, mask, 0.3, false);
+      AttentionRun a = run_attention(fused, q, k, v, mask, 0.3, true),
+                   b = run_attention(fused, q, k, v, mask, 0.3, false);
       for (auto [x, y] : {std::pair{a.out, b.out}, {a.gq, b.gq}, {a.gk, b.gk}, {a.gv, b.gv}})
         CHECK(allclose(x, y, 0, 0));
     }
@@ -184,8 +169,8 @@ TEST_CASE("grouped-query attention in bfloat16: within one rounding of the float
   const DType bf = DType::BFloat16;
   const int64_t B = 2, H = 4, Hkv = 1, G = 4, Tq = 70, Tk = 131, D = 32;
   const Shape s{B, H, Tq, Tk};
-  Tensor q = randn({B, H, Tq, D}, bf, 31), k = randn({B, Hkv, Tk, D}, bf, 32),
-         v = randn({B, Hkv, Tk, D}, bf, 33), go = randn({B, H, Tq, D}, bf, 34);
+  Tensor q = seeded_randn({B, H, Tq, D}, bf, 31), k = seeded_randn({B, Hkv, Tk, D}, bf, 32),
+         v = seeded_randn({B, Hkv, Tk, D}, bf, 33), go = seeded_randn({B, H, Tq, D}, bf, 34);
   for (bool capped : {false, true}) {
     std::unique_ptr<cpu::IsaGuard> narrow;
     if (capped) narrow = std::make_unique<cpu::IsaGuard>(cpu::Isa::Avx2);
@@ -228,18 +213,19 @@ TEST_CASE("multi-query attention backward at batch 1: the group's query heads sp
   const ops::AttentionDropout no_drop{};
   for (DType dt : {DType::Float64, DType::Float32, DType::BFloat16}) {
     const double tol = dt == DType::Float64 ? 1e-10 : dt == DType::Float32 ? 1e-5 : 0x1p-6;
-    const Tensor q = randn({B, H, Tq, D}, dt, 41), k = randn({B, Hkv, Tk, D}, dt, 42),
-                 v = randn({B, Hkv, Tk, D}, dt, 43);
+    const Tensor q = seeded_randn({B, H, Tq, D}, dt, 41), k = seeded_randn({B, Hkv, Tk, D}, dt, 42),
+                 v = seeded_randn({B, Hkv, Tk, D}, dt, 43);
     for (double p : {0.0, 0.3}) {
       const AttentionMask mask = mask_of(Tensor(), s, p > 0 ? CausalAlign::BottomRight : CausalAlign::None);
       set_num_threads(1);
       REQUIRE(cpu::flash::Call(q, k, v, mask, 1.0, no_drop).kv_slices() == 1);
-      const Run one = run(true, q, k, v, mask, p);
+      const AttentionRun one = run_attention(true, q, k, v, mask, p);
       for (int threads : {2, 3}) {
         INFO(dt << ", dropout " << p << ", " << threads << " threads");
         set_num_threads(threads);
         REQUIRE(cpu::flash::Call(q, k, v, mask, 1.0, no_drop).kv_slices() == threads);
-        const Run f = run(true, q, k, v, mask, p), again = run(true, q, k, v, mask, p);
+        const AttentionRun f = run_attention(true, q, k, v, mask, p),
+                           again = run_attention(true, q, k, v, mask, p);
         for (auto [a, b] :
              {std::pair{f.out, again.out}, {f.gq, again.gq}, {f.gk, again.gk}, {f.gv, again.gv}})
           CHECK(allclose(a, b, 0, 0));
@@ -247,7 +233,7 @@ TEST_CASE("multi-query attention backward at batch 1: the group's query heads sp
         CHECK(allclose(f.gk, one.gk, tol, tol));
         CHECK(allclose(f.gv, one.gv, tol, tol));
         if (dt == DType::BFloat16) continue;  // (the composed path runs bfloat16 ops, a rounding per op)
-        const Run r = run(false, q, k, v, mask, p);
+        const AttentionRun r = run_attention(false, q, k, v, mask, p);
         for (auto [a, b] : {std::pair{f.out, r.out}, {f.gq, r.gq}, {f.gk, r.gk}, {f.gv, r.gv}})
           CHECK(allclose(a, b, tol, tol));
       }
@@ -255,7 +241,8 @@ TEST_CASE("multi-query attention backward at batch 1: the group's query heads sp
   }
   // while the key/value heads give every thread one, a task is a whole group
   set_num_threads(2);
-  const Tensor q = randn({2, H, Tq, D}, DType::Float32, 1), k = randn({2, Hkv, Tk, D}, DType::Float32, 2);
+  const Tensor q = seeded_randn({2, H, Tq, D}, DType::Float32, 1),
+               k = seeded_randn({2, Hkv, Tk, D}, DType::Float32, 2);
   const AttentionMask mask = mask_of(Tensor(), {2, H, Tq, Tk});
   CHECK(cpu::flash::Call(q, k, k, mask, 1.0, no_drop).kv_slices() == 1);
 }

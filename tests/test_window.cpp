@@ -16,37 +16,19 @@
 
 using namespace saccade;
 using saccade::testing::allclose;
+using saccade::testing::AttentionRun;
 using saccade::testing::check_attention_derivatives;
 using saccade::testing::rand64;
+using saccade::testing::run_attention;
+using saccade::testing::seeded_randn;
 
 namespace {
 
 using ops::AttentionMask;
 using ops::CausalAlign;
 
-struct Run {
-  Tensor out, gq, gk, gv;
-};
-
-Tensor randn(const Shape& s, DType dt, uint64_t seed) {
-  Generator g(seed);
-  return ops::randn(s, DType::Float32, Device::cpu(), &g).to(dt);
-}
-
 AttentionMask mask_of(const Tensor& m, const Shape& scores, CausalAlign causal, int64_t window) {
   return ops::attention_mask(m, scores, causal, Device::cpu(), "test", window);
-}
-
-// out and the gradients of sum(out ⊙ R) through scaled_dot_product_attention, fused or composed.
-Run run(bool fused, const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask, double p) {
-  Variable vq(q, true), vk(k, true), vv(v, true);
-  Generator gen(7);
-  auto r = nn::scaled_dot_product_attention(
-      vq, vk, vv, mask, {.dropout_p = p, .generator = &gen, .enable_gqa = true, .need_weights = !fused},
-      "scaled_dot_product_attention");
-  Tensor R = randn(r.output.shape(), q.dtype(), 1234);
-  r.output.backward(R);
-  return {r.output.data(), vq.grad(), vk.grad(), vv.grad()};
 }
 
 // The loop reference: q (B, H, Tq, D), k (B, Hkv, Tk, D), v (B, Hkv, Tk, Dv), lens (B, Tq) or undefined ->
@@ -108,13 +90,13 @@ TEST_CASE("sliding-window attention: fused equals composed equals a loop", "[att
   const Shape s{B, H, Tq, Tk};
   Generator lg(8);
   const Tensor lens_q = ops::randint(-3, Tk + 5, {B, Tq}, Device::cpu(), &lg);
-  const Tensor keep = ops::gt(randn(s, DType::Float32, 4), -0.5);
+  const Tensor keep = ops::gt(seeded_randn(s, DType::Float32, 4), -0.5);
   for (cpu::TileProducts how : {cpu::TileProducts::Gemm, cpu::TileProducts::Loops, cpu::TileProducts::Avx512})
     for (DType dt : {DType::Float64, DType::Float32}) {
       cpu::TileProductsGuard guard(how);
       const double tol = dt == DType::Float64 ? 1e-10 : 1e-5;
-      Tensor q = randn({B, H, Tq, D}, dt, 1), k = randn({B, Hkv, Tk, D}, dt, 2),
-             v = randn({B, Hkv, Tk, Dv}, dt, 3);
+      Tensor q = seeded_randn({B, H, Tq, D}, dt, 1), k = seeded_randn({B, Hkv, Tk, D}, dt, 2),
+             v = seeded_randn({B, Hkv, Tk, Dv}, dt, 3);
       for (int64_t W : {int64_t(1), int64_t(7), int64_t(71), int64_t(130), int64_t(250)}) {
         struct Case {
           const char* name;
@@ -133,7 +115,8 @@ TEST_CASE("sliding-window attention: fused equals composed equals a loop", "[att
                       << (how == cpu::TileProducts::Loops    ? ", loops"
                           : how == cpu::TileProducts::Avx512 ? ", avx512"
                                                              : ""));
-          Run f = run(true, q, k, v, c.mask, c.p), r = run(false, q, k, v, c.mask, c.p);
+          AttentionRun f = run_attention(true, q, k, v, c.mask, c.p),
+                       r = run_attention(false, q, k, v, c.mask, c.p);
           for (auto [a, b] : {std::pair{f.out, r.out}, {f.gq, r.gq}, {f.gk, r.gk}, {f.gv, r.gv}})
             CHECK(allclose(a, b, tol, tol));
           if (c.p == 0 && !c.mask.keep.defined() && how == cpu::TileProducts::Gemm) {
@@ -152,20 +135,21 @@ TEST_CASE("sliding-window attention: window >= Tk is causal attention, window = 
           "[attention][window]") {
   const int64_t B = 2, H = 3, Tq = 90, Tk = 130, D = 8;
   const Shape s{B, H, Tq, Tk};
-  Tensor q = randn({B, H, Tq, D}, DType::Float32, 1), k = randn({B, H, Tk, D}, DType::Float32, 2),
-         v = randn({B, H, Tk, D}, DType::Float32, 3);
+  Tensor q = seeded_randn({B, H, Tq, D}, DType::Float32, 1),
+         k = seeded_randn({B, H, Tk, D}, DType::Float32, 2),
+         v = seeded_randn({B, H, Tk, D}, DType::Float32, 3);
   const Tensor lens = ops::tensor({100, 130}, DType::Int64);
   for (bool fused : {true, false}) {
     INFO((fused ? "fused" : "composed"));
     // window >= Tk: the causal rule alone, bit for bit (the same tiles, the same sums)
     for (int64_t W : {Tk, Tk + 1, int64_t(1) << 40}) {
-      Run a = run(fused, q, k, v, mask_of(lens, s, CausalAlign::BottomRight, W), 0.0),
-          b = run(fused, q, k, v, mask_of(lens, s, CausalAlign::BottomRight, 0), 0.0);
+      AttentionRun a = run_attention(fused, q, k, v, mask_of(lens, s, CausalAlign::BottomRight, W), 0.0),
+                   b = run_attention(fused, q, k, v, mask_of(lens, s, CausalAlign::BottomRight, 0), 0.0);
       for (auto [x, y] : {std::pair{a.out, b.out}, {a.gq, b.gq}, {a.gk, b.gk}, {a.gv, b.gv}})
         CHECK(allclose(x, y, 0, 0));
     }
     // window = 1: query i attends to key i + (Tk - Tq) only, so out = that value (zeros past valid_lens)
-    Run one = run(fused, q, k, v, mask_of(lens, s, CausalAlign::BottomRight, 1), 0.0);
+    AttentionRun one = run_attention(fused, q, k, v, mask_of(lens, s, CausalAlign::BottomRight, 1), 0.0);
     Tensor want = v.slice(2, Tk - Tq, Tk).contiguous();
     fill_slice(want.slice(0, 0, 1), 2, 100 - (Tk - Tq), Tq, 0.0);  // batch row 0: keys >= 100 masked
     CHECK(allclose(one.out, want, 1e-6, 1e-6));
@@ -180,13 +164,17 @@ TEST_CASE("sliding-window attention never reads the key tiles outside every wind
   const int64_t B = 1, H = 2, Tq = 64, Tk = 512, D = 16, W = 16;
   for (DType dt : {DType::Float32, DType::BFloat16}) {
     INFO(dt);
-    Tensor q = randn({B, H, Tq, D}, dt, 1), k = randn({B, H, Tk, D}, dt, 2), v = randn({B, H, Tk, D}, dt, 3);
+    Tensor q = seeded_randn({B, H, Tq, D}, dt, 1), k = seeded_randn({B, H, Tk, D}, dt, 2),
+           v = seeded_randn({B, H, Tk, D}, dt, 3);
     const double nan = std::numeric_limits<double>::quiet_NaN();
     fill_slice(k, 2, 0, 384, nan), fill_slice(v, 2, 0, 384, nan);
-    Run f = run(true, q, k, v, mask_of(Tensor(), {B, H, Tq, Tk}, CausalAlign::BottomRight, W), 0.2);
+    AttentionRun f =
+        run_attention(true, q, k, v, mask_of(Tensor(), {B, H, Tq, Tk}, CausalAlign::BottomRight, W), 0.2);
     Tensor ks = k.slice(2, 384, Tk).contiguous(), vs = v.slice(2, 384, Tk).contiguous();
-    Run r = run(true, q, ks, vs, mask_of(Tensor(), {B, H, Tq, Tk - 384}, CausalAlign::BottomRight, W), 0.0);
-    Run f0 = run(true, q, k, v, mask_of(Tensor(), {B, H, Tq, Tk}, CausalAlign::BottomRight, W), 0.0);
+    AttentionRun r = run_attention(true, q, ks, vs,
+                                   mask_of(Tensor(), {B, H, Tq, Tk - 384}, CausalAlign::BottomRight, W), 0.0);
+    AttentionRun f0 =
+        run_attention(true, q, k, v, mask_of(Tensor(), {B, H, Tq, Tk}, CausalAlign::BottomRight, W), 0.0);
     CHECK(!has_nan(f.out));
     CHECK(!has_nan(f.gq));
     CHECK(allclose(f0.out, r.out, 0, 0));
@@ -217,10 +205,11 @@ TEST_CASE("sliding-window attention in 16 bits: within one rounding of float32",
     const double ulp = t == DType::BFloat16 ? 0x1p-8 : 0x1p-11;
     const Shape s{2, 4, 100, 140};
     const AttentionMask mask = mask_of(ops::tensor({140, 90}, DType::Int64), s, CausalAlign::BottomRight, 37);
-    Tensor q = randn({2, 4, 100, 32}, t, 14), k = randn({2, 2, 140, 32}, t, 15),
-           v = randn({2, 2, 140, 32}, t, 16);
+    Tensor q = seeded_randn({2, 4, 100, 32}, t, 14), k = seeded_randn({2, 2, 140, 32}, t, 15),
+           v = seeded_randn({2, 2, 140, 32}, t, 16);
     auto f32 = [](const Tensor& x) { return x.to(DType::Float32); };
-    Run h = run(true, q, k, v, mask, 0.0), r = run(true, f32(q), f32(k), f32(v), mask, 0.0);
+    AttentionRun h = run_attention(true, q, k, v, mask, 0.0),
+                 r = run_attention(true, f32(q), f32(k), f32(v), mask, 0.0);
     REQUIRE(h.out.dtype() == t);
     const double vmax = ops::max(ops::abs(f32(v))).item<double>();
     CHECK(allclose(f32(h.out), r.out, ulp, ulp * vmax));
@@ -238,7 +227,7 @@ TEST_CASE("sliding-window attention with a KV cache: each step equals the full s
   Generator gen(3);
   nn::MultiHeadAttention mha(16, 4, {.bias = true, .generator = &gen});
   mha.window = 5;
-  Tensor x = randn({2, 12, 16}, DType::Float64, 9);
+  Tensor x = seeded_randn({2, 12, 16}, DType::Float64, 9);
   mha.to(DType::Float64);
   for (bool fused : {true, false}) {
     INFO((fused ? "fused" : "composed"));
@@ -291,7 +280,7 @@ TEST_CASE("sliding-window attention rejects bad input naming the op and the shap
   Generator gen(1);
   nn::MultiHeadAttention mha(10, 2, {.generator = &gen});
   mha.window = 4;
-  Variable x(randn({1, 3, 10}, DType::Float32, 2));
+  Variable x(seeded_randn({1, 3, 10}, DType::Float32, 2));
   REQUIRE_THROWS_SACCADE(mha.forward(x, x, x), "MultiHeadAttention: window 4 needs causal attention");
   mha.window = -1;
   REQUIRE_THROWS_SACCADE(mha.forward(x, x, x, Tensor(), true), "MultiHeadAttention: window must be >= 1");

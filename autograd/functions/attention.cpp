@@ -174,8 +174,9 @@ AttentionOutput attend_from_scores(const Variable& scores, const Variable& value
                 s);
   check_dropout_p(op, options.dropout_p);
   ops::check_same_device(op, {&scores.data(), &values.data()});
-  ops::AttentionMask mask =
-      ops::attention_mask(options.attn_mask, s, causal_align(options.is_causal), scores.device(), op);
+  ops::AttentionMask mask = ops::with_documents(
+      ops::attention_mask(options.attn_mask, s, causal_align(options.is_causal), scores.device(), op),
+      options.document_ids, s, scores.device(), op);
   return attend_from_scores(scores, values, mask, options.dropout_p, options.generator);
 }
 
@@ -185,11 +186,14 @@ AttentionOutput scaled_dot_product_attention(const Variable& q, const Variable& 
   ErrorScope scope("scaled_dot_product_attention");
   const char* op = "scaled_dot_product_attention";
   check_qkv(op, q, k, v, options.enable_gqa);
+  const Shape scores = ops::attention_scores_shape(q.shape(), k.shape());
   ops::AttentionMask mask =
-      ops::attention_mask(options.attn_mask, ops::attention_scores_shape(q.shape(), k.shape()),
-                          causal_align(options.is_causal), q.device(), op, options.window);
+      ops::with_documents(ops::attention_mask(options.attn_mask, scores, causal_align(options.is_causal),
+                                              q.device(), op, options.window),
+                          options.document_ids, scores, q.device(), op);
   AttentionOptions rest = options;
-  rest.attn_mask = Tensor(), rest.is_causal = false, rest.window = 0;  // now in `mask`
+  rest.attn_mask = Tensor(), rest.is_causal = false, rest.window = 0,
+  rest.document_ids = Tensor();  // in `mask`
   return scaled_dot_product_attention(q, k, v, mask, rest, op);
 }
 
@@ -199,10 +203,12 @@ AttentionOutput scaled_dot_product_attention(const Variable& q, const Variable& 
                                              const char* op) {
   ErrorScope scope(op);
   check_qkv(op, q, k, v, options.enable_gqa);
-  SACCADE_CHECK(!options.attn_mask.defined() && !options.is_causal && options.window == 0,
-                "{}: the mask is given twice (an ops::AttentionMask and options' attn_mask, is_causal or "
-                "window)",
-                op);
+  SACCADE_CHECK(
+      !options.attn_mask.defined() && !options.is_causal && options.window == 0 &&
+          !options.document_ids.defined(),
+      "{}: the mask is given twice (an ops::AttentionMask and options' attn_mask, is_causal, window "
+      "or document_ids)",
+      op);
   check_dropout_p(op, options.dropout_p);
   const double scale = options.scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(-1))));
   SACCADE_CHECK(std::isfinite(scale), "{}: scale must be finite, got {}", op, scale);

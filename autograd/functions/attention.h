@@ -100,6 +100,11 @@ struct AttentionOptions {
   /// causal limit, i + (Tk - Tq) - W < j <= i + (Tk - Tq). Needs is_causal (a window without it is refused,
   /// not made symmetric). 0 (the default): none.
   int64_t window = 0;
+  /// Packed documents (FlashAttention-2's variable-length batches, given as a document-id vector): int64
+  /// (B, T), T = Tq = Tk, non-decreasing along T, each document one contiguous run; query i attends only to
+  /// the keys of its own document, with is_causal and the rest as usual inside it. The fused kernels read two
+  /// numbers a query (ops::with_documents), never a (T, T) mask. Undefined (the default): one document a row.
+  Tensor document_ids{};
   /// Dropout on the attention weights, in [0, 1), applied whenever it is > 0 (as torch's functional form; a
   /// module passes its dropout in training mode and 0 in eval mode).
   double dropout_p = 0.0;
@@ -126,10 +131,10 @@ struct AttentionOptions {
 /// causal mask and-ed in when options.is_causal; output = dropout(weights) @ values.
 ///
 /// scores: (B, ..., Tq, Tk) float; values: (B, ..., Tk, Dv) with the same leading dims. Of `options` only
-/// attn_mask, is_causal, dropout_p and generator apply (the scores are already scaled; the weights are always
-/// returned). Returns output (B, ..., Tq, Dv) and the weights before dropout. Throws saccade::Error naming
-/// `op` for mismatched ranks or shapes, a bad mask, a bad dropout_p, or an option that does not apply
-/// (window, scale, enable_gqa).
+/// attn_mask, is_causal, document_ids, dropout_p and generator apply (the scores are already scaled; the
+/// weights are always returned). Returns output (B, ..., Tq, Dv) and the weights before dropout. Throws
+/// saccade::Error naming `op` for mismatched ranks or shapes, a bad mask, a bad dropout_p, or an option that
+/// does not apply (window, scale, enable_gqa).
 AttentionOutput attend_from_scores(const Variable& scores, const Variable& values,
                                    const AttentionOptions& options = {},
                                    const char* op = "attend_from_scores");
@@ -155,7 +160,7 @@ AttentionOutput attend_from_scores(const Variable& scores, const Variable& value
 /// ..., H, Tq, Dv) and, with need_weights, the weights (B, ..., H, Tq, Tk). Throws saccade::Error naming
 /// "scaled_dot_product_attention" and the shapes for mismatched ranks, leading dims, D or Tk, H_kv != H
 /// without enable_gqa, H not a multiple of H_kv, a bad mask, dropout_p outside [0, 1), a scale that is not
-/// finite, window < 0, or a window without is_causal.
+/// finite, window < 0, a window without is_causal, or bad document_ids (ops::with_documents).
 AttentionOutput scaled_dot_product_attention(const Variable& q, const Variable& k, const Variable& v,
                                              const AttentionOptions& options = {});
 /// The same with the mask already checked and converted by ops::attention_mask (the form the modules pass

@@ -134,7 +134,7 @@ struct HeadRows {
   HeadRows(const RowLimits& lim, int64_t b, int64_t tq)
       : begin(static_cast<size_t>(tq)), end(static_cast<size_t>(tq)) {
     for (int64_t i = 0; i < tq; ++i)
-      begin[static_cast<size_t>(i)] = lim.begin(i), end[static_cast<size_t>(i)] = lim.end(b, i);
+      begin[static_cast<size_t>(i)] = lim.begin(b, i), end[static_cast<size_t>(i)] = lim.end(b, i);
     for (int64_t i0 = 0; i0 < tq; i0 += kBr) {
       const auto from = static_cast<std::ptrdiff_t>(i0),
                  to = static_cast<std::ptrdiff_t>(std::min(tq, i0 + kBr));
@@ -328,7 +328,8 @@ void for_each_query_tile(const Call& call, MakeScratch make, Body body) {
       tile.bh = tile.b * n.H + tile.h;
       tile.i0 = (kv_tile % ntiles) * kBr, tile.nr = std::min(kBr, n.Tq - tile.i0);
       for (int64_t r = 0; r < tile.nr; ++r)
-        tile.row_begin[r] = call.lim.begin(tile.i0 + r), tile.row_end[r] = call.lim.end(tile.b, tile.i0 + r);
+        tile.row_begin[r] = call.lim.begin(tile.b, tile.i0 + r),
+        tile.row_end[r] = call.lim.end(tile.b, tile.i0 + r);
       body(scratch, tile);
     }
   });

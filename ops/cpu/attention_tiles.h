@@ -176,6 +176,7 @@ constexpr double kParallelFlops = 1 << 20;
 struct RowLimits {
   const int64_t* valid_lens;  // nullptr, (B) or (B, Tq)
   bool per_query;
+  const int64_t* key_starts;  // nullptr or (B, Tq): packed documents (ops::with_documents)
   ops::CausalAlign causal;
   int64_t tq, tk;
   int64_t window;  // 0: none; else only with a causal rule (ops::AttentionMask::window)
@@ -191,15 +192,24 @@ struct RowLimits {
     if (valid_lens) e = std::min(e, std::max<int64_t>(0, valid_lens[per_query ? b * tq + i : b]));
     return std::max<int64_t>(e, 0);
   }
-  // The first key query i may see: the window's first, c - W + 1 with c its last causal key (0 without a
-  // window). Non-decreasing in i, and may be >= end (the row sees nothing).
-  int64_t begin(int64_t i) const { return window > 0 ? std::max<int64_t>(0, causal_end(i) - window) : 0; }
+  // The first key query i of batch row b may see: the window's first, c - W + 1 with c its last causal key
+  // (0 without a window), or its document's first (key_starts), the later of the two. May be >= end (the row
+  // sees nothing).
+  int64_t begin(int64_t b, int64_t i) const {
+    const int64_t w = window > 0 ? std::max<int64_t>(0, causal_end(i) - window) : 0;
+    return key_starts ? std::max(w, key_starts[b * tq + i]) : w;
+  }
 };
 
 inline RowLimits limits_of(const ops::AttentionMask& m, int64_t tq, int64_t tk) {
   const bool vl = m.valid_lens.defined();
-  return {
-      vl ? m.valid_lens.data<int64_t>() : nullptr, vl && m.valid_lens.dim() == 2, m.causal, tq, tk, m.window};
+  return {vl ? m.valid_lens.data<int64_t>() : nullptr,
+          vl && m.valid_lens.dim() == 2,
+          m.key_starts.defined() ? m.key_starts.data<int64_t>() : nullptr,
+          m.causal,
+          tq,
+          tk,
+          m.window};
 }
 
 // The Bool keep-mask of one (b, h): keep(i, j), or true everywhere when undefined.

@@ -43,6 +43,7 @@ template <class T>
 struct Masking {
   const int64_t* valid_lens;  // nullptr, (B) or (B, Tq)
   bool per_query;
+  const int64_t* key_starts;  // nullptr or (B, Tq): the first key each query may see (packed documents)
   ops::CausalAlign causal;
   int64_t window;       // 0: none; else query i sees the last `window` keys up to its causal limit
   int64_t group;        // G = H / H_kv: query heads per key/value head (1 without grouped-query attention)
@@ -64,11 +65,13 @@ struct Masking {
     if (valid_lens) e = min(e, max(int64_t{0}, valid_lens[per_query ? b * Tq + i : b]));
     return e;
   }
-  /// Whether key j (< end(b, i)) is attended by query i of head h: inside the window and kept by the
-  /// keep-mask. Every kernel asks this of every score it computes, so a tile that the plan visits only
-  /// partly is masked exactly.
+  /// Whether key j (< end(b, i)) is attended by query i of head h: inside the window, in the query's
+  /// document (key_starts) and kept by the keep-mask. Every kernel asks this of every score it computes, so
+  /// a tile that the plan visits only partly is masked exactly (the tiles before a document's start are
+  /// visited and masked: the plan knows positions only).
   __device__ bool kept(int64_t b, int64_t h, int64_t i, int64_t j) const {
-    return j >= plan().first_key(i) && (!keep || keep[b * ks[0] + h * ks[1] + i * ks[2] + j * ks[3]]);
+    return j >= plan().first_key(i) && (!key_starts || j >= key_starts[b * Tq + i]) &&
+           (!keep || keep[b * ks[0] + h * ks[1] + i * ks[2] + j * ks[3]]);
   }
   /// The dropout multiplier: 0 or 1/(1-p), as ops::dropout draws element (b, h, i, j); 1 without dropout.
   __device__ T dropout(int64_t b, int64_t h, int64_t i, int64_t j) const {
@@ -107,6 +110,7 @@ Masking<T> masking_of(const ops::AttentionMask& m, const ops::AttentionDropout& 
   r.group = H_kv > 0 ? H / H_kv : 1;
   r.valid_lens = m.valid_lens.defined() ? m.valid_lens.data<int64_t>() : nullptr;
   r.per_query = m.valid_lens.defined() && m.valid_lens.dim() == 2;
+  r.key_starts = m.key_starts.defined() ? m.key_starts.data<int64_t>() : nullptr;
   r.causal = m.causal;
   if (m.keep.defined()) {
     r.keep = static_cast<const uint8_t*>(m.keep.raw_data());

@@ -213,11 +213,12 @@ __global__ void __launch_bounds__(kThreadsMma)
   const int64_t block_end = block_reduce(end[0] > end[1] ? end[0] : end[1], Larger<int64_t>{}, int64_t{0});
   // the key tiles from row i0's window on (attention_plan.h)
   const RowSpan key_span = mk.plan().key_tiles(i0, block_end, kKeyTile);
-  // kFast: every row of the block sees every key of [full_begin, full_end) (no keep-mask, no dropout):
+  // kFast: every row of the block sees every key of [full_begin, full_end) (no keep-mask, no dropout, no
+  // packed documents):
   // a key tile inside it skips the per-score mask (the plan's first_key grows with the row)
   int64_t full_begin = 0, full_end = 0;
   if constexpr (kFast) {
-    if (!mk.keep && !(mk.p > 0)) {
+    if (!mk.keep && !(mk.p > 0) && !mk.key_starts) {
       const int64_t last = min(i0 + kQueryRows, mk.Tq) - 1;
       full_begin = mk.plan().first_key(last);
       int64_t e = mk.Tk;  // rows past Tq are never written: they do not limit the span

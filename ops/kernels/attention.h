@@ -19,7 +19,9 @@ namespace saccade::ops {
 enum class CausalAlign { None, TopLeft, BottomRight };
 
 /// The one form of an attention mask that the kernels take. A key j is attended by query i of batch row b
-/// and head h iff all of:  j < valid_lens[b] (or [b, i]);  the causal rule;  the window;  keep[b, h, i, j].
+/// and head h iff all of:  key_starts[b, i] <= j < valid_lens[b] (or [b, i]);  the causal rule;  the window;
+/// keep[b, h, i, j]. Packed documents (ops::with_documents) are the per-query pair [key_starts[b, i],
+/// valid_lens[b, i]): the keys of query i's own document, two numbers a query, no (Tq, Tk) mask.
 /// The window (sliding-window or local causal attention: Beltagy et al. 2020, Longformer; Jiang et al.
 /// 2023, Mistral), W = window > 0, only with a causal rule: with c = i + (Tk - Tq) (BottomRight) or c = i
 /// (TopLeft) the last key the causal rule lets query i see, the window keeps keys c - W < j <= c, the last
@@ -28,6 +30,7 @@ enum class CausalAlign { None, TopLeft, BottomRight };
 /// on the host because that would read the tensor (a device synchronisation on every forward).
 struct AttentionMask {
   Tensor valid_lens;  ///< int64 (B) or (B, Tq), contiguous; undefined = no length limit
+  Tensor key_starts;  ///< int64 (B, Tq), contiguous: the first key each query may see; undefined = 0
   Tensor keep;        ///< Bool expanded to the scores' shape (B, ..., Tq, Tk) (stride 0 on broadcast dims)
   CausalAlign causal = CausalAlign::None;
   int64_t window = 0;  ///< keys a query sees at most, the last ones up to its causal limit; 0 = no window
@@ -57,7 +60,8 @@ struct AttentionDropout {
    * v (B, H_kv, Tk, Dv), out (B, H, Tq, Dv) with H = G·H_kv (grouped-query attention: query head h reads        \
    * key/value head h / G, on the CPU and on CUDA): any strides with unit stride on the last dim; lse (B, H,      \
    * Tq) contiguous. mask.keep, when defined, is a Bool (B, H, Tq, Tk) view; mask.valid_lens contiguous           \
-   * int64 (B) or (B, Tq). Writes out and lse (-inf for a fully masked row). */                                   \
+   * int64 (B) or (B, Tq); mask.key_starts contiguous int64 (B, Tq). Writes out and lse (-inf for a fully         \
+   * masked row). */                                                                                              \
   K(flash_attention_forward,                                                                                      \
     (const Tensor& q, const Tensor& k, const Tensor& v, const ops::AttentionMask& mask, double scale,             \
      const ops::AttentionDropout& dropout, const Tensor& out, const Tensor& lse),                                 \
