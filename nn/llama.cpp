@@ -115,17 +115,27 @@ Variable LlamaAttention::forward(const Variable& x, int64_t offset) {
   return attend(g.queries(project_q(x), offset), g.keys(project_k(x), offset), g.values(v_proj->forward(x)));
 }
 
+// x: (B, T, hidden) holding packed documents -> (B, T, hidden)
+Variable LlamaAttention::forward(const Variable& x, const PackedDocuments& docs) {
+  ErrorScope scope(name(), {shape_of(x)});
+  check_input(x);
+  const GroupedHeads g = heads();
+  return attend(g.queries(project_q(x), docs), g.keys(project_k(x), docs), g.values(v_proj->forward(x)),
+                &docs);
+}
+
 void LlamaAttention::check_input(const Variable& x) const {
   SACCADE_CHECK(x.defined() && x.dim() == 3, "LlamaAttention: expected x (B, T, hidden), got {}",
                 x.defined() ? x.shape() : Shape{});
 }
 
 // q (B, H, Tq, hd), k, v (B, H_kv, Tk, hd), causal bottom-right -> (B, Tq, hidden)
-Variable LlamaAttention::attend(const Variable& q, const Variable& k, const Variable& v) {
+Variable LlamaAttention::attend(const Variable& q, const Variable& k, const Variable& v,
+                                const PackedDocuments* docs) {
   const char* op = "LlamaAttention";
-  const ops::AttentionMask mask =
-      ops::attention_mask(Tensor(), Shape{q.size(0), num_heads, q.size(2), k.size(2)},
-                          ops::CausalAlign::BottomRight, q.device(), op, window);
+  ops::AttentionMask mask = ops::attention_mask(Tensor(), Shape{q.size(0), num_heads, q.size(2), k.size(2)},
+                                                ops::CausalAlign::BottomRight, q.device(), op, window);
+  if (docs) mask = docs->restrict(mask);
   AttentionOptions options;
   if (scale > 0) options.scale = scale;
   if (softcap > 0) options.softcap = softcap;
@@ -165,6 +175,11 @@ LlamaBlock::LlamaBlock(const LlamaConfig& c, Generator* gen, int64_t layer_idx)
 Variable LlamaBlock::forward(const Variable& x, int64_t offset) {
   ErrorScope scope(name(), {shape_of(x)});
   return finish(x, self_attn->forward(input_layernorm ? input_layernorm->forward(x) : x, offset));
+}
+
+Variable LlamaBlock::forward(const Variable& x, const PackedDocuments& docs) {
+  ErrorScope scope(name(), {shape_of(x)});
+  return finish(x, self_attn->forward(input_layernorm ? input_layernorm->forward(x) : x, docs));
 }
 
 Variable LlamaBlock::step(const Variable& x, KVCache& cache) {
@@ -230,6 +245,19 @@ Variable LlamaModel::forward(const Tensor& idx, int64_t offset) {
   return norm->forward(x);
 }
 
+// idx, document_ids: (B, T) -> (B, T, hidden)
+Variable LlamaModel::forward(const Tensor& idx, const Tensor& document_ids) {
+  ErrorScope scope(name(), {shape_of(idx), shape_of(document_ids)});
+  check(idx, 0);
+  SACCADE_CHECK(document_ids.defined() && document_ids.shape() == idx.shape(),
+                "LlamaModel: document_ids {} must have the shape of the ids {}",
+                document_ids.defined() ? document_ids.shape() : Shape{}, idx.shape());
+  const PackedDocuments docs = PackedDocuments::of(document_ids, idx.device(), "LlamaModel");
+  Variable x = embed(idx);
+  for (auto& layer : layers) x = layer->forward(x, docs);
+  return norm->forward(x);
+}
+
 Variable LlamaModel::step(const Tensor& idx, std::vector<KVCache>& caches) {
   ErrorScope scope("LlamaModel::step", {shape_of(idx)});
   SACCADE_CHECK(caches.size() == layers.size(), "LlamaModel::step: {} caches for {} layers", caches.size(),
@@ -291,6 +319,11 @@ int64_t LlamaForCausalLM::quantize_q8_0() {
 Variable LlamaForCausalLM::forward(const Tensor& idx) {
   ErrorScope scope(name(), {shape_of(idx)});
   return head(model->forward(idx));
+}
+
+Variable LlamaForCausalLM::forward(const Tensor& idx, const Tensor& document_ids) {
+  ErrorScope scope(name(), {shape_of(idx), shape_of(document_ids)});
+  return head(model->forward(idx, document_ids));
 }
 
 Variable LlamaForCausalLM::step(const Tensor& idx, State& state, int64_t logits_to_keep) {

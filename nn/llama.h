@@ -122,6 +122,10 @@ class LlamaAttention : public Module {
   /// x (B, T, hidden) at positions offset .. offset + T - 1 -> (B, T, hidden); the fused attention kernel
   /// (need_weights = false). Throws saccade::Error naming "LlamaAttention" for another shape.
   Variable forward(const Variable& x, int64_t offset = 0);
+  /// Packed documents: x (B, T, hidden) holding several documents a row (PackedDocuments), each attending
+  /// causally (and within the window) inside itself only, its positions restarting at 0 -> (B, T, hidden),
+  /// each document's rows those of its own forward.
+  Variable forward(const Variable& x, const PackedDocuments& docs);
   /// Incremental decoding: x (B, Tn, hidden) holds the positions after the cache.length() already in `cache`
   /// (keys and values (B, H_kv, t, head_dim), the keys normed and rotated) -> (B, Tn, hidden), equal to those
   /// rows of forward over the whole prefix; the cache grows by Tn (H_kv heads: grouped-query attention keeps
@@ -143,7 +147,8 @@ class LlamaAttention : public Module {
   // the head arithmetic this layer shares with MultiHeadAttention, over the fields above
   GroupedHeads heads() const;
   void check_input(const Variable& x) const;
-  Variable attend(const Variable& q, const Variable& k, const Variable& v);
+  Variable attend(const Variable& q, const Variable& k, const Variable& v,
+                  const PackedDocuments* docs = nullptr);
   Variable project_q(const Variable& x);
   Variable project_k(const Variable& x);
   bool full_width_qk_norm_ = false;
@@ -161,6 +166,8 @@ class LlamaBlock : public Module {
   /// `layer_idx`: the block's place in the stack (its no_rope_layers flag).
   explicit LlamaBlock(const LlamaConfig& config, Generator* gen = nullptr, int64_t layer_idx = 0);
   Variable forward(const Variable& x, int64_t offset = 0);
+  /// Packed documents (see LlamaAttention::forward).
+  Variable forward(const Variable& x, const PackedDocuments& docs);
   /// Incremental decoding through self_attn.step (see LlamaAttention::step).
   Variable step(const Variable& x, KVCache& cache);
 
@@ -190,6 +197,12 @@ class LlamaModel : public Module {
   /// norm). Throws saccade::Error naming "LlamaModel" for another rank, an id outside the vocabulary, or
   /// positions past max_position_embeddings.
   Variable forward(const Tensor& idx, int64_t offset = 0);
+  /// Packed documents (transformers' packing; FlashAttention-2's variable-length batches): idx int64 (B, T)
+  /// holding several documents a row, document_ids int64 (B, T) naming each token's document (non-decreasing
+  /// along T, each document one run) -> (B, T, hidden): every document attends inside itself only and its
+  /// positions restart at 0, so its rows equal its own forward's; no (T, T) mask is formed. Throws
+  /// saccade::Error naming "LlamaModel" as forward does, and for ids that ops::with_documents refuses.
+  Variable forward(const Tensor& idx, const Tensor& document_ids);
   /// Incremental: idx (B, Tn) after caches[0].length() positions -> (B, Tn, hidden); one cache per layer.
   Variable step(const Tensor& idx, std::vector<KVCache>& caches);
 
@@ -215,6 +228,9 @@ class LlamaForCausalLM : public Module {
   explicit LlamaForCausalLM(const LlamaConfig& config, uint64_t seed = 0);
   /// idx int64 (B, T) -> logits (B, T, vocab).
   Variable forward(const Tensor& idx);
+  /// Packed documents: idx and document_ids int64 (B, T) -> logits (B, T, vocab), each document's rows its
+  /// own forward's (LlamaModel::forward with document_ids).
+  Variable forward(const Tensor& idx, const Tensor& document_ids);
   /// One KV cache per layer (see LlamaModel::step).
   using State = KVCaches;
   State init_state() const { return State{std::vector<KVCache>(model->layers.size())}; }

@@ -161,6 +161,47 @@ Variable keep_last_positions(const Variable& hidden, int64_t logits_to_keep, con
                                                     : narrow(hidden, 1, T - logits_to_keep, logits_to_keep);
 }
 
+// document_ids: (B, T) -> positions (B, T) = t - the first position of t's document, and the bounds
+PackedDocuments PackedDocuments::of(const Tensor& document_ids, Device device, const char* op) {
+  SACCADE_CHECK(document_ids.defined() && document_ids.dim() == 2,
+                "{}: document_ids must be int64 (B, T), got {}", op,
+                document_ids.defined() ? document_ids.shape() : Shape{});
+  const int64_t B = document_ids.size(0), T = document_ids.size(1);
+  PackedDocuments d;
+  d.bounds = ops::with_documents({}, document_ids, Shape{B, 1, T, T}, device, op);
+  d.positions = ops::sub(ops::arange(0, static_cast<double>(T), 1, DType::Int64, device).view({1, T}),
+                         d.bounds.key_starts);
+  return d;
+}
+
+ops::AttentionMask PackedDocuments::restrict(ops::AttentionMask mask) const {
+  SACCADE_CHECK(!mask.valid_lens.defined(), "PackedDocuments: the mask has valid_lens already");
+  mask.key_starts = bounds.key_starts;
+  mask.valid_lens = bounds.valid_lens;
+  return mask;
+}
+
+namespace {
+
+// x (B, H, T, d) rotated at positions (B, T), each batch row at its own: as one (H, B·T, d) rotation
+Variable rotate_rows(RotaryEmbedding& rotary, const Variable& x, const Tensor& positions) {
+  const int64_t B = x.size(0), H = x.size(1), T = x.size(2), d = x.size(3);
+  const Variable flat = reshape(permute(x, {1, 0, 2, 3}), {H, B * T, d});
+  return permute(reshape(rotary.forward(flat, positions.reshape({B * T})), {H, B, T, d}), {1, 0, 2, 3});
+}
+
+}  // namespace
+
+Variable GroupedHeads::queries(const Variable& projected, const PackedDocuments& docs) const {
+  const Variable q = split_heads(projected, num_heads, q_norm);
+  return rotary ? rotate_rows(*rotary, q, docs.positions) : q;
+}
+
+Variable GroupedHeads::keys(const Variable& projected, const PackedDocuments& docs) const {
+  const Variable k = split_heads(projected, num_kv_heads, k_norm);
+  return rotary ? rotate_rows(*rotary, k, docs.positions) : k;
+}
+
 // projected: (B, T, H · d) -> (B, H, T, d), each head normed, then rotated at offset ..
 Variable GroupedHeads::queries(const Variable& projected, int64_t offset) const {
   const Variable q = split_heads(projected, num_heads, q_norm);

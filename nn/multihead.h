@@ -86,6 +86,21 @@ struct KVCaches {
   void reset();
 };
 
+/// Packed documents at the model level (transformers' packing, whose position_ids restart at each document;
+/// FlashAttention-2's variable-length batches, Dao 2023): several documents share one row of a batch, each
+/// attending only to itself, its positions restarting at 0 at its first token. Built once a forward by
+/// PackedDocuments::of and handed to every layer, so the ids are read (on the host) once.
+struct PackedDocuments {
+  Tensor positions;  ///< int64 (B, T): each token's position in its own document
+  /// key_starts and valid_lens (B, T) of ops::with_documents: each query's document [start, end)
+  ops::AttentionMask bounds;
+  /// From document ids int64 (B, T) on `device` (non-decreasing along T, each document one run). Throws
+  /// saccade::Error naming `op` as ops::with_documents does.
+  static PackedDocuments of(const Tensor& document_ids, Device device, const char* op);
+  /// `mask`, for scores (B, H, T, T), restricted to each query's own document (it must have no valid_lens).
+  ops::AttentionMask restrict(ops::AttentionMask mask) const;
+};
+
 /// The hidden states (B, T, E) of the last `logits_to_keep` positions, for the output layer of a decoding
 /// step (transformers' logits_to_keep: the prefill of a prompt needs only its last position's logits, not a
 /// (B, T, vocab) product): a view (B, logits_to_keep, E); 0, or a count >= T, keeps all T. Throws
@@ -118,6 +133,9 @@ struct GroupedHeads {
   /// Projected keys (B, T, H_kv · head_dim) -> (B, H_kv, T, head_dim), normed by k_norm and rotated as the
   /// queries.
   Variable keys(const Variable& projected, int64_t offset) const;
+  /// The same for packed documents: each token rotated at its position in its own document (docs.positions).
+  Variable queries(const Variable& projected, const PackedDocuments& docs) const;
+  Variable keys(const Variable& projected, const PackedDocuments& docs) const;
   /// Projected values (B, T, H_kv · head_dim) -> (B, H_kv, T, head_dim).
   Variable values(const Variable& projected) const;
   /// Attention of q (B, H, Tq, head_dim) over k, v (B, H_kv, Tk, head_dim) under `mask` (ops::attention_mask

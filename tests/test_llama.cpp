@@ -7,6 +7,7 @@
 #include <cmath>
 #include <string>
 
+#include "attention_checks.h"
 #include "autograd/functions/elementwise.h"
 #include "autograd/functions/reduce.h"
 #include "autograd/grad_mode.h"
@@ -358,4 +359,61 @@ TEST_CASE("KVCache: with a graph it concatenates (gradients through the cache), 
   CHECK_THROWS_WITH(
       decoding.append(Variable(rand64({3, 1, 1, 4}, 5)), Variable(rand64({3, 1, 2, 4}, 6)), "mine"),
       Catch::Contains("mine: expected new keys and values"));
+}
+
+TEST_CASE("packed Llama: each document's logits and gradients are those of its own forward",
+          "[llama][packing]") {
+  const std::vector<std::vector<int64_t>> lengths{{5, 9, 1, 5}, {20}, {12, 8}};
+  const int64_t B = 3, T = 20;
+  const Tensor ids = saccade::testing::document_ids_of(lengths);
+  Generator g(11);
+  const Tensor idx = ops::randint(0, 50, {B, T}, Device::cpu(), &g);
+  struct Variant {
+    const char* name;
+    void (*set)(nn::LlamaConfig&);
+  };
+  for (const Variant& variant : {Variant{"GQA, rotary", [](nn::LlamaConfig&) {}},
+                                 Variant{"window 3, per-head q/k norms, half the dims rotated",
+                                         [](nn::LlamaConfig& c) {
+                                           c.sliding_window = 3, c.qk_norm = true,
+                                           c.partial_rotary_factor = 0.5;
+                                         }},
+                                 Variant{"a NoPE layer", [](nn::LlamaConfig& c) {
+                                           c.no_rope_layers = {1, 0};
+                                         }}}) {
+    INFO(variant.name);
+    nn::LlamaConfig c;
+    c.vocab_size = 50, c.hidden_size = 16, c.intermediate_size = 24, c.num_attention_heads = 4;
+    c.num_key_value_heads = 2, c.num_hidden_layers = 2, c.max_position_embeddings = 64, c.rope_theta = 500.0;
+    variant.set(c);
+    nn::LlamaForCausalLM m(c, 3);
+    m.to(DType::Float64);
+    const Tensor R = ops::randn({B, T, c.vocab_size}, DType::Float64, Device::cpu(), &g);
+    // packed: the logits and the gradients of sum(logits ⊙ R)
+    Variable packed = m.forward(idx, ids);
+    sum(mul(packed, Variable(R))).backward();
+    std::vector<Tensor> want;
+    for (Variable p : m.parameters()) want.push_back(p.grad().clone()), p.zero_grad();
+    // each document alone, its gradients summed over the documents
+    for (int64_t b = 0; b < B; ++b) {
+      int64_t a = 0;
+      for (int64_t len : lengths[static_cast<size_t>(b)]) {
+        INFO("row " << b << ", document [" << a << ", " << a + len << ")");
+        auto doc = [&](const Tensor& x) { return x.slice(0, b, b + 1).slice(1, a, a + len).contiguous(); };
+        Variable alone = m.forward(doc(idx));
+        CHECK(allclose(doc(packed.data()), alone.data(), 1e-10, 1e-10));
+        sum(mul(alone, Variable(doc(R)))).backward();
+        a += len;
+      }
+    }
+    size_t i = 0;
+    for (const Variable& p : m.parameters()) CHECK(allclose(p.grad(), want[i++], 1e-9, 1e-9));
+  }
+  nn::LlamaConfig c;
+  c.vocab_size = 50, c.hidden_size = 16, c.intermediate_size = 24, c.num_attention_heads = 4;
+  c.num_key_value_heads = 2, c.num_hidden_layers = 1, c.max_position_embeddings = 64;
+  nn::LlamaForCausalLM m(c, 3);
+  REQUIRE_THROWS_SACCADE(m.forward(idx, ids.slice(1, 0, 19)),
+                         "LlamaModel: document_ids [3, 19] must have the shape of the ids [3, 20]");
+  REQUIRE_THROWS_SACCADE(m.forward(idx, ops::neg(ids)), "document_ids must not decrease along T");
 }
