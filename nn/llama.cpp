@@ -1,8 +1,10 @@
 #include "nn/llama.h"
 
+#include "autograd/checkpoint.h"
 #include "autograd/functions/elementwise.h"
 #include "autograd/functions/linalg.h"
 #include "autograd/functions/shape.h"
+#include "autograd/grad_mode.h"
 #include "nn/attention.h"
 #include "nn/init.h"
 #include "ops/half.h"
@@ -174,12 +176,24 @@ LlamaBlock::LlamaBlock(const LlamaConfig& c, Generator* gen, int64_t layer_idx)
 // x: (B, T, hidden) -> (B, T, hidden)
 Variable LlamaBlock::forward(const Variable& x, int64_t offset) {
   ErrorScope scope(name(), {shape_of(x)});
-  return finish(x, self_attn->forward(input_layernorm ? input_layernorm->forward(x) : x, offset));
+  return run(x, [this, offset](const Variable& h) {
+    return finish(h, self_attn->forward(input_layernorm ? input_layernorm->forward(h) : h, offset));
+  });
+}
+
+// block(x), or through saccade::checkpoint when checkpoint_activations and a gradient can reach it
+Variable LlamaBlock::run(const Variable& x, const std::function<Variable(const Variable&)>& block) {
+  if (!checkpoint_activations || !grad_enabled() || !x.requires_grad()) return block(x);
+  // NOTE: by value: the backward recomputes after this forward (and its caller's locals) returned
+  return checkpoint([block](const std::vector<Variable>& in) { return block(in[0]); }, {x},
+                    checkpoint_generators);
 }
 
 Variable LlamaBlock::forward(const Variable& x, const PackedDocuments& docs) {
   ErrorScope scope(name(), {shape_of(x)});
-  return finish(x, self_attn->forward(input_layernorm ? input_layernorm->forward(x) : x, docs));
+  return run(x, [this, docs](const Variable& h) {  // docs by value: see run
+    return finish(h, self_attn->forward(input_layernorm ? input_layernorm->forward(h) : h, docs));
+  });
 }
 
 Variable LlamaBlock::step(const Variable& x, KVCache& cache) {

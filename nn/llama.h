@@ -12,6 +12,7 @@
 // norms, Mistral's window, Gemma's (1 + w) norms, √d embedding scale and GeGLU MLP, Granite's multipliers,
 // SmolLM3's layers without rotary positions.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -178,9 +179,18 @@ class LlamaBlock : public Module {
   std::shared_ptr<LlamaAttention> self_attn;
   std::shared_ptr<SwiGLU> mlp;
   double residual_multiplier;  ///< LlamaConfig's (1 but Granite)
+  /// Activation checkpointing (transformers' gradient_checkpointing; saccade::checkpoint): a training
+  /// forward keeps only the block's input and recomputes the block in the backward, when grad mode is on and
+  /// the input needs a gradient (a first block behind a frozen embedding keeps its activations: no gradient
+  /// could reach a recomputation from it). The same numbers and gradients, less memory, one more forward.
+  bool checkpoint_activations = false;
+  /// The generators the block draws from besides the default one (LoRA's dropout: apply_lora's), replayed in
+  /// the recomputation so that it drops what the forward dropped.
+  std::vector<Generator*> checkpoint_generators;
 
  private:
   Variable finish(const Variable& x, const Variable& attended);
+  Variable run(const Variable& x, const std::function<Variable(const Variable&)>& block);
   bool post_norms_ = false;
 };
 

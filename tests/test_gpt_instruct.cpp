@@ -3,6 +3,7 @@
 
 #ifdef SACCADE_HAVE_GPT
 #include <fstream>
+#include <set>
 
 #include "examples/gpt/finetune.h"
 #include "examples/gpt/instruct.h"
@@ -251,6 +252,64 @@ TEST_CASE(
   not_ours.checkpoint = write(tmp, "x.safetensors", "not a checkpoint");
   CHECK_THROWS_WITH(finetune_lora(model, logits, train, {}, not_ours, 0, quiet),
                     Catch::Contains("x.safetensors"));
+}
+
+TEST_CASE("instruct: packed rows hold instruct_batch's targets, and packed LoRA steps give its losses",
+          "[gpt][instruct][packing]") {
+  const std::vector<std::pair<std::string, std::string>> pairs = {
+      {"a=", "cat"}, {"abcdef=", "dog"}, {"x=", "o"}, {"gh=", "bee"}, {"ijklmnopq=", "ant"}, {"k=", "elk"}};
+  ByteTokenizer bytes;
+  const Encode tok = [&](const std::string& s) { return bytes.encode(s); };
+  std::vector<TokenizedExample> train;
+  for (const auto& [p, c] : pairs) train.push_back(tokenize_example({p, c, false, 1}, tok, -1, '\n', 16));
+  // the layout: in order, each example in the first row with room, its own document id, the padding last
+  const std::vector<int64_t> rows{0, 1, 2, 3, 4, 5};
+  const Batch plain = instruct_batch(train, rows, 0), packed = packed_instruct_batch(train, rows, 0, 16);
+  // inputs 5, 10, 3, 6, 13, 5: row 0 takes 5 + 10, row 1 3 + 6 (+ 5 later), row 2 13; T = 15
+  REQUIRE(packed.x.shape() == Shape({3, 15}));
+  CHECK(packed.document_ids.to_vector<int64_t>() ==
+        std::vector<int64_t>{0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,  //
+                             0, 0, 0, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 3,  //
+                             0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1});
+  CHECK(packed.x.to_vector<int64_t>()[29] == 0);  // padding
+  CHECK(packed.y.to_vector<int64_t>()[29] == -100);
+  auto scored = [](const Tensor& y) {
+    std::multiset<int64_t> s;
+    for (int64_t v : y.to_vector<int64_t>())
+      if (v != -100) s.insert(v);
+    return s;
+  };
+  CHECK(scored(packed.y) == scored(plain.y));
+  CHECK(packed.y.to_vector<int64_t>()[14] == plain.y.to_vector<int64_t>()[plain.y.size(1) + 9]);  // 1's last
+  REQUIRE_THROWS_SACCADE(packed_instruct_batch(train, rows, 0, 12),
+                         "packed_instruct_batch: example 4 has 14 ids");
+
+  // the same LoRA steps, padded or packed: the same losses and validation losses
+  nn::LlamaConfig c;
+  c.hidden_size = 32, c.intermediate_size = 48, c.num_attention_heads = 4, c.num_key_value_heads = 2;
+  c.vocab_size = 256, c.num_hidden_layers = 2, c.max_position_embeddings = 16;
+  auto run = [&](int64_t pack) {
+    nn::LlamaForCausalLM model(c, 3);
+    Tensor head = model.lm_head->weight.data();
+    ops::mul_(head, 25.0);
+    nn::LoraConfig cfg;
+    cfg.r = 8, cfg.lora_alpha = 16, cfg.target_modules = {"all-linear"};
+    Generator gen(4);
+    nn::apply_lora(model, cfg, &gen);
+    FinetuneOptions o;
+    o.steps = 6, o.batch_size = 4, o.lr = 1e-2, o.eval_every = 3, o.pack = pack;
+    o.packed_logits = [&](const Tensor& idx, const Tensor& docs) { return model.forward(idx, docs); };
+    return finetune_lora(
+        model, [&](const Tensor& idx) { return model.forward(idx); }, train, train, o, 0,
+        [](const std::string&) {});
+  };
+  const FinetuneLog a = run(0), b = run(16);
+  REQUIRE(b.train_loss.size() == a.train_loss.size());
+  for (size_t i = 0; i < a.train_loss.size(); ++i)
+    CHECK(b.train_loss[i] == Approx(a.train_loss[i]).epsilon(1e-4));
+  REQUIRE(b.val_loss.size() == 2);
+  for (size_t i = 0; i < 2; ++i) CHECK(b.val_loss[i].second == Approx(a.val_loss[i].second).epsilon(1e-4));
+  CHECK(a.train_loss.back() < 0.8 * a.train_loss.front());  // it trains
 }
 
 #endif  // SACCADE_HAVE_GPT

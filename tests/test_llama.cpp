@@ -14,6 +14,7 @@
 #include "helpers.h"
 #include "module_gradcheck.h"
 #include "nn/llama.h"
+#include "nn/lora.h"
 #include "ops/caching_allocator.h"
 #include "ops/creation.h"
 
@@ -416,4 +417,43 @@ TEST_CASE("packed Llama: each document's logits and gradients are those of its o
   REQUIRE_THROWS_SACCADE(m.forward(idx, ids.slice(1, 0, 19)),
                          "LlamaModel: document_ids [3, 19] must have the shape of the ids [3, 20]");
   REQUIRE_THROWS_SACCADE(m.forward(idx, ops::neg(ids)), "document_ids must not decrease along T");
+}
+
+TEST_CASE(
+    "Llama with checkpoint_activations: the same logits and gradients, padded or packed, with LoRA dropout",
+    "[llama][checkpoint][packing]") {
+  nn::LlamaConfig c;
+  c.vocab_size = 40, c.hidden_size = 16, c.intermediate_size = 24, c.num_attention_heads = 4;
+  c.num_key_value_heads = 2, c.num_hidden_layers = 3, c.max_position_embeddings = 32, c.rope_theta = 500.0;
+  nn::LlamaForCausalLM m(c, 5);
+  m.to(DType::Float64);
+  nn::LoraConfig cfg;
+  cfg.r = 4, cfg.lora_alpha = 8, cfg.lora_dropout = 0.3, cfg.target_modules = {"all-linear"};
+  Generator gen(6);
+  nn::apply_lora(m, cfg, &gen);
+  m.to(DType::Float64);
+  m.train();
+  Generator g(7);
+  const Tensor idx = ops::randint(0, 40, {2, 12}, Device::cpu(), &g);
+  const Tensor ids = saccade::testing::document_ids_of({{4, 8}, {12}});
+  const Tensor R = ops::randn({2, 12, 40}, DType::Float64, Device::cpu(), &g);
+  for (bool packed : {false, true}) {
+    auto run = [&](bool ckpt) {
+      for (auto& block : m.model->layers)
+        block->checkpoint_activations = ckpt, block->checkpoint_generators = {&gen};
+      for (Variable p : m.parameters()) p.zero_grad();
+      gen.manual_seed(9);  // the same dropout draws in both runs
+      const Variable z = packed ? m.forward(idx, ids) : m.forward(idx);
+      sum(mul(z, Variable(R))).backward();
+      std::vector<Tensor> r{z.data()};
+      for (const Variable& p : m.parameters())
+        if (p.requires_grad()) r.push_back(p.grad().clone());
+      return r;
+    };
+    INFO((packed ? "packed" : "padded"));
+    const std::vector<Tensor> plain = run(false), ckpt = run(true);
+    REQUIRE(plain.size() == ckpt.size());
+    REQUIRE(plain.size() > 1);
+    for (size_t i = 0; i < plain.size(); ++i) CHECK(allclose(plain[i], ckpt[i], 1e-12, 1e-12));
+  }
 }

@@ -45,6 +45,9 @@ std::string sha256_hex(const std::string& bytes);
 /// A batch of training windows: x, y int64 (B, T) with y[b, t] = stream[start_b + t + 1] (next token).
 struct Batch {
   Tensor x, y;
+  /// Packed rows only (instruct's packed_instruct_batch): int64 (B, T), each token's example; undefined: one
+  /// sequence a row.
+  Tensor document_ids{};
 };
 
 /// Draws `batch` windows of `context` + 1 tokens from `tokens` at starts uniform in [0, N - context - 1]

@@ -25,9 +25,11 @@ namespace saccade::examples {
 
 namespace {
 
-// Sum of the cross-entropy over the batch's scored targets, and their number.
-std::pair<Variable, int64_t> batch_loss(const LogitsFn& logits, const Batch& b) {
-  const Variable z = logits(b.x);
+// Sum of the cross-entropy over the batch's scored targets, and their number; packed rows (document_ids)
+// through packed_logits.
+std::pair<Variable, int64_t> batch_loss(const LogitsFn& logits, const PackedLogitsFn& packed_logits,
+                                        const Batch& b) {
+  const Variable z = b.document_ids.defined() ? packed_logits(b.x, b.document_ids) : logits(b.x);
   const Tensor y = b.y.reshape({-1});
   int64_t n = 0;
   for (int64_t i = 0; i < y.numel(); ++i) n += y.data<int64_t>()[i] != -100;
@@ -158,7 +160,8 @@ RunPosition load_run(const std::string& path, nn::Module& model, nn::AdamW& opt,
 }
 
 double completion_loss(nn::Module& model, const LogitsFn& logits,
-                       const std::vector<TokenizedExample>& examples, int64_t batch_size, int64_t pad) {
+                       const std::vector<TokenizedExample>& examples, int64_t batch_size, int64_t pad,
+                       int64_t pack, const PackedLogitsFn& packed_logits) {
   SACCADE_CHECK(!examples.empty() && batch_size >= 1, "completion_loss: {} examples in batches of {}",
                 examples.size(), batch_size);
   const bool was_training = model.is_training();
@@ -169,7 +172,9 @@ double completion_loss(nn::Module& model, const LogitsFn& logits,
   for (size_t start = 0; start < examples.size(); start += batch_size) {
     std::vector<int64_t> rows(std::min<size_t>(batch_size, examples.size() - start));
     std::iota(rows.begin(), rows.end(), static_cast<int64_t>(start));
-    const auto [sum, n] = batch_loss(logits, instruct_batch(examples, rows, pad));
+    const Batch b = pack > 0 && packed_logits ? packed_instruct_batch(examples, rows, pad, pack)
+                                              : instruct_batch(examples, rows, pad);
+    const auto [sum, n] = batch_loss(logits, packed_logits, b);
     nats += sum.data().to(DType::Float64).item<double>();
     count += n;
   }
@@ -199,6 +204,8 @@ FinetuneLog finetune_lora(nn::Module& model, const LogitsFn& logits,
                 "finetune_lora: steps {} and batch_size {} must be >= 1", opts.steps, opts.batch_size);
   const std::vector<Variable> params = nn::trainable_parameters(model);
   SACCADE_CHECK(!params.empty(), "finetune_lora: the model has no trainable parameters (apply_lora first)");
+  SACCADE_CHECK(opts.pack >= 0 && (opts.pack == 0 || opts.packed_logits),
+                "finetune_lora: pack {} needs pack >= 0 and, when > 0, packed_logits", opts.pack);
   nn::AdamOptions o;
   o.lr = opts.lr, o.weight_decay = opts.weight_decay;
   nn::AdamW opt(params, o);
@@ -227,7 +234,7 @@ FinetuneLog finetune_lora(nn::Module& model, const LogitsFn& logits,
   };
   auto evaluate = [&](int64_t step) {
     if (val.empty()) return;
-    const double v = completion_loss(model, logits, val, opts.batch_size, pad);
+    const double v = completion_loss(model, logits, val, opts.batch_size, pad, opts.pack, opts.packed_logits);
     log.val_loss.emplace_back(step, v);
     report(fmt::format("step {}: validation loss {:.4f} (completion tokens)", step, v));
   };
@@ -242,7 +249,9 @@ FinetuneLog finetune_lora(nn::Module& model, const LogitsFn& logits,
       if (at.next == order.size()) reshuffle();  // a new epoch
       rows.push_back(order[at.next++]);
     }
-    const auto [sum, n] = batch_loss(logits, instruct_batch(train, rows, pad));
+    const Batch batch =
+        opts.pack > 0 ? packed_instruct_batch(train, rows, pad, opts.pack) : instruct_batch(train, rows, pad);
+    const auto [sum, n] = batch_loss(logits, opts.packed_logits, batch);
     const Variable loss = sum * (1.0 / static_cast<double>(std::max<int64_t>(n, 1)));
     opt.zero_grad();
     loss.backward();

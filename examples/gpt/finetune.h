@@ -17,12 +17,19 @@ namespace saccade::examples {
 
 /// The model's logits (B, T, vocab) for ids int64 (B, T).
 using LogitsFn = std::function<Variable(const Tensor& idx)>;
+/// The model's logits (B, T, vocab) for packed rows: ids and document ids int64 (B, T), each document
+/// attending only to itself with its positions restarting at 0 (LlamaForCausalLM::forward(idx,
+/// document_ids)).
+using PackedLogitsFn = std::function<Variable(const Tensor& idx, const Tensor& document_ids)>;
 
 /// The mean cross-entropy (nats) over every scored target of `examples` (the tokens a completion-only loss
 /// counts), batched `batch_size` examples at a time in order, in eval mode without gradients (the module's
-/// mode restored after). Throws saccade::Error naming "completion_loss" for no examples or a batch_size < 1.
+/// mode restored after); with pack > 0 and packed_logits, each batch packed into rows of `pack` tokens
+/// (packed_instruct_batch). Throws saccade::Error naming "completion_loss" for no examples or a batch_size
+/// < 1.
 double completion_loss(nn::Module& model, const LogitsFn& logits,
-                       const std::vector<TokenizedExample>& examples, int64_t batch_size, int64_t pad);
+                       const std::vector<TokenizedExample>& examples, int64_t batch_size, int64_t pad,
+                       int64_t pack = 0, const PackedLogitsFn& packed_logits = nullptr);
 
 struct FinetuneOptions {
   int64_t steps = 100;      ///< optimizer steps
@@ -45,6 +52,12 @@ struct FinetuneOptions {
   /// The adapters' dropout generator (the one apply_lora was given), saved and restored with the checkpoint;
   /// null: none to keep.
   Generator* generator = nullptr;
+  /// > 0: each step's examples (and the validation batches) packed into rows of at most this many tokens
+  /// (packed_instruct_batch), run through packed_logits: the same scored targets, so the same loss as
+  /// unpacked up to float rounding, in fewer rows and without padding. 0: one example a row, padded.
+  int64_t pack = 0;
+  /// The logits of packed rows (needed with pack > 0).
+  PackedLogitsFn packed_logits;
 };
 
 /// What a run measured: each step's training loss, and (step, validation loss) at each evaluation.

@@ -98,6 +98,43 @@ Batch instruct_batch(const std::vector<TokenizedExample>& examples, const std::v
   return batch;
 }
 
+Batch packed_instruct_batch(const std::vector<TokenizedExample>& examples, const std::vector<int64_t>& rows,
+                            int64_t pad, int64_t row_length) {
+  const char* op = "packed_instruct_batch";
+  SACCADE_CHECK(!rows.empty() && row_length >= 1, "{}: {} rows into rows of {} tokens", op, rows.size(),
+                row_length);
+  std::vector<std::vector<int64_t>> packed;  // each row's examples
+  std::vector<int64_t> used;                 // each row's inputs
+  for (int64_t r : rows) {
+    SACCADE_CHECK(r >= 0 && r < static_cast<int64_t>(examples.size()),
+                  "{}: row {} out of range for {} examples", op, r, examples.size());
+    const int64_t n = static_cast<int64_t>(examples[r].ids.size()) - 1;  // inputs
+    SACCADE_CHECK(n >= 1 && n <= row_length, "{}: example {} has {} ids, not 2 .. {} (row_length + 1)", op, r,
+                  n + 1, row_length + 1);
+    size_t at = 0;
+    while (at < used.size() && used[at] + n > row_length) ++at;  // the first row with room
+    if (at == used.size()) packed.emplace_back(), used.push_back(0);
+    packed[at].push_back(r), used[at] += n;
+  }
+  const int64_t B = static_cast<int64_t>(packed.size()), T = *std::max_element(used.begin(), used.end());
+  Batch batch{Tensor::empty({B, T}, DType::Int64), Tensor::empty({B, T}, DType::Int64),
+              Tensor::empty({B, T}, DType::Int64)};
+  int64_t *x = batch.x.data<int64_t>(), *y = batch.y.data<int64_t>(), *d = batch.document_ids.data<int64_t>();
+  for (int64_t b = 0; b < B; ++b) {
+    int64_t t = b * T, doc = 0;
+    for (int64_t r : packed[b]) {
+      const TokenizedExample& e = examples[r];
+      const int64_t n = static_cast<int64_t>(e.ids.size()) - 1;
+      for (int64_t i = 0; i < n; ++i, ++t) {
+        x[t] = e.ids[i], y[t] = e.scored[i + 1] ? e.ids[i + 1] : -100, d[t] = doc;
+      }
+      ++doc;
+    }
+    for (; t < (b + 1) * T; ++t) x[t] = pad, y[t] = -100, d[t] = doc;  // the padding: a document of its own
+  }
+  return batch;
+}
+
 int64_t scored_targets(const std::vector<TokenizedExample>& examples) {
   int64_t n = 0;
   for (const TokenizedExample& e : examples) n += std::count(e.scored.begin() + 1, e.scored.end(), 1);

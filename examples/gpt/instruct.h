@@ -59,6 +59,17 @@ TokenizedExample tokenize_example(const InstructRecord& record, const Encode& en
 Batch instruct_batch(const std::vector<TokenizedExample>& examples, const std::vector<int64_t>& rows,
                      int64_t pad);
 
+/// The examples `rows` packed into rows of at most `row_length` inputs (transformers' packing without
+/// padding; FlashAttention-2's variable-length batches): each example adds its ids but the last to the first
+/// row with room, in order (a new row when none has), with targets as instruct_batch's and its own document
+/// id; the rows are padded with `pad` (targets -100, a document of their own) to the longest, T. So the
+/// scored targets are instruct_batch's, in fewer rows and without the padding of the short examples, and a
+/// model that attends within documents (LlamaForCausalLM::forward(idx, document_ids)) gives each example the
+/// logits it would get alone. Throws saccade::Error naming "packed_instruct_batch" as instruct_batch does,
+/// and for an example of more than row_length + 1 ids.
+Batch packed_instruct_batch(const std::vector<TokenizedExample>& examples, const std::vector<int64_t>& rows,
+                            int64_t pad, int64_t row_length);
+
 /// How many targets of `examples` are scored (the tokens the loss averages over).
 int64_t scored_targets(const std::vector<TokenizedExample>& examples);
 

@@ -519,7 +519,7 @@ struct FinetuneArgs {
   std::string hf, data, val, out = "finetune_out", targets = "q_proj,v_proj", truncate = "refuse";
   saccade::nn::LoraConfig lora;
   ex::FinetuneOptions opts;
-  bool non_strict = false, resume = false;
+  bool non_strict = false, resume = false, pack = false, checkpoint_activations = false;
   FinetuneArgs() { lora.r = 16, lora.lora_alpha = 32; }  // the flags' defaults (PEFT's examples)
 };
 
@@ -576,12 +576,22 @@ int run_finetune(FinetuneArgs& a, saccade::Device device) {
   saccade::Generator gen(a.opts.seed);
   const std::vector<std::string> adapted = nn::apply_lora(*m.llama, a.lora, &gen);
   m.llama->to(device);
+  for (auto& block : m.llama->model->layers)  // recomputed in the backward, LoRA's dropout replayed
+    block->checkpoint_activations = a.checkpoint_activations, block->checkpoint_generators = {&gen};
   int64_t trainable = 0;
   for (const auto& p : nn::trainable_parameters(*m.llama)) trainable += p.numel();
   std::printf("LoRA r %lld, lora_alpha %g on %zu modules: %lld trainable parameters of %lld\n",
               static_cast<long long>(a.lora.r), a.lora.lora_alpha, adapted.size(),
               static_cast<long long>(trainable), static_cast<long long>(m.llama->num_parameters()));
   const ex::LogitsFn logits = [&](const saccade::Tensor& idx) { return m.llama->forward(idx.to(device)); };
+  if (a.pack) {  // a step's examples in rows of the context, each attending to itself only
+    a.opts.pack = m.lm->context();
+    std::printf("packing each step's examples into rows of %lld tokens, each attending to itself only\n",
+                static_cast<long long>(a.opts.pack));
+    a.opts.packed_logits = [&](const saccade::Tensor& idx, const saccade::Tensor& docs) {
+      return m.llama->forward(idx.to(device), docs.to(device));
+    };
+  }
   const int64_t pad = m.tok->eos_id().value_or(0);
   a.opts.checkpoint = a.out + "/last.safetensors";  // after every evaluation and at the end
   a.opts.resume = a.resume;
@@ -904,6 +914,12 @@ int main(int argc, char** argv) {
       "--resume", ft.resume,
       "continue the run in --out from its last.safetensors (saved at each evaluation and at the "
       "end), exactly as if it had not stopped; the same data, --seed and --batch-size");
+  finetuner->add_flag("--checkpoint-activations", ft.checkpoint_activations,
+                      "keep only each block's input and recompute the block in the backward (less memory, "
+                      "one more forward; the same losses)");
+  finetuner->add_flag("--pack", ft.pack,
+                      "pack each step's examples into rows of the context, each attending to itself only "
+                      "(the same loss, fewer rows, no padding)");
   finetuner->add_option("--device", device_name, "cpu, or cuda / cuda:N when built with CUDA");
   finetuner->add_option("--threads", threads, "CPU threads (0: OMP_NUM_THREADS, else all cores)")
       ->check(cli::integer(0, 4096));

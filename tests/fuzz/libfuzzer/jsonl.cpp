@@ -5,7 +5,10 @@
 // increasing line order, each line within the file and its fields those of the JSON object on that line (a
 // text record has no prompt); tokenized with a byte encoder, an example is [bos] prompt completion [eos]
 // with exactly the completion's ids and eos scored, and a cut at the right (Truncate::Right) keeps at most
-// context + 1 ids and at least one scored id, or is refused with an error naming tokenize_example.
+// context + 1 ids and at least one scored id, or is refused with an error naming tokenize_example; the
+// examples packed into rows of the context (packed_instruct_batch) score exactly instruct_batch's targets,
+// each row's document ids non-decreasing.
+#include <algorithm>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -44,6 +47,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (std::string line; std::getline(in, line);) lines.push_back(line);
   }
   int64_t last = 0;
+  std::vector<examples::TokenizedExample> packable;  // at context 64
   for (const examples::InstructRecord& r : records) {
     FUZZ_CHECK(r.line > last && r.line <= static_cast<int64_t>(lines.size()), "line {} after {} of {}",
                r.line, last, lines.size());
@@ -77,7 +81,27 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       FUZZ_CHECK(scored >= 1, "line {}: nothing scored", r.line);
       if (e.ids.size() == full) FUZZ_CHECK(e.ids.back() == 257, "line {}: no eos", r.line);
+      if (context == 64 && e.ids.size() >= 2) packable.push_back(e);
     }
   }
+  if (packable.empty()) return 0;
+  std::vector<int64_t> rows(packable.size());
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int64_t>(i);
+  const examples::Batch plain = examples::instruct_batch(packable, rows, 0),
+                        packed = examples::packed_instruct_batch(packable, rows, 0, 64);
+  auto targets = [](const Tensor& y) {
+    std::vector<int64_t> v;
+    for (int64_t t : y.to_vector<int64_t>())
+      if (t != -100) v.push_back(t);
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  FUZZ_CHECK(targets(packed.y) == targets(plain.y), "packing changed the scored targets");
+  FUZZ_CHECK(packed.x.size(0) <= plain.x.size(0) && packed.x.size(1) <= 64, "packed {} from {}",
+             packed.x.shape(), plain.x.shape());
+  const std::vector<int64_t> docs = packed.document_ids.to_vector<int64_t>();
+  const int64_t T = packed.x.size(1);
+  for (size_t i = 0; i < docs.size(); ++i)
+    FUZZ_CHECK(i % T == 0 || docs[i] >= docs[i - 1], "document ids decrease at {}", i);
   return 0;
 }
