@@ -256,6 +256,9 @@ if(TARGET gpt)
     # --pack: the padded run's losses, each step's examples packed into rows of the context
     saccade_cli_test(gpt_hf_finetune_pack --keep --out "^packing each step's examples into rows of 64 tokens"
                      --out "^packed ok$" 0 120 -- sh ${CMAKE_CURRENT_LIST_DIR}/finetune_pack.sh ${gpt} ${hf_data}/hf_llama ${hf_data}/hf_instruct.jsonl)
+    # --dtype bf16: a bfloat16 base with float32 adapters trains as the float32 run does
+    saccade_cli_test(gpt_hf_finetune_bf16 --keep --out "^the base in bfloat16, the adapters in float32$"
+                     --out "^bf16 ok$" 0 120 -- sh ${CMAKE_CURRENT_LIST_DIR}/finetune_bf16.sh ${gpt} ${hf_data}/hf_llama ${hf_data}/hf_instruct.jsonl)
     # gpt export --merge: the adapter folded into a plain folder that samples what base + adapter sample
     saccade_cli_test(gpt_hf_export_merged --keep --out "^wrote merged: .*hf_llama with the adapter .*hf_llama_lora merged into 6 modules \\(float32"
                      --out "^merged ok$" 0 60 -- sh ${CMAKE_CURRENT_LIST_DIR}/export_merged.sh ${gpt} ${hf_data}/hf_llama ${hf_data}/hf_llama_lora)
