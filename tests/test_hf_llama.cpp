@@ -2,7 +2,8 @@
 // untied, two shards) and hf_llama_tied (tied embeddings, head_dim != hidden / heads, bfloat16 on disk) were
 // written by transformers, and hf_llama_expected.safetensors holds what transformers computes with them
 // (tests/fixtures/make_hf_llama.py); the family rows' fixtures (hf_qwen2, hf_qwen3, hf_gemma, hf_granite,
-// hf_smollm3, hf_phi3, hf_olmo2, hf_gemma2, hf_gemma3_text, hf_llama_yarn, hf_llama_rope) likewise.
+// hf_smollm3, hf_phi3, hf_olmo2, hf_gemma2, hf_gemma3_text, hf_llama_yarn, hf_llama_yarn_mscale,
+// hf_llama_rope) likewise.
 #ifdef SACCADE_HAVE_HF
 #include <fmt/format.h>
 #include <catch2/catch.hpp>
@@ -944,6 +945,25 @@ TEST_CASE(
             .rope_scaling.original_max_position_embeddings == 64);
   CHECK_THROWS_WITH(hf::parse_config(replaced(text, R"("factor": 4.0,)", "")),
                     Catch::Contains("factor") && Catch::Contains("missing"));
+}
+
+TEST_CASE(
+    "hf YaRN with DeepSeek's mscale and mscale_all_dim: transformers' logits, continuations, steps, export",
+    "[hf]") {
+  // tests/data/hf_llama_yarn_mscale (make_hf_families.py llama_yarn_mscale): the attention factor is the
+  // ratio (0.1 · mscale · ln 4 + 1) / (0.1 · mscale_all_dim · ln 4 + 1), beta_fast 16, truncate false
+  const hf::Config c = hf::load_config(kData + "/hf_llama_yarn_mscale/config.json");
+  CHECK((c.rope_scaling.mscale == 1.0 && c.rope_scaling.mscale_all_dim == 0.5 &&
+         c.rope_scaling.beta_fast == 16.0 && !c.rope_scaling.truncate));
+  CHECK(ops::rotary_attention_factor(c.rope_scaling) ==
+        Approx((0.1 * std::log(4.0) + 1.0) / (0.05 * std::log(4.0) + 1.0)));
+  // with the plain YaRN factor instead of the ratio, the logits are not transformers'
+  check_family_fixture("hf_llama_yarn_mscale", "llama", "LlamaForCausalLM", [&](nn::LlamaForCausalLM& model) {
+    ops::RopeScaling plain = c.rope_scaling;
+    plain.mscale = plain.mscale_all_dim = 0.0;
+    model.model->layers[0]->self_attn->rotary_emb =
+        std::make_shared<nn::RotaryEmbedding>(8, 10000.0, ops::RotaryStyle::Half, 1.0, plain);
+  });
 }
 
 TEST_CASE(
