@@ -109,7 +109,9 @@ Variable lora_delta(Linear& layer, const Variable& x) {
   // A bfloat16 base with float32 adapters: the adapter sees x in float32 (autocast casts for itself).
   const bool cast_in = x.dtype() != adapter && !autocast_enabled();
   Variable h = layer.lora_dropout->forward(cast_in ? x.to(adapter) : x);
-  Variable d = layer.lora_B->forward(layer.lora_A->forward(h)) * layer.lora_scale;
+  // NOTE: the scale multiplies the rank-r intermediate (N, r), not the update (N, out) as PEFT writes it: the
+  // same product up to rounding, without one full pass over the layer's output forward and one backward
+  Variable d = layer.lora_B->forward(layer.lora_A->forward(h) * layer.lora_scale);
   return d.dtype() == x.dtype() ? d : d.to(x.dtype());
 }
 

@@ -237,7 +237,24 @@ Variable cross_entropy(const Variable& logits, const Tensor& target, int64_t ign
   const int64_t count = f.count, n = logits.shape()[0];
   SavedVariable sz(logits, op_info::cross_entropy);
   return make_result(op, f.loss, {logits}, [logp, q, sz, count, n, reduction](const Variable& g) -> Grads {
-    Variable lp = grad_enabled() ? log_softmax(sz.get(), 1) : Variable(logp);
+    if (!grad_enabled()) {
+      // NOTE: a first-order backward writes one (N, C) buffer and updates it in place: dz = softmax(log p),
+      // then dz ⊙= g_i Σ_c q_ic (a column), then dz -= g_i q. The composed form below (kept for create_graph,
+      // whose gradient needs the history) allocates four (N, C) results, which at a language model's
+      // vocabulary is a large share of a training step.
+      Tensor gi = g.data().to(logp.dtype());
+      if (reduction == Reduction::Mean) gi = ops::div(gi, static_cast<double>(count));
+      if (reduction == Reduction::None) gi = gi.reshape({n, 1});
+      Tensor dz = ops::softmax(logp, 1), rows = ops::sum(q, {1}, true);  // rows: 1 scored, 0 ignored
+      ops::mul_(rows, gi);
+      ops::mul_(dz, rows);
+      if (reduction == Reduction::None)
+        ops::sub_(dz, ops::mul(q, gi));
+      else
+        ops::add_(dz, q, -gi.to(DType::Float64).item<double>());
+      return {Variable(dz)};
+    }
+    Variable lp = log_softmax(sz.get(), 1);
     Variable gi = g.to(logp.dtype());
     if (reduction == Reduction::None) gi = view(gi, {n, 1});
     if (reduction == Reduction::Mean) gi = div(gi, static_cast<double>(count));
