@@ -68,6 +68,15 @@ int main(int argc, char** argv) {
       openblas_get_corename(), sb::cpu_model().c_str(), static_cast<long long>(threads), sb::load_average(),
       static_cast<long long>(layers), static_cast<long long>(batches), static_cast<long long>(batch),
       static_cast<long long>(min_len), static_cast<long long>(max_len), static_cast<long long>(context));
+  // one sample: the batch's forward (packed rows with their document ids), the completion-only loss, its
+  // backward; returns the loss
+  auto step = [](nn::LlamaForCausalLM& m, const ex::Batch& b) {
+    const Variable z = b.document_ids.defined() ? m.forward(b.x, b.document_ids) : m.forward(b.x);
+    const Variable l = cross_entropy(reshape(z, {-1, z.size(-1)}), b.y.reshape({-1}), -100);
+    for (Variable p : m.parameters()) p.zero_grad();
+    l.backward();
+    return l.data().to(DType::Float64).item<double>();
+  };
   if (std::getenv("FT_PROFILE")) {
     std::vector<int64_t> rows;
     for (int64_t i = 0; i < batch; ++i) rows.push_back(i);
@@ -76,10 +85,7 @@ int main(int argc, char** argv) {
       for (int rep = 0; rep < 2; ++rep) {
         std::unique_ptr<profiler::Profile> prof;
         if (rep == 1) prof = std::make_unique<profiler::Profile>();
-        const Variable z = m->forward(b.x);
-        const Variable l = cross_entropy(reshape(z, {-1, z.size(-1)}), b.y.reshape({-1}), -100);
-        for (Variable p : m->parameters()) p.zero_grad();
-        l.backward();
+        step(*m, b);
         if (prof)
           std::printf("%s\n%s\n", m == &model ? "LoRA" : "full",
                       prof->table("self_cpu_time_total", 14).c_str());
@@ -100,13 +106,7 @@ int main(int argc, char** argv) {
       nn::LlamaForCausalLM& m = form == 2 ? full : model;
       const ex::Batch b = packed ? ex::packed_instruct_batch(examples, rows, 0, context)
                                  : ex::instruct_batch(examples, rows, 0);
-      const double t = sb::ms_of([&] {
-        const Variable z = packed ? m.forward(b.x, b.document_ids) : m.forward(b.x);
-        const Variable l = cross_entropy(reshape(z, {-1, z.size(-1)}), b.y.reshape({-1}), -100);
-        for (Variable p : m.parameters()) p.zero_grad();
-        l.backward();
-        loss[form] = l.data().to(DType::Float64).item<double>();
-      });
+      const double t = sb::ms_of([&] { loss[form] = step(m, b); });
       if (k >= 0) ms[form].push_back(t), cells[form] += b.x.numel();
     }
     for (int f = 1; f < 3; ++f) worst = std::max(worst, std::abs(loss[f] - loss[0]) / std::abs(loss[0]));

@@ -36,6 +36,12 @@ std::pair<Variable, int64_t> batch_loss(const LogitsFn& logits, const PackedLogi
   return {cross_entropy(reshape(z, {-1, z.size(-1)}), y, -100, Reduction::Sum), n};
 }
 
+// The batch of examples `rows`: packed into rows of `pack` tokens when pack > 0, else one padded row each.
+Batch batch_of(const std::vector<TokenizedExample>& examples, const std::vector<int64_t>& rows, int64_t pad,
+               int64_t pack) {
+  return pack > 0 ? packed_instruct_batch(examples, rows, pad, pack) : instruct_batch(examples, rows, pad);
+}
+
 constexpr const char* kFormat = "saccade-finetune-1";
 
 }  // namespace
@@ -172,9 +178,8 @@ double completion_loss(nn::Module& model, const LogitsFn& logits,
   for (size_t start = 0; start < examples.size(); start += batch_size) {
     std::vector<int64_t> rows(std::min<size_t>(batch_size, examples.size() - start));
     std::iota(rows.begin(), rows.end(), static_cast<int64_t>(start));
-    const Batch b = pack > 0 && packed_logits ? packed_instruct_batch(examples, rows, pad, pack)
-                                              : instruct_batch(examples, rows, pad);
-    const auto [sum, n] = batch_loss(logits, packed_logits, b);
+    const auto [sum, n] =
+        batch_loss(logits, packed_logits, batch_of(examples, rows, pad, packed_logits ? pack : 0));
     nats += sum.data().to(DType::Float64).item<double>();
     count += n;
   }
@@ -249,9 +254,7 @@ FinetuneLog finetune_lora(nn::Module& model, const LogitsFn& logits,
       if (at.next == order.size()) reshuffle();  // a new epoch
       rows.push_back(order[at.next++]);
     }
-    const Batch batch =
-        opts.pack > 0 ? packed_instruct_batch(train, rows, pad, opts.pack) : instruct_batch(train, rows, pad);
-    const auto [sum, n] = batch_loss(logits, opts.packed_logits, batch);
+    const auto [sum, n] = batch_loss(logits, opts.packed_logits, batch_of(train, rows, pad, opts.pack));
     const Variable loss = sum * (1.0 / static_cast<double>(std::max<int64_t>(n, 1)));
     opt.zero_grad();
     loss.backward();
