@@ -1,5 +1,6 @@
 #include "hf/peft.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -9,10 +10,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
 #include "hf/checkpoint.h"
 #include "nn/serialization.h"
 #include "ops/elementwise.h"
-#include "core/error.h"
+#include "ops/join.h"
 
 namespace saccade::hf {
 
@@ -62,9 +64,9 @@ AdapterConfig load_adapter_config(const std::string& dir) {
   // fields that change what the adapter computes or which modules it covers (the others, such as
   // init_lora_weights or loftq_config, only shape its initialisation)
   for (const char* key :
-       {"use_dora", "fan_in_fan_out", "modules_to_save", "layers_to_transform", "rank_pattern",
-        "alpha_pattern", "lora_bias", "exclude_modules", "target_parameters", "layer_replication",
-        "trainable_token_indices", "alora_invocation_tokens", "use_qalora", "use_bdlora"})
+       {"use_dora", "modules_to_save", "layers_to_transform", "rank_pattern", "alpha_pattern", "lora_bias",
+        "exclude_modules", "target_parameters", "layer_replication", "trainable_token_indices",
+        "alora_invocation_tokens", "use_qalora", "use_bdlora"})
     if (is_set(key))
       refuse(fmt::format("\"{}\" is set ({}), which saccade does not apply", key, j[key].dump()));
 
@@ -107,18 +109,42 @@ AdapterConfig load_adapter_config(const std::string& dir) {
   return out;
 }
 
+namespace {
+
+// The Linears of `model` by dotted name.
+std::vector<nn::Linear*> linears_of(const nn::Module& model, const nn::LoraUnit& unit) {
+  const auto all = nn::named_linears(model);
+  std::vector<nn::Linear*> out;
+  for (const std::string& name : unit.linears)
+    out.push_back(
+        std::find_if(all.begin(), all.end(), [&](const auto& e) { return e.first == name; })->second);
+  return out;
+}
+
+}  // namespace
+
 void save_adapter(const std::string& dir, const nn::Module& model, const nn::LoraConfig& config,
-                  const std::string& base_model_name_or_path) {
+                  const std::string& base_model_name_or_path, const AdapterLayout& layout) {
   const std::string op = "hf::save_adapter";
-  const auto layers = nn::lora_layers(model);
-  if (layers.empty()) throw Error(op + ": the model has no LoRA adapters (apply_lora adds them)");
   nn::StateDict tensors;
   std::set<std::string> targets;  // sorted, as PEFT's saved set reads
-  for (const auto& [name, lin] : layers) {
-    tensors.insert(kPrefix + name + ".lora_A.weight", lin->lora_A->weight.data().to(DType::Float32));
-    tensors.insert(kPrefix + name + ".lora_B.weight", lin->lora_B->weight.data().to(DType::Float32));
-    targets.insert(last_component(name));
+  for (const nn::LoraUnit& unit : nn::lora_units(model, layout.units)) {
+    const std::vector<nn::Linear*> lins = linears_of(model, unit);
+    if (!lins[0]->lora_A) continue;
+    std::vector<Tensor> rows;
+    for (nn::Linear* lin : lins) {
+      if (!lin->lora_A || lin->lora_A != lins[0]->lora_A)
+        throw Error(
+            fmt::format("{}: the Linears of '{}' do not share one adapter (apply_lora with this "
+                        "layout's units adds one)",
+                        op, unit.name));
+      rows.push_back(lin->lora_B->weight.data().to(DType::Float32));
+    }
+    tensors.insert(kPrefix + unit.name + ".lora_A.weight", lins[0]->lora_A->weight.data().to(DType::Float32));
+    tensors.insert(kPrefix + unit.name + ".lora_B.weight", rows.size() == 1 ? rows[0] : ops::cat(rows, 0));
+    targets.insert(last_component(unit.name));
   }
+  if (targets.empty()) throw Error(op + ": the model has no LoRA adapters (apply_lora adds them)");
   json j = {{"peft_type", "LORA"},
             {"task_type", "CAUSAL_LM"},
             {"base_model_name_or_path", base_model_name_or_path},
@@ -128,7 +154,7 @@ void save_adapter(const std::string& dir, const nn::Module& model, const nn::Lor
             {"use_rslora", config.use_rslora},
             {"target_modules", std::vector<std::string>(targets.begin(), targets.end())},
             {"bias", "none"},
-            {"fan_in_fan_out", false},
+            {"fan_in_fan_out", layout.fan_in_fan_out},
             {"inference_mode", true},
             {"init_lora_weights", true},
             {"use_dora", false},
@@ -145,7 +171,8 @@ void save_adapter(const std::string& dir, const nn::Module& model, const nn::Lor
   write_file_atomic((fs::path(dir) / "adapter_config.json").string(), j.dump(2) + "\n", op);
 }
 
-AdapterConfig load_adapter(const std::string& dir, nn::Module& model, const std::string& base_dir) {
+AdapterConfig load_adapter(const std::string& dir, nn::Module& model, const std::string& base_dir,
+                           const AdapterLayout& layout) {
   const std::string op = "hf::load_adapter";
   AdapterConfig config = load_adapter_config(dir);
   if (!base_dir.empty() && !config.base_model_name_or_path.empty() &&
@@ -157,7 +184,7 @@ AdapterConfig load_adapter(const std::string& dir, nn::Module& model, const std:
   const nn::Safetensors file = nn::load_safetensors(path);
 
   // Check every tensor against the modules the config selects before anything changes.
-  const std::vector<std::string> names = nn::lora_targets(model, config.lora.target_modules);
+  const std::vector<nn::LoraUnit> units = nn::lora_targets(model, config.lora.target_modules, layout.units);
   std::set<std::string> expected;
   auto expect = [&](const std::string& key, const Shape& shape) {
     expected.insert(key);
@@ -167,11 +194,12 @@ AdapterConfig load_adapter(const std::string& dir, nn::Module& model, const std:
       throw Error(fmt::format("{}: '{}': tensor '{}' has shape {}, the model needs {} (r = {})", op, path,
                               key, t->shape(), shape, config.lora.r));
   };
-  const nn::StateDict state = model.state_dict();
-  for (const std::string& name : names) {
-    const Shape& w = state.at(name + ".weight").shape();  // (out, in)
-    expect(kPrefix + name + ".lora_A.weight", {config.lora.r, w[1]});
-    expect(kPrefix + name + ".lora_B.weight", {w[0], config.lora.r});
+  for (const nn::LoraUnit& unit : units) {
+    int64_t out = 0;
+    for (const nn::Linear* lin : linears_of(model, unit)) out += lin->out_features();
+    expect(kPrefix + unit.name + ".lora_A.weight",
+           {config.lora.r, linears_of(model, unit)[0]->in_features()});
+    expect(kPrefix + unit.name + ".lora_B.weight", {out, config.lora.r});
   }
   for (const auto& [key, t] : file.tensors)
     if (!expected.count(key))
@@ -180,11 +208,18 @@ AdapterConfig load_adapter(const std::string& dir, nn::Module& model, const std:
                       "takes",
                       op, path, key));
 
-  nn::apply_lora(model, config.lora);
-  for (const auto& [name, lin] : nn::lora_layers(model)) {
-    Tensor a = lin->lora_A->weight.data(), b = lin->lora_B->weight.data();
-    ops::copy_(a, file.tensors.at(kPrefix + name + ".lora_A.weight"));
-    ops::copy_(b, file.tensors.at(kPrefix + name + ".lora_B.weight"));
+  nn::apply_lora(model, config.lora, nullptr, layout.units);
+  for (const nn::LoraUnit& unit : units) {
+    const std::vector<nn::Linear*> lins = linears_of(model, unit);
+    Tensor a = lins[0]->lora_A->weight.data();
+    ops::copy_(a, file.tensors.at(kPrefix + unit.name + ".lora_A.weight"));
+    const Tensor& b = file.tensors.at(kPrefix + unit.name + ".lora_B.weight");
+    int64_t row = 0;
+    for (nn::Linear* lin : lins) {  // each Linear's rows of the fused B
+      Tensor mine = lin->lora_B->weight.data();
+      ops::copy_(mine, b.narrow(0, row, lin->out_features()));
+      row += lin->out_features();
+    }
   }
   return config;
 }

@@ -57,8 +57,13 @@ Variable GPTBlock::forward(const Variable& x) {
     Variable a = ln_1->forward(in[0]);
     return finish(in[0], attn->forward(a, a, a, Tensor(), true));
   };
-  // NOTE: a block whose input needs no gradient (none does in this model) is not worth checkpointing
-  if (checkpoint_activations && grad_enabled() && x.requires_grad()) return checkpoint(block, {x}, {gen_});
+  // NOTE: a block whose input needs no gradient (the first behind a frozen embedding, under LoRA) is not
+  // worth checkpointing: no gradient could reach a recomputation from it
+  if (checkpoint_activations && grad_enabled() && x.requires_grad()) {
+    std::vector<Generator*> gens = checkpoint_generators;
+    gens.push_back(gen_);
+    return checkpoint(block, {x}, gens);
+  }
   return block({x});
 }
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "autograd/checkpoint.h"
 #include "nn/activation.h"
@@ -61,6 +62,9 @@ class GPTBlock : public Module {
   /// block's input and recomputes the block during backward (same results, dropout masks included; less
   /// memory, one more forward).
   bool checkpoint_activations = false;
+  /// The generators the block draws from besides its own (LoRA's dropout: apply_lora's), replayed in the
+  /// recomputation so that it drops what the forward dropped.
+  std::vector<Generator*> checkpoint_generators;
 
  private:
   Generator* gen_ = nullptr;  // the dropout masks' generator (null: the default one)

@@ -37,30 +37,62 @@ bool matches(const std::string& name, const std::string& target) {
 
 }  // namespace
 
-std::vector<std::string> lora_targets(const Module& model, const std::vector<std::string>& target_modules) {
+std::vector<LoraUnit> lora_units(const Module& model, const std::vector<LoraUnit>& units) {
+  const auto all = named_linears(model);
+  std::vector<LoraUnit> out;
+  if (units.empty()) {
+    for (const auto& e : all) out.push_back({e.first, {e.first}});
+    return out;
+  }
+  std::set<std::string> seen;
+  for (const LoraUnit& u : units) {
+    SACCADE_CHECK(!u.linears.empty(), "apply_lora: the unit '{}' names no Linear module", u.name);
+    int64_t in = -1;
+    for (const std::string& name : u.linears) {
+      const auto it = std::find_if(all.begin(), all.end(), [&](const auto& e) { return e.first == name; });
+      SACCADE_CHECK(it != all.end(),
+                    "apply_lora: the unit '{}' names '{}', which is not a Linear of the model", u.name, name);
+      SACCADE_CHECK(seen.insert(name).second, "apply_lora: the Linear '{}' is in two units", name);
+      SACCADE_CHECK(in < 0 || it->second->in_features() == in,
+                    "apply_lora: the unit '{}' joins Linears of {} and {} input features", u.name, in,
+                    it->second->in_features());
+      in = it->second->in_features();
+    }
+  }
+  return units;
+}
+
+std::vector<LoraUnit> lora_targets(const Module& model, const std::vector<std::string>& target_modules,
+                                   const std::vector<LoraUnit>& units) {
   ErrorScope scope("apply_lora");
   SACCADE_CHECK(!target_modules.empty(), "apply_lora: target_modules is empty");
-  const auto all = named_linears(model);
+  const std::vector<LoraUnit> all = lora_units(model, units);
+  const auto linears = named_linears(model);
+  auto linear = [&](const std::string& name) {
+    return std::find_if(linears.begin(), linears.end(), [&](const auto& e) { return e.first == name; })
+        ->second;
+  };
   const bool all_linear = target_modules.size() == 1 && target_modules[0] == "all-linear";
-  std::vector<std::string> out;
+  std::vector<LoraUnit> out;
   std::vector<bool> used(target_modules.size(), false);
-  for (const auto& [name, lin] : all) {
+  for (const LoraUnit& unit : all) {
     bool take = false;
     if (all_linear) {
-      take = last_component(name) != "lm_head";  // PEFT leaves the output layer out of "all-linear"
+      take = last_component(unit.name) != "lm_head";  // PEFT leaves the output layer out of "all-linear"
       used[0] = used[0] || take;
     } else {
       for (size_t t = 0; t < target_modules.size(); ++t)
-        if (matches(name, target_modules[t])) take = used[t] = true;
+        if (matches(unit.name, target_modules[t])) take = used[t] = true;
     }
     if (!take) continue;
-    SACCADE_CHECK(!lin->lora_A, "apply_lora: '{}' already has a LoRA adapter", name);
-    out.push_back(name);
+    for (const std::string& name : unit.linears)
+      SACCADE_CHECK(!linear(name)->lora_A, "apply_lora: '{}' already has a LoRA adapter", unit.name);
+    out.push_back(unit);
   }
   for (size_t t = 0; t < target_modules.size(); ++t) {
     if (used[t]) continue;
     std::set<std::string> ends;  // what a target could have named: the last components, sorted
-    for (const auto& [name, lin] : all) ends.insert(last_component(name));
+    for (const LoraUnit& unit : all) ends.insert(last_component(unit.name));
     throw Error(fmt::format(
         "apply_lora: target '{}' matches no Linear module; the model's Linear modules are "
         "named {}",
@@ -69,35 +101,42 @@ std::vector<std::string> lora_targets(const Module& model, const std::vector<std
   return out;
 }
 
-std::vector<std::string> apply_lora(Module& model, const LoraConfig& config, Generator* gen) {
+std::vector<std::string> apply_lora(Module& model, const LoraConfig& config, Generator* gen,
+                                    const std::vector<LoraUnit>& units) {
   ErrorScope scope("apply_lora");
   SACCADE_CHECK(config.r >= 1, "apply_lora: r must be at least 1, got {}", config.r);
   SACCADE_CHECK(config.lora_alpha > 0, "apply_lora: lora_alpha must be positive, got {}", config.lora_alpha);
   SACCADE_CHECK(config.lora_dropout >= 0 && config.lora_dropout < 1,
                 "apply_lora: lora_dropout must be in [0, 1), got {}", config.lora_dropout);
-  const std::vector<std::string> names = lora_targets(model, config.target_modules);
+  const std::vector<LoraUnit> targets = lora_targets(model, config.target_modules, units);
   // Checked: now change the model. Freeze the base, as get_peft_model does.
   for (Variable& p : model.parameters()) {
     p.requires_grad_(false);
     p.zero_grad();
   }
-  std::vector<std::pair<std::string, Linear*>> all = named_linears(model);
-  for (const std::string& name : names) {
-    Linear& lin =
-        *std::find_if(all.begin(), all.end(), [&](const auto& e) { return e.first == name; })->second;
-    const Device device = lin.weight.data().device();
-    auto A = std::make_shared<Linear>(lin.in_features(), config.r, /*bias=*/false, gen);
-    auto B = std::make_shared<Linear>(config.r, lin.out_features(), /*bias=*/false, gen);
-    init::zeros_(B->weight.data());
+  const std::vector<std::pair<std::string, Linear*>> all = named_linears(model);
+  std::vector<std::string> names;
+  for (const LoraUnit& unit : targets) {
+    std::vector<Linear*> lins;
+    for (const std::string& name : unit.linears)
+      lins.push_back(
+          std::find_if(all.begin(), all.end(), [&](const auto& e) { return e.first == name; })->second);
+    const Device device = lins[0]->weight.data().device();
+    auto A = std::make_shared<Linear>(lins[0]->in_features(), config.r, /*bias=*/false, gen);
+    auto dropout = std::make_shared<Dropout>(config.lora_dropout, gen);
     A->to(device);
-    B->to(device);
-    lin.lora_A = lin.register_module("lora_A", A);
-    lin.lora_B = lin.register_module("lora_B", B);
-    lin.lora_dropout =
-        lin.register_module("lora_dropout", std::make_shared<Dropout>(config.lora_dropout, gen));
-    lin.lora_dropout->train(lin.is_training());
-    lin.lora_scale = config.scale();
-    lin.lora_merged = false;
+    dropout->train(lins[0]->is_training());
+    for (Linear* lin : lins) {
+      auto B = std::make_shared<Linear>(config.r, lin->out_features(), /*bias=*/false, gen);
+      init::zeros_(B->weight.data());
+      B->to(device);
+      lin->lora_A = lin->register_module("lora_A", A);
+      lin->lora_B = lin->register_module("lora_B", B);
+      lin->lora_dropout = lin->register_module("lora_dropout", dropout);
+      lin->lora_scale = config.scale();
+      lin->lora_merged = false;
+    }
+    names.push_back(unit.name);
   }
   return names;
 }

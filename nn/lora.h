@@ -44,19 +44,38 @@ struct LoraConfig {
   double scale() const;
 };
 
-/// The dotted names of the Linear modules of `model` that `target_modules` selects (LoraConfig's rules), in
-/// module order; changes nothing. Throws saccade::Error naming "apply_lora" for a target that selects no
-/// Linear (listing the names the model's Linear modules end in) or that selects a Linear which already has
-/// an adapter.
-std::vector<std::string> lora_targets(const Module& model, const std::vector<std::string>& target_modules);
+/// One adapted unit: the module name that an adapter file and target_modules know it by, and the Linear
+/// modules of the model (dotted names) whose outputs, side by side along the feature axis, are that module's
+/// output. A unit of several Linears is a projection fused on disk and held split here (GPT-2's c_attn, held
+/// as attn.W_q, W_k and W_v): they share one A (and its dropout module) and each takes its own rows of B, so
+/// scale · B A x is the fused module's update with B = [B_q; B_k; B_v]. Every Linear of a unit must take the
+/// same in_features. (With lora_dropout > 0 the shared dropout module draws a mask per Linear, where PEFT
+/// draws one for the fused module: the same distribution, other draws.)
+struct LoraUnit {
+  std::string name;                  ///< e.g. "transformer.h.0.attn.c_attn"
+  std::vector<std::string> linears;  ///< e.g. {"h.0.attn.W_q", "h.0.attn.W_k", "h.0.attn.W_v"}
+};
 
-/// Freezes every parameter of `model` and adds an adapter of `config` to each Linear lora_targets selects:
-/// children lora_A Linear(in, r, no bias) (init as a Linear's weight), lora_B Linear(r, out, no bias)
-/// (zeros), lora_dropout Dropout(lora_dropout), all float32 on the Linear's device, drawn from `gen` (the
-/// default generator when null). Returns the adapted modules' dotted names. Checks everything first: on error
-/// the model is unchanged. Throws saccade::Error naming "apply_lora" for r < 1, lora_alpha <= 0, lora_dropout
-/// outside [0, 1), or lora_targets' errors.
-std::vector<std::string> apply_lora(Module& model, const LoraConfig& config, Generator* gen = nullptr);
+/// The units of `model`: `units` as given, or when it is empty each Linear of the model under its own dotted
+/// name (named_linears). Throws saccade::Error naming "apply_lora" for a unit with no Linear, a name that is
+/// not a Linear of the model, a Linear in two units, or a unit whose Linears take different in_features.
+std::vector<LoraUnit> lora_units(const Module& model, const std::vector<LoraUnit>& units = {});
+
+/// The units of `model` (lora_units(model, units)) that `target_modules` selects (LoraConfig's rules, on the
+/// units' names), in order; changes nothing. Throws saccade::Error naming "apply_lora" for a target that
+/// selects no unit (listing the names the units end in) or that selects a unit which already has an adapter,
+/// and lora_units' errors.
+std::vector<LoraUnit> lora_targets(const Module& model, const std::vector<std::string>& target_modules,
+                                   const std::vector<LoraUnit>& units = {});
+
+/// Freezes every parameter of `model` and adds an adapter of `config` to each unit lora_targets selects:
+/// children lora_A Linear(in, r, no bias) (init as a Linear's weight; one module shared by a unit's Linears),
+/// lora_B Linear(r, out, no bias) (zeros; one per Linear), lora_dropout Dropout(lora_dropout) (shared), all
+/// float32 on the Linear's device, drawn from `gen` (the default generator when null). Returns the adapted
+/// units' names. Checks everything first: on error the model is unchanged. Throws saccade::Error naming
+/// "apply_lora" for r < 1, lora_alpha <= 0, lora_dropout outside [0, 1), or lora_targets' errors.
+std::vector<std::string> apply_lora(Module& model, const LoraConfig& config, Generator* gen = nullptr,
+                                    const std::vector<LoraUnit>& units = {});
 
 /// The adapter's update for `layer` and its input x (*, in): scale · B A dropout(x), (*, out), computed in
 /// the adapter's dtype (float32) and returned in x's dtype (autocast, where enabled, picks the GEMMs' dtype

@@ -1,6 +1,7 @@
 #pragma once
-// What tests/test_hf_gpt2.cpp and test_hf_llama.cpp share: the fixture files written by transformers
-// (tests/fixtures/make_hf_gpt2.py, make_hf_llama.py) and llm.c's training check.
+// What tests/test_hf_gpt2.cpp, test_hf_llama.cpp and the PEFT tests share: the fixture files written by
+// transformers (tests/fixtures/make_hf_gpt2.py, make_hf_llama.py, make_hf_peft.py) and llm.c's training
+// check.
 #include <catch2/catch.hpp>
 
 #include <fstream>
@@ -9,6 +10,7 @@
 
 #include "autograd/functions/nn.h"
 #include "autograd/functions/shape.h"
+#include "helpers.h"
 #include "nn/optim.h"
 #include "nn/serialization.h"
 
@@ -59,6 +61,21 @@ void check_adamw_losses(Model& model, const std::vector<Variable>& params, doubl
 template <class Model>
 void check_adamw_losses(Model& model, const nn::Safetensors& expected, int64_t vocab_size) {
   check_adamw_losses(model, model.parameters(), 1e-3, 0.1, expected, vocab_size);
+}
+
+/// Every "trained.<PEFT name>" factor of expected (make_hf_peft.py: PEFT's factors after its AdamW steps)
+/// equals the tensor of that name in the adapter file `saved` (hf::save_adapter's), to 1e-4 relative and 1e-5
+/// absolute, and the file holds no other tensor.
+inline void check_trained_factors(const nn::Safetensors& expected, const std::string& saved) {
+  const nn::Safetensors ours = nn::load_safetensors(saved);
+  size_t compared = 0;
+  for (const auto& [name, t] : expected.tensors) {
+    if (!name.starts_with("trained.")) continue;
+    INFO(name);
+    CHECK(allclose(ours.tensors.at(name.substr(8)), t, 1e-4, 1e-5));
+    ++compared;
+  }
+  CHECK(compared == ours.tensors.size());
 }
 
 }  // namespace saccade::testing

@@ -104,15 +104,7 @@ TEST_CASE(
   testing::TempDir tmp;
   nn::LoraConfig cfg = a.lora;
   hf::save_adapter(tmp.path.string(), *model, cfg, "hf_llama");
-  const nn::Safetensors ours = nn::load_safetensors((tmp.path / "adapter_model.safetensors").string());
-  int64_t compared = 0;
-  for (const auto& [name, t] : e.tensors) {
-    if (!name.starts_with("trained.")) continue;
-    INFO(name);
-    CHECK(allclose(ours.tensors.at(name.substr(8)), t, 1e-4, 1e-5));
-    ++compared;
-  }
-  CHECK(compared == static_cast<int64_t>(ours.tensors.size()));
+  testing::check_trained_factors(e, (tmp.path / "adapter_model.safetensors").string());
 }
 
 TEST_CASE(

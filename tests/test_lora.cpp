@@ -221,3 +221,91 @@ TEST_CASE("LoRA: refusals name the target and the choices, and leave the model u
   CHECK_THROWS_WITH(nn::lora_targets(model, {"proj"}),
                     Catch::Contains("'proj' matches no Linear"));  // not a suffix of a component
 }
+
+namespace {
+
+// Three projections of one input held split, as the GPT example holds GPT-2's fused c_attn, and one more.
+struct SplitQKV : nn::Module {
+  std::shared_ptr<nn::Linear> W_q, W_k, W_v, other;
+  SplitQKV() : Module("SplitQKV") {
+    W_q = register_module("W_q", std::make_shared<nn::Linear>(6, 5));
+    W_k = register_module("W_k", std::make_shared<nn::Linear>(6, 3));
+    W_v = register_module("W_v", std::make_shared<nn::Linear>(6, 4));
+    other = register_module("other", std::make_shared<nn::Linear>(7, 6));
+  }
+};
+
+}  // namespace
+
+TEST_CASE("LoRA: a unit of split Linears shares one A and is the fused module's adapter", "[lora]") {
+  SplitQKV m;
+  m.to(DType::Float64);
+  const std::vector<nn::LoraUnit> units = {{"attn.c_attn", {"W_q", "W_k", "W_v"}}, {"attn.proj", {"other"}}};
+  nn::LoraConfig cfg;
+  cfg.r = 2, cfg.lora_alpha = 3, cfg.target_modules = {"c_attn"};
+  Generator gen(5);
+  REQUIRE(nn::apply_lora(m, cfg, &gen, units) == std::vector<std::string>{"attn.c_attn"});
+  CHECK(m.W_q->lora_A == m.W_k->lora_A);
+  CHECK(m.W_k->lora_A == m.W_v->lora_A);
+  CHECK(m.W_q->lora_dropout == m.W_v->lora_dropout);
+  CHECK(m.W_q->lora_B != m.W_k->lora_B);
+  CHECK_FALSE(m.other->lora_A);
+  CHECK(m.W_k->lora_B->weight.shape() == Shape{3, 2});
+  CHECK(nn::trainable_parameters(m).size() == 4);  // one A, three B: the shared A counted once
+  for (nn::Linear* l : {m.W_q.get(), m.W_k.get(), m.W_v.get()}) {
+    l->lora_A->to(DType::Float64), l->lora_B->to(DType::Float64);
+    Tensor b = l->lora_B->weight.data();
+    ops::copy_(b, testing::rand64(b.shape(), 9 + b.size(0)));
+  }
+
+  // the readable fused module: [W_q; W_k; W_v] x + b + scale [B_q; B_k; B_v] A x
+  const Tensor x = testing::rand64({4, 6}, 11);
+  const Tensor W = ops::cat({m.W_q->weight.data(), m.W_k->weight.data(), m.W_v->weight.data()}, 0);
+  const Tensor bias = ops::cat({m.W_q->bias.data(), m.W_k->bias.data(), m.W_v->bias.data()}, 0);
+  const Tensor B =
+      ops::cat({m.W_q->lora_B->weight.data(), m.W_k->lora_B->weight.data(), m.W_v->lora_B->weight.data()}, 0);
+  const Tensor A = m.W_q->lora_A->weight.data();
+  const Tensor want = ops::add(ops::add(ops::matmul(x, W.t()), bias),
+                               ops::mul(ops::matmul(ops::matmul(x, A.t()), B.t()), 1.5));
+  const Tensor got = ops::cat({m.W_q->forward(Variable(x)).data(), m.W_k->forward(Variable(x)).data(),
+                               m.W_v->forward(Variable(x)).data()},
+                              1);
+  CHECK(allclose(got, want, 1e-12, 1e-12));
+
+  // the shared A's gradient sums the three paths: finite differences through all three outputs
+  CHECK(gradcheck(
+      [&](const std::vector<Variable>& in) {
+        for (nn::Linear* l : {m.W_q.get(), m.W_k.get(), m.W_v.get()}) l->lora_A->weight = in[0];
+        m.W_k->lora_B->weight = in[1];
+        return cat({m.W_q->forward(in[2]), m.W_k->forward(in[2]), m.W_v->forward(in[2])}, 1);
+      },
+      {m.W_q->lora_A->weight, m.W_k->lora_B->weight, Variable(x, true)}));
+
+  // merged, each Linear holds its rows of the fused update
+  const Tensor before = got.clone();
+  CHECK(nn::merge_and_unload(m) == 3);
+  CHECK_FALSE(m.W_k->lora_A);
+  const Tensor merged = ops::cat({m.W_q->forward(Variable(x)).data(), m.W_k->forward(Variable(x)).data(),
+                                  m.W_v->forward(Variable(x)).data()},
+                                 1);
+  CHECK(allclose(merged, before, 1e-12, 1e-12));
+}
+
+TEST_CASE("LoRA: units that cannot be one module are refused by name", "[lora][robust]") {
+  SplitQKV m;
+  nn::LoraConfig cfg;
+  cfg.target_modules = {"all-linear"};
+  CHECK_THROWS_WITH(nn::apply_lora(m, cfg, nullptr, {{"c_attn", {"W_q", "W_x"}}}),
+                    Catch::Contains("the unit 'c_attn' names 'W_x', which is not a Linear of the model"));
+  CHECK_THROWS_WITH(nn::apply_lora(m, cfg, nullptr, {{"a", {"W_q"}}, {"b", {"W_q", "W_k"}}}),
+                    Catch::Contains("the Linear 'W_q' is in two units"));
+  CHECK_THROWS_WITH(nn::apply_lora(m, cfg, nullptr, {{"c", {"W_q", "other"}}}),
+                    Catch::Contains("joins Linears of 6 and 7 input features"));
+  CHECK_THROWS_WITH(nn::apply_lora(m, cfg, nullptr, {{"c", {}}}), Catch::Contains("names no Linear"));
+  cfg.target_modules = {"W_q"};  // the units' names, not the Linears'
+  CHECK_THROWS_WITH(nn::apply_lora(m, cfg, nullptr, {{"attn.c_attn", {"W_q", "W_k", "W_v"}}}),
+                    Catch::Contains("'W_q' matches no Linear module; the model's Linear modules are named "
+                                    "c_attn"));
+  for (const auto& p : m.parameters()) CHECK(p.requires_grad());  // nothing frozen
+  CHECK_FALSE(m.W_q->lora_A);
+}

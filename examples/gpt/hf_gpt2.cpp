@@ -43,6 +43,20 @@ std::vector<hf::NameRule> gpt2_name_table(int64_t n_layer, const std::string& pr
   return t;
 }
 
+hf::AdapterLayout gpt2_adapter_layout(int64_t n_layer) {
+  hf::AdapterLayout layout;
+  layout.fan_in_fan_out = true;
+  for (int64_t i = 0; i < n_layer; ++i) {
+    const std::string theirs = fmt::format("transformer.h.{}.", i), ours = fmt::format("h.{}.", i);
+    layout.units.push_back(
+        {theirs + "attn.c_attn", {ours + "attn.W_q", ours + "attn.W_k", ours + "attn.W_v"}});
+    layout.units.push_back({theirs + "attn.c_proj", {ours + "attn.W_o"}});
+    layout.units.push_back({theirs + "mlp.c_fc", {ours + "mlp.c_fc"}});
+    layout.units.push_back({theirs + "mlp.c_proj", {ours + "mlp.c_proj"}});
+  }
+  return layout;
+}
+
 GPTConfig hf_gpt2_config(const hf::Config& c) {
   auto refuse = [&](const std::string& what) {
     return Error(fmt::format("hf_gpt2_config: this GPT cannot hold {}", what));

@@ -23,12 +23,20 @@
 #include "examples/gpt/model.h"
 #include "hf/checkpoint.h"
 #include "hf/config.h"
+#include "hf/peft.h"
 
 namespace saccade::examples {
 
 /// GPT-2's name table for a GPT of `n_layer` blocks, the checkpoint names prefixed with `prefix`
 /// ("transformer." as transformers writes them, "" as the published files have them).
 std::vector<hf::NameRule> gpt2_name_table(int64_t n_layer, const std::string& prefix = "transformer.");
+
+/// How PEFT's files name this GPT's Linears for a GPT-2 of `n_layer` blocks: the units
+/// transformer.h.N.attn.c_attn (h.N.attn.W_q, W_k, W_v: one lora_A, lora_B's rows q, k, v), attn.c_proj
+/// (h.N.attn.W_o), mlp.c_fc and mlp.c_proj, and fan_in_fan_out (GPT-2's Conv1D stores (in, out)), so that
+/// an adapter PEFT trained on transformers' GPT2LMHeadModel loads here and one trained here loads there
+/// (hf::load_adapter / save_adapter; PEFT's default target for GPT-2 is c_attn).
+hf::AdapterLayout gpt2_adapter_layout(int64_t n_layer);
 
 /// The GPTConfig of a GPT-2 config.json: sizes, context = n_positions, dropout 0, activation "gelu_new"
 /// (or "gelu"), tokenizer "hf". Throws saccade::Error naming "hf_gpt2_config" for a config that is not
@@ -65,8 +73,9 @@ std::vector<hf::NameRule> llama_gpt_name_table(const GPT& model);
 /// tokenizer "hf"). Throws saccade::Error naming "hf_llama_gpt_config" for what this GPT cannot hold: a
 /// head_dim other than hidden_size / num_attention_heads, attention or MLP biases, Qwen2's q, k and v biases,
 /// Qwen3's per-head q and k norms, rope scaling, an MLP other than SwiGLU (Gemma's GeGLU), Gemma's (1 + w)
-/// norms and embedding scale, Granite's multipliers, SmolLM3's NoPE layers, Phi-3's fused projections and partial rotation, OLMo 2's post-norms. (A pad_token_id is read but this GPT's embedding has no
-/// padding row: its gradient is not zeroed as transformers' is.)
+/// norms and embedding scale, Granite's multipliers, SmolLM3's NoPE layers, Phi-3's fused projections and
+/// partial rotation, OLMo 2's post-norms. (A pad_token_id is read but this GPT's embedding has no padding
+/// row: its gradient is not zeroed as transformers' is.)
 GPTConfig hf_llama_gpt_config(const hf::Config& config);
 
 /// Loads a GPT-2 or Llama checkpoint folder into a float32 GPT of the matching arch (load_hf_gpt2 for GPT-2;

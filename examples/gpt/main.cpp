@@ -449,6 +449,12 @@ struct HFModel {
   std::unique_ptr<saccade::hf::Tokenizer> tok;
   saccade::hf::Config config;  // the folder's config.json, as read
   std::string description;
+  // the model, whichever family
+  saccade::nn::Module& base() { return gpt ? static_cast<saccade::nn::Module&>(*gpt) : *llama; }
+  // how PEFT's files name its modules: GPT-2's Conv1D names and fused c_attn, or the Llama's own names
+  saccade::hf::AdapterLayout adapter_layout() const {
+    return gpt ? ex::gpt2_adapter_layout(gpt->config().n_layer) : saccade::hf::AdapterLayout{};
+  }
 };
 
 // The tensors a non-strict load skipped, on one line (nothing when none).
@@ -458,35 +464,33 @@ void report_skipped(const saccade::hf::LoadReport& r, const std::string& dir) {
                 fmt::format("{}", fmt::join(r.skipped, ", ")).c_str());
 }
 
+// How many modules, in PEFT's names, carry an adapter: one A each (GPT-2's c_attn shares one among three
+// Linears).
+size_t adapted_modules(const saccade::nn::Module& model) {
+  std::set<const saccade::nn::Linear*> a;
+  for (const auto& [name, lin] : saccade::nn::lora_layers(model)) a.insert(lin->lora_A.get());
+  return a.size();
+}
+
 HFModel load_hf(const std::string& dir, saccade::Device device, bool strict, const std::string& adapter) {
   namespace hf = saccade::hf;
   HFModel m;
   m.config = hf::load_config(dir + "/config.json");
   const hf::Config& config = m.config;
   m.tok = hf::load_tokenizer(dir);
-  if (config.architecture == hf::Architecture::GPT2) {
-    if (!adapter.empty())
-      throw cli::UsageError("--adapter",
-                            "LoRA adapters apply to Llama-family folders; '" + dir +
-                                "' holds a GPT-2, whose fused c_attn saccade does not adapt yet");
-    saccade::hf::LoadReport r;
+  saccade::hf::LoadReport r;
+  if (config.architecture == hf::Architecture::GPT2)
     m.gpt = ex::load_hf_gpt2(dir, config, strict, &r);
-    report_skipped(r, dir);
-    m.gpt->to(device);
-    m.lm = ex::as_causal_lm(*m.gpt);
-  } else {
-    saccade::hf::LoadReport r;
+  else
     m.llama = hf::load_llama(dir, config, strict, &r);
-    report_skipped(r, dir);
-    if (!adapter.empty()) {
-      const hf::AdapterConfig a = hf::load_adapter(adapter, *m.llama, dir);
-      std::printf("LoRA adapter from %s: r %lld, lora_alpha %g, %zu modules\n", adapter.c_str(),
-                  static_cast<long long>(a.lora.r), a.lora.lora_alpha,
-                  saccade::nn::lora_layers(*m.llama).size());
-    }
-    m.llama->to(device);
-    m.lm = ex::as_causal_lm(*m.llama);
+  report_skipped(r, dir);
+  if (!adapter.empty()) {
+    const hf::AdapterConfig a = hf::load_adapter(adapter, m.base(), dir, m.adapter_layout());
+    std::printf("LoRA adapter from %s: r %lld, lora_alpha %g, %zu modules\n", adapter.c_str(),
+                static_cast<long long>(a.lora.r), a.lora.lora_alpha, adapted_modules(m.base()));
   }
+  m.base().to(device);
+  m.lm = m.gpt ? ex::as_causal_lm(*m.gpt) : ex::as_causal_lm(*m.llama);
   if (m.tok->vocab_size() > m.lm->vocab_size())
     throw saccade::Error(fmt::format("gpt: '{}': the tokenizer has {} ids, the model's vocabulary {}", dir,
                                      m.tok->vocab_size(), m.lm->vocab_size()));
@@ -516,8 +520,7 @@ void run_hf_samples(HFModel& m, const std::vector<std::string>& prompts, const e
 
 // `gpt finetune`'s flags.
 struct FinetuneArgs {
-  std::string hf, data, val, out = "finetune_out", targets = "q_proj,v_proj", truncate = "refuse",
-                             dtype = "f32";
+  std::string hf, data, val, out = "finetune_out", targets, truncate = "refuse", dtype = "f32";
   saccade::nn::LoraConfig lora;
   ex::FinetuneOptions opts;
   bool non_strict = false, resume = false, pack = false, checkpoint_activations = false;
@@ -545,8 +548,8 @@ std::vector<ex::TokenizedExample> read_examples(const std::string& path, const s
   return out;
 }
 
-// `gpt finetune`: LoRA adapters on a Hugging Face Llama folder, trained on a JSONL file's completions, saved
-// in PEFT's layout in OUT/adapter.
+// `gpt finetune`: LoRA adapters on a Hugging Face GPT-2 or Llama-family folder, trained on a JSONL file's
+// completions, saved in PEFT's layout in OUT/adapter.
 int run_finetune(FinetuneArgs& a, saccade::Device device) {
   namespace nn = saccade::nn;
   check_stop_at(a.opts.stop_at, a.opts.steps);
@@ -556,6 +559,13 @@ int run_finetune(FinetuneArgs& a, saccade::Device device) {
   if (!a.val.empty()) cli::require_file("--val", a.val);
   cli::OutputDir out("--out", a.out);                   // removed again if the run fails empty
   std::unique_ptr<ex::RunLock> lock = lock_out(a.out);  // released before `out` is cleaned up
+  const bool gpt2 =
+      saccade::hf::load_config(a.hf + "/config.json").architecture == saccade::hf::Architecture::GPT2;
+  if (gpt2 && a.pack)
+    throw cli::UsageError("--pack", "packs documents for Llama-family folders; '" + a.hf +
+                                        "' holds a GPT-2, whose learned positions saccade does not restart "
+                                        "per document yet");
+  if (a.targets.empty()) a.targets = gpt2 ? "c_attn" : "q_proj,v_proj";  // PEFT's defaults for the family
   a.lora.target_modules.clear();
   for (size_t start = 0; start <= a.targets.size();) {
     const size_t comma = std::min(a.targets.find(',', start), a.targets.size());
@@ -563,10 +573,8 @@ int run_finetune(FinetuneArgs& a, saccade::Device device) {
     start = comma + 1;
   }
   if (a.lora.target_modules.empty()) throw cli::UsageError("--lora-targets", "name at least one module");
-  if (saccade::hf::load_config(a.hf + "/config.json").architecture == saccade::hf::Architecture::GPT2)
-    throw cli::UsageError("--hf", "LoRA fine-tuning takes Llama-family folders; '" + a.hf +
-                                      "' holds a GPT-2, whose fused c_attn saccade does not adapt yet");
   HFModel m = load_hf(a.hf, saccade::Device::cpu(), !a.non_strict, "");
+  nn::Module& model = m.base();
   std::printf("%s, from %s\n", m.description.c_str(), a.hf.c_str());
   const ex::Truncate truncate = a.truncate == "right" ? ex::Truncate::Right : ex::Truncate::Refuse;
   const auto train = read_examples(a.data, *m.tok, m.lm->context(), truncate);
@@ -577,20 +585,28 @@ int run_finetune(FinetuneArgs& a, saccade::Device device) {
   saccade::Generator gen(a.opts.seed);
   // the frozen base held in 16 bits (half the memory, the GEMMs in 16 bits); the adapters stay float32
   if (cli::dtype(a.dtype) != saccade::DType::Float32) {
-    m.llama->to(cli::dtype(a.dtype));
+    model.to(cli::dtype(a.dtype));
     std::printf("the base in %s, the adapters in float32\n",
                 std::string(saccade::dtype_name(cli::dtype(a.dtype))).c_str());
   }
-  const std::vector<std::string> adapted = nn::apply_lora(*m.llama, a.lora, &gen);
-  m.llama->to(device);
-  for (auto& block : m.llama->model->layers)  // recomputed in the backward, LoRA's dropout replayed
-    block->checkpoint_activations = a.checkpoint_activations, block->checkpoint_generators = {&gen};
+  const saccade::hf::AdapterLayout layout = m.adapter_layout();
+  const std::vector<std::string> adapted = nn::apply_lora(model, a.lora, &gen, layout.units);
+  model.to(device);
+  // recomputed in the backward, LoRA's dropout replayed
+  if (m.llama)
+    for (auto& block : m.llama->model->layers)
+      block->checkpoint_activations = a.checkpoint_activations, block->checkpoint_generators = {&gen};
+  else
+    for (auto& block : m.gpt->h)
+      block->checkpoint_activations = a.checkpoint_activations, block->checkpoint_generators = {&gen};
   int64_t trainable = 0;
-  for (const auto& p : nn::trainable_parameters(*m.llama)) trainable += p.numel();
+  for (const auto& p : nn::trainable_parameters(model)) trainable += p.numel();
   std::printf("LoRA r %lld, lora_alpha %g on %zu modules: %lld trainable parameters of %lld\n",
               static_cast<long long>(a.lora.r), a.lora.lora_alpha, adapted.size(),
-              static_cast<long long>(trainable), static_cast<long long>(m.llama->num_parameters()));
-  const ex::LogitsFn logits = [&](const saccade::Tensor& idx) { return m.llama->forward(idx.to(device)); };
+              static_cast<long long>(trainable), static_cast<long long>(model.num_parameters()));
+  const ex::LogitsFn logits = [&](const saccade::Tensor& idx) {
+    return m.gpt ? m.gpt->forward(idx.to(device)) : m.llama->forward(idx.to(device));
+  };
   if (a.pack) {  // a step's examples in rows of the context, each attending to itself only
     a.opts.pack = m.lm->context();
     std::printf("packing each step's examples into rows of %lld tokens, each attending to itself only\n",
@@ -607,13 +623,13 @@ int run_finetune(FinetuneArgs& a, saccade::Device device) {
     std::printf("--resume: no checkpoint at %s: starting a fresh run\n", a.opts.checkpoint.c_str());
   const auto start = std::chrono::steady_clock::now();
   const ex::FinetuneLog log =
-      ex::finetune_lora(*m.llama, logits, train, val, a.opts, pad, [](const std::string& line) {
+      ex::finetune_lora(model, logits, train, val, a.opts, pad, [](const std::string& line) {
         std::printf("%s\n", line.c_str());
         std::fflush(stdout);
       });
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const std::string adapter = a.out + "/adapter";
-  saccade::hf::save_adapter(adapter, *m.llama, a.lora, a.hf);
+  saccade::hf::save_adapter(adapter, model, a.lora, a.hf, layout);
   saccade::hf::write_file_atomic(a.out + "/log.csv", ex::finetune_log_csv(log), "gpt finetune");
   if (ex::plots_available()) {
     ex::LinePlot plot;
@@ -639,10 +655,10 @@ int run_finetune(FinetuneArgs& a, saccade::Device device) {
   return 0;
 }
 
-// `gpt export --from-hf DIR --adapter A --merge --hf OUT`: the Llama folder DIR with the LoRA adapter A
-// folded into its weights (PEFT's merge_and_unload, then save_pretrained), written to OUT in DIR's dtype with
-// DIR's config and tokenizer files: a plain checkpoint that transformers and `gpt sample --hf` load without
-// PEFT.
+// `gpt export --from-hf DIR --adapter A --merge --hf OUT`: the GPT-2 or Llama folder DIR with the LoRA
+// adapter A folded into its weights (PEFT's merge_and_unload, then save_pretrained), written to OUT in DIR's
+// dtype with DIR's config and tokenizer files: a plain checkpoint that transformers and `gpt sample --hf`
+// load without PEFT.
 void export_merged(const std::string& from_hf, const std::string& adapter, bool merge,
                    const std::string& to) {
   namespace hf = saccade::hf;
@@ -665,17 +681,20 @@ void export_merged(const std::string& from_hf, const std::string& adapter, bool 
     throw cli::UsageError("--hf", "'" + to + "' is the adapter's folder: export to another folder");
   cli::require_writable_directory("--hf", to);
   HFModel m = load_hf(from_hf, saccade::Device::cpu(), true, adapter);
-  const int64_t merged = saccade::nn::merge_and_unload(*m.llama);
+  const size_t merged = adapted_modules(m.base());
+  saccade::nn::merge_and_unload(m.base());
   hf::Config config = m.config;  // saved with the merged weights' dtype
   const saccade::DType dtype = config.torch_dtype == "bfloat16"  ? saccade::DType::BFloat16
                                : config.torch_dtype == "float16" ? saccade::DType::Float16
                                                                  : saccade::DType::Float32;
   config.torch_dtype = std::string(saccade::dtype_name(dtype));
-  hf::save_pretrained(to, config, hf::export_weights(*m.llama, hf::llama_name_table(*m.llama), dtype));
+  hf::save_pretrained(to, config,
+                      m.gpt ? hf::export_weights(*m.gpt, ex::gpt2_name_table(m.gpt->config().n_layer), dtype)
+                            : hf::export_weights(*m.llama, hf::llama_name_table(*m.llama), dtype));
   ex::copy_hf_tokenizer(from_hf, to);
-  std::printf("wrote %s: %s with the adapter %s merged into %lld modules (%s; config and tokenizer of %s)\n",
-              to.c_str(), from_hf.c_str(), adapter.c_str(), static_cast<long long>(merged),
-              config.torch_dtype.c_str(), from_hf.c_str());
+  std::printf("wrote %s: %s with the adapter %s merged into %zu modules (%s; config and tokenizer of %s)\n",
+              to.c_str(), from_hf.c_str(), adapter.c_str(), merged, config.torch_dtype.c_str(),
+              from_hf.c_str());
 }
 #endif
 
@@ -854,8 +873,7 @@ int main(int argc, char** argv) {
   sample->add_flag("--non-strict", non_strict, non_strict_help)->needs(hf_flag);
   const std::string adapter_help =
       "a LoRA adapter folder in PEFT's layout (adapter_config.json, adapter_model.safetensors) to apply to "
-      "the "
-      "--hf model (Llama family)";
+      "the --hf model";
   sample->add_option("--adapter", adapter_dir, adapter_help)->needs(hf_flag);
   sample
       ->add_option("--dtype", dtype_name,
@@ -881,10 +899,10 @@ int main(int argc, char** argv) {
       ->check(cli::integer(0, 4096));
   FinetuneArgs ft;
   CLI::App* finetuner = app.add_subcommand("finetune",
-                                           "train LoRA adapters on a Hugging Face Llama folder with "
+                                           "train LoRA adapters on a Hugging Face model folder with "
                                            "prompt/completion records (JSONL), the loss on "
                                            "the completions only; writes OUT/adapter in PEFT's layout");
-  finetuner->add_option("--hf", ft.hf, "the model folder (Llama family)")->required();
+  finetuner->add_option("--hf", ft.hf, "the model folder (GPT-2 or a Llama-family row)")->required();
   finetuner
       ->add_option("--data", ft.data,
                    "training records, one JSON object a line: prompt and completion, or text")
@@ -896,8 +914,10 @@ int main(int argc, char** argv) {
   finetuner->add_option("--lora-dropout", ft.lora.lora_dropout, "dropout on the adapters' input")
       ->check(cli::probability_below_one());
   finetuner->add_flag("--rslora", ft.lora.use_rslora, "scale = alpha / sqrt(r) (rank-stabilised LoRA)");
-  finetuner->add_option("--lora-targets", ft.targets,
-                        "modules to adapt, comma-separated names (q_proj,v_proj) or all-linear");
+  finetuner->add_option(
+      "--lora-targets", ft.targets,
+      "modules to adapt, comma-separated names or all-linear (default: PEFT's, q_proj,v_proj, "
+      "or c_attn for GPT-2)");
   finetuner->add_option("--steps", ft.opts.steps, "optimizer steps")->check(cli::integer(1));
   finetuner->add_option("--batch-size", ft.opts.batch_size, "examples per step")
       ->check(cli::integer(1, 65536));
@@ -958,7 +978,7 @@ int main(int argc, char** argv) {
   bool export_merge = false;
   exporter->add_option(
       "--from-hf", export_from_hf,
-      "instead of --checkpoint: a Hugging Face Llama folder, exported with --adapter A --merge "
+      "instead of --checkpoint: a Hugging Face GPT-2 or Llama folder, exported with --adapter A --merge "
       "to --hf OUT");
   exporter->add_option("--adapter", adapter_dir,
                        "with --from-hf: the LoRA adapter (PEFT's layout) to fold in");

@@ -236,7 +236,7 @@ if(TARGET gpt)
                      --out "^ids:( [0-9]+){8}$" 0 10 -- ${gpt} sample --hf ${hf_data}/hf_llama --adapter
                      ${hf_data}/hf_llama_lora --prompt "A fortune" --max-new-tokens 8 --temperature 0 --print-ids
                      --threads 2)
-    saccade_cli_refusal(gpt_hf_adapter_gpt2 "^gpt: --adapter: LoRA adapters apply to Llama-family folders" ${gpt} sample --hf ${hf_data}/hf_gpt2 --adapter ${hf_data}/hf_llama_lora)
+    saccade_cli_test(gpt_hf_adapter_other_base --err "^gpt: hf::load_adapter: the adapter in '.*hf_llama_lora' was trained on 'hf_llama', not on '.*hf_gpt2'$" 1 10 -- ${gpt} sample --hf ${hf_data}/hf_gpt2 --adapter ${hf_data}/hf_llama_lora)
     saccade_cli_refusal(gpt_adapter_without_hf "^gpt: --adapter requires --hf$" ${gpt} sample --adapter x)
     saccade_cli_refusal(gpt_hf_adapter_missing "^gpt: --adapter: '/nonexistent/adapter' does not exist" ${gpt} eval --hf ${hf_data}/hf_llama --data ${hf_data}/hf_eval.txt --adapter /nonexistent/adapter)
     # LoRA fine-tuning on a committed JSONL file (tests/data/hf_instruct.jsonl), then sampling with the adapter
@@ -265,8 +265,13 @@ if(TARGET gpt)
     saccade_cli_refusal(gpt_export_adapter_without_merge "^gpt: --adapter: add --merge: the export folds the adapter" ${gpt} export --from-hf ${hf_data}/hf_llama --adapter ${hf_data}/hf_llama_lora --hf merged)
     saccade_cli_refusal(gpt_export_merge_onto_base "^gpt: --hf: '.*hf_llama/.' is the folder read \\(--from-hf\\): export to another folder$" ${gpt} export --from-hf ${hf_data}/hf_llama --adapter ${hf_data}/hf_llama_lora --merge --hf ${hf_data}/hf_llama/.)
     saccade_cli_refusal(gpt_export_merge_without_from_hf "^gpt: --adapter: merges a LoRA adapter into a Hugging Face folder: give --from-hf DIR$" ${gpt} export --adapter x --merge --hf merged)
-    saccade_cli_refusal(gpt_export_merge_gpt2 "^gpt: --adapter: LoRA adapters apply to Llama-family folders" ${gpt} export --from-hf ${hf_data}/hf_gpt2 --adapter ${hf_data}/hf_llama_lora --merge --hf merged)
-    saccade_cli_refusal(gpt_finetune_gpt2 "^gpt: --hf: LoRA fine-tuning takes Llama-family folders" ${gpt} finetune --hf ${hf_data}/hf_gpt2 --data ${hf_data}/hf_instruct.jsonl --out run)
+    # GPT-2: PEFT's adapter (c_attn fused on disk) merged; fine-tuning with dropout, with and without recomputation
+    saccade_cli_test(gpt_hf_export_merged_gpt2 --keep --out "^wrote merged: .*hf_gpt2 with the adapter .*hf_gpt2_lora merged into 8 modules \\(float32"
+                     --out "^merged ok$" 0 60 -- sh ${CMAKE_CURRENT_LIST_DIR}/export_merged.sh ${gpt} ${hf_data}/hf_gpt2 ${hf_data}/hf_gpt2_lora)
+    saccade_cli_test(gpt_hf_finetune_gpt2 --keep --out "^LoRA r 4, lora_alpha 8 on 2 modules: 1024 trainable parameters of [0-9]+$"
+                     --out "^gpt2 ok$" 0 120 -- sh ${CMAKE_CURRENT_LIST_DIR}/finetune_gpt2.sh ${gpt} ${hf_data}/hf_gpt2 ${hf_data}/hf_instruct.jsonl)
+    saccade_cli_refusal(gpt_finetune_gpt2_pack "^gpt: --pack: packs documents for Llama-family folders. '.*hf_gpt2' holds a GPT-2" ${gpt} finetune --hf ${hf_data}/hf_gpt2 --data ${hf_data}/hf_instruct.jsonl --pack --out run)
+    saccade_cli_test(gpt_finetune_gpt2_target --err "^gpt: apply_lora: target 'q_proj' matches no Linear module. the model's Linear modules are named c_attn, c_fc, c_proj$" 1 10 -- ${gpt} finetune --hf ${hf_data}/hf_gpt2 --data ${hf_data}/hf_instruct.jsonl --lora-targets q_proj --truncate right --out run)
     # errors found once the model is read: exit 1, and the --out folder the run made is gone again
     saccade_cli_test(gpt_finetune_target --err "^gpt: apply_lora: target 'qkv' matches no Linear module. the model's Linear modules are named down_proj, gate_proj, k_proj, lm_head, o_proj, q_proj, up_proj, v_proj$" 1 10 -- ${gpt} finetune --hf ${hf_data}/hf_llama --data ${hf_data}/hf_instruct.jsonl --lora-targets q_proj,qkv --out run)
     saccade_cli_test(gpt_finetune_bad_jsonl --err "^gpt: read_jsonl: '.*/tests/data/hf_eval.txt' line 1: not a JSON object$" 1 10 -- ${gpt} finetune --hf ${hf_data}/hf_llama --data ${hf_data}/hf_eval.txt --out run)
