@@ -177,10 +177,11 @@ void print_register_peaks(int threads) {
 
 int matmul_bf16_main(const std::vector<int>& thread_counts) {
   std::printf("%s\n", blas_info_line().c_str());
-  std::printf(
-      "bf16 kernel: %s; load average %.2f\n",
-      cpu::kernel_avx512_bf16() ? "VDPBF16PS (AVX512-BF16)" : cpu::vector_level_name(cpu::kernel_isa()),
-      bench::load_average());
+  std::printf("bf16 kernel: %s; load average %.2f\n",
+              cpu::kernel_amx_bf16()      ? "AMX tiles (TDPBF16PS) from 32 x 32, else VDPBF16PS"
+              : cpu::kernel_avx512_bf16() ? "VDPBF16PS (AVX512-BF16)"
+                                          : cpu::vector_level_name(cpu::kernel_isa()),
+              bench::load_average());
   std::vector<Shape3> shapes;
   for (int64_t n : {256, 512, 1024, 2048, 4096}) shapes.push_back({"square", n, n, n, false, false});
   const int64_t M = 32 * 128, d = 128;
@@ -194,11 +195,26 @@ int matmul_bf16_main(const std::vector<int>& thread_counts) {
     shapes.push_back({std::string(L.name) + " dX", M, L.in, L.out, false, false});  // dY W
     shapes.push_back({std::string(L.name) + " dW", L.out, L.in, M, true, false});   // dYᵀ X
   }
+  // a training step of a Llama of SmolLM-135M's shapes at 4 × 512 tokens (no dW: LoRA's frozen weights)
+  const int64_t T = 2048;
+  for (Layer L :
+       {Layer{"smollm q/o", 576, 576}, Layer{"smollm k/v", 192, 576}, Layer{"smollm gate/up", 1536, 576},
+        Layer{"smollm down", 576, 1536}, Layer{"smollm lm head", 49152, 576}}) {
+    shapes.push_back({std::string(L.name) + " fwd", T, L.out, L.in, false, true});
+    shapes.push_back({std::string(L.name) + " dX", T, L.in, L.out, false, false});
+  }
   for (int t : thread_counts) {
     set_num_threads(t);
     std::printf("-- %d thread%s (load average %.2f)\n", t, t > 1 ? "s" : "", bench::load_average());
     print_register_peaks(t);
-    for (const Shape3& s : shapes) run(s);
+    for (const Shape3& s : shapes) {
+      run(s);
+      if (cpu::cpu_has_amx_bf16()) {  // the same shape without AMX tiles: VDPBF16PS
+        cpu::AmxOff off;
+        std::printf("  without AMX: ");
+        run(s);
+      }
+    }
   }
   std::printf("load average at the end %.2f\n", bench::load_average());
   return 0;

@@ -17,6 +17,7 @@
 #include "ops/cpu/flash_tiles_bf16.h"
 #include "ops/cpu/gemm_bf16.h"
 #include "ops/cpu/gemm_half.h"
+#include "ops/cpu/gemm_ladder/amx.h"
 #include "ops/cpu/gemm_ladder/blocked.h"
 #include "ops/cpu/gemm_ladder/microkernel.h"
 #include "ops/cpu/gemm_ladder/naive.h"
@@ -80,10 +81,13 @@ double worst_error(const Case& t, uint32_t seed) {
   return worst;
 }
 
-// The kernels this CPU runs: "dot" (VDPBF16PS, no guard) when it has AVX512-BF16, then each width widened.
+// The kernels this CPU runs: AMX tiles (no guard) when it has them, VDPBF16PS (under AmxOff) when it has
+// AVX512-BF16, then each width widened.
+constexpr int kAmx = -2, kDot = -1;
 std::vector<std::pair<std::string, int>> kernels() {
   std::vector<std::pair<std::string, int>> w;
-  if (cpu::cpu_has_avx512_bf16()) w.push_back({"AVX512-BF16", -1});
+  if (cpu::cpu_has_amx_bf16()) w.push_back({"AMX-BF16", kAmx});
+  if (cpu::cpu_has_avx512_bf16()) w.push_back({"AVX512-BF16", kDot});
   for (Isa i : {Isa::Avx512, Isa::Avx2, Isa::Baseline})
     if (i <= cpu::cpu_isa()) w.push_back({cpu::vector_level_name(i), static_cast<int>(i)});
   return w;
@@ -102,12 +106,17 @@ TEST_CASE("gemm_bf16: every transpose, odd sizes, alpha and beta, at every width
       {40, 64, 130, false, false, 1, 0},  // even k: full row panels read in place, a 4-row edge packed
       {300, 270, 601, false, false, 1.5f, 0.5f},  // tall and wide: at 2 threads each owns a column range
       {200, 257, 601, true, false, 1, 0},         // column ranges from one row block (144) on, A transposed
+      {32, 32, 32, false, false, 1, 0},           // AMX: one 32 × 32 block, one tile of k
+      {97, 95, 1100, false, true, 0.5f, 2},       // AMX: edge blocks, k over three blocks, the last padded
   };
   for (const auto& [name, cap] : kernels()) {
     std::unique_ptr<cpu::IsaGuard> guard;
+    std::optional<cpu::AmxOff> amx_off;
     if (cap >= 0) guard = std::make_unique<cpu::IsaGuard>(static_cast<Isa>(cap));
+    if (cap == kDot) amx_off.emplace();
     INFO("kernel " << name);
     CHECK(cpu::kernel_avx512_bf16() == (cap < 0));
+    CHECK(cpu::kernel_amx_bf16() == (cap == kAmx));
     for (int nt : {1, 2}) {
       set_num_threads(nt);
       for (Case t : sizes)
@@ -121,6 +130,29 @@ TEST_CASE("gemm_bf16: every transpose, odd sizes, alpha and beta, at every width
     }
   }
   set_num_threads(threads);
+}
+
+TEST_CASE("gemm_bf16: the packs' padding past k is zero, whatever an earlier product left in the scratch",
+          "[ops][gemm_bf16]") {
+  // A product whose A and B hold NaN fills the per-thread scratch; then one of the same width with k = 33
+  // (AMX pads A's and B's k to 64 with zeros, the other kernels B's pairs to 17): a stale NaN in the padding
+  // would reach every element (0 · NaN = NaN).
+  const int saved = get_num_threads();
+  set_num_threads(1);
+  for (const auto& [name, cap] : kernels()) {
+    if (cap >= 0) continue;  // the bf16 kernels (the widened ones share their packs)
+    std::optional<cpu::AmxOff> amx_off;
+    if (cap == kDot) amx_off.emplace();
+    INFO("kernel " << name);
+    const int64_t m = 64, n = 64, k = 96;
+    std::vector<bfloat16> nan_a(m * k, bfloat16(NAN)), nan_b(k * n, bfloat16(NAN));
+    std::vector<float> c(m * n);
+    cpu::gemm_bf16(false, false, m, n, k, 1, nan_a.data(), k, nan_b.data(), n, 0, c.data(), n);
+    CHECK(std::isnan(c[0]));
+    const Case t{m, n, 33, false, false, 1, 0};
+    CHECK(worst_error(t, 21) <= 1);
+  }
+  set_num_threads(saved);
 }
 
 TEST_CASE("gemm_bf16: a bf16 output is the f32 result rounded once", "[ops][gemm_bf16]") {
@@ -220,6 +252,21 @@ TEST_CASE("each step of the bf16 GEMM ladder equals the naive one", "[ops][gemm_
     std::fill(got.begin(), got.end(), NAN);
     ladder::gemm_microkernel(a.data(), b.data(), got.data(), m, n, k);
     CHECK(close() <= 1);
+  }
+#endif
+#ifdef SACCADE_LADDER_AMX
+  if (cpu::cpu_has_amx_bf16()) {  // multiples of 32: the first 32 rows and 512 k against naive
+    const int64_t m32 = 32, k32 = 512;
+    std::vector<bfloat16> a32(m32 * k32);
+    for (int64_t i = 0; i < m32; ++i)
+      for (int64_t p = 0; p < k32; ++p) a32[i * k32 + p] = a[i * k + p];
+    std::vector<float> want32(m32 * n), got32(m32 * n, NAN);
+    ladder::gemm_naive(a32.data(), b.data(), want32.data(), m32, n, k32);
+    ladder::gemm_amx(a32.data(), b.data(), got32.data(), m32, n, k32);
+    double e = 0;
+    for (int64_t i = 0; i < m32 * n; ++i)
+      e = std::max(e, std::abs(got32[i] - want32[i]) / (2 * k * 0x1p-24 * abs_sum[i]));
+    CHECK(e <= 1);
   }
 #endif
 }

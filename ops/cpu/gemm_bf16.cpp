@@ -6,11 +6,12 @@
 #include <memory>
 #include <vector>
 
+#include "core/error.h"
 #include "ops/cpu/bf16_lanes.h"
+#include "ops/cpu/gemm_ladder/amx.h"          // the AMX micro-kernel: ladder::amx_tile
 #include "ops/cpu/gemm_ladder/microkernel.h"  // the micro-kernel: ladder::dot_tile
 #include "ops/cpu/simd.h"
 #include "ops/cpu/thread_pool.h"
-#include "core/error.h"
 
 namespace saccade::cpu {
 
@@ -23,6 +24,10 @@ constexpr int64_t kKC = 512;
 constexpr int64_t kMC = 144;                  // rows per packed A block (kMC × kKC bf16, 144 KB) in L2
 constexpr int64_t kGrain = 4 * 64 * 64 * 64;  // multiply-adds worth a thread's wake-up (as linalg.cpp)
 constexpr int64_t kInPlaceMaxN = 512;         // widest C whose A is read in place (compute_block)
+// AMX (amx_tile): 32 × 32 blocks of C; rows per packed A block (kMCAmx × kKC bf16, 128 KB) in L2; B's pairs
+// padded to multiples of 16 (a tile's rows), A's rows to 32 and its k to 32 with zeros
+constexpr int64_t kMRAmx = 32, kMCAmx = 128, kPairsAmx = 16;
+static_assert(kMCAmx <= kMC && kKC % 32 == 0, "the bf16 C scratch of compute_block, whole tiles of k");
 static_assert(kMR == 12 && kNR == 32, "the tile of ladder::dot_tile");
 
 // A matrix read as "rows × k": element (i, p) of op(A), or of op(B)ᵀ, so both operands pack alike.
@@ -63,18 +68,19 @@ inline void pack_panel(const Rows& x, int64_t r0, int64_t rows, int64_t k0, int6
   }
 }
 
-// C tile (mr, nr) from a float accumulator: C = alpha acc + beta C on the first k block, C += alpha acc
-// after.
-inline void store_tile(const float (&acc)[kMR][kNR], float* c, int64_t ldc, int64_t mr, int64_t nr,
+// C tile (mr, nr) from a float accumulator (row stride lda): C = alpha acc + beta C on the first k block,
+// C += alpha acc after.
+inline void store_tile(const float* acc, int64_t lda, float* c, int64_t ldc, int64_t mr, int64_t nr,
                        float alpha, float beta, bool first) {
   for (int64_t r = 0; r < mr; ++r) {
     float* cr = c + r * ldc;
+    const float* ar = acc + r * lda;
     if (!first)
-      for (int64_t j = 0; j < nr; ++j) cr[j] += alpha * acc[r][j];
+      for (int64_t j = 0; j < nr; ++j) cr[j] += alpha * ar[j];
     else if (beta == 0)
-      for (int64_t j = 0; j < nr; ++j) cr[j] = alpha * acc[r][j];
+      for (int64_t j = 0; j < nr; ++j) cr[j] = alpha * ar[j];
     else
-      for (int64_t j = 0; j < nr; ++j) cr[j] = alpha * acc[r][j] + beta * cr[j];
+      for (int64_t j = 0; j < nr; ++j) cr[j] = alpha * ar[j] + beta * cr[j];
   }
 }
 
@@ -183,7 +189,7 @@ inline void kernel_float(int64_t pairs, const uint32_t* ap, const uint32_t* bp, 
     _mm512_storeu_ps(tile[r], acc[r][0]);
     _mm512_storeu_ps(tile[r] + 16, acc[r][1]);
   }
-  store_tile(tile, c, ldc, mr, nr, alpha, beta, first);
+  store_tile(&tile[0][0], kNR, c, ldc, mr, nr, alpha, beta, first);
 }
 
 // gemv_bf16 (gemm_bf16.h) for R rows of w at once: per 32 k, one load of x and one VDPBF16PS per row (16
@@ -243,21 +249,105 @@ struct Problem {
   bool dot;                 // VDPBF16PS
   bfloat16* c16 = nullptr;  // a bf16 C (beta 0): each block is summed in a float32 scratch, then rounded
   int64_t ldc16 = 0;
+  bool amx = false;  // AMX tiles (compute_block_amx): B's pairs padded to kPairsAmx
   // The packed B panel `jr` of k block `kb` (pairs of that block: pairs_in(kb)).
   const uint32_t* b_panel(int64_t kb, int64_t jr) const {
     return bp + kb * (kKC / 2) * panels * kNR + jr * pairs_in(kb) * kNR;
   }
-  int64_t pairs_in(int64_t kb) const { return (std::min(kKC, k - kb * kKC) + 1) / 2; }
+  int64_t pairs_in(int64_t kb) const {
+    const int64_t pairs = (std::min(kKC, k - kb * kKC) + 1) / 2;
+    return amx ? (pairs + kPairsAmx - 1) / kPairsAmx * kPairsAmx : pairs;
+  }
 };
 
 // Packs B's panel `jr` of k block `kb` into its place in P.bp (under with_isa).
 void pack_b_panel(const Problem& P, int64_t kb, int64_t jr) {
-  pack_panel<kNR>(P.bt, jr * kNR, std::min(kNR, P.n - jr * kNR), kb * kKC, std::min(kKC, P.k - kb * kKC),
-                  const_cast<uint32_t*>(P.b_panel(kb, jr)));
+  const int64_t kc = std::min(kKC, P.k - kb * kKC);
+  uint32_t* panel = const_cast<uint32_t*>(P.b_panel(kb, jr));
+  pack_panel<kNR>(P.bt, jr * kNR, std::min(kNR, P.n - jr * kNR), kb * kKC, kc, panel);
+  const int64_t packed = (kc + 1) / 2;  // AMX: the pairs up to a whole tile are zero
+  std::fill(panel + packed * kNR, panel + P.pairs_in(kb) * kNR, 0u);
 }
+
+#ifdef SACCADE_LADDER_AMX
+// Rows [r0, r0 + rows) × every k of op(A), as rows of kp bf16 (k contiguous; row stride kp, the k of block kb
+// from kb · kKC on, each block's k padded with zeros to 2 · pairs_in(kb)), and zero rows up to rows_padded:
+// what amx_accumulate reads as A's tiles. A row-major op(A) is copied row by row; a transposed one (A stored
+// (k, m): dW = dYᵀ X) is read two rows of memory at a time, their elements paired into 32-bit words (as
+// pack_panel's) and each word written to its row: reads contiguous, writes into this L2-sized buffer.
+void pack_rows_amx(const Problem& P, int64_t r0, int64_t rows, int64_t rows_padded, int64_t kp,
+                   uint16_t* dst) {
+  for (int64_t r = rows; r < rows_padded; ++r) std::fill(dst + r * kp, dst + (r + 1) * kp, uint16_t{0});
+  for (int64_t kb = 0; kb * kKC < P.k; ++kb) {
+    const int64_t k0 = kb * kKC, kc = std::min(kKC, P.k - k0), kpad = 2 * P.pairs_in(kb);
+    if (!P.a.k_major) {
+      for (int64_t r = 0; r < rows; ++r) {
+        std::memcpy(dst + r * kp + k0, P.a.p + (r0 + r) * P.a.ld + k0, static_cast<size_t>(kc) * 2);
+        std::fill(dst + r * kp + k0 + kc, dst + r * kp + k0 + kpad, uint16_t{0});
+      }
+      continue;
+    }
+    uint32_t* d32 = reinterpret_cast<uint32_t*>(dst);  // kp and k0 are even: a row's pairs are words
+    const int64_t row_words = kp / 2;
+    for (int64_t q = 0; 2 * q < kpad; ++q) {
+      const int64_t p = k0 + 2 * q;
+      const uint16_t* lo = 2 * q < kc ? P.a.p + p * P.a.ld + r0 : nullptr;
+      const uint16_t* hi = 2 * q + 1 < kc ? P.a.p + (p + 1) * P.a.ld + r0 : nullptr;
+      uint32_t* out = d32 + k0 / 2 + q;
+      for (int64_t r = 0; r < rows; ++r)
+        out[r * row_words] = (lo ? lo[r] : 0u) | (hi ? static_cast<uint32_t>(hi[r]) << 16 : 0u);
+    }
+  }
+}
+
+// compute_block with AMX tiles (ladder/amx.h): per block of rows, A packed once over all of k (at most 512
+// KB, in L2); per 32 × 32 block of C, the tiles sum every k block (amx_accumulate over each packed B panel)
+// and are stored once, then C = alpha sum + beta C (or, for a bf16 C, the sums go to the float32 scratch,
+// rounded at the end as compute_block's).
+void compute_block_amx(const Problem& P, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+  const int64_t kblocks = (P.k + kKC - 1) / kKC;
+  const int64_t kp = (kblocks - 1) * kKC + 2 * P.pairs_in(kblocks - 1);  // a packed row's bf16
+  const int64_t mc_max = std::clamp<int64_t>((int64_t{1} << 19) / (2 * kp) / kMRAmx * kMRAmx, kMRAmx, kMCAmx);
+  thread_local std::unique_ptr<uint32_t[]> abuf;
+  thread_local int64_t acap = 0;
+  uint16_t* ap = reinterpret_cast<uint16_t*>(scratch(abuf, acap, mc_max * kp / 2 + 1));
+  thread_local std::unique_ptr<uint32_t[]> cbuf;
+  thread_local int64_t ccap = 0;
+  const int64_t width = (j1 - j0) * kNR;
+  float* local = P.c16 ? reinterpret_cast<float*>(scratch(cbuf, ccap, kMC * width)) : nullptr;
+  float* const cbase = P.c16 ? local - j0 * kNR : nullptr;
+  const int64_t ldc = P.c16 ? width : P.ldc;
+  alignas(64) float tile[kMRAmx * kNR];
+  ladder::configure_tiles();
+  for (int64_t ib = i0; ib < i1; ib += mc_max) {
+    const int64_t mc = std::min(mc_max, i1 - ib);
+    pack_rows_amx(P, ib, mc, (mc + kMRAmx - 1) / kMRAmx * kMRAmx, kp, ap);
+    for (int64_t jr = j0; jr < j1; ++jr) {
+      const int64_t nr = std::min(kNR, P.n - jr * kNR);
+      for (int64_t ir = 0; ir < mc; ir += kMRAmx) {
+        ladder::amx_zero();
+        for (int64_t kb = 0; kb < kblocks; ++kb)
+          ladder::amx_accumulate(P.pairs_in(kb), ap + ir * kp + kb * kKC, kp, P.b_panel(kb, jr));
+        ladder::amx_store(tile, kNR);
+        float* c = P.c16 ? cbase + ir * ldc + jr * kNR : P.c + (ib + ir) * P.ldc + jr * kNR;
+        const int64_t mr = std::min(kMRAmx, mc - ir);
+        with_isa([&] { store_tile(tile, kNR, c, ldc, mr, nr, P.alpha, P.beta, true); });
+      }
+    }
+    if (P.c16) {
+      const int64_t c0 = j0 * kNR, w = std::min(P.n, j1 * kNR) - c0;
+      round_rows(cbase + c0, ldc, &P.c16[ib * P.ldc16 + c0].bits, P.ldc16, mc, w);
+    }
+  }
+  ladder::release_tiles();
+}
+#endif
 
 // Rows [i0, i1) × column panels [j0, j1) of C, every k block: pack A a block at a time, then the tiles.
 void compute_block(const Problem& P, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+#ifdef SACCADE_LADDER_AMX
+  if (P.amx) return compute_block_amx(P, i0, i1, j0, j1);
+#endif
   thread_local std::unique_ptr<uint32_t[]> abuf;
   thread_local int64_t acap = 0;
   uint32_t* ap = scratch(abuf, acap, kMC * kKC / 2);
@@ -302,7 +392,7 @@ void compute_block(const Problem& P, int64_t i0, int64_t i1, int64_t j0, int64_t
 #endif
             float acc[kMR][kNR];
             kernel_float(pairs, ap + ir * pairs, bpanel, acc);
-            store_tile(acc, c, ldc, mr, nr, P.alpha, P.beta, kb == 0);
+            store_tile(&acc[0][0], kNR, c, ldc, mr, nr, P.alpha, P.beta, kb == 0);
           }
         }
       }
@@ -353,6 +443,10 @@ void run_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float
   Problem P{
       {a, lda, trans_a}, {b, ldb, !trans_b}, m, n, k, alpha, beta, c, ldc, (n + kNR - 1) / kNR, nullptr, dot};
   P.c16 = c16, P.ldc16 = ldc;
+#ifdef SACCADE_LADDER_AMX
+  // AMX for a C of at least one 32 × 32 block
+  P.amx = kernel_amx_bf16() && m >= kMRAmx && n >= kNR && k >= 32;
+#endif
   // Pack op(B) once, every (k block, panel) a piece of work.
   const int64_t kblocks = (k + kKC - 1) / kKC;
   thread_local std::unique_ptr<uint32_t[]> bbuf;
@@ -390,9 +484,11 @@ void run_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float
   // only when even those are fewer, column groups. Rows first: a task packs only its own rows of A, where
   // column groups each pack the block's whole A (for dW = gᵀ x of the GPT, A is gᵀ: 128 × 4096, packed
   // four times over at 2 threads).
-  int64_t mc = kMC;
-  if (threads > 1 && (m + kMC - 1) / kMC < 2 * threads)
-    mc = std::min(kMC, std::max(kMR, (m + 2 * threads - 1) / (2 * threads) + kMR - 1) / kMR * kMR);
+  const int64_t tile_rows = P.amx ? kMRAmx : kMR, block_rows = P.amx ? kMCAmx : kMC;
+  int64_t mc = block_rows;
+  if (threads > 1 && (m + block_rows - 1) / block_rows < 2 * threads)
+    mc = std::min(block_rows, std::max(tile_rows, (m + 2 * threads - 1) / (2 * threads) + tile_rows - 1) /
+                                  tile_rows * tile_rows);
   const int64_t row_blocks = (m + mc - 1) / mc;
   const int64_t groups = threads > 1 && row_blocks < 2 * threads
                              ? std::min(P.panels, (2 * threads + row_blocks - 1) / row_blocks)

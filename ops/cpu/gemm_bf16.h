@@ -18,10 +18,13 @@
 // register-tiled micro-kernel keeps a kMR × kNR float tile in 24 zmm registers and, per pair of k, broadcasts
 // a row's pair against the panel's two vectors: `_mm512_dpbf16_ps` does two multiply-adds per float lane, the
 // products of two bf16 exact in float. Blocks of rows (and of columns, when the rows are few) are shared over
-// saccade's thread pool. Without AVX512-BF16 (or under an IsaGuard, ops/cpu/simd.h) the same packed tiles are
-// widened to float and multiplied with FMA at the widest width with_isa offers: since each product is exact,
-// every width rounds the same sums in the same order (VDPBF16PS alone flushes denormal inputs and results to
-// zero).
+// saccade's thread pool. Where the CPU has AMX (Sapphire Rapids on), 32 × 32 blocks of C (at least one) are
+// summed in AMX tiles instead (TDPBF16PS, gemm_ladder/amx.h: 8192 multiply-adds an instruction), with A's
+// rows and every tile's k zero-padded, the same exact products summed in float32 in another order (an AmxOff
+// guard, ops/cpu/simd.h, turns it off). Without AVX512-BF16 (or under an IsaGuard, ops/cpu/simd.h) the same
+// packed tiles are widened to float and multiplied with FMA at the widest width with_isa offers: since each
+// product is exact, every width rounds the same sums in the same order (VDPBF16PS alone flushes denormal
+// inputs and results to zero).
 #include <cstdint>
 
 #include "ops/tensor.h"  // bfloat16 (ops/half.h); the layering rule allows the tensor, not half.h

@@ -40,6 +40,34 @@ inline bool kernel_avx512_bf16() {
   return cpu_has_avx512_bf16() && detail::g_isa_cap.load(std::memory_order_relaxed) == detail::kNoIsaCap;
 }
 
+/// Whether this CPU has AMX tiles with TDPBF16PS (AMX-TILE and AMX-BF16, CPUID) besides AVX512-BF16, and
+/// Linux granted this process the tile state (arch_prctl(ARCH_REQ_XCOMP_PERM, XTILEDATA), asked once, on
+/// the first call).
+bool cpu_has_amx_bf16();
+
+namespace detail {
+extern std::atomic<bool> g_amx_off;  // AmxOff's switch
+}  // namespace detail
+
+/// Whether a kernel may use AMX tiles now: the CPU has them, kernel_avx512_bf16() holds (no IsaGuard) and no
+/// AmxOff is live.
+inline bool kernel_amx_bf16() {
+  return kernel_avx512_bf16() && !detail::g_amx_off.load(std::memory_order_relaxed) && cpu_has_amx_bf16();
+}
+
+/// While it lives, no kernel uses AMX tiles (VDPBF16PS still runs): tests and benchmarks reach the kernel
+/// below AMX on a CPU that has it. Process-wide, as IsaGuard: make it while no kernel runs.
+class AmxOff {
+ public:
+  AmxOff() : prev_(detail::g_amx_off.exchange(true)) {}
+  ~AmxOff() { detail::g_amx_off.store(prev_); }
+  AmxOff(const AmxOff&) = delete;
+  AmxOff& operator=(const AmxOff&) = delete;
+
+ private:
+  bool prev_;
+};
+
 /// The width with_isa uses now: cpu_isa(), lowered by a live IsaGuard.
 inline Isa kernel_isa() {
   const int cap = detail::g_isa_cap.load(std::memory_order_relaxed);
