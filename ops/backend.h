@@ -93,15 +93,25 @@ namespace saccade {
 /// The fused kernels a backend may leave out, one entry per row of SACCADE_BACKEND_FUSED_KERNELS. The op asks
 /// Backend::fuses and, where the backend has no such kernel (CUDA has none of these), composes the same
 /// numbers from other ops: ops::swiglu_backward_composed, ops::gru_gates_composed and its backward,
-/// ops::dropout_composed, ops::linear_q8_0_composed, each the readable reference its kernel is tested against.
-enum class FusedKernel { SwigluBackward, GruGates, GruGatesBackward, Dropout, LinearQ8_0 };
+/// ops::dropout_composed, ops::linear_q8_0_composed, each the readable reference its kernel is tested
+/// against.
+enum class FusedKernel {
+  SwigluBackward,
+  GruGates,
+  GruGatesBackward,
+  Dropout,
+  LinearQ8_0,
+  CrossEntropyRows,
+  CrossEntropyRowsBackward
+};
 
 /// One device's kernels: a virtual function per kernel, each documented with its contract (shapes, strides,
 /// dtypes) by its row in its family's list (see the top of this file). A kernel of Kernel16 takes bfloat16 /
 /// float16 operands on every backend: natively, or widened by Widening<> (ops/backend_widening.h). An op
 /// checks its arguments and allocates the result, then calls backend(device).kernel(...). Every backend
 /// implements every kernel (they are pure virtual; CPU: ops/cpu/backend.h), except the fused kernels it may
-/// leave out (FusedKernel: swiglu_backward, gru_gates, gru_gates_backward, dropout, linear_q8_0), which the op then
+/// leave out (FusedKernel: swiglu_backward, gru_gates, gru_gates_backward, dropout, linear_q8_0,
+/// cross_entropy_rows and its backward), which the op then
 /// composes. A device saccade was built without has no backend at all (backend(device) throws).
 class Backend {
  public:

@@ -30,6 +30,8 @@ enum class Kernel16 {
   Normal,
   GruGates,
   GruGatesBackward,
+  CrossEntropyRows,
+  CrossEntropyRowsBackward,
 };
 
 /// Where a kernel of Kernel16 takes 16-bit operands itself (loads and stores 16 bits, float32 inside): on
@@ -55,6 +57,9 @@ constexpr Native16 native_16bit_on(Kernel16 k) {
     case Kernel16::RmsNormBackward:
     case Kernel16::RotaryEmbedding:
       return {.cpu = true, .cuda = true};
+    case Kernel16::CrossEntropyRows:
+    case Kernel16::CrossEntropyRowsBackward:
+      return {.cpu = true, .cuda = false};
     case Kernel16::Softmax:
     case Kernel16::SoftmaxBackward:
     case Kernel16::AdditiveScores:

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <initializer_list>
+#include <limits>
 
 #include "ops/attention.h"
 #include "ops/backend.h"
@@ -396,8 +397,11 @@ Tensor reduce_loss(const Tensor& losses, Reduction reduction, int64_t count) {
   throw Error("reduce_loss: unknown reduction");
 }
 
-CrossEntropyForward cross_entropy_forward(const Tensor& logits, const Tensor& target, int64_t ignore_index,
-                                          Reduction reduction, double label_smoothing) {
+namespace {
+
+// cross_entropy's argument checks; returns the number of targets that are not ignore_index.
+int64_t check_cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index,
+                            double label_smoothing) {
   const char* op = "cross_entropy";
   check_float(op, logits, "logits");
   SACCADE_CHECK(target.defined(), "{}: got an undefined target tensor", op);
@@ -411,7 +415,7 @@ CrossEntropyForward cross_entropy_forward(const Tensor& logits, const Tensor& ta
                 logits.shape());
   SACCADE_CHECK(label_smoothing >= 0 && label_smoothing <= 1, "{}: label_smoothing must be in [0, 1], got {}",
                 op, label_smoothing);
-  const int64_t n = logits.shape()[0], c = logits.shape()[1];
+  const int64_t c = logits.shape()[1];
   int64_t count = 0;
   for (int64_t t : target.to_vector<int64_t>()) {
     if (t == ignore_index) continue;
@@ -419,6 +423,15 @@ CrossEntropyForward cross_entropy_forward(const Tensor& logits, const Tensor& ta
                   c, logits.shape(), target.shape());
     ++count;
   }
+  return count;
+}
+
+}  // namespace
+
+CrossEntropyForward cross_entropy_forward(const Tensor& logits, const Tensor& target, int64_t ignore_index,
+                                          Reduction reduction, double label_smoothing) {
+  const int64_t count = check_cross_entropy(logits, target, ignore_index, label_smoothing);
+  const int64_t n = logits.shape()[0], c = logits.shape()[1];
   // A dtype rule: log-softmax and the loss in the compute dtype (float32 for 16-bit logits; the loss,
   // log_probs and weights stay float32, as PyTorch's autocast gives); the engine rounds the gradient to the
   // logits' dtype.
@@ -451,6 +464,72 @@ CrossEntropyForward cross_entropy_forward(const Tensor& logits, const Tensor& ta
   r.weights = q;
   r.count = count;
   return r;
+}
+
+namespace {
+
+// loss_i = lse_i - picked_i on kept rows, reduced.
+CrossEntropyRows rows_loss(const Tensor& target, int64_t ignore_index, Reduction reduction, int64_t count,
+                           Tensor lse, const Tensor& picked) {
+  const Tensor kept = ne(target, static_cast<double>(ignore_index));
+  const Tensor losses = where(kept, sub(lse, picked), scalar_tensor(0, lse.dtype(), lse.device()));
+  return {reduce_loss(losses, reduction, count), std::move(lse), count};
+}
+
+}  // namespace
+
+CrossEntropyRows cross_entropy_rows(const Tensor& logits, const Tensor& target, int64_t ignore_index,
+                                    Reduction reduction) {
+  const int64_t count = check_cross_entropy(logits, target, ignore_index, 0.0);
+  Backend& b = backend(logits.device());
+  if (!b.fuses(FusedKernel::CrossEntropyRows))
+    return cross_entropy_rows_composed(logits, target, ignore_index, reduction);
+  const int64_t n = logits.shape()[0];
+  const DType dt = compute_dtype(logits.dtype());
+  Tensor lse = Tensor::empty({n}, dt, logits.device()), picked = Tensor::empty({n}, dt, logits.device());
+  b.cross_entropy_rows(logits.contiguous(), target.contiguous(), ignore_index, lse, picked);
+  return rows_loss(target, ignore_index, reduction, count, lse, picked);
+}
+
+CrossEntropyRows cross_entropy_rows_composed(const Tensor& logits, const Tensor& target, int64_t ignore_index,
+                                             Reduction reduction) {
+  const int64_t count = check_cross_entropy(logits, target, ignore_index, 0.0);
+  const int64_t n = logits.shape()[0];
+  const Device dev = logits.device();
+  const Tensor x = logits.to(compute_dtype(logits.dtype()));
+  // lse = m + log Σ e^(x - m), m the row's max (a row of -inf keeps m = -inf: its shift is taken as 0)
+  const Tensor m = amax(x, {1}, true);
+  const Tensor finite =
+      where(eq(m, -std::numeric_limits<double>::infinity()), scalar_tensor(0, x.dtype(), dev), m);
+  const Tensor lse = add(log(sum(exp(sub(x, finite)), {1})), finite.view({n}));
+  const Tensor kept = ne(target, static_cast<double>(ignore_index));
+  const Tensor safe = where(kept, target, scalar_tensor(0, DType::Int64, dev));
+  const Tensor picked = gather(x, 1, safe.view({n, 1})).view({n});
+  return rows_loss(target, ignore_index, reduction, count, lse, picked);
+}
+
+Tensor cross_entropy_rows_backward(const Tensor& logits, const Tensor& target, int64_t ignore_index,
+                                   const Tensor& lse, const Tensor& scale) {
+  Backend& b = backend(logits.device());
+  if (!b.fuses(FusedKernel::CrossEntropyRowsBackward))
+    return cross_entropy_rows_backward_composed(logits, target, ignore_index, lse, scale);
+  Tensor gx = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
+  b.cross_entropy_rows_backward(logits.contiguous(), target.contiguous(), ignore_index, lse.contiguous(),
+                                scale.to(lse.dtype()).contiguous(), gx);
+  return gx;
+}
+
+Tensor cross_entropy_rows_backward_composed(const Tensor& logits, const Tensor& target, int64_t ignore_index,
+                                            const Tensor& lse, const Tensor& scale) {
+  const int64_t n = logits.shape()[0], c = logits.shape()[1];
+  const Device dev = logits.device();
+  const Tensor x = logits.to(lse.dtype());
+  const Tensor kept = ne(target, static_cast<double>(ignore_index));
+  const Tensor safe = where(kept, target, scalar_tensor(0, DType::Int64, dev));
+  const Tensor onehot =
+      scatter_add(zeros({n, c}, x.dtype(), dev), 1, safe.view({n, 1}), ones({n, 1}, x.dtype(), dev));
+  const Tensor row = where(kept, scale.to(x.dtype()), scalar_tensor(0, x.dtype(), dev)).view({n, 1});
+  return mul(sub(exp(sub(x, lse.view({n, 1}))), onehot), row).to(logits.dtype());
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, Reduction reduction,

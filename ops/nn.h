@@ -170,6 +170,34 @@ CrossEntropyForward cross_entropy_forward(const Tensor& logits, const Tensor& ta
 /// cross_entropy_forward(...).loss.
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index = -100,
                      Reduction reduction = Reduction::Mean, double label_smoothing = 0.0);
+/// cross_entropy_rows' results: the loss as cross_entropy returns it (label_smoothing 0), each row's
+/// log-sum-exp of the logits lse (N) and the number of targets that were not ignored (the divisor of Mean).
+struct CrossEntropyRows {
+  Tensor loss, lse;
+  int64_t count = 0;
+};
+/// cross_entropy without label smoothing, from each row's log-sum-exp: loss_i = lse_i - logits_i[t_i] on kept
+/// rows, lse_i = log Σ_c e^(logits_ic) (compute dtype: float32 for 16-bit logits), reduced as
+/// cross_entropy. No (N, C) result: where the backend fuses it (the CPU), each row is read twice, in its own
+/// dtype; elsewhere cross_entropy_rows_composed. The same numbers as cross_entropy(..., 0.0) up to the order
+/// of the sums, and its errors (named "cross_entropy").
+CrossEntropyRows cross_entropy_rows(const Tensor& logits, const Tensor& target, int64_t ignore_index = -100,
+                                    Reduction reduction = Reduction::Mean);
+/// cross_entropy_rows composed of ops (max, exp, sum, log, gather): the readable twin of the fused kernel.
+CrossEntropyRows cross_entropy_rows_composed(const Tensor& logits, const Tensor& target,
+                                             int64_t ignore_index = -100,
+                                             Reduction reduction = Reduction::Mean);
+/// The gradient of cross_entropy_rows in logits: gx (N, C) in logits' dtype, gx_ic = scale_i (e^(logits_ic
+/// - lse_i) - [c = t_i]) = scale_i (softmax(logits)_ic - onehot_ic), 0 on rows whose target is ignore_index;
+/// lse (N) as cross_entropy_rows returned it, scale (N) in its dtype: the loss's gradient of each row (g for
+/// Sum, g / count for Mean, g_i for None). One (N, C) result, written once (fused on the CPU; else
+/// cross_entropy_rows_backward_composed).
+Tensor cross_entropy_rows_backward(const Tensor& logits, const Tensor& target, int64_t ignore_index,
+                                   const Tensor& lse, const Tensor& scale);
+/// cross_entropy_rows_backward composed of ops: the readable twin.
+Tensor cross_entropy_rows_backward_composed(const Tensor& logits, const Tensor& target, int64_t ignore_index,
+                                            const Tensor& lse, const Tensor& scale);
+
 /// Mean squared error (a - b)^2, reduced (as torch.nn.functional.mse_loss). a, b: same shape and float dtype
 /// (no broadcasting). Result: 0-d for Mean/Sum, a's shape for None.
 Tensor mse_loss(const Tensor& a, const Tensor& b, Reduction reduction = Reduction::Mean);

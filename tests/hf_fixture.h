@@ -13,6 +13,8 @@
 #include "helpers.h"
 #include "nn/optim.h"
 #include "nn/serialization.h"
+#include "ops/elementwise.h"
+#include "ops/reduce.h"
 
 namespace saccade::testing {
 
@@ -64,15 +66,19 @@ void check_adamw_losses(Model& model, const nn::Safetensors& expected, int64_t v
 }
 
 /// Every "trained.<PEFT name>" factor of expected (make_hf_peft.py: PEFT's factors after its AdamW steps)
-/// equals the tensor of that name in the adapter file `saved` (hf::save_adapter's), to 1e-4 relative and 1e-5
-/// absolute, and the file holds no other tensor.
+/// equals the tensor of that name in the adapter file `saved` (hf::save_adapter's), to 1e-4 relative and 5e-5
+/// absolute, and the file holds no other tensor. (Absolute: AdamW at lr 1e-2 moves a factor whose gradient
+/// is near zero by up to lr a step whatever its size, so float32 sums in another order than PyTorch's, the
+/// cross-entropy's row sums for one, differ there by more than their rounding: 1.2e-5 seen at GPT-2's.)
 inline void check_trained_factors(const nn::Safetensors& expected, const std::string& saved) {
   const nn::Safetensors ours = nn::load_safetensors(saved);
   size_t compared = 0;
   for (const auto& [name, t] : expected.tensors) {
     if (!name.starts_with("trained.")) continue;
-    INFO(name);
-    CHECK(allclose(ours.tensors.at(name.substr(8)), t, 1e-4, 1e-5));
+    const Tensor& got = ours.tensors.at(name.substr(8));
+    INFO(name << ": max |ours - PEFT's| " << ops::max(ops::abs(ops::sub(got, t))).item<float>()
+              << ", max |PEFT's| " << ops::max(ops::abs(t)).item<float>());
+    CHECK(allclose(got, t, 1e-4, 5e-5));
     ++compared;
   }
   CHECK(compared == ours.tensors.size());

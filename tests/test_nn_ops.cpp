@@ -319,6 +319,57 @@ TEST_CASE("nn_ops: cross_entropy gradcheck", "[autograd][nn][gradcheck][loss]") 
   CHECK(gradcheck(g, {leaf(rand64({2, 3}, 42).t())}));  // non-contiguous logits, ignore_index = 1
 }
 
+TEST_CASE(
+    "nn_ops: cross_entropy_rows, fused, against its composed twin and cross_entropy, forward and backward",
+    "[ops][nn][loss]") {
+  // rows of 37 and 1000 classes, one ignored row, a row with -inf logits, every float dtype; the loss and
+  // the log-sum-exp against the composed ops and against cross_entropy_forward (log_softmax), the gradient
+  // against the composed twin and against (softmax - onehot) · scale
+  for (int64_t c : {37, 1000})
+    for (DType dt : {DType::Float64, DType::Float32, DType::BFloat16, DType::Float16}) {
+      INFO("classes " << c << " " << dtype_name(dt));
+      Tensor x = ops::mul(ops::randn({6, c}, DType::Float64), 3.0);
+      Tensor masked = x.narrow(0, 4, 1).narrow(1, 0, c / 2);  // half of row 4 masked out
+      ops::fill_(masked, -INFINITY);
+      x = x.to(dt);
+      const Tensor target = i64({0, c - 1, -100, 5, 7, 1}, {6});
+      const double tol = dt == DType::Float64 ? 1e-12 : dt == DType::Float32 ? 1e-5 : 2e-3;
+      for (Reduction red : {Reduction::Mean, Reduction::Sum, Reduction::None}) {
+        const ops::CrossEntropyRows fused = ops::cross_entropy_rows(x, target, -100, red);
+        const ops::CrossEntropyRows twin = ops::cross_entropy_rows_composed(x, target, -100, red);
+        CHECK(fused.count == 5);
+        CHECK(fused.loss.dtype() == compute_dtype(dt));
+        CHECK(allclose(fused.lse, twin.lse, tol, tol));
+        CHECK(allclose(fused.loss, twin.loss, tol, tol));
+        CHECK(allclose(fused.loss, ops::cross_entropy(x, target, -100, red), tol, tol));
+      }
+      const ops::CrossEntropyRows f = ops::cross_entropy_rows(x, target, -100, Reduction::None);
+      const Tensor scale = ops::rand({6}, compute_dtype(dt));
+      const Tensor gx = ops::cross_entropy_rows_backward(x, target, -100, f.lse, scale);
+      CHECK(gx.dtype() == dt);
+      CHECK(allclose(
+          gx.to(DType::Float64),
+          ops::cross_entropy_rows_backward_composed(x, target, -100, f.lse, scale).to(DType::Float64), tol,
+          tol));
+      // the readable formula: (softmax(x) - onehot) · scale on kept rows, 0 on the ignored one
+      const Tensor p = ops::softmax(x.to(DType::Float64), 1);
+      for (int64_t i = 0; i < 6; ++i) {
+        const double s = i == 2 ? 0.0 : scale.to(DType::Float64).data<double>()[i];
+        Tensor want = ops::mul(p.narrow(0, i, 1), s);
+        if (i != 2) {
+          Tensor hit = want.narrow(1, target.data<int64_t>()[i], 1);
+          ops::add_(hit, ops::full({1, 1}, -s, DType::Float64));
+        }
+        CHECK(allclose(gx.narrow(0, i, 1).to(DType::Float64), want, 4 * tol, 4 * tol));
+      }
+    }
+  // NaN in a row gives that row a NaN loss, as cross_entropy's
+  Tensor nan_row = f64({1, NAN, 2, 0, 1, 2}, {2, 3});
+  const Tensor l = ops::cross_entropy_rows(nan_row, i64({0, 2}, {2}), -100, Reduction::None).loss;
+  CHECK(std::isnan(l.data<double>()[0]));
+  CHECK(l.data<double>()[1] == Approx(std::log(1 + std::exp(-1.0) + std::exp(-2.0))));
+}
+
 TEST_CASE("nn_ops: mse_loss matches torch", "[ops][nn][loss]") {
   auto fx = read_fixture("nn_ops_mse");
   const Tensor &a = fx["a"], &b = fx["b"];

@@ -228,13 +228,45 @@ Variable cross_entropy(const Variable& logits, const Tensor& target, int64_t ign
     Variable loss = cross_entropy(z, target.reshape({-1}), ignore_index, reduction, label_smoothing);
     return reduction == Reduction::None ? reshape(loss, target.shape()) : loss;
   }
+  const int64_t n = logits.shape()[0];
+  if (label_smoothing == 0) {
+    // loss_i = lse_i - z_i[t_i]:  dz_ic = g_i (e^(z_ic - lse_i) - [c = t_i]),  g_i = g, g / count or g_i
+    // NOTE: only each row's log-sum-exp is kept, not the (N, C) log-probabilities, and a first-order backward
+    // writes dz once (ops::cross_entropy_rows_backward): at a language model's vocabulary the loss's (N, C)
+    // tensors were the largest of a training step. A backward under create_graph composes it from the saved
+    // logits, so that it carries their history.
+    ops::CrossEntropyRows f = ops::cross_entropy_rows(logits.data(), target, ignore_index, reduction);
+    const Tensor lse = f.lse;
+    const int64_t count = f.count;
+    SavedVariable sz(logits, op_info::cross_entropy);
+    return make_result(op, f.loss, {logits},
+                       [lse, sz, target, count, n, ignore_index, reduction](const Variable& g) -> Grads {
+                         Variable gi = g.to(lse.dtype());
+                         if (reduction == Reduction::Mean) gi = div(gi, static_cast<double>(count));
+                         if (!grad_enabled()) {
+                           const Tensor scale = reduction == Reduction::None
+                                                    ? gi.data()
+                                                    : gi.data().reshape({1}).expand({n}).contiguous();
+                           return {Variable(ops::cross_entropy_rows_backward(sz.get().data(), target,
+                                                                             ignore_index, lse, scale))};
+                         }
+                         const Tensor q = ops::cross_entropy_forward(sz.get().data(), target, ignore_index,
+                                                                     Reduction::None)
+                                              .weights;  // the one-hot targets, zero rows when ignored
+                         Variable z = sz.get();
+                         if (z.dtype() != lse.dtype()) z = z.to(lse.dtype());
+                         if (reduction == Reduction::None) gi = view(gi, {n, 1});
+                         // p Σ_c q_ic - q: the row sum is 1 on kept rows and 0 on ignored ones
+                         return {mul(sub(mul(softmax(z, 1), ops::sum(q, {1}, true)), q), gi)};
+                       });
+  }
   // loss_i = -Σ_c q_ic log p_ic,  p = softmax(z),  q the smoothed one-hot target (zero rows when ignored):
   //   dz_ic = g_i (p_ic Σ_c' q_ic' - q_ic),   with g_i = g (Sum), g / count (Mean), g_i (None)
   ops::CrossEntropyForward f =
       ops::cross_entropy_forward(logits.data(), target, ignore_index, reduction, label_smoothing);
   // NOTE: under create_graph, log p is recomputed from the saved logits, so that it carries their history
   Tensor logp = f.log_probs, q = f.weights;
-  const int64_t count = f.count, n = logits.shape()[0];
+  const int64_t count = f.count;
   SavedVariable sz(logits, op_info::cross_entropy);
   return make_result(op, f.loss, {logits}, [logp, q, sz, count, n, reduction](const Variable& g) -> Grads {
     if (!grad_enabled()) {

@@ -1,4 +1,5 @@
-// CPU kernels of the nn primitives: softmax / log-softmax, layer norm and RMSNorm, forward and backward.
+// CPU kernels of the nn primitives: softmax / log-softmax, layer norm and RMSNorm, the cross-entropy's rows,
+// forward and backward.
 // Every tensor is contiguous and row-major; a "row" is the last (normalised) axis; parallel over rows.
 // softmax's float32 rows accumulate their sums in double; layer norm sums in its compute type (float32 for
 // float32 and the 16-bit dtypes, which it takes natively) in 16 fixed lanes.
@@ -362,6 +363,87 @@ void CpuBackend::rms_norm(const Tensor& x, const Tensor& weight, double eps, con
 void CpuBackend::rms_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& weight,
                                    const Tensor& rstd, const Tensor& gx, const Tensor& gweight) {
   norm_backward_rows(gy, x, weight, Tensor(), rstd, gx, gweight, Tensor(), "rms_norm_backward");
+}
+
+// logits (rows, n); target (rows); lse, picked (rows), compute_t of logits
+//   lse_r = m + log Σ_i e^(x_ri - m),  m = max_i x_ri;   picked_r = x_r[t_r] (0 when ignored)
+// 16-bit logits are read as they are (each element widened where it is read): at a language model's
+// vocabulary the logits are the largest tensor of a step, and this reads them twice without writing any
+// (N, C) result. The sum runs in T's lanes (lane_sum). A row holding NaN gives NaN; one that is all -inf
+// gives -inf.
+void CpuBackend::cross_entropy_rows(const Tensor& logits, const Tensor& target, int64_t ignore_index,
+                                    const Tensor& lse, const Tensor& picked) {
+  const int64_t rows = logits.shape()[0], n = logits.shape()[1];
+  const int64_t* pt = target.data<int64_t>();
+  dispatch_floating_and_half(logits.dtype(), "cross_entropy", [&]<class S>() {
+    using T = compute_t<S>;
+    const S* px = logits.data<S>();
+    T* pl = lse.data<T>();
+    T* pp = picked.data<T>();
+    parallel_for(0, rows, (kGrain + n - 1) / (n > 0 ? n : 1), [&](int64_t begin, int64_t end) {
+      with_isa([=] {
+        for (int64_t r = begin; r < end; ++r) {
+          const S* __restrict xr = px + r * n;
+          T m = -std::numeric_limits<T>::infinity();
+          int nans = 0;
+#pragma omp simd reduction(max : m) reduction(+ : nans)
+          for (int64_t i = 0; i < n; ++i) {
+            const T v = lane_load(xr[i]);
+            m = v > m ? v : m;
+            nans += v != v;
+          }
+          if (m == std::numeric_limits<T>::lowest()) {  // clang's simd max starts there (simd_max_result)
+            bool real = false;
+            for (int64_t i = 0; i < n && !real; ++i) real = lane_load(xr[i]) == m;
+            if (!real) m = -std::numeric_limits<T>::infinity();
+          }
+          T l;
+          if (nans > 0)
+            l = std::numeric_limits<T>::quiet_NaN();
+          else if (m == -std::numeric_limits<T>::infinity())
+            l = m;
+          else
+            l = m + static_cast<T>(std::log(lane_sum<acc_t<T>>(
+                        n, [=](int64_t i) { return acc_t<T>(exp_nonpositive(lane_load(xr[i]) - m)); })));
+          pl[r] = l;
+          pp[r] = pt[r] == ignore_index ? T(0) : lane_load(xr[pt[r]]);
+        }
+      });
+    });
+  });
+}
+
+// logits, gx (rows, n); target, lse, scale (rows)
+//   gx_ri = scale_r (e^(x_ri - lse_r) - [i = t_r]),   0 on a row whose target is ignore_index
+// one pass: each element read, its softmax formed and written once in the logits' dtype (rounded once)
+void CpuBackend::cross_entropy_rows_backward(const Tensor& logits, const Tensor& target, int64_t ignore_index,
+                                             const Tensor& lse, const Tensor& scale, const Tensor& gx) {
+  const int64_t rows = logits.shape()[0], n = logits.shape()[1];
+  const int64_t* pt = target.data<int64_t>();
+  dispatch_floating_and_half(logits.dtype(), "cross_entropy_backward", [&]<class S>() {
+    using T = compute_t<S>;
+    const S* px = logits.data<S>();
+    const T* pl = lse.data<T>();
+    const T* ps = scale.data<T>();
+    S* pg = gx.data<S>();
+    parallel_for(0, rows, (kGrain + n - 1) / (n > 0 ? n : 1), [&](int64_t begin, int64_t end) {
+      with_isa([=] {
+        for (int64_t r = begin; r < end; ++r) {
+          const S* __restrict xr = px + r * n;
+          S* __restrict gr = pg + r * n;
+          const int64_t t = pt[r];
+          if (t == ignore_index) {
+            std::fill(gr, gr + n, lane_store<S>(T(0)));
+            continue;
+          }
+          const T l = pl[r], s = ps[r];
+#pragma omp simd
+          for (int64_t i = 0; i < n; ++i) gr[i] = lane_store<S>(s * exp_nonpositive(lane_load(xr[i]) - l));
+          gr[t] = lane_store<S>(s * (exp_nonpositive(lane_load(xr[t]) - l) - T(1)));
+        }
+      });
+    });
+  });
 }
 
 }  // namespace saccade::cpu

@@ -52,4 +52,19 @@
   K16(gru_gates_backward,                                                                                    \
       (const Tensor& gy, const Tensor& gh, const Tensor& h, const Tensor& saved, const Tensor& ggi,          \
        const Tensor& ggh, const Tensor& gx_h),                                                               \
-      (gy, gh, h, saved, ggi, ggh, gx_h), Kernel16::GruGatesBackward, OutFrom<4>)
+      (gy, gh, h, saved, ggi, ggh, gx_h), Kernel16::GruGatesBackward, OutFrom<4>)                            \
+  /* The cross-entropy's rows (ops::cross_entropy_rows). logits (N, C) contiguous float (16 bits read as     \
+   * they are), target (N) int64 contiguous, each in [0, C) or ignore_index (checked by the op); lse,        \
+   * picked (N) compute_dtype(logits), written: lse_i = log Σ_c e^(x_ic), picked_i = x_i[t_i] (0 on an      \
+   * ignored row). The CPU's reads each row once for its max and once for its sum; CUDA: none. */            \
+  K16(cross_entropy_rows,                                                                                    \
+      (const Tensor& logits, const Tensor& target, int64_t ignore_index, const Tensor& lse,                  \
+       const Tensor& picked),                                                                                \
+      (logits, target, ignore_index, lse, picked), Kernel16::CrossEntropyRows, OutFrom<3>)                   \
+  /* Its gradient: logits, target as above, lse as written, scale (N) compute dtype (the loss's gradient of  \
+   * each row: g, g / count or g_i); gx (N, C) logits' dtype, written: gx_ic = scale_i (e^(x_ic - lse_i) -   \
+   * [c = t_i]), rows whose target is ignore_index 0. One pass over each row; CUDA: none. */                 \
+  K16(cross_entropy_rows_backward,                                                                           \
+      (const Tensor& logits, const Tensor& target, int64_t ignore_index, const Tensor& lse,                  \
+       const Tensor& scale, const Tensor& gx),                                                               \
+      (logits, target, ignore_index, lse, scale, gx), Kernel16::CrossEntropyRowsBackward, OutFrom<5>)
