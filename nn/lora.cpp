@@ -11,6 +11,7 @@
 
 #include "autograd/autocast.h"
 #include "autograd/functions/elementwise.h"
+#include "autograd/functions/linalg.h"
 #include "autograd/grad_mode.h"
 #include "core/error.h"
 #include "nn/dropout.h"
@@ -145,7 +146,15 @@ std::vector<std::string> apply_lora(Module& model, const LoraConfig& config, Gen
 Variable lora_delta(Linear& layer, const Variable& x) {
   SACCADE_CHECK(layer.lora_A && layer.lora_B && layer.lora_dropout, "lora_delta: the Linear has no adapter");
   const DType adapter = layer.lora_A->weight.dtype();
-  // A bfloat16 base with float32 adapters: the adapter sees x in float32 (autocast casts for itself).
+  if (x.dtype() != adapter && !autocast_enabled() && is_half(x.dtype())) {
+    // A 16-bit base with float32 adapters: the adapter's products in the base's dtype, as PEFT's under
+    // torch.autocast. A and B (r × in, out × r) are cast, not x (N × in): casting x to float32 cost a pass
+    // over every adapted input and kept a float32 copy of it for A's gradient. The factors, their gradients
+    // (cast back) and the optimizer's state stay float32.
+    const Variable a = layer.lora_A->weight.to(x.dtype()), b = layer.lora_B->weight.to(x.dtype());
+    return linear(linear(layer.lora_dropout->forward(x), a) * layer.lora_scale, b);
+  }
+  // A float32 or float64 x meets the adapter's dtype (autocast casts for itself).
   const bool cast_in = x.dtype() != adapter && !autocast_enabled();
   Variable h = layer.lora_dropout->forward(cast_in ? x.to(adapter) : x);
   // NOTE: the scale multiplies the rank-r intermediate (N, r), not the update (N, out) as PEFT writes it: the

@@ -17,8 +17,9 @@
 // adds lora_delta while an adapter is present and not merged.
 //
 // The adapters are float32 on the base's device whatever the base's dtype (PEFT's autocast_adapter_dtype):
-// a bfloat16 base with float32 adapters casts x to float32 for the adapter and the update back to the base's
-// dtype.
+// with a bfloat16 (or float16) base, the adapter's two products run in the base's dtype on the factors cast
+// to it, as PEFT's under torch.autocast; the factors, their gradients and the optimizer's state stay
+// float32.
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -77,9 +78,10 @@ std::vector<LoraUnit> lora_targets(const Module& model, const std::vector<std::s
 std::vector<std::string> apply_lora(Module& model, const LoraConfig& config, Generator* gen = nullptr,
                                     const std::vector<LoraUnit>& units = {});
 
-/// The adapter's update for `layer` and its input x (*, in): scale · B A dropout(x), (*, out), computed in
-/// the adapter's dtype (float32) and returned in x's dtype (autocast, where enabled, picks the GEMMs' dtype
-/// as for any Linear). Linear::forward adds it; `layer` must have an adapter.
+/// The adapter's update for `layer` and its input x (*, in): scale · B A dropout(x), (*, out), in x's dtype:
+/// computed in the adapter's dtype (float32) for a float32 or float64 x, in x's for a 16-bit x (A and B cast
+/// to it, the gradients cast back), and as autocast picks where it is enabled. Linear::forward adds it;
+/// `layer` must have an adapter.
 Variable lora_delta(Linear& layer, const Variable& x);
 
 /// Folds every unmerged adapter of `model` into its base weight, W0 += scale · B A (in W0's dtype, rounded

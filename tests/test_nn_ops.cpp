@@ -332,7 +332,7 @@ TEST_CASE(
       Tensor masked = x.narrow(0, 4, 1).narrow(1, 0, c / 2);  // half of row 4 masked out
       ops::fill_(masked, -INFINITY);
       x = x.to(dt);
-      const Tensor target = i64({0, c - 1, -100, 5, 7, 1}, {6});
+      const Tensor target = i64({0, static_cast<double>(c - 1), -100, 5, 7, 1}, {6});
       const double tol = dt == DType::Float64 ? 1e-12 : dt == DType::Float32 ? 1e-5 : 2e-3;
       for (Reduction red : {Reduction::Mean, Reduction::Sum, Reduction::None}) {
         const ops::CrossEntropyRows fused = ops::cross_entropy_rows(x, target, -100, red);
