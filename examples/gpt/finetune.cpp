@@ -66,7 +66,8 @@ void save_run(const std::string& path, const nn::Module& model, const nn::AdamW&
                     {"next", std::to_string(at.next)},
                     {"seed", std::to_string(opts.seed)},
                     {"batch_size", std::to_string(opts.batch_size)},
-                    {"examples", std::to_string(examples)}};
+                    {"examples", std::to_string(examples)},
+                    {"pack", std::to_string(opts.pack)}};
   if (opts.generator) {
     m["generator_seed"] = std::to_string(opts.generator->seed());
     m["generator_offset"] = std::to_string(opts.generator->offset());
@@ -103,6 +104,13 @@ RunPosition load_run(const std::string& path, nn::Module& model, nn::AdamW& opt,
   same("seed", opts.seed, "--seed");
   same("batch_size", static_cast<uint64_t>(opts.batch_size), "--batch-size");
   same("examples", examples, "that many training examples");
+  // packed or not changes the float sums (a checkpoint from before this key resumes either way)
+  auto rows = [](uint64_t p) {
+    return p ? fmt::format("rows packed to {} tokens", p) : std::string("unpacked rows");
+  };
+  if (f.metadata.count("pack") && meta("pack") != static_cast<uint64_t>(opts.pack))
+    refuse(fmt::format("was made with {}, not {}: resume with the run's own --pack", rows(meta("pack")),
+                       rows(static_cast<uint64_t>(opts.pack))));
   RunPosition at;
   at.step = static_cast<int64_t>(meta("step"));
   at.shuffles = meta("shuffles");

@@ -78,7 +78,8 @@ struct RunPosition {
 /// Writes a run's state to `path` (safetensors, atomically: nn::save_safetensors): "param.<name>" for each
 /// trainable parameter of `model` (requires_grad), "optimizer.<key>" for AdamW's state, "log.train_loss"
 /// (step) and "log.val" (n, 2) float64 rows of (step, loss); metadata format "saccade-finetune-1", step,
-/// shuffles, next, seed, batch_size, examples (`examples`: the number of training examples), and the
+/// shuffles, next, seed, batch_size, examples (`examples`: the number of training examples), pack (the packed
+/// rows' length, 0 unpacked), and the
 /// dropout generator's seed and offset when opts.generator is set. Throws what nn::save_safetensors throws.
 void save_run(const std::string& path, const nn::Module& model, const nn::AdamW& opt, const FinetuneLog& log,
               const RunPosition& at, const FinetuneOptions& opts, size_t examples);
@@ -86,7 +87,8 @@ void save_run(const std::string& path, const nn::Module& model, const nn::AdamW&
 /// Reads a run that save_run wrote into `model`'s trainable parameters, `opt`, `log` and opts.generator, and
 /// returns where it stopped. Everything is checked before anything changes: throws saccade::Error naming
 /// "finetune_lora: --resume" and `path` for a file that is not safetensors or not of this format, metadata
-/// that is missing or not a count, another seed, batch size or number of examples, an impossible position
+/// that is missing or not a count, another seed, batch size, number of examples or packed row length (where
+/// the file records one), an impossible position
 /// in the data, a missing, extra or misshapen trainable parameter, another optimizer state, no log of its
 /// steps or a validation logged at a step outside 1 .. step or out of order; `model`, `opt`, `log` and the
 /// generator are then unchanged.

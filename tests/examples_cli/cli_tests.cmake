@@ -253,6 +253,10 @@ if(TARGET gpt)
                      --out "^resumed from run/last.safetensors at step 2$" --out "^step 4/4: loss"
                      --err "^gpt: finetune_lora: --resume: 'run/last.safetensors' was made with --seed 0, not 3: resume with the run's own settings$" 0 120 --
                      sh -c "${gpt} finetune ${ft_args} --stop-at 2 && ${gpt} finetune ${ft_args} --resume && test \"$(wc -l < run/log.csv)\" = 5 && cp run/last.safetensors kept && ! ${gpt} finetune ${ft_args} --resume --seed 3 && cmp run/last.safetensors kept")
+    # a packed run resumed unpacked is refused (its sums would differ) and its files stay as they were
+    saccade_cli_test(gpt_hf_finetune_resume_pack --keep --out "^resumed from run/last.safetensors at step 2$"
+                     --err "^gpt: finetune_lora: --resume: 'run/last.safetensors' was made with rows packed to 64 tokens, not unpacked rows: resume with the run's own --pack$" 0 120 --
+                     sh -c "${gpt} finetune ${ft_args} --pack --stop-at 2 && cp run/last.safetensors kept && ! ${gpt} finetune ${ft_args} --resume && cmp run/last.safetensors kept && ${gpt} finetune ${ft_args} --pack --resume")
     # --pack: the padded run's losses, each step's examples packed into rows of the context
     saccade_cli_test(gpt_hf_finetune_pack --keep --out "^packing each step's examples into rows of 64 tokens"
                      --out "^packed ok$" 0 120 -- sh ${CMAKE_CURRENT_LIST_DIR}/finetune_pack.sh ${gpt} ${hf_data}/hf_llama ${hf_data}/hf_instruct.jsonl)
