@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 #include "ops/cpu/bf16_lanes.h"
-#include "ops/cpu/gemm_ladder/amx.h"          // the AMX micro-kernel: ladder::amx_tile
+#include "ops/cpu/gemm_ladder/amx.h"          // the AMX micro-kernel's parts: ladder::amx_accumulate
 #include "ops/cpu/gemm_ladder/microkernel.h"  // the micro-kernel: ladder::dot_tile
 #include "ops/cpu/simd.h"
 #include "ops/cpu/thread_pool.h"
@@ -269,6 +269,32 @@ void pack_b_panel(const Problem& P, int64_t kb, int64_t jr) {
   std::fill(panel + packed * kNR, panel + P.pairs_in(kb) * kNR, 0u);
 }
 
+// Where a block of rows × column panels [j0, j1) puts its tiles: C itself, or, for a bf16 C, a per-thread
+// float32 scratch (kMC rows × the block's panels, hot in cache) whose sums are rounded into C once the last k
+// block of a row block is in, instead of a whole m × n float32 C. Both compute_block and compute_block_amx.
+struct BlockOut {
+  const Problem& P;
+  int64_t j0, j1;
+  float* cbase = nullptr;  // a bf16 C: column jr*kNR of row r at cbase + r*ldc
+  int64_t ldc;
+  BlockOut(const Problem& p, int64_t first, int64_t last) : P(p), j0(first), j1(last), ldc(p.ldc) {
+    if (!P.c16) return;
+    thread_local std::unique_ptr<uint32_t[]> cbuf;
+    thread_local int64_t ccap = 0;
+    ldc = (j1 - j0) * kNR;
+    cbase = reinterpret_cast<float*>(scratch(cbuf, ccap, kMC * ldc)) - j0 * kNR;
+  }
+  // The tile at row ir of the row block starting at ib, column panel jr.
+  float* tile(int64_t ib, int64_t ir, int64_t jr) const {
+    return P.c16 ? cbase + ir * ldc + jr * kNR : P.c + (ib + ir) * P.ldc + jr * kNR;
+  }
+  // A bf16 C: the row block's sums rounded into C (bf16_lanes.h: vectorised, same bits).
+  void round_into_c(int64_t ib, int64_t mc) const {
+    const int64_t c0 = j0 * kNR, w = std::min(P.n, j1 * kNR) - c0;
+    round_rows(cbase + c0, ldc, &P.c16[ib * P.ldc16 + c0].bits, P.ldc16, mc, w);
+  }
+};
+
 #ifdef SACCADE_LADDER_AMX
 // Rows [r0, r0 + rows) × every k of op(A), as rows of kp bf16 (k contiguous; row stride kp, the k of block kb
 // from kb · kKC on, each block's k padded with zeros to 2 · pairs_in(kb)), and zero rows up to rows_padded:
@@ -311,12 +337,7 @@ void compute_block_amx(const Problem& P, int64_t i0, int64_t i1, int64_t j0, int
   thread_local std::unique_ptr<uint32_t[]> abuf;
   thread_local int64_t acap = 0;
   uint16_t* ap = reinterpret_cast<uint16_t*>(scratch(abuf, acap, mc_max * kp / 2 + 1));
-  thread_local std::unique_ptr<uint32_t[]> cbuf;
-  thread_local int64_t ccap = 0;
-  const int64_t width = (j1 - j0) * kNR;
-  float* local = P.c16 ? reinterpret_cast<float*>(scratch(cbuf, ccap, kMC * width)) : nullptr;
-  float* const cbase = P.c16 ? local - j0 * kNR : nullptr;
-  const int64_t ldc = P.c16 ? width : P.ldc;
+  const BlockOut out(P, j0, j1);
   alignas(64) float tile[kMRAmx * kNR];
   ladder::configure_tiles();
   for (int64_t ib = i0; ib < i1; ib += mc_max) {
@@ -329,15 +350,12 @@ void compute_block_amx(const Problem& P, int64_t i0, int64_t i1, int64_t j0, int
         for (int64_t kb = 0; kb < kblocks; ++kb)
           ladder::amx_accumulate(P.pairs_in(kb), ap + ir * kp + kb * kKC, kp, P.b_panel(kb, jr));
         ladder::amx_store(tile, kNR);
-        float* c = P.c16 ? cbase + ir * ldc + jr * kNR : P.c + (ib + ir) * P.ldc + jr * kNR;
+        float* c = out.tile(ib, ir, jr);
         const int64_t mr = std::min(kMRAmx, mc - ir);
-        with_isa([&] { store_tile(tile, kNR, c, ldc, mr, nr, P.alpha, P.beta, true); });
+        with_isa([&] { store_tile(tile, kNR, c, out.ldc, mr, nr, P.alpha, P.beta, true); });
       }
     }
-    if (P.c16) {
-      const int64_t c0 = j0 * kNR, w = std::min(P.n, j1 * kNR) - c0;
-      round_rows(cbase + c0, ldc, &P.c16[ib * P.ldc16 + c0].bits, P.ldc16, mc, w);
-    }
+    if (P.c16) out.round_into_c(ib, mc);
   }
   ladder::release_tiles();
 }
@@ -351,14 +369,8 @@ void compute_block(const Problem& P, int64_t i0, int64_t i1, int64_t j0, int64_t
   thread_local std::unique_ptr<uint32_t[]> abuf;
   thread_local int64_t acap = 0;
   uint32_t* ap = scratch(abuf, acap, kMC * kKC / 2);
-  // A bf16 C: this block's float32 sums live in a per-thread scratch (kMC rows × the block's panels, hot in
-  // cache) and are rounded into C once the last k block is in, instead of a whole m × n float32 C.
-  thread_local std::unique_ptr<uint32_t[]> cbuf;
-  thread_local int64_t ccap = 0;
-  const int64_t width = (j1 - j0) * kNR;
-  float* local = P.c16 ? reinterpret_cast<float*>(scratch(cbuf, ccap, kMC * width)) : nullptr;
-  float* const cbase = P.c16 ? local - j0 * kNR : nullptr;  // column jr*kNR of row r at cbase + r*width
-  const int64_t ldc = P.c16 ? width : P.ldc;
+  const BlockOut out(P, j0, j1);
+  const int64_t ldc = out.ldc;
   // one k block and VDPBF16PS: each tile rounds into a bf16 C from its registers (no float32 pass)
   const bool direct16 = P.c16 && P.dot && P.k <= kKC;
   with_isa([&] {
@@ -379,7 +391,7 @@ void compute_block(const Problem& P, int64_t i0, int64_t i1, int64_t j0, int64_t
           const uint32_t* bpanel = P.b_panel(kb, jr);
           const int64_t nr = std::min(kNR, P.n - jr * kNR);
           for (int64_t ir = 0; ir < mc; ir += kMR) {
-            float* c = P.c16 ? cbase + ir * ldc + jr * kNR : P.c + (ib + ir) * P.ldc + jr * kNR;
+            float* c = out.tile(ib, ir, jr);
             const int64_t mr = std::min(kMR, mc - ir);
 #ifdef SACCADE_LADDER_MICROKERNEL
             if (P.dot) {
@@ -396,10 +408,7 @@ void compute_block(const Problem& P, int64_t i0, int64_t i1, int64_t j0, int64_t
           }
         }
       }
-      if (P.c16 && !direct16) {  // round the block's sums into C (bf16_lanes.h: vectorised, same bits)
-        const int64_t c0 = j0 * kNR, w = std::min(P.n, j1 * kNR) - c0;
-        round_rows(cbase + c0, ldc, &P.c16[ib * P.ldc16 + c0].bits, P.ldc16, mc, w);
-      }
+      if (P.c16 && !direct16) out.round_into_c(ib, mc);
     }
   });
 }
