@@ -1,6 +1,5 @@
 #include "hf/peft.h"
 
-#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -109,27 +108,16 @@ AdapterConfig load_adapter_config(const std::string& dir) {
   return out;
 }
 
-namespace {
-
-// The Linears of `model` by dotted name.
-std::vector<nn::Linear*> linears_of(const nn::Module& model, const nn::LoraUnit& unit) {
-  const auto all = nn::named_linears(model);
-  std::vector<nn::Linear*> out;
-  for (const std::string& name : unit.linears)
-    out.push_back(
-        std::find_if(all.begin(), all.end(), [&](const auto& e) { return e.first == name; })->second);
-  return out;
-}
-
-}  // namespace
-
 void save_adapter(const std::string& dir, const nn::Module& model, const nn::LoraConfig& config,
                   const std::string& base_model_name_or_path, const AdapterLayout& layout) {
   const std::string op = "hf::save_adapter";
   nn::StateDict tensors;
   std::set<std::string> targets;  // sorted, as PEFT's saved set reads
-  for (const nn::LoraUnit& unit : nn::lora_units(model, layout.units)) {
-    const std::vector<nn::Linear*> lins = linears_of(model, unit);
+  const std::vector<nn::LoraUnit> units = nn::lora_units(model, layout.units);
+  const std::vector<std::vector<nn::Linear*>> linears = nn::unit_linears(model, units);
+  for (size_t u = 0; u < units.size(); ++u) {
+    const nn::LoraUnit& unit = units[u];
+    const std::vector<nn::Linear*>& lins = linears[u];
     if (!lins[0]->lora_A) continue;
     std::vector<Tensor> rows;
     for (nn::Linear* lin : lins) {
@@ -185,6 +173,7 @@ AdapterConfig load_adapter(const std::string& dir, nn::Module& model, const std:
 
   // Check every tensor against the modules the config selects before anything changes.
   const std::vector<nn::LoraUnit> units = nn::lora_targets(model, config.lora.target_modules, layout.units);
+  const std::vector<std::vector<nn::Linear*>> linears = nn::unit_linears(model, units);
   std::set<std::string> expected;
   auto expect = [&](const std::string& key, const Shape& shape) {
     expected.insert(key);
@@ -194,12 +183,11 @@ AdapterConfig load_adapter(const std::string& dir, nn::Module& model, const std:
       throw Error(fmt::format("{}: '{}': tensor '{}' has shape {}, the model needs {} (r = {})", op, path,
                               key, t->shape(), shape, config.lora.r));
   };
-  for (const nn::LoraUnit& unit : units) {
+  for (size_t u = 0; u < units.size(); ++u) {
     int64_t out = 0;
-    for (const nn::Linear* lin : linears_of(model, unit)) out += lin->out_features();
-    expect(kPrefix + unit.name + ".lora_A.weight",
-           {config.lora.r, linears_of(model, unit)[0]->in_features()});
-    expect(kPrefix + unit.name + ".lora_B.weight", {out, config.lora.r});
+    for (const nn::Linear* lin : linears[u]) out += lin->out_features();
+    expect(kPrefix + units[u].name + ".lora_A.weight", {config.lora.r, linears[u][0]->in_features()});
+    expect(kPrefix + units[u].name + ".lora_B.weight", {out, config.lora.r});
   }
   for (const auto& [key, t] : file.tensors)
     if (!expected.count(key))
@@ -209,8 +197,9 @@ AdapterConfig load_adapter(const std::string& dir, nn::Module& model, const std:
                       op, path, key));
 
   nn::apply_lora(model, config.lora, nullptr, layout.units);
-  for (const nn::LoraUnit& unit : units) {
-    const std::vector<nn::Linear*> lins = linears_of(model, unit);
+  for (size_t u = 0; u < units.size(); ++u) {  // the Linears are the same modules, now adapted
+    const nn::LoraUnit& unit = units[u];
+    const std::vector<nn::Linear*>& lins = linears[u];
     Tensor a = lins[0]->lora_A->weight.data();
     ops::copy_(a, file.tensors.at(kPrefix + unit.name + ".lora_A.weight"));
     const Tensor& b = file.tensors.at(kPrefix + unit.name + ".lora_B.weight");

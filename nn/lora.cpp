@@ -4,6 +4,7 @@
 #include <cmath>
 #include <functional>
 #include <set>
+#include <unordered_map>
 #include <utility>
 
 #include <fmt/format.h>
@@ -38,20 +39,31 @@ bool matches(const std::string& name, const std::string& target) {
 
 }  // namespace
 
+namespace {
+
+// The model's Linears by dotted name.
+std::unordered_map<std::string, Linear*> linears_by_name(const Module& model) {
+  std::unordered_map<std::string, Linear*> out;
+  for (const auto& [name, lin] : named_linears(model)) out.emplace(name, lin);
+  return out;
+}
+
+}  // namespace
+
 std::vector<LoraUnit> lora_units(const Module& model, const std::vector<LoraUnit>& units) {
-  const auto all = named_linears(model);
-  std::vector<LoraUnit> out;
   if (units.empty()) {
-    for (const auto& e : all) out.push_back({e.first, {e.first}});
+    std::vector<LoraUnit> out;
+    for (const auto& e : named_linears(model)) out.push_back({e.first, {e.first}});
     return out;
   }
+  const auto by_name = linears_by_name(model);
   std::set<std::string> seen;
   for (const LoraUnit& u : units) {
     SACCADE_CHECK(!u.linears.empty(), "apply_lora: the unit '{}' names no Linear module", u.name);
     int64_t in = -1;
     for (const std::string& name : u.linears) {
-      const auto it = std::find_if(all.begin(), all.end(), [&](const auto& e) { return e.first == name; });
-      SACCADE_CHECK(it != all.end(),
+      const auto it = by_name.find(name);
+      SACCADE_CHECK(it != by_name.end(),
                     "apply_lora: the unit '{}' names '{}', which is not a Linear of the model", u.name, name);
       SACCADE_CHECK(seen.insert(name).second, "apply_lora: the Linear '{}' is in two units", name);
       SACCADE_CHECK(in < 0 || it->second->in_features() == in,
@@ -63,20 +75,31 @@ std::vector<LoraUnit> lora_units(const Module& model, const std::vector<LoraUnit
   return units;
 }
 
+std::vector<std::vector<Linear*>> unit_linears(const Module& model, const std::vector<LoraUnit>& units) {
+  const auto by_name = linears_by_name(model);
+  std::vector<std::vector<Linear*>> out;
+  for (const LoraUnit& u : units) {
+    out.emplace_back();
+    for (const std::string& name : u.linears) {
+      const auto it = by_name.find(name);
+      SACCADE_CHECK(it != by_name.end(), "apply_lora: '{}' is not a Linear of the model", name);
+      out.back().push_back(it->second);
+    }
+  }
+  return out;
+}
+
 std::vector<LoraUnit> lora_targets(const Module& model, const std::vector<std::string>& target_modules,
                                    const std::vector<LoraUnit>& units) {
   ErrorScope scope("apply_lora");
   SACCADE_CHECK(!target_modules.empty(), "apply_lora: target_modules is empty");
   const std::vector<LoraUnit> all = lora_units(model, units);
-  const auto linears = named_linears(model);
-  auto linear = [&](const std::string& name) {
-    return std::find_if(linears.begin(), linears.end(), [&](const auto& e) { return e.first == name; })
-        ->second;
-  };
+  const std::vector<std::vector<Linear*>> linears = unit_linears(model, all);
   const bool all_linear = target_modules.size() == 1 && target_modules[0] == "all-linear";
   std::vector<LoraUnit> out;
   std::vector<bool> used(target_modules.size(), false);
-  for (const LoraUnit& unit : all) {
+  for (size_t u = 0; u < all.size(); ++u) {
+    const LoraUnit& unit = all[u];
     bool take = false;
     if (all_linear) {
       take = last_component(unit.name) != "lm_head";  // PEFT leaves the output layer out of "all-linear"
@@ -86,8 +109,8 @@ std::vector<LoraUnit> lora_targets(const Module& model, const std::vector<std::s
         if (matches(unit.name, target_modules[t])) take = used[t] = true;
     }
     if (!take) continue;
-    for (const std::string& name : unit.linears)
-      SACCADE_CHECK(!linear(name)->lora_A, "apply_lora: '{}' already has a LoRA adapter", unit.name);
+    for (const Linear* lin : linears[u])
+      SACCADE_CHECK(!lin->lora_A, "apply_lora: '{}' already has a LoRA adapter", unit.name);
     out.push_back(unit);
   }
   for (size_t t = 0; t < target_modules.size(); ++t) {
@@ -115,13 +138,10 @@ std::vector<std::string> apply_lora(Module& model, const LoraConfig& config, Gen
     p.requires_grad_(false);
     p.zero_grad();
   }
-  const std::vector<std::pair<std::string, Linear*>> all = named_linears(model);
+  const std::vector<std::vector<Linear*>> linears = unit_linears(model, targets);
   std::vector<std::string> names;
-  for (const LoraUnit& unit : targets) {
-    std::vector<Linear*> lins;
-    for (const std::string& name : unit.linears)
-      lins.push_back(
-          std::find_if(all.begin(), all.end(), [&](const auto& e) { return e.first == name; })->second);
+  for (size_t u = 0; u < targets.size(); ++u) {
+    const std::vector<Linear*>& lins = linears[u];
     const Device device = lins[0]->weight.data().device();
     auto A = std::make_shared<Linear>(lins[0]->in_features(), config.r, /*bias=*/false, gen);
     auto dropout = std::make_shared<Dropout>(config.lora_dropout, gen);
@@ -137,7 +157,7 @@ std::vector<std::string> apply_lora(Module& model, const LoraConfig& config, Gen
       lin->lora_scale = config.scale();
       lin->lora_merged = false;
     }
-    names.push_back(unit.name);
+    names.push_back(targets[u].name);
   }
   return names;
 }

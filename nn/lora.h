@@ -62,6 +62,11 @@ struct LoraUnit {
 /// not a Linear of the model, a Linear in two units, or a unit whose Linears take different in_features.
 std::vector<LoraUnit> lora_units(const Module& model, const std::vector<LoraUnit>& units = {});
 
+/// The Linear modules of each of `units` (names as lora_units checked them), unit by unit in order, found
+/// with one walk of the model. Throws saccade::Error naming "apply_lora" for a name that is not a Linear of
+/// it.
+std::vector<std::vector<Linear*>> unit_linears(const Module& model, const std::vector<LoraUnit>& units);
+
 /// The units of `model` (lora_units(model, units)) that `target_modules` selects (LoraConfig's rules, on the
 /// units' names), in order; changes nothing. Throws saccade::Error naming "apply_lora" for a target that
 /// selects no unit (listing the names the units end in) or that selects a unit which already has an adapter,
