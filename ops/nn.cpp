@@ -443,13 +443,12 @@ CrossEntropyForward cross_entropy_forward(const Tensor& logits, const Tensor& ta
   CrossEntropyForward r;
   r.log_probs = log_softmax(logits.to(dt), 1);
   if (eps == 0) {
-    // q is the one-hot target, and loss_i = -log p_i[t_i] on kept rows: a gather of N log-probabilities
-    // instead of the (N, C) products below (the same numbers: the other terms are 0); q is N ones scattered
-    // into zeros (an ignored row adds its 0 at column 0), not an (N, C) comparison with the class indices
+    // q is the one-hot target (one_hot_targets), and loss_i = -log p_i[t_i] on kept rows: a gather of N
+    // log-probabilities instead of the (N, C) products below (the same numbers: the other terms are 0)
     Tensor safe = where(kept.view({n}), target, scalar_tensor(0, DType::Int64, dev));  // ignore_index -> 0
     Tensor picked = gather(r.log_probs, 1, safe.view({n, 1})).view({n});
     r.loss = reduce_loss(neg(where(kept.view({n}), picked, scalar_tensor(0, dt, dev))), reduction, count);
-    r.weights = scatter_add(zeros({n, c}, dt, dev), 1, safe.view({n, 1}), kept.to(dt));
+    r.weights = one_hot_targets(target, c, ignore_index, dt);
     r.count = count;
     return r;
   }
@@ -464,6 +463,15 @@ CrossEntropyForward cross_entropy_forward(const Tensor& logits, const Tensor& ta
   r.weights = q;
   r.count = count;
   return r;
+}
+
+Tensor one_hot_targets(const Tensor& target, int64_t num_classes, int64_t ignore_index, DType dtype) {
+  const int64_t n = target.numel();
+  const Device dev = target.device();
+  const Tensor kept = ne(target, static_cast<double>(ignore_index)).view({n, 1});
+  // N ones scattered into zeros (an ignored row adds its 0 at column 0), not an (N, C) comparison
+  const Tensor safe = where(kept, target.view({n, 1}), scalar_tensor(0, DType::Int64, dev));
+  return scatter_add(zeros({n, num_classes}, dtype, dev), 1, safe, kept.to(dtype));
 }
 
 namespace {
@@ -525,9 +533,7 @@ Tensor cross_entropy_rows_backward_composed(const Tensor& logits, const Tensor& 
   const Device dev = logits.device();
   const Tensor x = logits.to(lse.dtype());
   const Tensor kept = ne(target, static_cast<double>(ignore_index));
-  const Tensor safe = where(kept, target, scalar_tensor(0, DType::Int64, dev));
-  const Tensor onehot =
-      scatter_add(zeros({n, c}, x.dtype(), dev), 1, safe.view({n, 1}), ones({n, 1}, x.dtype(), dev));
+  const Tensor onehot = one_hot_targets(target, c, ignore_index, x.dtype());
   const Tensor row = where(kept, scale.to(x.dtype()), scalar_tensor(0, x.dtype(), dev)).view({n, 1});
   return mul(sub(exp(sub(x, lse.view({n, 1}))), onehot), row).to(logits.dtype());
 }

@@ -167,6 +167,11 @@ struct CrossEntropyForward {
 CrossEntropyForward cross_entropy_forward(const Tensor& logits, const Tensor& target,
                                           int64_t ignore_index = -100, Reduction reduction = Reduction::Mean,
                                           double label_smoothing = 0.0);
+/// The one-hot targets of class indices target (int64, N) over num_classes classes: (N, num_classes) in
+/// `dtype`, 1 at column t_i of row i, and a zero row where t_i is ignore_index (the weights q of
+/// cross_entropy_forward without label smoothing). Targets must be checked first (in [0, num_classes) or
+/// ignore_index), as cross_entropy does.
+Tensor one_hot_targets(const Tensor& target, int64_t num_classes, int64_t ignore_index, DType dtype);
 /// cross_entropy_forward(...).loss.
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index = -100,
                      Reduction reduction = Reduction::Mean, double label_smoothing = 0.0);

@@ -181,6 +181,22 @@ TEST_CASE("hograd: gradgradcheck over the twice-differentiable ops", "[autograd]
           {leaf({2, 3}, 1), leaf({3}, 2), leaf({3}, 3)});
     check([&](const auto& v) { return cross_entropy(v[0], target, -100, Reduction::Mean, 0.1); },
           {leaf({3, 3}, 1)});
+    // without smoothing (the rule from each row's log-sum-exp), an ignored row and each reduction
+    const Tensor some_ignored = ops::tensor({1, -100, 2}, {3}, DType::Int64);
+    for (Reduction red : {Reduction::Mean, Reduction::Sum, Reduction::None}) {
+      check([&](const auto& v) { return cross_entropy(v[0], some_ignored, -100, red); }, {leaf({3, 3}, 4)});
+      // its gradient under create_graph (composed) is the first-order one (the fused kernel): the row weights
+      // tell each row's scale apart, the ignored row's gradient is zero in both
+      const Variable z = leaf({3, 3}, 5), w(ops::tensor({1.0, -2.0, 3.0}, {3}, DType::Float64));
+      auto loss = [&] {
+        const Variable l = cross_entropy(z, some_ignored, -100, red);
+        return sum(red == Reduction::None ? l * w : l * 2.0);
+      };
+      const Tensor first = grad({loss()}, {z})[0].data();
+      const Tensor composed = grad({loss()}, {z}, {}, std::nullopt, /*create_graph=*/true)[0].data();
+      CHECK(testing::allclose(first, composed, 1e-12, 1e-12));
+      CHECK(ops::max(ops::abs(first.narrow(0, 1, 1))).item() == 0.0);
+    }
     check([](const auto& v) { return mse_loss(v[0], v[1], Reduction::Sum); },
           {leaf({2, 3}, 1), leaf({2, 3}, 2)});
     check(

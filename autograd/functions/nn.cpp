@@ -250,10 +250,8 @@ Variable cross_entropy(const Variable& logits, const Tensor& target, int64_t ign
                            return {Variable(ops::cross_entropy_rows_backward(sz.get().data(), target,
                                                                              ignore_index, lse, scale))};
                          }
-                         const Tensor q = ops::cross_entropy_forward(sz.get().data(), target, ignore_index,
-                                                                     Reduction::None)
-                                              .weights;  // the one-hot targets, zero rows when ignored
                          Variable z = sz.get();
+                         const Tensor q = ops::one_hot_targets(target, z.size(1), ignore_index, lse.dtype());
                          if (z.dtype() != lse.dtype()) z = z.to(lse.dtype());
                          if (reduction == Reduction::None) gi = view(gi, {n, 1});
                          // p Σ_c q_ic - q: the row sum is 1 on kept rows and 0 on ignored ones
