@@ -34,6 +34,7 @@
 #include "nn/lora.h"
 #include "nn/loss.h"
 #include "nn/module.h"
+#include "nn/moe.h"
 #include "nn/multihead.h"
 #include "nn/nadaraya_watson.h"
 #include "nn/normalization.h"

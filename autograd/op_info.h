@@ -57,6 +57,7 @@ namespace cost {
 OpCost bytes_forward(const Tensor& y, const Variable* in, size_t n);      // Σ bytes in + out; 0 for a view
 OpCost gemm_forward(const Tensor& y, const Variable* in, size_t n);       // 2·numel(y)·k
 OpCost linear_forward(const Tensor& y, const Variable* in, size_t n);     // 2·numel(y)·in_features
+OpCost grouped_forward(const Tensor& y, const Variable* in, size_t n);    // 2·numel(a)·N: one product a row
 OpCost conv2d_forward(const Tensor& y, const Variable* in, size_t n);     // 2·numel(y)·C_in/groups·kH·kW
 OpCost attention_forward(const Tensor& y, const Variable* in, size_t n);  // 2 products of B·H·Tq·Tk·D
 int64_t products_backward(int64_t forward_flops);                         // one product per input: 2×
@@ -66,6 +67,8 @@ int64_t attention_backward(int64_t forward_flops);                        // fiv
 inline constexpr CostModel kBytes{"bytes", &bytes_forward, &products_backward};
 /// A (batched, broadcast) matrix product: matmul, mm, bmm.
 inline constexpr CostModel kGemm{"gemm", &gemm_forward, &products_backward};
+/// Grouped products (grouped_mm): every row of a (or column, groups along K) meets one group's matrix.
+inline constexpr CostModel kGroupedGemm{"grouped_gemm", &grouped_forward, &products_backward};
 /// x Wᵀ (+ b).
 inline constexpr CostModel kLinear{"linear", &linear_forward, &products_backward};
 /// A convolution as a GEMM over im2col.

@@ -87,6 +87,7 @@ inline constexpr const OpInfo* kOpTable[] = {
     &op_info::matmul,
     &op_info::bmm,
     &op_info::mm,
+    &op_info::grouped_mm,
     &op_info::linear,
     //
     &op_info::softmax,

@@ -41,6 +41,12 @@ OpCost cost::linear_forward(const Tensor& y, const Variable* in, size_t n) {
   return {profiler::flops::gemm(1, y.numel(), 1, in[1].shape()[1]), 0};  // x (..., in) · weight (out, in)ᵀ
 }
 
+OpCost cost::grouped_forward(const Tensor& y, const Variable* in, size_t n) {
+  if (n < 2) return bytes_forward(y, in, n);
+  // a (M, K) @ b (G, K, N) or a (K, M) @ b (M, N): each of a's M·K entries meets one group's N columns
+  return {profiler::flops::gemm(1, in[0].data().numel(), 1, y.size(-1)), 0};
+}
+
 OpCost cost::conv2d_forward(const Tensor& y, const Variable* in, size_t n) {
   if (n < 2) return bytes_forward(y, in, n);
   return {profiler::flops::conv2d(y.numel(), in[1].numel(), in[1].shape()[0]), 0};  // weight (C_out, ...)

@@ -1,5 +1,7 @@
 #include "nn/llama.h"
 
+#include <algorithm>
+
 #include "autograd/checkpoint.h"
 #include "autograd/functions/elementwise.h"
 #include "autograd/functions/linalg.h"
@@ -169,9 +171,29 @@ LlamaBlock::LlamaBlock(const LlamaConfig& c, Generator* gen, int64_t layer_idx)
   post_attention_layernorm = norm("post_attention_layernorm");
   if (sandwich) pre_feedforward_layernorm = norm("pre_feedforward_layernorm");
   if (post_norms_) post_feedforward_layernorm = norm("post_feedforward_layernorm");
-  mlp = register_module(
-      "mlp", std::make_shared<SwiGLU>(c.hidden_size, c.intermediate_size, c.mlp_bias, gen, c.hidden_act));
+  if (is_sparse_layer(c, layer_idx)) {
+    MoeOptions o;
+    o.num_experts = c.num_experts;
+    o.num_experts_per_tok = c.num_experts_per_tok;
+    o.intermediate_size = c.moe_intermediate_size > 0 ? c.moe_intermediate_size : c.intermediate_size;
+    o.norm_topk_prob = c.norm_topk_prob;
+    o.hidden_act = c.hidden_act;
+    o.shared_expert_intermediate_size = c.shared_expert_intermediate_size;
+    moe = register_module("mlp", std::make_shared<SparseMoeBlock>(c.hidden_size, o, gen));
+  } else {
+    mlp = register_module(
+        "mlp", std::make_shared<SwiGLU>(c.hidden_size, c.intermediate_size, c.mlp_bias, gen, c.hidden_act));
+  }
 }
+
+bool is_sparse_layer(const LlamaConfig& c, int64_t layer_idx) {
+  if (c.num_experts <= 0) return false;
+  if (std::find(c.mlp_only_layers.begin(), c.mlp_only_layers.end(), layer_idx) != c.mlp_only_layers.end())
+    return false;
+  return c.decoder_sparse_step > 0 && (layer_idx + 1) % c.decoder_sparse_step == 0;
+}
+
+Variable LlamaBlock::feed_forward(const Variable& x) { return mlp ? mlp->forward(x) : moe->forward(x); }
 
 // x: (B, T, hidden) -> (B, T, hidden)
 Variable LlamaBlock::forward(const Variable& x, int64_t offset) {
@@ -212,10 +234,10 @@ Variable LlamaBlock::finish(const Variable& x, const Variable& attended) {
   if (post_norms_) {
     const Variable h = add(x, scaled(post_attention_layernorm->forward(attended)));
     const Variable hn = pre_feedforward_layernorm ? pre_feedforward_layernorm->forward(h) : h;
-    return add(h, scaled(post_feedforward_layernorm->forward(mlp->forward(hn))));
+    return add(h, scaled(post_feedforward_layernorm->forward(feed_forward(hn))));
   }
   const Variable h = add(x, scaled(attended));
-  return add(h, scaled(mlp->forward(post_attention_layernorm->forward(h))));
+  return add(h, scaled(feed_forward(post_attention_layernorm->forward(h))));
 }
 
 // ---- the whole model ----
@@ -328,6 +350,16 @@ int64_t LlamaForCausalLM::quantize_q8_0() {
   int64_t n = static_cast<int64_t>(nn::quantize_q8_0(*this).size());
   if (!lm_head) output_q8_0 = ops::quantize_q8_0(model->embed_tokens->weight.data()), ++n;
   return n;
+}
+
+Variable LlamaForCausalLM::aux_loss() const {
+  if (!config_.output_router_logits) return Variable();
+  std::vector<Variable> logits;
+  for (const auto& layer : model->layers)
+    if (layer->moe && layer->moe->router_logits.defined()) logits.push_back(layer->moe->router_logits);
+  if (logits.empty()) return Variable();
+  return mul(load_balancing_loss(logits, config_.num_experts, config_.num_experts_per_tok),
+             config_.router_aux_loss_coef);
 }
 
 Variable LlamaForCausalLM::forward(const Tensor& idx) {

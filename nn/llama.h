@@ -21,6 +21,7 @@
 #include "nn/embedding.h"
 #include "nn/linear.h"
 #include "nn/module.h"
+#include "nn/moe.h"
 #include "nn/multihead.h"
 #include "nn/normalization.h"
 #include "nn/positional.h"
@@ -102,11 +103,31 @@ struct LlamaConfig {
   /// The share of each head's dims that rotates (Phi-3's partial_rotary_factor; RotaryEmbedding's
   /// rotary_fraction): the first head_dim · factor dims, the rest pass; 1 (the default): all
   double partial_rotary_factor = 1.0;
+  /// Sparse mixture-of-experts MLPs (nn::SparseMoeBlock: Mixtral's num_local_experts, Qwen-MoE's and
+  /// OLMoE's num_experts): each sparse layer's MLP is E experts of which num_experts_per_tok run per token;
+  /// 0 (the default): dense MLPs
+  int64_t num_experts = 0;
+  int64_t num_experts_per_tok = 2;
+  int64_t moe_intermediate_size = 0;  ///< each expert's width; 0: intermediate_size (Mixtral, OLMoE)
+  bool norm_topk_prob = true;         ///< the top-k weights renormalised (Mixtral: always)
+  int64_t shared_expert_intermediate_size = 0;  ///< Qwen2-MoE's gated shared expert; 0: none
+  /// Which layers are sparse (Qwen-MoE's keys): layer i unless i is in mlp_only_layers or (i + 1) is not a
+  /// multiple of decoder_sparse_step; the others keep a dense SwiGLU of intermediate_size
+  int64_t decoder_sparse_step = 1;
+  std::vector<int64_t> mlp_only_layers;
+  /// The load-balancing loss in training (LlamaForCausalLM::aux_loss): router_aux_loss_coef times
+  /// load_balancing_loss, when output_router_logits (transformers adds it to the loss only then)
+  bool output_router_logits = false;
+  double router_aux_loss_coef = 0.001;
   /// The Hugging Face model_type this configuration was read as (hf::llama_config sets it, and
   /// hf::llama_hf_config writes that row again where its config can say every switch: a Phi-3 that rotates
   /// whole heads stays a Phi-3 with its fused projections on disk); empty: the row the switches pick
   std::string model_type;
 };
+
+/// True when layer `layer_idx` of `config` has a sparse MoE MLP (LlamaConfig::num_experts and the layer
+/// switches beside it).
+bool is_sparse_layer(const LlamaConfig& config, int64_t layer_idx);
 
 /// Causal grouped-query self-attention with rotary positions (Hugging Face's LlamaAttention; Ainslie et al.
 /// 2023; Su et al. 2021). Children: q_proj Linear(hidden, H·head_dim), k_proj and v_proj Linear(hidden,
@@ -159,9 +180,10 @@ class LlamaAttention : public Module {
 /// post_attention_layernorm RMSNorm(hidden, rms_norm_eps, unit_offset norm_unit_offset) (with norm_placement
 /// "post", OLMo 2's Olmo2DecoderLayer: post_attention_layernorm and post_feedforward_layernorm; "sandwich",
 /// Gemma 3's: all four, pre_feedforward_layernorm too), self_attn
-/// LlamaAttention, mlp SwiGLU(hidden, intermediate, mlp_bias, hidden_act). forward: x (B, T, hidden) -> (B,
-/// T, hidden), each sublayer's output times residual_multiplier before its residual add. Errors as its
-/// children's.
+/// LlamaAttention, mlp SwiGLU(hidden, intermediate, mlp_bias, hidden_act), or in a sparse layer
+/// (is_sparse_layer) mlp SparseMoeBlock (Mixtral's, Qwen-MoE's, OLMoE's decoder layer). forward: x (B, T,
+/// hidden) -> (B, T, hidden), each sublayer's output times residual_multiplier before its residual add.
+/// Errors as its children's.
 class LlamaBlock : public Module {
  public:
   /// `layer_idx`: the block's place in the stack (its no_rope_layers flag).
@@ -177,8 +199,9 @@ class LlamaBlock : public Module {
   std::shared_ptr<RMSNorm> post_attention_layernorm;
   std::shared_ptr<RMSNorm> post_feedforward_layernorm;  ///< with norm_placement "post" or "sandwich"
   std::shared_ptr<LlamaAttention> self_attn;
-  std::shared_ptr<SwiGLU> mlp;
-  double residual_multiplier;  ///< LlamaConfig's (1 but Granite)
+  std::shared_ptr<SwiGLU> mlp;          ///< null in a sparse layer
+  std::shared_ptr<SparseMoeBlock> moe;  ///< a sparse layer's MLP (registered as "mlp"), else null
+  double residual_multiplier;           ///< LlamaConfig's (1 but Granite)
   /// Activation checkpointing (transformers' gradient_checkpointing; saccade::checkpoint): a training
   /// forward keeps only the block's input and recomputes the block in the backward, when grad mode is on and
   /// the input needs a gradient (a first block behind a frozen embedding keeps its activations: no gradient
@@ -190,6 +213,7 @@ class LlamaBlock : public Module {
 
  private:
   Variable finish(const Variable& x, const Variable& attended);
+  Variable feed_forward(const Variable& x);
   Variable run(const Variable& x, const std::function<Variable(const Variable&)>& block);
   bool post_norms_ = false;
 };
@@ -257,6 +281,11 @@ class LlamaForCausalLM : public Module {
   /// embedding the same way); the embedding lookup keeps the float weight. Returns the matrices quantized.
   /// Inference only: forward and step then throw saccade::Error under grad mode (nn::linear_q8_0).
   int64_t quantize_q8_0();
+
+  /// The router's load-balancing loss of the last forward, as MixtralForCausalLM adds it to the loss:
+  /// router_aux_loss_coef · load_balancing_loss over every sparse layer's router logits (0-d); undefined
+  /// unless the model has sparse layers and output_router_logits.
+  Variable aux_loss() const;
 
   std::shared_ptr<LlamaModel> model;
   std::shared_ptr<Linear> lm_head;  ///< null when tied

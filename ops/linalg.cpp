@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include <fmt/ranges.h>
+
 #include "ops/backend.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
@@ -126,6 +128,47 @@ Tensor mm(const Tensor& a, const Tensor& b) {
   SACCADE_CHECK(a.size(1) == b.size(0), "mm: shapes {} and {} cannot be multiplied ({} vs {})", a.shape(),
                 b.shape(), a.size(1), b.size(0));
   return gemm(a.unsqueeze(0), b.unsqueeze(0)).select(0, 0);
+}
+
+Tensor grouped_mm(const Tensor& a, const Tensor& b, const std::vector<int64_t>& offs) {
+  check_operands("grouped_mm", a, b);
+  const bool weights = a.dim() == 2 && b.dim() == 3;  // (M, K) @ (G, K, N): groups of rows
+  SACCADE_CHECK(weights || (a.dim() == 2 && b.dim() == 2),
+                "grouped_mm: expected (M, K) @ (G, K, N) or (K, M) @ (M, N), got shapes {} and {}", a.shape(),
+                b.shape());
+  const int64_t groups = static_cast<int64_t>(offs.size());
+  const int64_t k = weights ? a.size(1) : a.size(0), grouped = weights ? a.size(0) : a.size(1);
+  SACCADE_CHECK(weights ? b.size(1) == k && b.size(0) == groups : b.size(0) == grouped,
+                "grouped_mm: shapes {} and {} cannot be multiplied in {} groups", a.shape(), b.shape(),
+                groups);
+  int64_t prev = 0;
+  for (const int64_t end : offs) {
+    SACCADE_CHECK(end >= prev, "grouped_mm: offsets {} are not non-decreasing", fmt::join(offs, ", "));
+    prev = end;
+  }
+  SACCADE_CHECK(groups > 0 && prev == grouped,
+                "grouped_mm: offsets {} do not end at the grouped dim's size {} (shapes {} and {})",
+                fmt::join(offs, ", "), grouped, a.shape(), b.shape());
+  const int64_t n = b.size(-1);
+  Tensor out = weights ? Tensor::empty({grouped, n}, a.dtype(), a.device())
+                       : zeros({groups, k, n}, a.dtype(), a.device());
+  int64_t start = 0;
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t len = offs[static_cast<size_t>(g)] - start;
+    if (len > 0 && n > 0) {
+      // one contiguous block of out per group: rows [start, start + len), or the (K, N) matrix g
+      const Tensor ag = weights ? a.narrow(0, start, len) : a.narrow(1, start, len);
+      const Tensor bg = weights ? b.select(0, g) : b.narrow(0, start, len);
+      Tensor og = weights ? out.narrow(0, start, len) : out.select(0, g);
+      if (weights && k == 0) {
+        fill_(og, 0.0);
+      } else if (og.numel() > 0) {
+        backend(a.device()).bmm(blas_ready(ag.unsqueeze(0)), blas_ready(bg.unsqueeze(0)), og.unsqueeze(0));
+      }
+    }
+    start = offs[static_cast<size_t>(g)];
+  }
+  return out;
 }
 
 }  // namespace saccade::ops

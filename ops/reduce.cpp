@@ -2,11 +2,14 @@
 // reduced dims merged into k when they are adjacent, otherwise one dim at a time.
 #include "ops/reduce.h"
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "ops/backend.h"
 #include "ops/creation.h"
 #include "ops/elementwise.h"
+#include "ops/index.h"
 #include "ops/widen.h"
 
 namespace saccade::ops {
@@ -140,6 +143,40 @@ Tensor argmax(const Tensor& a, int64_t dim, bool keepdim) {
 Tensor argmin(const Tensor& a, int64_t dim, bool keepdim) {
   return arg_reduce(ReduceOp::Min, a, dim, keepdim, "argmin").indices;
 }
+ValuesIndices topk(const Tensor& a, int64_t k, int64_t dim) {
+  SACCADE_CHECK(a.dtype() != DType::Bool, "topk: a bool tensor (shape {}) has no order", a.shape());
+  const int d = normalize_dim(dim, std::max(a.dim(), 1), "topk");
+  const int64_t n = a.dim() == 0 ? 1 : a.size(d);
+  SACCADE_CHECK(k >= 0 && k <= n, "topk: k = {} is out of range for dim {} of shape {} (0 <= k <= {})", k, d,
+                a.shape(), n);
+  if (a.dim() == 0) return {a.clone(), zeros({}, DType::Int64, a.device())};
+  // the rows along `dim`, last, as float64 on the host (every dtype's values compare exactly there, but
+  // int64's beyond 2^53: those are compared as their nearest doubles)
+  const Tensor rows = a.transpose(d, -1).to(Device::cpu()).to(DType::Float64).contiguous();
+  Shape out_shape = rows.shape();
+  out_shape[out_shape.size() - 1] = k;
+  Tensor idx = Tensor::empty(out_shape, DType::Int64, Device::cpu());
+  const double* x = rows.data<double>();
+  int64_t* out = idx.data<int64_t>();
+  const int64_t count = n == 0 ? 0 : rows.numel() / n;
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  for (int64_t r = 0; r < count; ++r) {
+    const double* row = x + r * n;
+    // a above b: NaN first, then larger, then the lower index
+    auto above = [row](int64_t i, int64_t j) {
+      const bool ni = std::isnan(row[i]), nj = std::isnan(row[j]);
+      if (ni != nj) return ni;
+      if (!ni && row[i] != row[j]) return row[i] > row[j];
+      return i < j;
+    };
+    std::iota(order.begin(), order.end(), int64_t{0});
+    std::partial_sort(order.begin(), order.begin() + k, order.end(), above);
+    std::copy(order.begin(), order.begin() + k, out + r * k);
+  }
+  Tensor indices = idx.transpose(d, -1).contiguous().to(a.device());
+  return {gather(a, d, indices), indices};
+}
+
 Tensor argmax(const Tensor& a) {
   SACCADE_CHECK(a.defined(), "argmax: got an undefined tensor");
   return arg_reduce(ReduceOp::Max, a.dim() == 0 ? a : a.reshape({-1}), 0, false, "argmax").indices;

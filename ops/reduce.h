@@ -33,6 +33,12 @@ struct ValuesIndices {
 };
 ValuesIndices max(const Tensor& a, int64_t dim, bool keepdim = false);
 ValuesIndices min(const Tensor& a, int64_t dim, bool keepdim = false);
+/// The k largest entries along `dim` and their int64 indices (torch.topk(a, k, dim), largest and sorted):
+/// a (.., n, ..) -> values and indices (.., k, ..), each row's entries from the largest down; ties in the
+/// order of their indices, a NaN above every number (as torch). Every dtype but bool, on any device (the
+/// indices are chosen on the host; the values are then ops::gather's, exactly a's entries). Throws
+/// saccade::Error naming "topk" and the shape for k < 0 or k > n, or a bool tensor.
+ValuesIndices topk(const Tensor& a, int64_t k, int64_t dim = -1);
 /// int64 index of the max / min along dim; without a dim, of the flattened tensor (0-d).
 Tensor argmax(const Tensor& a, int64_t dim, bool keepdim = false);
 Tensor argmin(const Tensor& a, int64_t dim, bool keepdim = false);

@@ -199,6 +199,11 @@ std::vector<std::pair<const OpInfo*, std::function<Run()>>> cases() {
        }},
       {&op_info::mm,
        binary([](const Variable& a, const Variable& b) { return saccade::mm(a, saccade::t(b)); })},
+      {&op_info::grouped_mm,
+       [] {
+         Variable a = leaf({5, 3}, 1), b = leaf({2, 3, 4}, 2);
+         return Run{saccade::grouped_mm(a, b, {2, 5}), {a, b}};
+       }},
       {&op_info::linear,
        [] {
          Variable x = leaf({2, 3}, 1), w = leaf({4, 3}, 2), b = leaf({4}, 3);

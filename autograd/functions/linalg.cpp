@@ -96,6 +96,27 @@ Variable mm(const Variable& a, const Variable& b) {
   });
 }
 
+Variable grouped_mm(const Variable& a, const Variable& b, const std::vector<int64_t>& offs) {
+  OpScope op(op_info::grouped_mm, a, b);
+  SACCADE_AUTOCAST(op, grouped_mm, a, b, offs);
+  // Per group, y_g = a_g @ b_g:  da_g = ȳ_g b_gᵀ,  db_g = a_gᵀ ȳ_g. Written with grouped_mm itself:
+  //   a (M, K), b (G, K, N), y (M, N):  da = grouped_mm(ȳ, bᵀ (G, N, K)) (M, K),
+  //                                     db = grouped_mm(aᵀ (K, M), ȳ) (G, K, N);
+  //   a (K, M), b (M, N), y (G, K, N):  da = grouped_mm(b, ȳᵀ (G, N, K))ᵀ (K, M),
+  //                                     db = grouped_mm(aᵀ (M, K), ȳ) (M, N).
+  const bool ga = a.requires_grad(), gb = b.requires_grad(), rows = b.dim() == 3;
+  SavedVariable sa = gb ? SavedVariable(a, op_info::grouped_mm) : SavedVariable();
+  SavedVariable sb = ga ? SavedVariable(b, op_info::grouped_mm) : SavedVariable();
+  return make_result(op, ops::grouped_mm(a.data(), b.data(), offs), {a, b},
+                     [sa, sb, ga, gb, rows, offs](const Variable& g) -> Grads {
+                       Variable da, db;
+                       if (ga)
+                         da = rows ? grouped_mm(g, mT(sb.get()), offs) : t(grouped_mm(sb.get(), mT(g), offs));
+                       if (gb) db = grouped_mm(t(sa.get()), g, offs);
+                       return {da, db};
+                     });
+}
+
 Variable linear(const Variable& x, const Variable& weight, const Variable& bias) {
   OpScope op(op_info::linear, x, weight);
   SACCADE_AUTOCAST(op, linear, x, weight, bias);

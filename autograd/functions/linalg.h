@@ -1,6 +1,8 @@
 #pragma once
 // Differentiable matrix products and the linear layer's function. Shapes, dtypes and errors as in
 // ops/linalg.h.
+#include <vector>
+
 #include "autograd/op_info.h"
 #include "autograd/variable.h"
 
@@ -13,6 +15,8 @@ inline constexpr OpInfo matmul =
     with_cost(with_autocast(row("matmul", "linalg.cpp"), Lower, Lower), cost::kGemm);
 inline constexpr OpInfo bmm = with_cost(with_autocast(row("bmm", "linalg.cpp"), Lower, Lower), cost::kGemm);
 inline constexpr OpInfo mm = with_cost(with_autocast(row("mm", "linalg.cpp"), Lower, Lower), cost::kGemm);
+inline constexpr OpInfo grouped_mm =
+    with_cost(with_autocast(row("grouped_mm", "linalg.cpp"), Lower, Lower), cost::kGroupedGemm);
 inline constexpr OpInfo linear =
     with_cost(with_autocast(row("linear", "linalg.cpp"), Lower, Lower), cost::kLinear);
 
@@ -27,6 +31,13 @@ Variable bmm(const Variable& a, const Variable& b);
 
 /// (M, K) @ (K, N) -> (M, N) (as torch.mm). Errors as ops::mm.
 Variable mm(const Variable& a, const Variable& b);
+
+/// Grouped products (ops::grouped_mm: torch._grouped_mm with host offsets), differentiable in both operands:
+/// a (M, K) @ b (G, K, N) -> (M, N), row group g times b[g]; or a (K, M) @ b (M, N) -> (G, K, N), the groups
+/// along the contracted dim. The backward of each case is grouped_mm of the other (hence any order of
+/// derivatives): for y = a @ b per group, da = ȳ bᵀ and db = aᵀ ȳ group by group. Shapes, dtypes and errors
+/// as ops::grouped_mm.
+Variable grouped_mm(const Variable& a, const Variable& b, const std::vector<int64_t>& offs);
 
 /// y = x W^T + b: x (*, in) (also 1-d (in)), weight (out, in), bias (out) or undefined -> (*, out); as
 /// torch.nn.functional.linear. Multiplies by weight.t() without copying it. Throws saccade::Error naming
