@@ -252,6 +252,19 @@ LoadReport load_weights(nn::Module& module, const Weights& weights, const std::v
       throw fail(fmt::format("tensor '{}' has shape {}, which cannot be split into {} along dim {}{}",
                              rule.hf, e.shape, parts, rule.split_dim,
                              rule.transpose ? " and transposed" : ""));
+    if (rule.index >= 0) {  // one entry along dim 0 of a batched tensor
+      const Tensor* t = rule.ours.size() == 1 && !rule.transpose ? ours.find(rule.ours[0]) : nullptr;
+      if (!t)
+        throw fail(fmt::format("tensor '{}' goes to entry {} of '{}', which the model does not have", rule.hf,
+                               rule.index, fmt::join(rule.ours, ", ")));
+      if (t->dim() < 1 || rule.index >= t->size(0) || t->select(0, rule.index).shape() != e.shape)
+        throw fail(fmt::format("tensor '{}' of shape {} does not fit entry {} of '{}' of shape {}", rule.hf,
+                               e.shape, rule.index, rule.ours[0], t->shape()));
+      if (!filled.insert(fmt::format("{}[{}]", rule.ours[0], rule.index)).second)
+        throw fail(fmt::format("entry {} of '{}' is filled twice", rule.index, rule.ours[0]));
+      used.insert(rule.hf);
+      continue;
+    }
     int64_t total = 0;  // the parts' lengths along split_dim, which must make up the checkpoint tensor's
     for (const std::string& name : rule.ours) {
       const Tensor* t = ours.find(name);
@@ -272,9 +285,17 @@ LoadReport load_weights(nn::Module& module, const Weights& weights, const std::v
                       rule.hf, e.shape, rule.split_dim, parts, total));
     used.insert(rule.hf);
   }
-  for (const auto& [name, t] : ours)
-    if (!filled.count(name))
-      throw fail(fmt::format("nothing in the checkpoint fills the model's '{}'", name));
+  for (const auto& [name, t] : ours) {
+    if (filled.count(name)) continue;
+    // a batched tensor filled entry by entry: every entry once
+    int64_t entries = 0;
+    while (t.dim() >= 1 && entries < t.size(0) && filled.count(fmt::format("{}[{}]", name, entries)))
+      ++entries;
+    if (entries == 0 || entries != t.size(0))
+      throw fail(entries == 0 ? fmt::format("nothing in the checkpoint fills the model's '{}'", name)
+                              : fmt::format("nothing in the checkpoint fills entry {} of the model's '{}'",
+                                            entries, name));
+  }
   LoadReport report;
   std::vector<std::string> extra;
   for (const std::string& name : weights.names())
@@ -287,6 +308,12 @@ LoadReport load_weights(nn::Module& module, const Weights& weights, const std::v
   // 2. Write.
   std::vector<Tensor> written;
   for (const NameRule& rule : table) {
+    if (rule.index >= 0) {
+      const Tensor& whole = ours.at(rule.ours[0]);
+      weights.read_into(rule.hf, whole.select(0, rule.index));  // a contiguous block of the batched tensor
+      written.push_back(whole);
+      continue;
+    }
     if (rule.ours.size() == 1 && !rule.transpose) {
       const Tensor& dst = ours.at(rule.ours[0]);
       weights.read_into(rule.hf, dst);
@@ -319,7 +346,7 @@ nn::StateDict export_weights(const nn::Module& module, const std::vector<NameRul
     for (const std::string& name : rule.ours) {
       const Tensor* t = ours.find(name);
       SACCADE_CHECK(t, "hf::export_weights: the model has no '{}' (for '{}')", name, rule.hf);
-      Tensor p = t->to(Device::cpu()).to(dtype);
+      Tensor p = (rule.index >= 0 ? t->select(0, rule.index) : *t).to(Device::cpu()).to(dtype);
       parts.push_back(rule.transpose ? p.transpose(0, 1) : p);
     }
     out.insert(rule.hf, (parts.size() == 1 ? parts[0] : ops::cat(parts, rule.split_dim)).contiguous());

@@ -80,6 +80,9 @@ struct NameRule {
   std::vector<std::string> ours;
   bool transpose = false;
   int64_t split_dim = 0;
+  /// >= 0: the checkpoint tensor is entry `index` along dim 0 of the one tensor `ours` names (a MoE layer's
+  /// experts, one tensor each on disk, held as one batched weight); the rows of one tensor fill it together
+  int64_t index = -1;
 };
 
 /// What load_weights did not use: checkpoint tensors no row names (non-strict loads only; strict loads
@@ -90,9 +93,10 @@ struct LoadReport {
 
 /// Loads `weights` into `module` by `table`. Every row's checkpoint tensor must exist and match its
 /// parameters' shapes (after the split and transpose); every state_dict entry of the module must be filled
-/// by exactly one row; checkpoint tensors that no row names and `ignore` does not list are an error when
-/// `strict`, and listed in the report otherwise. Everything is checked before anything is written: on error
-/// the module is unchanged. Throws saccade::Error naming "hf::load_weights", the folder and the tensor.
+/// by exactly one row (or, for rows with an index, each of its entries along dim 0 by exactly one);
+/// checkpoint tensors that no row names and `ignore` does not list are an error when `strict`, and listed in
+/// the report otherwise. Everything is checked before anything is written: on error the module is unchanged.
+/// Throws saccade::Error naming "hf::load_weights", the folder and the tensor.
 LoadReport load_weights(nn::Module& module, const Weights& weights, const std::vector<NameRule>& table,
                         bool strict = true, const std::vector<std::string>& ignore = {});
 

@@ -449,17 +449,23 @@ void read_phi3(const Reader& r, Config& c) {
     r.ignored_unless_false(key, "transformers' Phi3ForCausalLM has no biases");
 }
 
+// What OLMo 2 and OLMoE share: rms_norm_eps 1e-5, pad_token_id 1, biases by attention_bias only (`mlp`
+// names the MLP class that has none) and the full-width q and k norms.
+void read_olmo_common(const Reader& r, Config& c, const char* mlp) {
+  read_llama_common(r, c, 0);
+  c.norm_eps = r.number("rms_norm_eps", 1e-5);
+  default_pad(r, c, 1);
+  c.attention_bias = r.boolean("attention_bias", false);
+  r.ignored_unless_false("mlp_bias", fmt::format("transformers' {} has no biases", mlp));
+  c.qk_norm_full_width = true;
+}
+
 // OLMo 2 (OLMo et al. 2024, "2 OLMo 2 Furious"; transformers' Olmo2Config): Llama's blocks with the norms
 // after each sublayer (its output normed before the residual add; no input norm) and an RMSNorm over all
 // heads' queries and keys after the projections; biases by attention_bias; Olmo2Config's defaults:
 // rms_norm_eps 1e-5, pad_token_id 1.
 void read_olmo2(const Reader& r, Config& c) {
-  read_llama_common(r, c, 0);
-  c.norm_eps = r.number("rms_norm_eps", 1e-5);
-  default_pad(r, c, 1);
-  c.attention_bias = r.boolean("attention_bias", false);
-  r.ignored_unless_false("mlp_bias", "transformers' Olmo2MLP has no biases");
-  c.qk_norm_full_width = true;
+  read_olmo_common(r, c, "Olmo2MLP");
   c.norm_placement = "post";
 }
 
@@ -542,6 +548,113 @@ void read_gemma2(const Reader& r, Config& c) {
   read_softcaps(r, c, 50.0, 30.0);
 }
 
+// ---- the mixture-of-experts rows ----
+
+// The MoE keys every MoE row has: the expert count under `experts_key`, num_experts_per_tok (k <= E), the
+// load-balancing loss's output_router_logits and router_aux_loss_coef; `defaults` are the config class's.
+struct MoeDefaults {
+  int64_t experts, k;
+  double aux_loss_coef;
+};
+void read_moe(const Reader& r, Config& c, const char* experts_key, const MoeDefaults& d,
+              const char* alias = nullptr) {
+  // the config class's attribute_map: `alias` in a file means `experts_key` (transformers 5 writes
+  // Qwen3-MoE's num_experts as num_local_experts; the published files say num_experts)
+  if (alias && r.has(alias)) {
+    if (r.has(experts_key) && r.j[alias] != r.j[experts_key])
+      throw r.fail(alias, fmt::format("{} disagrees with \"{}\": {}", r.j[alias].dump(), experts_key,
+                                      r.j[experts_key].dump()));
+    experts_key = alias;
+  }
+  c.num_experts = r.integer(experts_key, d.experts);
+  c.num_experts_per_tok = r.integer("num_experts_per_tok", d.k);
+  if (c.num_experts_per_tok > c.num_experts)
+    throw r.fail("num_experts_per_tok",
+                 fmt::format("{} is above {} {}", c.num_experts_per_tok, experts_key, c.num_experts));
+  c.output_router_logits = r.boolean("output_router_logits", false);
+  c.router_aux_loss_coef = r.has("router_aux_loss_coef")
+                               ? r.number(r.j["router_aux_loss_coef"], "router_aux_loss_coef", false)
+                               : d.aux_loss_coef;
+  if (c.router_aux_loss_coef < 0)
+    throw r.fail("router_aux_loss_coef", fmt::format("{} is negative", c.router_aux_loss_coef));
+}
+
+// The Qwen-MoE rows' keys: each expert's width, renormalised top-k weights, and which layers stay dense
+// (decoder_sparse_step, mlp_only_layers; their dense MLPs keep intermediate_size).
+void read_qwen_moe(const Reader& r, Config& c, const MoeDefaults& d, int64_t default_width,
+                   const char* alias = nullptr) {
+  read_moe(r, c, "num_experts", d, alias);
+  c.moe_intermediate_size = r.integer("moe_intermediate_size", default_width);
+  c.norm_topk_prob = r.boolean("norm_topk_prob", false);
+  c.decoder_sparse_step = r.integer("decoder_sparse_step", 1);
+  if (r.has("mlp_only_layers")) {
+    const json& list = r.j["mlp_only_layers"];
+    if (!list.is_array()) throw r.fail("mlp_only_layers", fmt::format("{} is not a list", list.dump()));
+    for (const json& i : list) {
+      if (!i.is_number_integer() || i.get<int64_t>() < 0 || i.get<int64_t>() >= c.num_hidden_layers)
+        throw r.fail("mlp_only_layers", fmt::format("{} holds {}, not a layer", list.dump(), i.dump()));
+      c.mlp_only_layers.push_back(i.get<int64_t>());
+    }
+  }
+}
+
+// Mixtral (Jiang et al. 2024, Mixtral of Experts; transformers' MixtralConfig): Mistral's blocks (no biases,
+// a sliding window when sliding_window is set: none by default) whose MLPs are num_local_experts SwiGLU
+// experts (8), 2 a token, the top-k weights always renormalised; MixtralConfig's defaults
+// num_key_value_heads 8 and rms_norm_eps 1e-5. router_jitter_noise (training noise on the input) is refused.
+void read_mixtral(const Reader& r, Config& c) {
+  read_llama_common(r, c, 8);
+  c.norm_eps = r.number("rms_norm_eps", 1e-5);
+  c.sliding_window = read_window(r, 0);
+  read_moe(r, c, "num_local_experts", {8, 2, 0.001}, "num_experts");
+  c.norm_topk_prob = true;
+  if (r.has("router_jitter_noise") && r.number(r.j["router_jitter_noise"], "router_jitter_noise", false) != 0)
+    throw r.fail("router_jitter_noise", "a value other than 0 is not supported");
+  for (const char* key : {"attention_bias", "mlp_bias"})
+    r.ignored_unless_false(key, "transformers' MixtralForCausalLM has no biases");
+}
+
+// Qwen2-MoE (Qwen1.5-MoE; transformers' Qwen2MoeConfig): Qwen2's blocks (biases on q, k and v by qkv_bias,
+// true by default) with sparse MLPs (60 experts of moe_intermediate_size 1408, 4 a token, weights not
+// renormalised by default) beside a shared expert (shared_expert_intermediate_size 5632) gated by
+// sigmoid(shared_expert_gate x); dense layers by decoder_sparse_step and mlp_only_layers; Qwen2MoeConfig's
+// defaults (16 key/value heads); sliding layers with use_sliding_window: every other layer below
+// max_window_layers, or as layer_types says.
+void read_qwen2_moe(const Reader& r, Config& c) {
+  read_llama_common(r, c, 16);
+  c.qkv_bias = r.boolean("qkv_bias", true);
+  for (const char* key : {"attention_bias", "mlp_bias"})
+    r.ignored_unless_false(key, "transformers' Qwen2MoeForCausalLM has biases on q, k and v only (qkv_bias)");
+  const int64_t below = r.integer("max_window_layers", 28, 0);
+  read_sliding_layers(r, c, 4096, [&](int64_t i) { return (i + 1) % 2 != 0 && i < below; });
+  read_qwen_moe(r, c, {60, 4, 0.001}, 1408);
+  c.shared_expert_intermediate_size = r.integer("shared_expert_intermediate_size", 5632);
+}
+
+// Qwen3-MoE (Qwen3 Technical Report; transformers' Qwen3MoeConfig): Qwen3's blocks (per-head q and k norms,
+// biases by attention_bias; head_dim hidden / heads unless given) with sparse MLPs (128 experts of 768, 8 a
+// token, norm_topk_prob) and dense layers as Qwen2-MoE's; a sliding window in every layer with
+// use_sliding_window; Qwen3MoeConfig's defaults (4 key/value heads).
+void read_qwen3_moe(const Reader& r, Config& c) {
+  read_llama_common(r, c, 4);
+  c.qk_norm = true;
+  c.attention_bias = r.boolean("attention_bias", false);
+  r.ignored_unless_false("mlp_bias", "transformers' Qwen3MoeMLP has no biases");
+  c.sliding_window = r.boolean("use_sliding_window", false) ? read_window(r, 4096) : 0;
+  read_qwen_moe(r, c, {128, 8, 0.001}, 768, "num_local_experts");
+}
+
+// OLMoE (Muennighoff et al. 2024; transformers' OlmoeConfig): pre-norm blocks with RMSNorms over all heads'
+// queries and keys (OLMo 2's q_norm and k_norm) and sparse MLPs (64 experts of intermediate_size, 8 a token,
+// weights not renormalised by default); OlmoeConfig's defaults rms_norm_eps 1e-5, pad_token_id 1,
+// router_aux_loss_coef 0.01. clip_qkv (clamping q, k and v) is refused.
+void read_olmoe(const Reader& r, Config& c) {
+  read_olmo_common(r, c, "OlmoeMLP");
+  if (r.has("clip_qkv")) throw r.fail("clip_qkv", "clamping q, k and v is not supported (null: none)");
+  read_moe(r, c, "num_experts", {64, 8, 0.01}, "num_local_experts");
+  c.norm_topk_prob = r.boolean("norm_topk_prob", false);
+}
+
 // One row a model_type: the architectures names transformers writes for it, and its reader.
 struct Family {
   const char* model_type;
@@ -562,6 +675,10 @@ const std::vector<Family>& families() {
       {"olmo2", {"Olmo2ForCausalLM", "Olmo2Model"}, read_olmo2},
       {"gemma3_text", {"Gemma3ForCausalLM", "Gemma3TextModel"}, read_gemma3_text},
       {"gemma2", {"Gemma2ForCausalLM", "Gemma2Model"}, read_gemma2},
+      {"mixtral", {"MixtralForCausalLM", "MixtralModel"}, read_mixtral},
+      {"qwen2_moe", {"Qwen2MoeForCausalLM", "Qwen2MoeModel"}, read_qwen2_moe},
+      {"qwen3_moe", {"Qwen3MoeForCausalLM", "Qwen3MoeModel"}, read_qwen3_moe},
+      {"olmoe", {"OlmoeForCausalLM", "OlmoeModel"}, read_olmoe},
   };
   return rows;
 }
@@ -600,27 +717,41 @@ std::optional<std::string> unwritable(const Config& c, const std::string& type) 
   };
   const bool gemma = type == "gemma" || type == "gemma2" || type == "gemma3_text";
   const bool sandwich_row = type == "gemma2" || type == "gemma3_text";
+  const bool dense_layers = c.decoder_sparse_step != 1 || !c.mlp_only_layers.empty();
   const Switch switches[] = {
       {c.sliding_window > 0,
        fmt::format("a sliding window ({})", c.sliding_window),
-       {"mistral", "phi3", "gemma2", "gemma3_text", "qwen2", "qwen3", "smollm3"}},
+       {"mistral", "phi3", "gemma2", "gemma3_text", "qwen2", "qwen3", "smollm3", "mixtral", "qwen2_moe",
+        "qwen3_moe"}},
+      {c.num_experts > 0, "sparse MoE MLPs", {"mixtral", "qwen2_moe", "qwen3_moe", "olmoe"}},
+      {c.shared_expert_intermediate_size > 0, "a shared expert", {"qwen2_moe"}},
+      {c.num_experts > 0 && !c.norm_topk_prob,
+       "top-k weights not renormalised",
+       {"qwen2_moe", "qwen3_moe", "olmoe"}},
+      {c.num_experts > 0 && dense_layers, "dense layers among the sparse ones", {"qwen2_moe", "qwen3_moe"}},
+      {c.moe_intermediate_size > 0 && c.moe_intermediate_size != c.intermediate_size,
+       "experts of another width than intermediate_size",
+       {"qwen2_moe", "qwen3_moe"}},
       {c.partial_rotary_factor != 1.0,
        fmt::format("partial_rotary_factor {}", c.partial_rotary_factor),
        {"phi3"}},
       {c.attention_bias,
        "attention biases",
-       {"llama", "qwen3", "gemma", "granite", "smollm3", "olmo2", "gemma2", "gemma3_text"}},
-      {c.qk_norm_full_width, "q and k norms over all heads", {"olmo2"}},
+       {"llama", "qwen3", "gemma", "granite", "smollm3", "olmo2", "gemma2", "gemma3_text", "qwen3_moe",
+        "olmoe"}},
+      {c.qk_norm_full_width, "q and k norms over all heads", {"olmo2", "olmoe"}},
       {c.norm_placement == "post", "norm_placement 'post'", {"olmo2"}},
       {c.norm_placement == "sandwich", "norm_placement 'sandwich'", {"gemma2", "gemma3_text"}},
-      {!c.layer_types.empty(), "layer_types", {"gemma2", "gemma3_text", "qwen2", "qwen3", "smollm3"}},
+      {!c.layer_types.empty(),
+       "layer_types",
+       {"gemma2", "gemma3_text", "qwen2", "qwen3", "smollm3", "qwen2_moe"}},
       {c.attn_logit_softcapping > 0 || c.final_logit_softcapping > 0,
        "logit soft-capping",
        {"gemma2", "gemma3_text"}},
       {c.rope_local_base_freq > 0, "a local rotary base", {"gemma3_text"}},
       {c.mlp_bias, "MLP biases", {"llama", "granite", "smollm3"}},
-      {c.qkv_bias && !c.attention_bias, "biases on q, k and v only", {"qwen2"}},
-      {c.qk_norm, "per-head q and k norms", {"qwen3", "gemma3_text"}},
+      {c.qkv_bias && !c.attention_bias, "biases on q, k and v only", {"qwen2", "qwen2_moe"}},
+      {c.qk_norm, "per-head q and k norms", {"qwen3", "gemma3_text", "qwen3_moe"}},
       {c.norm_unit_offset, "RMSNorm weights as offsets from one", {"gemma", "gemma2", "gemma3_text"}},
       {granite_scalars(c), "Granite's multipliers", {"granite"}},
       {c.attention_multiplier > 0, "an attention multiplier", {"granite", "gemma2", "gemma3_text"}},
@@ -646,7 +777,11 @@ std::optional<std::string> unwritable(const Config& c, const std::string& type) 
       {"olmo2", c.qk_norm_full_width && c.norm_placement == "post"},
       {"gemma3_text",
        c.norm_unit_offset && c.qk_norm && c.norm_placement == "sandwich" && !c.layer_types.empty()},
-      {"gemma2", c.norm_unit_offset && c.norm_placement == "sandwich" && !c.layer_types.empty()}};
+      {"gemma2", c.norm_unit_offset && c.norm_placement == "sandwich" && !c.layer_types.empty()},
+      {"mixtral", c.num_experts > 0 && c.norm_topk_prob},
+      {"qwen2_moe", c.num_experts > 0 && c.shared_expert_intermediate_size > 0},
+      {"qwen3_moe", c.num_experts > 0 && c.qk_norm},
+      {"olmoe", c.num_experts > 0 && c.qk_norm_full_width && c.norm_placement == "pre"}};
   for (const auto& [row, has] : needs)
     if (type == row && !has)
       return fmt::format("a '{}' config without the switch every '{}' model has", row, row);
@@ -671,6 +806,14 @@ void refuse_unwritable(const Config& c, const std::string& type) {
 std::string llama_family(const Config& c) {
   if (const Family* f = find_family(c.model_type); f && f->read != read_gpt2 && !unwritable(c, c.model_type))
     return c.model_type;  // the row it was read as, where that row's config says every switch
+  if (c.num_experts > 0) {
+    if (c.shared_expert_intermediate_size > 0) return "qwen2_moe";
+    if (c.qk_norm) return "qwen3_moe";
+    if (c.qk_norm_full_width) return "olmoe";
+    const bool dense_layers = c.decoder_sparse_step != 1 || !c.mlp_only_layers.empty();
+    const bool narrow = c.moe_intermediate_size > 0 && c.moe_intermediate_size != c.intermediate_size;
+    return c.norm_topk_prob && !dense_layers && !narrow ? "mixtral" : "qwen3_moe";
+  }
   if (c.norm_placement == "sandwich") return c.qk_norm ? "gemma3_text" : "gemma2";
   if (c.qk_norm) return "qwen3";
   if (c.qkv_bias && !c.attention_bias) return "qwen2";
@@ -808,6 +951,40 @@ std::string config_json(const Config& c) {
             !c.layer_types.empty()
                 ? c.layer_types
                 : std::vector<std::string>(static_cast<size_t>(c.num_hidden_layers), "sliding_attention");
+    }
+    if (type == "mixtral") j["sliding_window"] = or_null(c.sliding_window);
+    if (type == "qwen3_moe") {
+      j["attention_bias"] = c.attention_bias;
+      j["use_sliding_window"] = c.sliding_window > 0;
+      j["sliding_window"] = or_null(c.sliding_window);
+    }
+    if (type == "qwen2_moe") {
+      j["qkv_bias"] = c.qkv_bias;
+      j["use_sliding_window"] = c.sliding_window > 0;
+      j["sliding_window"] = or_null(c.sliding_window);
+      j["layer_types"] =
+          !c.layer_types.empty()
+              ? c.layer_types
+              : std::vector<std::string>(static_cast<size_t>(c.num_hidden_layers),
+                                         c.sliding_window > 0 ? "sliding_attention" : "full_attention");
+      j["shared_expert_intermediate_size"] = c.shared_expert_intermediate_size;
+    }
+    if (type == "olmoe") {
+      j["attention_bias"] = c.attention_bias;
+      j["clip_qkv"] = nullptr;
+    }
+    if (c.num_experts > 0) {
+      j[type == "mixtral" ? "num_local_experts" : "num_experts"] = c.num_experts;
+      j["num_experts_per_tok"] = c.num_experts_per_tok;
+      if (type != "mixtral") j["norm_topk_prob"] = c.norm_topk_prob;
+      if (type == "qwen2_moe" || type == "qwen3_moe") {
+        j["moe_intermediate_size"] =
+            c.moe_intermediate_size > 0 ? c.moe_intermediate_size : c.intermediate_size;
+        j["decoder_sparse_step"] = c.decoder_sparse_step;
+        j["mlp_only_layers"] = c.mlp_only_layers;
+      }
+      j["output_router_logits"] = c.output_router_logits;
+      j["router_aux_loss_coef"] = c.router_aux_loss_coef;
     }
     if (type == "phi3") j["partial_rotary_factor"] = c.partial_rotary_factor;
     if (type == "smollm3") j["no_rope_layers"] = c.no_rope_layers;

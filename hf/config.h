@@ -84,6 +84,18 @@ struct Config {
   /// "gemma2" only: attn_logit_softcapping (Gemma2Config's 50) and final_logit_softcapping (30); null: 0,
   /// none
   double attn_logit_softcapping = 0.0, final_logit_softcapping = 0.0;
+  /// Sparse mixture-of-experts MLPs ("mixtral": num_local_experts; "qwen2_moe", "qwen3_moe", "olmoe":
+  /// num_experts), each token through num_experts_per_tok of them; other rows: 0 (dense MLPs). The expert
+  /// width is moe_intermediate_size ("qwen2_moe", "qwen3_moe"; 0: intermediate_size, as "mixtral" and
+  /// "olmoe"); norm_topk_prob ("mixtral": always true); Qwen2-MoE's shared expert
+  /// (shared_expert_intermediate_size); the Qwen-MoE rows' dense layers (decoder_sparse_step,
+  /// mlp_only_layers); the load-balancing loss in training (output_router_logits, router_aux_loss_coef)
+  int64_t num_experts = 0, num_experts_per_tok = 0, moe_intermediate_size = 0;
+  int64_t shared_expert_intermediate_size = 0, decoder_sparse_step = 1;
+  bool norm_topk_prob = false;
+  std::vector<int64_t> mlp_only_layers;
+  bool output_router_logits = false;
+  double router_aux_loss_coef = 0.0;
   std::vector<int64_t> bos_token_id, eos_token_id;  ///< empty when null or absent (a list: several eos)
   std::string torch_dtype;  ///< "float32", "bfloat16", "float16" or "" (the dtype on disk)
 
@@ -118,6 +130,13 @@ std::vector<std::string> supported_model_types();
 /// sliding layers' own rotary base; Gemma3TextConfig's defaults; softcapping refused) and "gemma2"
 /// (Gemma2ForCausalLM or Gemma2Model, or none: as gemma3_text without q and k norms or a local rotary base,
 /// with attn_logit_softcapping and final_logit_softcapping; Gemma2Config's defaults, every other layer full);
+/// the mixture-of-experts rows "mixtral" (MixtralForCausalLM or MixtralModel, or none: Mistral's blocks with
+/// sparse MoE MLPs, num_local_experts, top-k weights renormalised; router_jitter_noise refused), "qwen2_moe"
+/// (Qwen2MoeForCausalLM or Qwen2MoeModel, or none: Qwen2's blocks, qkv_bias, a gated shared expert, dense
+/// layers by decoder_sparse_step and mlp_only_layers), "qwen3_moe" (Qwen3MoeForCausalLM or Qwen3MoeModel, or
+/// none: Qwen3's blocks with sparse layers as Qwen2-MoE's, no shared expert) and "olmoe" (OlmoeForCausalLM or
+/// OlmoeModel, or none: pre-norm blocks with OLMo 2's full-width q and k norms; clip_qkv refused), each with
+/// its config class's defaults;
 /// rotary settings either as a top-level "rope_theta" (as most published files have it) or inside
 /// "rope_parameters" / "rope_scaling" (newer transformers; "rope_type", else the older "type"), where the
 /// rope types "default", "linear", "llama3" and "yarn" are supported. Keys the model_type's transformers

@@ -46,6 +46,15 @@ nn::LlamaConfig llama_config(const Config& c) {
   l.rope_local_base_freq = c.rope_local_base_freq;
   l.attn_logit_softcapping = c.attn_logit_softcapping;
   l.final_logit_softcapping = c.final_logit_softcapping;
+  l.num_experts = c.num_experts;
+  l.num_experts_per_tok = c.num_experts_per_tok;
+  l.moe_intermediate_size = c.moe_intermediate_size;
+  l.norm_topk_prob = c.norm_topk_prob;
+  l.shared_expert_intermediate_size = c.shared_expert_intermediate_size;
+  l.decoder_sparse_step = c.decoder_sparse_step;
+  l.mlp_only_layers = c.mlp_only_layers;
+  l.output_router_logits = c.output_router_logits;
+  l.router_aux_loss_coef = c.router_aux_loss_coef;
   l.model_type = c.model_type;
   return l;
 }
@@ -85,14 +94,55 @@ Config llama_hf_config(const nn::LlamaConfig& l) {
   c.rope_local_base_freq = l.rope_local_base_freq;
   c.attn_logit_softcapping = l.attn_logit_softcapping;
   c.final_logit_softcapping = l.final_logit_softcapping;
+  c.num_experts = l.num_experts;
+  if (l.num_experts > 0) {
+    c.num_experts_per_tok = l.num_experts_per_tok;
+    c.moe_intermediate_size = l.moe_intermediate_size;
+    c.norm_topk_prob = l.norm_topk_prob;
+    c.shared_expert_intermediate_size = l.shared_expert_intermediate_size;
+    c.decoder_sparse_step = l.decoder_sparse_step;
+    c.mlp_only_layers = l.mlp_only_layers;
+    c.output_router_logits = l.output_router_logits;
+    c.router_aux_loss_coef = l.router_aux_loss_coef;
+  }
   c.model_type = l.model_type;
   c.model_type = llama_family(c);  // the row that holds the layout
   return c;
 }
 
+namespace {
+
+// A sparse layer's MLP on disk: one tensor per expert, "<prefix>experts.<e>.<proj>.weight", under Mixtral's
+// names ("block_sparse_moe.", w1 gate, w3 up, w2 down) or the Qwen-MoE / OLMoE ones ("mlp.", gate_proj,
+// up_proj, down_proj); the router is "<prefix>gate.weight" either way. Returns false for any other entry.
+bool expert_rows(const std::string& name, const Tensor& t, bool mixtral, std::vector<NameRule>& rows) {
+  const size_t at = name.find(".mlp.");
+  if (at == std::string::npos) return false;
+  const std::string layer = name.substr(0, at + 1), rest = name.substr(at + 5);
+  const std::string prefix = layer + (mixtral ? "block_sparse_moe." : "mlp.");
+  if (rest == "gate.weight") {
+    rows.push_back({prefix + rest, {name}});
+    return true;
+  }
+  const std::vector<std::pair<std::string, std::string>> projections = {
+      {"gate_proj", mixtral ? "w1" : "gate_proj"},
+      {"up_proj", mixtral ? "w3" : "up_proj"},
+      {"down_proj", mixtral ? "w2" : "down_proj"}};
+  for (const auto& [ours, theirs] : projections) {
+    if (rest != "experts." + ours) continue;
+    for (int64_t e = 0; e < t.size(0); ++e)
+      rows.push_back({fmt::format("{}experts.{}.{}.weight", prefix, e, theirs), {name}, false, 0, e});
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 std::vector<NameRule> llama_name_table(const nn::LlamaForCausalLM& model) {
   std::vector<NameRule> t;
-  const bool fused = llama_hf_config(model.config()).model_type == "phi3";
+  const std::string row = llama_hf_config(model.config()).model_type;
+  const bool fused = row == "phi3", moe = model.config().num_experts > 0;
   // Phi-3's fused tensors: one row each, split along the output rows in the order transformers slices them
   auto fuse = [&](const std::string& prefix, const std::string& theirs,
                   const std::vector<std::string>& ours) {
@@ -103,6 +153,9 @@ std::vector<NameRule> llama_name_table(const nn::LlamaForCausalLM& model) {
   for (const auto& entry : model.state_dict()) {
     const std::string& name = entry.first;
     const auto at = [&](const char* tail) { return name.ends_with(tail); };
+    if (moe && (name.find(".mlp.experts.") != std::string::npos || at(".mlp.gate.weight")) &&
+        expert_rows(name, entry.second, row == "mixtral", t))
+      continue;
     if (!fused) {
       t.push_back({name, {name}});
     } else if (at("self_attn.q_proj.weight")) {  // (H + 2 H_kv) head_dim rows: q, then k, then v

@@ -26,7 +26,10 @@ Config llama_hf_config(const nn::LlamaConfig& config);
 /// The name table of `model`: one row per state_dict entry, under its own name; for a Phi-3
 /// (llama_hf_config's row "phi3") each layer's q, k and v weights are one row, "self_attn.qkv_proj.weight"
 /// split along its rows into H, H_kv and H_kv heads, and the MLP's gate and up weights one row,
-/// "mlp.gate_up_proj.weight" split in halves (transformers' Phi3Attention and Phi3MLP slice them so).
+/// "mlp.gate_up_proj.weight" split in halves (transformers' Phi3Attention and Phi3MLP slice them so); for a
+/// sparse layer, each expert's tensor on disk is one row filling its entry of the batched weight
+/// ("mlp.experts.<e>.gate_proj.weight" -> entry e of "mlp.experts.gate_proj"; a Mixtral's are
+/// "block_sparse_moe.experts.<e>.w1/w3/w2.weight" and its router "block_sparse_moe.gate.weight").
 std::vector<NameRule> llama_name_table(const nn::LlamaForCausalLM& model);
 
 /// The checkpoint tensors of `weights` that a Llama load skips, as transformers' from_pretrained skips them:

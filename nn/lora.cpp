@@ -102,7 +102,9 @@ std::vector<LoraUnit> lora_targets(const Module& model, const std::vector<std::s
     const LoraUnit& unit = all[u];
     bool take = false;
     if (all_linear) {
-      take = last_component(unit.name) != "lm_head";  // PEFT leaves the output layer out of "all-linear"
+      // PEFT leaves the output layer out of "all-linear"; a MoE layer's router ("<layer>.mlp.gate") is no
+      // nn.Linear in transformers 5 (a TopKRouter's weight), so PEFT never targets it either
+      take = last_component(unit.name) != "lm_head" && !unit.name.ends_with(".mlp.gate");
       used[0] = used[0] || take;
     } else {
       for (size_t t = 0; t < target_modules.size(); ++t)

@@ -39,7 +39,7 @@ struct LoraConfig {
   bool use_rslora = false;    ///< rank-stabilised scaling (Kalajdzievski 2023, arXiv 2312.03732)
   /// Which Linear modules get an adapter: a module matches a name equal to its dotted name or to its last
   /// components ("q_proj" matches "model.layers.0.self_attn.q_proj", as PEFT's list form), or every Linear
-  /// but the output layer `lm_head` for the single entry "all-linear".
+  /// but the output layer `lm_head` (and a MoE layer's router, `mlp.gate`) for the single entry "all-linear".
   std::vector<std::string> target_modules = {"q_proj", "v_proj"};
   /// lora_alpha / r, or lora_alpha / √r with use_rslora.
   double scale() const;

@@ -95,7 +95,7 @@ ExpertRoutes ExpertRoutes::of(const Tensor& indices, int64_t num_experts) {
 }
 
 SparseMoeBlock::SparseMoeBlock(int64_t hidden_size, const MoeOptions& o, Generator* gen)
-    : UnaryModule("SparseMoeBlock"), options_(o) {
+    : UnaryModule("SparseMoeBlock"), options(o) {
   ErrorScope scope(name());
   SACCADE_CHECK(o.num_experts > 0 && o.num_experts_per_tok >= 1 && o.num_experts_per_tok <= o.num_experts,
                 "SparseMoeBlock: num_experts_per_tok {} must be in 1..num_experts ({})",
@@ -120,7 +120,7 @@ Variable SparseMoeBlock::forward(const Variable& x) {
   ErrorScope scope(name(), {shape_of(x)});
   SACCADE_CHECK(x.defined() && x.dim() >= 1,
                 "SparseMoeBlock: expected x (*, D), got an undefined or 0-d input");
-  const int64_t d = x.size(-1), n = x.numel() / std::max<int64_t>(d, 1), k = options_.num_experts_per_tok;
+  const int64_t d = x.size(-1), n = x.numel() / std::max<int64_t>(d, 1), k = options.num_experts_per_tok;
   const Variable flat = reshape(x, {n, d});
   router_logits = gate->forward(flat);  // (N, E)
   // the routing probabilities in float32 for 16-bit x (transformers' softmax(..., dtype=torch.float))
@@ -128,10 +128,10 @@ Variable SparseMoeBlock::forward(const Variable& x) {
   const Variable probs = softmax(half ? router_logits.to(DType::Float32) : router_logits, -1);
   const ops::ValuesIndices top = ops::topk(probs.data(), k, -1);
   Variable weights = gather(probs, -1, top.indices);  // (N, k), differentiable through the router
-  if (options_.norm_topk_prob) weights = div(weights, sum(weights, {-1}, true));
+  if (options.norm_topk_prob) weights = div(weights, sum(weights, {-1}, true));
   if (half) weights = weights.to(x.dtype());
   // the N·k routes sorted by expert: each expert multiplies its own tokens' rows (grouped_mm)
-  const ExpertRoutes routes = ExpertRoutes::of(top.indices, options_.num_experts);
+  const ExpertRoutes routes = ExpertRoutes::of(top.indices, options.num_experts);
   auto index = [&](const std::vector<int64_t>& v) {
     return ops::from_vector(v, {static_cast<int64_t>(v.size())}, x.device());
   };

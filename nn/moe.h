@@ -71,16 +71,15 @@ class SparseMoeBlock : public UnaryModule {
  public:
   SparseMoeBlock(int64_t hidden_size, const MoeOptions& options, Generator* gen = nullptr);
   Variable forward(const Variable& x) override;
-  const MoeOptions& options() const { return options_; }
 
   std::shared_ptr<Linear> gate;
   std::shared_ptr<MoeExperts> experts;
   std::shared_ptr<SwiGLU> shared_expert;       ///< null without a shared expert
   std::shared_ptr<Linear> shared_expert_gate;  ///< null without a shared expert
   Variable router_logits;                      ///< (N, E) of the last forward
-
- private:
-  MoeOptions options_;
+  /// The routing switches; num_experts_per_tok and norm_topk_prob may change between forwards (num_experts
+  /// is fixed by the weights)
+  MoeOptions options;
 };
 
 /// Where each of N tokens' k routes goes, sorted by expert (what SparseMoeBlock::forward computes from the

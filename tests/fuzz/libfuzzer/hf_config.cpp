@@ -33,7 +33,13 @@ bool same_config(const hf::Config& a, const hf::Config& b) {
          a.qk_norm_full_width == b.qk_norm_full_width && a.norm_placement == b.norm_placement &&
          a.layer_types == b.layer_types && a.rope_local_base_freq == b.rope_local_base_freq &&
          a.attn_logit_softcapping == b.attn_logit_softcapping &&
-         a.final_logit_softcapping == b.final_logit_softcapping;
+         a.final_logit_softcapping == b.final_logit_softcapping && a.num_experts == b.num_experts &&
+         a.num_experts_per_tok == b.num_experts_per_tok &&
+         a.moe_intermediate_size == b.moe_intermediate_size &&
+         a.shared_expert_intermediate_size == b.shared_expert_intermediate_size &&
+         a.decoder_sparse_step == b.decoder_sparse_step && a.norm_topk_prob == b.norm_topk_prob &&
+         a.mlp_only_layers == b.mlp_only_layers && a.output_router_logits == b.output_router_logits &&
+         a.router_aux_loss_coef == b.router_aux_loss_coef;
 }
 
 void check_accepted(const hf::Config& c) {
@@ -42,15 +48,27 @@ void check_accepted(const hf::Config& c) {
                   : (c.model_type == "llama" || c.model_type == "mistral" || c.model_type == "qwen2" ||
                      c.model_type == "qwen3" || c.model_type == "gemma" || c.model_type == "granite" ||
                      c.model_type == "smollm3" || c.model_type == "phi3" || c.model_type == "olmo2" ||
-                     c.model_type == "gemma3_text" || c.model_type == "gemma2"),
+                     c.model_type == "gemma3_text" || c.model_type == "gemma2" || c.model_type == "mixtral" ||
+                     c.model_type == "qwen2_moe" || c.model_type == "qwen3_moe" || c.model_type == "olmoe"),
              "model_type '{}'", c.model_type);
-  // q/k/v-only biases exactly in a "qwen2" file (transformers' Qwen2 hard-codes them)
-  FUZZ_CHECK(c.qkv_bias == (c.model_type == "qwen2"), "qkv_bias {} of a '{}' config", c.qkv_bias,
-             c.model_type);
+  // sparse MoE layers exactly in the MoE rows, k of E experts a token, a shared expert only in Qwen2-MoE
+  const bool moe = c.model_type == "mixtral" || c.model_type == "qwen2_moe" || c.model_type == "qwen3_moe" ||
+                   c.model_type == "olmoe";
+  FUZZ_CHECK((c.num_experts > 0) == moe &&
+                 (!moe || (c.num_experts_per_tok >= 1 && c.num_experts_per_tok <= c.num_experts)) &&
+                 (c.shared_expert_intermediate_size > 0) == (c.model_type == "qwen2_moe") &&
+                 c.router_aux_loss_coef >= 0,
+             "num_experts {}, num_experts_per_tok {}, shared {} of a '{}' config", c.num_experts,
+             c.num_experts_per_tok, c.shared_expert_intermediate_size, c.model_type);
+  // q/k/v-only biases in a "qwen2" file (transformers' Qwen2 hard-codes them) and a "qwen2_moe" one (its
+  // qkv_bias)
+  FUZZ_CHECK(c.qkv_bias == (c.model_type == "qwen2") || c.model_type == "qwen2_moe",
+             "qkv_bias {} of a '{}' config", c.qkv_bias, c.model_type);
   // per-head q and k norms exactly in a "qwen3" file (transformers' Qwen3 always has them), never MLP biases
   const bool gemma3 = c.model_type == "gemma3_text", gemma2 = c.model_type == "gemma2";
   const bool sandwich = gemma2 || gemma3, gemma = c.model_type == "gemma" || sandwich;
-  FUZZ_CHECK(c.qk_norm == (c.model_type == "qwen3" || gemma3) && !(c.qk_norm && c.mlp_bias),
+  FUZZ_CHECK(c.qk_norm == (c.model_type == "qwen3" || c.model_type == "qwen3_moe" || gemma3) &&
+                 !(c.qk_norm && c.mlp_bias),
              "qk_norm {} of a '{}' config", c.qk_norm, c.model_type);
   // (1 + w) norms and a sqrt(d) embedding scale exactly in a "gemma" file; multipliers only in a "granite"
   // one
@@ -83,7 +101,7 @@ void check_accepted(const hf::Config& c) {
              "partial_rotary_factor {} of a '{}' config with head_dim {}", c.partial_rotary_factor,
              c.model_type, c.head_dim);
   // post-norms and full-width q and k norms exactly in an "olmo2" file
-  FUZZ_CHECK(c.qk_norm_full_width == (c.model_type == "olmo2") &&
+  FUZZ_CHECK(c.qk_norm_full_width == (c.model_type == "olmo2" || c.model_type == "olmoe") &&
                  c.norm_placement == (c.model_type == "olmo2" ? "post"
                                       : sandwich              ? "sandwich"
                                                               : "pre"),
@@ -91,7 +109,8 @@ void check_accepted(const hf::Config& c) {
              c.norm_placement, c.model_type);
   // per-layer attention types in the Gemma 2/3 files, and in Qwen and SmolLM3 files where some layer slides;
   // a local rotary base exactly in a "gemma3_text" file
-  const bool qwen = c.model_type == "qwen2" || c.model_type == "qwen3" || c.model_type == "smollm3";
+  const bool qwen = c.model_type == "qwen2" || c.model_type == "qwen3" || c.model_type == "smollm3" ||
+                    c.model_type == "qwen2_moe";
   const bool some_slide =
       std::find(c.layer_types.begin(), c.layer_types.end(), "sliding_attention") != c.layer_types.end();
   FUZZ_CHECK(
@@ -107,7 +126,8 @@ void check_accepted(const hf::Config& c) {
   // a window only where transformers runs one (a "llama" file's sliding_window is ignored)
   FUZZ_CHECK(
       c.sliding_window >= 0 && (c.sliding_window == 0 || c.model_type == "mistral" ||
-                                c.model_type == "phi3" || sandwich || (qwen && !c.layer_types.empty())),
+                                c.model_type == "phi3" || c.model_type == "mixtral" ||
+                                c.model_type == "qwen3_moe" || sandwich || (qwen && !c.layer_types.empty())),
       "sliding_window {} of a '{}' config", c.sliding_window, c.model_type);
   for (const int64_t n : {c.vocab_size, c.hidden_size, c.num_hidden_layers, c.num_attention_heads,
                           c.num_key_value_heads, c.head_dim, c.intermediate_size, c.max_position_embeddings})
