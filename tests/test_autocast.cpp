@@ -1,6 +1,7 @@
 // Autocast (autograd/autocast.h): the policy table's ops give the dtypes it names, gradients reach float32
 // parameters in float32 and agree with the float32 run within bfloat16's rounding, the weight cache casts a
 // parameter once per guard, the guard's scope and nesting, and bad input.
+#include <cmath>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -263,4 +264,65 @@ TEST_CASE("autocast: guard scope, threads and bad input", "[autograd][autocast]"
     CHECK(!other_thread);  // thread-local, as NoGradGuard
   }
   CHECK(!autocast_enabled());
+}
+
+TEST_CASE(
+    "autocast: attention's q, k and v meet in 16 bits, as torch.autocast's scaled_dot_product_attention",
+    "[autograd][autocast]") {
+  // A float32 q and k (out of a norm, on autocast's float32 list) beside a bfloat16 v: each is cast as the
+  // fused kernel's row says before any check, so the result is that of three bfloat16 inputs, bit for bit.
+  const Tensor q = randn32({2, 4, 6, 8}, 1), k = randn32({2, 2, 6, 8}, 2);
+  const Tensor v = randn32({2, 2, 6, 8}, 3).to(DType::BFloat16);
+  AttentionOptions o;
+  o.is_causal = true, o.enable_gqa = true;
+  REQUIRE_THROWS_SACCADE(scaled_dot_product_attention(Variable(q), Variable(k), Variable(v), o),
+                         "q, k and v must have one float dtype, got float32, float32, bfloat16");
+  for (const bool softcap : {false, true}) {
+    if (softcap) o.softcap = 2.0;  // the composed path: the scores' matmul casts them instead
+    Variable qv(q, true);
+    Tensor mixed, lowered;
+    {
+      AutocastGuard autocast(DType::BFloat16);
+      const Variable y = scaled_dot_product_attention(qv, Variable(k), Variable(v), o).output;
+      CHECK(y.dtype() == DType::BFloat16);
+      mixed = y.data();
+      sum(y).backward();
+      lowered = scaled_dot_product_attention(Variable(q.to(DType::BFloat16)), Variable(k.to(DType::BFloat16)),
+                                             Variable(v), o)
+                    .output.data();
+    }
+    CHECK(allclose(mixed, lowered, 0, 0));  // bit for bit
+    REQUIRE(qv.grad().defined());
+    CHECK(qv.grad().dtype() == DType::Float32);  // through the recorded cast, to the float32 input
+  }
+}
+
+TEST_CASE("autocast: Llama blocks with q and k norms and sparse MLPs train under bfloat16 autocast",
+          "[autograd][autocast]") {
+  // OLMo 2 / OLMoE's full-width q and k norms and Qwen3's per-head ones put float32 queries and keys beside
+  // autocast's bfloat16 values; the experts' grouped products run in bfloat16. Against the float32 model.
+  for (const bool full_width : {false, true}) {
+    nn::LlamaConfig c;
+    c.vocab_size = 64, c.hidden_size = 32, c.intermediate_size = 48, c.num_hidden_layers = 2;
+    c.num_attention_heads = 4, c.num_key_value_heads = 2, c.max_position_embeddings = 16;
+    (full_width ? c.qk_norm_full_width : c.qk_norm) = true;
+    c.num_experts = 4, c.num_experts_per_tok = 2, c.norm_topk_prob = !full_width;
+    nn::LlamaForCausalLM model(c, 5);
+    Tensor idx = ops::empty({2, 8}, DType::Int64);
+    for (int64_t i = 0; i < idx.numel(); ++i) idx.data<int64_t>()[i] = (i * 7 + 3) % c.vocab_size;
+    const Tensor ref = model.forward(idx).data();
+    Variable z;
+    {
+      AutocastGuard autocast(DType::BFloat16);
+      z = model.forward(idx);
+      sum(mul(z, z)).backward();
+    }
+    CHECK(rel_error(z.data(), ref) < 0.03);
+    for (const auto& [name, p] : model.named_parameters()) {
+      INFO(name);
+      REQUIRE(p.grad().defined());
+      CHECK(p.grad().dtype() == DType::Float32);
+      CHECK(std::isfinite(ops::max(ops::abs(p.grad())).item<double>()));
+    }
+  }
 }

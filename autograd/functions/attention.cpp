@@ -1,7 +1,9 @@
 // Derivative rule of fused attention, beside its forward. `g` is dL/d(out).
 #include "autograd/functions/attention.h"
 
+#include <array>
 #include <cmath>
+#include <optional>
 
 #include "autograd/autocast.h"
 #include "autograd/function.h"
@@ -136,6 +138,25 @@ Variable additive_scores_composed(const Variable& qp, const Variable& kp, const 
 
 namespace {
 
+// Under autocast, q, k and v cast as torch.autocast casts scaled_dot_product_attention's inputs (on its
+// lower-precision lists): before any check. There a float32 q and k out of an RMSNorm (OLMo 2's and Qwen3's
+// q_norm and k_norm; norms are on autocast's float32 list) meet a 16-bit v, and all three run in 16 bits.
+// Every path of the attention would cast them so (flash_attention's row; the scores' matmuls), so this
+// changes no result, only lets them meet. Empty when autocast is off or no input changes (so the caller's
+// second call does not come back here).
+std::optional<std::array<Variable, 3>> autocast_qkv(const Variable& q, const Variable& k, const Variable& v) {
+  if (!autocast::active() || !q.defined() || !k.defined() || !v.defined()) return std::nullopt;
+  const AutocastPolicy policy = autocast_policy(op_info::flash_attention, q.device());
+  std::array<Variable, 3> c{q, k, v};
+  bool changed = false;
+  for (Variable& x : c) {
+    if (!is_floating(x.dtype())) continue;
+    const DType to = autocast::target_dtype(policy, x.dtype(), x.dtype());
+    if (to != x.dtype()) x = autocast::cast(x, to), changed = true;
+  }
+  return changed ? std::optional(c) : std::nullopt;
+}
+
 void check_qkv(const char* op, const Variable& q, const Variable& k, const Variable& v, bool enable_gqa) {
   check_defined(op, q, k, v);
   ops::check_attention_inputs(op, q.data(), k.data(), v.data(), enable_gqa);
@@ -184,6 +205,8 @@ AttentionOutput attend_from_scores(const Variable& scores, const Variable& value
 AttentionOutput scaled_dot_product_attention(const Variable& q, const Variable& k, const Variable& v,
                                              const AttentionOptions& options) {
   ErrorScope scope("scaled_dot_product_attention");
+  if (const auto c = autocast_qkv(q, k, v)) [[unlikely]]
+    return scaled_dot_product_attention((*c)[0], (*c)[1], (*c)[2], options);
   const char* op = "scaled_dot_product_attention";
   check_qkv(op, q, k, v, options.enable_gqa);
   const Shape scores = ops::attention_scores_shape(q.shape(), k.shape());
@@ -202,6 +225,8 @@ AttentionOutput scaled_dot_product_attention(const Variable& q, const Variable& 
                                              const ops::AttentionMask& mask, const AttentionOptions& options,
                                              const char* op) {
   ErrorScope scope(op);
+  if (const auto c = autocast_qkv(q, k, v)) [[unlikely]]
+    return scaled_dot_product_attention((*c)[0], (*c)[1], (*c)[2], mask, options, op);
   check_qkv(op, q, k, v, options.enable_gqa);
   SACCADE_CHECK(
       !options.attn_mask.defined() && !options.is_causal && options.window == 0 &&

@@ -151,7 +151,9 @@ AttentionOutput attend_from_scores(const Variable& scores, const Variable& value
 /// with masked positions excluded from the softmax (probability 0; a fully masked row gives zeros).
 ///
 /// q: (B, ..., H, Tq, D), k: (B, ..., H_kv, Tk, D), v: (B, ..., H_kv, Tk, Dv), all of one rank >= 3 and the
-/// same leading dims, one float dtype (float32, float64, bfloat16, float16). H_kv = H unless
+/// same leading dims, one float dtype (float32, float64, bfloat16, float16; under autocast each is first cast
+/// to its 16-bit dtype, as torch.autocast casts this op's inputs, so a float32 q and k out of a norm may meet
+/// a 16-bit v). H_kv = H unless
 /// options.enable_gqa: then H may be G·H_kv (multi-query when H_kv = 1); neither path repeats k or v (the
 /// fused kernel reads the shared head, the composed one folds the group into one product: attention_scores).
 /// The heads dim is the one before Tq (rank >= 4). The mask, causal rule, window, dropout and weights are
