@@ -2,9 +2,15 @@
 // it.
 #include "ops/caching_allocator.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace saccade {
+
+size_t CachePolicy::cache_limit(size_t peak_in_use) const {
+  return std::min(max_cached_bytes, std::max(min_cached_bytes, peak_in_use));
+}
 
 size_t CachingAllocator::round_size(size_t nbytes) const {
   if (nbytes == 0) return 0;
@@ -68,7 +74,8 @@ void CachingAllocator::deallocate(void* p) {
   Block& b = it->second;
   b.in_use = false;
   stats_.bytes_in_use -= static_cast<int64_t>(b.size);
-  if (static_cast<size_t>(stats_.bytes_cached) + b.size > policy_.max_cached_bytes) {
+  if (static_cast<size_t>(stats_.bytes_cached) + b.size >
+      policy_.cache_limit(static_cast<size_t>(stats_.peak_bytes_in_use))) {
     // the cache is full: this block goes back to its source
     raw_.raw_free(p, b.size);
     ++stats_.raw_free_count;

@@ -11,11 +11,12 @@
 //     -> else a new raw block of r bytes                 (out of memory: empty_cache(), retry once, throw)
 //   free  -> back on the free list of the stream it was allocated on (never to another stream's list: a
 //            kernel queued on that stream may still read it; the stream's order makes reuse on it safe),
-//            or straight back to the source when the cache would hold more than max_cached_bytes
+//            or straight back to the source when the cache would pass its limit (CachePolicy::cache_limit)
 //
 // What differs between devices is a CachePolicy: CUDA rounds to 512 B / 2 MiB and reuses a block for any
 // request down to half its size, without a cap (cuda/backend.cpp); the CPU rounds to 64 B, reuses only
-// exact sizes and holds at most 256 MiB (ops/cpu/memory.cpp, which leaves blocks under 64 KiB to malloc).
+// exact sizes and holds 256 MiB, or up to the peak bytes in use and at most a quarter of the machine's memory
+// (ops/cpu/memory.cpp, which leaves blocks under 64 KiB to malloc).
 // The bookkeeping is plain C++ over an abstract RawMemory, so it is tested with a fake source
 // (tests/test_caching_allocator.cpp). Thread-safe.
 #include <cstddef>
@@ -57,13 +58,23 @@ struct CachePolicy {
   size_t small_round = 512;              ///< small requests round up to a multiple of this
   size_t large_round = size_t{2} << 20;  ///< large requests round up to a multiple of this
   size_t max_oversize = 2;  ///< a cached block serves requests down to 1/max_oversize its size (1: exact)
-  size_t max_cached_bytes = std::numeric_limits<size_t>::max();  ///< freed blocks beyond this are returned
+  /// What the cache may hold: up to min_cached_bytes always; beyond that no more than the peak bytes in use
+  /// so far (a training step's freed blocks never exceed what it had in use, and the process never holds more
+  /// than twice its own peak), and never more than max_cached_bytes. A freed block that would pass the limit
+  /// goes back to its source.
+  size_t min_cached_bytes = std::numeric_limits<size_t>::max();
+  size_t max_cached_bytes = std::numeric_limits<size_t>::max();
 
   /// PyTorch's CUDA policy: 512 B and 2 MiB rounding (kMinBlockSize, kRoundLarge), reuse within 2×, no cap.
   static CachePolicy cuda() { return {}; }
   /// The CPU's: 64-byte rounding (the alignment of full-width vector loads), exact sizes only (a training
-  /// step asks for the same sizes every step), at most `max_cached` bytes held.
-  static CachePolicy cpu(size_t max_cached) { return {size_t{1} << 20, 64, 64, 1, max_cached}; }
+  /// step asks for the same sizes every step), holding `min_cached` bytes, or up to the peak in use but at
+  /// most `max_cached` bytes.
+  static CachePolicy cpu(size_t min_cached, size_t max_cached) {
+    return {size_t{1} << 20, 64, 64, 1, min_cached, max_cached};
+  }
+  /// The bytes a cache may hold when `peak_in_use` bytes were in use at most (see min_cached_bytes).
+  size_t cache_limit(size_t peak_in_use) const;
 };
 
 /// A stream, as the allocator sees it: an opaque id (a cudaStream_t's value; 0 = the legacy default stream,

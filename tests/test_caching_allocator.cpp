@@ -1,6 +1,7 @@
 // The caching allocator (ops/caching_allocator.h) both backends use: its bookkeeping over a fake raw-memory
 // source with the CUDA policy and the CPU policy, and the CPU backend's allocator as users see it
 // (memory_stats, empty_cache). Plain C++: these run in every build, GPU or not.
+#include <limits>
 #include <map>
 #include <vector>
 
@@ -174,7 +175,7 @@ TEST_CASE("caching allocator: out of memory frees the cache, retries once, then 
 TEST_CASE("caching allocator, CPU policy: 64-byte rounding, exact sizes only, a cap on what it keeps",
           "[allocator]") {
   FakeMemory raw;
-  CachingAllocator a(raw, CachePolicy::cpu(size_t{1} << 20));  // keeps at most 1 MiB
+  CachingAllocator a(raw, CachePolicy::cpu(size_t{1} << 20, size_t{1} << 20));  // keeps at most 1 MiB
   CHECK(a.round_size(1) == 64);
   CHECK(a.round_size(65537) == 65600);
   CHECK(a.round_size((size_t{3} << 20) + 1) == (size_t{3} << 20) + 64);
@@ -198,10 +199,42 @@ TEST_CASE("caching allocator, CPU policy: 64-byte rounding, exact sizes only, a 
   CHECK(a.stats().bytes_cached <= (int64_t{1} << 20));
   // a cap of 0 (AddressSanitizer builds) keeps nothing
   FakeMemory raw0;
-  CachingAllocator none(raw0, CachePolicy::cpu(0));
+  CachingAllocator none(raw0, CachePolicy::cpu(0, 0));
   none.deallocate(none.allocate(70000));
   CHECK(raw0.live == 0);
   CHECK(none.stats().bytes_cached == 0);
+}
+
+TEST_CASE("caching allocator, CPU policy: beyond its floor it holds up to the peak bytes in use, under a cap",
+          "[allocator]") {
+  FakeMemory raw;
+  const size_t MiB = size_t{1} << 20;
+  CachingAllocator a(raw, CachePolicy::cpu(MiB, 16 * MiB));
+  CHECK(a.policy().cache_limit(0) == MiB);
+  CHECK(a.policy().cache_limit(9 * MiB) == 9 * MiB);
+  CHECK(a.policy().cache_limit(40 * MiB) == 16 * MiB);
+  // a step's big block (past the 1 MiB floor) is kept for the next step: the peak in use was as large
+  void* x = a.allocate(8 * MiB);
+  a.deallocate(x);
+  CHECK(raw.frees == 0);
+  CHECK(a.allocate(8 * MiB) == x);  // served again, no fault of fresh memory
+  a.deallocate(x);
+  // 3 + 6 MiB in use: the peak is 9 MiB, so with 8 cached the 6 MiB block would pass it and goes back
+  void* y = a.allocate(3 * MiB);
+  void* z = a.allocate(6 * MiB);
+  CHECK(a.stats().peak_bytes_in_use == static_cast<int64_t>(9 * MiB));
+  a.deallocate(z);
+  CHECK(raw.frees == 1);
+  CHECK(raw.blocks.count(z) == 0);
+  a.deallocate(y);  // and 8 + 3 MiB would pass it too
+  CHECK(raw.frees == 2);
+  // however large the peak, never more than the cap: 8 + 20 MiB > 16 MiB
+  void* w = a.allocate(20 * MiB);
+  a.deallocate(w);
+  CHECK(raw.frees == 3);
+  CHECK(a.stats().bytes_cached == static_cast<int64_t>(8 * MiB));
+  // the CUDA policy has no limit
+  CHECK(CachePolicy::cuda().cache_limit(0) == std::numeric_limits<size_t>::max());
 }
 
 TEST_CASE("CPU memory_stats and empty_cache: large blocks are counted, cached and given back",

@@ -3,6 +3,9 @@
 // Shapes: copy: src, dst (one shape, any strides, any dtypes); fill: out (any strides); arange: out (n)
 // contiguous. Memory: raw byte blocks, 64-byte aligned above 4 KiB; blocks of 64 KiB and more come from the
 // caching allocator (ops/caching_allocator.h, CachePolicy::cpu), which keeps freed ones for reuse.
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -19,14 +22,17 @@ namespace cpu {
 namespace {
 
 // Blocks of kCacheMin bytes or more go through the caching allocator, which keeps freed ones (by exact
-// rounded size, up to kCacheBytes in all) for the next allocation of that size instead of giving them back to
-// glibc. Why: glibc serves such blocks by mmap or from the top of its heap and returns them to the kernel
-// when freed (munmap, trim), so a training step that allocates the same tensors every step touched fresh
-// pages every step: bench/caption_step spent much of its time in the kernel's fault path (perf record;
-// bench/RESULTS.md, "2026-11-23 — caption_step and flash_tiles", has the figures), and the faults of two
-// threads serialise on the process's memory map. A step allocates the same sizes each time, so exact sizes
-// are reused almost always. Smaller blocks stay with malloc (its thread caches are faster than a lock and two
-// map lookups).
+// rounded size) for the next allocation of that size instead of giving them back to glibc. Why: glibc serves
+// such blocks by mmap or from the top of its heap and returns them to the kernel when freed (munmap, trim),
+// so a training step that allocates the same tensors every step touched fresh pages every step:
+// bench/caption_step spent much of its time in the kernel's fault path (perf record; bench/RESULTS.md,
+// "2026-11-23 — caption_step and flash_tiles", has the figures), and the faults of two threads serialise on
+// the process's memory map. A step allocates the same sizes each time, so exact sizes are reused almost
+// always. The cache holds kCacheBytes, or as much as the peak bytes in use so far (a model's logits and its
+// embedding's gradient are hundreds of MB each: with a fixed 256 MiB they went back to the kernel every step,
+// and each step of bench/moe_step faulted them in again; bench/RESULTS.md, "2026-12-07 (MoE)", has
+// the figures), but never more than a quarter of the machine's memory. Smaller blocks stay with
+// malloc (its thread caches are faster than a lock and two map lookups).
 constexpr size_t kCacheMin = size_t{64} << 10;
 #if defined(SACCADE_ASAN)
 constexpr size_t kCacheBytes =
@@ -34,6 +40,13 @@ constexpr size_t kCacheBytes =
 #else
 constexpr size_t kCacheBytes = size_t{256} << 20;
 #endif
+
+// A quarter of the physical memory (kCacheBytes when it cannot be read); 0 under AddressSanitizer.
+size_t max_cache_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (kCacheBytes == 0 || pages <= 0 || page <= 0) return kCacheBytes;
+  return std::max(kCacheBytes, static_cast<size_t>(pages) * static_cast<size_t>(page) / 4);
+}
 
 // Raw CPU memory: 64-byte aligned blocks from glibc (nullptr when out of memory, as RawMemory asks).
 class AlignedRawMemory final : public RawMemory {
@@ -45,7 +58,7 @@ class AlignedRawMemory final : public RawMemory {
 // NOTE: never destroyed: tensors held by other static objects may be freed after static destruction.
 CachingAllocator& large_blocks() {
   static CachingAllocator* allocator =
-      new CachingAllocator(*new AlignedRawMemory, CachePolicy::cpu(kCacheBytes));
+      new CachingAllocator(*new AlignedRawMemory, CachePolicy::cpu(kCacheBytes, max_cache_bytes()));
   return *allocator;
 }
 
