@@ -61,15 +61,21 @@ def torch_worker(layers, steps, threads, setting, checkpoint):
         loss.backward()
         opt.step()
         times.append(1e3 * (time.perf_counter() - t0))
-    ms = times[2:]
-    print(f"framework torch-{setting}\nstep_ms {statistics.median(ms):.1f}\nstep_ms_min {min(ms):.1f}\n"
-          f"step_ms_max {max(ms):.1f}\ntokens_per_s {2048e3 / statistics.median(ms):.1f}\n"
+    print(f"framework torch-{setting}\n{step_lines(times, 2048)}"
           f"peak_rss_mib {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.1f}\n"
           f"start_rss_mib {start_rss:.1f}\nlast_loss {loss.item():.4f}\n"
           f"versions torch {torch.__version__} transformers {transformers.__version__} peft {peft.__version__}")
 
 
+def step_lines(times, tokens):
+    """The "key value" lines of a worker's step times in ms (the first two dropped): median, min, max, tokens/s."""
+    ms = times[2:]
+    return (f"step_ms {statistics.median(ms):.1f}\nstep_ms_min {min(ms):.1f}\nstep_ms_max {max(ms):.1f}\n"
+            f"tokens_per_s {tokens * 1e3 / statistics.median(ms):.1f}\n")
+
+
 def parse(text):
+    """A worker's "key value" lines as a dict."""
     out = {}
     for line in text.splitlines():
         k, _, v = line.partition(" ")
