@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
 
   int64_t expert_flops = 0, forward_flops = 0;
   {
-    const auto [x, y] = batch();
+    const Tensor x = batch().first;
     NoGradGuard no_grad;
     std::optional<AutocastGuard> autocast;
     if (bf16) autocast.emplace(DType::BFloat16);
@@ -86,7 +86,8 @@ int main(int argc, char** argv) {
   std::vector<double> ms;
   double loss = 0, aux = 0;
   for (int64_t s = 0; s < steps; ++s) {
-    const auto [x, y] = batch();
+    const auto xy = batch();  // (no structured binding: clang 14 cannot capture one)
+    const Tensor &x = xy.first, &y = xy.second;
     std::unique_ptr<profiler::Profile> prof;  // MOE_PROFILE=1: the profiler's table of the third step
     if (s == 2 && std::getenv("MOE_PROFILE")) prof = std::make_unique<profiler::Profile>();
     ms.push_back(sb::ms_of([&] {
