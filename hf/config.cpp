@@ -141,14 +141,42 @@ void read_rope(const Reader& r, Config& c) {
            .mscale = optional("mscale", 0.0),
            .mscale_all_dim = optional("mscale_all_dim", 0.0),
            .truncate = sub.boolean("truncate", true)};
+    } else if (type == "longrope") {
+      // transformers' _compute_longrope_parameters and standardize_rope_params: a top-level
+      // original_max_position_embeddings wins over the one inside (Phi-3 keeps it there), else
+      // max_position_embeddings; factor defaults to max_position_embeddings over it
+      auto factors = [&](const char* k) {
+        const std::string name = fmt::format("{}.{}", key, k);
+        if (!sub.has(k)) throw r.fail(name, fmt::format("missing (rope_type '{}' needs it)", type));
+        if (!p[k].is_array()) throw r.fail(name, fmt::format("{} is not a list of numbers", p[k].dump()));
+        std::vector<double> f;
+        for (const json& v : p[k]) {
+          f.push_back(sub.number(v, name));
+          if (!(f.back() > 0)) throw r.fail(name, fmt::format("{} is not a positive factor", f.back()));
+        }
+        return f;
+      };
+      const int64_t L = r.has("original_max_position_embeddings")
+                            ? r.integer("original_max_position_embeddings", std::nullopt)
+                            : sub.integer("original_max_position_embeddings", c.max_position_embeddings);
+      if (L < 1) throw r.fail("original_max_position_embeddings", fmt::format("{} is below 1", L));
+      s = {.type = Type::LongRope,
+           .factor = sub.has("factor") ? number("factor")
+                                       : static_cast<double>(c.max_position_embeddings) / static_cast<double>(L),
+           .original_max_position_embeddings = L,
+           .attention_factor = sub.has("attention_factor") ? number("attention_factor") : 0.0,
+           .short_factor = factors("short_factor"),
+           .long_factor = factors("long_factor")};
     } else {
       throw r.fail(key,
                    fmt::format("rope_type '{}' is not supported (saccade implements 'default', 'linear', "
-                               "'llama3' and 'yarn')",
+                               "'llama3', 'yarn' and 'longrope')",
                                type));
     }
-    if (s.type != Type::Default && !(s.factor >= 1))
+    if (s.type != Type::Default && s.type != Type::LongRope && !(s.factor >= 1))
       throw r.fail(fmt::format("{}.factor", key), fmt::format("{} is below 1", s.factor));
+    if (s.type == Type::LongRope && !(s.factor > 0))
+      throw r.fail(fmt::format("{}.factor", key), fmt::format("{} is not positive", s.factor));
     if (s.type == Type::Llama3 && !(s.high_freq_factor > s.low_freq_factor))
       throw r.fail(fmt::format("{}.high_freq_factor", key),
                    fmt::format("{} is not above low_freq_factor {}", s.high_freq_factor, s.low_freq_factor));
@@ -434,16 +462,21 @@ void read_smollm3(const Reader& r, Config& c) {
 // Phi-3 (Abdin et al. 2024; transformers' Phi3Config): Llama's blocks with q, k and v in one qkv_proj and the
 // MLP's gate and up in one gate_up_proj on disk (split on load: hf::llama_name_table), no biases, a sliding
 // window when sliding_window is set (every layer), partial_rotary_factor (Phi-4-mini's 0.75); Phi3Config's
-// defaults: pad_token_id 32000, rms_norm_eps 1e-5. longrope (the 128k variants) is refused as any other
-// rope type saccade does not implement.
+// defaults: pad_token_id 32000, rms_norm_eps 1e-5, original_max_position_embeddings 4096 (a field of its own
+// that wins over the rope dict's). Rotary 'default' or 'longrope' (the 128k variants, Phi-4-mini).
 void read_phi3(const Reader& r, Config& c) {
   read_llama_common(r, c, 0);
   c.norm_eps = r.number("rms_norm_eps", 1e-5);
   default_pad(r, c, 32000);
-  if (c.rope_scaling.type != ops::RopeScaling::Type::Default)
-    throw r.fail("rope_parameters",
-                 "Phi3Config runs 'default' or 'longrope' rotary only (longrope is not "
-                 "supported)");
+  using Type = ops::RopeScaling::Type;
+  if (c.rope_scaling.type != Type::Default && c.rope_scaling.type != Type::LongRope)
+    throw r.fail("rope_parameters", "Phi3Config runs 'default' or 'longrope' rotary only");
+  if (c.rope_scaling.type == Type::LongRope && !r.has("original_max_position_embeddings")) {
+    ops::RopeScaling& s = c.rope_scaling;  // Phi3Config's own field, 4096 unless given, wins
+    if (!(r.has("rope_scaling") ? r.j["rope_scaling"] : r.j["rope_parameters"]).contains("factor"))  // read last
+      s.factor = static_cast<double>(c.max_position_embeddings) / 4096.0;
+    s.original_max_position_embeddings = 4096;
+  }
   c.sliding_window = read_window(r, 0);
   for (const char* key : {"attention_bias", "mlp_bias"})
     r.ignored_unless_false(key, "transformers' Phi3ForCausalLM has no biases");
@@ -921,6 +954,15 @@ std::string config_json(const Config& c) {
       if (s.attention_factor > 0) j["rope_scaling"]["attention_factor"] = s.attention_factor;
       if (s.mscale > 0) j["rope_scaling"]["mscale"] = s.mscale;
       if (s.mscale_all_dim > 0) j["rope_scaling"]["mscale_all_dim"] = s.mscale_all_dim;
+    } else if (s.type == ops::RopeScaling::Type::LongRope) {
+      j["rope_scaling"] = {{"rope_type", "longrope"},
+                           {"factor", s.factor},
+                           {"original_max_position_embeddings", s.original_max_position_embeddings},
+                           {"short_factor", s.short_factor},
+                           {"long_factor", s.long_factor}};
+      if (s.attention_factor > 0) j["rope_scaling"]["attention_factor"] = s.attention_factor;
+      // also at the top level, where Phi3Config keeps its own (and where it wins for every config)
+      j["original_max_position_embeddings"] = s.original_max_position_embeddings;
     }
     const bool sandwich_row = type == "gemma2" || type == "gemma3_text";
     const auto or_null = [](auto v) { return v > 0 ? json(v) : json(nullptr); };  // 0: none, null in the file

@@ -36,8 +36,8 @@ struct Config {
   int64_t max_position_embeddings = 0;  ///< the context; GPT-2: n_positions
   double norm_eps = 1e-5;               ///< Llama: rms_norm_eps (1e-6); GPT-2: layer_norm_epsilon (1e-5)
   double rope_theta = 10000.0;          ///< Llama: rope_theta, or rope_parameters / rope_scaling's
-  /// Llama family: rope_parameters / rope_scaling's rope_type ("default", "linear", "llama3", "yarn") and its
-  /// keys
+  /// Llama family: rope_parameters / rope_scaling's rope_type ("default", "linear", "llama3", "yarn",
+  /// "longrope") and its keys
   ops::RopeScaling rope_scaling;
   bool tie_word_embeddings = true;  ///< GPT-2: true, Llama: false, unless the file says
   std::string hidden_act;  ///< GPT-2: activation_function ("gelu_new"); Llama family: the MLP gate's ("silu")
@@ -139,7 +139,9 @@ std::vector<std::string> supported_model_types();
 /// its config class's defaults;
 /// rotary settings either as a top-level "rope_theta" (as most published files have it) or inside
 /// "rope_parameters" / "rope_scaling" (newer transformers; "rope_type", else the older "type"), where the
-/// rope types "default", "linear", "llama3" and "yarn" are supported. Keys the model_type's transformers
+/// rope types "default", "linear", "llama3", "yarn" and "longrope" are supported (longrope's
+/// original_max_position_embeddings at the top level wins, as transformers' standardize_rope_params; for
+/// "phi3" Phi3Config's 4096 when absent). Keys the model_type's transformers
 /// model does not read
 /// ("llama": sliding_window; "mistral", "qwen2": attention_bias, mlp_bias; "qwen3": mlp_bias) are ignored
 /// with a warning on stderr naming the file and the key. Throws saccade::Error naming "hf::load_config", the
@@ -147,7 +149,8 @@ std::vector<std::string> supported_model_types();
 /// architectures entry, a missing field the architecture needs, a value of the wrong type or out of range
 /// (sizes < 1, heads not dividing the width, key/value heads not dividing the heads, a GPT-2 activation other
 /// than gelu_new / gelu / relu, a Llama-family hidden_act other than silu, gelu_pytorch_tanh, gelu_new or
-/// gelu, a pad_token_id not below vocab_size, an odd head_dim), and a rope type other than those four.
+/// gelu, a pad_token_id not below vocab_size, an odd head_dim, a longrope factor that is not positive), and a
+/// rope type other than those five.
 Config load_config(const std::string& path);
 
 /// Parses config.json text (as load_config, `path` only names the file in errors).

@@ -5,6 +5,7 @@
 // 2021), which makes a score depend on the distance between positions.
 #include <cstdint>
 
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -67,7 +68,8 @@ class PositionalEncoding2D : public Module {
 /// made once and grown by doubling when a later position needs more rows, one set per table dtype (float32,
 /// or float64 for float64 inputs) and device: no step recomputes them. They are no state (as Hugging Face's
 /// non-persistent buffers): state_dict() is empty.
-/// `scaling` rescales the frequencies for a longer context (ops::RopeScaling: linear, Llama 3's).
+/// `scaling` rescales the frequencies for a longer context (ops::RopeScaling: linear, Llama 3's, YaRN,
+/// LongRope, whose forward picks its short or long factors by the last position it rotates: rope_scaling_at).
 /// Throws saccade::Error naming "RotaryEmbedding" for an odd or non-positive rotary dim (a head_dim of 1, or
 /// an odd head_dim with rotary_fraction 1), a rotary_fraction outside (0, 1], theta <= 1, or a scaling that
 /// ops::rotary_inv_freq refuses.
@@ -97,7 +99,8 @@ class RotaryEmbedding : public Module {
   double theta_;
   ops::RotaryStyle style_;
   ops::RopeScaling scaling_;
-  std::vector<std::pair<std::pair<DType, Device>, ops::RotaryTables>> cache_;
+  using TableKey = std::tuple<DType, Device, bool>;  // the tables' dtype, device, LongRope's long factors
+  std::vector<std::pair<TableKey, ops::RotaryTables>> cache_;
 };
 
 }  // namespace saccade::nn

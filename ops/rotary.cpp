@@ -20,7 +20,9 @@ std::vector<double> rotary_inv_freq(int64_t rotary_dim, double theta, const Rope
   SACCADE_CHECK(std::isfinite(theta) && theta > 1, "{}: theta must be finite and > 1, got {}", op, theta);
   using Type = RopeScaling::Type;
   const double factor = scaling.factor, lo = scaling.low_freq_factor, hi = scaling.high_freq_factor;
-  SACCADE_CHECK(scaling.type == Type::Default || (std::isfinite(factor) && factor >= 1),
+  // (LongRope's factor only sets its attention factor: 1 at and below 1)
+  SACCADE_CHECK(scaling.type == Type::Default || (std::isfinite(factor) && factor >= 1) ||
+                    (scaling.type == Type::LongRope && std::isfinite(factor) && factor > 0),
                 "{}: the rope scaling factor must be finite and >= 1, got {}", op, factor);
   SACCADE_CHECK(scaling.type != Type::Llama3 ||
                     (std::isfinite(hi) && lo > 0 && hi > lo && scaling.original_max_position_embeddings >= 1),
@@ -34,6 +36,20 @@ std::vector<double> rotary_inv_freq(int64_t rotary_dim, double theta, const Rope
       "{}: yarn rope scaling needs original_max_position_embeddings >= 1 and positive beta_fast and "
       "beta_slow, got {}, {} and {}",
       op, scaling.original_max_position_embeddings, scaling.beta_fast, scaling.beta_slow);
+  if (scaling.type == Type::LongRope) {
+    const size_t half = static_cast<size_t>(rotary_dim / 2);
+    auto fits = [&](const std::vector<double>& f) {
+      return f.size() == half &&
+             std::all_of(f.begin(), f.end(), [](double v) { return std::isfinite(v) && v > 0; });
+    };
+    SACCADE_CHECK(
+        fits(scaling.short_factor) && fits(scaling.long_factor) &&
+            scaling.original_max_position_embeddings >= 1,
+        "{}: longrope rope scaling needs short_factor and long_factor of rotary_dim / 2 = {} positive "
+        "numbers each and original_max_position_embeddings >= 1, got {} and {} numbers and {}",
+        op, half, scaling.short_factor.size(), scaling.long_factor.size(),
+        scaling.original_max_position_embeddings);
+  }
   const double L = static_cast<double>(scaling.original_max_position_embeddings);
   // Yarn: the dims between lo and hi blend interpolation into extrapolation (transformers'
   // find_correction_range)
@@ -75,14 +91,31 @@ std::vector<double> rotary_inv_freq(int64_t rotary_dim, double theta, const Rope
         inv_freq[i] = f / factor * ramp + f * (1 - ramp);  // extrapolated where ramp is 0, interpolated at 1
         break;
       }
+      case Type::LongRope:
+        inv_freq[i] = f / scaling.short_factor[i];  // (rope_scaling_at puts long_factor here past L)
+        break;
     }
   }
   return inv_freq;
 }
 
+RopeScaling rope_scaling_at(const RopeScaling& scaling, int64_t positions) {
+  if (scaling.type != RopeScaling::Type::LongRope || positions <= scaling.original_max_position_embeddings)
+    return scaling;
+  RopeScaling past = scaling;
+  past.short_factor = scaling.long_factor;
+  return past;
+}
+
 double rotary_attention_factor(const RopeScaling& scaling) {
-  if (scaling.type != RopeScaling::Type::Yarn) return 1.0;
+  using Type = RopeScaling::Type;
+  if (scaling.type != Type::Yarn && scaling.type != Type::LongRope) return 1.0;
   if (scaling.attention_factor > 0) return scaling.attention_factor;
+  if (scaling.type == Type::LongRope)  // transformers' _compute_longrope_parameters
+    return scaling.factor <= 1
+               ? 1.0
+               : std::sqrt(1 + std::log(scaling.factor) /
+                                   std::log(static_cast<double>(scaling.original_max_position_embeddings)));
   auto mscale = [](double scale, double m) { return scale <= 1 ? 1.0 : 0.1 * m * std::log(scale) + 1.0; };
   if (scaling.mscale > 0 && scaling.mscale_all_dim > 0)
     return mscale(scaling.factor, scaling.mscale) / mscale(scaling.factor, scaling.mscale_all_dim);

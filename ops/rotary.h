@@ -32,30 +32,41 @@ enum class RotaryStyle { Half, Interleaved };
 ///     when truncate) clamped to [0, d - 1] as lo, hi, and the ramp γ_i = clamp((i - lo) / (hi - lo), 0, 1):
 ///     θ_i / factor · γ_i + θ_i · (1 - γ_i); and the tables' cos and sin times attention_factor (when 0:
 ///     0.1 ln(factor) + 1, or the ratio of that with mscale and with mscale_all_dim when both are set), so
-///     the scores grow by its square (rotary_attention_factor).
+///     the scores grow by its square (rotary_attention_factor);
+///   - LongRope (Ding et al. 2024, "LongRoPE", arXiv 2402.13753; Phi-3's 128k models and Phi-4-mini): θ_i /
+///     short_factor[i] while a forward's positions stay within L, θ_i / long_factor[i] once they pass it
+///     (rope_scaling_at; transformers' longrope_frequency_update), and the tables' cos and sin times
+///     attention_factor (when 0: √(1 + ln(factor) / ln L), or 1 for factor <= 1), whichever set runs.
 struct RopeScaling {
-  enum class Type { Default, Linear, Llama3, Yarn };
+  enum class Type { Default, Linear, Llama3, Yarn, LongRope };
   Type type = Type::Default;
   double factor = 1.0;                              ///< Linear, Llama3: how much longer the context is
   double low_freq_factor = 1.0;                     ///< Llama3
   double high_freq_factor = 4.0;                    ///< Llama3
-  int64_t original_max_position_embeddings = 8192;  ///< Llama3, Yarn: L, the context the model was trained on
+  int64_t original_max_position_embeddings = 8192;  ///< Llama3, Yarn, LongRope: L, the context trained on
   double beta_fast = 32.0, beta_slow = 1.0;         ///< Yarn: the ramp's bounds, in rotations
-  double attention_factor = 0.0;                    ///< Yarn: the cos and sin factor; 0: derived from factor
-  double mscale = 0.0, mscale_all_dim = 0.0;        ///< Yarn (DeepSeek's): 0 unless both are set
-  bool truncate = true;                             ///< Yarn: floor and ceil the correction dims
+  double attention_factor = 0.0;  ///< Yarn, LongRope: the cos and sin factor; 0: derived from factor
+  double mscale = 0.0, mscale_all_dim = 0.0;          ///< Yarn (DeepSeek's): 0 unless both are set
+  bool truncate = true;                               ///< Yarn: floor and ceil the correction dims
+  std::vector<double> short_factor{}, long_factor{};  ///< LongRope: rotary_dim / 2 positive factors each
   bool operator==(const RopeScaling&) const = default;
 };
+
+/// The scaling whose tables serve a forward whose positions reach `positions` (its last position + 1, as
+/// transformers' max(position_ids) + 1): `scaling` itself, but for LongRope past
+/// original_max_position_embeddings the same with long_factor in short_factor's place.
+RopeScaling rope_scaling_at(const RopeScaling& scaling, int64_t positions);
 
 /// θ_i, i = 0 .. rotary_dim/2 - 1: the rotary inverse frequencies of base `theta` under `scaling` (see
 /// RopeScaling), in float64. Throws saccade::Error naming `op` for an odd or non-positive rotary_dim, theta
 /// <= 1 (or not finite), a factor < 1 (Linear, Llama3; not finite), or (Llama3) low_freq_factor <= 0,
-/// high_freq_factor <= low_freq_factor or original_max_position_embeddings < 1.
+/// high_freq_factor <= low_freq_factor or original_max_position_embeddings < 1, or (LongRope) factors that
+/// are not rotary_dim / 2 positive finite numbers each.
 std::vector<double> rotary_inv_freq(int64_t rotary_dim, double theta, const RopeScaling& scaling = {},
                                     const char* op = "rotary_inv_freq");
 
-/// The factor rotary_tables multiplies cos and sin by: Yarn's attention_factor (see RopeScaling), 1 for the
-/// other types.
+/// The factor rotary_tables multiplies cos and sin by: Yarn's and LongRope's attention_factor (see
+/// RopeScaling), 1 for the other types.
 double rotary_attention_factor(const RopeScaling& scaling);
 
 /// cos(p θ_i) and sin(p θ_i) for positions p = 0 .. num_positions - 1 and pairs i = 0 .. rotary_dim/2 - 1.

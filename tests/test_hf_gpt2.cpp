@@ -4,6 +4,7 @@
 #if defined(SACCADE_HAVE_GPT) && defined(SACCADE_HAVE_HF)
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -258,6 +259,42 @@ TEST_CASE("hf Llama through generate(): greedy tokens with and without the cache
   for (bool cache : {true, false})
     CHECK(generate(*lm, {prompt}, o, cache).tokens[0] ==
           std::vector<int64_t>(all.begin() + static_cast<int64_t>(prompt.size()), all.end()));
+}
+
+TEST_CASE(
+    "generate: a LongRoPE model re-reads its sequence once it passes the original context, as transformers",
+    "[hf][gpt]") {
+  // tests/data/hf_phi3_longrope (make_hf_families.py phi3_longrope): transformers' greedy run of 12 + 10
+  // tokens passes the original context of 16; its Phi-3 generation drops the cache there and re-reads the
+  // sequence, every position by the long factors. With the cache kept (steps one at a time, the earlier keys
+  // as the short factors rotated them) this fixture's ninth token differs.
+  auto model = hf::load_llama(kData + "/hf_phi3_longrope");
+  const nn::Safetensors want = nn::load_safetensors(kData + "/hf_phi3_longrope_expected.safetensors");
+  const std::vector<int64_t> prompt = row(want.tensors.at("ids"), 0);
+  const std::vector<int64_t> all = row(want.tensors.at("greedy"), 0);
+  const std::vector<int64_t> continuation(all.begin() + static_cast<int64_t>(prompt.size()), all.end());
+  SamplingOptions o;
+  o.temperature = 0;
+  o.max_new_tokens = static_cast<int64_t>(continuation.size());
+  auto lm = as_causal_lm(*model);
+  CHECK(lm->rope_switch() == 16);
+  for (bool cache : {true, false}) {
+    CAPTURE(cache);
+    CHECK(generate(*lm, {prompt}, o, cache).tokens[0] == continuation);
+  }
+  // the cache kept across position 16 instead: one step a token
+  NoGradGuard no_grad;
+  auto state = model->init_state();
+  std::vector<int64_t> kept;
+  Variable logits = model->step(ops::from_vector(prompt, {1, static_cast<int64_t>(prompt.size())}), state);
+  for (size_t i = 0; i < continuation.size(); ++i) {
+    const Tensor last = logits.data().select(1, logits.size(1) - 1).reshape({-1});
+    kept.push_back(ops::argmax(last, 0).item<int64_t>());
+    logits = model->step(ops::from_vector(std::vector<int64_t>{kept.back()}, {1, 1}), state);
+  }
+  CHECK(kept != continuation);
+  CHECK(std::equal(kept.begin(), kept.begin() + 8, continuation.begin()));  // the same up to there
+  CHECK(as_causal_lm(*hf::load_llama(kData + "/hf_llama"))->rope_switch() == 0);
 }
 
 TEST_CASE("hf Q8_0: the GPT-2 and Llama fixtures' logits near float32's, greedy flips only at near-ties",

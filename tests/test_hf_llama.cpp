@@ -2,8 +2,8 @@
 // untied, two shards) and hf_llama_tied (tied embeddings, head_dim != hidden / heads, bfloat16 on disk) were
 // written by transformers, and hf_llama_expected.safetensors holds what transformers computes with them
 // (tests/fixtures/make_hf_llama.py); the family rows' fixtures (hf_qwen2, hf_qwen3, hf_gemma, hf_granite,
-// hf_smollm3, hf_phi3, hf_olmo2, hf_gemma2, hf_gemma3_text, hf_llama_yarn, hf_llama_yarn_mscale,
-// hf_llama_rope) likewise.
+// hf_smollm3, hf_phi3, hf_phi3_longrope, hf_olmo2, hf_gemma2, hf_gemma3_text, hf_llama_yarn,
+// hf_llama_yarn_mscale, hf_llama_rope) likewise.
 #ifdef SACCADE_HAVE_HF
 #include <fmt/format.h>
 #include <catch2/catch.hpp>
@@ -640,9 +640,9 @@ TEST_CASE("hf Phi-3: a row of the family table, fused q/k/v and gate/up on disk,
   std::string llama = file_bytes(kData + "/hf_llama/config.json");
   CHECK_THROWS_WITH(hf::parse_config(replaced(llama, "{", R"({"partial_rotary_factor": 0.5,)")),
                     Catch::Contains("partial_rotary_factor") && Catch::Contains("not supported for 'llama'"));
-  CHECK_THROWS_WITH(
+  CHECK_THROWS_WITH(  // longrope without its factors
       hf::parse_config(replaced(phi3, R"("rope_type": "default")", R"("rope_type": "longrope")")),
-      Catch::Contains("longrope") && Catch::Contains("not supported"));
+      Catch::Contains("rope_parameters.short_factor") && Catch::Contains("missing"));
 
   // the model: 12 of 16 dims rotate; the name table splits qkv_proj into 64, 32 and 32 rows (fewer key/value
   // heads) and gate_up_proj in halves
@@ -681,6 +681,69 @@ TEST_CASE(
   check_family_fixture("hf_phi3", "phi3", "Phi3ForCausalLM", [](nn::LlamaForCausalLM& model) {
     model.model->layers[0]->self_attn->rotary_emb = std::make_shared<nn::RotaryEmbedding>(16, 10000.0);
   });
+}
+
+TEST_CASE(
+    "hf Phi-3 LongRoPE: short factors within the original context, long ones past it, as transformers "
+    "(logits, "
+    "greedy crossing it, export, AdamW)",
+    "[hf]") {
+  // tests/data/hf_phi3_longrope (make_hf_families.py phi3_longrope): an original context of 16 of 64
+  // positions; logits of 12 tokens (short factors), logits_long of 20 (long), a greedy run of 12 + 10
+  const std::string text = file_bytes(kData + "/hf_phi3_longrope/config.json");
+  const hf::Config c = hf::parse_config(text);
+  const ops::RopeScaling& s = c.rope_scaling;
+  REQUIRE(s.type == ops::RopeScaling::Type::LongRope);
+  CHECK((s.original_max_position_embeddings == 16 && s.factor == 4.0));
+  CHECK(s.long_factor == std::vector<double>{1, 2, 4, 8, 16, 32});
+  CHECK(ops::rotary_attention_factor(s) == Approx(std::sqrt(1 + std::log(4.0) / std::log(16.0))));
+  CHECK(ops::rope_scaling_at(s, 16) == s);
+  CHECK(ops::rope_scaling_at(s, 17).short_factor == s.long_factor);
+  // Phi3Config's own original_max_position_embeddings (4096 when absent) wins over the rope dict's
+  const std::string no_top = replaced(text, R"("original_max_position_embeddings": 16,)", "");
+  CHECK(hf::parse_config(no_top).rope_scaling.original_max_position_embeddings == 4096);
+  CHECK(ops::rotary_attention_factor(hf::parse_config(no_top).rope_scaling) == 1.0);  // factor 64/4096 < 1
+  CHECK_THROWS_WITH(
+      hf::parse_config(replaced(text, "32.0", "-32.0")),
+      Catch::Contains("rope_parameters.long_factor") && Catch::Contains("-32 is not a positive"));
+  CHECK_THROWS_WITH(
+      nn::LlamaForCausalLM(hf::llama_config(hf::parse_config(replaced(text, ",\n      32.0", "")))),
+      Catch::Contains("longrope") && Catch::Contains("rotary_dim / 2 = 6"));
+
+  const nn::Safetensors want = nn::load_safetensors(kData + "/hf_phi3_longrope_expected.safetensors");
+  const Tensor &ids = want.tensors.at("ids"), &ids_long = want.tensors.at("ids_long");
+  auto model = hf::load_llama(kData + "/hf_phi3_longrope", /*strict=*/true);
+  {
+    NoGradGuard no_grad;
+    CHECK(allclose(model->forward(ids).data(), want.tensors.at("logits"), 1e-5, 1e-5));
+    CHECK(allclose(model->forward(ids_long).data(), want.tensors.at("logits_long"), 1e-5, 1e-5));
+  }
+  // transformers' greedy continuation crosses position 16: each whole-sequence forward past it rotates every
+  // position by the long factors (its generate re-reads the sequence there rather than keep the keys its
+  // cache rotated by the short ones: `gpt sample`'s generate too, tests/test_hf_gpt2.cpp)
+  const Tensor prompt = ids.narrow(0, 0, 1).contiguous();
+  const Tensor& g = want.tensors.at("greedy");
+  const std::vector<int64_t> continuation(g.data<int64_t>() + ids.size(1), g.data<int64_t>() + g.numel());
+  CHECK(greedy(*model, prompt, static_cast<int64_t>(continuation.size()), false) == continuation);
+  // written back with its factors, read back the same
+  TempDir dir("hf_phi3_longrope_export");
+  hf::save_llama(*model, dir.path.string());
+  CHECK(hf::load_config(dir.file("config.json")).rope_scaling == s);
+  {
+    NoGradGuard no_grad;
+    CHECK(allclose(hf::load_llama(dir.path.string(), true)->forward(ids_long).data(),
+                   want.tensors.at("logits_long"), 1e-5, 1e-5));
+    // without the switch to the long factors the long logits are not transformers'
+    ops::RopeScaling short_only = s;
+    short_only.long_factor = s.short_factor;
+    for (auto& layer : model->model->layers)
+      layer->self_attn->rotary_emb =
+          std::make_shared<nn::RotaryEmbedding>(16, 10000.0, ops::RotaryStyle::Half, 0.75, short_only);
+    CHECK(allclose(model->forward(ids).data(), want.tensors.at("logits"), 1e-5, 1e-5));
+    CHECK_FALSE(allclose(model->forward(ids_long).data(), want.tensors.at("logits_long"), 1e-3, 1e-3));
+  }
+  auto fresh = hf::load_llama(kData + "/hf_phi3_longrope", /*strict=*/true);
+  check_adamw_losses(*fresh, want, fresh->config().vocab_size);  // 13 tokens: the short factors
 }
 
 TEST_CASE("hf OLMo 2: a row of the family table, norms after each sublayer and q/k norms over all heads",

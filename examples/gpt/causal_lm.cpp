@@ -1,6 +1,7 @@
 #include "examples/gpt/causal_lm.h"
 
 #include <algorithm>
+#include <type_traits>
 
 #include "autograd/functions/nn.h"
 #include "autograd/functions/shape.h"
@@ -26,6 +27,13 @@ class AsLM : public CausalLM {
   void reset() override { state_.reset(); }
   void reserve(int64_t positions) override { state_.reserve(positions); }
   int64_t context() const override { return context_; }
+  int64_t rope_switch() const override {
+    if constexpr (std::is_same_v<Model, nn::LlamaForCausalLM>) {
+      const ops::RopeScaling& s = m_.config().rope_scaling;
+      return s.type == ops::RopeScaling::Type::LongRope ? s.original_max_position_embeddings : 0;
+    }
+    return 0;
+  }
   int64_t vocab_size() const override { return vocab_size_; }
   nn::Module& module() override { return m_; }
 

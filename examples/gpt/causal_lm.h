@@ -28,6 +28,11 @@ class CausalLM {
   virtual void reserve(int64_t positions) = 0;
   /// The most positions the model sees at once.
   virtual int64_t context() const = 0;
+  /// LongRoPE's original context L (ops::RopeScaling): a forward reaching past L rotates every position by
+  /// the long factors, so a cache of at most L positions filled by the short ones is stale once a sequence
+  /// passes it (generate re-reads the sequence then, as transformers' Phi-3 generation drops its cache). 0
+  /// for every other model.
+  virtual int64_t rope_switch() const { return 0; }
   virtual int64_t vocab_size() const = 0;
   /// The module (its mode, its parameters' device).
   virtual nn::Module& module() = 0;

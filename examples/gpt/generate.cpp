@@ -112,10 +112,16 @@ Generation generate(CausalLM& model, const std::vector<std::vector<int64_t>>& pr
       logits = model.forward(to_ids(seq, std::max<int64_t>(0, len - c.context), len, device));
     } else {
       if (model.cached() >= c.context) model.reset();  // full: refill from the last context / 2
+      // LongRoPE: the first step past its original context re-reads the whole sequence, every position by
+      // the long factors (CausalLM::rope_switch)
+      const int64_t L = model.rope_switch();
+      const bool reread = L > 0 && len > L && model.cached() > 0 && model.cached() <= L;
+      if (reread) model.reset();
       // the first step prefills every row's common prompt start (at most the context); a refill keeps the
-      // last context / 2 tokens; otherwise one new position
+      // last context / 2 tokens, a re-read the last context; otherwise one new position
       const int64_t from = model.cached() != 0 ? len - 1
                            : n == 0            ? 0
+                           : reread            ? std::max<int64_t>(0, len - c.context)
                                     : std::max<int64_t>(0, len - std::max<int64_t>(c.context / 2, 1));
       logits = model.step(to_ids(seq, from, len, device), 1);  // only the last position is sampled
     }
