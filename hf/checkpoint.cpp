@@ -311,7 +311,7 @@ LoadReport load_weights(nn::Module& module, const Weights& weights, const std::v
     if (rule.index >= 0) {
       const Tensor& whole = ours.at(rule.ours[0]);
       weights.read_into(rule.hf, whole.select(0, rule.index));  // a contiguous block of the batched tensor
-      written.push_back(whole);
+      if (rule.index == 0) written.push_back(whole);            // once (every entry has its row)
       continue;
     }
     if (rule.ours.size() == 1 && !rule.transpose) {

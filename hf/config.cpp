@@ -161,8 +161,9 @@ void read_rope(const Reader& r, Config& c) {
                             : sub.integer("original_max_position_embeddings", c.max_position_embeddings);
       if (L < 1) throw r.fail("original_max_position_embeddings", fmt::format("{} is below 1", L));
       s = {.type = Type::LongRope,
-           .factor = sub.has("factor") ? number("factor")
-                                       : static_cast<double>(c.max_position_embeddings) / static_cast<double>(L),
+           .factor = sub.has("factor")
+                         ? number("factor")
+                         : static_cast<double>(c.max_position_embeddings) / static_cast<double>(L),
            .original_max_position_embeddings = L,
            .attention_factor = sub.has("attention_factor") ? number("attention_factor") : 0.0,
            .short_factor = factors("short_factor"),
@@ -473,7 +474,8 @@ void read_phi3(const Reader& r, Config& c) {
     throw r.fail("rope_parameters", "Phi3Config runs 'default' or 'longrope' rotary only");
   if (c.rope_scaling.type == Type::LongRope && !r.has("original_max_position_embeddings")) {
     ops::RopeScaling& s = c.rope_scaling;  // Phi3Config's own field, 4096 unless given, wins
-    if (!(r.has("rope_scaling") ? r.j["rope_scaling"] : r.j["rope_parameters"]).contains("factor"))  // read last
+    if (!(r.has("rope_scaling") ? r.j["rope_scaling"] : r.j["rope_parameters"])
+             .contains("factor"))  // read last
       s.factor = static_cast<double>(c.max_position_embeddings) / 4096.0;
     s.original_max_position_embeddings = 4096;
   }
@@ -732,6 +734,12 @@ bool granite_scalars(const Config& c) {
 // ... or its attention multiplier does (0: a Llama's 1/√head_dim)
 bool granite_multipliers(const Config& c) { return granite_scalars(c) || c.attention_multiplier > 0; }
 
+// Qwen-MoE's switches: dense MLPs among the sparse ones, and experts narrower than intermediate_size
+bool moe_dense_layers(const Config& c) { return c.decoder_sparse_step != 1 || !c.mlp_only_layers.empty(); }
+bool moe_narrow_experts(const Config& c) {
+  return c.moe_intermediate_size > 0 && c.moe_intermediate_size != c.intermediate_size;
+}
+
 // Gemma 3's query_pre_attn_scalar: the integer s with attention_multiplier = s^-1/2, or 0 when there is none
 int64_t query_pre_attn_scalar(const Config& c) {
   if (!(c.attention_multiplier > 0)) return 0;
@@ -750,7 +758,6 @@ std::optional<std::string> unwritable(const Config& c, const std::string& type) 
   };
   const bool gemma = type == "gemma" || type == "gemma2" || type == "gemma3_text";
   const bool sandwich_row = type == "gemma2" || type == "gemma3_text";
-  const bool dense_layers = c.decoder_sparse_step != 1 || !c.mlp_only_layers.empty();
   const Switch switches[] = {
       {c.sliding_window > 0,
        fmt::format("a sliding window ({})", c.sliding_window),
@@ -761,10 +768,10 @@ std::optional<std::string> unwritable(const Config& c, const std::string& type) 
       {c.num_experts > 0 && !c.norm_topk_prob,
        "top-k weights not renormalised",
        {"qwen2_moe", "qwen3_moe", "olmoe"}},
-      {c.num_experts > 0 && dense_layers, "dense layers among the sparse ones", {"qwen2_moe", "qwen3_moe"}},
-      {c.moe_intermediate_size > 0 && c.moe_intermediate_size != c.intermediate_size,
-       "experts of another width than intermediate_size",
+      {c.num_experts > 0 && moe_dense_layers(c),
+       "dense layers among the sparse ones",
        {"qwen2_moe", "qwen3_moe"}},
+      {moe_narrow_experts(c), "experts of another width than intermediate_size", {"qwen2_moe", "qwen3_moe"}},
       {c.partial_rotary_factor != 1.0,
        fmt::format("partial_rotary_factor {}", c.partial_rotary_factor),
        {"phi3"}},
@@ -843,9 +850,7 @@ std::string llama_family(const Config& c) {
     if (c.shared_expert_intermediate_size > 0) return "qwen2_moe";
     if (c.qk_norm) return "qwen3_moe";
     if (c.qk_norm_full_width) return "olmoe";
-    const bool dense_layers = c.decoder_sparse_step != 1 || !c.mlp_only_layers.empty();
-    const bool narrow = c.moe_intermediate_size > 0 && c.moe_intermediate_size != c.intermediate_size;
-    return c.norm_topk_prob && !dense_layers && !narrow ? "mixtral" : "qwen3_moe";
+    return c.norm_topk_prob && !moe_dense_layers(c) && !moe_narrow_experts(c) ? "mixtral" : "qwen3_moe";
   }
   if (c.norm_placement == "sandwich") return c.qk_norm ? "gemma3_text" : "gemma2";
   if (c.qk_norm) return "qwen3";
@@ -976,9 +981,10 @@ std::string config_json(const Config& c) {
       j["attn_logit_softcapping"] = or_null(c.attn_logit_softcapping);
       j["final_logit_softcapping"] = or_null(c.final_logit_softcapping);
     }
-    if (type == "qwen3" || type == "gemma" || type == "olmo2" || sandwich_row) {
+    if (type == "qwen3" || type == "gemma" || type == "olmo2" || sandwich_row || type == "qwen3_moe" ||
+        type == "olmoe") {
       j["attention_bias"] = c.attention_bias;
-    } else if (type == "mistral" || type == "phi3") {
+    } else if (type == "mistral" || type == "phi3" || type == "mixtral") {
       j["sliding_window"] = or_null(c.sliding_window);
     } else if (type == "llama" || type == "granite" || type == "smollm3") {
       j["attention_bias"] = c.attention_bias;
@@ -994,9 +1000,7 @@ std::string config_json(const Config& c) {
                 ? c.layer_types
                 : std::vector<std::string>(static_cast<size_t>(c.num_hidden_layers), "sliding_attention");
     }
-    if (type == "mixtral") j["sliding_window"] = or_null(c.sliding_window);
     if (type == "qwen3_moe") {
-      j["attention_bias"] = c.attention_bias;
       j["use_sliding_window"] = c.sliding_window > 0;
       j["sliding_window"] = or_null(c.sliding_window);
     }
@@ -1011,10 +1015,7 @@ std::string config_json(const Config& c) {
                                          c.sliding_window > 0 ? "sliding_attention" : "full_attention");
       j["shared_expert_intermediate_size"] = c.shared_expert_intermediate_size;
     }
-    if (type == "olmoe") {
-      j["attention_bias"] = c.attention_bias;
-      j["clip_qkv"] = nullptr;
-    }
+    if (type == "olmoe") j["clip_qkv"] = nullptr;
     if (c.num_experts > 0) {
       j[type == "mixtral" ? "num_local_experts" : "num_experts"] = c.num_experts;
       j["num_experts_per_tok"] = c.num_experts_per_tok;

@@ -121,18 +121,18 @@ RotaryEmbedding::RotaryEmbedding(int64_t head_dim, double theta, ops::RotaryStyl
 
 const ops::RotaryTables& RotaryEmbedding::tables(const Variable& x, int64_t positions) {
   const DType dtype = x.dtype() == DType::Float64 ? DType::Float64 : DType::Float32;
-  // LongRope: another set of frequencies once the positions pass the original context
-  const ops::RopeScaling scaling = ops::rope_scaling_at(scaling_, positions);
-  const TableKey key{dtype, x.device(), !(scaling == scaling_)};
+  // LongRope: another set of frequencies once the positions pass the original context (the scaling is
+  // copied only when tables are made: this runs in every layer at every decoded token)
+  const TableKey key{dtype, x.device(), ops::long_factors_at(scaling_, positions)};
   for (auto& [k, t] : cache_) {
     if (k != key) continue;
     if (t.cos.size(0) < positions)
       t = ops::rotary_tables(std::max(positions, 2 * t.cos.size(0)), rotary_dim_, theta_, dtype, x.device(),
-                             scaling);
+                             ops::rope_scaling_at(scaling_, positions));
     return t;
   }
   cache_.emplace_back(key, ops::rotary_tables(std::max<int64_t>(positions, 64), rotary_dim_, theta_, dtype,
-                                              x.device(), scaling));
+                                              x.device(), ops::rope_scaling_at(scaling_, positions)));
   return cache_.back().second;
 }
 

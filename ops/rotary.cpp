@@ -99,9 +99,12 @@ std::vector<double> rotary_inv_freq(int64_t rotary_dim, double theta, const Rope
   return inv_freq;
 }
 
+bool long_factors_at(const RopeScaling& scaling, int64_t positions) {
+  return scaling.type == RopeScaling::Type::LongRope && positions > scaling.original_max_position_embeddings;
+}
+
 RopeScaling rope_scaling_at(const RopeScaling& scaling, int64_t positions) {
-  if (scaling.type != RopeScaling::Type::LongRope || positions <= scaling.original_max_position_embeddings)
-    return scaling;
+  if (!long_factors_at(scaling, positions)) return scaling;
   RopeScaling past = scaling;
   past.short_factor = scaling.long_factor;
   return past;

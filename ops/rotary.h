@@ -52,6 +52,9 @@ struct RopeScaling {
   bool operator==(const RopeScaling&) const = default;
 };
 
+/// Whether a forward whose positions reach `positions` (its last position + 1) runs LongRope's long factors:
+/// past original_max_position_embeddings. False for every other type.
+bool long_factors_at(const RopeScaling& scaling, int64_t positions);
 /// The scaling whose tables serve a forward whose positions reach `positions` (its last position + 1, as
 /// transformers' max(position_ids) + 1): `scaling` itself, but for LongRope past
 /// original_max_position_embeddings the same with long_factor in short_factor's place.
