@@ -105,24 +105,6 @@ float load_one(const unsigned char* p, DType d, size_t i) {
   }
 }
 
-// dst[i] = src[i] converted, for n elements of float32 / bfloat16 / float16 each.
-void convert(void* dst, DType dd, const unsigned char* src, DType sd, size_t n) {
-  if (dd == sd) {
-    std::memcpy(dst, src, n * dtype_size(dd));
-    return;
-  }
-  if (dd == DType::Float32) {
-    float* o = static_cast<float*>(dst);
-    for (size_t i = 0; i < n; ++i) o[i] = load_one(src, sd, i);
-    return;
-  }
-  uint16_t* o = static_cast<uint16_t*>(dst);
-  for (size_t i = 0; i < n; ++i) {
-    const float f = load_one(src, sd, i);
-    o[i] = dd == DType::BFloat16 ? float_to_bf16_bits(f) : float_to_f16_bits(f);
-  }
-}
-
 }  // namespace
 
 Weights::Weights(const std::string& dir) : dir_(dir) {
@@ -156,6 +138,23 @@ Weights::Weights(const std::string& dir) : dir_(dir) {
 }
 
 Weights::~Weights() = default;
+
+void convert_floats(void* dst, DType dd, const unsigned char* src, DType sd, size_t n) {
+  if (dd == sd) {
+    std::memcpy(dst, src, n * dtype_size(dd));
+    return;
+  }
+  if (dd == DType::Float32) {
+    float* o = static_cast<float*>(dst);
+    for (size_t i = 0; i < n; ++i) o[i] = load_one(src, sd, i);
+    return;
+  }
+  uint16_t* o = static_cast<uint16_t*>(dst);
+  for (size_t i = 0; i < n; ++i) {
+    const float f = load_one(src, sd, i);
+    o[i] = dd == DType::BFloat16 ? float_to_bf16_bits(f) : float_to_f16_bits(f);
+  }
+}
 
 const Weights::Where& Weights::find(const std::string& name) const {
   auto it = std::lower_bound(index_.begin(), index_.end(), name,
@@ -194,6 +193,13 @@ void Weights::drop_pages(const Shard& s, const nn::SafetensorsEntry& e) {
   if (hi > lo) ::madvise(const_cast<unsigned char*>(s.map) + lo, hi - lo, MADV_DONTNEED);
 }
 
+std::string Weights::unreadable(const std::string& name) const {
+  const nn::SafetensorsEntry& e = entry(name);
+  return is_loadable(e.dtype)
+             ? std::string()
+             : fmt::format("tensor '{}' is {} (need F32, BF16 or F16)", name, dtype_name(e.dtype));
+}
+
 void Weights::read_into(const std::string& name, const Tensor& dst) const {
   const Where& w = find(name);
   const Shard& s = *shards_[w.shard];
@@ -206,7 +212,7 @@ void Weights::read_into(const std::string& name, const Tensor& dst) const {
   SACCADE_CHECK(dst.device().is_cpu() && dst.is_contiguous() && static_cast<size_t>(dst.numel()) == n,
                 "hf::Weights::read_into: '{}': tensor '{}' of shape {} into a destination of shape {}",
                 s.path, name, e.shape, dst.shape());
-  convert(dst.raw_data(), dst.dtype(), s.map + e.begin, e.dtype, n);
+  convert_floats(dst.raw_data(), dst.dtype(), s.map + e.begin, e.dtype, n);
   drop_pages(s, e);
 }
 
@@ -233,7 +239,7 @@ Shape part_shape(const NameRule& rule, const Shape& full, int64_t len) {
 
 }  // namespace
 
-LoadReport load_weights(nn::Module& module, const Weights& weights, const std::vector<NameRule>& table,
+LoadReport load_weights(nn::Module& module, const TensorSource& weights, const std::vector<NameRule>& table,
                         bool strict, const std::vector<std::string>& ignore) {
   auto fail = [&](const std::string& what) {
     return Error(fmt::format("hf::load_weights: '{}': {}", weights.dir(), what));
@@ -243,23 +249,22 @@ LoadReport load_weights(nn::Module& module, const Weights& weights, const std::v
   // 1. Check everything.
   for (const NameRule& rule : table) {
     if (!weights.contains(rule.hf)) throw fail(fmt::format("the checkpoint has no tensor '{}'", rule.hf));
-    const nn::SafetensorsEntry& e = weights.entry(rule.hf);
-    if (!is_loadable(e.dtype))
-      throw fail(fmt::format("tensor '{}' is {} (need F32, BF16 or F16)", rule.hf, dtype_name(e.dtype)));
+    const std::string why = weights.unreadable(rule.hf);
+    if (!why.empty()) throw fail(why);
+    const Shape shape = weights.shape(rule.hf);
     const int64_t parts = static_cast<int64_t>(rule.ours.size());
-    if ((rule.transpose && static_cast<size_t>(e.shape.size()) != 2) ||
-        (parts > 1 && (rule.split_dim < 0 || rule.split_dim >= static_cast<int64_t>(e.shape.size()))))
+    if ((rule.transpose && static_cast<size_t>(shape.size()) != 2) ||
+        (parts > 1 && (rule.split_dim < 0 || rule.split_dim >= static_cast<int64_t>(shape.size()))))
       throw fail(fmt::format("tensor '{}' has shape {}, which cannot be split into {} along dim {}{}",
-                             rule.hf, e.shape, parts, rule.split_dim,
-                             rule.transpose ? " and transposed" : ""));
+                             rule.hf, shape, parts, rule.split_dim, rule.transpose ? " and transposed" : ""));
     if (rule.index >= 0) {  // one entry along dim 0 of a batched tensor
       const Tensor* t = rule.ours.size() == 1 && !rule.transpose ? ours.find(rule.ours[0]) : nullptr;
       if (!t)
         throw fail(fmt::format("tensor '{}' goes to entry {} of '{}', which the model does not have", rule.hf,
                                rule.index, fmt::join(rule.ours, ", ")));
-      if (t->dim() < 1 || rule.index >= t->size(0) || t->select(0, rule.index).shape() != e.shape)
+      if (t->dim() < 1 || rule.index >= t->size(0) || t->select(0, rule.index).shape() != shape)
         throw fail(fmt::format("tensor '{}' of shape {} does not fit entry {} of '{}' of shape {}", rule.hf,
-                               e.shape, rule.index, rule.ours[0], t->shape()));
+                               shape, rule.index, rule.ours[0], t->shape()));
       if (!filled.insert(fmt::format("{}[{}]", rule.ours[0], rule.index)).second)
         throw fail(fmt::format("entry {} of '{}' is filled twice", rule.index, rule.ours[0]));
       used.insert(rule.hf);
@@ -272,17 +277,17 @@ LoadReport load_weights(nn::Module& module, const Weights& weights, const std::v
         throw fail(fmt::format("tensor '{}' goes to '{}', which the model does not have", rule.hf, name));
       const int64_t len = part_length(rule, *t);
       total += len;
-      const Shape want = part_shape(rule, e.shape, len);
+      const Shape want = part_shape(rule, shape, len);
       if (t->shape() != want)
         throw fail(fmt::format("tensor '{}' of shape {} gives '{}' the shape {}, the model's is {}", rule.hf,
-                               e.shape, name, want, t->shape()));
+                               shape, name, want, t->shape()));
       if (!filled.insert(name).second) throw fail(fmt::format("'{}' is filled twice", name));
     }
-    if (parts > 1 && total != e.shape[static_cast<size_t>(rule.split_dim)])
+    if (parts > 1 && total != shape[static_cast<size_t>(rule.split_dim)])
       throw fail(
           fmt::format("tensor '{}' has shape {}, which cannot be split along dim {} into the model's {} "
                       "parts of {} in all",
-                      rule.hf, e.shape, rule.split_dim, parts, total));
+                      rule.hf, shape, rule.split_dim, parts, total));
     used.insert(rule.hf);
   }
   for (const auto& [name, t] : ours) {

@@ -26,9 +26,35 @@
 
 namespace saccade::hf {
 
+/// Where load_weights reads a checkpoint's tensors from, under the checkpoint's tensor names: a folder's
+/// safetensors files (Weights), or a GGUF file's tensors under the Hugging Face names (hf/gguf.h's
+/// GgufWeights).
+class TensorSource {
+ public:
+  virtual ~TensorSource() = default;
+  /// Every tensor name, in file order.
+  virtual const std::vector<std::string>& names() const = 0;
+  virtual bool contains(const std::string& name) const = 0;
+  /// The shape of `name` (PyTorch's order). Throws saccade::Error naming the source and the tensor when
+  /// absent.
+  virtual Shape shape(const std::string& name) const = 0;
+  /// Empty when `name` can be read into float32, bfloat16 and float16 tensors, else why not ("tensor 'x' is
+  /// I64 (need F32, BF16 or F16)"): load_weights asks before it writes anything.
+  virtual std::string unreadable(const std::string& name) const = 0;
+  /// The tensor `name` as a new CPU tensor of a floating dtype (its dtype on disk where that is float32,
+  /// bfloat16 or float16).
+  virtual Tensor read(const std::string& name) const = 0;
+  /// Copies `name` into `dst` (CPU, contiguous, float32 / bfloat16 / float16, of the tensor's element
+  /// count), converting as torch's copy_ does (round to nearest even). Throws saccade::Error naming the
+  /// tensor for another element count or an unreadable tensor.
+  virtual void read_into(const std::string& name, const Tensor& dst) const = 0;
+  /// The folder or file, for messages.
+  virtual const std::string& dir() const = 0;
+};
+
 /// The tensors of a checkpoint folder's model.safetensors, or of the shards its model.safetensors.index.json
 /// names, memory-mapped (read-only) for as long as this object lives.
-class Weights {
+class Weights : public TensorSource {
  public:
   /// Opens `dir`: its model.safetensors where there is one (as transformers' from_pretrained, which prefers
   /// it to an index), else the shards model.safetensors.index.json names. Throws saccade::Error naming
@@ -42,21 +68,23 @@ class Weights {
   Weights& operator=(const Weights&) = delete;
 
   /// Every tensor name, in file order (shard by shard).
-  const std::vector<std::string>& names() const { return names_; }
-  bool contains(const std::string& name) const;
+  const std::vector<std::string>& names() const override { return names_; }
+  bool contains(const std::string& name) const override;
   /// The header entry of `name` (dtype, shape). Throws saccade::Error naming the folder and the tensor when
   /// absent.
   const nn::SafetensorsEntry& entry(const std::string& name) const;
+  Shape shape(const std::string& name) const override { return entry(name).shape; }
+  std::string unreadable(const std::string& name) const override;
   /// The tensor `name` as a new CPU tensor of its dtype on disk (a copy of the mapped bytes, whose pages are
   /// then dropped as read_into's).
-  Tensor read(const std::string& name) const;
+  Tensor read(const std::string& name) const override;
   /// Copies `name` into `dst` (CPU, contiguous, float32 / bfloat16 / float16, of the tensor's element
   /// count), converting from the dtype on disk as torch's copy_ does (round to nearest even), then lets the
   /// kernel drop the mapped pages. Throws saccade::Error naming the tensor for another element count or a
   /// dtype other than F32, BF16 or F16 on either side.
-  void read_into(const std::string& name, const Tensor& dst) const;
+  void read_into(const std::string& name, const Tensor& dst) const override;
   /// The folder.
-  const std::string& dir() const { return dir_; }
+  const std::string& dir() const override { return dir_; }
 
  private:
   struct Shard;
@@ -97,7 +125,7 @@ struct LoadReport {
 /// checkpoint tensors that no row names and `ignore` does not list are an error when `strict`, and listed in
 /// the report otherwise. Everything is checked before anything is written: on error the module is unchanged.
 /// Throws saccade::Error naming "hf::load_weights", the folder and the tensor.
-LoadReport load_weights(nn::Module& module, const Weights& weights, const std::vector<NameRule>& table,
+LoadReport load_weights(nn::Module& module, const TensorSource& weights, const std::vector<NameRule>& table,
                         bool strict = true, const std::vector<std::string>& ignore = {});
 
 /// The checkpoint tensors `table` makes of `module` (the reverse of load_weights: parts concatenated along
@@ -114,6 +142,11 @@ nn::StateDict export_weights(const nn::Module& module, const std::vector<NameRul
 /// files named model-NNNNN-of-NNNNN.safetensors. Throws saccade::Error naming "hf::save_pretrained" and the
 /// path for an I/O failure.
 void save_pretrained(const std::string& dir, const Config& config, const nn::StateDict& tensors);
+
+/// dst[i] = src[i] for `n` elements, converted between float32, bfloat16 and float16 (`dst_dtype` and
+/// `src_dtype`; each of those three) as torch's copy_ does (round to nearest even): how Weights and
+/// GgufFile read tensors.
+void convert_floats(void* dst, DType dst_dtype, const unsigned char* src, DType src_dtype, size_t n);
 
 /// Writes `text` to `path` atomically (`path`.tmp, then renamed over `path`), so that `path` is never half
 /// written. Throws saccade::Error naming `op` and the file for an I/O failure.

@@ -187,7 +187,7 @@ bool is_rotary_buffer(const std::string& name) {
 
 }  // namespace
 
-std::vector<std::string> llama_ignored_tensors(const Config& config, const Weights& weights) {
+std::vector<std::string> llama_ignored_tensors(const Config& config, const TensorSource& weights) {
   std::vector<std::string> ignore;
   if (config.tie_word_embeddings) ignore.push_back("lm_head.weight");
   for (const std::string& name : weights.names())
@@ -204,7 +204,11 @@ std::shared_ptr<nn::LlamaForCausalLM> load_llama(const std::string& dir, const C
   SACCADE_CHECK(config.architecture == Architecture::Llama,
                 "hf::load_llama: '{}/config.json' describes a '{}' model, not a Llama", dir,
                 config.model_type);
-  Weights weights(dir);
+  return load_llama_weights(Weights(dir), config, strict, report);
+}
+
+std::shared_ptr<nn::LlamaForCausalLM> load_llama_weights(const TensorSource& weights, const Config& config,
+                                                         bool strict, LoadReport* report) {
   std::shared_ptr<nn::LlamaForCausalLM> model;
   {
     nn::init::SkipInitGuard skip;  // every parameter is loaded below (or the load throws)

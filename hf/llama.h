@@ -36,7 +36,7 @@ std::vector<NameRule> llama_name_table(const nn::LlamaForCausalLM& model);
 /// "lm_head.weight" when `config` ties the embeddings, and the rotary buffers that older conversions saved,
 /// "model.layers.N.self_attn.rotary_emb.inv_freq" (LlamaPreTrainedModel's _keys_to_ignore_on_load_unexpected;
 /// saccade computes the frequencies from rope_theta, as transformers does).
-std::vector<std::string> llama_ignored_tensors(const Config& config, const Weights& weights);
+std::vector<std::string> llama_ignored_tensors(const Config& config, const TensorSource& weights);
 
 /// Loads the Llama checkpoint folder `dir` (config.json, model.safetensors or shards; float32, bfloat16 or
 /// float16 on disk) into a new float32 nn::LlamaForCausalLM in eval mode. Strict unless `strict` is false
@@ -47,6 +47,12 @@ std::shared_ptr<nn::LlamaForCausalLM> load_llama(const std::string& dir, bool st
 /// As above, with `config` the folder's config.json already read (load_config), so it is parsed once.
 std::shared_ptr<nn::LlamaForCausalLM> load_llama(const std::string& dir, const Config& config,
                                                  bool strict = true, LoadReport* report = nullptr);
+
+/// A new float32 nn::LlamaForCausalLM of `config` in eval mode holding `weights` (load_weights by
+/// llama_name_table, llama_ignored_tensors skipped; strict as load_llama): what load_llama and
+/// load_llama_gguf share. Throws what load_weights throws; nothing is half-loaded.
+std::shared_ptr<nn::LlamaForCausalLM> load_llama_weights(const TensorSource& weights, const Config& config,
+                                                         bool strict = true, LoadReport* report = nullptr);
 
 /// Writes `model` to `dir` in the Hugging Face layout (config.json + model.safetensors in `dtype`), which
 /// transformers' LlamaForCausalLM.from_pretrained loads.

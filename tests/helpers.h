@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <string>
@@ -83,6 +84,16 @@ class ErrorContains : public Catch::MatcherBase<saccade::Error> {
  private:
   std::string s_;
 };
+
+/// The message of the saccade::Error `f` throws, or "(no error)".
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
 
 /// A Llama small enough to check whole: hidden 16, 4 heads of 4 (2 key/value heads), MLP 24, vocab 40, 2
 /// layers, context 32.

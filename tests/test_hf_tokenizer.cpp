@@ -17,6 +17,7 @@
 #include "temp_dir.h"
 
 using namespace saccade;
+using saccade::testing::error_of;
 using hf::BPETokenizer;
 
 namespace {
@@ -39,15 +40,6 @@ std::string byte_vocab(const std::vector<std::string>& extra) {
   for (int b = 0; b < 256; ++b) v[hf::byte_to_unicode()[b]] = b;
   for (size_t i = 0; i < extra.size(); ++i) v[extra[i]] = 256 + static_cast<int>(i);
   return v.dump();
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 }  // namespace

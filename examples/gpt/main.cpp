@@ -29,6 +29,7 @@
 #include "examples/gpt/run_control.h"
 #ifdef SACCADE_HAVE_HF
 #include "examples/gpt/hf_gpt2.h"
+#include "hf/gguf_model.h"
 #include "hf/llama.h"
 #include "hf/peft.h"
 #include "hf/tokenizer.h"
@@ -475,14 +476,22 @@ size_t adapted_modules(const saccade::nn::Module& model) {
 HFModel load_hf(const std::string& dir, saccade::Device device, bool strict, const std::string& adapter) {
   namespace hf = saccade::hf;
   HFModel m;
-  m.config = hf::load_config(dir + "/config.json");
-  const hf::Config& config = m.config;
-  m.tok = hf::load_tokenizer(dir);
   saccade::hf::LoadReport r;
-  if (config.architecture == hf::Architecture::GPT2)
-    m.gpt = ex::load_hf_gpt2(dir, config, strict, &r);
-  else
-    m.llama = hf::load_llama(dir, config, strict, &r);
+  if (hf::is_gguf_path(dir)) {  // llama.cpp's file: metadata, tensors and vocabulary in one
+    const hf::GgufFile file(dir);
+    m.config = hf::gguf_config(file);
+    m.tok = hf::gguf_tokenizer(file);
+    // Q8_0 tensors stay quantized for sampling and scoring (dequantized under an adapter)
+    m.llama = hf::load_llama_gguf(file, adapter.empty(), strict, &r);
+  } else {
+    m.config = hf::load_config(dir + "/config.json");
+    m.tok = hf::load_tokenizer(dir);
+    if (m.config.architecture == hf::Architecture::GPT2)
+      m.gpt = ex::load_hf_gpt2(dir, m.config, strict, &r);
+    else
+      m.llama = hf::load_llama(dir, m.config, strict, &r);
+  }
+  const hf::Config& config = m.config;
   report_skipped(r, dir);
   if (!adapter.empty()) {
     const hf::AdapterConfig a = hf::load_adapter(adapter, m.base(), dir, m.adapter_layout());
@@ -859,10 +868,11 @@ int main(int argc, char** argv) {
   sample->add_option("--num-samples", num_samples, "samples per prompt (one batch, one KV cache per block)")
       ->check(cli::integer(1, 4096));
 #ifdef SACCADE_HAVE_HF
-  auto* hf_flag =
-      sample->add_option("--hf", hf_dir,
-                         "a Hugging Face model folder (GPT-2 or Llama: config.json, model.safetensors "
-                         "or shards, its tokenizer) to sample instead of a checkpoint");
+  auto* hf_flag = sample->add_option(
+      "--hf", hf_dir,
+      "a Hugging Face model folder (GPT-2 or Llama: config.json, model.safetensors "
+      "or shards, its tokenizer), or a GGUF file (NAME.gguf: llama, qwen2, qwen3; F32, F16, "
+      "BF16 or Q8_0, kept quantized), to sample instead of a checkpoint");
   hf_flag->excludes(sample->get_option("--checkpoint"))
       ->excludes(sample->get_option("--tokenizer"))
       ->excludes(sample->get_option("--attention-png"))
@@ -889,7 +899,8 @@ int main(int argc, char** argv) {
       "eval",
       "score a text file with a Hugging Face model folder: its tokens (no special tokens) in windows of the "
       "context, the first of each unscored; prints tokens, loss (nats/token) and bits_per_byte");
-  evaluator->add_option("--hf", hf_dir, "the model folder (GPT-2 or Llama)")->required();
+  evaluator->add_option("--hf", hf_dir, "the model folder (GPT-2 or Llama), or a GGUF file (NAME.gguf)")
+      ->required();
   evaluator->add_option("--data", eval_data, "the text file to score")->required();
   evaluator->add_flag("--non-strict", non_strict, non_strict_help);
   evaluator->add_option("--adapter", adapter_dir, adapter_help);
@@ -1112,7 +1123,9 @@ int main(int argc, char** argv) {
                               "train with --tokenizer byte, or fine-tune with --init-from-hf");
     }
     const bool hf_run = !hf_dir.empty();
-    if (hf_run) {
+    if (hf_run && saccade::hf::is_gguf_path(hf_dir)) {
+      cli::require_file("--hf", hf_dir);
+    } else if (hf_run) {
       cli::require_directory("--hf", hf_dir);
       cli::require_file("--hf", hf_dir + "/config.json");
     }

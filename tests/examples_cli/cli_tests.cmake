@@ -230,6 +230,17 @@ if(TARGET gpt)
     saccade_cli_test(gpt_hf_eval_q8_0 --out "^quantized 13 matrices to q8_0" --out "^loss [0-9.]+$" 0 10 --
                      ${gpt} eval --hf ${hf_data}/hf_gpt2 --data ${hf_data}/hf_eval.txt --quantize q8_0 --threads 2)
     saccade_cli_refusal(gpt_quantize_unknown "^gpt: --quantize: " ${gpt} sample --hf ${hf_data}/hf_llama --quantize q4_0)
+    # GGUF files in place of a folder (tests/data/gguf: tests/fixtures/make_gguf.py; their logits, blocks and
+    # vocabularies against the folders' in tests/test_hf_gguf.cpp)
+    saccade_cli_test(gpt_hf_sample_gguf_q8_0
+                     --out "^llama: 2 layers, 4 heads \\(2 key/value\\), hidden 32, context 64, vocab 993, tokenizer hf::BPE .*llama_q8_0.gguf"
+                     --out "^ids:( [0-9]+){8}$" 0 10 -- ${gpt} sample --hf ${hf_data}/gguf/llama_q8_0.gguf
+                     --prompt "A fortune" --max-new-tokens 8 --temperature 0 --print-ids --threads 2)
+    saccade_cli_test(gpt_hf_eval_gguf --out "^loss [0-9.]+$" 0 10 -- ${gpt} eval --hf ${hf_data}/gguf/llama_bf16.gguf
+                     --data ${hf_data}/hf_eval.txt --threads 2)
+    saccade_cli_test(gpt_hf_gguf_gpt2 --err "^gpt: hf::gguf_config: '.*gpt2_f32.gguf': key 'general.architecture': 'gpt2' is not read \\(saccade reads 'llama', 'qwen2', 'qwen3'\\)$"
+                     1 10 -- ${gpt} sample --hf ${hf_data}/gguf/gpt2_f32.gguf --prompt x)
+    saccade_cli_refusal(gpt_hf_gguf_missing "^gpt: --hf: '/nonexistent/model.gguf' does not exist" ${gpt} sample --hf /nonexistent/model.gguf)
     # issue 52: a LoRA adapter in PEFT's layout (tests/data/hf_llama_lora: tests/fixtures/make_hf_peft.py; its
     # logits against PEFT's in tests/test_hf_peft.cpp)
     saccade_cli_test(gpt_hf_sample_adapter --out "^LoRA adapter from .*hf_llama_lora: r 4, lora_alpha 8, 6 modules$"

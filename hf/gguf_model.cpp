@@ -1,0 +1,482 @@
+#include "hf/gguf_model.h"
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include <fmt/format.h>
+#include <utf8proc.h>
+#include <nlohmann/json.hpp>
+
+#include "hf/bpe.h"
+#include "hf/llama.h"
+#include "nn/linear.h"
+
+namespace saccade::hf {
+
+using nlohmann::json;
+
+namespace {
+
+// ---- the metadata ----
+
+// Typed lookups of `file`'s metadata, each naming `op`, the file and the key in its errors.
+struct Meta {
+  const GgufFile& file;
+  const char* op;
+
+  Error fail(const std::string& key, const std::string& what) const {
+    return Error(fmt::format("{}: '{}': key '{}': {}", op, file.path(), key, what));
+  }
+  const GgufValue* get(const std::string& key, GgufValue::Kind kind, bool required) const {
+    const GgufValue* v = file.find(key);
+    if (!v) {
+      if (required) throw fail(key, "missing");
+      return nullptr;
+    }
+    if (v->kind != kind) {
+      static const char* const kinds[] = {"an integer", "a float", "a bool", "a string", "an array"};
+      throw fail(key, fmt::format("not {} (GGUF value type {})", kinds[static_cast<int>(kind)], v->type));
+    }
+    return v;
+  }
+  // An integer >= lo; `fallback` when absent (required when it has none).
+  int64_t integer(const std::string& key, std::optional<int64_t> fallback, int64_t lo = 1) const {
+    const GgufValue* v = get(key, GgufValue::Kind::Int, !fallback);
+    if (!v) return *fallback;
+    if (v->i < lo) throw fail(key, fmt::format("{} is below {}", v->i, lo));
+    return v->i;
+  }
+  std::optional<int64_t> maybe_integer(const std::string& key) const {
+    const GgufValue* v = get(key, GgufValue::Kind::Int, false);
+    return v ? std::optional<int64_t>(v->i) : std::nullopt;
+  }
+  double number(const std::string& key, std::optional<double> fallback) const {
+    const GgufValue* v = get(key, GgufValue::Kind::Float, !fallback);
+    if (!v) return *fallback;
+    if (!(v->f > 0)) throw fail(key, fmt::format("{} is not a positive number", v->f));
+    // a float32 stands for the shortest decimal that rounds to it (the writer's 1e-6, not 9.99999997e-7)
+    return v->type == 6 ? std::stod(fmt::format("{}", static_cast<float>(v->f))) : v->f;
+  }
+  bool flag(const std::string& key, bool fallback) const {
+    const GgufValue* v = get(key, GgufValue::Kind::Bool, false);
+    return v ? v->b : fallback;
+  }
+  std::string string(const std::string& key) const { return get(key, GgufValue::Kind::String, true)->s; }
+  // An array of `kind`s (the whole list is checked).
+  const std::vector<GgufValue>& list(const std::string& key, GgufValue::Kind kind) const {
+    const GgufValue* v = get(key, GgufValue::Kind::Array, true);
+    for (size_t i = 0; i < v->array.size(); ++i)
+      if (v->array[i].kind != kind)
+        throw fail(fmt::format("{}[{}]", key, i), "of another type than the list needs");
+    return v->array;
+  }
+};
+
+// ---- the rows: general.architecture -> model_type, and what each reads ----
+
+struct Row {
+  const char* arch;
+  const char* model_type;
+  const char* architectures;
+  bool permuted_qk;  // convert_hf_to_gguf's LlamaModel.permute (ggml rotates pairs of adjacent rows)
+};
+
+constexpr Row kRows[] = {
+    {"llama", "llama", "LlamaForCausalLM", true},
+    {"qwen2", "qwen2", "Qwen2ForCausalLM", false},
+    {"qwen3", "qwen3", "Qwen3ForCausalLM", false},
+};
+
+const Row* find_row(const std::string& arch) {
+  for (const Row& r : kRows)
+    if (arch == r.arch) return &r;
+  return nullptr;
+}
+
+// The "{arch}." keys gguf_config reads (every other one is refused).
+constexpr const char* kReadKeys[] = {
+    "block_count",
+    "context_length",
+    "embedding_length",
+    "feed_forward_length",
+    "attention.head_count",
+    "attention.head_count_kv",
+    "attention.key_length",
+    "attention.value_length",
+    "rope.dimension_count",
+    "rope.freq_base",
+    "attention.layer_norm_rms_epsilon",
+    "vocab_size",
+};
+
+// GGUF's tensor names -> Hugging Face's, for the Llama-family rows: a block's tensors "blk.N.<gguf>.weight"
+// (or .bias) are "model.layers.N.<hf>.weight", the others by the second table.
+constexpr std::pair<const char*, const char*> kBlockNames[] = {
+    {"attn_norm", "input_layernorm"},    {"attn_q", "self_attn.q_proj"},
+    {"attn_k", "self_attn.k_proj"},      {"attn_v", "self_attn.v_proj"},
+    {"attn_output", "self_attn.o_proj"}, {"attn_q_norm", "self_attn.q_norm"},
+    {"attn_k_norm", "self_attn.k_norm"}, {"ffn_norm", "post_attention_layernorm"},
+    {"ffn_gate", "mlp.gate_proj"},       {"ffn_up", "mlp.up_proj"},
+    {"ffn_down", "mlp.down_proj"},
+};
+constexpr std::pair<const char*, const char*> kGlobalNames[] = {
+    {"token_embd", "model.embed_tokens"}, {"output_norm", "model.norm"}, {"output", "lm_head"}};
+
+// `gguf` under its Hugging Face name, with the heads its rows are permuted in (0: none); unknown names are
+// kept as they are.
+std::pair<std::string, int64_t> hf_name(const std::string& gguf, const Row& row, const Config& c) {
+  std::string base = gguf, suffix;
+  for (const char* s : {".weight", ".bias"})
+    if (gguf.size() > std::strlen(s) &&
+        gguf.compare(gguf.size() - std::strlen(s), std::string::npos, s) == 0) {
+      base = gguf.substr(0, gguf.size() - std::strlen(s));
+      suffix = s;
+    }
+  if (suffix.empty()) return {gguf, 0};
+  if (base.rfind("blk.", 0) == 0) {
+    const size_t dot = base.find('.', 4);
+    const std::string layer = dot == std::string::npos ? "" : base.substr(4, dot - 4);
+    if (layer.empty() || layer.size() > 9 || !std::all_of(layer.begin(), layer.end(), ::isdigit))
+      return {gguf, 0};
+    const std::string rest = base.substr(dot + 1);
+    for (const auto& [g, h] : kBlockNames)
+      if (rest == g) {
+        const int64_t heads = !row.permuted_qk   ? 0
+                              : rest == "attn_q" ? c.num_attention_heads
+                              : rest == "attn_k" ? c.num_key_value_heads
+                                                 : 0;
+        return {fmt::format("model.layers.{}.{}{}", std::stoll(layer), h, suffix), heads};
+      }
+    return {gguf, 0};
+  }
+  for (const auto& [g, h] : kGlobalNames)
+    if (base == g) return {std::string(h) + suffix, 0};
+  return {gguf, 0};
+}
+
+bool readable_type(uint32_t type) {
+  switch (static_cast<GgufType>(type)) {
+    case GgufType::F32:
+    case GgufType::F16:
+    case GgufType::BF16:
+    case GgufType::Q8_0:
+      return true;
+  }
+  return false;
+}
+
+// Rows of `src` (rows × width elements of `elem` bytes) into `dst` in Hugging Face order: within each head of
+// d rows, GGUF row 2i + j is row j·d/2 + i (the inverse of LlamaModel.permute).
+void unpermute_rows(unsigned char* dst, const unsigned char* src, int64_t rows, size_t row_bytes,
+                    int64_t heads) {
+  const int64_t d = rows / heads, half = d / 2;
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t i = 0; i < half; ++i)
+      for (int64_t j = 0; j < 2; ++j)
+        std::memcpy(dst + static_cast<size_t>(h * d + j * half + i) * row_bytes,
+                    src + static_cast<size_t>(h * d + 2 * i + j) * row_bytes, row_bytes);
+}
+
+}  // namespace
+
+std::vector<std::string> gguf_architectures() {
+  std::vector<std::string> out;
+  for (const Row& r : kRows) out.emplace_back(r.arch);
+  return out;
+}
+
+Config gguf_config(const GgufFile& file) {
+  const Meta m{file, "hf::gguf_config"};
+  const std::string arch = m.string("general.architecture");
+  const Row* row = find_row(arch);
+  if (!row) {
+    const auto known = gguf_architectures();
+    throw m.fail("general.architecture",
+                 fmt::format("'{}' is not read (saccade reads '{}')", arch, fmt::join(known, "', '")));
+  }
+  const std::string p = arch + ".";
+  for (const auto& [key, value] : file.metadata()) {
+    if (key.rfind(p, 0) != 0) continue;
+    const std::string rest = key.substr(p.size());
+    if (std::none_of(std::begin(kReadKeys), std::end(kReadKeys), [&](const char* k) { return rest == k; }))
+      throw m.fail(
+          key, fmt::format("not read for '{}', and it may change the computation (saccade reads {}.{})", arch,
+                           arch, fmt::join(kReadKeys, ", " + arch + ".")));
+  }
+  if (file.tensor("rope_freqs.weight"))
+    throw Error(
+        fmt::format("hf::gguf_config: '{}': tensor 'rope_freqs.weight' (Llama 3's rope scaling as "
+                    "ggml holds it) is not read yet",
+                    file.path()));
+  const int64_t hidden = m.integer(p + "embedding_length", std::nullopt);
+  const int64_t heads = m.integer(p + "attention.head_count", std::nullopt);
+  const int64_t head_dim = m.integer(p + "attention.key_length", hidden / std::max<int64_t>(heads, 1));
+  if (m.integer(p + "attention.value_length", head_dim) != head_dim)
+    throw m.fail(p + "attention.value_length", fmt::format("differs from the key length {}", head_dim));
+  if (m.integer(p + "rope.dimension_count", head_dim) != head_dim)
+    throw m.fail(p + "rope.dimension_count",
+                 fmt::format("rotates a part of each head of {} (partial rotation is not read)", head_dim));
+  const GgufTensorInfo* embed = file.tensor("token_embd.weight");
+  if (!embed && !file.find(p + "vocab_size"))
+    throw Error(fmt::format(
+        "hf::gguf_config: '{}': neither key '{}vocab_size' nor tensor 'token_embd.weight'", file.path(), p));
+  auto has = [&](const char* name) { return file.tensor(name) != nullptr; };
+  json j;
+  j["model_type"] = row->model_type;
+  j["architectures"] = {row->architectures};
+  j["vocab_size"] = m.integer(p + "vocab_size", embed && embed->shape.size() == 2 ? embed->shape[0] : 0);
+  j["hidden_size"] = hidden;
+  j["num_hidden_layers"] = m.integer(p + "block_count", std::nullopt);
+  j["num_attention_heads"] = heads;
+  j["num_key_value_heads"] = m.integer(p + "attention.head_count_kv", heads);
+  j["head_dim"] = head_dim;
+  j["intermediate_size"] = m.integer(p + "feed_forward_length", std::nullopt);
+  j["max_position_embeddings"] = m.integer(p + "context_length", std::nullopt);
+  j["rms_norm_eps"] = m.number(p + "attention.layer_norm_rms_epsilon", std::nullopt);
+  j["rope_theta"] = m.number(p + "rope.freq_base", 10000.0);
+  j["hidden_act"] = "silu";
+  j["tie_word_embeddings"] = !has("output.weight");
+  if (arch != "qwen2") {  // Qwen2's q, k and v biases are the row's own
+    j["attention_bias"] = has("blk.0.attn_q.bias");
+    if (arch == "llama") j["mlp_bias"] = has("blk.0.ffn_up.bias");
+  }
+  for (const char* id : {"bos_token_id", "eos_token_id"})
+    if (auto v = m.maybe_integer(std::string("tokenizer.ggml.") + id)) j[id] = *v;
+  return parse_config(j.dump(), file.path() + " (its metadata, read as a config.json)");
+}
+
+// ---- GgufWeights ----
+
+GgufWeights::GgufWeights(const GgufFile& file, const Config& config) : file_(file) {
+  const std::string arch = file.find("general.architecture") ? file.find("general.architecture")->s : "";
+  const Row* row = find_row(arch);
+  SACCADE_CHECK(row, "hf::GgufWeights: '{}': general.architecture '{}' is not read", file.path(), arch);
+  for (const GgufTensorInfo& t : file.tensors()) {
+    auto [name, heads] = hf_name(t.name, *row, config);
+    if (heads > 0) {
+      const int64_t rows = t.shape[0];
+      SACCADE_CHECK(
+          rows % heads == 0 && (rows / heads) % 2 == 0,
+          "hf::GgufWeights: '{}': tensor '{}' has {} rows, not whole heads of an even width for {} heads",
+          file.path(), t.name, rows, heads);
+    }
+    index_.emplace_back(name, entries_.size());
+    names_.push_back(name);
+    entries_.push_back(Entry{name, &t, heads});
+  }
+  std::sort(index_.begin(), index_.end());
+  for (size_t i = 1; i < index_.size(); ++i)
+    SACCADE_CHECK(index_[i].first != index_[i - 1].first, "hf::GgufWeights: '{}': two tensors are named '{}'",
+                  file.path(), index_[i].first);
+}
+
+const GgufWeights::Entry& GgufWeights::entry(const std::string& name) const {
+  auto it = std::lower_bound(index_.begin(), index_.end(), name,
+                             [](const auto& item, const std::string& n) { return item.first < n; });
+  if (it == index_.end() || it->first != name)
+    throw Error(fmt::format("hf::GgufWeights: '{}': no tensor '{}' in the file", file_.path(), name));
+  return entries_[it->second];
+}
+
+bool GgufWeights::contains(const std::string& name) const {
+  auto it = std::lower_bound(index_.begin(), index_.end(), name,
+                             [](const auto& item, const std::string& n) { return item.first < n; });
+  return it != index_.end() && it->first == name;
+}
+
+Shape GgufWeights::shape(const std::string& name) const { return entry(name).info->shape; }
+
+std::string GgufWeights::unreadable(const std::string& name) const {
+  const GgufTensorInfo& t = *entry(name).info;
+  return readable_type(t.type) ? std::string()
+                               : fmt::format(
+                                     "tensor '{}' ('{}' in the file) is {} (F32, F16, BF16 and Q8_0 "
+                                     "are read)",
+                                     name, t.name, gguf_type_name(t.type));
+}
+
+Tensor GgufWeights::read(const std::string& name) const {
+  const GgufTensorInfo& t = *entry(name).info;
+  const DType dtype = t.type == static_cast<uint32_t>(GgufType::F16)    ? DType::Float16
+                      : t.type == static_cast<uint32_t>(GgufType::BF16) ? DType::BFloat16
+                                                                        : DType::Float32;
+  Tensor out = Tensor::empty(t.shape, dtype, Device::cpu(), "hf::GgufWeights::read");
+  read_into(name, out);
+  return out;
+}
+
+void GgufWeights::read_into(const std::string& name, const Tensor& dst) const {
+  const Entry& e = entry(name);
+  if (e.permuted_heads == 0) return file_.read_into(*e.info, dst);
+  Tensor rows = Tensor::empty(dst.shape(), dst.dtype(), Device::cpu(), "hf::GgufWeights::read_into");
+  file_.read_into(*e.info, rows);
+  const int64_t n = e.info->shape[0];
+  unpermute_rows(static_cast<unsigned char*>(dst.raw_data()),
+                 static_cast<const unsigned char*>(rows.raw_data()), n,
+                 static_cast<size_t>(rows.numel() / n) * dtype_size(rows.dtype()), e.permuted_heads);
+}
+
+Q8_0Matrix GgufWeights::q8_0(const std::string& name) const {
+  const Entry& e = entry(name);
+  if (e.info->type != static_cast<uint32_t>(GgufType::Q8_0) || e.info->shape.size() != 2) return {};
+  Q8_0Matrix m = file_.q8_0(*e.info);
+  if (e.permuted_heads == 0) return m;
+  auto blocks = std::make_shared<std::vector<BlockQ8_0>>(m.blocks->size());
+  unpermute_rows(reinterpret_cast<unsigned char*>(blocks->data()),
+                 reinterpret_cast<const unsigned char*>(m.blocks->data()), m.rows,
+                 static_cast<size_t>(m.blocks_per_row()) * sizeof(BlockQ8_0), e.permuted_heads);
+  m.blocks = std::move(blocks);
+  return m;
+}
+
+// ---- the tokenizer ----
+
+namespace {
+
+// tokenizer.ggml.pre -> the tokenizer.json pieces of Hugging Face's tokenizer it stands for (the
+// pre-tokenizer, a normalizer, ignore_merges), as llama.cpp's llama-vocab.cpp reads each name.
+struct PreRow {
+  const char* name;
+  const char* pre_tokenizer;  // JSON
+  const char* normalizer;     // JSON
+  bool ignore_merges;
+};
+
+constexpr const char* kGpt2Pre =
+    R"({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true})";
+constexpr const char* kLlama3Pre =
+    R"({"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}, "behavior": "Isolated", "invert": false}, {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}]})";
+constexpr const char* kQwen2Pre =
+    R"({"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}, "behavior": "Isolated", "invert": false}, {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false}]})";
+constexpr const char* kSmolPre =
+    R"({"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": true}, {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true}]})";
+
+constexpr PreRow kPreRows[] = {
+    {"default", kGpt2Pre, "null", false},    {"gpt-2", kGpt2Pre, "null", false},
+    {"llama-bpe", kLlama3Pre, "null", true}, {"qwen2", kQwen2Pre, R"({"type": "NFC"})", false},
+    {"smollm", kSmolPre, "null", false},
+};
+
+// True when `s` is UTF-8 (the vocabulary goes through a tokenizer.json, which holds text only).
+bool valid_utf8(const std::string& s) {
+  const auto* p = reinterpret_cast<const utf8proc_uint8_t*>(s.data());
+  const auto n = static_cast<utf8proc_ssize_t>(s.size());
+  for (utf8proc_ssize_t i = 0; i < n;) {
+    utf8proc_int32_t c;
+    const utf8proc_ssize_t k = utf8proc_iterate(p + i, n - i, &c);
+    if (k <= 0) return false;
+    i += k;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> gguf_tokenizer(const GgufFile& file) {
+  const Meta m{file, "hf::gguf_tokenizer"};
+  const std::string model = m.string("tokenizer.ggml.model");
+  if (model != "gpt2")
+    throw m.fail("tokenizer.ggml.model",
+                 model == "llama"
+                     ? "'llama' (SentencePiece's vocabulary and scores) is not read yet (saccade reads "
+                       "'gpt2', byte-level BPE)"
+                     : fmt::format("'{}' is not read (saccade reads 'gpt2', byte-level BPE)", model));
+  const std::string pre = file.find("tokenizer.ggml.pre") ? m.string("tokenizer.ggml.pre") : "default";
+  const PreRow* row = nullptr;
+  for (const PreRow& r : kPreRows)
+    if (pre == r.name) row = &r;
+  if (!row) {
+    std::vector<std::string> known;
+    for (const PreRow& r : kPreRows) known.emplace_back(r.name);
+    throw m.fail("tokenizer.ggml.pre",
+                 fmt::format("'{}' is not read (saccade reads '{}')", pre, fmt::join(known, "', '")));
+  }
+  const auto& tokens = m.list("tokenizer.ggml.tokens", GgufValue::Kind::String);
+  const std::vector<GgufValue> no_types;
+  const auto& types = file.find("tokenizer.ggml.token_type")
+                          ? m.list("tokenizer.ggml.token_type", GgufValue::Kind::Int)
+                          : no_types;
+  if (!types.empty() && types.size() != tokens.size())
+    throw m.fail("tokenizer.ggml.token_type",
+                 fmt::format("{} types for {} tokens", types.size(), tokens.size()));
+  const std::vector<GgufValue> no_merges;
+  const auto& merges = file.find("tokenizer.ggml.merges")
+                           ? m.list("tokenizer.ggml.merges", GgufValue::Kind::String)
+                           : no_merges;
+  json vocab = json::object(), added = json::array(), merge_list = json::array();
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const std::string& t = tokens[i].s;
+    if (!valid_utf8(t)) throw m.fail(fmt::format("tokenizer.ggml.tokens[{}]", i), "not UTF-8");
+    if (vocab.contains(t))
+      throw m.fail(fmt::format("tokenizer.ggml.tokens[{}]", i),
+                   fmt::format("the token '{}' is also id {}", t, vocab[t].get<int64_t>()));
+    vocab[t] = i;
+    const int64_t type = types.empty() ? 1 : types[i].i;
+    if (type == 3 || type == 4)  // CONTROL, USER_DEFINED
+      added.push_back({{"id", i}, {"content", t}, {"special", type == 3}, {"normalized", false}});
+  }
+  for (size_t i = 0; i < merges.size(); ++i) {
+    if (!valid_utf8(merges[i].s)) throw m.fail(fmt::format("tokenizer.ggml.merges[{}]", i), "not UTF-8");
+    merge_list.push_back(merges[i].s);
+  }
+  json single = json::array(), special = json::object();
+  auto special_token = [&](const char* key, const char* flag, bool fallback) {
+    const std::optional<int64_t> id = m.maybe_integer(std::string("tokenizer.ggml.") + key);
+    if (!id || !m.flag(std::string("tokenizer.ggml.") + flag, fallback)) return;
+    if (*id < 0 || *id >= static_cast<int64_t>(tokens.size()))
+      throw m.fail(std::string("tokenizer.ggml.") + key, fmt::format("{} is not a token id", *id));
+    const std::string& t = tokens[static_cast<size_t>(*id)].s;
+    single.push_back({{"SpecialToken", {{"id", t}, {"type_id", 0}}}});
+    special[t] = {{"id", t}, {"ids", {*id}}, {"tokens", {t}}};
+  };
+  special_token("bos_token_id", "add_bos_token", false);
+  single.push_back({{"Sequence", {{"id", "A"}, {"type_id", 0}}}});
+  special_token("eos_token_id", "add_eos_token", false);
+  json j;
+  j["model"] = {{"type", "BPE"},          {"vocab", vocab},
+                {"merges", merge_list},   {"ignore_merges", row->ignore_merges},
+                {"byte_fallback", false}, {"unk_token", nullptr}};
+  j["normalizer"] = json::parse(row->normalizer);
+  j["pre_tokenizer"] = json::parse(row->pre_tokenizer);
+  j["decoder"] = {
+      {"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}};
+  j["added_tokens"] = added;
+  j["post_processor"] = {{"type", "TemplateProcessing"}, {"single", single}, {"special_tokens", special}};
+  auto bpe = BPETokenizer::parse_tokenizer_json(j.dump(), file.path() + " (its tokenizer.ggml keys)");
+  // the BOS and EOS themselves (the template above puts them around a prompt only where the file says)
+  json config = json::object();
+  for (const char* key : {"bos_token", "eos_token"}) {
+    const auto id = m.maybe_integer(fmt::format("tokenizer.ggml.{}_id", key));
+    if (id && *id >= 0 && *id < static_cast<int64_t>(tokens.size()))
+      config[key] = tokens[static_cast<size_t>(*id)].s;
+  }
+  bpe->parse_tokenizer_config(config.dump(), file.path() + " (its tokenizer.ggml keys)");
+  return bpe;
+}
+
+// ---- the model ----
+
+std::shared_ptr<nn::LlamaForCausalLM> load_llama_gguf(const std::string& path, bool keep_q8_0, bool strict,
+                                                      LoadReport* report) {
+  return load_llama_gguf(GgufFile(path), keep_q8_0, strict, report);
+}
+
+std::shared_ptr<nn::LlamaForCausalLM> load_llama_gguf(const GgufFile& file, bool keep_q8_0, bool strict,
+                                                      LoadReport* report) {
+  const Config config = gguf_config(file);
+  const GgufWeights weights(file, config);
+  std::shared_ptr<nn::LlamaForCausalLM> model = load_llama_weights(weights, config, strict, report);
+  if (keep_q8_0) {
+    for (auto& [name, linear] : nn::named_linears(*model))
+      if (Q8_0Matrix q = weights.q8_0(name + ".weight"); q.defined()) linear->weight_q8_0 = std::move(q);
+    if (!model->lm_head) model->output_q8_0 = weights.q8_0("model.embed_tokens.weight");
+  }
+  return model;
+}
+
+bool is_gguf_path(const std::string& path) {
+  return path.size() > 5 && path.compare(path.size() - 5, 5, ".gguf") == 0;
+}
+
+}  // namespace saccade::hf

@@ -1,0 +1,95 @@
+#pragma once
+// A GGUF file (hf/gguf.h) as a model: its metadata read into the same Config a config.json gives (one row
+// per general.architecture: "llama", "qwen2", "qwen3"), its tensors under the Hugging Face names (so the
+// rows' name tables and load_weights load them as they load safetensors), and its vocabulary as a tokenizer.
+//
+// What llama.cpp's convert_hf_to_gguf.py does to a checkpoint, undone here:
+//   - names: "blk.N.attn_q.weight" is "model.layers.N.self_attn.q_proj.weight" (the table below);
+//   - a "llama" file's q and k rows (weights and biases) are permuted for ggml's interleaved rotation:
+//     within each head of d rows, GGUF row 2i + j is Hugging Face row j·d/2 + i (LlamaModel.permute);
+//   - no "output.weight" means the output layer is tied to the embedding.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hf/checkpoint.h"
+#include "hf/config.h"
+#include "hf/gguf.h"
+#include "hf/tokenizer.h"
+#include "nn/llama.h"
+
+namespace saccade::hf {
+
+/// The general.architecture values gguf_config reads.
+std::vector<std::string> gguf_architectures();
+
+/// The Config of `file`'s metadata, for general.architecture "llama" (LlamaForCausalLM's row), "qwen2"
+/// (biases on q, k and v) or "qwen3" (q and k norms): {arch}.block_count, embedding_length,
+/// feed_forward_length, attention.head_count and context_length (required), attention.head_count_kv
+/// (default: head_count), attention.key_length and value_length (default: embedding_length / head_count;
+/// equal), rope.dimension_count (= the head's width: partial rotation is refused), rope.freq_base (10000),
+/// attention.layer_norm_rms_epsilon (required), vocab_size (default: the rows of token_embd.weight);
+/// biases where blk.0's tensors have them; tied without "output.weight"; bos / eos from
+/// tokenizer.ggml.bos_token_id / eos_token_id. Checked as load_config checks a config.json. Throws
+/// saccade::Error naming "hf::gguf_config", the file and the key for: an architecture not read (listing those
+/// that are), a missing or mistyped key, any other "{arch}." key (rope scaling, a sliding window, experts:
+/// each changes the computation) and a "rope_freqs.weight" tensor (Llama 3's rope scaling as ggml holds it,
+/// not read yet).
+Config gguf_config(const GgufFile& file);
+
+/// The tensors of a GGUF file under the Hugging Face names of `config`'s row (llama_name_table's names),
+/// with their Hugging Face shapes and row order; a tensor the table does not know keeps its GGUF name (so a
+/// strict load refuses it by that name). Reads dequantize (Q8_0) and convert, as GgufFile::read_into.
+class GgufWeights : public TensorSource {
+ public:
+  /// `file` must outlive this object.
+  GgufWeights(const GgufFile& file, const Config& config);
+  const std::vector<std::string>& names() const override { return names_; }
+  bool contains(const std::string& name) const override;
+  Shape shape(const std::string& name) const override;
+  std::string unreadable(const std::string& name) const override;
+  Tensor read(const std::string& name) const override;
+  void read_into(const std::string& name, const Tensor& dst) const override;
+  const std::string& dir() const override { return file_.path(); }
+  /// The Q8_0 blocks of `name` in the Hugging Face row order, as they are in the file; undefined when the
+  /// tensor is not Q8_0. Throws as shape() for a name the file lacks.
+  Q8_0Matrix q8_0(const std::string& name) const;
+
+ private:
+  struct Entry {
+    std::string name;
+    const GgufTensorInfo* info = nullptr;
+    int64_t permuted_heads = 0;  // > 0: rows interleaved per head by LlamaModel.permute
+  };
+  const Entry& entry(const std::string& name) const;
+  const GgufFile& file_;
+  std::vector<Entry> entries_;  // file order
+  std::vector<std::string> names_;
+  std::vector<std::pair<std::string, size_t>> index_;  // sorted
+};
+
+/// The tokenizer of `file`'s vocabulary: tokenizer.ggml.model "gpt2" (byte-level BPE: tokens, merges, the
+/// pre-tokenizer tokenizer.ggml.pre names: "gpt-2" / "default", "llama-bpe" (Llama 3), "qwen2", "smollm"),
+/// tokens of type CONTROL (3) and USER_DEFINED (4) as added tokens (CONTROL special), the BOS and EOS of
+/// tokenizer.ggml.bos_token_id / eos_token_id, put around a prompt as tokenizer.ggml.add_bos_token /
+/// add_eos_token say. Throws saccade::Error naming "hf::gguf_tokenizer", the file and the key for: no
+/// tokenizer.ggml.model; another model ("llama", SentencePiece's, is not read yet); an unknown pre-tokenizer
+/// (listing those that are); token, type or merge lists of the wrong type or lengths; and what
+/// BPETokenizer's reader throws.
+std::unique_ptr<Tokenizer> gguf_tokenizer(const GgufFile& file);
+
+/// Loads the GGUF file `path` (gguf_config's rows) into a new float32 nn::LlamaForCausalLM in eval mode, as
+/// load_llama loads a folder. With `keep_q8_0`, each Linear whose tensor is Q8_0 in the file (the tied
+/// output's too) multiplies by those blocks as they are (Linear::weight_q8_0: inference only; the float32
+/// weight holds their dequantized values); without, the model holds the dequantized weights only (to
+/// train). Throws what GgufFile, gguf_config and load_weights throw; nothing is half-loaded.
+std::shared_ptr<nn::LlamaForCausalLM> load_llama_gguf(const std::string& path, bool keep_q8_0 = true,
+                                                      bool strict = true, LoadReport* report = nullptr);
+/// As above, from the file already open (as gguf_config and gguf_tokenizer read it).
+std::shared_ptr<nn::LlamaForCausalLM> load_llama_gguf(const GgufFile& file, bool keep_q8_0 = true,
+                                                      bool strict = true, LoadReport* report = nullptr);
+
+/// True when `path` names a GGUF file (ends in ".gguf"), which the loaders take in place of a folder.
+bool is_gguf_path(const std::string& path);
+
+}  // namespace saccade::hf

@@ -1,0 +1,528 @@
+// GGUF, llama.cpp's file format (issue 51 item 5, issue 53 item 3): the reader on files this test writes
+// byte by byte (every value type, every tensor type read, every refusal), and the model files that
+// tests/fixtures/make_gguf.py wrote with the gguf package from the fixture folders (tests/data/gguf): each
+// loads to the folder's logits (its dtype's rounding aside), its Q8_0 blocks are those ops::quantize_q8_0
+// makes of the folder's weights, and its vocabulary encodes as the folder's tokenizer.
+#ifdef SACCADE_HAVE_HF
+#include <fmt/format.h>
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "autograd/grad_mode.h"
+#include "helpers.h"
+#include "hf/gguf.h"
+#include "hf/gguf_model.h"
+#include "hf/llama.h"
+#include "hf/tokenizer.h"
+#include "hf_family.h"
+#include "hf_fixture.h"
+#include "nn/linear.h"
+#include "ops/creation.h"
+#include "ops/half.h"
+#include "ops/quant.h"
+
+using namespace saccade;
+using saccade::testing::error_of;
+using saccade::testing::allclose;
+using saccade::testing::file_bytes;
+using saccade::testing::hf_data;
+
+namespace {
+
+// A GGUF file built field by field (little-endian, version 3, alignment 32 unless a key says).
+struct GgufBuilder {
+  std::string meta, infos, data;
+  uint64_t n_kv = 0, n_tensors = 0;
+  uint32_t version = 3;
+  uint64_t alignment = 32;
+
+  template <typename T>
+  static void put(std::string& s, T v) {
+    s.append(reinterpret_cast<const char*>(&v), sizeof(T));
+  }
+  static void str(std::string& s, const std::string& v) {
+    put<uint64_t>(s, v.size());
+    s += v;
+  }
+  // A key with its value's type and bytes (already encoded).
+  GgufBuilder& kv(const std::string& key, uint32_t type, const std::string& value) {
+    str(meta, key);
+    put<uint32_t>(meta, type);
+    meta += value;
+    ++n_kv;
+    return *this;
+  }
+  template <typename T>
+  static std::string enc(T v) {
+    std::string s;
+    put<T>(s, v);
+    return s;
+  }
+  static std::string enc_str(const std::string& v) {
+    std::string s;
+    str(s, v);
+    return s;
+  }
+  GgufBuilder& u32(const std::string& key, uint32_t v) { return kv(key, 4, enc(v)); }
+  GgufBuilder& f32(const std::string& key, float v) { return kv(key, 6, enc(v)); }
+  GgufBuilder& text(const std::string& key, const std::string& v) { return kv(key, 8, enc_str(v)); }
+  GgufBuilder& flag(const std::string& key, bool v) { return kv(key, 7, enc<uint8_t>(v ? 1 : 0)); }
+  GgufBuilder& strings(const std::string& key, const std::vector<std::string>& v) {
+    std::string s = enc<uint32_t>(8) + enc<uint64_t>(v.size());
+    for (const std::string& x : v) s += enc_str(x);
+    return kv(key, 9, s);
+  }
+  GgufBuilder& ints(const std::string& key, const std::vector<int32_t>& v) {
+    std::string s = enc<uint32_t>(5) + enc<uint64_t>(v.size());
+    for (int32_t x : v) s += enc(x);
+    return kv(key, 9, s);
+  }
+  // A tensor of ggml type `type` with dims `ne` (innermost first) and its bytes, at the next aligned offset
+  // (or at `offset` when given).
+  GgufBuilder& tensor(const std::string& name, const std::vector<uint64_t>& ne, uint32_t type,
+                      const std::string& bytes, int64_t offset = -1) {
+    while (data.size() % alignment) data += '\0';
+    str(infos, name);
+    put<uint32_t>(infos, static_cast<uint32_t>(ne.size()));
+    for (uint64_t n : ne) put<uint64_t>(infos, n);
+    put<uint32_t>(infos, type);
+    put<uint64_t>(infos, offset >= 0 ? static_cast<uint64_t>(offset) : data.size());
+    data += bytes;
+    ++n_tensors;
+    return *this;
+  }
+  std::string bytes() const {
+    std::string s = "GGUF";
+    put<uint32_t>(s, version);
+    put<uint64_t>(s, n_tensors);
+    put<uint64_t>(s, n_kv);
+    s += meta + infos;
+    while (s.size() % alignment) s += '\0';
+    return s + data;
+  }
+};
+
+std::string floats(const std::vector<float>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4);
+}
+
+// Q8_0 blocks of rows × (32 · blocks) weights: block b of row r has d = 0.25 (r + 1) and q_i = i - 16 + b.
+std::string q8_0_bytes(int rows, int blocks) {
+  std::string s;
+  for (int r = 0; r < rows; ++r)
+    for (int b = 0; b < blocks; ++b) {
+      GgufBuilder::put<uint16_t>(s, float_to_f16_bits(0.25f * static_cast<float>(r + 1)));
+      for (int i = 0; i < 32; ++i) GgufBuilder::put<int8_t>(s, static_cast<int8_t>(i - 16 + b));
+    }
+  return s;
+}
+
+std::string parse_error(const std::string& bytes) {
+  return error_of([&] { hf::GgufFile::parse(bytes, "t.gguf"); });
+}
+
+// The metadata of a small Llama (hidden 8, 2 heads of 4, 1 key/value head, 2 layers, vocab 5) and its
+// tensors, for gguf_config's and GgufWeights' checks; `extra` adds keys.
+GgufBuilder small_llama(const std::string& arch = "llama", const std::string& key = "", uint32_t value = 0) {
+  GgufBuilder g;
+  g.text("general.architecture", arch)
+      .f32(arch + ".rope.freq_base", 500.0f)
+      .f32(arch + ".attention.layer_norm_rms_epsilon", 1e-6f);
+  const std::pair<const char*, uint32_t> ints[] = {
+      {"block_count", 2},          {"context_length", 16},
+      {"embedding_length", 8},     {"feed_forward_length", 12},
+      {"attention.head_count", 2}, {"attention.head_count_kv", 1},
+      {"rope.dimension_count", 4}, {"vocab_size", 5}};
+  for (const auto& [k, v] : ints) g.u32(arch + "." + k, k == key ? value : v);
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("GGUF: metadata of every value type and F32, F16, BF16 and Q8_0 tensors read back", "[hf][gguf]") {
+  GgufBuilder g;
+  using B = GgufBuilder;
+  g.kv("u8", 0, B::enc<uint8_t>(200))
+      .kv("i8", 1, B::enc<int8_t>(-100))
+      .kv("u16", 2, B::enc<uint16_t>(60000))
+      .kv("i16", 3, B::enc<int16_t>(-30000))
+      .u32("u32", 4000000000u)
+      .kv("i32", 5, B::enc<int32_t>(-2000000000))
+      .f32("f32", 0.5f)
+      .flag("bool", true)
+      .text("string", "h\xc3\xa9llo")
+      .kv("u64", 10, B::enc<uint64_t>(uint64_t{1} << 40))
+      .kv("i64", 11, B::enc<int64_t>(-(int64_t{1} << 40)))
+      .kv("f64", 12, B::enc<double>(0.1))
+      .strings("strings", {"a", "", "ccc"})
+      .kv("nested", 9,
+          B::enc<uint32_t>(9) + B::enc<uint64_t>(2) + B::enc<uint32_t>(5) + B::enc<uint64_t>(1) +
+              B::enc<int32_t>(7) + B::enc<uint32_t>(5) + B::enc<uint64_t>(0));
+  const std::vector<float> a = {0, 1, 2, 3, 4, 5};
+  std::string h, bf;
+  for (float x : a)
+    B::put<uint16_t>(h, float_to_f16_bits(x + 0.5f)), B::put<uint16_t>(bf, float_to_bf16_bits(-x));
+  g.tensor("a", {3, 2}, 0, floats(a))
+      .tensor("h", {3, 2}, 1, h)
+      .tensor("bf", {6}, 30, bf)
+      .tensor("q", {64, 3}, 8, q8_0_bytes(3, 2))
+      .tensor("k", {256, 1}, 12, std::string(144, '\1'));  // Q4_K: listed, not read
+  const auto f = hf::GgufFile::parse(g.bytes(), "t.gguf");
+  CHECK(f->version() == 3);
+  CHECK(f->metadata().size() == 14);
+  CHECK(f->find("u8")->i == 200);
+  CHECK(f->find("i8")->i == -100);
+  CHECK(f->find("u16")->i == 60000);
+  CHECK(f->find("i16")->i == -30000);
+  CHECK(f->find("u32")->i == 4000000000LL);
+  CHECK(f->find("i32")->i == -2000000000LL);
+  CHECK(f->find("f32")->f == 0.5);
+  CHECK((f->find("bool")->kind == hf::GgufValue::Kind::Bool && f->find("bool")->b));
+  CHECK(f->find("string")->s == "h\xc3\xa9llo");
+  CHECK(f->find("u64")->i == (int64_t{1} << 40));
+  CHECK(f->find("i64")->i == -(int64_t{1} << 40));
+  CHECK(f->find("f64")->f == 0.1);
+  REQUIRE(f->find("strings")->array.size() == 3);
+  CHECK(f->find("strings")->array[2].s == "ccc");
+  REQUIRE(f->find("nested")->array.size() == 2);
+  CHECK(f->find("nested")->array[0].array[0].i == 7);
+  CHECK(f->find("nested")->array[1].array.empty());
+  CHECK(f->find("absent") == nullptr);
+
+  REQUIRE(f->tensors().size() == 5);
+  const hf::GgufTensorInfo& ta = *f->tensor("a");
+  CHECK(ta.shape == Shape({2, 3}));  // ne [3, 2] is two rows of three
+  for (DType d : {DType::Float32, DType::BFloat16, DType::Float16}) {
+    Tensor out = Tensor::empty({2, 3}, d);
+    f->read_into(ta, out);
+    CHECK(allclose(out.to(DType::Float32), ops::from_vector(a, {2, 3}), 0, 0));
+  }
+  Tensor out = Tensor::empty({2, 3}, DType::Float32);
+  f->read_into(*f->tensor("h"), out);
+  CHECK(out.data<float>()[5] == 5.5f);
+  Tensor out6 = Tensor::empty({6}, DType::Float32);
+  f->read_into(*f->tensor("bf"), out6);
+  CHECK(out6.data<float>()[4] == -4.0f);
+  // Q8_0: d · q, hand-computed
+  const hf::GgufTensorInfo& tq = *f->tensor("q");
+  CHECK(tq.shape == Shape({3, 64}));
+  Tensor q = Tensor::empty({3, 64}, DType::Float32);
+  f->read_into(tq, q);
+  for (int r = 0; r < 3; ++r)
+    for (int c = 0; c < 64; ++c)
+      CHECK(q.data<float>()[r * 64 + c] ==
+            0.25f * static_cast<float>(r + 1) * static_cast<float>(c % 32 - 16 + c / 32));
+  const Q8_0Matrix blocks = f->q8_0(tq);
+  CHECK((blocks.rows == 3 && blocks.cols == 64));
+  CHECK(allclose(ops::dequantize_q8_0(blocks), q, 0, 0));
+  // a type not read: listed, refused by name when read
+  CHECK(hf::gguf_type_name(f->tensor("k")->type) == "Q4_K");
+  CHECK_THAT(error_of([&] {
+               f->read_into(*f->tensor("k"), Tensor::empty({1, 256}, DType::Float32));
+             }),
+             Catch::Contains("tensor 'k' is Q4_K, which saccade does not read"));
+  CHECK_THAT(error_of([&] { f->q8_0(ta); }), Catch::Contains("need a 2-d Q8_0 tensor"));
+  CHECK_THAT(error_of([&] { f->read_into(ta, Tensor::empty({5}, DType::Float32)); }),
+             Catch::Contains("into a destination of shape"));
+}
+
+TEST_CASE("GGUF: every cut of a file and each malformed header is refused by name", "[hf][gguf]") {
+  GgufBuilder g;
+  g.text("general.name", "x").strings("list", {"a", "b"}).tensor("a", {4}, 0, floats({1, 2, 3, 4}));
+  g.tensor("q", {32, 1}, 8, q8_0_bytes(1, 1));
+  const std::string whole = g.bytes();
+  REQUIRE(parse_error(whole) == "(no error)");
+  for (size_t n = 0; n < whole.size(); ++n) {
+    CAPTURE(n);
+    CHECK_THAT(parse_error(whole.substr(0, n)), Catch::StartsWith("hf::GgufFile: 't.gguf': "));
+  }
+  CHECK_THAT(parse_error(whole.substr(0, whole.size() - 1)), Catch::Contains("tensor 'q' (Q8_0, 34 bytes"));
+  std::string bad = whole;
+  bad[0] = 'X';
+  CHECK_THAT(parse_error(bad), Catch::Contains("not a GGUF file"));
+  GgufBuilder v1 = g;
+  v1.version = 1;
+  CHECK_THAT(parse_error(v1.bytes()), Catch::Contains("version 1 (2 and 3 are read)"));
+  v1.version = 0x03000000u;
+  CHECK_THAT(parse_error(v1.bytes()), Catch::Contains("a big-endian file"));
+  auto with = [](const std::function<void(GgufBuilder&)>& edit) {
+    GgufBuilder b;
+    edit(b);
+    return parse_error(b.bytes());
+  };
+  CHECK_THAT(with([](GgufBuilder& b) { b.kv("k", 13, ""); }),
+             Catch::Contains("key 'k': unknown value type 13"));
+  CHECK_THAT(with([](GgufBuilder& b) { b.kv("k", 7, GgufBuilder::enc<uint8_t>(2)); }),
+             Catch::Contains("the bool is 2"));
+  CHECK_THAT(with([](GgufBuilder& b) { b.u32("k", 1).u32("k", 2); }),
+             Catch::Contains("key 'k' is given twice"));
+  CHECK_THAT(with([](GgufBuilder& b) { b.kv("k", 10, GgufBuilder::enc<uint64_t>(~uint64_t{0})); }),
+             Catch::Contains("over 2^63 - 1"));
+  CHECK_THAT(with([](GgufBuilder& b) {
+               std::string nest;
+               for (int i = 0; i < 5; ++i)
+                 nest += GgufBuilder::enc<uint32_t>(9) + GgufBuilder::enc<uint64_t>(1);
+               b.kv("k", 9, nest + GgufBuilder::enc<uint32_t>(4) + GgufBuilder::enc<uint64_t>(0));
+             }),
+             Catch::Contains("arrays nested deeper than 4"));
+  CHECK_THAT(with([](GgufBuilder& b) {  // a length that the file cannot hold, refused before allocating
+               b.kv("k", 9, GgufBuilder::enc<uint32_t>(8) + GgufBuilder::enc<uint64_t>(uint64_t{1} << 60));
+             }),
+             Catch::Contains("cut short: an array"));
+  CHECK_THAT(with([](GgufBuilder& b) {
+               b.tensor("a", {4}, 0, floats({1, 2, 3, 4})).tensor("a", {4}, 0, floats({1, 2, 3, 4}));
+             }),
+             Catch::Contains("tensor 'a' is given twice"));
+  CHECK_THAT(with([](GgufBuilder& b) {
+               b.tensor("a", {4}, 0, floats({1, 2, 3, 4}), 8);
+             }),
+             Catch::Contains("tensor 'a': offset 8 is not a multiple of the alignment 32"));
+  CHECK_THAT(with([](GgufBuilder& b) { b.u32("general.alignment", 3); }),
+             Catch::Contains("not a power of two"));
+  CHECK_THAT(with([](GgufBuilder& b) {
+               b.tensor("q", {48, 1}, 8, std::string(51, '\0'));
+             }),
+             Catch::Contains("tensor 'q': Q8_0 rows of 48 are not whole blocks of 32"));
+  CHECK_THAT(with([](GgufBuilder& b) { b.tensor("a", {}, 0, ""); }),
+             Catch::Contains("tensor 'a': 0 dimensions"));
+  CHECK_THAT(with([](GgufBuilder& b) {
+               b.tensor("a", {1, 1, 1, 1, 1}, 0, floats({1}));
+             }),
+             Catch::Contains("tensor 'a': 5 dimensions"));
+  CHECK_THAT(with([](GgufBuilder& b) {
+               b.tensor("a", {4, 0}, 0, "");
+             }),
+             Catch::Contains("tensor 'a': dimension 1 is 0"));
+  CHECK_THAT(with([](GgufBuilder& b) {
+               b.tensor("a", {uint64_t{1} << 40, uint64_t{1} << 40}, 0, "");
+             }),
+             Catch::Contains("at most 2^62 elements"));
+  CHECK_THAT(error_of([] { hf::GgufFile("/nonexistent/x.gguf"); }),
+             Catch::Contains("hf::GgufFile: '/nonexistent/x.gguf': cannot open"));
+}
+
+TEST_CASE("GGUF metadata: the rows' keys as a config.json, and what changes the computation refused by name",
+          "[hf][gguf]") {
+  const auto f = hf::GgufFile::parse(small_llama().bytes(), "t.gguf");
+  const hf::Config c = hf::gguf_config(*f);
+  CHECK(c.model_type == "llama");
+  CHECK(c.describe() == "llama: 2 layers, 2 heads (1 key/value), hidden 8, context 16, vocab 5");
+  CHECK((c.num_key_value_heads == 1 && c.head_dim == 4 && c.intermediate_size == 12));
+  CHECK((c.rope_theta == 500.0 && c.norm_eps == Approx(1e-6) && c.tie_word_embeddings));
+  for (const char* arch : {"qwen2", "qwen3"}) {
+    const hf::Config q = hf::gguf_config(*hf::GgufFile::parse(small_llama(arch).bytes(), "t.gguf"));
+    CHECK(q.model_type == arch);
+    CHECK(q.qkv_bias == (std::string(arch) == "qwen2"));
+    CHECK(q.qk_norm == (std::string(arch) == "qwen3"));
+  }
+  auto config_error = [](const GgufBuilder& g) {
+    return error_of([&] { hf::gguf_config(*hf::GgufFile::parse(g.bytes(), "t.gguf")); });
+  };
+  CHECK_THAT(config_error(GgufBuilder().text("general.architecture", "gpt2")),
+             Catch::Contains(
+                 "key 'general.architecture': 'gpt2' is not read (saccade reads 'llama', 'qwen2', 'qwen3')"));
+  CHECK_THAT(config_error(small_llama().text("llama.rope.scaling.type", "linear")),
+             Catch::Contains("key 'llama.rope.scaling.type': not read for 'llama'"));
+  CHECK_THAT(config_error(small_llama().u32("llama.attention.sliding_window", 4)),
+             Catch::Contains("key 'llama.attention.sliding_window'"));
+  CHECK_THAT(config_error(small_llama().u32("llama.expert_count", 8)),
+             Catch::Contains("key 'llama.expert_count'"));
+  CHECK_THAT(config_error(small_llama("llama", "rope.dimension_count", 2)),
+             Catch::Contains("partial rotation is not read"));
+  CHECK_THAT(config_error(small_llama().tensor("rope_freqs.weight", {2}, 0, floats({1, 1}))),
+             Catch::Contains("tensor 'rope_freqs.weight'"));
+  GgufBuilder missing;
+  missing.text("general.architecture", "llama").u32("llama.embedding_length", 8).u32("llama.vocab_size", 5);
+  CHECK_THAT(config_error(missing), Catch::Contains("key 'llama.attention.head_count': missing"));
+  CHECK_THAT(
+      config_error(GgufBuilder().text("general.architecture", "llama").text("llama.embedding_length", "8")),
+      Catch::Contains("key 'llama.embedding_length': not an integer"));
+  // the relations load_config checks, on the metadata
+  CHECK_THAT(config_error(small_llama("llama", "attention.head_count_kv", 3)),
+             Catch::Contains("hf::load_config"));
+}
+
+TEST_CASE("GgufWeights: Hugging Face names, and a llama file's q and k rows back in Hugging Face's order",
+          "[hf][gguf]") {
+  // q: 2 heads of 4 rows (ggml's order: within a head, rows (i, j) for i < 2, j < 2 at 2i + j), 3 columns
+  std::vector<float> q(8 * 3), k(4 * 3);
+  for (size_t i = 0; i < q.size(); ++i) q[i] = static_cast<float>(i / 3);  // each row holds its index
+  for (size_t i = 0; i < k.size(); ++i) k[i] = static_cast<float>(i / 3);
+  for (const std::string arch : {"llama", "qwen2"}) {
+    GgufBuilder g = small_llama(arch);
+    g.tensor("blk.1.attn_q.weight", {3, 8}, 0, floats(q))
+        .tensor("blk.1.attn_k.weight", {3, 4}, 0, floats(k))
+        .tensor("blk.0.ffn_up.weight", {3, 4}, 0, floats(k))
+        .tensor("token_embd.weight", {8, 5}, 0, floats(std::vector<float>(40, 1.0f)))
+        .tensor("blk.0.attn_extra.weight", {2}, 0, floats({1, 2}));
+    const auto f = hf::GgufFile::parse(g.bytes(), "t.gguf");
+    const hf::GgufWeights w(*f, hf::gguf_config(*f));
+    CHECK(w.names() == std::vector<std::string>{"model.layers.1.self_attn.q_proj.weight",
+                                                "model.layers.1.self_attn.k_proj.weight",
+                                                "model.layers.0.mlp.up_proj.weight",
+                                                "model.embed_tokens.weight", "blk.0.attn_extra.weight"});
+    CHECK(w.shape("model.layers.1.self_attn.q_proj.weight") == Shape({8, 3}));
+    const Tensor wq = w.read("model.layers.1.self_attn.q_proj.weight");
+    const Tensor wk = w.read("model.layers.1.self_attn.k_proj.weight");
+    // Hugging Face row h·4 + j·2 + i was ggml's row h·4 + 2i + j (convert_hf_to_gguf's LlamaModel.permute)
+    const std::vector<float> want_q = arch == "llama" ? std::vector<float>{0, 2, 1, 3, 4, 6, 5, 7}
+                                                      : std::vector<float>{0, 1, 2, 3, 4, 5, 6, 7};
+    for (int r = 0; r < 8; ++r) CHECK(wq.data<float>()[r * 3 + 2] == want_q[static_cast<size_t>(r)]);
+    const std::vector<float> want_k =
+        arch == "llama" ? std::vector<float>{0, 2, 1, 3} : std::vector<float>{0, 1, 2, 3};
+    for (int r = 0; r < 4; ++r) CHECK(wk.data<float>()[r * 3] == want_k[static_cast<size_t>(r)]);
+    CHECK_THAT(error_of([&] { w.shape("model.norm.weight"); }),
+               Catch::Contains("no tensor 'model.norm.weight'"));
+  }
+}
+
+// ---- the files make_gguf.py wrote from the fixture folders ----
+
+namespace {
+
+std::string gguf_data(const std::string& name) { return hf_data("gguf/" + name); }
+
+// The logits of `model` for the folder fixture's ids.
+Tensor logits_of(nn::LlamaForCausalLM& model, const Tensor& ids) {
+  NoGradGuard no_grad;
+  return model.forward(ids).data();
+}
+
+const Tensor& llama_ids() {
+  static const nn::Safetensors e = nn::load_safetensors(hf_data("hf_llama_expected.safetensors"));
+  return e.tensors.at("ids");
+}
+
+// The folder's model with every matrix rounded to `dtype` and back (the GGUF writer's types).
+std::shared_ptr<nn::LlamaForCausalLM> rounded_folder(const std::string& folder, DType dtype) {
+  auto model = hf::load_llama(hf_data(folder));
+  NoGradGuard no_grad;
+  for (auto& [name, t] : model->state_dict()) {
+    if (t.dim() != 2) continue;  // the norms stay float32 in the file
+    const Tensor r = t.to(dtype).to(DType::Float32);
+    std::memcpy(t.raw_data(), r.raw_data(), static_cast<size_t>(t.numel()) * 4);
+  }
+  return model;
+}
+
+}  // namespace
+
+TEST_CASE("GGUF files of the Llama fixture load to the folder's logits in f32, f16 and bf16", "[hf][gguf]") {
+  const hf::Config folder = hf::load_config(hf_data("hf_llama/config.json"));
+  const hf::Config from_gguf = hf::gguf_config(hf::GgufFile(gguf_data("llama_f32.gguf")));
+  CHECK(from_gguf.describe() == folder.describe());
+  // every switch of the model alike (the config.json each would save)
+  CHECK(hf::config_json(hf::llama_hf_config(hf::llama_config(from_gguf))) ==
+        hf::config_json(hf::llama_hf_config(hf::llama_config(folder))));
+  CHECK(from_gguf.bos_token_id == folder.bos_token_id);
+  CHECK(from_gguf.eos_token_id == folder.eos_token_id);
+  const Tensor& ids = llama_ids();
+  for (const auto& [file, dtype] :
+       std::vector<std::pair<std::string, DType>>{{"llama_f32.gguf", DType::Float32},
+                                                  {"llama_f16.gguf", DType::Float16},
+                                                  {"llama_bf16.gguf", DType::BFloat16}}) {
+    CAPTURE(file);
+    auto model = hf::load_llama_gguf(gguf_data(file));
+    auto want = rounded_folder("hf_llama", dtype);
+    CHECK(allclose(logits_of(*model, ids), logits_of(*want, ids), 1e-5, 1e-5));
+  }
+  // and transformers' greedy continuation, with the KV cache and without
+  static const nn::Safetensors e = nn::load_safetensors(hf_data("hf_llama_expected.safetensors"));
+  auto model = hf::load_llama_gguf(gguf_data("llama_f32.gguf"));
+  saccade::testing::check_greedy(*model, e);
+}
+
+TEST_CASE("GGUF: the Qwen2 fixture's file loads to the folder's logits", "[hf][gguf]") {
+  const nn::Safetensors e = nn::load_safetensors(hf_data("hf_qwen2_expected.safetensors"));
+  const Tensor& ids = e.tensors.at("ids");
+  auto model = hf::load_llama_gguf(gguf_data("qwen2_f32.gguf"));
+  CHECK(hf::config_json(hf::llama_hf_config(model->config())) ==
+        hf::config_json(hf::llama_hf_config(hf::load_llama(hf_data("hf_qwen2"))->config())));
+  CHECK(allclose(logits_of(*model, ids), e.tensors.at("logits"), 1e-5, 1e-5));
+}
+
+TEST_CASE("GGUF Q8_0: the file's blocks are kept as they are, and are ops::quantize_q8_0's of the weights",
+          "[hf][gguf]") {
+  auto kept = hf::load_llama_gguf(gguf_data("llama_q8_0.gguf"), /*keep_q8_0=*/true);
+  auto folder = hf::load_llama(hf_data("hf_llama"));
+  const auto folder_linears = nn::named_linears(*folder);
+  int64_t quantized = 0;
+  for (const auto& [name, linear] : nn::named_linears(*kept)) {
+    CAPTURE(name);
+    if (!linear->weight_q8_0.defined()) continue;
+    ++quantized;
+    const std::string want_name = name;  // (clang 14 captures no structured binding)
+    const auto it = std::find_if(folder_linears.begin(), folder_linears.end(),
+                                 [&](const auto& e) { return e.first == want_name; });
+    REQUIRE(it != folder_linears.end());
+    // gguf's Q8_0 is llama.cpp's quantize_row_q8_0_ref, as ops::quantize_q8_0: the same blocks, in the
+    // Hugging Face row order (q and k rows un-permuted)
+    const Q8_0Matrix want = ops::quantize_q8_0(it->second->weight.data());
+    REQUIRE(want.bytes() == linear->weight_q8_0.bytes());
+    CHECK(std::memcmp(want.blocks->data(), linear->weight_q8_0.blocks->data(),
+                      static_cast<size_t>(want.bytes())) == 0);
+    CHECK(allclose(ops::dequantize_q8_0(linear->weight_q8_0), linear->weight.data(), 0, 0));
+  }
+  CHECK(quantized == 13);  // 2 layers × 6 and the untied lm_head (down_proj, rows of 48, is F16 in the file)
+  // the kept blocks multiply: the logits of a model that dequantized them, quantized again, to 1e-6
+  auto dequantized = hf::load_llama_gguf(gguf_data("llama_q8_0.gguf"), /*keep_q8_0=*/false);
+  for (const auto& [name, linear] : nn::named_linears(*dequantized))
+    CHECK_FALSE(linear->weight_q8_0.defined());
+  const Tensor& ids = llama_ids();
+  const Tensor plain = logits_of(*dequantized, ids);
+  nn::quantize_q8_0(*dequantized, {"down_proj"});  // the file's down_proj is F16
+  CHECK(allclose(logits_of(*kept, ids), logits_of(*dequantized, ids), 1e-6, 1e-6));
+  // and within 5 % of the range of the float32 folder's logits
+  const Tensor f32 = logits_of(*folder, ids);
+  const double range = ops::amax(f32, {}, false).item<float>() - ops::amin(f32, {}, false).item<float>();
+  CHECK(allclose(plain, f32, 0, 0.05 * range));
+}
+
+TEST_CASE("GGUF vocabularies encode and decode as the folders' tokenizers", "[hf][gguf]") {
+  const std::string text = file_bytes(hf_data("hf_eval.txt"));
+  for (const auto& [file, folder] : std::vector<std::pair<std::string, std::string>>{
+           {"llama_f32.gguf", "hf_llama"}, {"gpt2_f32.gguf", "hf_gpt2"}}) {
+    CAPTURE(file);
+    const auto tok = hf::gguf_tokenizer(hf::GgufFile(gguf_data(file)));
+    const auto want = hf::load_tokenizer(hf_data(folder));
+    CHECK(tok->vocab_size() == want->vocab_size());
+    CHECK(tok->bos_id() == want->bos_id());
+    CHECK(tok->eos_id() == want->eos_id());
+    const std::vector<int64_t> ids = tok->encode(text, false);
+    CHECK(ids == want->encode(text, false));
+    CHECK(tok->encode("A fortune 123 <|endoftext|>", true) ==
+          want->encode("A fortune 123 <|endoftext|>", true));
+    CHECK(tok->decode(ids) == want->decode(ids));
+  }
+}
+
+TEST_CASE("GGUF vocabularies: what is not read is refused by name", "[hf][gguf]") {
+  auto tok_error = [](const GgufBuilder& g) {
+    return error_of([&] { hf::gguf_tokenizer(*hf::GgufFile::parse(g.bytes(), "t.gguf")); });
+  };
+  CHECK_THAT(tok_error(GgufBuilder()), Catch::Contains("key 'tokenizer.ggml.model': missing"));
+  CHECK_THAT(tok_error(GgufBuilder().text("tokenizer.ggml.model", "llama")),
+             Catch::Contains("'llama' (SentencePiece's vocabulary and scores) is not read yet"));
+  CHECK_THAT(
+      tok_error(
+          GgufBuilder().text("tokenizer.ggml.model", "gpt2").text("tokenizer.ggml.pre", "deepseek-llm")),
+      Catch::Contains("'deepseek-llm' is not read (saccade reads 'default', 'gpt-2', 'llama-bpe'"));
+  CHECK_THAT(
+      tok_error(
+          GgufBuilder().text("tokenizer.ggml.model", "gpt2").strings("tokenizer.ggml.tokens", {"a", "a"})),
+      Catch::Contains("key 'tokenizer.ggml.tokens[1]': the token 'a' is also id 0"));
+  CHECK_THAT(
+      tok_error(
+          GgufBuilder().text("tokenizer.ggml.model", "gpt2").strings("tokenizer.ggml.tokens", {"a", "\xff"})),
+      Catch::Contains("key 'tokenizer.ggml.tokens[1]': not UTF-8"));
+  CHECK_THAT(tok_error(GgufBuilder()
+                           .text("tokenizer.ggml.model", "gpt2")
+                           .strings("tokenizer.ggml.tokens", {"a", "b"})
+                           .ints("tokenizer.ggml.token_type", {1})),
+             Catch::Contains("1 types for 2 tokens"));
+}
+
+#endif  // SACCADE_HAVE_HF
