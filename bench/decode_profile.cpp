@@ -19,6 +19,13 @@
 // profiled wall time and the tokens/s column is the unprofiled one.
 //
 // Usage: build/release/bench/decode_profile [tokens] [threads]   (default 32 tokens, 2 threads)
+//        build/release/bench/decode_profile --model PATH [--dtype f32|bf16|q8_0] [--no-profile] [tokens]
+//        [threads]
+// The second form times one model from a file instead: a GGUF file (hf::load_llama_gguf, its Q8_0 tensors
+// kept quantized) or a Hugging Face folder (GPT-2 or the Llama family), converted to --dtype after loading
+// (q8_0: every Linear and a tied output layer quantized, as `gpt sample --quantize q8_0`),
+// so that bench/decode_llamacpp.py can time llama.cpp and saccade on the same weights; --no-profile skips
+// the profiled pass (the tokens/s and prefill lines only).
 // Prints the OpenBLAS core, the CPU and the load average. Not a test: speed is measured here, never asserted.
 #include <algorithm>
 #include <cstdio>
@@ -32,6 +39,11 @@
 #include "bench/bench_util.h"
 #include "examples/gpt/causal_lm.h"
 #include "examples/gpt/model.h"
+#ifdef SACCADE_HAVE_HF
+#include "examples/gpt/hf_gpt2.h"
+#include "hf/gguf_model.h"
+#include "hf/llama.h"
+#endif
 #include "nn/llama.h"
 #include "saccade.h"
 
@@ -70,7 +82,7 @@ int64_t argmax_last(const Variable& logits) {  // (1, 1, V) -> the greedy token
   return std::max_element(p, p + row.numel()) - p;
 }
 
-void run(const char* name, ex::CausalLM& lm, int64_t tokens, double read_rate) {
+void run(const char* name, ex::CausalLM& lm, int64_t tokens, double read_rate, bool profile = true) {
   nn::Module& m = lm.module();
   m.eval();
   NoGradGuard no_grad;
@@ -80,6 +92,7 @@ void run(const char* name, ex::CausalLM& lm, int64_t tokens, double read_rate) {
   // prefill: a prompt of P tokens in one step (the last position's logits), the median of 3 after a warm-up
   std::string prefill;
   for (const int64_t P : {int64_t{32}, int64_t{512}}) {
+    if (P > lm.context()) continue;  // a small model file (a test fixture)
     std::vector<int64_t> ids(static_cast<size_t>(P));
     for (int64_t i = 0; i < P; ++i) ids[static_cast<size_t>(i)] = (i * 7919 + 13) % V;
     const Tensor x = ops::from_vector(ids, {1, P});
@@ -100,6 +113,11 @@ void run(const char* name, ex::CausalLM& lm, int64_t tokens, double read_rate) {
   std::vector<double> ms;
   for (int64_t i = 0; i < tokens; ++i) ms.push_back(sb::ms_of(decode_one));
   const sb::Stats s = sb::stats(ms);
+  if (!profile) {
+    std::printf("%s: %.1f tokens/s unprofiled (ms/token median %.2f, min-max %.2f-%.2f)\n  %s\n", name,
+                1e3 / s.median, s.median, s.min, s.max, prefill.c_str());
+    return;
+  }
 
   profiler::Profile prof({.with_flops = true});
   const double wall_ms = sb::ms_of([&] {
@@ -135,8 +153,25 @@ void run(const char* name, ex::CausalLM& lm, int64_t tokens, double read_rate) {
 
 int main(int argc, char** argv) {
   int64_t tokens = 32, threads = 2;
-  if ((argc > 1 && !sb::positive_int(argv[1], tokens)) || (argc > 2 && !sb::positive_int(argv[2], threads))) {
-    std::fprintf(stderr, "usage: %s [tokens] [threads]\n", argv[0]);
+  std::string model_path, model_dtype = "f32";
+  bool profile = true;
+  std::vector<const char*> numbers;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--model") == 0 && i + 1 < argc)
+      model_path = argv[++i];
+    else if (std::strcmp(argv[i], "--dtype") == 0 && i + 1 < argc)
+      model_dtype = argv[++i];
+    else if (std::strcmp(argv[i], "--no-profile") == 0)
+      profile = false;
+    else
+      numbers.push_back(argv[i]);
+  }
+  if (numbers.size() > 2 || (numbers.size() > 0 && !sb::positive_int(numbers[0], tokens)) ||
+      (numbers.size() > 1 && !sb::positive_int(numbers[1], threads)) ||
+      (model_dtype != "f32" && model_dtype != "bf16" && model_dtype != "q8_0")) {
+    std::fprintf(stderr,
+                 "usage: %s [--model PATH [--dtype f32|bf16|q8_0] [--no-profile]] [tokens] [threads]\n",
+                 argv[0]);
     return 2;
   }
   set_num_threads(static_cast<int>(threads));
@@ -147,6 +182,34 @@ int main(int argc, char** argv) {
       "(read + write), streaming read %.1f GB/s\n",
       openblas_get_corename(), sb::cpu_model().c_str(), static_cast<long long>(threads), sb::load_average(),
       copy_rate, read_rate);
+  if (!model_path.empty()) {
+#ifdef SACCADE_HAVE_HF
+    const DType dtype = model_dtype == "bf16" ? DType::BFloat16 : DType::Float32;
+    std::shared_ptr<ex::GPT> gpt;
+    std::shared_ptr<nn::LlamaForCausalLM> llama;
+    if (hf::is_gguf_path(model_path)) {
+      const hf::GgufFile file(model_path);
+      const hf::Config config = hf::gguf_config(file);
+      if (config.architecture == hf::Architecture::GPT2)
+        gpt = ex::load_hf_gpt2(hf::GgufWeights(file, config), config);
+      else
+        llama = hf::load_llama_gguf(file);
+    } else if (hf::load_config(model_path + "/config.json").architecture == hf::Architecture::GPT2) {
+      gpt = ex::load_hf_gpt2(model_path);
+    } else {
+      llama = hf::load_llama(model_path);
+    }
+    std::unique_ptr<ex::CausalLM> lm = gpt ? ex::as_causal_lm(*gpt) : ex::as_causal_lm(*llama);
+    lm->module().to(dtype);
+    if (model_dtype == "q8_0") gpt ? gpt->quantize_q8_0() : llama->quantize_q8_0();
+    run(fmt::format("{}, {}", model_path, model_dtype).c_str(), *lm, tokens, read_rate, profile);
+    std::printf("load average after: %.2f\n", sb::load_average());
+    return 0;
+#else
+    std::fprintf(stderr, "decode_profile: --model needs hf/ (built without it)\n");
+    return 2;
+#endif
+  }
   for (const char* dt : {"f32", "bf16", "q8_0"}) {  // q8_0: float32 activations, every Linear in Q8_0
     const DType dtype = std::strcmp(dt, "bf16") == 0 ? DType::BFloat16 : DType::Float32;
     const bool q8 = std::strcmp(dt, "q8_0") == 0;

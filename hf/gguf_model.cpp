@@ -75,17 +75,21 @@ struct Meta {
 
 // ---- the rows: general.architecture -> model_type, and what each reads ----
 
+using Names = std::vector<std::pair<std::string, std::string>>;
+
 struct Row {
   const char* arch;
   const char* model_type;
   const char* architectures;
   bool permuted_qk;  // convert_hf_to_gguf's LlamaModel.permute (ggml rotates pairs of adjacent rows)
+  bool gpt2;         // GPT-2's keys and names, and its Conv1D weights, stored (in, out) by transformers
 };
 
 constexpr Row kRows[] = {
-    {"llama", "llama", "LlamaForCausalLM", true},
-    {"qwen2", "qwen2", "Qwen2ForCausalLM", false},
-    {"qwen3", "qwen3", "Qwen3ForCausalLM", false},
+    {"llama", "llama", "LlamaForCausalLM", true, false},
+    {"qwen2", "qwen2", "Qwen2ForCausalLM", false, false},
+    {"qwen3", "qwen3", "Qwen3ForCausalLM", false, false},
+    {"gpt2", "gpt2", "GPT2LMHeadModel", false, true},
 };
 
 const Row* find_row(const std::string& arch) {
@@ -94,25 +98,27 @@ const Row* find_row(const std::string& arch) {
   return nullptr;
 }
 
-// The "{arch}." keys gguf_config reads (every other one is refused).
-constexpr const char* kReadKeys[] = {
-    "block_count",
-    "context_length",
-    "embedding_length",
-    "feed_forward_length",
-    "attention.head_count",
-    "attention.head_count_kv",
-    "attention.key_length",
-    "attention.value_length",
-    "rope.dimension_count",
-    "rope.freq_base",
-    "attention.layer_norm_rms_epsilon",
-    "vocab_size",
-};
+// The "{arch}." keys gguf_config reads (every other one is refused): the Llama family's, GPT-2's.
+const std::vector<std::string> kReadKeys = {"block_count",
+                                            "context_length",
+                                            "embedding_length",
+                                            "feed_forward_length",
+                                            "attention.head_count",
+                                            "attention.head_count_kv",
+                                            "attention.key_length",
+                                            "attention.value_length",
+                                            "rope.dimension_count",
+                                            "rope.freq_base",
+                                            "attention.layer_norm_rms_epsilon",
+                                            "vocab_size"};
+const std::vector<std::string> kGpt2ReadKeys = {
+    "block_count",         "context_length",       "embedding_length",
+    "feed_forward_length", "attention.head_count", "attention.layer_norm_epsilon",
+    "vocab_size"};
 
-// GGUF's tensor names -> Hugging Face's, for the Llama-family rows: a block's tensors "blk.N.<gguf>.weight"
-// (or .bias) are "model.layers.N.<hf>.weight", the others by the second table.
-constexpr std::pair<const char*, const char*> kBlockNames[] = {
+// GGUF's tensor names -> Hugging Face's: a block's tensors "blk.N.<gguf>.weight" (or .bias) are
+// "model.layers.N.<hf>.weight" (GPT-2: "transformer.h.N.<hf>.weight"), the others by the second tables.
+const Names kBlockNames = {
     {"attn_norm", "input_layernorm"},    {"attn_q", "self_attn.q_proj"},
     {"attn_k", "self_attn.k_proj"},      {"attn_v", "self_attn.v_proj"},
     {"attn_output", "self_attn.o_proj"}, {"attn_q_norm", "self_attn.q_norm"},
@@ -120,12 +126,26 @@ constexpr std::pair<const char*, const char*> kBlockNames[] = {
     {"ffn_gate", "mlp.gate_proj"},       {"ffn_up", "mlp.up_proj"},
     {"ffn_down", "mlp.down_proj"},
 };
-constexpr std::pair<const char*, const char*> kGlobalNames[] = {
+const Names kGlobalNames = {
     {"token_embd", "model.embed_tokens"}, {"output_norm", "model.norm"}, {"output", "lm_head"}};
+const Names kGpt2BlockNames = {{"attn_norm", "ln_1"},          {"attn_qkv", "attn.c_attn"},
+                               {"attn_output", "attn.c_proj"}, {"ffn_norm", "ln_2"},
+                               {"ffn_up", "mlp.c_fc"},         {"ffn_down", "mlp.c_proj"}};
+const Names kGpt2GlobalNames = {{"token_embd", "transformer.wte"},
+                                {"position_embd", "transformer.wpe"},
+                                {"output_norm", "transformer.ln_f"},
+                                {"output", "lm_head"}};
 
-// `gguf` under its Hugging Face name, with the heads its rows are permuted in (0: none); unknown names are
-// kept as they are.
-std::pair<std::string, int64_t> hf_name(const std::string& gguf, const Row& row, const Config& c) {
+// How a GGUF tensor becomes its Hugging Face one: the name, the heads its rows are permuted in (0: none), and
+// whether it goes back to a Conv1D's (in, out).
+struct HfName {
+  std::string name;
+  int64_t permuted_heads = 0;
+  bool transposed = false;
+};
+
+// `gguf` under its Hugging Face name; unknown names are kept as they are.
+HfName hf_name(const std::string& gguf, const Row& row, const Config& c) {
   std::string base = gguf, suffix;
   for (const char* s : {".weight", ".bias"})
     if (gguf.size() > std::strlen(s) &&
@@ -133,26 +153,30 @@ std::pair<std::string, int64_t> hf_name(const std::string& gguf, const Row& row,
       base = gguf.substr(0, gguf.size() - std::strlen(s));
       suffix = s;
     }
-  if (suffix.empty()) return {gguf, 0};
+  if (suffix.empty()) return {gguf};
   if (base.rfind("blk.", 0) == 0) {
     const size_t dot = base.find('.', 4);
     const std::string layer = dot == std::string::npos ? "" : base.substr(4, dot - 4);
     if (layer.empty() || layer.size() > 9 || !std::all_of(layer.begin(), layer.end(), ::isdigit))
-      return {gguf, 0};
+      return {gguf};
     const std::string rest = base.substr(dot + 1);
-    for (const auto& [g, h] : kBlockNames)
-      if (rest == g) {
-        const int64_t heads = !row.permuted_qk   ? 0
-                              : rest == "attn_q" ? c.num_attention_heads
-                              : rest == "attn_k" ? c.num_key_value_heads
-                                                 : 0;
-        return {fmt::format("model.layers.{}.{}{}", std::stoll(layer), h, suffix), heads};
-      }
-    return {gguf, 0};
+    for (const auto& [g, h] : row.gpt2 ? kGpt2BlockNames : kBlockNames) {
+      if (rest != g) continue;
+      const long long n = std::stoll(layer);
+      if (row.gpt2)  // the projections' weights are Conv1D's; the norms' are not
+        return {fmt::format("transformer.h.{}.{}{}", n, h, suffix), 0,
+                suffix == ".weight" && rest != "attn_norm" && rest != "ffn_norm"};
+      const int64_t heads = !row.permuted_qk   ? 0
+                            : rest == "attn_q" ? c.num_attention_heads
+                            : rest == "attn_k" ? c.num_key_value_heads
+                                               : 0;
+      return {fmt::format("model.layers.{}.{}{}", n, h, suffix), heads};
+    }
+    return {gguf};
   }
-  for (const auto& [g, h] : kGlobalNames)
-    if (base == g) return {std::string(h) + suffix, 0};
-  return {gguf, 0};
+  for (const auto& [g, h] : row.gpt2 ? kGpt2GlobalNames : kGlobalNames)
+    if (base == g) return {h + suffix};
+  return {gguf};
 }
 
 bool readable_type(uint32_t type) {
@@ -199,10 +223,11 @@ Config gguf_config(const GgufFile& file) {
   for (const auto& [key, value] : file.metadata()) {
     if (key.rfind(p, 0) != 0) continue;
     const std::string rest = key.substr(p.size());
-    if (std::none_of(std::begin(kReadKeys), std::end(kReadKeys), [&](const char* k) { return rest == k; }))
+    const std::vector<std::string>& read = row->gpt2 ? kGpt2ReadKeys : kReadKeys;
+    if (std::find(read.begin(), read.end(), rest) == read.end())
       throw m.fail(
           key, fmt::format("not read for '{}', and it may change the computation (saccade reads {}.{})", arch,
-                           arch, fmt::join(kReadKeys, ", " + arch + ".")));
+                           arch, fmt::join(read, ", " + arch + ".")));
   }
   if (file.tensor("rope_freqs.weight"))
     throw Error(
@@ -225,7 +250,23 @@ Config gguf_config(const GgufFile& file) {
   json j;
   j["model_type"] = row->model_type;
   j["architectures"] = {row->architectures};
+  // the dtype on disk, where general.file_type says one (llama_ftype: 0 all F32, 1 mostly F16, 32 mostly
+  // BF16)
+  if (const auto ft = m.maybe_integer("general.file_type"); ft && (*ft == 0 || *ft == 1 || *ft == 32))
+    j["torch_dtype"] = *ft == 0 ? "float32" : *ft == 1 ? "float16" : "bfloat16";
   j["vocab_size"] = m.integer(p + "vocab_size", embed && embed->shape.size() == 2 ? embed->shape[0] : 0);
+  if (row->gpt2) {  // GPT2Config's own names; GPT-2's MLP is gelu_new, which the file does not say
+    j["n_embd"] = hidden;
+    j["n_layer"] = m.integer(p + "block_count", std::nullopt);
+    j["n_head"] = heads;
+    j["n_positions"] = m.integer(p + "context_length", std::nullopt);
+    j["n_inner"] = m.integer(p + "feed_forward_length", std::nullopt);
+    j["layer_norm_epsilon"] = m.number(p + "attention.layer_norm_epsilon", std::nullopt);
+    j["activation_function"] = "gelu_new";
+    for (const char* id : {"bos_token_id", "eos_token_id"})
+      if (auto v = m.maybe_integer(std::string("tokenizer.ggml.") + id)) j[id] = *v;
+    return parse_config(j.dump(), file.path() + " (its metadata, read as a config.json)");
+  }
   j["hidden_size"] = hidden;
   j["num_hidden_layers"] = m.integer(p + "block_count", std::nullopt);
   j["num_attention_heads"] = heads;
@@ -253,7 +294,10 @@ GgufWeights::GgufWeights(const GgufFile& file, const Config& config) : file_(fil
   const Row* row = find_row(arch);
   SACCADE_CHECK(row, "hf::GgufWeights: '{}': general.architecture '{}' is not read", file.path(), arch);
   for (const GgufTensorInfo& t : file.tensors()) {
-    auto [name, heads] = hf_name(t.name, *row, config);
+    auto [name, heads, transposed] = hf_name(t.name, *row, config);
+    if (transposed && t.shape.size() != 2)
+      throw Error(fmt::format("hf::GgufWeights: '{}': tensor '{}' has shape {} (need a matrix)", file.path(),
+                              t.name, t.shape));
     if (heads > 0) {
       const int64_t rows = t.shape[0];
       SACCADE_CHECK(
@@ -263,7 +307,7 @@ GgufWeights::GgufWeights(const GgufFile& file, const Config& config) : file_(fil
     }
     index_.emplace_back(name, entries_.size());
     names_.push_back(name);
-    entries_.push_back(Entry{name, &t, heads});
+    entries_.push_back(Entry{name, &t, heads, transposed});
   }
   std::sort(index_.begin(), index_.end());
   for (size_t i = 1; i < index_.size(); ++i)
@@ -285,7 +329,10 @@ bool GgufWeights::contains(const std::string& name) const {
   return it != index_.end() && it->first == name;
 }
 
-Shape GgufWeights::shape(const std::string& name) const { return entry(name).info->shape; }
+Shape GgufWeights::shape(const std::string& name) const {
+  const Entry& e = entry(name);
+  return e.transposed ? Shape({e.info->shape[1], e.info->shape[0]}) : e.info->shape;
+}
 
 std::string GgufWeights::unreadable(const std::string& name) const {
   const GgufTensorInfo& t = *entry(name).info;
@@ -301,16 +348,24 @@ Tensor GgufWeights::read(const std::string& name) const {
   const DType dtype = t.type == static_cast<uint32_t>(GgufType::F16)    ? DType::Float16
                       : t.type == static_cast<uint32_t>(GgufType::BF16) ? DType::BFloat16
                                                                         : DType::Float32;
-  Tensor out = Tensor::empty(t.shape, dtype, Device::cpu(), "hf::GgufWeights::read");
+  Tensor out = Tensor::empty(shape(name), dtype, Device::cpu(), "hf::GgufWeights::read");
   read_into(name, out);
   return out;
 }
 
 void GgufWeights::read_into(const std::string& name, const Tensor& dst) const {
   const Entry& e = entry(name);
-  if (e.permuted_heads == 0) return file_.read_into(*e.info, dst);
-  Tensor rows = Tensor::empty(dst.shape(), dst.dtype(), Device::cpu(), "hf::GgufWeights::read_into");
+  if (e.permuted_heads == 0 && !e.transposed) return file_.read_into(*e.info, dst);
+  Tensor rows = Tensor::empty(e.info->shape, dst.dtype(), Device::cpu(), "hf::GgufWeights::read_into");
   file_.read_into(*e.info, rows);
+  if (e.transposed) {  // (out, in) in the file, a Conv1D's (in, out) here
+    SACCADE_CHECK(dst.device().is_cpu() && dst.is_contiguous() && dst.shape() == shape(name),
+                  "hf::GgufWeights::read_into: '{}': tensor '{}' of shape {} into a destination of shape {}",
+                  file_.path(), name, shape(name), dst.shape());
+    const Tensor t = rows.transpose(0, 1).contiguous();
+    std::memcpy(dst.raw_data(), t.raw_data(), static_cast<size_t>(t.numel()) * dtype_size(t.dtype()));
+    return;
+  }
   const int64_t n = e.info->shape[0];
   unpermute_rows(static_cast<unsigned char*>(dst.raw_data()),
                  static_cast<const unsigned char*>(rows.raw_data()), n,
@@ -319,7 +374,8 @@ void GgufWeights::read_into(const std::string& name, const Tensor& dst) const {
 
 Q8_0Matrix GgufWeights::q8_0(const std::string& name) const {
   const Entry& e = entry(name);
-  if (e.info->type != static_cast<uint32_t>(GgufType::Q8_0) || e.info->shape.size() != 2) return {};
+  if (e.info->type != static_cast<uint32_t>(GgufType::Q8_0) || e.info->shape.size() != 2 || e.transposed)
+    return {};
   Q8_0Matrix m = file_.q8_0(*e.info);
   if (e.permuted_heads == 0) return m;
   auto blocks = std::make_shared<std::vector<BlockQ8_0>>(m.blocks->size());
@@ -465,6 +521,9 @@ std::shared_ptr<nn::LlamaForCausalLM> load_llama_gguf(const std::string& path, b
 std::shared_ptr<nn::LlamaForCausalLM> load_llama_gguf(const GgufFile& file, bool keep_q8_0, bool strict,
                                                       LoadReport* report) {
   const Config config = gguf_config(file);
+  SACCADE_CHECK(config.architecture == Architecture::Llama,
+                "hf::load_llama_gguf: '{}' holds a '{}' model, not a Llama-family one", file.path(),
+                config.model_type);
   const GgufWeights weights(file, config);
   std::shared_ptr<nn::LlamaForCausalLM> model = load_llama_weights(weights, config, strict, report);
   if (keep_q8_0) {

@@ -1,12 +1,15 @@
 #pragma once
 // A GGUF file (hf/gguf.h) as a model: its metadata read into the same Config a config.json gives (one row
-// per general.architecture: "llama", "qwen2", "qwen3"), its tensors under the Hugging Face names (so the
-// rows' name tables and load_weights load them as they load safetensors), and its vocabulary as a tokenizer.
+// per general.architecture: "llama", "qwen2", "qwen3", "gpt2"), its tensors under the Hugging Face names (so
+// the rows' name tables and load_weights load them as they load safetensors), and its vocabulary as a
+// tokenizer.
 //
 // What llama.cpp's convert_hf_to_gguf.py does to a checkpoint, undone here:
 //   - names: "blk.N.attn_q.weight" is "model.layers.N.self_attn.q_proj.weight" (the table below);
 //   - a "llama" file's q and k rows (weights and biases) are permuted for ggml's interleaved rotation:
 //     within each head of d rows, GGUF row 2i + j is Hugging Face row j·d/2 + i (LlamaModel.permute);
+//   - GPT-2's Conv1D weights (c_attn, c_proj, c_fc), transposed to (out, in) in the file, go back to (in,
+//   out);
 //   - no "output.weight" means the output layer is tied to the embedding.
 #include <memory>
 #include <string>
@@ -30,16 +33,21 @@ std::vector<std::string> gguf_architectures();
 /// equal), rope.dimension_count (= the head's width: partial rotation is refused), rope.freq_base (10000),
 /// attention.layer_norm_rms_epsilon (required), vocab_size (default: the rows of token_embd.weight);
 /// biases where blk.0's tensors have them; tied without "output.weight"; bos / eos from
-/// tokenizer.ggml.bos_token_id / eos_token_id. Checked as load_config checks a config.json. Throws
+/// tokenizer.ggml.bos_token_id / eos_token_id; torch_dtype from general.file_type (0 float32, 1 float16, 32
+/// bfloat16; other types: empty); and "gpt2" (GPT2LMHeadModel's row: block_count,
+/// embedding_length, attention.head_count, context_length, feed_forward_length (n_inner),
+/// attention.layer_norm_epsilon, all required; gelu_new, which GPT-2 files do not state, tied). Checked as
+/// load_config checks a config.json. Throws
 /// saccade::Error naming "hf::gguf_config", the file and the key for: an architecture not read (listing those
 /// that are), a missing or mistyped key, any other "{arch}." key (rope scaling, a sliding window, experts:
 /// each changes the computation) and a "rope_freqs.weight" tensor (Llama 3's rope scaling as ggml holds it,
 /// not read yet).
 Config gguf_config(const GgufFile& file);
 
-/// The tensors of a GGUF file under the Hugging Face names of `config`'s row (llama_name_table's names),
-/// with their Hugging Face shapes and row order; a tensor the table does not know keeps its GGUF name (so a
-/// strict load refuses it by that name). Reads dequantize (Q8_0) and convert, as GgufFile::read_into.
+/// The tensors of a GGUF file under the Hugging Face names of `config`'s row (llama_name_table's names, or
+/// GPT-2's "transformer.h.N.attn.c_attn.weight", ...), with their Hugging Face shapes and row order; a tensor
+/// the table does not know keeps its GGUF name (so a strict load refuses it by that name). Reads dequantize
+/// (Q8_0) and convert, as GgufFile::read_into.
 class GgufWeights : public TensorSource {
  public:
   /// `file` must outlive this object.
@@ -52,7 +60,8 @@ class GgufWeights : public TensorSource {
   void read_into(const std::string& name, const Tensor& dst) const override;
   const std::string& dir() const override { return file_.path(); }
   /// The Q8_0 blocks of `name` in the Hugging Face row order, as they are in the file; undefined when the
-  /// tensor is not Q8_0. Throws as shape() for a name the file lacks.
+  /// tensor is not Q8_0 or is transposed here (GPT-2's Conv1D weights). Throws as shape() for a name the file
+  /// lacks.
   Q8_0Matrix q8_0(const std::string& name) const;
 
  private:
@@ -60,6 +69,7 @@ class GgufWeights : public TensorSource {
     std::string name;
     const GgufTensorInfo* info = nullptr;
     int64_t permuted_heads = 0;  // > 0: rows interleaved per head by LlamaModel.permute
+    bool transposed = false;     // GPT-2's Conv1D weights: (out, in) in the file, (in, out) here
   };
   const Entry& entry(const std::string& name) const;
   const GgufFile& file_;
@@ -78,7 +88,8 @@ class GgufWeights : public TensorSource {
 /// BPETokenizer's reader throws.
 std::unique_ptr<Tokenizer> gguf_tokenizer(const GgufFile& file);
 
-/// Loads the GGUF file `path` (gguf_config's rows) into a new float32 nn::LlamaForCausalLM in eval mode, as
+/// Loads the GGUF file `path` (gguf_config's Llama-family rows; GPT-2 files: examples/gpt's
+/// load_gguf_gpt2) into a new float32 nn::LlamaForCausalLM in eval mode, as
 /// load_llama loads a folder. With `keep_q8_0`, each Linear whose tensor is Q8_0 in the file (the tied
 /// output's too) multiplies by those blocks as they are (Linear::weight_q8_0: inference only; the float32
 /// weight holds their dequantized values); without, the model holds the dequantized weights only (to

@@ -25,8 +25,8 @@
 #include "ops/quant.h"
 
 using namespace saccade;
-using saccade::testing::error_of;
 using saccade::testing::allclose;
+using saccade::testing::error_of;
 using saccade::testing::file_bytes;
 using saccade::testing::hf_data;
 
@@ -321,9 +321,12 @@ TEST_CASE("GGUF metadata: the rows' keys as a config.json, and what changes the 
   auto config_error = [](const GgufBuilder& g) {
     return error_of([&] { hf::gguf_config(*hf::GgufFile::parse(g.bytes(), "t.gguf")); });
   };
-  CHECK_THAT(config_error(GgufBuilder().text("general.architecture", "gpt2")),
-             Catch::Contains(
-                 "key 'general.architecture': 'gpt2' is not read (saccade reads 'llama', 'qwen2', 'qwen3')"));
+  CHECK_THAT(
+      config_error(GgufBuilder().text("general.architecture", "falcon")),
+      Catch::Contains("key 'general.architecture': 'falcon' is not read (saccade reads 'llama', 'qwen2', "
+                      "'qwen3', 'gpt2')"));
+  CHECK_THAT(config_error(small_llama("gpt2")),
+             Catch::Contains("key 'gpt2.rope.freq_base': not read for 'gpt2'"));
   CHECK_THAT(config_error(small_llama().text("llama.rope.scaling.type", "linear")),
              Catch::Contains("key 'llama.rope.scaling.type': not read for 'llama'"));
   CHECK_THAT(config_error(small_llama().u32("llama.attention.sliding_window", 4)),

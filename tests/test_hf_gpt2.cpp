@@ -15,6 +15,7 @@
 #include "examples/gpt/hf_gpt2.h"
 #include "examples/gpt/training.h"
 #include "helpers.h"
+#include "hf/gguf_model.h"
 #include "hf/llama.h"
 #include "hf/tokenizer.h"
 #include "hf_fixture.h"
@@ -69,6 +70,22 @@ TEST_CASE("hf GPT-2: logits agree with transformers, float32 and bfloat16 checkp
   CHECK(allclose(rounded->forward(ids).data(), expected().tensors.at("logits_bf16"), 1e-5, 1e-5));
   // the bf16 weights are not the float32 ones: the two logits differ beyond the tolerance
   CHECK_FALSE(allclose(rounded->forward(ids).data(), expected().tensors.at("logits"), 1e-5, 1e-5));
+}
+
+TEST_CASE("hf GPT-2: the GGUF file of the fixture loads to transformers' logits", "[hf][gpt][gguf]") {
+  // tests/data/gguf/gpt2_f32.gguf: tests/fixtures/make_gguf.py, as convert_hf_to_gguf.py writes hf_gpt2
+  // (Conv1D weights transposed to (out, in), no output.weight)
+  const hf::GgufFile file(kData + "/gguf/gpt2_f32.gguf");
+  const hf::Config config = hf::gguf_config(file);
+  CHECK(hf::config_json(config) == hf::config_json(hf::load_config(kData + "/hf_gpt2/config.json")));
+  auto model = load_hf_gpt2(hf::GgufWeights(file, config), config);
+  NoGradGuard no_grad;
+  CHECK(allclose(model->forward(expected().tensors.at("ids")).data(), expected().tensors.at("logits"), 1e-5,
+                 1e-5));
+  // the Conv1D weights back in (in, out): the GPT's W_q is c_attn's first third, transposed
+  const hf::GgufWeights weights(file, config);
+  CHECK(weights.shape("transformer.h.0.attn.c_attn.weight") == Shape({32, 96}));
+  CHECK_FALSE(weights.q8_0("transformer.h.0.attn.c_attn.weight").defined());
 }
 
 TEST_CASE("hf GPT-2: greedy continuations equal transformers', with and without the KV cache", "[hf][gpt]") {

@@ -103,7 +103,7 @@ hf::Config gpt2_hf_config(const GPTConfig& g, int64_t eos_id) {
 namespace {
 
 // A new GPT of `g`, filled from `weights` by the table that `table_of` makes for it, in eval mode.
-std::shared_ptr<GPT> filled(const GPTConfig& g, const hf::Weights& weights,
+std::shared_ptr<GPT> filled(const GPTConfig& g, const hf::TensorSource& weights,
                             const std::function<std::vector<hf::NameRule>(const GPT&)>& table_of,
                             const std::vector<std::string>& ignore, bool strict, hf::LoadReport* report) {
   std::shared_ptr<GPT> model;
@@ -125,8 +125,12 @@ std::shared_ptr<GPT> load_hf_gpt2(const std::string& dir, bool strict, hf::LoadR
 
 std::shared_ptr<GPT> load_hf_gpt2(const std::string& dir, const hf::Config& config, bool strict,
                                   hf::LoadReport* report) {
+  return load_hf_gpt2(hf::Weights(dir), config, strict, report);
+}
+
+std::shared_ptr<GPT> load_hf_gpt2(const hf::TensorSource& weights, const hf::Config& config, bool strict,
+                                  hf::LoadReport* report) {
   const GPTConfig g = hf_gpt2_config(config);
-  hf::Weights weights(dir);
   const std::string prefix = weights.contains("transformer.wte.weight") ? "transformer." : "";
   // lm_head.weight is wte.weight (tied); the causal-mask buffers are not parameters
   std::vector<std::string> ignore = {"lm_head.weight"};

@@ -57,6 +57,10 @@ std::shared_ptr<GPT> load_hf_gpt2(const std::string& dir, bool strict = true,
 /// needs it too reads the file once.
 std::shared_ptr<GPT> load_hf_gpt2(const std::string& dir, const hf::Config& config, bool strict = true,
                                   hf::LoadReport* report = nullptr);
+/// As above, from the tensors of `weights` under GPT-2's Hugging Face names: a folder's (hf::Weights) or a
+/// GGUF file's (hf::GgufWeights of a "gpt2" file, with `config` its hf::gguf_config).
+std::shared_ptr<GPT> load_hf_gpt2(const hf::TensorSource& weights, const hf::Config& config,
+                                  bool strict = true, hf::LoadReport* report = nullptr);
 
 /// Writes `model` to `dir` in the Hugging Face GPT-2 layout (config.json + model.safetensors in `dtype`),
 /// which transformers' GPT2LMHeadModel.from_pretrained loads. Throws what hf::save_pretrained throws.

@@ -481,8 +481,10 @@ HFModel load_hf(const std::string& dir, saccade::Device device, bool strict, con
     const hf::GgufFile file(dir);
     m.config = hf::gguf_config(file);
     m.tok = hf::gguf_tokenizer(file);
-    // Q8_0 tensors stay quantized for sampling and scoring (dequantized under an adapter)
-    m.llama = hf::load_llama_gguf(file, adapter.empty(), strict, &r);
+    if (m.config.architecture == hf::Architecture::GPT2)  // dequantized (--quantize q8_0 quantizes again)
+      m.gpt = ex::load_hf_gpt2(hf::GgufWeights(file, m.config), m.config, strict, &r);
+    else  // Q8_0 tensors stay quantized for sampling and scoring (dequantized under an adapter)
+      m.llama = hf::load_llama_gguf(file, adapter.empty(), strict, &r);
   } else {
     m.config = hf::load_config(dir + "/config.json");
     m.tok = hf::load_tokenizer(dir);
@@ -871,8 +873,8 @@ int main(int argc, char** argv) {
   auto* hf_flag = sample->add_option(
       "--hf", hf_dir,
       "a Hugging Face model folder (GPT-2 or Llama: config.json, model.safetensors "
-      "or shards, its tokenizer), or a GGUF file (NAME.gguf: llama, qwen2, qwen3; F32, F16, "
-      "BF16 or Q8_0, kept quantized), to sample instead of a checkpoint");
+      "or shards, its tokenizer), or a GGUF file (NAME.gguf: llama, qwen2, qwen3, gpt2; F32, F16, "
+      "BF16 or Q8_0), to sample instead of a checkpoint");
   hf_flag->excludes(sample->get_option("--checkpoint"))
       ->excludes(sample->get_option("--tokenizer"))
       ->excludes(sample->get_option("--attention-png"))

@@ -238,8 +238,9 @@ if(TARGET gpt)
                      --prompt "A fortune" --max-new-tokens 8 --temperature 0 --print-ids --threads 2)
     saccade_cli_test(gpt_hf_eval_gguf --out "^loss [0-9.]+$" 0 10 -- ${gpt} eval --hf ${hf_data}/gguf/llama_bf16.gguf
                      --data ${hf_data}/hf_eval.txt --threads 2)
-    saccade_cli_test(gpt_hf_gguf_gpt2 --err "^gpt: hf::gguf_config: '.*gpt2_f32.gguf': key 'general.architecture': 'gpt2' is not read \\(saccade reads 'llama', 'qwen2', 'qwen3'\\)$"
-                     1 10 -- ${gpt} sample --hf ${hf_data}/gguf/gpt2_f32.gguf --prompt x)
+    saccade_cli_test(gpt_hf_sample_gguf_gpt2 --out "^gpt2: 2 layers, 4 heads, hidden 32, context 32, vocab 991"
+                     --out "^ids:( [0-9]+){6}$" 0 10 -- ${gpt} sample --hf ${hf_data}/gguf/gpt2_f32.gguf
+                     --prompt "A fortune" --max-new-tokens 6 --temperature 0 --print-ids --threads 2)
     saccade_cli_refusal(gpt_hf_gguf_missing "^gpt: --hf: '/nonexistent/model.gguf' does not exist" ${gpt} sample --hf /nonexistent/model.gguf)
     # issue 52: a LoRA adapter in PEFT's layout (tests/data/hf_llama_lora: tests/fixtures/make_hf_peft.py; its
     # logits against PEFT's in tests/test_hf_peft.cpp)
