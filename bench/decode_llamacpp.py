@@ -11,9 +11,9 @@ run for `--rounds` rounds:
               tg (generated tokens/s) figures
   saccade     build/release/bench/decode_profile --model FILE --no-profile TOKENS THREADS: the prefill of 32
               tokens in one step, and TOKENS decoded tokens timed one by one (bf16: the bf16 file converted
-              to bfloat16 after loading; q8_0: the file's Q8_0 blocks kept as they are). GPT-2, whose GGUF
-              saccade does not read, is timed from the same random folder (q8_0: quantized after loading with
-              llama.cpp's rounding: the same blocks)
+              to bfloat16 after loading; q8_0: the file's Q8_0 blocks kept as they are, except GPT-2's,
+              which saccade holds transposed: dequantized on loading and quantized again with llama.cpp's
+              rounding, the same blocks)
 
 Prints the machine (CPU, OpenBLAS core, load average), each pair's medians and min-max, and saccade / llama.cpp.
 Not a test: speed is measured here, never asserted. llama.cpp is a peer outside the repository, like PyTorch,
@@ -131,7 +131,7 @@ def main():
         folder = make_folder(shape, a.work)
         for qtype in a.types.split(","):
             gguf_path = make_gguf_file(shape, folder, qtype)
-            ours = (folder, qtype) if shape == "gpt2" else (gguf_path, "bf16" if qtype == "bf16" else "f32")
+            ours = (gguf_path, qtype if qtype != "q8_0" or shape == "gpt2" else "f32")
             for threads in (int(t) for t in a.threads.split(",")):
                 r = {"ours_pp": [], "ours_tg": [], "peer_pp": [], "peer_tg": []}
                 for _ in range(a.rounds):
