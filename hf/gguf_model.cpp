@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <utf8proc.h>
@@ -427,18 +428,71 @@ bool valid_utf8(const std::string& s) {
   return true;
 }
 
-}  // namespace
+// The vocabulary as tokenizer.json's pieces: "model.vocab" (token -> id) and "added_tokens" (CONTROL (3)
+// tokens special, USER_DEFINED (4) ones not), the tokens checked to be UTF-8 and distinct.
+struct Vocabulary {
+  const std::vector<GgufValue>& tokens;
+  json vocab = json::object(), added = json::array();
+};
 
-std::unique_ptr<Tokenizer> gguf_tokenizer(const GgufFile& file) {
-  const Meta m{file, "hf::gguf_tokenizer"};
-  const std::string model = m.string("tokenizer.ggml.model");
-  if (model != "gpt2")
-    throw m.fail("tokenizer.ggml.model",
-                 model == "llama"
-                     ? "'llama' (SentencePiece's vocabulary and scores) is not read yet (saccade reads "
-                       "'gpt2', byte-level BPE)"
-                     : fmt::format("'{}' is not read (saccade reads 'gpt2', byte-level BPE)", model));
-  const std::string pre = file.find("tokenizer.ggml.pre") ? m.string("tokenizer.ggml.pre") : "default";
+Vocabulary read_vocabulary(const Meta& m) {
+  Vocabulary v{m.list("tokenizer.ggml.tokens", GgufValue::Kind::String)};
+  const std::vector<GgufValue>* types = nullptr;
+  if (m.file.find("tokenizer.ggml.token_type")) {
+    types = &m.list("tokenizer.ggml.token_type", GgufValue::Kind::Int);
+    if (types->size() != v.tokens.size())
+      throw m.fail("tokenizer.ggml.token_type",
+                   fmt::format("{} types for {} tokens", types->size(), v.tokens.size()));
+  }
+  for (size_t i = 0; i < v.tokens.size(); ++i) {
+    const std::string& t = v.tokens[i].s;
+    if (!valid_utf8(t)) throw m.fail(fmt::format("tokenizer.ggml.tokens[{}]", i), "not UTF-8");
+    if (v.vocab.contains(t))
+      throw m.fail(fmt::format("tokenizer.ggml.tokens[{}]", i),
+                   fmt::format("the token '{}' is also id {}", t, v.vocab[t].get<int64_t>()));
+    v.vocab[t] = i;
+    const int64_t type = types ? (*types)[i].i : 1;
+    if (type == 3 || type == 4)  // CONTROL, USER_DEFINED
+      v.added.push_back({{"id", i}, {"content", t}, {"special", type == 3}, {"normalized", false}});
+  }
+  return v;
+}
+
+// The tokenizer of the tokenizer.json `j` (its model, normalizer, pre-tokenizer and decoder set), with the
+// added tokens, the BOS / EOS template tokenizer.ggml.add_bos_token / add_eos_token ask for (`add_bos` when
+// the file does not say), and the BOS and EOS themselves.
+std::unique_ptr<Tokenizer> finish(json j, const Vocabulary& v, const Meta& m, bool add_bos) {
+  json single = json::array(), special = json::object();
+  auto special_token = [&](const char* key, const char* flag, bool fallback) {
+    const std::optional<int64_t> id = m.maybe_integer(std::string("tokenizer.ggml.") + key);
+    if (!id || !m.flag(std::string("tokenizer.ggml.") + flag, fallback)) return;
+    if (*id < 0 || *id >= static_cast<int64_t>(v.tokens.size()))
+      throw m.fail(std::string("tokenizer.ggml.") + key, fmt::format("{} is not a token id", *id));
+    const std::string& t = v.tokens[static_cast<size_t>(*id)].s;
+    single.push_back({{"SpecialToken", {{"id", t}, {"type_id", 0}}}});
+    special[t] = {{"id", t}, {"ids", {*id}}, {"tokens", {t}}};
+  };
+  special_token("bos_token_id", "add_bos_token", add_bos);
+  single.push_back({{"Sequence", {{"id", "A"}, {"type_id", 0}}}});
+  special_token("eos_token_id", "add_eos_token", false);
+  j["added_tokens"] = v.added;
+  j["post_processor"] = {{"type", "TemplateProcessing"}, {"single", single}, {"special_tokens", special}};
+  const std::string name = m.file.path() + " (its tokenizer.ggml keys)";
+  auto bpe = BPETokenizer::parse_tokenizer_json(j.dump(), name);
+  // the BOS and EOS themselves (the template above puts them around a prompt only where the file says)
+  json config = json::object();
+  for (const char* key : {"bos_token", "eos_token"}) {
+    const auto id = m.maybe_integer(fmt::format("tokenizer.ggml.{}_id", key));
+    if (id && *id >= 0 && *id < static_cast<int64_t>(v.tokens.size()))
+      config[key] = v.tokens[static_cast<size_t>(*id)].s;
+  }
+  bpe->parse_tokenizer_config(config.dump(), name);
+  return bpe;
+}
+
+// tokenizer.ggml.model "gpt2": byte-level BPE with the file's merges and tokenizer.ggml.pre's pre-tokenizer.
+std::unique_ptr<Tokenizer> byte_level_bpe(const Meta& m) {
+  const std::string pre = m.file.find("tokenizer.ggml.pre") ? m.string("tokenizer.ggml.pre") : "default";
   const PreRow* row = nullptr;
   for (const PreRow& r : kPreRows)
     if (pre == r.name) row = &r;
@@ -448,67 +502,95 @@ std::unique_ptr<Tokenizer> gguf_tokenizer(const GgufFile& file) {
     throw m.fail("tokenizer.ggml.pre",
                  fmt::format("'{}' is not read (saccade reads '{}')", pre, fmt::join(known, "', '")));
   }
-  const auto& tokens = m.list("tokenizer.ggml.tokens", GgufValue::Kind::String);
-  const std::vector<GgufValue> no_types;
-  const auto& types = file.find("tokenizer.ggml.token_type")
-                          ? m.list("tokenizer.ggml.token_type", GgufValue::Kind::Int)
-                          : no_types;
-  if (!types.empty() && types.size() != tokens.size())
-    throw m.fail("tokenizer.ggml.token_type",
-                 fmt::format("{} types for {} tokens", types.size(), tokens.size()));
-  const std::vector<GgufValue> no_merges;
-  const auto& merges = file.find("tokenizer.ggml.merges")
-                           ? m.list("tokenizer.ggml.merges", GgufValue::Kind::String)
-                           : no_merges;
-  json vocab = json::object(), added = json::array(), merge_list = json::array();
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    const std::string& t = tokens[i].s;
-    if (!valid_utf8(t)) throw m.fail(fmt::format("tokenizer.ggml.tokens[{}]", i), "not UTF-8");
-    if (vocab.contains(t))
-      throw m.fail(fmt::format("tokenizer.ggml.tokens[{}]", i),
-                   fmt::format("the token '{}' is also id {}", t, vocab[t].get<int64_t>()));
-    vocab[t] = i;
-    const int64_t type = types.empty() ? 1 : types[i].i;
-    if (type == 3 || type == 4)  // CONTROL, USER_DEFINED
-      added.push_back({{"id", i}, {"content", t}, {"special", type == 3}, {"normalized", false}});
+  const Vocabulary v = read_vocabulary(m);
+  json merge_list = json::array();
+  if (m.file.find("tokenizer.ggml.merges")) {
+    const auto& merges = m.list("tokenizer.ggml.merges", GgufValue::Kind::String);
+    for (size_t i = 0; i < merges.size(); ++i) {
+      if (!valid_utf8(merges[i].s)) throw m.fail(fmt::format("tokenizer.ggml.merges[{}]", i), "not UTF-8");
+      merge_list.push_back(merges[i].s);
+    }
   }
-  for (size_t i = 0; i < merges.size(); ++i) {
-    if (!valid_utf8(merges[i].s)) throw m.fail(fmt::format("tokenizer.ggml.merges[{}]", i), "not UTF-8");
-    merge_list.push_back(merges[i].s);
-  }
-  json single = json::array(), special = json::object();
-  auto special_token = [&](const char* key, const char* flag, bool fallback) {
-    const std::optional<int64_t> id = m.maybe_integer(std::string("tokenizer.ggml.") + key);
-    if (!id || !m.flag(std::string("tokenizer.ggml.") + flag, fallback)) return;
-    if (*id < 0 || *id >= static_cast<int64_t>(tokens.size()))
-      throw m.fail(std::string("tokenizer.ggml.") + key, fmt::format("{} is not a token id", *id));
-    const std::string& t = tokens[static_cast<size_t>(*id)].s;
-    single.push_back({{"SpecialToken", {{"id", t}, {"type_id", 0}}}});
-    special[t] = {{"id", t}, {"ids", {*id}}, {"tokens", {t}}};
-  };
-  special_token("bos_token_id", "add_bos_token", false);
-  single.push_back({{"Sequence", {{"id", "A"}, {"type_id", 0}}}});
-  special_token("eos_token_id", "add_eos_token", false);
   json j;
-  j["model"] = {{"type", "BPE"},          {"vocab", vocab},
+  j["model"] = {{"type", "BPE"},          {"vocab", v.vocab},
                 {"merges", merge_list},   {"ignore_merges", row->ignore_merges},
                 {"byte_fallback", false}, {"unk_token", nullptr}};
   j["normalizer"] = json::parse(row->normalizer);
   j["pre_tokenizer"] = json::parse(row->pre_tokenizer);
   j["decoder"] = {
       {"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}};
-  j["added_tokens"] = added;
-  j["post_processor"] = {{"type", "TemplateProcessing"}, {"single", single}, {"special_tokens", special}};
-  auto bpe = BPETokenizer::parse_tokenizer_json(j.dump(), file.path() + " (its tokenizer.ggml keys)");
-  // the BOS and EOS themselves (the template above puts them around a prompt only where the file says)
-  json config = json::object();
-  for (const char* key : {"bos_token", "eos_token"}) {
-    const auto id = m.maybe_integer(fmt::format("tokenizer.ggml.{}_id", key));
-    if (id && *id >= 0 && *id < static_cast<int64_t>(tokens.size()))
-      config[key] = tokens[static_cast<size_t>(*id)].s;
+  return finish(std::move(j), v, m, false);
+}
+
+// tokenizer.ggml.model "llama": SentencePiece's BPE vocabulary (pieces with "▁" for spaces, "<0xNN>" byte
+// pieces, one score a piece, no merges) as transformers reads a GGUF's (integrations/ggml.py,
+// GGUFTokenizerSkeleton and GGUFLlamaConverter): the merges made from the scores, every split of a piece
+// into two pieces of the vocabulary, pieces in the order of their scores (highest first) and a piece's splits
+// in the order of their parts' scores; BPE with byte fallback and fuse_unk; spaces as "▁" and one before the
+// text (tokenizer.ggml.add_space_prefix, true by default as llama.cpp reads it); BOS added by default.
+std::unique_ptr<Tokenizer> sentencepiece_bpe(const Meta& m) {
+  const Vocabulary v = read_vocabulary(m);
+  const auto& scores = m.list("tokenizer.ggml.scores", GgufValue::Kind::Float);
+  if (scores.size() != v.tokens.size())
+    throw m.fail("tokenizer.ggml.scores",
+                 fmt::format("{} scores for {} tokens", scores.size(), v.tokens.size()));
+  struct Merge {
+    std::string left, right;
+    double score, left_score, right_score;
+  };
+  std::vector<Merge> merges;
+  for (size_t i = 0; i < v.tokens.size(); ++i) {
+    const std::string& t = v.tokens[i].s;
+    std::vector<Merge> local;
+    for (size_t k = 1; k < t.size(); ++k) {
+      if ((static_cast<unsigned char>(t[k]) & 0xC0) == 0x80) continue;  // inside a character
+      const std::string l = t.substr(0, k), r = t.substr(k);
+      const auto il = v.vocab.find(l), ir = v.vocab.find(r);
+      if (il == v.vocab.end() || ir == v.vocab.end()) continue;
+      local.push_back({l, r, scores[i].f, scores[il->get<size_t>()].f, scores[ir->get<size_t>()].f});
+    }
+    std::stable_sort(local.begin(), local.end(), [](const Merge& a, const Merge& b) {
+      return std::tie(a.left_score, a.right_score) > std::tie(b.left_score, b.right_score);
+    });
+    merges.insert(merges.end(), local.begin(), local.end());
   }
-  bpe->parse_tokenizer_config(config.dump(), file.path() + " (its tokenizer.ggml keys)");
-  return bpe;
+  std::stable_sort(merges.begin(), merges.end(),
+                   [](const Merge& a, const Merge& b) { return a.score > b.score; });
+  json merge_list = json::array();
+  for (const Merge& mg : merges) merge_list.push_back({mg.left, mg.right});
+  json unk = nullptr;
+  if (const auto id = m.maybe_integer("tokenizer.ggml.unknown_token_id");
+      id && *id >= 0 && *id < static_cast<int64_t>(v.tokens.size()))
+    unk = v.tokens[static_cast<size_t>(*id)].s;
+  const bool prefix = m.flag("tokenizer.ggml.add_space_prefix", true);
+  const json replace = {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\u2581"}};
+  json j;
+  j["model"] = {{"type", "BPE"},    {"vocab", v.vocab}, {"merges", merge_list},
+                {"unk_token", unk}, {"fuse_unk", true}, {"byte_fallback", true}};
+  j["normalizer"] = prefix ? json{{"type", "Sequence"},
+                                  {"normalizers", {{{"type", "Prepend"}, {"prepend", "\u2581"}}, replace}}}
+                           : replace;
+  j["pre_tokenizer"] = nullptr;
+  json decoders = {{{"type", "Replace"}, {"pattern", {{"String", "\u2581"}}}, {"content", " "}},
+                   {{"type", "ByteFallback"}},
+                   {{"type", "Fuse"}}};
+  if (prefix) decoders.push_back({{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}});
+  j["decoder"] = {{"type", "Sequence"}, {"decoders", decoders}};
+  return finish(std::move(j), v, m, true);
+}
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> gguf_tokenizer(const GgufFile& file) {
+  const Meta m{file, "hf::gguf_tokenizer"};
+  const std::string model = m.string("tokenizer.ggml.model");
+  if (model == "gpt2") return byte_level_bpe(m);
+  if (model == "llama") return sentencepiece_bpe(m);
+  throw m.fail(
+      "tokenizer.ggml.model",
+      fmt::format("'{}' is not read (saccade reads 'gpt2', byte-level BPE, and 'llama', SentencePiece's "
+                  "BPE)",
+                  model));
 }
 
 // ---- the model ----

@@ -82,9 +82,12 @@ class GgufWeights : public TensorSource {
 /// pre-tokenizer tokenizer.ggml.pre names: "gpt-2" / "default", "llama-bpe" (Llama 3), "qwen2", "smollm"),
 /// tokens of type CONTROL (3) and USER_DEFINED (4) as added tokens (CONTROL special), the BOS and EOS of
 /// tokenizer.ggml.bos_token_id / eos_token_id, put around a prompt as tokenizer.ggml.add_bos_token /
-/// add_eos_token say. Throws saccade::Error naming "hf::gguf_tokenizer", the file and the key for: no
-/// tokenizer.ggml.model; another model ("llama", SentencePiece's, is not read yet); an unknown pre-tokenizer
-/// (listing those that are); token, type or merge lists of the wrong type or lengths; and what
+/// add_eos_token say; and "llama" (SentencePiece's BPE vocabulary: pieces and scores, no merges) as
+/// transformers reads one from a GGUF file: merges made from the scores, byte fallback, "▁" for spaces and
+/// one before the text (tokenizer.ggml.add_space_prefix, true by default), BOS added by default. Throws
+/// saccade::Error naming "hf::gguf_tokenizer", the file and the key for: no tokenizer.ggml.model; another
+/// model (listing those read); an unknown pre-tokenizer (listing those that are); a token that is not UTF-8
+/// or is given twice; token, type, score or merge lists of the wrong type or lengths; and what
 /// BPETokenizer's reader throws.
 std::unique_ptr<Tokenizer> gguf_tokenizer(const GgufFile& file);
 
