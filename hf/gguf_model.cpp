@@ -1,6 +1,7 @@
 #include "hf/gguf_model.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <set>
 #include <tuple>
@@ -57,7 +58,8 @@ struct Meta {
     if (!v) return *fallback;
     if (!(v->f > 0)) throw fail(key, fmt::format("{} is not a positive number", v->f));
     // a float32 stands for the shortest decimal that rounds to it (the writer's 1e-6, not 9.99999997e-7)
-    return v->type == 6 ? std::stod(fmt::format("{}", static_cast<float>(v->f))) : v->f;
+    // (strtod, not stod: a subnormal's ERANGE would throw std::out_of_range)
+    return v->type == 6 ? std::strtod(fmt::format("{}", static_cast<float>(v->f)).c_str(), nullptr) : v->f;
   }
   bool flag(const std::string& key, bool fallback) const {
     const GgufValue* v = get(key, GgufValue::Kind::Bool, false);

@@ -126,11 +126,12 @@ std::string parse_error(const std::string& bytes) {
 
 // The metadata of a small Llama (hidden 8, 2 heads of 4, 1 key/value head, 2 layers, vocab 5) and its
 // tensors, for gguf_config's and GgufWeights' checks; `extra` adds keys.
-GgufBuilder small_llama(const std::string& arch = "llama", const std::string& key = "", uint32_t value = 0) {
+GgufBuilder small_llama(const std::string& arch = "llama", const std::string& key = "", uint32_t value = 0,
+                        float eps = 1e-6f) {
   GgufBuilder g;
   g.text("general.architecture", arch)
       .f32(arch + ".rope.freq_base", 500.0f)
-      .f32(arch + ".attention.layer_norm_rms_epsilon", 1e-6f);
+      .f32(arch + ".attention.layer_norm_rms_epsilon", eps);
   const std::pair<const char*, uint32_t> ints[] = {
       {"block_count", 2},          {"context_length", 16},
       {"embedding_length", 8},     {"feed_forward_length", 12},
@@ -333,6 +334,10 @@ TEST_CASE("GGUF metadata: the rows' keys as a config.json, and what changes the 
              Catch::Contains("key 'llama.attention.sliding_window'"));
   CHECK_THAT(config_error(small_llama().u32("llama.expert_count", 8)),
              Catch::Contains("key 'llama.expert_count'"));
+  // a float32 reads as its shortest decimal; a subnormal one too (not an exception of the decimal's parse)
+  const float tiny = 1e-45f;
+  CHECK(hf::gguf_config(*hf::GgufFile::parse(small_llama("llama", "", 0, tiny).bytes(), "t.gguf")).norm_eps ==
+        Approx(static_cast<double>(tiny)));
   CHECK_THAT(config_error(small_llama("llama", "rope.dimension_count", 2)),
              Catch::Contains("partial rotation is not read"));
   CHECK_THAT(config_error(small_llama().tensor("rope_freqs.weight", {2}, 0, floats({1, 1}))),
