@@ -359,12 +359,12 @@ Tensor GgufWeights::read(const std::string& name) const {
 void GgufWeights::read_into(const std::string& name, const Tensor& dst) const {
   const Entry& e = entry(name);
   if (e.permuted_heads == 0 && !e.transposed) return file_.read_into(*e.info, dst);
+  SACCADE_CHECK(dst.device().is_cpu() && dst.is_contiguous() && dst.numel() == e.info->shape.numel(),
+                "hf::GgufWeights::read_into: '{}': tensor '{}' of shape {} into a destination of shape {}",
+                file_.path(), name, shape(name), dst.shape());
   Tensor rows = Tensor::empty(e.info->shape, dst.dtype(), Device::cpu(), "hf::GgufWeights::read_into");
-  file_.read_into(*e.info, rows);
-  if (e.transposed) {  // (out, in) in the file, a Conv1D's (in, out) here
-    SACCADE_CHECK(dst.device().is_cpu() && dst.is_contiguous() && dst.shape() == shape(name),
-                  "hf::GgufWeights::read_into: '{}': tensor '{}' of shape {} into a destination of shape {}",
-                  file_.path(), name, shape(name), dst.shape());
+  file_.read_into(*e.info, rows);  // (checks the dtype)
+  if (e.transposed) {              // (out, in) in the file, a Conv1D's (in, out) here
     const Tensor t = rows.transpose(0, 1).contiguous();
     std::memcpy(dst.raw_data(), t.raw_data(), static_cast<size_t>(t.numel()) * dtype_size(t.dtype()));
     return;
