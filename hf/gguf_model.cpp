@@ -1,6 +1,7 @@
 #include "hf/gguf_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <set>
@@ -205,6 +206,54 @@ void unpermute_rows(unsigned char* dst, const unsigned char* src, int64_t rows, 
                     src + static_cast<size_t>(h * d + 2 * i + j) * row_bytes, row_bytes);
 }
 
+// Llama 3's rope scaling from the factors convert_hf_to_gguf.py writes in its place, one a frequency
+// (rope_freqs.weight, LlamaModel.generate_extra_tensors: θ_i / factor_i is the scaled frequency): the
+// rope_scaling whose factors these are, with factor the largest, low_freq_factor 1 and high_freq_factor 4
+// (every Llama 3.x model's) and the original context the power of two that gives them (Llama 3's 8192 tried
+// first), checked factor by factor. Throws for factors no such rope_scaling gives, naming the tensor.
+json llama3_scaling(const GgufFile& file, const GgufTensorInfo& t, int64_t head_dim, double theta) {
+  auto fail = [&](const std::string& what) {
+    return Error(fmt::format("hf::gguf_config: '{}': tensor 'rope_freqs.weight' {}", file.path(), what));
+  };
+  if (t.shape.size() != 1 || t.shape[0] != head_dim / 2 || !readable_type(t.type))
+    throw fail(fmt::format("is {} of shape {} (need {} floats, one a frequency)", gguf_type_name(t.type),
+                           t.shape, head_dim / 2));
+  Tensor f = Tensor::empty(t.shape, DType::Float32, Device::cpu(), "hf::gguf_config");
+  file.read_into(t, f);
+  const float* pf = f.data<float>();
+  double factor = 1.0;
+  for (int64_t i = 0; i < t.shape[0]; ++i) {
+    if (!(pf[i] >= 1.0f) || !std::isfinite(pf[i]))
+      throw fail(fmt::format("holds {} at {} (Llama 3's factors are finite and at least 1)", pf[i], i));
+    factor = std::max(factor, static_cast<double>(pf[i]));
+  }
+  const std::vector<double> plain = ops::rotary_inv_freq(head_dim, theta);
+  std::vector<int64_t> contexts = {8192};
+  for (int64_t L = 16; L <= (int64_t{1} << 24); L *= 2)
+    if (L != 8192) contexts.push_back(L);
+  for (const int64_t L : contexts) {
+    ops::RopeScaling s;
+    s.type = ops::RopeScaling::Type::Llama3;
+    s.factor = factor, s.low_freq_factor = 1.0, s.high_freq_factor = 4.0,
+    s.original_max_position_embeddings = L;
+    const std::vector<double> scaled = ops::rotary_inv_freq(head_dim, theta, s, "hf::gguf_config");
+    bool same = true;
+    for (size_t i = 0; i < plain.size() && same; ++i)
+      same = std::fabs(plain[i] / scaled[i] - pf[i]) <= 1e-4 * pf[i];
+    if (same)
+      return {{"rope_type", "llama3"},
+              {"factor", factor},
+              {"low_freq_factor", 1.0},
+              {"high_freq_factor", 4.0},
+              {"original_max_position_embeddings", L},
+              {"rope_theta", theta}};
+  }
+  throw fail(
+      fmt::format("holds factors that Llama 3's rope scaling (factor {}, low_freq_factor 1, high_freq_factor "
+                  "4, an original context of a power of two) does not give",
+                  factor));
+}
+
 }  // namespace
 
 std::vector<std::string> gguf_architectures() {
@@ -232,11 +281,10 @@ Config gguf_config(const GgufFile& file) {
           key, fmt::format("not read for '{}', and it may change the computation (saccade reads {}.{})", arch,
                            arch, fmt::join(read, ", " + arch + ".")));
   }
-  if (file.tensor("rope_freqs.weight"))
-    throw Error(
-        fmt::format("hf::gguf_config: '{}': tensor 'rope_freqs.weight' (Llama 3's rope scaling as "
-                    "ggml holds it) is not read yet",
-                    file.path()));
+  const GgufTensorInfo* rope_freqs = file.tensor("rope_freqs.weight");
+  if (rope_freqs && arch != "llama")
+    throw Error(fmt::format("hf::gguf_config: '{}': tensor 'rope_freqs.weight' is not read for '{}'",
+                            file.path(), arch));
   const int64_t hidden = m.integer(p + "embedding_length", std::nullopt);
   const int64_t heads = m.integer(p + "attention.head_count", std::nullopt);
   const int64_t head_dim = m.integer(p + "attention.key_length", hidden / std::max<int64_t>(heads, 1));
@@ -279,6 +327,8 @@ Config gguf_config(const GgufFile& file) {
   j["max_position_embeddings"] = m.integer(p + "context_length", std::nullopt);
   j["rms_norm_eps"] = m.number(p + "attention.layer_norm_rms_epsilon", std::nullopt);
   j["rope_theta"] = m.number(p + "rope.freq_base", 10000.0);
+  if (rope_freqs)
+    j["rope_scaling"] = llama3_scaling(file, *rope_freqs, head_dim, j["rope_theta"].get<double>());
   j["hidden_act"] = "silu";
   j["tie_word_embeddings"] = !has("output.weight");
   if (arch != "qwen2") {  // Qwen2's q, k and v biases are the row's own
@@ -297,6 +347,8 @@ GgufWeights::GgufWeights(const GgufFile& file, const Config& config) : file_(fil
   const Row* row = find_row(arch);
   SACCADE_CHECK(row, "hf::GgufWeights: '{}': general.architecture '{}' is not read", file.path(), arch);
   for (const GgufTensorInfo& t : file.tensors()) {
+    if (t.name == "rope_freqs.weight" && config.rope_scaling.type == ops::RopeScaling::Type::Llama3)
+      continue;  // gguf_config read it into the rope scaling
     auto [name, heads, transposed] = hf_name(t.name, *row, config);
     if (transposed && t.shape.size() != 2)
       throw Error(fmt::format("hf::GgufWeights: '{}': tensor '{}' has shape {} (need a matrix)", file.path(),

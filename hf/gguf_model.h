@@ -40,8 +40,11 @@ std::vector<std::string> gguf_architectures();
 /// load_config checks a config.json. Throws
 /// saccade::Error naming "hf::gguf_config", the file and the key for: an architecture not read (listing those
 /// that are), a missing or mistyped key, any other "{arch}." key (rope scaling, a sliding window, experts:
-/// each changes the computation) and a "rope_freqs.weight" tensor (Llama 3's rope scaling as ggml holds it,
-/// not read yet).
+/// each changes the computation) and a "rope_freqs.weight" tensor in a file of another row than "llama" or
+/// whose factors are not Llama 3's. A "llama" file's rope_freqs.weight (Llama 3.1 / 3.2's rope scaling as the
+/// converter writes it, one factor a frequency, and no key) is read back into rope_type "llama3": factor the
+/// largest, low_freq_factor 1 and high_freq_factor 4 (every Llama 3.x model's), the original context the
+/// power of two that gives the factors (8192 tried first), checked factor by factor.
 Config gguf_config(const GgufFile& file);
 
 /// The tensors of a GGUF file under the Hugging Face names of `config`'s row (llama_name_table's names, or

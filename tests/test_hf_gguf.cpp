@@ -340,8 +340,20 @@ TEST_CASE("GGUF metadata: the rows' keys as a config.json, and what changes the 
         Approx(1e-45));  // the float 1.4013e-45's shortest decimal
   CHECK_THAT(config_error(small_llama("llama", "rope.dimension_count", 2)),
              Catch::Contains("partial rotation is not read"));
-  CHECK_THAT(config_error(small_llama().tensor("rope_freqs.weight", {2}, 0, floats({1, 1}))),
-             Catch::Contains("tensor 'rope_freqs.weight'"));
+  // rope_freqs.weight: Llama 3's scaling (factor 3 for the slow frequency: an original context of 32 to 128
+  // gives it), or factors no Llama 3 scaling gives (the fast frequency scaled, the slow one not), or another
+  // row
+  const hf::Config scaled = hf::gguf_config(*hf::GgufFile::parse(
+      small_llama().tensor("rope_freqs.weight", {2}, 0, floats({1, 3})).bytes(), "t.gguf"));
+  CHECK(scaled.rope_scaling.type == ops::RopeScaling::Type::Llama3);
+  CHECK((scaled.rope_scaling.factor == 3.0 && scaled.rope_scaling.original_max_position_embeddings == 32));
+  CHECK_THAT(
+      config_error(small_llama().tensor("rope_freqs.weight", {2}, 0, floats({2, 1}))),
+      Catch::Contains("tensor 'rope_freqs.weight' holds factors that Llama 3's rope scaling (factor 2"));
+  CHECK_THAT(config_error(small_llama().tensor("rope_freqs.weight", {3}, 0, floats({1, 1, 1}))),
+             Catch::Contains("of shape [3] (need 2 floats"));
+  CHECK_THAT(config_error(small_llama("qwen2").tensor("rope_freqs.weight", {2}, 0, floats({1, 1}))),
+             Catch::Contains("tensor 'rope_freqs.weight' is not read for 'qwen2'"));
   GgufBuilder missing;
   missing.text("general.architecture", "llama").u32("llama.embedding_length", 8).u32("llama.vocab_size", 5);
   CHECK_THAT(config_error(missing), Catch::Contains("key 'llama.attention.head_count': missing"));
@@ -440,6 +452,20 @@ TEST_CASE("GGUF files of the Llama fixture load to the folder's logits in f32, f
   // and transformers' greedy continuation, with the KV cache and without
   static const nn::Safetensors e = nn::load_safetensors(hf_data("hf_llama_expected.safetensors"));
   auto model = hf::load_llama_gguf(gguf_data("llama_f32.gguf"));
+  saccade::testing::check_greedy(*model, e);
+}
+
+TEST_CASE("GGUF: Llama 3's rope scaling, as the converter's rope_freqs.weight, gives transformers' logits",
+          "[hf][gguf]") {
+  // tests/data/gguf/llama_rope_f32.gguf: hf_llama_rope (rope_type llama3, factor 8, original context 64)
+  const nn::Safetensors e = nn::load_safetensors(hf_data("hf_llama_rope_expected.safetensors"));
+  const hf::GgufFile file(gguf_data("llama_rope_f32.gguf"));
+  const hf::Config c = hf::gguf_config(file);
+  CHECK(hf::config_json(hf::llama_hf_config(hf::llama_config(c))) ==
+        hf::config_json(
+            hf::llama_hf_config(hf::llama_config(hf::load_config(hf_data("hf_llama_rope/config.json"))))));
+  auto model = hf::load_llama_gguf(file);
+  CHECK(allclose(logits_of(*model, e.tensors.at("ids")), e.tensors.at("logits"), 1e-5, 1e-5));
   saccade::testing::check_greedy(*model, e);
 }
 
