@@ -473,7 +473,24 @@ size_t adapted_modules(const saccade::nn::Module& model) {
   return a.size();
 }
 
-HFModel load_hf(const std::string& dir, saccade::Device device, bool strict, const std::string& adapter) {
+// --hf's checks: a GGUF file (NAME.gguf), or a folder holding its config.json.
+void require_hf(const std::string& flag, const std::string& path) {
+  if (saccade::hf::is_gguf_path(path)) return cli::require_file(flag, path);
+  cli::require_directory(flag, path);
+  cli::require_file(flag, path + "/config.json");
+}
+
+// The model --hf names, as load_hf reads it: a GGUF file's metadata or a folder's config.json.
+saccade::hf::Config hf_config_of(const std::string& path) {
+  namespace hf = saccade::hf;
+  return hf::is_gguf_path(path) ? hf::gguf_config(hf::GgufFile(path))
+                                : hf::load_config(path + "/config.json");
+}
+
+// With `keep_q8_0` (and no adapter), a GGUF file's Q8_0 Linears multiply by its blocks (inference only);
+// otherwise they hold the dequantized weights (to train adapters on them).
+HFModel load_hf(const std::string& dir, saccade::Device device, bool strict, const std::string& adapter,
+                bool keep_q8_0 = true) {
   namespace hf = saccade::hf;
   HFModel m;
   saccade::hf::LoadReport r;
@@ -484,7 +501,7 @@ HFModel load_hf(const std::string& dir, saccade::Device device, bool strict, con
     if (m.config.architecture == hf::Architecture::GPT2)  // dequantized (--quantize q8_0 quantizes again)
       m.gpt = ex::load_hf_gpt2(hf::GgufWeights(file, m.config), m.config, strict, &r);
     else  // Q8_0 tensors stay quantized for sampling and scoring (dequantized under an adapter)
-      m.llama = hf::load_llama_gguf(file, adapter.empty(), strict, &r);
+      m.llama = hf::load_llama_gguf(file, keep_q8_0 && adapter.empty(), strict, &r);
   } else {
     m.config = hf::load_config(dir + "/config.json");
     m.tok = hf::load_tokenizer(dir);
@@ -564,14 +581,12 @@ std::vector<ex::TokenizedExample> read_examples(const std::string& path, const s
 int run_finetune(FinetuneArgs& a, saccade::Device device) {
   namespace nn = saccade::nn;
   check_stop_at(a.opts.stop_at, a.opts.steps);
-  cli::require_directory("--hf", a.hf);
-  cli::require_file("--hf", a.hf + "/config.json");
+  require_hf("--hf", a.hf);
   cli::require_file("--data", a.data);
   if (!a.val.empty()) cli::require_file("--val", a.val);
   cli::OutputDir out("--out", a.out);                   // removed again if the run fails empty
   std::unique_ptr<ex::RunLock> lock = lock_out(a.out);  // released before `out` is cleaned up
-  const bool gpt2 =
-      saccade::hf::load_config(a.hf + "/config.json").architecture == saccade::hf::Architecture::GPT2;
+  const bool gpt2 = hf_config_of(a.hf).architecture == saccade::hf::Architecture::GPT2;
   if (gpt2 && a.pack)
     throw cli::UsageError("--pack", "packs documents for Llama-family folders; '" + a.hf +
                                         "' holds a GPT-2, whose learned positions saccade does not restart "
@@ -584,7 +599,7 @@ int run_finetune(FinetuneArgs& a, saccade::Device device) {
     start = comma + 1;
   }
   if (a.lora.target_modules.empty()) throw cli::UsageError("--lora-targets", "name at least one module");
-  HFModel m = load_hf(a.hf, saccade::Device::cpu(), !a.non_strict, "");
+  HFModel m = load_hf(a.hf, saccade::Device::cpu(), !a.non_strict, "", /*keep_q8_0=*/false);
   nn::Module& model = m.base();
   std::printf("%s, from %s\n", m.description.c_str(), a.hf.c_str());
   const ex::Truncate truncate = a.truncate == "right" ? ex::Truncate::Right : ex::Truncate::Refuse;
@@ -915,7 +930,11 @@ int main(int argc, char** argv) {
                                            "train LoRA adapters on a Hugging Face model folder with "
                                            "prompt/completion records (JSONL), the loss on "
                                            "the completions only; writes OUT/adapter in PEFT's layout");
-  finetuner->add_option("--hf", ft.hf, "the model folder (GPT-2 or a Llama-family row)")->required();
+  finetuner
+      ->add_option("--hf", ft.hf,
+                   "the model folder (GPT-2 or a Llama-family row), or a GGUF file (NAME.gguf; Q8_0 weights "
+                   "dequantized)")
+      ->required();
   finetuner
       ->add_option("--data", ft.data,
                    "training records, one JSON object a line: prompt and completion, or text")
@@ -1125,12 +1144,7 @@ int main(int argc, char** argv) {
                               "train with --tokenizer byte, or fine-tune with --init-from-hf");
     }
     const bool hf_run = !hf_dir.empty();
-    if (hf_run && saccade::hf::is_gguf_path(hf_dir)) {
-      cli::require_file("--hf", hf_dir);
-    } else if (hf_run) {
-      cli::require_directory("--hf", hf_dir);
-      cli::require_file("--hf", hf_dir + "/config.json");
-    }
+    if (hf_run) require_hf("--hf", hf_dir);
     if (!adapter_dir.empty()) {
       cli::require_directory("--adapter", adapter_dir);
       cli::require_file("--adapter", adapter_dir + "/adapter_config.json");

@@ -241,6 +241,9 @@ if(TARGET gpt)
     saccade_cli_test(gpt_hf_sample_gguf_gpt2 --out "^gpt2: 2 layers, 4 heads, hidden 32, context 32, vocab 991"
                      --out "^ids:( [0-9]+){6}$" 0 10 -- ${gpt} sample --hf ${hf_data}/gguf/gpt2_f32.gguf
                      --prompt "A fortune" --max-new-tokens 6 --temperature 0 --print-ids --threads 2)
+    saccade_cli_test(gpt_hf_finetune_gguf --keep --out "^LoRA r 4, lora_alpha 8 on 4 modules: [0-9]+ trainable parameters of [0-9]+$"
+                     --out "^LoRA adapter from run/adapter: r 4, lora_alpha 8, 4 modules$" --out "^ids:( [0-9]+){3}$" 0 60 --
+                     sh -c "${gpt} finetune --hf ${hf_data}/gguf/llama_q8_0.gguf --data ${hf_data}/hf_instruct.jsonl --lora-r 4 --lora-alpha 8 --steps 2 --batch-size 2 --threads 2 --out run && ${gpt} sample --hf ${hf_data}/gguf/llama_q8_0.gguf --adapter run/adapter --prompt x --max-new-tokens 3 --temperature 0 --print-ids --threads 2")
     saccade_cli_refusal(gpt_hf_gguf_missing "^gpt: --hf: '/nonexistent/model.gguf' does not exist" ${gpt} sample --hf /nonexistent/model.gguf)
     # issue 52: a LoRA adapter in PEFT's layout (tests/data/hf_llama_lora: tests/fixtures/make_hf_peft.py; its
     # logits against PEFT's in tests/test_hf_peft.cpp)
