@@ -193,7 +193,7 @@ int main(int argc, char** argv) {
       if (config.architecture == hf::Architecture::GPT2)
         gpt = ex::load_hf_gpt2(hf::GgufWeights(file, config), config);
       else
-        llama = hf::load_llama_gguf(file);
+        llama = hf::load_llama_gguf(file, config);
     } else if (hf::load_config(model_path + "/config.json").architecture == hf::Architecture::GPT2) {
       gpt = ex::load_hf_gpt2(model_path);
     } else {

@@ -314,26 +314,24 @@ Config gguf_config(const GgufFile& file) {
     j["n_inner"] = m.integer(p + "feed_forward_length", std::nullopt);
     j["layer_norm_epsilon"] = m.number(p + "attention.layer_norm_epsilon", std::nullopt);
     j["activation_function"] = "gelu_new";
-    for (const char* id : {"bos_token_id", "eos_token_id"})
-      if (auto v = m.maybe_integer(std::string("tokenizer.ggml.") + id)) j[id] = *v;
-    return parse_config(j.dump(), file.path() + " (its metadata, read as a config.json)");
-  }
-  j["hidden_size"] = hidden;
-  j["num_hidden_layers"] = m.integer(p + "block_count", std::nullopt);
-  j["num_attention_heads"] = heads;
-  j["num_key_value_heads"] = m.integer(p + "attention.head_count_kv", heads);
-  j["head_dim"] = head_dim;
-  j["intermediate_size"] = m.integer(p + "feed_forward_length", std::nullopt);
-  j["max_position_embeddings"] = m.integer(p + "context_length", std::nullopt);
-  j["rms_norm_eps"] = m.number(p + "attention.layer_norm_rms_epsilon", std::nullopt);
-  j["rope_theta"] = m.number(p + "rope.freq_base", 10000.0);
-  if (rope_freqs)
-    j["rope_scaling"] = llama3_scaling(file, *rope_freqs, head_dim, j["rope_theta"].get<double>());
-  j["hidden_act"] = "silu";
-  j["tie_word_embeddings"] = !has("output.weight");
-  if (arch != "qwen2") {  // Qwen2's q, k and v biases are the row's own
-    j["attention_bias"] = has("blk.0.attn_q.bias");
-    if (arch == "llama") j["mlp_bias"] = has("blk.0.ffn_up.bias");
+  } else {
+    j["hidden_size"] = hidden;
+    j["num_hidden_layers"] = m.integer(p + "block_count", std::nullopt);
+    j["num_attention_heads"] = heads;
+    j["num_key_value_heads"] = m.integer(p + "attention.head_count_kv", heads);
+    j["head_dim"] = head_dim;
+    j["intermediate_size"] = m.integer(p + "feed_forward_length", std::nullopt);
+    j["max_position_embeddings"] = m.integer(p + "context_length", std::nullopt);
+    j["rms_norm_eps"] = m.number(p + "attention.layer_norm_rms_epsilon", std::nullopt);
+    j["rope_theta"] = m.number(p + "rope.freq_base", 10000.0);
+    if (rope_freqs)
+      j["rope_scaling"] = llama3_scaling(file, *rope_freqs, head_dim, j["rope_theta"].get<double>());
+    j["hidden_act"] = "silu";
+    j["tie_word_embeddings"] = !has("output.weight");
+    if (arch != "qwen2") {  // Qwen2's q, k and v biases are the row's own
+      j["attention_bias"] = has("blk.0.attn_q.bias");
+      if (arch == "llama") j["mlp_bias"] = has("blk.0.ffn_up.bias");
+    }
   }
   for (const char* id : {"bos_token_id", "eos_token_id"})
     if (auto v = m.maybe_integer(std::string("tokenizer.ggml.") + id)) j[id] = *v;
@@ -656,7 +654,11 @@ std::shared_ptr<nn::LlamaForCausalLM> load_llama_gguf(const std::string& path, b
 
 std::shared_ptr<nn::LlamaForCausalLM> load_llama_gguf(const GgufFile& file, bool keep_q8_0, bool strict,
                                                       LoadReport* report) {
-  const Config config = gguf_config(file);
+  return load_llama_gguf(file, gguf_config(file), keep_q8_0, strict, report);
+}
+
+std::shared_ptr<nn::LlamaForCausalLM> load_llama_gguf(const GgufFile& file, const Config& config,
+                                                      bool keep_q8_0, bool strict, LoadReport* report) {
   SACCADE_CHECK(config.architecture == Architecture::Llama,
                 "hf::load_llama_gguf: '{}' holds a '{}' model, not a Llama-family one", file.path(),
                 config.model_type);

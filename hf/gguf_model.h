@@ -105,6 +105,11 @@ std::shared_ptr<nn::LlamaForCausalLM> load_llama_gguf(const std::string& path, b
 /// As above, from the file already open (as gguf_config and gguf_tokenizer read it).
 std::shared_ptr<nn::LlamaForCausalLM> load_llama_gguf(const GgufFile& file, bool keep_q8_0 = true,
                                                       bool strict = true, LoadReport* report = nullptr);
+/// As above, with `config` the file's gguf_config already read, so that a caller that needs it too reads the
+/// metadata once (as load_llama's overload).
+std::shared_ptr<nn::LlamaForCausalLM> load_llama_gguf(const GgufFile& file, const Config& config,
+                                                      bool keep_q8_0 = true, bool strict = true,
+                                                      LoadReport* report = nullptr);
 
 /// True when `path` names a GGUF file (ends in ".gguf"), which the loaders take in place of a folder.
 bool is_gguf_path(const std::string& path);

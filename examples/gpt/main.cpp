@@ -501,7 +501,7 @@ HFModel load_hf(const std::string& dir, saccade::Device device, bool strict, con
     if (m.config.architecture == hf::Architecture::GPT2)  // dequantized (--quantize q8_0 quantizes again)
       m.gpt = ex::load_hf_gpt2(hf::GgufWeights(file, m.config), m.config, strict, &r);
     else  // Q8_0 tensors stay quantized for sampling and scoring (dequantized under an adapter)
-      m.llama = hf::load_llama_gguf(file, keep_q8_0 && adapter.empty(), strict, &r);
+      m.llama = hf::load_llama_gguf(file, m.config, keep_q8_0 && adapter.empty(), strict, &r);
   } else {
     m.config = hf::load_config(dir + "/config.json");
     m.tok = hf::load_tokenizer(dir);

@@ -62,7 +62,7 @@ void check_file(const hf::GgufFile& f, const std::string& path) {
              weights.names().size(), f.tensors().size());
   if (parameters(config) > 4e6) return;
   try {
-    auto model = hf::load_llama_gguf(f, /*keep_q8_0=*/true, /*strict=*/true);
+    auto model = hf::load_llama_gguf(f, config, /*keep_q8_0=*/true, /*strict=*/true);
     const nn::StateDict sd = model->state_dict();
     for (const std::string& name : weights.names()) {
       const Tensor* t = sd.find(name);
