@@ -12,11 +12,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
 #include "hf/decoder.h"
 #include "hf/normalizer.h"
 #include "hf/pretokenizer.h"
 #include "hf/tokenizer_json.h"
-#include "core/error.h"
 
 namespace saccade::hf {
 

@@ -8,8 +8,8 @@
 
 #include <fmt/format.h>
 
-#include "hf/tokenizer_json.h"
 #include "core/error.h"
+#include "hf/tokenizer_json.h"
 
 namespace saccade::hf {
 

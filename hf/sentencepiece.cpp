@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
-#include "hf/tokenizer.h"
 #include "core/error.h"
+#include "hf/tokenizer.h"
 
 namespace saccade::hf {
 

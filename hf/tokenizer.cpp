@@ -4,8 +4,8 @@
 
 #include <fmt/format.h>
 
-#include "hf/bpe.h"
 #include "core/error.h"
+#include "hf/bpe.h"
 
 namespace saccade::hf {
 

@@ -56,9 +56,10 @@ class SentencePieceTokenizer : public Tokenizer {
 
 /// The tokenizer of the model folder `dir`: its tokenizer.json if there is one, else vocab.json +
 /// merges.txt (GPT-2's pair), else tokenizer.model (SentencePiece). A BPE tokenizer takes its BOS and EOS
-/// from the folder's tokenizer_config.json where there is one (BPETokenizer::read_tokenizer_config). Throws saccade::Error naming
-/// "hf::load_tokenizer" and `dir` when it holds none of them, and the readers' errors (which name the file
-/// and the key or line) for a file that does not parse or that describes an unsupported tokenizer.
+/// from the folder's tokenizer_config.json where there is one (BPETokenizer::read_tokenizer_config). Throws
+/// saccade::Error naming "hf::load_tokenizer" and `dir` when it holds none of them, and the readers' errors
+/// (which name the file and the key or line) for a file that does not parse or that describes an unsupported
+/// tokenizer.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir);
 
 }  // namespace saccade::hf

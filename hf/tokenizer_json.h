@@ -6,8 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "hf/pretokenizer.h"
 #include "core/error.h"
+#include "hf/pretokenizer.h"
 
 namespace saccade::hf::tokjson {
 
