@@ -237,6 +237,41 @@ Shape part_shape(const NameRule& rule, const Shape& full, int64_t len) {
   return Shape(dims);
 }
 
+// The shape of `shape` with dim d split into (groups, shape[d] / groups).
+Shape grouped(const Shape& shape, int64_t d, int64_t groups) {
+  std::vector<int64_t> dims(shape.begin(), shape.end());
+  dims[static_cast<size_t>(d)] /= groups;
+  dims.insert(dims.begin() + d, groups);
+  return Shape(dims);
+}
+
+// The part of `full` that rule.groups interleaved blocks hold at [start / groups, (start + len) / groups) of
+// each block along rule.split_dim, joined: (..., len, ...).
+Tensor ungroup(const Tensor& full, const NameRule& rule, int64_t start, int64_t len) {
+  const int64_t d = rule.split_dim, g = rule.groups;
+  std::vector<int64_t> out(full.shape().begin(), full.shape().end());
+  out[static_cast<size_t>(d)] = len;
+  return full.contiguous()
+      .reshape(grouped(full.shape(), d, g))
+      .narrow(d + 1, start / g, len / g)
+      .contiguous()
+      .reshape(Shape(out));
+}
+
+// The reverse: parts (..., len_i, ...) interleaved in rule.groups blocks along rule.split_dim.
+Tensor regroup(const std::vector<Tensor>& parts, const NameRule& rule) {
+  const int64_t d = rule.split_dim, g = rule.groups;
+  std::vector<Tensor> blocks;
+  int64_t total = 0;
+  for (const Tensor& p : parts) {
+    blocks.push_back(p.contiguous().reshape(grouped(p.shape(), d, g)));
+    total += p.shape()[static_cast<size_t>(d)];
+  }
+  std::vector<int64_t> out(parts[0].shape().begin(), parts[0].shape().end());
+  out[static_cast<size_t>(d)] = total;
+  return ops::cat(blocks, d + 1).reshape(Shape(out));
+}
+
 }  // namespace
 
 LoadReport load_weights(nn::Module& module, const TensorSource& weights, const std::vector<NameRule>& table,
@@ -283,6 +318,10 @@ LoadReport load_weights(nn::Module& module, const TensorSource& weights, const s
                                shape, name, want, t->shape()));
       if (!filled.insert(name).second) throw fail(fmt::format("'{}' is filled twice", name));
     }
+    for (const std::string& name : rule.ours)
+      if (rule.groups > 1 && (rule.transpose || part_length(rule, *ours.find(name)) % rule.groups != 0))
+        throw fail(fmt::format("tensor '{}' cannot interleave '{}' in {} groups along dim {}", rule.hf, name,
+                               rule.groups, rule.split_dim));
     if (parts > 1 && total != shape[static_cast<size_t>(rule.split_dim)])
       throw fail(
           fmt::format("tensor '{}' has shape {}, which cannot be split along dim {} into the model's {} "
@@ -331,7 +370,9 @@ LoadReport load_weights(nn::Module& module, const TensorSource& weights, const s
     for (int64_t i = 0; i < parts; ++i) {
       const Tensor& dst = ours.at(rule.ours[static_cast<size_t>(i)]);
       const int64_t len = part_length(rule, dst);
-      Tensor part = parts > 1 ? full.narrow(rule.split_dim, start, len) : full;
+      Tensor part = rule.groups > 1 ? ungroup(full, rule, start, len)
+                    : parts > 1     ? full.narrow(rule.split_dim, start, len)
+                                    : full;
       start += len;
       if (rule.transpose) part = part.transpose(0, 1);
       const Tensor src = part.to(dst.dtype()).contiguous();
@@ -354,7 +395,10 @@ nn::StateDict export_weights(const nn::Module& module, const std::vector<NameRul
       Tensor p = (rule.index >= 0 ? t->select(0, rule.index) : *t).to(Device::cpu()).to(dtype);
       parts.push_back(rule.transpose ? p.transpose(0, 1) : p);
     }
-    out.insert(rule.hf, (parts.size() == 1 ? parts[0] : ops::cat(parts, rule.split_dim)).contiguous());
+    const Tensor joined = parts.size() == 1 ? parts[0]
+                          : rule.groups > 1 ? regroup(parts, rule)
+                                            : ops::cat(parts, rule.split_dim);
+    out.insert(rule.hf, joined.contiguous());
   }
   return out;
 }

@@ -111,6 +111,10 @@ struct NameRule {
   /// >= 0: the checkpoint tensor is entry `index` along dim 0 of the one tensor `ours` names (a MoE layer's
   /// experts, one tensor each on disk, held as one batched weight); the rows of one tensor fill it together
   int64_t index = -1;
+  /// > 1: the parts interleave along split_dim in `groups` equal blocks, each block holding every part's
+  /// share in order (GPT-NeoX's query_key_value: head by head, its q, k and v rows); each part's length
+  /// must be a multiple of groups. 1: the parts follow one another
+  int64_t groups = 1;
 };
 
 /// What load_weights did not use: checkpoint tensors no row names (non-strict loads only; strict loads

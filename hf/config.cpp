@@ -97,8 +97,9 @@ struct Reader {
 // other type changes the frequencies in ways saccade does not implement, and is refused rather than run
 // wrongly.
 void read_rope(const Reader& r, Config& c) {
-  c.rope_theta = r.number("rope_theta", 10000.0);
-  c.partial_rotary_factor = r.number("partial_rotary_factor", 1.0);
+  // the defaults: the row's (GPT-NeoX's older rotary_emb_base and rotary_pct keys, read before this)
+  c.rope_theta = r.number("rope_theta", c.rope_theta);
+  c.partial_rotary_factor = r.number("partial_rotary_factor", c.partial_rotary_factor);
   for (const char* key : {"rope_parameters", "rope_scaling"}) {
     if (!r.has(key)) continue;
     const json& p = r.j[key];
@@ -293,7 +294,7 @@ void read_llama_common(const Reader& r, Config& c, int64_t default_kv_heads, int
   }
   if (c.head_dim % 2 != 0)
     throw r.fail("head_dim", fmt::format("{} is odd (rotary needs pairs)", c.head_dim));
-  if (c.partial_rotary_factor != 1.0 && c.model_type != "phi3")
+  if (c.partial_rotary_factor != 1.0 && c.model_type != "phi3" && c.norm_type != "layer_norm")
     throw r.fail("partial_rotary_factor",
                  fmt::format("{} is not supported for '{}' (its transformers model rotates whole heads)",
                              c.partial_rotary_factor, c.model_type));
@@ -502,6 +503,54 @@ void read_olmo_common(const Reader& r, Config& c, const char* mlp) {
 void read_olmo2(const Reader& r, Config& c) {
   read_olmo_common(r, c, "Olmo2MLP");
   c.norm_placement = "post";
+}
+
+// What GPT-NeoX and StableLM share: LayerNorm with a bias (eps layer_norm_eps, 1e-5), a quarter of each
+// head rotating unless the config says otherwise (both config classes' default), no pad token by default.
+void read_layer_norm_common(const Reader& r, Config& c, const char* default_act, double default_partial) {
+  c.norm_type = "layer_norm";
+  c.partial_rotary_factor = default_partial;  // rope_parameters' or a top-level partial_rotary_factor wins
+  read_llama_common(r, c, 0, 0, default_act);
+  c.norm_eps = r.number("layer_norm_eps", 1e-5);
+  if (r.has("rms_norm_eps")) r.ignored("rms_norm_eps", "the model's norms are LayerNorms (layer_norm_eps)");
+}
+
+// GPT-NeoX (Black et al. 2022; Pythia, Biderman et al. 2023; transformers' GPTNeoXConfig): LayerNorm blocks
+// whose attention and MLP both read the block's input when use_parallel_residual (the default), q, k and v in
+// one query_key_value tensor on disk (per head: q, k, v rows; split on load), biases on all four attention
+// projections by attention_bias (true) and always in the MLP, an ungated MLP (dense_h_to_4h, act,
+// dense_4h_to_h; hidden_act "gelu"), every head a key/value head; the older spellings rotary_pct (0.25) and
+// rotary_emb_base (10000) of partial_rotary_factor and rope_theta.
+void read_gpt_neox(const Reader& r, Config& c) {
+  c.rope_theta = r.number("rotary_emb_base", 10000.0);  // rope_theta, top-level or in rope_parameters, wins
+  read_layer_norm_common(r, c, "gelu", r.number("rotary_pct", 0.25));
+  if (r.has("num_key_value_heads") && c.num_key_value_heads != c.num_attention_heads)
+    throw r.fail("num_key_value_heads", fmt::format("{} is not num_attention_heads {} (GPT-NeoX has no "
+                                                    "grouped-query attention)",
+                                                    c.num_key_value_heads, c.num_attention_heads));
+  if (c.head_dim * c.num_attention_heads != c.hidden_size)
+    throw r.fail("head_dim", fmt::format("{} times {} heads is not hidden_size {}", c.head_dim,
+                                         c.num_attention_heads, c.hidden_size));
+  c.parallel_residual = r.boolean("use_parallel_residual", true);
+  c.attention_bias = r.boolean("attention_bias", true);
+  c.mlp_bias = true;
+  c.gated_mlp = false;
+}
+
+// StableLM (Stability AI's StableLM-3B-4E1T and StableLM 2; transformers' StableLmConfig): Llama's blocks
+// (SwiGLU, grouped-query attention) with LayerNorms, a quarter of each head rotating by default, biases on q,
+// k and v by use_qkv_bias. Per-head q/k LayerNorms (qk_layernorm) and the parallel layer with one shared
+// norm (use_parallel_residual), StableLM 2 12B's, are refused by name.
+void read_stablelm(const Reader& r, Config& c) {
+  read_layer_norm_common(r, c, "silu", 0.25);
+  c.qkv_bias = r.boolean("use_qkv_bias", false);
+  if (r.boolean("qk_layernorm", false))
+    throw r.fail("qk_layernorm", "true is not supported (per-head LayerNorms on q and k)");
+  if (r.boolean("use_parallel_residual", false))
+    throw r.fail("use_parallel_residual",
+                 "true is not supported (StableLM's parallel layer shares one norm)");
+  for (const char* key : {"attention_bias", "mlp_bias"})
+    r.ignored_unless_false(key, "transformers' StableLmForCausalLM sets its biases by use_qkv_bias only");
 }
 
 // attn_logit_softcapping and final_logit_softcapping: the family's defaults when absent, none when null.
@@ -714,6 +763,8 @@ const std::vector<Family>& families() {
       {"qwen2_moe", {"Qwen2MoeForCausalLM", "Qwen2MoeModel"}, read_qwen2_moe},
       {"qwen3_moe", {"Qwen3MoeForCausalLM", "Qwen3MoeModel"}, read_qwen3_moe},
       {"olmoe", {"OlmoeForCausalLM", "OlmoeModel"}, read_olmoe},
+      {"gpt_neox", {"GPTNeoXForCausalLM", "GPTNeoXModel"}, read_gpt_neox},
+      {"stablelm", {"StableLmForCausalLM", "StableLmModel"}, read_stablelm},
   };
   return rows;
 }
@@ -774,11 +825,14 @@ std::optional<std::string> unwritable(const Config& c, const std::string& type) 
       {moe_narrow_experts(c), "experts of another width than intermediate_size", {"qwen2_moe", "qwen3_moe"}},
       {c.partial_rotary_factor != 1.0,
        fmt::format("partial_rotary_factor {}", c.partial_rotary_factor),
-       {"phi3"}},
+       {"phi3", "gpt_neox", "stablelm"}},
       {c.attention_bias,
        "attention biases",
        {"llama", "qwen3", "gemma", "granite", "smollm3", "olmo2", "gemma2", "gemma3_text", "qwen3_moe",
-        "olmoe"}},
+        "olmoe", "gpt_neox"}},
+      {c.norm_type == "layer_norm", "LayerNorms", {"gpt_neox", "stablelm"}},
+      {c.parallel_residual, "a parallel residual", {"gpt_neox"}},
+      {!c.gated_mlp, "an ungated MLP", {"gpt_neox"}},
       {c.qk_norm_full_width, "q and k norms over all heads", {"olmo2", "olmoe"}},
       {c.norm_placement == "post", "norm_placement 'post'", {"olmo2"}},
       {c.norm_placement == "sandwich", "norm_placement 'sandwich'", {"gemma2", "gemma3_text"}},
@@ -789,8 +843,8 @@ std::optional<std::string> unwritable(const Config& c, const std::string& type) 
        "logit soft-capping",
        {"gemma2", "gemma3_text"}},
       {c.rope_local_base_freq > 0, "a local rotary base", {"gemma3_text"}},
-      {c.mlp_bias, "MLP biases", {"llama", "granite", "smollm3"}},
-      {c.qkv_bias && !c.attention_bias, "biases on q, k and v only", {"qwen2", "qwen2_moe"}},
+      {c.mlp_bias, "MLP biases", {"llama", "granite", "smollm3", "gpt_neox"}},
+      {c.qkv_bias && !c.attention_bias, "biases on q, k and v only", {"qwen2", "qwen2_moe", "stablelm"}},
       {c.qk_norm, "per-head q and k norms", {"qwen3", "gemma3_text", "qwen3_moe"}},
       {c.norm_unit_offset, "RMSNorm weights as offsets from one", {"gemma", "gemma2", "gemma3_text"}},
       {granite_scalars(c), "Granite's multipliers", {"granite"}},
@@ -821,7 +875,11 @@ std::optional<std::string> unwritable(const Config& c, const std::string& type) 
       {"mixtral", c.num_experts > 0 && c.norm_topk_prob},
       {"qwen2_moe", c.num_experts > 0 && c.shared_expert_intermediate_size > 0},
       {"qwen3_moe", c.num_experts > 0 && c.qk_norm},
-      {"olmoe", c.num_experts > 0 && c.qk_norm_full_width && c.norm_placement == "pre"}};
+      {"olmoe", c.num_experts > 0 && c.qk_norm_full_width && c.norm_placement == "pre"},
+      {"gpt_neox", c.norm_type == "layer_norm" && !c.gated_mlp && c.mlp_bias &&
+                       c.num_key_value_heads == c.num_attention_heads &&
+                       c.head_dim * c.num_attention_heads == c.hidden_size},
+      {"stablelm", c.norm_type == "layer_norm" && c.gated_mlp}};
   for (const auto& [row, has] : needs)
     if (type == row && !has)
       return fmt::format("a '{}' config without the switch every '{}' model has", row, row);
@@ -846,6 +904,7 @@ void refuse_unwritable(const Config& c, const std::string& type) {
 std::string llama_family(const Config& c) {
   if (const Family* f = find_family(c.model_type); f && f->read != read_gpt2 && !unwritable(c, c.model_type))
     return c.model_type;  // the row it was read as, where that row's config says every switch
+  if (c.norm_type == "layer_norm") return c.gated_mlp ? "stablelm" : "gpt_neox";
   if (c.num_experts > 0) {
     if (c.shared_expert_intermediate_size > 0) return "qwen2_moe";
     if (c.qk_norm) return "qwen3_moe";
@@ -1030,6 +1089,28 @@ std::string config_json(const Config& c) {
       j["router_aux_loss_coef"] = c.router_aux_loss_coef;
     }
     if (type == "phi3") j["partial_rotary_factor"] = c.partial_rotary_factor;
+    if (type == "gpt_neox" || type == "stablelm") {
+      // LayerNorm's eps under its own name; the rotary settings in rope_parameters, where GPTNeoXConfig
+      // reads partial_rotary_factor (a top-level key of that name it does not read), with the older
+      // rotary_pct and rotary_emb_base beside them for transformers before 5
+      j.erase("rms_norm_eps");
+      j["layer_norm_eps"] = c.norm_eps;
+      json rope = j.contains("rope_scaling") ? j["rope_scaling"] : json{{"rope_type", "default"}};
+      j.erase("rope_scaling");
+      rope["rope_theta"] = c.rope_theta;
+      rope["partial_rotary_factor"] = c.partial_rotary_factor;
+      j["rope_parameters"] = rope;
+      j["use_parallel_residual"] = c.parallel_residual;
+      if (type == "gpt_neox") {
+        j["attention_bias"] = c.attention_bias;
+        j["rotary_pct"] = c.partial_rotary_factor;
+        j["rotary_emb_base"] = c.rope_theta;
+      } else {
+        j["use_qkv_bias"] = c.qkv_bias;
+        j["qk_layernorm"] = false;
+        j["partial_rotary_factor"] = c.partial_rotary_factor;
+      }
+    }
     if (type == "smollm3") j["no_rope_layers"] = c.no_rope_layers;
     if (type == "granite") {
       j["embedding_multiplier"] = c.embedding_multiplier;

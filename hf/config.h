@@ -66,15 +66,24 @@ struct Config {
   /// "smollm3" only: one flag a layer, 1 = rotary positions, 0 = none (NoPE; transformers' no_rope_layers,
   /// from no_rope_layer_interval when absent); other rows: empty (every layer rotates)
   std::vector<int64_t> no_rope_layers;
-  /// "phi3" only: the share of each head that rotates (rope_parameters' partial_rotary_factor, else the
-  /// top-level key, else 1); other rows refuse a value other than 1 (their transformers models rotate whole
-  /// heads)
+  /// "phi3", "gpt_neox" and "stablelm": the share of each head that rotates (rope_parameters'
+  /// partial_rotary_factor, else the top-level key (GPT-NeoX's older rotary_pct), else 1, or 0.25 for
+  /// "gpt_neox" and "stablelm"); other rows refuse a value other than 1 (their transformers models rotate
+  /// whole heads)
   double partial_rotary_factor = 1.0;
   /// "olmo2" only (always; no config key sets them): RMSNorm over all heads' queries and keys after the
   /// projections (q_norm, k_norm), and norm_placement "post" (each sublayer's output normed before its
   /// residual add: post_attention_layernorm, post_feedforward_layernorm); other rows: false and "pre"
   bool qk_norm_full_width = false;
   std::string norm_placement = "pre";  ///< "olmo2": "post"; "gemma3_text": "sandwich" (four norms a block)
+  /// "gpt_neox" and "stablelm" (always; no key sets it): LayerNorm with a bias, eps layer_norm_eps, in
+  /// place of RMSNorm ("layer_norm"); other rows "rms_norm"
+  std::string norm_type = "rms_norm";
+  /// "gpt_neox" only: use_parallel_residual (GPTNeoXConfig's true): attention and MLP both read the block's
+  /// input; "stablelm" refuses true (its parallel layer shares one norm)
+  bool parallel_residual = false;
+  /// The MLP gated (SwiGLU / GeGLU, every row but "gpt_neox") or not ("gpt_neox": up, act, down)
+  bool gated_mlp = true;
   /// Each layer's "full_attention" or "sliding_attention": "gemma2" / "gemma3_text" (layer_types, or every
   /// sliding_window_pattern-th layer full), "qwen2" / "qwen3" / "smollm3" where some layer slides (else
   /// empty: the window is 0); and "gemma3_text" only: the sliding layers' rotary base (rope_parameters'
@@ -135,8 +144,13 @@ std::vector<std::string> supported_model_types();
 /// (Qwen2MoeForCausalLM or Qwen2MoeModel, or none: Qwen2's blocks, qkv_bias, a gated shared expert, dense
 /// layers by decoder_sparse_step and mlp_only_layers), "qwen3_moe" (Qwen3MoeForCausalLM or Qwen3MoeModel, or
 /// none: Qwen3's blocks with sparse layers as Qwen2-MoE's, no shared expert) and "olmoe" (OlmoeForCausalLM or
-/// OlmoeModel, or none: pre-norm blocks with OLMo 2's full-width q and k norms; clip_qkv refused), each with
-/// its config class's defaults;
+/// OlmoeModel, or none: pre-norm blocks with OLMo 2's full-width q and k norms; clip_qkv refused),
+/// "gpt_neox" (GPTNeoXForCausalLM or GPTNeoXModel, or none: LayerNorm blocks, parallel residual by
+/// use_parallel_residual, q, k and v in one query_key_value on disk, biases by attention_bias, an ungated
+/// MLP, partial rotation by rotary_pct / partial_rotary_factor, the base by rotary_emb_base / rope_theta) and
+/// "stablelm" (StableLmForCausalLM or StableLmModel, or none: LayerNorm blocks, q/k/v biases by
+/// use_qkv_bias, partial rotation; qk_layernorm and use_parallel_residual refused), each with its config
+/// class's defaults;
 /// rotary settings either as a top-level "rope_theta" (as most published files have it) or inside
 /// "rope_parameters" / "rope_scaling" (newer transformers; "rope_type", else the older "type"), where the
 /// rope types "default", "linear", "llama3", "yarn" and "longrope" are supported (longrope's

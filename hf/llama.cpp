@@ -42,6 +42,9 @@ nn::LlamaConfig llama_config(const Config& c) {
   l.partial_rotary_factor = c.partial_rotary_factor;
   l.qk_norm_full_width = c.qk_norm_full_width;
   l.norm_placement = c.norm_placement;
+  l.norm_type = c.norm_type;
+  l.parallel_residual = c.parallel_residual;
+  l.gated_mlp = c.gated_mlp;
   l.layer_types = c.layer_types;
   l.rope_local_base_freq = c.rope_local_base_freq;
   l.attn_logit_softcapping = c.attn_logit_softcapping;
@@ -90,6 +93,9 @@ Config llama_hf_config(const nn::LlamaConfig& l) {
   c.partial_rotary_factor = l.partial_rotary_factor;
   c.qk_norm_full_width = l.qk_norm_full_width;
   c.norm_placement = l.norm_placement;
+  c.norm_type = l.norm_type;
+  c.parallel_residual = l.parallel_residual;
+  c.gated_mlp = l.gated_mlp;
   c.layer_types = l.layer_types;
   c.rope_local_base_freq = l.rope_local_base_freq;
   c.attn_logit_softcapping = l.attn_logit_softcapping;
@@ -137,11 +143,51 @@ bool expert_rows(const std::string& name, const Tensor& t, bool mixtral, std::ve
   return false;
 }
 
+// GPT-NeoX's names (GPTNeoXForCausalLM): "gpt_neox." for "model.", embed_in, final_layer_norm,
+// attention.dense and the MLP's dense_h_to_4h and dense_4h_to_h, embed_out for lm_head; q, k and v in one
+// query_key_value, head by head (each head's q, k, v rows: transformers views its output (..., H, 3 head_dim)
+// and chunks).
+std::vector<NameRule> gpt_neox_name_table(const nn::LlamaForCausalLM& model) {
+  std::vector<NameRule> t;
+  const std::vector<std::pair<std::string, std::string>> renames = {
+      {"model.embed_tokens.", "gpt_neox.embed_in."},
+      {"model.norm.", "gpt_neox.final_layer_norm."},
+      {"self_attn.o_proj.", "attention.dense."},
+      {"mlp.up_proj.", "mlp.dense_h_to_4h."},
+      {"mlp.down_proj.", "mlp.dense_4h_to_h."},
+      {"model.layers.", "gpt_neox.layers."},
+      {"lm_head.", "embed_out."}};
+  const int64_t heads = model.config().num_attention_heads;
+  for (const auto& entry : model.state_dict()) {
+    const std::string& name = entry.first;
+    if (name.find("self_attn.k_proj.") != std::string::npos ||
+        name.find("self_attn.v_proj.") != std::string::npos)
+      continue;  // in q's row
+    std::string theirs = name;
+    for (const auto& [ours, disk] : renames)
+      if (const size_t at = theirs.find(ours); at != std::string::npos) theirs.replace(at, ours.size(), disk);
+    if (const size_t at = theirs.find("self_attn.q_proj."); at != std::string::npos) {
+      const std::string prefix = name.substr(0, name.find("q_proj.")), tail = name.substr(name.rfind('.'));
+      theirs.replace(at, std::string("self_attn.q_proj.").size(), "attention.query_key_value.");
+      t.push_back({theirs,
+                   {prefix + "q_proj" + tail, prefix + "k_proj" + tail, prefix + "v_proj" + tail},
+                   false,
+                   0,
+                   -1,
+                   heads});
+      continue;
+    }
+    t.push_back({theirs, {name}});
+  }
+  return t;
+}
+
 }  // namespace
 
 std::vector<NameRule> llama_name_table(const nn::LlamaForCausalLM& model) {
   std::vector<NameRule> t;
   const std::string row = llama_hf_config(model.config()).model_type;
+  if (row == "gpt_neox") return gpt_neox_name_table(model);
   const bool fused = row == "phi3", moe = model.config().num_experts > 0;
   // Phi-3's fused tensors: one row each, split along the output rows in the order transformers slices them
   auto fuse = [&](const std::string& prefix, const std::string& theirs,
@@ -185,13 +231,23 @@ bool is_rotary_buffer(const std::string& name) {
   return std::all_of(digits.begin(), digits.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
 }
 
+// The buffers older GPT-NeoX checkpoints (Pythia's) hold beside the weights: each layer's causal mask
+// "attention.bias", "attention.masked_bias" and "attention.rotary_emb.inv_freq", which transformers skips too
+// (_keys_to_ignore_on_load_unexpected).
+bool is_neox_buffer(const std::string& name) {
+  return name.starts_with("gpt_neox.layers.") &&
+         (name.ends_with(".attention.bias") || name.ends_with(".attention.masked_bias") ||
+          name.ends_with(".attention.rotary_emb.inv_freq"));
+}
+
 }  // namespace
 
 std::vector<std::string> llama_ignored_tensors(const Config& config, const TensorSource& weights) {
   std::vector<std::string> ignore;
-  if (config.tie_word_embeddings) ignore.push_back("lm_head.weight");
+  const bool neox = llama_family(config) == "gpt_neox";
+  if (config.tie_word_embeddings) ignore.push_back(neox ? "embed_out.weight" : "lm_head.weight");
   for (const std::string& name : weights.names())
-    if (is_rotary_buffer(name)) ignore.push_back(name);
+    if (is_rotary_buffer(name) || (neox && is_neox_buffer(name))) ignore.push_back(name);
   return ignore;
 }
 

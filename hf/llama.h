@@ -29,13 +29,19 @@ Config llama_hf_config(const nn::LlamaConfig& config);
 /// "mlp.gate_up_proj.weight" split in halves (transformers' Phi3Attention and Phi3MLP slice them so); for a
 /// sparse layer, each expert's tensor on disk is one row filling its entry of the batched weight
 /// ("mlp.experts.<e>.gate_proj.weight" -> entry e of "mlp.experts.gate_proj"; a Mixtral's are
-/// "block_sparse_moe.experts.<e>.w1/w3/w2.weight" and its router "block_sparse_moe.gate.weight").
+/// "block_sparse_moe.experts.<e>.w1/w3/w2.weight" and its router "block_sparse_moe.gate.weight"); for a
+/// GPT-NeoX (row "gpt_neox"), GPTNeoXForCausalLM's names ("gpt_neox.embed_in", "gpt_neox.layers.N.attention.
+/// dense", "mlp.dense_h_to_4h", "mlp.dense_4h_to_h", "gpt_neox.final_layer_norm", "embed_out") with q, k and
+/// v in one "attention.query_key_value" weight and bias, interleaved head by head (NameRule::groups).
 std::vector<NameRule> llama_name_table(const nn::LlamaForCausalLM& model);
 
 /// The checkpoint tensors of `weights` that a Llama load skips, as transformers' from_pretrained skips them:
 /// "lm_head.weight" when `config` ties the embeddings, and the rotary buffers that older conversions saved,
 /// "model.layers.N.self_attn.rotary_emb.inv_freq" (LlamaPreTrainedModel's _keys_to_ignore_on_load_unexpected;
-/// saccade computes the frequencies from rope_theta, as transformers does).
+/// saccade computes the frequencies from rope_theta, as transformers does); for a GPT-NeoX,
+/// "embed_out.weight" when tied and the buffers Pythia's files hold, "gpt_neox.layers.N.attention.bias",
+/// ".masked_bias" and
+/// ".rotary_emb.inv_freq".
 std::vector<std::string> llama_ignored_tensors(const Config& config, const TensorSource& weights);
 
 /// Loads the Llama checkpoint folder `dir` (config.json, model.safetensors or shards; float32, bfloat16 or

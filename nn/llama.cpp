@@ -155,17 +155,29 @@ Variable LlamaAttention::step(const Variable& x, KVCache& cache) {
   return attend(g.queries(project_q(x), offset), k, v);
 }
 
+namespace {
+
+// A block's or the model's norm over hidden_size: RMSNorm (with Gemma's unit offset) or LayerNorm with a bias
+std::shared_ptr<UnaryModule> hidden_norm(const LlamaConfig& c, const char* op) {
+  SACCADE_CHECK(c.norm_type == "rms_norm" || c.norm_type == "layer_norm",
+                "{}: norm_type must be 'rms_norm' or 'layer_norm', got '{}'", op, c.norm_type);
+  if (c.norm_type == "layer_norm") return std::make_shared<LayerNorm>(c.hidden_size, c.rms_norm_eps);
+  return std::make_shared<RMSNorm>(c.hidden_size, c.rms_norm_eps, true, c.norm_unit_offset);
+}
+
+}  // namespace
+
 LlamaBlock::LlamaBlock(const LlamaConfig& c, Generator* gen, int64_t layer_idx)
     : Module("LlamaBlock"), residual_multiplier(c.residual_multiplier) {
   ErrorScope scope(name());
   SACCADE_CHECK(c.norm_placement == "pre" || c.norm_placement == "post" || c.norm_placement == "sandwich",
                 "LlamaBlock: norm_placement must be 'pre', 'post' or 'sandwich', got '{}'", c.norm_placement);
+  SACCADE_CHECK(!c.parallel_residual || c.norm_placement == "pre",
+                "LlamaBlock: parallel_residual needs norm_placement 'pre', got '{}'", c.norm_placement);
   post_norms_ = c.norm_placement != "pre";
+  parallel_ = c.parallel_residual;
   const bool sandwich = c.norm_placement == "sandwich";
-  auto norm = [&](const char* name) {
-    return register_module(
-        name, std::make_shared<RMSNorm>(c.hidden_size, c.rms_norm_eps, true, c.norm_unit_offset));
-  };
+  auto norm = [&](const char* name) { return register_module(name, hidden_norm(c, "LlamaBlock")); };
   if (!post_norms_ || sandwich) input_layernorm = norm("input_layernorm");
   self_attn = register_module("self_attn", std::make_shared<LlamaAttention>(c, gen, layer_idx));
   post_attention_layernorm = norm("post_attention_layernorm");
@@ -180,6 +192,9 @@ LlamaBlock::LlamaBlock(const LlamaConfig& c, Generator* gen, int64_t layer_idx)
     o.hidden_act = c.hidden_act;
     o.shared_expert_intermediate_size = c.shared_expert_intermediate_size;
     moe = register_module("mlp", std::make_shared<SparseMoeBlock>(c.hidden_size, o, gen));
+  } else if (!c.gated_mlp) {
+    plain_mlp = register_module(
+        "mlp", std::make_shared<MLP>(c.hidden_size, c.intermediate_size, c.mlp_bias, gen, c.hidden_act));
   } else {
     mlp = register_module(
         "mlp", std::make_shared<SwiGLU>(c.hidden_size, c.intermediate_size, c.mlp_bias, gen, c.hidden_act));
@@ -193,7 +208,10 @@ bool is_sparse_layer(const LlamaConfig& c, int64_t layer_idx) {
   return c.decoder_sparse_step > 0 && (layer_idx + 1) % c.decoder_sparse_step == 0;
 }
 
-Variable LlamaBlock::feed_forward(const Variable& x) { return mlp ? mlp->forward(x) : moe->forward(x); }
+Variable LlamaBlock::feed_forward(const Variable& x) {
+  if (mlp) return mlp->forward(x);
+  return plain_mlp ? plain_mlp->forward(x) : moe->forward(x);
+}
 
 // x: (B, T, hidden) -> (B, T, hidden)
 Variable LlamaBlock::forward(const Variable& x, int64_t offset) {
@@ -226,11 +244,14 @@ Variable LlamaBlock::step(const Variable& x, KVCache& cache) {
 // pre-norm:  h = x + r · attended,                            y = h + r · mlp(post_attention_layernorm(h))
 // post-norm: h = x + r · post_attention_layernorm(attended),  y = h + r · post_feedforward_layernorm(mlp(h))
 // sandwich:  as post-norm, the MLP's input normed too:         y = h + r · post_ff_ln(mlp(pre_ff_ln(h)))
+// parallel:  y = x + r · attended + r · mlp(post_attention_layernorm(x))   (GPT-NeoX)
 // r = residual_multiplier (1 but Granite)
 Variable LlamaBlock::finish(const Variable& x, const Variable& attended) {
   auto scaled = [&](const Variable& v) {
     return residual_multiplier == 1.0 ? v : mul(v, residual_multiplier);
   };
+  if (parallel_)
+    return add(add(x, scaled(attended)), scaled(feed_forward(post_attention_layernorm->forward(x))));
   if (post_norms_) {
     const Variable h = add(x, scaled(post_attention_layernorm->forward(attended)));
     const Variable hn = pre_feedforward_layernorm ? pre_feedforward_layernorm->forward(h) : h;
@@ -258,8 +279,7 @@ LlamaModel::LlamaModel(const LlamaConfig& c, Generator* gen)
   auto list = register_module("layers", std::make_shared<Module>("ModuleList"));
   for (int64_t i = 0; i < c.num_hidden_layers; ++i)
     layers.push_back(list->register_module(std::to_string(i), std::make_shared<LlamaBlock>(c, gen, i)));
-  norm = register_module("norm",
-                         std::make_shared<RMSNorm>(c.hidden_size, c.rms_norm_eps, true, c.norm_unit_offset));
+  norm = register_module("norm", hidden_norm(c, "LlamaModel"));
   for (auto& [n, p] : named_parameters())
     if (p.dim() >= 2) init::normal_(p.data(), 0.0, 0.02, gen);
   if (auto pad = embed_tokens->padding_idx()) init::zeros_(embed_tokens->weight.data().select(0, *pad));

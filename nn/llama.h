@@ -55,6 +55,16 @@ struct LlamaConfig {
   /// the attention's output and post_feedforward_layernorm on the MLP's, each before its residual add) or
   /// "sandwich" (Gemma 2/3: both, with pre_feedforward_layernorm on the MLP's input)
   std::string norm_placement = "pre";
+  /// Every block norm and the final one: "rms_norm" (RMSNorm, the Llama family's) or "layer_norm"
+  /// (LayerNorm with a bias, GPT-NeoX's and StableLM's; eps rms_norm_eps either way)
+  std::string norm_type = "rms_norm";
+  /// GPT-NeoX's parallel residual (transformers' use_parallel_residual; Black et al. 2022): y = x +
+  /// attn(input_layernorm(x)) + mlp(post_attention_layernorm(x)), both sublayers reading the block's input;
+  /// false (the default): sequential, the MLP reading x + attn(...). Pre-norm blocks only
+  bool parallel_residual = false;
+  /// The MLP: gated (SwiGLU: down(act(gate x) ⊙ up x), the Llama family's) or not (nn::MLP: down(act(up
+  /// x)), GPT-NeoX's dense_h_to_4h and dense_4h_to_h)
+  bool gated_mlp = true;
   /// Each layer's attention, transformers' layer_types: "full_attention" or "sliding_attention" (the
   /// sliding_window applies to these layers only; Gemma 3's five local layers to one global); empty (the
   /// default): every layer alike, windowed when sliding_window > 0
@@ -177,13 +187,15 @@ class LlamaAttention : public Module {
 };
 
 /// One Llama decoder block (Hugging Face's LlamaDecoderLayer). Children: input_layernorm and
-/// post_attention_layernorm RMSNorm(hidden, rms_norm_eps, unit_offset norm_unit_offset) (with norm_placement
-/// "post", OLMo 2's Olmo2DecoderLayer: post_attention_layernorm and post_feedforward_layernorm; "sandwich",
-/// Gemma 3's: all four, pre_feedforward_layernorm too), self_attn
-/// LlamaAttention, mlp SwiGLU(hidden, intermediate, mlp_bias, hidden_act), or in a sparse layer
-/// (is_sparse_layer) mlp SparseMoeBlock (Mixtral's, Qwen-MoE's, OLMoE's decoder layer). forward: x (B, T,
-/// hidden) -> (B, T, hidden), each sublayer's output times residual_multiplier before its residual add.
-/// Errors as its children's.
+/// post_attention_layernorm RMSNorm(hidden, rms_norm_eps, unit_offset norm_unit_offset), or LayerNorm(hidden,
+/// rms_norm_eps) with norm_type "layer_norm" (with norm_placement "post", OLMo 2's Olmo2DecoderLayer:
+/// post_attention_layernorm and post_feedforward_layernorm; "sandwich", Gemma 3's: all four,
+/// pre_feedforward_layernorm too), self_attn LlamaAttention, mlp SwiGLU(hidden, intermediate, mlp_bias,
+/// hidden_act), MLP (the same arguments) when not gated_mlp, or in a sparse layer (is_sparse_layer) mlp
+/// SparseMoeBlock (Mixtral's, Qwen-MoE's, OLMoE's decoder layer). forward: x (B, T, hidden) -> (B, T,
+/// hidden), each sublayer's output times residual_multiplier before its residual add; with
+/// parallel_residual, GPT-NeoX's layer (both sublayers read x). Throws saccade::Error naming "LlamaBlock" for
+/// another norm_placement or norm_type, or parallel_residual without pre-norm; its children's errors.
 class LlamaBlock : public Module {
  public:
   /// `layer_idx`: the block's place in the stack (its no_rope_layers flag).
@@ -194,12 +206,14 @@ class LlamaBlock : public Module {
   /// Incremental decoding through self_attn.step (see LlamaAttention::step).
   Variable step(const Variable& x, KVCache& cache);
 
-  std::shared_ptr<RMSNorm> input_layernorm;            ///< null with norm_placement "post"
-  std::shared_ptr<RMSNorm> pre_feedforward_layernorm;  ///< only with norm_placement "sandwich"
-  std::shared_ptr<RMSNorm> post_attention_layernorm;
-  std::shared_ptr<RMSNorm> post_feedforward_layernorm;  ///< with norm_placement "post" or "sandwich"
+  /// RMSNorm or LayerNorm (norm_type)
+  std::shared_ptr<UnaryModule> input_layernorm;            ///< null with norm_placement "post"
+  std::shared_ptr<UnaryModule> pre_feedforward_layernorm;  ///< only with norm_placement "sandwich"
+  std::shared_ptr<UnaryModule> post_attention_layernorm;
+  std::shared_ptr<UnaryModule> post_feedforward_layernorm;  ///< with norm_placement "post" or "sandwich"
   std::shared_ptr<LlamaAttention> self_attn;
-  std::shared_ptr<SwiGLU> mlp;          ///< null in a sparse layer
+  std::shared_ptr<SwiGLU> mlp;          ///< null in a sparse layer or without gated_mlp
+  std::shared_ptr<MLP> plain_mlp;       ///< the MLP without gated_mlp (registered as "mlp"), else null
   std::shared_ptr<SparseMoeBlock> moe;  ///< a sparse layer's MLP (registered as "mlp"), else null
   double residual_multiplier;           ///< LlamaConfig's (1 but Granite)
   /// Activation checkpointing (transformers' gradient_checkpointing; saccade::checkpoint): a training
@@ -215,15 +229,16 @@ class LlamaBlock : public Module {
   Variable finish(const Variable& x, const Variable& attended);
   Variable feed_forward(const Variable& x);
   Variable run(const Variable& x, const std::function<Variable(const Variable&)>& block);
-  bool post_norms_ = false;
+  bool post_norms_ = false, parallel_ = false;
 };
 
 /// Hugging Face's LlamaModel: the decoder stack without the output layer. Children: embed_tokens
 /// Embedding(vocab, hidden, padding_idx pad_token_id), layers.0 ... layers.<n - 1> (LlamaBlock), norm
-/// RMSNorm(hidden, rms_norm_eps). Rotary positions, no position embedding; the embeddings times
-/// embedding_multiplier. Init: every weight N(0, 0.02²) (transformers' initializer_range), the padding row 0,
-/// norms 1 (0 with norm_unit_offset), from Generator(seed). Throws saccade::Error naming "LlamaModel" for
-/// sizes that are not positive, "Embedding" for a pad_token_id outside the vocabulary.
+/// RMSNorm(hidden, rms_norm_eps) (LayerNorm with norm_type "layer_norm"). Rotary positions, no position
+/// embedding; the embeddings times embedding_multiplier. Init: every weight N(0, 0.02²) (transformers'
+/// initializer_range), the padding row 0, norms 1 (0 with norm_unit_offset), from Generator(seed). Throws
+/// saccade::Error naming "LlamaModel" for sizes that are not positive, "Embedding" for a pad_token_id outside
+/// the vocabulary.
 class LlamaModel : public Module {
  public:
   explicit LlamaModel(const LlamaConfig& config, Generator* gen = nullptr);
@@ -242,7 +257,7 @@ class LlamaModel : public Module {
 
   std::shared_ptr<Embedding> embed_tokens;
   std::vector<std::shared_ptr<LlamaBlock>> layers;
-  std::shared_ptr<RMSNorm> norm;
+  std::shared_ptr<UnaryModule> norm;  ///< RMSNorm or LayerNorm (norm_type)
 
  private:
   void check(const Tensor& idx, int64_t offset) const;

@@ -43,6 +43,26 @@ Variable SwiGLU::forward(const Variable& x) {
   return down_proj->forward(mul(gelu_->forward(gate_proj->forward(x)), up_proj->forward(x)));
 }
 
+MLP::MLP(int64_t hidden_size, int64_t intermediate_size, bool bias, Generator* gen,
+         const std::string& hidden_act)
+    : UnaryModule("MLP"), hidden_act_(hidden_act) {
+  ErrorScope scope(name());
+  const std::vector<std::string>& known = SwiGLU::activations();
+  SACCADE_CHECK(std::find(known.begin(), known.end(), hidden_act) != known.end(),
+                "MLP: hidden_act '{}' is not supported ({})", hidden_act, fmt::join(known, ", "));
+  if (hidden_act != "silu") gelu_ = std::make_shared<GELU>(hidden_act == "gelu" ? "none" : "tanh");
+  up_proj = register_module("up_proj", std::make_shared<Linear>(hidden_size, intermediate_size, bias, gen));
+  down_proj =
+      register_module("down_proj", std::make_shared<Linear>(intermediate_size, hidden_size, bias, gen));
+}
+
+// x: (*, hidden) -> up: (*, intermediate) -> (*, hidden)
+Variable MLP::forward(const Variable& x) {
+  ErrorScope scope(name(), {shape_of(x)});
+  const Variable up = up_proj->forward(x);
+  return down_proj->forward(gelu_ ? gelu_->forward(up) : silu(up));
+}
+
 // x: (*, in) -> (*, out)
 Variable PositionWiseFFN::forward(const Variable& x) {
   ErrorScope scope(name(), {shape_of(x)});

@@ -59,6 +59,30 @@ class SwiGLU : public UnaryModule {
   std::shared_ptr<GELU> gelu_;  // the gate's activation unless silu (fused)
 };
 
+/// The plain (ungated) feed-forward block of GPT-NeoX-family decoders (Black et al. 2022; Hugging Face's
+/// GPTNeoXMLP): down_proj(act(up_proj(x))), act named as for SwiGLU ("gelu" exact, "gelu_new" or
+/// "gelu_pytorch_tanh" GELU's tanh form, "silu"). The Transformer's position-wise FFN (Vaswani et al. 2017,
+/// eq. 2) with GELU, as GPT-2's MLP; nn::LlamaBlock runs it when LlamaConfig::gated_mlp is false.
+///
+/// Children: `up_proj` Linear(hidden_size, intermediate_size), `down_proj` Linear(intermediate_size,
+/// hidden_size), with biases when `bias` (GPT-NeoX's dense_h_to_4h and dense_4h_to_h: hf::llama_name_table
+/// maps the names). Init as Linear, from `gen`.
+/// forward: x (*, hidden_size) -> (*, hidden_size). Throws saccade::Error naming "MLP" for a hidden_act
+/// outside SwiGLU::activations(); Linear's errors otherwise.
+class MLP : public UnaryModule {
+ public:
+  MLP(int64_t hidden_size, int64_t intermediate_size, bool bias = true, Generator* gen = nullptr,
+      const std::string& hidden_act = "gelu");
+  Variable forward(const Variable& x) override;
+  const std::string& hidden_act() const { return hidden_act_; }
+
+  std::shared_ptr<Linear> up_proj, down_proj;
+
+ private:
+  std::string hidden_act_;
+  std::shared_ptr<GELU> gelu_;  // null for silu
+};
+
 /// The residual connection followed by layer normalisation: AddNorm(X, Y) = LayerNorm(Dropout(Y) + X) (d2l
 /// section 11.7, AddNorm; Vaswani et al. 2017, section 5.4).
 ///

@@ -469,8 +469,13 @@ TEST_CASE("hf Gemma: a row of the family table, (1 + w) norms, sqrt(d) embedding
 
   // the model: norms start at 0 (1 + w = 1), the embedding's padding row is the pad token
   nn::LlamaForCausalLM model(hf::llama_config(c));
-  CHECK(model.model->norm->unit_offset());
-  CHECK(ops::sum(ops::abs(model.model->layers[0]->input_layernorm->weight.data())).item<float>() == 0.0f);
+  const auto rms = [](const std::shared_ptr<nn::UnaryModule>& m) {
+    return std::dynamic_pointer_cast<nn::RMSNorm>(m);
+  };
+  REQUIRE((rms(model.model->norm) && rms(model.model->layers[0]->input_layernorm)));
+  CHECK(rms(model.model->norm)->unit_offset());
+  CHECK(ops::sum(ops::abs(rms(model.model->layers[0]->input_layernorm)->weight.data())).item<float>() ==
+        0.0f);
   CHECK(model.model->embed_tokens->padding_idx() == std::optional<int64_t>(0));
   CHECK(model.model->layers[0]->mlp->hidden_act() == "gelu_pytorch_tanh");
   // written back as gemma, and read back the same
@@ -492,7 +497,7 @@ TEST_CASE(
   // gemma); the stored norm weight is an offset from one (set to 1 it doubles the scale: other logits); the
   // training batch holds the pad token 0, whose embedding row transformers never updates but by weight decay
   check_family_fixture("hf_gemma", "gemma", "GemmaForCausalLM", [](nn::LlamaForCausalLM& model) {
-    Tensor w = model.model->layers[1]->input_layernorm->weight.data();
+    Tensor w = std::dynamic_pointer_cast<nn::RMSNorm>(model.model->layers[1]->input_layernorm)->weight.data();
     ops::fill_(w, 1.0);
   });
 }
@@ -785,7 +790,8 @@ TEST_CASE(
   // tests/data/hf_olmo2: written by transformers' Olmo2ForCausalLM (make_hf_families.py olmo2); with another
   // post_feedforward_layernorm weight the logits are not transformers'
   check_family_fixture("hf_olmo2", "olmo2", "Olmo2ForCausalLM", [](nn::LlamaForCausalLM& model) {
-    Tensor w = model.model->layers[1]->post_feedforward_layernorm->weight.data();
+    Tensor w = std::dynamic_pointer_cast<nn::RMSNorm>(model.model->layers[1]->post_feedforward_layernorm)
+                   ->weight.data();
     ops::fill_(w, 1.0);
   });
 }

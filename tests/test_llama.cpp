@@ -36,11 +36,13 @@ nn::LlamaConfig tiny() {
 // The block from readable pieces: x (B, T, hidden), float64; with post-norms (OLMo 2's: no input norm, each
 // sublayer's output normed; Gemma 3's sandwich: the inputs normed too) and q and k norms over all heads when
 // the block has them
-Variable reference(nn::LlamaBlock& b, const Variable& x) {
+Variable reference(nn::LlamaBlock& b, const Variable& x, bool parallel = false) {
   const bool post = b.post_feedforward_layernorm != nullptr;
   const bool full = b.self_attn->q_norm && b.self_attn->q_norm->weight.numel() != b.self_attn->head_dim;
-  auto norm = [](const Variable& y, const std::shared_ptr<nn::RMSNorm>& n) {
-    return rms_norm_composed(y, {y.size(-1)}, n->weight, 1e-5);
+  auto norm = [](const Variable& y, const std::shared_ptr<nn::Module>& n) {
+    if (auto ln = std::dynamic_pointer_cast<nn::LayerNorm>(n))  // GPT-NeoX's and StableLM's
+      return layer_norm_composed(y, {y.size(-1)}, ln->weight, ln->bias, 1e-5);
+    return rms_norm_composed(y, {y.size(-1)}, std::dynamic_pointer_cast<nn::RMSNorm>(n)->weight, 1e-5);
   };
   const nn::LlamaAttention& a = *b.self_attn;
   const int64_t B = x.size(0), T = x.size(1), H = a.num_heads, Hkv = a.num_kv_heads, hd = a.head_dim;
@@ -65,12 +67,17 @@ Variable reference(nn::LlamaBlock& b, const Variable& x) {
   s = masked_fill(s, ops::logical_not(nn::causal_mask(T, T)), -INFINITY);
   const Variable o = reshape(permute(matmul(softmax(s, -1), v), {0, 2, 1, 3}), {B, T, H * hd});
   const Variable attended = a.o_proj->forward(o);
+  auto mlp = [&](const Variable& in) {
+    if (b.plain_mlp)  // GPT-NeoX's: down(gelu(up in))
+      return b.plain_mlp->down_proj->forward(gelu(b.plain_mlp->up_proj->forward(in)));
+    return b.mlp->down_proj->forward(mul(silu(b.mlp->gate_proj->forward(in)), b.mlp->up_proj->forward(in)));
+  };
+  if (parallel) return add(add(x, attended), mlp(norm(x, b.post_attention_layernorm)));
   const Variable h = add(x, post ? norm(attended, b.post_attention_layernorm) : attended);
   const Variable hn = !post                         ? norm(h, b.post_attention_layernorm)
                       : b.pre_feedforward_layernorm ? norm(h, b.pre_feedforward_layernorm)
                                                     : h;
-  const Variable m =
-      b.mlp->down_proj->forward(mul(silu(b.mlp->gate_proj->forward(hn)), b.mlp->up_proj->forward(hn)));
+  const Variable m = mlp(hn);
   return add(h, post ? norm(m, b.post_feedforward_layernorm) : m);
 }
 
@@ -99,7 +106,8 @@ TEST_CASE("LlamaBlock: Hugging Face's names, and the composed reference", "[nn][
   CHECK(block.self_attn->k_proj->weight.shape() == Shape{8, 16});  // H_kv · head_dim = 2 · 4
   CHECK(block.self_attn->q_proj->weight.shape() == Shape{16, 16});
   block.to(DType::Float64);
-  for (const Variable& w : {block.input_layernorm->weight, block.post_attention_layernorm->weight}) {
+  for (const Variable& w : {std::dynamic_pointer_cast<nn::RMSNorm>(block.input_layernorm)->weight,
+                            std::dynamic_pointer_cast<nn::RMSNorm>(block.post_attention_layernorm)->weight}) {
     Tensor d = w.data();  // not all ones, so the norms' weights count
     ops::copy_(d, ops::add(rand64({16}, 8), 1.0));
   }
@@ -119,6 +127,50 @@ TEST_CASE("LlamaBlock: Hugging Face's names, and the composed reference", "[nn][
                   {Variable(rand64({1, 3, 16}, 10), true)}));
   sum(y).backward();
   for (const Variable& p : block.parameters()) CHECK(p.grad().defined());
+}
+
+TEST_CASE(
+    "LlamaBlock: GPT-NeoX's switches (LayerNorms, a parallel residual, an ungated MLP) against the composed "
+    "reference, with their gradients",
+    "[nn][llama]") {
+  for (bool parallel : {true, false}) {
+    CAPTURE(parallel);
+    nn::LlamaConfig c = tiny();
+    c.norm_type = "layer_norm";
+    c.parallel_residual = parallel;
+    c.gated_mlp = false;
+    c.hidden_act = "gelu";
+    c.attention_bias = c.mlp_bias = true;
+    Generator gen(13);
+    nn::LlamaBlock block(c, &gen);
+    std::vector<std::string> keys = block.state_dict().keys();
+    for (const char* name : {"input_layernorm.bias", "post_attention_layernorm.bias", "mlp.up_proj.bias",
+                             "mlp.down_proj.weight", "self_attn.o_proj.bias"}) {
+      CAPTURE(name);
+      CHECK(std::find(keys.begin(), keys.end(), name) != keys.end());
+    }
+    CHECK(std::find(keys.begin(), keys.end(), "mlp.gate_proj.weight") == keys.end());
+    block.to(DType::Float64);
+    for (auto& [name, p] : block.named_parameters())
+      if (name.find("norm") != std::string::npos) {  // not ones and zeros, so that both count
+        Tensor d = p.data();
+        ops::copy_(d, ops::add(rand64(p.shape(), 14), 1.0));
+      }
+    const Variable x(rand64({2, 5, 16}, 15));
+    const Tensor y = block.forward(x).data();
+    CHECK(allclose(y, reference(block, x, parallel).data(), 1e-12, 1e-12));
+    CHECK_FALSE(allclose(y, reference(block, x, !parallel).data(), 1e-6, 1e-6));
+    check_steps(block, x.data(), y);
+    CHECK(gradcheck([&](const std::vector<Variable>& v) { return block.forward(v[0]); },
+                    {Variable(rand64({1, 3, 16}, 16), true)}));
+  }
+  nn::LlamaConfig bad = tiny();
+  bad.norm_type = "batch_norm";
+  REQUIRE_THROWS_SACCADE(nn::LlamaBlock(bad), "norm_type must be 'rms_norm' or 'layer_norm'");
+  bad = tiny();
+  bad.parallel_residual = true;
+  bad.norm_placement = "post";
+  REQUIRE_THROWS_SACCADE(nn::LlamaBlock(bad), "parallel_residual needs norm_placement 'pre'");
 }
 
 TEST_CASE("LlamaBlock: Qwen3's q and k norms, per head before the rotation, with their gradients",

@@ -305,6 +305,8 @@ if(TARGET gpt)
     saccade_cli_test(gpt_init_from_smollm3 --err "^gpt: hf_llama_gpt_config: this GPT cannot hold the layers without rotary positions of a 'smollm3' model" 1 10 -- ${gpt} train --init-from-hf ${hf_data}/hf_smollm3 --steps 1 --out run)
     saccade_cli_test(gpt_init_from_phi3 --err "^gpt: hf_llama_gpt_config: this GPT cannot hold the fused projections and partial rotation of a 'phi3' model" 1 10 -- ${gpt} train --init-from-hf ${hf_data}/hf_phi3 --steps 1 --out run)
     saccade_cli_test(gpt_init_from_olmo2 --err "^gpt: hf_llama_gpt_config: this GPT cannot hold the post-norms and full-width q and k norms of an? 'olmo2' model" 1 10 -- ${gpt} train --init-from-hf ${hf_data}/hf_olmo2 --steps 1 --out run)
+    saccade_cli_test(gpt_init_from_gpt_neox --err "^gpt: hf_llama_gpt_config: this GPT cannot hold the LayerNorms, parallel residual or ungated MLP of a 'gpt_neox' model" 1 10 -- ${gpt} train --init-from-hf ${hf_data}/hf_gpt_neox --steps 1 --out run)
+    saccade_cli_test(gpt_init_from_stablelm --err "^gpt: hf_llama_gpt_config: this GPT cannot hold the LayerNorms, parallel residual or ungated MLP of a 'stablelm' model" 1 10 -- ${gpt} train --init-from-hf ${hf_data}/hf_stablelm --steps 1 --out run)
     saccade_cli_test(gpt_init_from_llama3_rope --err "^gpt: hf_llama_gpt_config: this GPT cannot hold rope scaling" 1 10 -- ${gpt} train --init-from-hf ${hf_data}/hf_llama_rope --steps 1 --out run)
     # --stop-at past --steps would never stop the run: refused before any work, in both commands
     saccade_cli_refusal(gpt_finetune_stop_past_steps "^gpt: --stop-at: 12 is past --steps 10" ${gpt} finetune --hf ${hf_data}/hf_llama --data ${hf_data}/hf_instruct.jsonl --steps 10 --stop-at 12 --out run)

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "hf/config.h"
 #include "tests/fuzz/libfuzzer/fuzz_common.h"
@@ -31,7 +32,9 @@ bool same_config(const hf::Config& a, const hf::Config& b) {
          a.logits_scaling == b.logits_scaling && a.pad_token_id == b.pad_token_id &&
          a.no_rope_layers == b.no_rope_layers && a.partial_rotary_factor == b.partial_rotary_factor &&
          a.qk_norm_full_width == b.qk_norm_full_width && a.norm_placement == b.norm_placement &&
-         a.layer_types == b.layer_types && a.rope_local_base_freq == b.rope_local_base_freq &&
+         a.norm_type == b.norm_type && a.parallel_residual == b.parallel_residual &&
+         a.gated_mlp == b.gated_mlp && a.layer_types == b.layer_types &&
+         a.rope_local_base_freq == b.rope_local_base_freq &&
          a.attn_logit_softcapping == b.attn_logit_softcapping &&
          a.final_logit_softcapping == b.final_logit_softcapping && a.num_experts == b.num_experts &&
          a.num_experts_per_tok == b.num_experts_per_tok &&
@@ -44,13 +47,10 @@ bool same_config(const hf::Config& a, const hf::Config& b) {
 
 void check_accepted(const hf::Config& c) {
   const bool gpt2 = c.architecture == hf::Architecture::GPT2;
-  FUZZ_CHECK(gpt2 ? c.model_type == "gpt2"
-                  : (c.model_type == "llama" || c.model_type == "mistral" || c.model_type == "qwen2" ||
-                     c.model_type == "qwen3" || c.model_type == "gemma" || c.model_type == "granite" ||
-                     c.model_type == "smollm3" || c.model_type == "phi3" || c.model_type == "olmo2" ||
-                     c.model_type == "gemma3_text" || c.model_type == "gemma2" || c.model_type == "mixtral" ||
-                     c.model_type == "qwen2_moe" || c.model_type == "qwen3_moe" || c.model_type == "olmoe"),
-             "model_type '{}'", c.model_type);
+  const std::vector<std::string> rows = hf::supported_model_types();
+  FUZZ_CHECK(
+      gpt2 == (c.model_type == "gpt2") && std::find(rows.begin(), rows.end(), c.model_type) != rows.end(),
+      "model_type '{}'", c.model_type);
   // sparse MoE layers exactly in the MoE rows, k of E experts a token, a shared expert only in Qwen2-MoE
   const bool moe = c.model_type == "mixtral" || c.model_type == "qwen2_moe" || c.model_type == "qwen3_moe" ||
                    c.model_type == "olmoe";
@@ -60,10 +60,11 @@ void check_accepted(const hf::Config& c) {
                  c.router_aux_loss_coef >= 0,
              "num_experts {}, num_experts_per_tok {}, shared {} of a '{}' config", c.num_experts,
              c.num_experts_per_tok, c.shared_expert_intermediate_size, c.model_type);
-  // q/k/v-only biases in a "qwen2" file (transformers' Qwen2 hard-codes them) and a "qwen2_moe" one (its
-  // qkv_bias)
-  FUZZ_CHECK(c.qkv_bias == (c.model_type == "qwen2") || c.model_type == "qwen2_moe",
-             "qkv_bias {} of a '{}' config", c.qkv_bias, c.model_type);
+  // q/k/v-only biases in a "qwen2" file (transformers' Qwen2 hard-codes them), a "qwen2_moe" one (its
+  // qkv_bias) and a "stablelm" one (use_qkv_bias)
+  FUZZ_CHECK(
+      c.qkv_bias == (c.model_type == "qwen2") || c.model_type == "qwen2_moe" || c.model_type == "stablelm",
+      "qkv_bias {} of a '{}' config", c.qkv_bias, c.model_type);
   // per-head q and k norms exactly in a "qwen3" file (transformers' Qwen3 always has them), never MLP biases
   const bool gemma3 = c.model_type == "gemma3_text", gemma2 = c.model_type == "gemma2";
   const bool sandwich = gemma2 || gemma3, gemma = c.model_type == "gemma" || sandwich;
@@ -94,10 +95,18 @@ void check_accepted(const hf::Config& c) {
                  : c.no_rope_layers.empty(),
              "{} no_rope_layers of a '{}' config with {} layers", c.no_rope_layers.size(), c.model_type,
              c.num_hidden_layers);
-  // a share of each head rotated only in a "phi3" file, whole pairs of dims
+  // LayerNorms exactly in the GPT-NeoX and StableLM files, a parallel residual and an ungated MLP in
+  // GPT-NeoX's
+  const bool layer_norm = c.model_type == "gpt_neox" || c.model_type == "stablelm";
+  FUZZ_CHECK((c.norm_type == "layer_norm") == layer_norm && (c.norm_type == "rms_norm") == !layer_norm &&
+                 (!c.parallel_residual || c.model_type == "gpt_neox") &&
+                 c.gated_mlp == (c.model_type != "gpt_neox"),
+             "norm_type '{}', parallel_residual {}, gated_mlp {} of a '{}' config", c.norm_type,
+             c.parallel_residual, c.gated_mlp, c.model_type);
+  // a share of each head rotated only in "phi3", "gpt_neox" and "stablelm" files, whole pairs of dims
   const auto rotated = static_cast<int64_t>(static_cast<double>(c.head_dim) * c.partial_rotary_factor);
-  FUZZ_CHECK((c.partial_rotary_factor == 1.0 || c.model_type == "phi3") && c.partial_rotary_factor <= 1.0 &&
-                 (gpt2 || (rotated >= 2 && rotated % 2 == 0)),
+  FUZZ_CHECK((c.partial_rotary_factor == 1.0 || c.model_type == "phi3" || layer_norm) &&
+                 c.partial_rotary_factor <= 1.0 && (gpt2 || (rotated >= 2 && rotated % 2 == 0)),
              "partial_rotary_factor {} of a '{}' config with head_dim {}", c.partial_rotary_factor,
              c.model_type, c.head_dim);
   // post-norms and full-width q and k norms exactly in an "olmo2" file
