@@ -245,34 +245,29 @@ Shape grouped(const Shape& shape, int64_t d, int64_t groups) {
   return Shape(dims);
 }
 
-// The part of `full` that rule.groups interleaved blocks hold at [start / groups, (start + len) / groups) of
-// each block along rule.split_dim, joined: (..., len, ...).
-Tensor ungroup(const Tensor& full, const NameRule& rule, int64_t start, int64_t len) {
-  const int64_t d = rule.split_dim, g = rule.groups;
+}  // namespace
+
+Tensor interleaved_part(const Tensor& full, int64_t dim, int64_t groups, int64_t start, int64_t len) {
   std::vector<int64_t> out(full.shape().begin(), full.shape().end());
-  out[static_cast<size_t>(d)] = len;
+  out[static_cast<size_t>(dim)] = len;
   return full.contiguous()
-      .reshape(grouped(full.shape(), d, g))
-      .narrow(d + 1, start / g, len / g)
+      .reshape(grouped(full.shape(), dim, groups))
+      .narrow(dim + 1, start / groups, len / groups)
       .contiguous()
       .reshape(Shape(out));
 }
 
-// The reverse: parts (..., len_i, ...) interleaved in rule.groups blocks along rule.split_dim.
-Tensor regroup(const std::vector<Tensor>& parts, const NameRule& rule) {
-  const int64_t d = rule.split_dim, g = rule.groups;
+Tensor interleave(const std::vector<Tensor>& parts, int64_t dim, int64_t groups) {
   std::vector<Tensor> blocks;
   int64_t total = 0;
   for (const Tensor& p : parts) {
-    blocks.push_back(p.contiguous().reshape(grouped(p.shape(), d, g)));
-    total += p.shape()[static_cast<size_t>(d)];
+    blocks.push_back(p.contiguous().reshape(grouped(p.shape(), dim, groups)));
+    total += p.shape()[static_cast<size_t>(dim)];
   }
   std::vector<int64_t> out(parts[0].shape().begin(), parts[0].shape().end());
-  out[static_cast<size_t>(d)] = total;
-  return ops::cat(blocks, d + 1).reshape(Shape(out));
+  out[static_cast<size_t>(dim)] = total;
+  return ops::cat(blocks, dim + 1).reshape(Shape(out));
 }
-
-}  // namespace
 
 LoadReport load_weights(nn::Module& module, const TensorSource& weights, const std::vector<NameRule>& table,
                         bool strict, const std::vector<std::string>& ignore) {
@@ -370,7 +365,7 @@ LoadReport load_weights(nn::Module& module, const TensorSource& weights, const s
     for (int64_t i = 0; i < parts; ++i) {
       const Tensor& dst = ours.at(rule.ours[static_cast<size_t>(i)]);
       const int64_t len = part_length(rule, dst);
-      Tensor part = rule.groups > 1 ? ungroup(full, rule, start, len)
+      Tensor part = rule.groups > 1 ? interleaved_part(full, rule.split_dim, rule.groups, start, len)
                     : parts > 1     ? full.narrow(rule.split_dim, start, len)
                                     : full;
       start += len;
@@ -396,7 +391,7 @@ nn::StateDict export_weights(const nn::Module& module, const std::vector<NameRul
       parts.push_back(rule.transpose ? p.transpose(0, 1) : p);
     }
     const Tensor joined = parts.size() == 1 ? parts[0]
-                          : rule.groups > 1 ? regroup(parts, rule)
+                          : rule.groups > 1 ? interleave(parts, rule.split_dim, rule.groups)
                                             : ops::cat(parts, rule.split_dim);
     out.insert(rule.hf, joined.contiguous());
   }

@@ -117,6 +117,15 @@ struct NameRule {
   int64_t groups = 1;
 };
 
+/// The part of `full` that `groups` interleaved blocks along `dim` hold at [start / groups, (start + len) /
+/// groups) of each block, joined: (..., len, ...) (NameRule::groups; GPT-NeoX's q rows of query_key_value are
+/// interleaved_part(w, 0, H, 0, H·head_dim)). start and len are multiples of groups, and groups divides
+/// full's size along dim.
+Tensor interleaved_part(const Tensor& full, int64_t dim, int64_t groups, int64_t start, int64_t len);
+/// The reverse: `parts`, each a multiple of groups long along `dim`, interleaved in `groups` blocks (each
+/// block every part's share in order).
+Tensor interleave(const std::vector<Tensor>& parts, int64_t dim, int64_t groups);
+
 /// What load_weights did not use: checkpoint tensors no row names (non-strict loads only; strict loads
 /// refuse them).
 struct LoadReport {

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "hf/checkpoint.h"
+#include "hf/llama.h"
 #include "nn/serialization.h"
 #include "ops/elementwise.h"
 #include "ops/join.h"
@@ -129,7 +130,10 @@ void save_adapter(const std::string& dir, const nn::Module& model, const nn::Lor
       rows.push_back(lin->lora_B->weight.data().to(DType::Float32));
     }
     tensors.insert(kPrefix + unit.name + ".lora_A.weight", lins[0]->lora_A->weight.data().to(DType::Float32));
-    tensors.insert(kPrefix + unit.name + ".lora_B.weight", rows.size() == 1 ? rows[0] : ops::cat(rows, 0));
+    const Tensor b = rows.size() == 1  ? rows[0]
+                     : unit.groups > 1 ? interleave(rows, 0, unit.groups)
+                                       : ops::cat(rows, 0);
+    tensors.insert(kPrefix + unit.name + ".lora_B.weight", b);
     targets.insert(last_component(unit.name));
   }
   if (targets.empty()) throw Error(op + ": the model has no LoRA adapters (apply_lora adds them)");
@@ -157,6 +161,25 @@ void save_adapter(const std::string& dir, const nn::Module& model, const nn::Lor
   if (ec) throw Error(fmt::format("{}: cannot make the folder '{}': {}", op, dir, ec.message()));
   nn::save_safetensors(tensors, (fs::path(dir) / "adapter_model.safetensors").string(), {{"format", "pt"}});
   write_file_atomic((fs::path(dir) / "adapter_config.json").string(), j.dump(2) + "\n", op);
+}
+
+AdapterLayout llama_adapter_layout(const nn::LlamaForCausalLM& model) {
+  const std::string row = llama_hf_config(model.config()).model_type;
+  if (row != "phi3" && row != "gpt_neox") return {};
+  AdapterLayout layout;
+  auto module_of = [](const std::string& weight) {
+    return weight.substr(0, weight.size() - 7);
+  };  // ".weight"
+  std::set<std::string> linears;
+  for (const auto& [name, lin] : nn::named_linears(model)) linears.insert(name);
+  for (const NameRule& rule : llama_name_table(model)) {
+    if (!rule.hf.ends_with(".weight") || !linears.count(module_of(rule.ours[0]))) continue;
+    nn::LoraUnit unit{module_of(rule.hf), {}, rule.groups};
+    for (const std::string& w : rule.ours) unit.linears.push_back(module_of(w));
+    if (unit.linears[0] == "lm_head") unit.name = "lm_head";  // GPT-NeoX's embed_out on disk
+    layout.units.push_back(unit);
+  }
+  return layout;
 }
 
 AdapterConfig load_adapter(const std::string& dir, nn::Module& model, const std::string& base_dir,
@@ -206,7 +229,8 @@ AdapterConfig load_adapter(const std::string& dir, nn::Module& model, const std:
     int64_t row = 0;
     for (nn::Linear* lin : lins) {  // each Linear's rows of the fused B
       Tensor mine = lin->lora_B->weight.data();
-      ops::copy_(mine, b.narrow(0, row, lin->out_features()));
+      const int64_t n = lin->out_features();
+      ops::copy_(mine, unit.groups > 1 ? interleaved_part(b, 0, unit.groups, row, n) : b.narrow(0, row, n));
       row += lin->out_features();
     }
   }

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "nn/llama.h"
 #include "nn/lora.h"
 #include "nn/module.h"
 
@@ -34,6 +35,15 @@ struct AdapterLayout {
   std::vector<nn::LoraUnit> units;
   bool fan_in_fan_out = false;
 };
+
+/// The layout of a Llama-family model (nn::LlamaForCausalLM) in PEFT's files: empty (every Linear under its
+/// own name, transformers' too) unless its row keeps projections fused on disk, where each Linear goes by the
+/// name of the checkpoint tensor that holds it (hf::llama_name_table) and a fused tensor's Linears are one
+/// unit: Phi-3's "self_attn.qkv_proj" (q_proj, k_proj, v_proj) and "mlp.gate_up_proj" (gate_proj, up_proj),
+/// GPT-NeoX's "attention.query_key_value" (q, k and v interleaved head by head: groups H),
+/// "attention.dense", "mlp.dense_h_to_4h" and "mlp.dense_4h_to_h" under "gpt_neox.layers.N." (its output
+/// layer stays "lm_head", transformers 5's module name).
+AdapterLayout llama_adapter_layout(const nn::LlamaForCausalLM& model);
 
 /// Reads `dir`/adapter_config.json. Throws saccade::Error naming "hf::load_adapter_config" and the file for a
 /// missing or unparsable file, a peft_type other than "LORA", a missing or non-integer r or one below 1, a

@@ -70,6 +70,9 @@ std::vector<LoraUnit> lora_units(const Module& model, const std::vector<LoraUnit
                     "apply_lora: the unit '{}' joins Linears of {} and {} input features", u.name, in,
                     it->second->in_features());
       in = it->second->in_features();
+      SACCADE_CHECK(u.groups >= 1 && it->second->out_features() % u.groups == 0,
+                    "apply_lora: the unit '{}' interleaves its Linears in {} groups, and '{}' has {} outputs",
+                    u.name, u.groups, name, it->second->out_features());
     }
   }
   return units;

@@ -55,6 +55,10 @@ struct LoraConfig {
 struct LoraUnit {
   std::string name;                  ///< e.g. "transformer.h.0.attn.c_attn"
   std::vector<std::string> linears;  ///< e.g. {"h.0.attn.W_q", "h.0.attn.W_k", "h.0.attn.W_v"}
+  /// How the fused module's output rows hold the Linears' (and so B's rows, in an adapter file): one after
+  /// another (1), or interleaved in `groups` blocks, each block every Linear's share in order (GPT-NeoX's
+  /// query_key_value, head by head: hf::NameRule::groups)
+  int64_t groups = 1;
 };
 
 /// The units of `model`: `units` as given, or when it is empty each Linear of the model under its own dotted

@@ -452,9 +452,10 @@ struct HFModel {
   std::string description;
   // the model, whichever family
   saccade::nn::Module& base() { return gpt ? static_cast<saccade::nn::Module&>(*gpt) : *llama; }
-  // how PEFT's files name its modules: GPT-2's Conv1D names and fused c_attn, or the Llama's own names
+  // how PEFT's files name its modules: GPT-2's Conv1D names and fused c_attn, or the Llama family's (fused
+  // on disk for Phi-3 and GPT-NeoX)
   saccade::hf::AdapterLayout adapter_layout() const {
-    return gpt ? ex::gpt2_adapter_layout(gpt->config().n_layer) : saccade::hf::AdapterLayout{};
+    return gpt ? ex::gpt2_adapter_layout(gpt->config().n_layer) : saccade::hf::llama_adapter_layout(*llama);
   }
 };
 
