@@ -539,18 +539,72 @@ void read_gpt_neox(const Reader& r, Config& c) {
 
 // StableLM (Stability AI's StableLM-3B-4E1T and StableLM 2; transformers' StableLmConfig): Llama's blocks
 // (SwiGLU, grouped-query attention) with LayerNorms, a quarter of each head rotating by default, biases on q,
-// k and v by use_qkv_bias. Per-head q/k LayerNorms (qk_layernorm) and the parallel layer with one shared
-// norm (use_parallel_residual), StableLM 2 12B's, are refused by name.
+// k and v by use_qkv_bias, and with use_parallel_residual a parallel layer whose MLP reads the attention's
+// normed input (one norm a block). Per-head q/k LayerNorms (qk_layernorm, StableLM 2 12B's) are refused by
+// name.
 void read_stablelm(const Reader& r, Config& c) {
   read_layer_norm_common(r, c, "silu", 0.25);
   c.qkv_bias = r.boolean("use_qkv_bias", false);
   if (r.boolean("qk_layernorm", false))
     throw r.fail("qk_layernorm", "true is not supported (per-head LayerNorms on q and k)");
-  if (r.boolean("use_parallel_residual", false))
-    throw r.fail("use_parallel_residual",
-                 "true is not supported (StableLM's parallel layer shares one norm)");
+  c.parallel_residual = r.boolean("use_parallel_residual", false);
+  c.parallel_norms = 1;
   for (const char* key : {"attention_bias", "mlp_bias"})
     r.ignored_unless_false(key, "transformers' StableLmForCausalLM sets its biases by use_qkv_bias only");
+}
+
+// Falcon (Almazrouei et al. 2023; transformers' FalconConfig): LayerNorm blocks (layer_norm_epsilon) with an
+// ungated MLP (ffn_hidden_size, 4 hidden_size by default; activation "gelu"), biases everywhere or nowhere
+// (bias), rotary positions over whole heads, q, k and v in one query_key_value grouped by key/value head
+// (each group's queries, then its key and value: hf::llama_name_table); key/value heads num_kv_heads with
+// new_decoder_architecture (Falcon 40B, 180B), else 1 when multi_query (Falcon 7B) or one a head. The layer:
+// new_decoder_architecture's is parallel with num_ln_in_parallel_attn norms (2 by default: ln_attn, ln_mlp);
+// the older one parallel through its one input_layernorm when parallel_attn, else sequential. alibi
+// (Falcon-RW) is refused by name. FalconConfig's defaults: tied embeddings, multi_query, parallel_attn.
+void read_falcon(const Reader& r, Config& c) {
+  if (r.boolean("alibi", false))
+    throw r.fail("alibi", "true is not supported (saccade runs rotary positions)");
+  c.architecture = Architecture::Llama;
+  c.norm_type = "layer_norm";
+  c.gated_mlp = false;
+  c.hidden_size = r.integer("hidden_size", std::nullopt);
+  c.num_hidden_layers = r.integer("num_hidden_layers", std::nullopt);
+  c.num_attention_heads = r.integer("num_attention_heads", std::nullopt);
+  c.max_position_embeddings = r.integer("max_position_embeddings", 2048);
+  if (c.hidden_size % c.num_attention_heads != 0)
+    throw r.fail("num_attention_heads",
+                 fmt::format("{} does not divide hidden_size {}", c.num_attention_heads, c.hidden_size));
+  c.head_dim = c.hidden_size / c.num_attention_heads;
+  if (c.head_dim % 2 != 0)
+    throw r.fail("hidden_size", fmt::format("head_dim {} is odd (rotary needs pairs)", c.head_dim));
+  c.intermediate_size = r.integer("ffn_hidden_size", 4 * c.hidden_size);
+  c.norm_eps = r.number("layer_norm_epsilon", 1e-5);
+  c.hidden_act = read_gate_act(r, "activation", "gelu");
+  c.attention_bias = c.mlp_bias = r.boolean("bias", false);
+  c.tie_word_embeddings = r.boolean("tie_word_embeddings", true);
+  read_rope(r, c);
+  if (c.partial_rotary_factor != 1.0)
+    throw r.fail("partial_rotary_factor", "transformers' Falcon rotates whole heads");
+  if (r.has("pad_token_id")) c.pad_token_id = r.integer("pad_token_id", std::nullopt, 0);
+  if (c.pad_token_id && *c.pad_token_id >= c.vocab_size)
+    throw r.fail("pad_token_id", fmt::format("{} is not below vocab_size {}", *c.pad_token_id, c.vocab_size));
+  if (r.boolean("new_decoder_architecture", false)) {
+    c.num_key_value_heads = r.integer("num_kv_heads", c.num_attention_heads);
+    c.parallel_residual = true;  // transformers adds the attention to the MLP's output either way
+    c.parallel_norms = r.integer("num_ln_in_parallel_attn", 2);
+    if (c.parallel_norms > 2)
+      throw r.fail("num_ln_in_parallel_attn", fmt::format("{} is not 1 or 2", c.parallel_norms));
+    if (c.parallel_norms == 1 && !r.boolean("parallel_attn", true))
+      throw r.fail("parallel_attn",
+                   "false with num_ln_in_parallel_attn 1 is a layer transformers cannot run");
+  } else {
+    c.num_key_value_heads = r.boolean("multi_query", true) ? 1 : c.num_attention_heads;
+    c.parallel_residual = r.boolean("parallel_attn", true);
+    c.parallel_norms = 1;
+  }
+  if (c.num_attention_heads % c.num_key_value_heads != 0)
+    throw r.fail("num_kv_heads", fmt::format("{} does not divide num_attention_heads {}",
+                                             c.num_key_value_heads, c.num_attention_heads));
 }
 
 // attn_logit_softcapping and final_logit_softcapping: the family's defaults when absent, none when null.
@@ -765,6 +819,7 @@ const std::vector<Family>& families() {
       {"olmoe", {"OlmoeForCausalLM", "OlmoeModel"}, read_olmoe},
       {"gpt_neox", {"GPTNeoXForCausalLM", "GPTNeoXModel"}, read_gpt_neox},
       {"stablelm", {"StableLmForCausalLM", "StableLmModel"}, read_stablelm},
+      {"falcon", {"FalconForCausalLM", "FalconModel"}, read_falcon},
   };
   return rows;
 }
@@ -829,10 +884,15 @@ std::optional<std::string> unwritable(const Config& c, const std::string& type) 
       {c.attention_bias,
        "attention biases",
        {"llama", "qwen3", "gemma", "granite", "smollm3", "olmo2", "gemma2", "gemma3_text", "qwen3_moe",
-        "olmoe", "gpt_neox"}},
-      {c.norm_type == "layer_norm", "LayerNorms", {"gpt_neox", "stablelm"}},
-      {c.parallel_residual, "a parallel residual", {"gpt_neox"}},
-      {!c.gated_mlp, "an ungated MLP", {"gpt_neox"}},
+        "olmoe", "gpt_neox", "falcon"}},
+      {c.norm_type == "layer_norm", "LayerNorms", {"gpt_neox", "stablelm", "falcon"}},
+      {c.parallel_residual && c.parallel_norms == 2,
+       "a parallel residual with two norms",
+       {"gpt_neox", "falcon"}},
+      {c.parallel_residual && c.parallel_norms == 1,
+       "a parallel residual with one norm",
+       {"stablelm", "falcon"}},
+      {!c.gated_mlp, "an ungated MLP", {"gpt_neox", "falcon"}},
       {c.qk_norm_full_width, "q and k norms over all heads", {"olmo2", "olmoe"}},
       {c.norm_placement == "post", "norm_placement 'post'", {"olmo2"}},
       {c.norm_placement == "sandwich", "norm_placement 'sandwich'", {"gemma2", "gemma3_text"}},
@@ -843,7 +903,7 @@ std::optional<std::string> unwritable(const Config& c, const std::string& type) 
        "logit soft-capping",
        {"gemma2", "gemma3_text"}},
       {c.rope_local_base_freq > 0, "a local rotary base", {"gemma3_text"}},
-      {c.mlp_bias, "MLP biases", {"llama", "granite", "smollm3", "gpt_neox"}},
+      {c.mlp_bias, "MLP biases", {"llama", "granite", "smollm3", "gpt_neox", "falcon"}},
       {c.qkv_bias && !c.attention_bias, "biases on q, k and v only", {"qwen2", "qwen2_moe", "stablelm"}},
       {c.qk_norm, "per-head q and k norms", {"qwen3", "gemma3_text", "qwen3_moe"}},
       {c.norm_unit_offset, "RMSNorm weights as offsets from one", {"gemma", "gemma2", "gemma3_text"}},
@@ -879,7 +939,11 @@ std::optional<std::string> unwritable(const Config& c, const std::string& type) 
       {"gpt_neox", c.norm_type == "layer_norm" && !c.gated_mlp && c.mlp_bias &&
                        c.num_key_value_heads == c.num_attention_heads &&
                        c.head_dim * c.num_attention_heads == c.hidden_size},
-      {"stablelm", c.norm_type == "layer_norm" && c.gated_mlp}};
+      {"stablelm", c.norm_type == "layer_norm" && c.gated_mlp},
+      {"falcon", c.norm_type == "layer_norm" && !c.gated_mlp && c.attention_bias == c.mlp_bias &&
+                     c.head_dim * c.num_attention_heads == c.hidden_size &&
+                     (c.parallel_residual || c.num_key_value_heads == 1 ||
+                      c.num_key_value_heads == c.num_attention_heads)}};
   for (const auto& [row, has] : needs)
     if (type == row && !has)
       return fmt::format("a '{}' config without the switch every '{}' model has", row, row);
@@ -904,7 +968,12 @@ void refuse_unwritable(const Config& c, const std::string& type) {
 std::string llama_family(const Config& c) {
   if (const Family* f = find_family(c.model_type); f && f->read != read_gpt2 && !unwritable(c, c.model_type))
     return c.model_type;  // the row it was read as, where that row's config says every switch
-  if (c.norm_type == "layer_norm") return c.gated_mlp ? "stablelm" : "gpt_neox";
+  if (c.norm_type == "layer_norm") {
+    if (c.gated_mlp) return "stablelm";
+    const bool neox = c.num_key_value_heads == c.num_attention_heads && c.mlp_bias &&
+                      (!c.parallel_residual || c.parallel_norms == 2);
+    return neox ? "gpt_neox" : "falcon";
+  }
   if (c.num_experts > 0) {
     if (c.shared_expert_intermediate_size > 0) return "qwen2_moe";
     if (c.qk_norm) return "qwen3_moe";
@@ -1089,6 +1158,24 @@ std::string config_json(const Config& c) {
       j["router_aux_loss_coef"] = c.router_aux_loss_coef;
     }
     if (type == "phi3") j["partial_rotary_factor"] = c.partial_rotary_factor;
+    if (type == "falcon") {
+      // FalconConfig's own names: the sizes, bias, activation, and the layer (read_falcon)
+      for (const char* key : {"num_key_value_heads", "head_dim", "intermediate_size", "rms_norm_eps",
+                              "hidden_act", "attention_bias", "mlp_bias"})
+        j.erase(key);
+      const bool grouped = c.num_key_value_heads != 1 && c.num_key_value_heads != c.num_attention_heads;
+      const bool new_arch = (c.parallel_residual && c.parallel_norms == 2) || grouped;
+      j["new_decoder_architecture"] = new_arch;
+      j["num_kv_heads"] = c.num_key_value_heads;
+      j["multi_query"] = c.num_key_value_heads == 1;
+      j["parallel_attn"] = c.parallel_residual;
+      j["num_ln_in_parallel_attn"] = new_arch ? json(c.parallel_norms) : json(nullptr);
+      j["bias"] = c.attention_bias;
+      j["alibi"] = false;
+      j["layer_norm_epsilon"] = c.norm_eps;
+      j["ffn_hidden_size"] = c.intermediate_size;
+      j["activation"] = c.hidden_act;
+    }
     if (type == "gpt_neox" || type == "stablelm") {
       // LayerNorm's eps under its own name; the rotary settings in rope_parameters, where GPTNeoXConfig
       // reads partial_rotary_factor (a top-level key of that name it does not read), with the older

@@ -76,13 +76,17 @@ struct Config {
   /// residual add: post_attention_layernorm, post_feedforward_layernorm); other rows: false and "pre"
   bool qk_norm_full_width = false;
   std::string norm_placement = "pre";  ///< "olmo2": "post"; "gemma3_text": "sandwich" (four norms a block)
-  /// "gpt_neox" and "stablelm" (always; no key sets it): LayerNorm with a bias, eps layer_norm_eps, in
-  /// place of RMSNorm ("layer_norm"); other rows "rms_norm"
+  /// "gpt_neox", "stablelm" and "falcon" (always; no key sets it): LayerNorm with a bias, eps layer_norm_eps
+  /// (Falcon: layer_norm_epsilon), in place of RMSNorm ("layer_norm"); other rows "rms_norm"
   std::string norm_type = "rms_norm";
-  /// "gpt_neox" only: use_parallel_residual (GPTNeoXConfig's true): attention and MLP both read the block's
-  /// input; "stablelm" refuses true (its parallel layer shares one norm)
+  /// Attention and MLP both read the block's input: "gpt_neox"'s and "stablelm"'s use_parallel_residual
+  /// (GPTNeoXConfig's true, StableLmConfig's false), "falcon"'s parallel_attn or new_decoder_architecture
   bool parallel_residual = false;
-  /// The MLP gated (SwiGLU / GeGLU, every row but "gpt_neox") or not ("gpt_neox": up, act, down)
+  /// With parallel_residual, the norms a block reads its input through: 2 ("gpt_neox"; "falcon" with
+  /// new_decoder_architecture's ln_attn and ln_mlp) or 1 ("falcon" 7B's input_layernorm, "stablelm"'s
+  /// parallel layer)
+  int64_t parallel_norms = 2;
+  /// The MLP gated (SwiGLU / GeGLU, every row but "gpt_neox" and "falcon") or not (up, act, down)
   bool gated_mlp = true;
   /// Each layer's "full_attention" or "sliding_attention": "gemma2" / "gemma3_text" (layer_types, or every
   /// sliding_window_pattern-th layer full), "qwen2" / "qwen3" / "smollm3" where some layer slides (else
@@ -149,8 +153,11 @@ std::vector<std::string> supported_model_types();
 /// use_parallel_residual, q, k and v in one query_key_value on disk, biases by attention_bias, an ungated
 /// MLP, partial rotation by rotary_pct / partial_rotary_factor, the base by rotary_emb_base / rope_theta) and
 /// "stablelm" (StableLmForCausalLM or StableLmModel, or none: LayerNorm blocks, q/k/v biases by
-/// use_qkv_bias, partial rotation; qk_layernorm and use_parallel_residual refused), each with its config
-/// class's defaults;
+/// use_qkv_bias, partial rotation, use_parallel_residual's one-norm parallel layer; qk_layernorm refused) and
+/// "falcon" (FalconForCausalLM or FalconModel, or none: LayerNorm blocks, q, k and v in one query_key_value
+/// grouped by key/value head, multi_query, num_kv_heads with new_decoder_architecture, parallel_attn with one
+/// norm or num_ln_in_parallel_attn's two, biases by bias, ffn_hidden_size, activation; alibi refused), each
+/// with its config class's defaults;
 /// rotary settings either as a top-level "rope_theta" (as most published files have it) or inside
 /// "rope_parameters" / "rope_scaling" (newer transformers; "rope_type", else the older "type"), where the
 /// rope types "default", "linear", "llama3", "yarn" and "longrope" are supported (longrope's

@@ -44,6 +44,7 @@ nn::LlamaConfig llama_config(const Config& c) {
   l.norm_placement = c.norm_placement;
   l.norm_type = c.norm_type;
   l.parallel_residual = c.parallel_residual;
+  l.parallel_norms = c.parallel_norms;
   l.gated_mlp = c.gated_mlp;
   l.layer_types = c.layer_types;
   l.rope_local_base_freq = c.rope_local_base_freq;
@@ -95,6 +96,7 @@ Config llama_hf_config(const nn::LlamaConfig& l) {
   c.norm_placement = l.norm_placement;
   c.norm_type = l.norm_type;
   c.parallel_residual = l.parallel_residual;
+  c.parallel_norms = l.parallel_norms;
   c.gated_mlp = l.gated_mlp;
   c.layer_types = l.layer_types;
   c.rope_local_base_freq = l.rope_local_base_freq;
@@ -143,21 +145,13 @@ bool expert_rows(const std::string& name, const Tensor& t, bool mixtral, std::ve
   return false;
 }
 
-// GPT-NeoX's names (GPTNeoXForCausalLM): "gpt_neox." for "model.", embed_in, final_layer_norm,
-// attention.dense and the MLP's dense_h_to_4h and dense_4h_to_h, embed_out for lm_head; q, k and v in one
-// query_key_value, head by head (each head's q, k, v rows: transformers views its output (..., H, 3 head_dim)
-// and chunks).
-std::vector<NameRule> gpt_neox_name_table(const nn::LlamaForCausalLM& model) {
+// The names of a row whose transformers model renames the Llama's modules (`renames`: our name's piece, the
+// file's, applied in order) and holds q, k and v in one tensor `qkv` ("<layer>.<qkv>.weight" and ".bias"),
+// split into `groups` blocks (NameRule::groups), each block a share of q's rows, then of k's, then of v's.
+std::vector<NameRule> renamed_table(const nn::LlamaForCausalLM& model,
+                                    const std::vector<std::pair<std::string, std::string>>& renames,
+                                    const std::string& qkv, int64_t groups) {
   std::vector<NameRule> t;
-  const std::vector<std::pair<std::string, std::string>> renames = {
-      {"model.embed_tokens.", "gpt_neox.embed_in."},
-      {"model.norm.", "gpt_neox.final_layer_norm."},
-      {"self_attn.o_proj.", "attention.dense."},
-      {"mlp.up_proj.", "mlp.dense_h_to_4h."},
-      {"mlp.down_proj.", "mlp.dense_4h_to_h."},
-      {"model.layers.", "gpt_neox.layers."},
-      {"lm_head.", "embed_out."}};
-  const int64_t heads = model.config().num_attention_heads;
   for (const auto& entry : model.state_dict()) {
     const std::string& name = entry.first;
     if (name.find("self_attn.k_proj.") != std::string::npos ||
@@ -168,18 +162,56 @@ std::vector<NameRule> gpt_neox_name_table(const nn::LlamaForCausalLM& model) {
       if (const size_t at = theirs.find(ours); at != std::string::npos) theirs.replace(at, ours.size(), disk);
     if (const size_t at = theirs.find("self_attn.q_proj."); at != std::string::npos) {
       const std::string prefix = name.substr(0, name.find("q_proj.")), tail = name.substr(name.rfind('.'));
-      theirs.replace(at, std::string("self_attn.q_proj.").size(), "attention.query_key_value.");
+      theirs.replace(at, std::string("self_attn.q_proj.").size(), qkv + ".");
       t.push_back({theirs,
                    {prefix + "q_proj" + tail, prefix + "k_proj" + tail, prefix + "v_proj" + tail},
                    false,
                    0,
                    -1,
-                   heads});
+                   groups});
       continue;
     }
     t.push_back({theirs, {name}});
   }
   return t;
+}
+
+// GPT-NeoX's names (GPTNeoXForCausalLM): "gpt_neox." for "model.", embed_in, final_layer_norm,
+// attention.dense and the MLP's dense_h_to_4h and dense_4h_to_h, embed_out for lm_head; q, k and v in one
+// query_key_value, head by head (each head's q, k, v rows: transformers views its output (..., H, 3 head_dim)
+// and chunks).
+std::vector<NameRule> gpt_neox_name_table(const nn::LlamaForCausalLM& model) {
+  return renamed_table(model,
+                       {{"model.embed_tokens.", "gpt_neox.embed_in."},
+                        {"model.norm.", "gpt_neox.final_layer_norm."},
+                        {"self_attn.o_proj.", "attention.dense."},
+                        {"mlp.up_proj.", "mlp.dense_h_to_4h."},
+                        {"mlp.down_proj.", "mlp.dense_4h_to_h."},
+                        {"model.layers.", "gpt_neox.layers."},
+                        {"lm_head.", "embed_out."}},
+                       "attention.query_key_value", model.config().num_attention_heads);
+}
+
+// Falcon's names (FalconForCausalLM): "transformer.h." for "model.layers.", word_embeddings, ln_f,
+// self_attention.dense, the MLP's dense_h_to_4h and dense_4h_to_h; a parallel layer's two norms are ln_attn
+// and ln_mlp (new_decoder_architecture's); q, k and v in one self_attention.query_key_value grouped by
+// key/value head (each group's queries, then its key and value: FalconAttention's view (..., H_kv,
+// H / H_kv + 2, head_dim); with one key/value head, Falcon 7B's [q; k; v], and with one a head, (..., H, 3,
+// head_dim) are that layout too).
+std::vector<NameRule> falcon_name_table(const nn::LlamaForCausalLM& model) {
+  const nn::LlamaConfig& c = model.config();
+  std::vector<std::pair<std::string, std::string>> renames = {
+      {"model.embed_tokens.", "transformer.word_embeddings."},
+      {"model.norm.", "transformer.ln_f."},
+      {"self_attn.o_proj.", "self_attention.dense."},
+      {"mlp.up_proj.", "mlp.dense_h_to_4h."},
+      {"mlp.down_proj.", "mlp.dense_4h_to_h."},
+      {"model.layers.", "transformer.h."}};
+  if (c.parallel_residual && c.parallel_norms == 2) {
+    renames.push_back({"input_layernorm.", "ln_attn."});
+    renames.push_back({"post_attention_layernorm.", "ln_mlp."});
+  }
+  return renamed_table(model, renames, "self_attention.query_key_value", c.num_key_value_heads);
 }
 
 }  // namespace
@@ -188,6 +220,7 @@ std::vector<NameRule> llama_name_table(const nn::LlamaForCausalLM& model) {
   std::vector<NameRule> t;
   const std::string row = llama_hf_config(model.config()).model_type;
   if (row == "gpt_neox") return gpt_neox_name_table(model);
+  if (row == "falcon") return falcon_name_table(model);
   const bool fused = row == "phi3", moe = model.config().num_experts > 0;
   // Phi-3's fused tensors: one row each, split along the output rows in the order transformers slices them
   auto fuse = [&](const std::string& prefix, const std::string& theirs,

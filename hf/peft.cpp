@@ -165,7 +165,7 @@ void save_adapter(const std::string& dir, const nn::Module& model, const nn::Lor
 
 AdapterLayout llama_adapter_layout(const nn::LlamaForCausalLM& model) {
   const std::string row = llama_hf_config(model.config()).model_type;
-  if (row != "phi3" && row != "gpt_neox") return {};
+  if (row != "phi3" && row != "gpt_neox" && row != "falcon") return {};
   AdapterLayout layout;
   auto module_of = [](const std::string& weight) {
     return weight.substr(0, weight.size() - 7);

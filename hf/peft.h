@@ -40,7 +40,8 @@ struct AdapterLayout {
 /// own name, transformers' too) unless its row keeps projections fused on disk, where each Linear goes by the
 /// name of the checkpoint tensor that holds it (hf::llama_name_table) and a fused tensor's Linears are one
 /// unit: Phi-3's "self_attn.qkv_proj" (q_proj, k_proj, v_proj) and "mlp.gate_up_proj" (gate_proj, up_proj),
-/// GPT-NeoX's "attention.query_key_value" (q, k and v interleaved head by head: groups H),
+/// GPT-NeoX's "attention.query_key_value" (q, k and v interleaved head by head: groups H), Falcon's
+/// "self_attention.query_key_value" (grouped by key/value head) and its renamed Linears,
 /// "attention.dense", "mlp.dense_h_to_4h" and "mlp.dense_4h_to_h" under "gpt_neox.layers.N." (its output
 /// layer stays "lm_head", transformers 5's module name).
 AdapterLayout llama_adapter_layout(const nn::LlamaForCausalLM& model);

@@ -174,13 +174,15 @@ LlamaBlock::LlamaBlock(const LlamaConfig& c, Generator* gen, int64_t layer_idx)
                 "LlamaBlock: norm_placement must be 'pre', 'post' or 'sandwich', got '{}'", c.norm_placement);
   SACCADE_CHECK(!c.parallel_residual || c.norm_placement == "pre",
                 "LlamaBlock: parallel_residual needs norm_placement 'pre', got '{}'", c.norm_placement);
+  SACCADE_CHECK(c.parallel_norms == 1 || c.parallel_norms == 2,
+                "LlamaBlock: parallel_norms must be 1 or 2, got {}", c.parallel_norms);
   post_norms_ = c.norm_placement != "pre";
   parallel_ = c.parallel_residual;
   const bool sandwich = c.norm_placement == "sandwich";
   auto norm = [&](const char* name) { return register_module(name, hidden_norm(c, "LlamaBlock")); };
   if (!post_norms_ || sandwich) input_layernorm = norm("input_layernorm");
   self_attn = register_module("self_attn", std::make_shared<LlamaAttention>(c, gen, layer_idx));
-  post_attention_layernorm = norm("post_attention_layernorm");
+  if (!parallel_ || c.parallel_norms == 2) post_attention_layernorm = norm("post_attention_layernorm");
   if (sandwich) pre_feedforward_layernorm = norm("pre_feedforward_layernorm");
   if (post_norms_) post_feedforward_layernorm = norm("post_feedforward_layernorm");
   if (is_sparse_layer(c, layer_idx)) {
@@ -217,7 +219,8 @@ Variable LlamaBlock::feed_forward(const Variable& x) {
 Variable LlamaBlock::forward(const Variable& x, int64_t offset) {
   ErrorScope scope(name(), {shape_of(x)});
   return run(x, [this, offset](const Variable& h) {
-    return finish(h, self_attn->forward(input_layernorm ? input_layernorm->forward(h) : h, offset));
+    const Variable hn = input_layernorm ? input_layernorm->forward(h) : h;
+    return finish(h, hn, self_attn->forward(hn, offset));
   });
 }
 
@@ -232,26 +235,31 @@ Variable LlamaBlock::run(const Variable& x, const std::function<Variable(const V
 Variable LlamaBlock::forward(const Variable& x, const PackedDocuments& docs) {
   ErrorScope scope(name(), {shape_of(x)});
   return run(x, [this, docs](const Variable& h) {  // docs by value: see run
-    return finish(h, self_attn->forward(input_layernorm ? input_layernorm->forward(h) : h, docs));
+    const Variable hn = input_layernorm ? input_layernorm->forward(h) : h;
+    return finish(h, hn, self_attn->forward(hn, docs));
   });
 }
 
 Variable LlamaBlock::step(const Variable& x, KVCache& cache) {
   ErrorScope scope(name(), {shape_of(x)});
-  return finish(x, self_attn->step(input_layernorm ? input_layernorm->forward(x) : x, cache));
+  const Variable xn = input_layernorm ? input_layernorm->forward(x) : x;
+  return finish(x, xn, self_attn->step(xn, cache));
 }
 
 // pre-norm:  h = x + r · attended,                            y = h + r · mlp(post_attention_layernorm(h))
 // post-norm: h = x + r · post_attention_layernorm(attended),  y = h + r · post_feedforward_layernorm(mlp(h))
 // sandwich:  as post-norm, the MLP's input normed too:         y = h + r · post_ff_ln(mlp(pre_ff_ln(h)))
-// parallel:  y = x + r · attended + r · mlp(post_attention_layernorm(x))   (GPT-NeoX)
-// r = residual_multiplier (1 but Granite)
-Variable LlamaBlock::finish(const Variable& x, const Variable& attended) {
+// parallel:  y = x + r · attended + r · mlp(post_attention_layernorm(x))   (GPT-NeoX; Falcon 40B's ln_mlp)
+//            y = x + r · attended + r · mlp(normed)   with one norm (parallel_norms 1: Falcon 7B, StableLM)
+// r = residual_multiplier (1 but Granite); normed = input_layernorm(x), the attention's input
+Variable LlamaBlock::finish(const Variable& x, const Variable& normed, const Variable& attended) {
   auto scaled = [&](const Variable& v) {
     return residual_multiplier == 1.0 ? v : mul(v, residual_multiplier);
   };
-  if (parallel_)
-    return add(add(x, scaled(attended)), scaled(feed_forward(post_attention_layernorm->forward(x))));
+  if (parallel_) {
+    const Variable mlp_in = post_attention_layernorm ? post_attention_layernorm->forward(x) : normed;
+    return add(add(x, scaled(attended)), scaled(feed_forward(mlp_in)));
+  }
   if (post_norms_) {
     const Variable h = add(x, scaled(post_attention_layernorm->forward(attended)));
     const Variable hn = pre_feedforward_layernorm ? pre_feedforward_layernorm->forward(h) : h;

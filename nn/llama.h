@@ -62,6 +62,11 @@ struct LlamaConfig {
   /// attn(input_layernorm(x)) + mlp(post_attention_layernorm(x)), both sublayers reading the block's input;
   /// false (the default): sequential, the MLP reading x + attn(...). Pre-norm blocks only
   bool parallel_residual = false;
+  /// With parallel_residual, the norms a block reads its input through (transformers' Falcon
+  /// num_ln_in_parallel_attn): 2 (GPT-NeoX's, Falcon 40B's ln_attn and ln_mlp: input_layernorm for the
+  /// attention, post_attention_layernorm for the MLP) or 1 (Falcon 7B's, StableLM's parallel layer: the MLP
+  /// reads the attention's normed input; no post_attention_layernorm)
+  int64_t parallel_norms = 2;
   /// The MLP: gated (SwiGLU: down(act(gate x) ⊙ up x), the Llama family's) or not (nn::MLP: down(act(up
   /// x)), GPT-NeoX's dense_h_to_4h and dense_4h_to_h)
   bool gated_mlp = true;
@@ -194,8 +199,9 @@ class LlamaAttention : public Module {
 /// hidden_act), MLP (the same arguments) when not gated_mlp, or in a sparse layer (is_sparse_layer) mlp
 /// SparseMoeBlock (Mixtral's, Qwen-MoE's, OLMoE's decoder layer). forward: x (B, T, hidden) -> (B, T,
 /// hidden), each sublayer's output times residual_multiplier before its residual add; with
-/// parallel_residual, GPT-NeoX's layer (both sublayers read x). Throws saccade::Error naming "LlamaBlock" for
-/// another norm_placement or norm_type, or parallel_residual without pre-norm; its children's errors.
+/// parallel_residual, GPT-NeoX's and Falcon's layer (both sublayers read x, through their own norms or one).
+/// Throws saccade::Error naming "LlamaBlock" for another norm_placement or norm_type, parallel_residual
+/// without pre-norm, or parallel_norms other than 1 or 2; its children's errors.
 class LlamaBlock : public Module {
  public:
   /// `layer_idx`: the block's place in the stack (its no_rope_layers flag).
@@ -207,9 +213,9 @@ class LlamaBlock : public Module {
   Variable step(const Variable& x, KVCache& cache);
 
   /// RMSNorm or LayerNorm (norm_type)
-  std::shared_ptr<UnaryModule> input_layernorm;            ///< null with norm_placement "post"
-  std::shared_ptr<UnaryModule> pre_feedforward_layernorm;  ///< only with norm_placement "sandwich"
-  std::shared_ptr<UnaryModule> post_attention_layernorm;
+  std::shared_ptr<UnaryModule> input_layernorm;             ///< null with norm_placement "post"
+  std::shared_ptr<UnaryModule> pre_feedforward_layernorm;   ///< only with norm_placement "sandwich"
+  std::shared_ptr<UnaryModule> post_attention_layernorm;    ///< null with parallel_norms 1
   std::shared_ptr<UnaryModule> post_feedforward_layernorm;  ///< with norm_placement "post" or "sandwich"
   std::shared_ptr<LlamaAttention> self_attn;
   std::shared_ptr<SwiGLU> mlp;          ///< null in a sparse layer or without gated_mlp
@@ -226,7 +232,7 @@ class LlamaBlock : public Module {
   std::vector<Generator*> checkpoint_generators;
 
  private:
-  Variable finish(const Variable& x, const Variable& attended);
+  Variable finish(const Variable& x, const Variable& normed, const Variable& attended);
   Variable feed_forward(const Variable& x);
   Variable run(const Variable& x, const std::function<Variable(const Variable&)>& block);
   bool post_norms_ = false, parallel_ = false;

@@ -1,6 +1,6 @@
-// The LayerNorm rows of the family table (issue 51): GPT-NeoX (Pythia) and StableLM. tests/data/hf_gpt_neox
-// and hf_stablelm were written by transformers (tests/fixtures/make_hf_families.py), with what it computes
-// with them.
+// The LayerNorm rows of the family table (issue 51): GPT-NeoX (Pythia), StableLM and Falcon.
+// tests/data/hf_gpt_neox, hf_stablelm, hf_stablelm_parallel, hf_falcon and hf_falcon_new were written by
+// transformers (tests/fixtures/make_hf_families.py), with what it computes with them.
 #ifdef SACCADE_HAVE_HF
 #include <catch2/catch.hpp>
 
@@ -93,8 +93,8 @@ TEST_CASE("hf GPT-NeoX: a row of the family table, parallel LayerNorm blocks, q/
   CHECK(row_of(table, "gpt_neox.layers.0.mlp.dense_4h_to_h.weight").ours ==
         std::vector<std::string>{"model.layers.0.mlp.down_proj.weight"});
   CHECK(row_of(table, "embed_out.weight").ours == std::vector<std::string>{"lm_head.weight"});
-  // embed_in, the final norm's weight and bias, embed_out; per layer 2 norms, query_key_value and dense (weight
-  // and bias each), the MLP's two Linears (weight and bias each)
+  // embed_in, the final norm's weight and bias, embed_out; per layer 2 norms, query_key_value and dense
+  // (weight and bias each), the MLP's two Linears (weight and bias each)
   CHECK(table.size() == 1 + 2 + 1 + 2 * 12);
   check_written_as(model, "gpt_neox", "GPTNeoXForCausalLM");
   // a Llama-architecture config with the switches but another row's name is still written as GPT-NeoX
@@ -174,12 +174,13 @@ TEST_CASE("hf StableLM: a row of the family table, Llama's blocks with LayerNorm
   CHECK((c.partial_rotary_factor == 0.25 && c.num_key_value_heads == 2 && c.hidden_act == "silu"));
   CHECK_FALSE(
       hf::parse_config(replaced(text, R"("use_qkv_bias": true)", R"("use_qkv_bias": false)")).qkv_bias);
-  // StableLM 2 12B's switches are refused by name rather than run without them
+  // StableLM 2 12B's per-head q/k LayerNorms are refused by name rather than run without them; its parallel
+  // layer reads one norm (hf_stablelm_parallel below)
   CHECK_THROWS_WITH(hf::parse_config(replaced(text, R"("qk_layernorm": false)", R"("qk_layernorm": true)")),
                     Catch::Contains("qk_layernorm") && Catch::Contains("not supported"));
-  CHECK_THROWS_WITH(hf::parse_config(replaced(text, R"("use_parallel_residual": false)",
-                                              R"("use_parallel_residual": true)")),
-                    Catch::Contains("use_parallel_residual") && Catch::Contains("not supported"));
+  const hf::Config parallel = hf::parse_config(
+      replaced(text, R"("use_parallel_residual": false)", R"("use_parallel_residual": true)"));
+  CHECK((parallel.parallel_residual && parallel.parallel_norms == 1));
   nn::LlamaForCausalLM model(hf::llama_config(c));
   CHECK(std::dynamic_pointer_cast<nn::LayerNorm>(model.model->layers[1]->post_attention_layernorm));
   CHECK(model.model->layers[0]->mlp);
@@ -196,6 +197,76 @@ TEST_CASE(
   // with an RMSNorm in place of the final LayerNorm, the logits are not transformers'
   check_family_fixture("hf_stablelm", "stablelm", "StableLmForCausalLM", [](nn::LlamaForCausalLM& model) {
     model.model->norm = std::make_shared<nn::RMSNorm>(64, 1e-5);
+  });
+}
+
+TEST_CASE(
+    "hf StableLM parallel: one norm a block, transformers' logits, greedy continuations, ten AdamW steps, "
+    "export",
+    "[hf]") {
+  const hf::Config c = hf::load_config(hf_data("hf_stablelm_parallel/config.json"));
+  CHECK((c.parallel_residual && c.parallel_norms == 1));
+  nn::LlamaForCausalLM model(hf::llama_config(c));
+  CHECK_FALSE(model.model->layers[0]->post_attention_layernorm);  // the MLP reads input_layernorm's output
+  check_family_fixture(
+      "hf_stablelm_parallel", "stablelm", "StableLmForCausalLM", [](nn::LlamaForCausalLM& m) {
+        m.model->layers[0]->self_attn->rotary_emb = std::make_shared<nn::RotaryEmbedding>(16, 10000.0);
+      });
+}
+
+TEST_CASE(
+    "hf Falcon: a row of the family table, Falcon 7B's and 40B's layers, q/k/v grouped by key/value head",
+    "[hf]") {
+  const std::string text = file_bytes(hf_data("hf_falcon/config.json"));
+  const hf::Config c = hf::parse_config(text);  // Falcon 7B's: multi-query, parallel through one norm
+  CHECK(c.model_type == "falcon");
+  CHECK((c.num_key_value_heads == 1 && c.parallel_residual && c.parallel_norms == 1 && !c.gated_mlp));
+  CHECK((c.norm_type == "layer_norm" && !c.attention_bias && !c.mlp_bias && c.tie_word_embeddings));
+  CHECK((c.intermediate_size == 96 && c.head_dim == 16 && c.hidden_act == "gelu"));
+  const hf::Config n = hf::load_config(hf_data("hf_falcon_new/config.json"));  // 40B's: 2 key/value heads
+  CHECK((n.num_key_value_heads == 2 && n.parallel_residual && n.parallel_norms == 2 && n.attention_bias &&
+         n.mlp_bias && !n.tie_word_embeddings));
+  // the older layer without parallel_attn is sequential; one key/value head a head without multi_query
+  const hf::Config seq =
+      hf::parse_config(replaced(replaced(text, R"("parallel_attn": true)", R"("parallel_attn": false)"),
+                                R"("multi_query": true)", R"("multi_query": false)"));
+  CHECK((!seq.parallel_residual && seq.num_key_value_heads == 4));
+  CHECK_THROWS_WITH(hf::parse_config(replaced(text, R"("alibi": false)", R"("alibi": true)")),
+                    Catch::Contains("alibi") && Catch::Contains("not supported"));
+  CHECK_THROWS_WITH(hf::parse_config(replaced(replaced(text, R"("new_decoder_architecture": false)",
+                                                       R"("new_decoder_architecture": true)"),
+                                              R"("num_kv_heads": 4)", R"("num_kv_heads": 3)")),
+                    Catch::Contains("num_kv_heads") && Catch::Contains("does not divide"));
+
+  // the name tables: 7B's query_key_value is [q; k; v], 40B's grouped by its 2 key/value heads; 40B's two
+  // norms are ln_attn and ln_mlp
+  nn::LlamaForCausalLM small(hf::llama_config(c)), large(hf::llama_config(n));
+  CHECK(row_of(hf::llama_name_table(small), "transformer.h.0.self_attention.query_key_value.weight").groups ==
+        1);
+  const std::vector<hf::NameRule> t = hf::llama_name_table(large);
+  CHECK(row_of(t, "transformer.h.1.self_attention.query_key_value.bias").groups == 2);
+  CHECK(row_of(t, "transformer.h.1.ln_mlp.weight").ours ==
+        std::vector<std::string>{"model.layers.1.post_attention_layernorm.weight"});
+  CHECK(row_of(t, "transformer.word_embeddings.weight").ours ==
+        std::vector<std::string>{"model.embed_tokens.weight"});
+  check_written_as(small, "falcon", "FalconForCausalLM");
+  check_written_as(large, "falcon", "FalconForCausalLM");
+  nn::LlamaConfig sequential_gqa = large.config();  // no Falcon layer is sequential with grouped heads
+  sequential_gqa.parallel_residual = false;
+  CHECK_THROWS_WITH(hf::config_json(hf::llama_hf_config(sequential_gqa)), Catch::Contains("hf::config_json"));
+}
+
+TEST_CASE(
+    "hf Falcon: transformers' logits, greedy continuations (with and without the KV cache), ten AdamW steps, "
+    "and an export that reads back, for Falcon 7B's and 40B's layers",
+    "[hf]") {
+  // 7B's: with an RMSNorm in place of the final LayerNorm the logits are not transformers'
+  check_family_fixture("hf_falcon", "falcon", "FalconForCausalLM", [](nn::LlamaForCausalLM& model) {
+    model.model->norm = std::make_shared<nn::RMSNorm>(64, 1e-5);
+  });
+  // 40B's: with the MLP reading the attention's norm (ln_attn) instead of its own (ln_mlp), neither are they
+  check_family_fixture("hf_falcon_new", "falcon", "FalconForCausalLM", [](nn::LlamaForCausalLM& model) {
+    model.model->layers[1]->post_attention_layernorm = nullptr;
   });
 }
 

@@ -72,7 +72,8 @@ Variable reference(nn::LlamaBlock& b, const Variable& x, bool parallel = false) 
       return b.plain_mlp->down_proj->forward(gelu(b.plain_mlp->up_proj->forward(in)));
     return b.mlp->down_proj->forward(mul(silu(b.mlp->gate_proj->forward(in)), b.mlp->up_proj->forward(in)));
   };
-  if (parallel) return add(add(x, attended), mlp(norm(x, b.post_attention_layernorm)));
+  if (parallel)  // two norms (GPT-NeoX's), or the attention's normed input (one norm: Falcon 7B's)
+    return add(add(x, attended), mlp(b.post_attention_layernorm ? norm(x, b.post_attention_layernorm) : xn));
   const Variable h = add(x, post ? norm(attended, b.post_attention_layernorm) : attended);
   const Variable hn = !post                         ? norm(h, b.post_attention_layernorm)
                       : b.pre_feedforward_layernorm ? norm(h, b.pre_feedforward_layernorm)
@@ -133,23 +134,26 @@ TEST_CASE(
     "LlamaBlock: GPT-NeoX's switches (LayerNorms, a parallel residual, an ungated MLP) against the composed "
     "reference, with their gradients",
     "[nn][llama]") {
-  for (bool parallel : {true, false}) {
-    CAPTURE(parallel);
+  for (const auto& [parallel, norms] : {std::pair{true, 2}, std::pair{true, 1}, std::pair{false, 2}}) {
+    CAPTURE(parallel, norms);
     nn::LlamaConfig c = tiny();
     c.norm_type = "layer_norm";
     c.parallel_residual = parallel;
+    c.parallel_norms = norms;
     c.gated_mlp = false;
     c.hidden_act = "gelu";
     c.attention_bias = c.mlp_bias = true;
     Generator gen(13);
     nn::LlamaBlock block(c, &gen);
     std::vector<std::string> keys = block.state_dict().keys();
-    for (const char* name : {"input_layernorm.bias", "post_attention_layernorm.bias", "mlp.up_proj.bias",
-                             "mlp.down_proj.weight", "self_attn.o_proj.bias"}) {
+    for (const char* name :
+         {"input_layernorm.bias", "mlp.up_proj.bias", "mlp.down_proj.weight", "self_attn.o_proj.bias"}) {
       CAPTURE(name);
       CHECK(std::find(keys.begin(), keys.end(), name) != keys.end());
     }
     CHECK(std::find(keys.begin(), keys.end(), "mlp.gate_proj.weight") == keys.end());
+    CHECK((std::find(keys.begin(), keys.end(), "post_attention_layernorm.weight") != keys.end()) ==
+          (norms == 2));
     block.to(DType::Float64);
     for (auto& [name, p] : block.named_parameters())
       if (name.find("norm") != std::string::npos) {  // not ones and zeros, so that both count
@@ -159,7 +163,7 @@ TEST_CASE(
     const Variable x(rand64({2, 5, 16}, 15));
     const Tensor y = block.forward(x).data();
     CHECK(allclose(y, reference(block, x, parallel).data(), 1e-12, 1e-12));
-    CHECK_FALSE(allclose(y, reference(block, x, !parallel).data(), 1e-6, 1e-6));
+    if (norms == 2) CHECK_FALSE(allclose(y, reference(block, x, !parallel).data(), 1e-6, 1e-6));
     check_steps(block, x.data(), y);
     CHECK(gradcheck([&](const std::vector<Variable>& v) { return block.forward(v[0]); },
                     {Variable(rand64({1, 3, 16}, 16), true)}));

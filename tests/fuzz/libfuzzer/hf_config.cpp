@@ -33,8 +33,8 @@ bool same_config(const hf::Config& a, const hf::Config& b) {
          a.no_rope_layers == b.no_rope_layers && a.partial_rotary_factor == b.partial_rotary_factor &&
          a.qk_norm_full_width == b.qk_norm_full_width && a.norm_placement == b.norm_placement &&
          a.norm_type == b.norm_type && a.parallel_residual == b.parallel_residual &&
-         a.gated_mlp == b.gated_mlp && a.layer_types == b.layer_types &&
-         a.rope_local_base_freq == b.rope_local_base_freq &&
+         a.gated_mlp == b.gated_mlp && a.parallel_norms == b.parallel_norms &&
+         a.layer_types == b.layer_types && a.rope_local_base_freq == b.rope_local_base_freq &&
          a.attn_logit_softcapping == b.attn_logit_softcapping &&
          a.final_logit_softcapping == b.final_logit_softcapping && a.num_experts == b.num_experts &&
          a.num_experts_per_tok == b.num_experts_per_tok &&
@@ -95,17 +95,21 @@ void check_accepted(const hf::Config& c) {
                  : c.no_rope_layers.empty(),
              "{} no_rope_layers of a '{}' config with {} layers", c.no_rope_layers.size(), c.model_type,
              c.num_hidden_layers);
-  // LayerNorms exactly in the GPT-NeoX and StableLM files, a parallel residual and an ungated MLP in
-  // GPT-NeoX's
-  const bool layer_norm = c.model_type == "gpt_neox" || c.model_type == "stablelm";
+  // LayerNorms exactly in the GPT-NeoX, StableLM and Falcon files, a parallel residual only there (one norm
+  // in StableLM's, two in GPT-NeoX's), an ungated MLP in GPT-NeoX's and Falcon's
+  const bool layer_norm =
+      c.model_type == "gpt_neox" || c.model_type == "stablelm" || c.model_type == "falcon";
   FUZZ_CHECK((c.norm_type == "layer_norm") == layer_norm && (c.norm_type == "rms_norm") == !layer_norm &&
-                 (!c.parallel_residual || c.model_type == "gpt_neox") &&
-                 c.gated_mlp == (c.model_type != "gpt_neox"),
-             "norm_type '{}', parallel_residual {}, gated_mlp {} of a '{}' config", c.norm_type,
-             c.parallel_residual, c.gated_mlp, c.model_type);
+                 (!c.parallel_residual || layer_norm) && (c.parallel_norms == 1 || c.parallel_norms == 2) &&
+                 (c.model_type != "stablelm" || c.parallel_norms == 1) &&
+                 (c.model_type != "gpt_neox" || c.parallel_norms == 2) &&
+                 c.gated_mlp == (c.model_type != "gpt_neox" && c.model_type != "falcon"),
+             "norm_type '{}', parallel_residual {} ({} norms), gated_mlp {} of a '{}' config", c.norm_type,
+             c.parallel_residual, c.parallel_norms, c.gated_mlp, c.model_type);
   // a share of each head rotated only in "phi3", "gpt_neox" and "stablelm" files, whole pairs of dims
   const auto rotated = static_cast<int64_t>(static_cast<double>(c.head_dim) * c.partial_rotary_factor);
-  FUZZ_CHECK((c.partial_rotary_factor == 1.0 || c.model_type == "phi3" || layer_norm) &&
+  FUZZ_CHECK((c.partial_rotary_factor == 1.0 || c.model_type == "phi3" || c.model_type == "gpt_neox" ||
+              c.model_type == "stablelm") &&
                  c.partial_rotary_factor <= 1.0 && (gpt2 || (rotated >= 2 && rotated % 2 == 0)),
              "partial_rotary_factor {} of a '{}' config with head_dim {}", c.partial_rotary_factor,
              c.model_type, c.head_dim);
