@@ -61,13 +61,27 @@ void dot_blocks(int64_t nb, const float* x, const BlockQ8_0* w, int64_t ldw, flo
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 constexpr int64_t kAhead = 32;  // blocks (1088 bytes) a row's software prefetch runs ahead of its loads
+
+// Every float16 as float32 (256 KiB, made once): a block's scale is then one broadcast load from the table
+// instead of a move, a conversion and a broadcast through the shuffle port that the widening itself needs
+// (ggml keeps the same table, ggml_table_f32_f16)
+const float* f16_table() {
+  static const std::vector<float> table = [] {
+    std::vector<float> t(65536);
+    for (uint32_t i = 0; i < 65536; ++i)
+      t[i] = static_cast<float>(float16::from_bits(static_cast<uint16_t>(i)));
+    return t;
+  }();
+  return table.data();
+}
 // dot_blocks written out for AVX-512 and AVX2 (GCC's vectoriser left the int8 -> float widening of the loop
 // above in 8-lane pieces with shuffles): per block, the 32 int8 weights sign-extended to 32-bit lanes
 // (vpmovsxbd) and converted (vcvtdq2ps), multiplied by the 32 floats of x (loaded once for the R rows),
-// summed into one vector, and that vector scaled by the block's d (F16C's vcvtph2ps) into the row's sums.
+// summed into one vector, and that vector scaled by the block's d (f16_table's float) into the row's sums.
 template <int R>
 [[gnu::target("avx512f,f16c,fma")]] void dot_blocks_avx512(int64_t nb, const float* x, const BlockQ8_0* w,
                                                            int64_t ldw, float* y) {
+  const float* f16 = f16_table();
   __m512 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
@@ -79,7 +93,7 @@ template <int R>
       const __m512 w0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(q))),
                    w1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(q + 1)));
       const __m512 p = _mm512_fmadd_ps(x1, w1, _mm512_mul_ps(x0, w0));
-      acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(_cvtsh_ss(blk.d.bits)), p, acc[r]);
+      acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(f16[blk.d.bits]), p, acc[r]);
     }
   }
   for (int r = 0; r < R; ++r) y[r] = _mm512_reduce_add_ps(acc[r]);
@@ -93,6 +107,7 @@ template <int R>
 template <int R>
 [[gnu::target("avx2,f16c,fma")]] void dot_blocks_avx2(int64_t nb, const float* x, const BlockQ8_0* w,
                                                       int64_t ldw, float* y) {
+  const float* f16 = f16_table();
   __m256 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
@@ -108,7 +123,7 @@ template <int R>
       p = _mm256_fmadd_ps(x1, widen(_mm_srli_si128(q0, 8)), p);
       p = _mm256_fmadd_ps(x2, widen(q1), p);
       p = _mm256_fmadd_ps(x3, widen(_mm_srli_si128(q1, 8)), p);
-      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(blk.d.bits)), p, acc[r]);
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(f16[blk.d.bits]), p, acc[r]);
     }
   }
   for (int r = 0; r < R; ++r) {
