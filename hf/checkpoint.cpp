@@ -311,12 +311,11 @@ LoadReport load_weights(nn::Module& module, const TensorSource& weights, const s
       if (t->shape() != want)
         throw fail(fmt::format("tensor '{}' of shape {} gives '{}' the shape {}, the model's is {}", rule.hf,
                                shape, name, want, t->shape()));
-      if (!filled.insert(name).second) throw fail(fmt::format("'{}' is filled twice", name));
-    }
-    for (const std::string& name : rule.ours)
-      if (rule.groups > 1 && (rule.transpose || part_length(rule, *ours.find(name)) % rule.groups != 0))
+      if (rule.groups > 1 && (rule.transpose || len % rule.groups != 0))
         throw fail(fmt::format("tensor '{}' cannot interleave '{}' in {} groups along dim {}", rule.hf, name,
                                rule.groups, rule.split_dim));
+      if (!filled.insert(name).second) throw fail(fmt::format("'{}' is filled twice", name));
+    }
     if (parts > 1 && total != shape[static_cast<size_t>(rule.split_dim)])
       throw fail(
           fmt::format("tensor '{}' has shape {}, which cannot be split along dim {} into the model's {} "

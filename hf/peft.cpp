@@ -167,9 +167,8 @@ AdapterLayout llama_adapter_layout(const nn::LlamaForCausalLM& model) {
   const std::string row = llama_hf_config(model.config()).model_type;
   if (row != "phi3" && row != "gpt_neox" && row != "falcon") return {};
   AdapterLayout layout;
-  auto module_of = [](const std::string& weight) {
-    return weight.substr(0, weight.size() - 7);
-  };  // ".weight"
+  // "x.y.weight" -> "x.y"
+  auto module_of = [](const std::string& weight) { return weight.substr(0, weight.size() - 7); };
   std::set<std::string> linears;
   for (const auto& [name, lin] : nn::named_linears(model)) linears.insert(name);
   for (const NameRule& rule : llama_name_table(model)) {

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include <fmt/format.h>
-
 #include "autograd/functions/elementwise.h"
 #include "autograd/functions/index.h"
 #include "autograd/functions/linalg.h"
@@ -23,10 +21,7 @@ MoeExperts::MoeExperts(int64_t num_experts, int64_t hidden_size, int64_t interme
   SACCADE_CHECK(num_experts > 0 && hidden_size > 0 && intermediate_size > 0,
                 "MoeExperts: num_experts {}, hidden_size {} and intermediate_size {} must be positive",
                 num_experts, hidden_size, intermediate_size);
-  const std::vector<std::string>& acts = SwiGLU::activations();
-  SACCADE_CHECK(std::find(acts.begin(), acts.end(), hidden_act) != acts.end(),
-                "MoeExperts: hidden_act '{}' is not supported ({})", hidden_act, fmt::join(acts, ", "));
-  if (hidden_act != "silu") gelu_ = std::make_shared<GELU>(hidden_act == "gelu" ? "none" : "tanh");
+  gelu_ = SwiGLU::gelu_for("MoeExperts", hidden_act);
   auto weight = [&](const char* name, int64_t rows, int64_t cols) {
     return register_parameter(name, init::normal_(Tensor::empty({num_experts, rows, cols}), 0.0, 0.02, gen));
   };

@@ -21,9 +21,7 @@ SwiGLU::SwiGLU(int64_t hidden_size, int64_t intermediate_size, bool bias, Genera
                const std::string& hidden_act)
     : UnaryModule("SwiGLU"), hidden_act_(hidden_act) {
   ErrorScope scope(name());
-  SACCADE_CHECK(std::find(activations().begin(), activations().end(), hidden_act) != activations().end(),
-                "SwiGLU: hidden_act '{}' is not supported ({})", hidden_act, fmt::join(activations(), ", "));
-  if (hidden_act != "silu") gelu_ = std::make_shared<GELU>(hidden_act == "gelu" ? "none" : "tanh");
+  gelu_ = gelu_for("SwiGLU", hidden_act);
   gate_proj =
       register_module("gate_proj", std::make_shared<Linear>(hidden_size, intermediate_size, bias, gen));
   up_proj = register_module("up_proj", std::make_shared<Linear>(hidden_size, intermediate_size, bias, gen));
@@ -34,6 +32,14 @@ SwiGLU::SwiGLU(int64_t hidden_size, int64_t intermediate_size, bool bias, Genera
 const std::vector<std::string>& SwiGLU::activations() {
   static const std::vector<std::string> names = {"silu", "gelu_pytorch_tanh", "gelu_new", "gelu"};
   return names;
+}
+
+std::shared_ptr<GELU> SwiGLU::gelu_for(const std::string& op, const std::string& hidden_act) {
+  const std::vector<std::string>& known = activations();
+  SACCADE_CHECK(std::find(known.begin(), known.end(), hidden_act) != known.end(),
+                "{}: hidden_act '{}' is not supported ({})", op, hidden_act, fmt::join(known, ", "));
+  if (hidden_act == "silu") return nullptr;
+  return std::make_shared<GELU>(hidden_act == "gelu" ? "none" : "tanh");
 }
 
 // x: (*, hidden) -> gate, up: (*, intermediate) -> (*, hidden)
@@ -47,10 +53,7 @@ MLP::MLP(int64_t hidden_size, int64_t intermediate_size, bool bias, Generator* g
          const std::string& hidden_act)
     : UnaryModule("MLP"), hidden_act_(hidden_act) {
   ErrorScope scope(name());
-  const std::vector<std::string>& known = SwiGLU::activations();
-  SACCADE_CHECK(std::find(known.begin(), known.end(), hidden_act) != known.end(),
-                "MLP: hidden_act '{}' is not supported ({})", hidden_act, fmt::join(known, ", "));
-  if (hidden_act != "silu") gelu_ = std::make_shared<GELU>(hidden_act == "gelu" ? "none" : "tanh");
+  gelu_ = SwiGLU::gelu_for("MLP", hidden_act);
   up_proj = register_module("up_proj", std::make_shared<Linear>(hidden_size, intermediate_size, bias, gen));
   down_proj =
       register_module("down_proj", std::make_shared<Linear>(intermediate_size, hidden_size, bias, gen));

@@ -51,6 +51,10 @@ class SwiGLU : public UnaryModule {
   /// The hidden_act names this block runs: "silu", "gelu_pytorch_tanh", "gelu_new", "gelu" (hf/ reads a
   /// config's against this list).
   static const std::vector<std::string>& activations();
+  /// The activation `hidden_act` names, as the blocks of this file and nn::MoeExperts build it: null for
+  /// "silu" (their callers use silu or the fused swiglu), otherwise GELU exact ("gelu") or in its tanh form.
+  /// Throws saccade::Error naming `op` for a name outside activations().
+  static std::shared_ptr<GELU> gelu_for(const std::string& op, const std::string& hidden_act);
 
   std::shared_ptr<Linear> gate_proj, up_proj, down_proj;
 

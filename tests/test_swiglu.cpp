@@ -199,6 +199,9 @@ TEST_CASE("SiLU and SwiGLU modules, and bad input", "[nn][swiglu][errors]") {
   REQUIRE_THROWS_SACCADE(mlp.forward(Variable(rand64({2, 5}).to(DType::Float32))), "SwiGLU");
   REQUIRE_THROWS_SACCADE(nn::SwiGLU(4, 6, false, nullptr, "relu"),
                          "SwiGLU: hidden_act 'relu' is not supported");
+  REQUIRE_THROWS_SACCADE(nn::MLP(4, 6, true, nullptr, "relu"), "MLP: hidden_act 'relu' is not supported");
+  REQUIRE_THROWS_SACCADE(nn::MoeExperts(2, 4, 6, "quick_gelu"),
+                         "MoeExperts: hidden_act 'quick_gelu' is not supported");
 }
 
 TEST_CASE("SwiGLU's other gates: GeGLU with GELU's tanh form (Gemma's) and exact GELU, and their gradients",

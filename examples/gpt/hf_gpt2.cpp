@@ -171,8 +171,7 @@ GPTConfig hf_llama_gpt_config(const hf::Config& c) {
   if (c.norm_type != "rms_norm" || c.parallel_residual || !c.gated_mlp)
     throw refuse(
         fmt::format("the LayerNorms, parallel residual or ungated MLP of a '{}' model (gpt sample, score and "
-                    "finetune --hf "
-                    "run it)",
+                    "finetune --hf run it)",
                     c.model_type));
   if (c.qk_norm)
     throw refuse(

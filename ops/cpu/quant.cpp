@@ -79,8 +79,8 @@ const float* f16_table() {
 // (vpmovsxbd) and converted (vcvtdq2ps), multiplied by the 32 floats of x (loaded once for the R rows),
 // summed into one vector, and that vector scaled by the block's d (f16_table's float) into the row's sums.
 template <int R>
-[[gnu::target("avx512f,f16c,fma")]] void dot_blocks_avx512(int64_t nb, const float* x, const BlockQ8_0* w,
-                                                           int64_t ldw, float* y) {
+[[gnu::target("avx512f,fma")]] void dot_blocks_avx512(int64_t nb, const float* x, const BlockQ8_0* w,
+                                                      int64_t ldw, float* y) {
   const float* f16 = f16_table();
   __m512 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
@@ -100,13 +100,13 @@ template <int R>
 }
 
 // The low 8 int8 of q as 8 floats.
-[[gnu::target("avx2,f16c,fma")]] inline __m256 widen(__m128i q) {
+[[gnu::target("avx2,fma")]] inline __m256 widen(__m128i q) {
   return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
 }
 
 template <int R>
-[[gnu::target("avx2,f16c,fma")]] void dot_blocks_avx2(int64_t nb, const float* x, const BlockQ8_0* w,
-                                                      int64_t ldw, float* y) {
+[[gnu::target("avx2,fma")]] void dot_blocks_avx2(int64_t nb, const float* x, const BlockQ8_0* w, int64_t ldw,
+                                                 float* y) {
   const float* f16 = f16_table();
   __m256 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
@@ -136,12 +136,11 @@ template <int R>
 #endif
 
 // y (j1 - j0) = rows [j0, j1) of w (nb blocks a row) · x: four rows at a time, at the width kernel_isa()
-// allows (the intrinsics where the CPU has F16C too, else dot_blocks through with_isa).
+// allows (the intrinsics at AVX-512 and AVX2, else dot_blocks through with_isa).
 void dot_rows(int64_t nb, const float* x, const BlockQ8_0* w, int64_t j0, int64_t j1, float* y) {
 #if SACCADE_Q8_INTRINSICS
-  static const bool f16c = __builtin_cpu_supports("f16c");
   const Isa isa = kernel_isa();
-  if (f16c && (isa == Isa::Avx512 || isa == Isa::Avx2)) {
+  if (isa == Isa::Avx512 || isa == Isa::Avx2) {
     const bool wide = isa == Isa::Avx512;
     int64_t j = j0;
     for (; j + 4 <= j1; j += 4)
