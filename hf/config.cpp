@@ -92,10 +92,11 @@ struct Reader {
 
 // The rotary base and its scaling: "rope_theta" at the top level, or inside "rope_parameters" (transformers
 // >= 5) or "rope_scaling", whose rope_type picks transformers' ROPE_INIT_FUNCTIONS entry. "default", "linear"
-// (factor) and "llama3" (factor, low_freq_factor, high_freq_factor, original_max_position_embeddings, all
-// required, as transformers' rope config validation requires them) are implemented (ops::RopeScaling); any
-// other type changes the frequencies in ways saccade does not implement, and is refused rather than run
-// wrongly.
+// (factor), "dynamic" (factor; its original context is max_position_embeddings, as transformers reads it),
+// "llama3" (factor, low_freq_factor, high_freq_factor, original_max_position_embeddings, all required, as
+// transformers' rope config validation requires them), "yarn" and "longrope" are implemented
+// (ops::RopeScaling); any other type changes the frequencies in ways saccade does not implement, and is
+// refused rather than run wrongly.
 void read_rope(const Reader& r, Config& c) {
   // the defaults: the row's (GPT-NeoX's older rotary_emb_base and rotary_pct keys, read before this)
   c.rope_theta = r.number("rope_theta", c.rope_theta);
@@ -120,6 +121,10 @@ void read_rope(const Reader& r, Config& c) {
       s = {};
     } else if (type == "linear") {
       s = {.type = Type::Linear, .factor = number("factor")};
+    } else if (type == "dynamic") {
+      s = {.type = Type::Dynamic,
+           .factor = number("factor"),
+           .original_max_position_embeddings = c.max_position_embeddings};
     } else if (type == "llama3") {
       s = {.type = Type::Llama3,
            .factor = number("factor"),
@@ -172,7 +177,7 @@ void read_rope(const Reader& r, Config& c) {
     } else {
       throw r.fail(key,
                    fmt::format("rope_type '{}' is not supported (saccade implements 'default', 'linear', "
-                               "'llama3', 'yarn' and 'longrope')",
+                               "'dynamic', 'llama3', 'yarn' and 'longrope')",
                                type));
     }
     if (s.type != Type::Default && s.type != Type::LongRope && !(s.factor >= 1))
@@ -1071,6 +1076,8 @@ std::string config_json(const Config& c) {
     const ops::RopeScaling& s = c.rope_scaling;
     if (s.type == ops::RopeScaling::Type::Linear) {
       j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", s.factor}};
+    } else if (s.type == ops::RopeScaling::Type::Dynamic) {
+      j["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", s.factor}};
     } else if (s.type == ops::RopeScaling::Type::Llama3) {
       j["rope_scaling"] = {{"rope_type", "llama3"},
                            {"factor", s.factor},

@@ -1,6 +1,7 @@
 #include "nn/llama.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "autograd/checkpoint.h"
 #include "autograd/functions/elementwise.h"
@@ -271,10 +272,15 @@ Variable LlamaBlock::finish(const Variable& x, const Variable& normed, const Var
 
 // ---- the whole model ----
 
+int64_t LlamaConfig::context() const {
+  if (rope_scaling.type != ops::RopeScaling::Type::Dynamic) return max_position_embeddings;
+  return std::llround(rope_scaling.factor * static_cast<double>(max_position_embeddings));
+}
+
 LlamaModel::LlamaModel(const LlamaConfig& c, Generator* gen)
     : Module("LlamaModel"),
       vocab_size_(c.vocab_size),
-      context_(c.max_position_embeddings),
+      context_(c.context()),
       embedding_multiplier_(c.embedding_multiplier),
       multiplier_in_dtype_(c.embedding_multiplier_in_dtype) {
   ErrorScope scope(name());
@@ -297,8 +303,8 @@ void LlamaModel::check(const Tensor& idx, int64_t offset) const {
   SACCADE_CHECK(idx.defined() && idx.dim() == 2 && idx.dtype() == DType::Int64 && idx.size(1) >= 1,
                 "LlamaModel: expected token ids int64 (B, T), got {}", idx.defined() ? idx.shape() : Shape{});
   SACCADE_CHECK(offset + idx.size(1) <= context_,
-                "LlamaModel: positions [{}, {}) of ids {} pass max_position_embeddings {}", offset,
-                offset + idx.size(1), idx.shape(), context_);
+                "LlamaModel: positions [{}, {}) of ids {} pass the context {}", offset, offset + idx.size(1),
+                idx.shape(), context_);
 }
 
 Variable LlamaModel::forward(const Tensor& idx, int64_t offset) {

@@ -38,7 +38,8 @@ struct LlamaConfig {
   int64_t head_dim = 0;              ///< 0: hidden_size / num_attention_heads
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
-  /// The rotary frequencies' rescaling for a longer context (rope_scaling: linear, llama3; none by default)
+  /// The rotary frequencies' rescaling for a longer context (rope_scaling: linear, dynamic, llama3, yarn,
+  /// longrope; none by default)
   ops::RopeScaling rope_scaling;
   bool attention_bias = false;  ///< biases on q_proj, k_proj, v_proj and o_proj
   bool mlp_bias = false;
@@ -106,7 +107,7 @@ struct LlamaConfig {
   std::optional<int64_t> pad_token_id;
   int64_t vocab_size = 32000;
   int64_t num_hidden_layers = 32;
-  int64_t max_position_embeddings = 2048;  ///< the context
+  int64_t max_position_embeddings = 2048;  ///< the context (see context())
   bool tie_word_embeddings = false;        ///< lm_head multiplies by embed_tokens.weight (SmolLM)
   /// Sliding-window attention (Mistral's sliding_window; nn::scaled_dot_product_attention's window): each
   /// position sees the last W positions, itself included; 0 = none. A KV cache keeps every position and
@@ -138,6 +139,11 @@ struct LlamaConfig {
   /// hf::llama_hf_config writes that row again where its config can say every switch: a Phi-3 that rotates
   /// whole heads stays a Phi-3 with its fused projections on disk); empty: the row the switches pick
   std::string model_type;
+
+  /// The positions a model of this configuration runs (LlamaModel's check, generation's limit):
+  /// max_position_embeddings, or under "dynamic" rope scaling factor times it (rounded), the length that
+  /// scaling stretches the model to (its base grows with each length past max_position_embeddings).
+  int64_t context() const;
 };
 
 /// True when layer `layer_idx` of `config` has a sparse MoE MLP (LlamaConfig::num_experts and the layer
@@ -250,7 +256,7 @@ class LlamaModel : public Module {
   explicit LlamaModel(const LlamaConfig& config, Generator* gen = nullptr);
   /// idx int64 (B, T) at positions offset .. offset + T - 1 -> the last hidden states (B, T, hidden) (after
   /// norm). Throws saccade::Error naming "LlamaModel" for another rank, an id outside the vocabulary, or
-  /// positions past max_position_embeddings.
+  /// positions past the context (LlamaConfig::context()).
   Variable forward(const Tensor& idx, int64_t offset = 0);
   /// Packed documents (transformers' packing; FlashAttention-2's variable-length batches): idx int64 (B, T)
   /// holding several documents a row, document_ids int64 (B, T) naming each token's document (non-decreasing

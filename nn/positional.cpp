@@ -121,9 +121,10 @@ RotaryEmbedding::RotaryEmbedding(int64_t head_dim, double theta, ops::RotaryStyl
 
 const ops::RotaryTables& RotaryEmbedding::tables(const Variable& x, int64_t positions) {
   const DType dtype = x.dtype() == DType::Float64 ? DType::Float64 : DType::Float32;
-  // LongRope: another set of frequencies once the positions pass the original context (the scaling is
+  // LongRope and Dynamic: other frequencies once the positions pass the original context (the scaling is
   // copied only when tables are made: this runs in every layer at every decoded token)
-  const TableKey key{dtype, x.device(), ops::long_factors_at(scaling_, positions)};
+  const int64_t set = ops::rope_tables_at(scaling_, positions);
+  const TableKey key{dtype, x.device(), set};
   for (auto& [k, t] : cache_) {
     if (k != key) continue;
     if (t.cos.size(0) < positions)
@@ -131,6 +132,11 @@ const ops::RotaryTables& RotaryEmbedding::tables(const Variable& x, int64_t posi
                              ops::rope_scaling_at(scaling_, positions));
     return t;
   }
+  // Dynamic past the original context: a set for each length, so only the newest is kept
+  std::erase_if(cache_, [&](const auto& entry) {
+    const auto& [d, dev, s] = entry.first;
+    return set > 1 && s > 1 && d == dtype && dev == x.device();
+  });
   cache_.emplace_back(key, ops::rotary_tables(std::max<int64_t>(positions, 64), rotary_dim_, theta_, dtype,
                                               x.device(), ops::rope_scaling_at(scaling_, positions)));
   return cache_.back().second;

@@ -69,7 +69,9 @@ class PositionalEncoding2D : public Module {
 /// or float64 for float64 inputs) and device: no step recomputes them. They are no state (as Hugging Face's
 /// non-persistent buffers): state_dict() is empty.
 /// `scaling` rescales the frequencies for a longer context (ops::RopeScaling: linear, Llama 3's, YaRN,
-/// LongRope, whose forward picks its short or long factors by the last position it rotates: rope_scaling_at).
+/// LongRope, whose forward picks its short or long factors by the last position it rotates, and Dynamic,
+/// whose base grows with it: rope_scaling_at; Dynamic makes a new set of tables for each length past the
+/// original context, keeping only the newest).
 /// Throws saccade::Error naming "RotaryEmbedding" for an odd or non-positive rotary dim (a head_dim of 1, or
 /// an odd head_dim with rotary_fraction 1), a rotary_fraction outside (0, 1], theta <= 1, or a scaling that
 /// ops::rotary_inv_freq refuses.
@@ -99,7 +101,7 @@ class RotaryEmbedding : public Module {
   double theta_;
   ops::RotaryStyle style_;
   ops::RopeScaling scaling_;
-  using TableKey = std::tuple<DType, Device, bool>;  // the tables' dtype, device, LongRope's long factors
+  using TableKey = std::tuple<DType, Device, int64_t>;  // the tables' dtype, device, ops::rope_tables_at
   std::vector<std::pair<TableKey, ops::RotaryTables>> cache_;
 };
 

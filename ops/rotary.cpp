@@ -36,6 +36,11 @@ std::vector<double> rotary_inv_freq(int64_t rotary_dim, double theta, const Rope
       "{}: yarn rope scaling needs original_max_position_embeddings >= 1 and positive beta_fast and "
       "beta_slow, got {}, {} and {}",
       op, scaling.original_max_position_embeddings, scaling.beta_fast, scaling.beta_slow);
+  SACCADE_CHECK(
+      scaling.type != Type::Dynamic || (scaling.original_max_position_embeddings >= 1 && rotary_dim > 2),
+      "{}: dynamic rope scaling needs original_max_position_embeddings >= 1 and rotary_dim > 2, got {} "
+      "and {}",
+      op, scaling.original_max_position_embeddings, rotary_dim);
   if (scaling.type == Type::LongRope) {
     const size_t half = static_cast<size_t>(rotary_dim / 2);
     auto fits = [&](const std::vector<double>& f) {
@@ -64,11 +69,18 @@ std::vector<double> rotary_inv_freq(int64_t rotary_dim, double theta, const Rope
     ramp_lo = std::max(ramp_lo, 0.0), ramp_hi = std::min(ramp_hi, d - 1);
     if (ramp_lo == ramp_hi) ramp_hi += 0.001;  // as transformers: no division by zero
   }
+  // Dynamic: the base grown for S = max(positions, L) (L itself: theta unchanged)
+  double base = theta;
+  if (scaling.type == Type::Dynamic) {
+    const double S = std::max(static_cast<double>(scaling.positions), L), R = static_cast<double>(rotary_dim);
+    base = theta * std::pow(factor * S / L - (factor - 1), R / (R - 2));
+  }
   std::vector<double> inv_freq(static_cast<size_t>(rotary_dim / 2));
   for (size_t i = 0; i < inv_freq.size(); ++i) {
-    const double f = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(rotary_dim));
+    const double f = std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(rotary_dim));
     switch (scaling.type) {
       case Type::Default:
+      case Type::Dynamic:  // (its base grown above)
         inv_freq[i] = f;
         break;
       case Type::Linear:
@@ -99,14 +111,17 @@ std::vector<double> rotary_inv_freq(int64_t rotary_dim, double theta, const Rope
   return inv_freq;
 }
 
-bool long_factors_at(const RopeScaling& scaling, int64_t positions) {
-  return scaling.type == RopeScaling::Type::LongRope && positions > scaling.original_max_position_embeddings;
+int64_t rope_tables_at(const RopeScaling& scaling, int64_t positions) {
+  using Type = RopeScaling::Type;
+  if (positions <= scaling.original_max_position_embeddings) return 0;
+  return scaling.type == Type::LongRope ? 1 : scaling.type == Type::Dynamic ? positions : 0;
 }
 
 RopeScaling rope_scaling_at(const RopeScaling& scaling, int64_t positions) {
-  if (!long_factors_at(scaling, positions)) return scaling;
+  if (rope_tables_at(scaling, positions) == 0) return scaling;
   RopeScaling past = scaling;
-  past.short_factor = scaling.long_factor;
+  if (scaling.type == RopeScaling::Type::LongRope) past.short_factor = scaling.long_factor;
+  if (scaling.type == RopeScaling::Type::Dynamic) past.positions = positions;
   return past;
 }
 

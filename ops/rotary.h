@@ -36,33 +36,43 @@ enum class RotaryStyle { Half, Interleaved };
 ///   - LongRope (Ding et al. 2024, "LongRoPE", arXiv 2402.13753; Phi-3's 128k models and Phi-4-mini): θ_i /
 ///     short_factor[i] while a forward's positions stay within L, θ_i / long_factor[i] once they pass it
 ///     (rope_scaling_at; transformers' longrope_frequency_update), and the tables' cos and sin times
-///     attention_factor (when 0: √(1 + ln(factor) / ln L), or 1 for factor <= 1), whichever set runs.
+///     attention_factor (when 0: √(1 + ln(factor) / ln L), or 1 for factor <= 1), whichever set runs;
+///   - Dynamic (dynamic NTK-aware scaling, bloc97 and emozilla 2023; Code Llama's and Qwen's "dynamic"): the
+///     base itself grows with the length S = max(positions, L) a forward reaches, theta' = theta ((factor S /
+///     L) - (factor - 1))^(R / (R - 2)), θ_i = theta'^(-2i / R): the default frequencies up to L
+///     (rope_scaling_at puts S in `positions`; transformers' _compute_dynamic_ntk_parameters, L its config's
+///     max_position_embeddings). As transformers with a KV cache, each decoded key keeps the rotation of the
+///     length at which it was written. (transformers also keeps a grown base for a later, shorter forward
+///     that is still past L, until one within L resets it; here each forward's own length sets it.)
 struct RopeScaling {
-  enum class Type { Default, Linear, Llama3, Yarn, LongRope };
+  enum class Type { Default, Linear, Llama3, Yarn, LongRope, Dynamic };
   Type type = Type::Default;
-  double factor = 1.0;                              ///< Linear, Llama3: how much longer the context is
+  double factor = 1.0;                              ///< Linear, Llama3, Yarn, Dynamic: how much longer
   double low_freq_factor = 1.0;                     ///< Llama3
   double high_freq_factor = 4.0;                    ///< Llama3
-  int64_t original_max_position_embeddings = 8192;  ///< Llama3, Yarn, LongRope: L, the context trained on
+  int64_t original_max_position_embeddings = 8192;  ///< Llama3, Yarn, LongRope, Dynamic: L, the context
   double beta_fast = 32.0, beta_slow = 1.0;         ///< Yarn: the ramp's bounds, in rotations
   double attention_factor = 0.0;  ///< Yarn, LongRope: the cos and sin factor; 0: derived from factor
   double mscale = 0.0, mscale_all_dim = 0.0;          ///< Yarn (DeepSeek's): 0 unless both are set
   bool truncate = true;                               ///< Yarn: floor and ceil the correction dims
   std::vector<double> short_factor{}, long_factor{};  ///< LongRope: rotary_dim / 2 positive factors each
+  int64_t positions = 0;  ///< Dynamic: S, the length that sets the base (rope_scaling_at); 0 or <= L: L
   bool operator==(const RopeScaling&) const = default;
 };
 
-/// Whether a forward whose positions reach `positions` (its last position + 1) runs LongRope's long factors:
-/// past original_max_position_embeddings. False for every other type.
-bool long_factors_at(const RopeScaling& scaling, int64_t positions);
+/// Which set of tables a forward whose positions reach `positions` (its last position + 1) runs: 0 for the
+/// scaling's own; past original_max_position_embeddings, 1 for LongRope's long factors and `positions` for
+/// Dynamic's grown base. 0 for every other type.
+int64_t rope_tables_at(const RopeScaling& scaling, int64_t positions);
 /// The scaling whose tables serve a forward whose positions reach `positions` (its last position + 1, as
-/// transformers' max(position_ids) + 1): `scaling` itself, but for LongRope past
-/// original_max_position_embeddings the same with long_factor in short_factor's place.
+/// transformers' max(position_ids) + 1): `scaling` itself, but past original_max_position_embeddings for
+/// LongRope the same with long_factor in short_factor's place, and for Dynamic the same with `positions` set.
 RopeScaling rope_scaling_at(const RopeScaling& scaling, int64_t positions);
 
 /// θ_i, i = 0 .. rotary_dim/2 - 1: the rotary inverse frequencies of base `theta` under `scaling` (see
 /// RopeScaling), in float64. Throws saccade::Error naming `op` for an odd or non-positive rotary_dim, theta
-/// <= 1 (or not finite), a factor < 1 (Linear, Llama3; not finite), or (Llama3) low_freq_factor <= 0,
+/// <= 1 (or not finite), a factor < 1 (Linear, Llama3, Yarn, Dynamic; not finite), a Dynamic rotary_dim of
+/// 2 or original_max_position_embeddings < 1, or (Llama3) low_freq_factor <= 0,
 /// high_freq_factor <= low_freq_factor or original_max_position_embeddings < 1, or (LongRope) factors that
 /// are not rotary_dim / 2 positive finite numbers each.
 std::vector<double> rotary_inv_freq(int64_t rotary_dim, double theta, const RopeScaling& scaling = {},

@@ -42,13 +42,14 @@ inline std::vector<int64_t> greedy(nn::LlamaForCausalLM& model, const Tensor& pr
 }
 
 // The greedy continuation of the first row of want's "ids" equals want's "greedy" (transformers' generate),
-// with the KV cache and without.
-inline void check_greedy(nn::LlamaForCausalLM& model, const nn::Safetensors& want) {
+// with the KV cache and without (or as `caches` says).
+inline void check_greedy(nn::LlamaForCausalLM& model, const nn::Safetensors& want,
+                         const std::vector<bool>& caches = {true, false}) {
   const Tensor& ids = want.tensors.at("ids");
   const Tensor prompt = ids.narrow(0, 0, 1).contiguous();
   const Tensor& g = want.tensors.at("greedy");
   const std::vector<int64_t> continuation(g.data<int64_t>() + ids.size(1), g.data<int64_t>() + g.numel());
-  for (bool cache : {true, false}) {
+  for (bool cache : caches) {
     CAPTURE(cache);
     CHECK(greedy(model, prompt, static_cast<int64_t>(continuation.size()), cache) == continuation);
   }

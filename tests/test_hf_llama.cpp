@@ -3,7 +3,7 @@
 // written by transformers, and hf_llama_expected.safetensors holds what transformers computes with them
 // (tests/fixtures/make_hf_llama.py); the family rows' fixtures (hf_qwen2, hf_qwen3, hf_gemma, hf_granite,
 // hf_smollm3, hf_phi3, hf_phi3_longrope, hf_olmo2, hf_gemma2, hf_gemma3_text, hf_llama_yarn,
-// hf_llama_yarn_mscale, hf_llama_rope) likewise.
+// hf_llama_yarn_mscale, hf_llama_dynamic, hf_llama_rope) likewise.
 #ifdef SACCADE_HAVE_HF
 #include <fmt/format.h>
 #include <catch2/catch.hpp>
@@ -186,13 +186,15 @@ TEST_CASE("hf config: rope_type wins over the older type, as transformers reads 
                                      R"("rope_type": "linear", "type": "default", "factor": 2.0)");
   CHECK(hf::parse_config(other).rope_scaling ==
         ops::RopeScaling{.type = ops::RopeScaling::Type::Linear, .factor = 2.0});
-  CHECK_THROWS_WITH(hf::parse_config(replaced(other, R"("rope_type": "linear")", R"("rope_type": "dynamic")"),
+  CHECK_THROWS_WITH(hf::parse_config(replaced(other, R"("rope_type": "linear")", R"("rope_type": "mrope")"),
                                      "x/config.json"),
                     Catch::Contains("x/config.json") && Catch::Contains("rope_parameters") &&
-                        Catch::Contains("'dynamic' is not supported"));
+                        Catch::Contains("'mrope' is not supported"));
   // the older spelling alone still counts
-  const std::string old = replaced(text, R"("rope_type": "default")", R"("type": "dynamic")");
-  CHECK_THROWS_WITH(hf::parse_config(old), Catch::Contains("'dynamic' is not supported"));
+  const std::string old = replaced(text, R"("rope_type": "default")", R"("type": "dynamic", "factor": 2.0)");
+  CHECK(hf::parse_config(old).rope_scaling.type == ops::RopeScaling::Type::Dynamic);
+  CHECK_THROWS_WITH(hf::parse_config(replaced(text, R"("rope_type": "default")", R"("type": "mrope")")),
+                    Catch::Contains("'mrope' is not supported"));
 }
 
 TEST_CASE(
@@ -726,10 +728,7 @@ TEST_CASE(
   // transformers' greedy continuation crosses position 16: each whole-sequence forward past it rotates every
   // position by the long factors (its generate re-reads the sequence there rather than keep the keys its
   // cache rotated by the short ones: `gpt sample`'s generate too, tests/test_hf_gpt2.cpp)
-  const Tensor prompt = ids.narrow(0, 0, 1).contiguous();
-  const Tensor& g = want.tensors.at("greedy");
-  const std::vector<int64_t> continuation(g.data<int64_t>() + ids.size(1), g.data<int64_t>() + g.numel());
-  CHECK(greedy(*model, prompt, static_cast<int64_t>(continuation.size()), false) == continuation);
+  check_greedy(*model, want, {/*cache=*/false});
   // written back with its factors, read back the same
   TempDir dir("hf_phi3_longrope_export");
   hf::save_llama(*model, dir.path.string());
@@ -958,6 +957,62 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "hf dynamic NTK rope scaling: the base grown for each length past the context, as transformers (logits, "
+    "greedy with the KV cache, export, AdamW)",
+    "[hf]") {
+  // tests/data/hf_llama_dynamic (make_hf_families.py llama_dynamic): rope_parameters {rope_type dynamic,
+  // factor 4} over max_position_embeddings 8; logits of 12 tokens, a greedy run of 12 + 10 with the cache
+  const std::string text = file_bytes(kData + "/hf_llama_dynamic/config.json");
+  const hf::Config c = hf::parse_config(text);
+  const ops::RopeScaling& s = c.rope_scaling;
+  REQUIRE(s.type == ops::RopeScaling::Type::Dynamic);
+  CHECK((s.factor == 4.0 && s.original_max_position_embeddings == 8));
+  CHECK(hf::llama_config(c).context() == 32);
+  // the default frequencies up to the context; past it those of the base theta ((f S / L) - (f - 1))^(R / (R
+  // - 2)) for a forward reaching S
+  CHECK(ops::rope_scaling_at(s, 8) == s);
+  CHECK(ops::rope_tables_at(s, 8) == 0);
+  CHECK(ops::rope_tables_at(s, 12) == 12);
+  CHECK(ops::rotary_inv_freq(8, 10000.0, s) == ops::rotary_inv_freq(8, 10000.0));
+  const std::vector<double> grown = ops::rotary_inv_freq(8, 10000.0, ops::rope_scaling_at(s, 12));
+  const std::vector<double> by_hand = ops::rotary_inv_freq(8, 10000.0 * std::pow(4.0 * 12 / 8 - 3, 8.0 / 6));
+  REQUIRE(grown.size() == by_hand.size());
+  for (size_t i = 0; i < grown.size(); ++i) CHECK(grown[i] == Approx(by_hand[i]).epsilon(1e-12));
+  CHECK_THROWS_WITH(hf::parse_config(replaced(text, R"("factor": 4.0,)", "")),
+                    Catch::Contains("factor") && Catch::Contains("missing"));
+  ops::RopeScaling no_context = s;
+  no_context.original_max_position_embeddings = 0;
+  CHECK_THROWS_WITH(ops::rotary_inv_freq(8, 10000.0, no_context),
+                    Catch::Contains("dynamic rope scaling needs original_max_position_embeddings >= 1"));
+
+  const nn::Safetensors want = nn::load_safetensors(kData + "/hf_llama_dynamic_expected.safetensors");
+  const Tensor& ids = want.tensors.at("ids");
+  auto model = hf::load_llama(kData + "/hf_llama_dynamic", /*strict=*/true);
+  {
+    NoGradGuard no_grad;
+    CHECK(allclose(model->forward(ids).data(), want.tensors.at("logits"), 1e-5, 1e-5));
+    REQUIRE_THROWS_WITH(model->forward(ops::zeros({1, 33}, DType::Int64)),
+                        Catch::Contains("positions [0, 33)") && Catch::Contains("pass the context 32"));
+  }
+  // transformers' generate keeps its cache: each step's key is rotated by the base of its own length
+  check_greedy(*model, want, {/*cache=*/true});
+  TempDir dir("hf_llama_dynamic_export");
+  hf::save_llama(*model, dir.path.string());
+  CHECK(hf::load_config(dir.file("config.json")).rope_scaling == s);
+  {
+    NoGradGuard no_grad;
+    CHECK(allclose(hf::load_llama(dir.path.string(), true)->forward(ids).data(), want.tensors.at("logits"),
+                   1e-5, 1e-5));
+    // with the default frequencies instead, the 12 positions' logits are not transformers'
+    for (auto& layer : model->model->layers)
+      layer->self_attn->rotary_emb = std::make_shared<nn::RotaryEmbedding>(8, 10000.0);
+    CHECK_FALSE(allclose(model->forward(ids).data(), want.tensors.at("logits"), 1e-3, 1e-3));
+  }
+  auto fresh = hf::load_llama(kData + "/hf_llama_dynamic", /*strict=*/true);
+  check_adamw_losses(*fresh, want, fresh->config().vocab_size);  // 12 tokens a row: the base grown for 12
+}
+
+TEST_CASE(
     "hf Llama 3 rope scaling: transformers' frequencies (llama3, linear), logits, greedy continuations "
     "and an export that keeps it",
     "[hf]") {
@@ -1008,8 +1063,8 @@ TEST_CASE(
   }
   // what is not implemented, or incomplete, is refused by name
   const std::string text = file_bytes(kData + "/hf_llama_rope/config.json");
-  CHECK_THROWS_WITH(hf::parse_config(replaced(text, R"("rope_type": "llama3")", R"("rope_type": "dynamic")")),
-                    Catch::Contains("rope_parameters") && Catch::Contains("'dynamic' is not supported"));
+  CHECK_THROWS_WITH(hf::parse_config(replaced(text, R"("rope_type": "llama3")", R"("rope_type": "mrope")")),
+                    Catch::Contains("rope_parameters") && Catch::Contains("'mrope' is not supported"));
   CHECK_THROWS_WITH(hf::parse_config(replaced(text, R"("factor": 8.0,)", "")),
                     Catch::Contains("rope_parameters.factor") && Catch::Contains("missing"));
   CHECK_THROWS_WITH(

@@ -50,7 +50,7 @@ std::unique_ptr<CausalLM> as_causal_lm(GPT& model) {
 }
 
 std::unique_ptr<CausalLM> as_causal_lm(nn::LlamaForCausalLM& model) {
-  return std::make_unique<AsLM<nn::LlamaForCausalLM>>(model, model.config().max_position_embeddings,
+  return std::make_unique<AsLM<nn::LlamaForCausalLM>>(model, model.config().context(),
                                                       model.config().vocab_size);
 }
 
