@@ -93,6 +93,7 @@ constexpr Row kRows[] = {
     {"llama", "llama", "LlamaForCausalLM", true, false},
     {"qwen2", "qwen2", "Qwen2ForCausalLM", false, false},
     {"qwen3", "qwen3", "Qwen3ForCausalLM", false, false},
+    {"qwen3moe", "qwen3_moe", "Qwen3MoeForCausalLM", false, false},
     {"gpt2", "gpt2", "GPT2LMHeadModel", false, true},
 };
 
@@ -113,7 +114,16 @@ const std::vector<std::string> kReadKeys = {"block_count",
                                             "attention.value_length",
                                             "rope.dimension_count",
                                             "rope.freq_base",
+                                            "rope.scaling.type",
+                                            "rope.scaling.factor",
+                                            "rope.scaling.original_context_length",
+                                            "rope.scaling.yarn_attn_factor",
+                                            "rope.scaling.yarn_beta_fast",
+                                            "rope.scaling.yarn_beta_slow",
                                             "attention.layer_norm_rms_epsilon",
+                                            "expert_count",
+                                            "expert_used_count",
+                                            "expert_feed_forward_length",
                                             "vocab_size"};
 const std::vector<std::string> kGpt2ReadKeys = {
     "block_count",         "context_length",       "embedding_length",
@@ -146,7 +156,20 @@ struct HfName {
   std::string name;
   int64_t permuted_heads = 0;
   bool transposed = false;
+  bool experts = false;  // a stack of experts (E, out, in): `name` holds "{}" for each one's index
 };
+
+// A sparse MLP's tensors (blk.N.<gguf>.weight): the router and Qwen-MoE's shared expert under "mlp." (the
+// router under Mixtral's "block_sparse_moe." for a mixtral), and the stacked experts, one Hugging Face
+// tensor an expert (Mixtral's w1, w3, w2; the others' gate_proj, up_proj, down_proj).
+const Names kMoeNames = {{"ffn_gate_inp", "gate"},
+                         {"ffn_gate_inp_shexp", "shared_expert_gate"},
+                         {"ffn_gate_shexp", "shared_expert.gate_proj"},
+                         {"ffn_up_shexp", "shared_expert.up_proj"},
+                         {"ffn_down_shexp", "shared_expert.down_proj"}};
+const Names kExpertNames = {
+    {"ffn_gate_exps", "gate_proj"}, {"ffn_up_exps", "up_proj"}, {"ffn_down_exps", "down_proj"}};
+const Names kMixtralExpertNames = {{"ffn_gate_exps", "w1"}, {"ffn_up_exps", "w3"}, {"ffn_down_exps", "w2"}};
 
 // `gguf` under its Hugging Face name; unknown names are kept as they are.
 HfName hf_name(const std::string& gguf, const Row& row, const Config& c) {
@@ -176,6 +199,14 @@ HfName hf_name(const std::string& gguf, const Row& row, const Config& c) {
                                                : 0;
       return {fmt::format("model.layers.{}.{}{}", n, h, suffix), heads};
     }
+    if (row.gpt2) return {gguf};
+    const bool mixtral = c.model_type == "mixtral";
+    const std::string moe =
+        fmt::format("model.layers.{}.{}", std::stoll(layer), mixtral ? "block_sparse_moe." : "mlp.");
+    for (const auto& [g, h] : kMoeNames)
+      if (rest == g) return {moe + h + suffix};
+    for (const auto& [g, h] : mixtral ? kMixtralExpertNames : kExpertNames)
+      if (rest == g && suffix == ".weight") return {moe + "experts.{}." + h + suffix, 0, false, true};
     return {gguf};
   }
   for (const auto& [g, h] : row.gpt2 ? kGpt2GlobalNames : kGlobalNames)
@@ -254,6 +285,45 @@ json llama3_scaling(const GgufFile& file, const GgufTensorInfo& t, int64_t head_
                   factor));
 }
 
+// The rope scaling of the keys convert_hf_to_gguf.py writes for a config's "linear" and "yarn" rope_type
+// (TextModel.set_gguf_parameters), as that rope_parameters dict; null without them. rope.scaling.type
+// "none", or absent with no factor: none; "linear", or absent with a factor (as llama.cpp reads a factor
+// alone): factor; "yarn": factor and original_context_length (required), yarn_attn_factor (transformers'
+// attention_factor), yarn_beta_fast and yarn_beta_slow. Another type ("longrope": its factors are not in the
+// metadata) and a factor < 1 are refused by key.
+json rope_scaling_keys(const Meta& m, const std::string& p, double theta) {
+  const std::string type_key = p + "rope.scaling.type", factor_key = p + "rope.scaling.factor";
+  const bool has_factor = m.file.find(factor_key) != nullptr;
+  const std::string type = m.file.find(type_key) ? m.string(type_key)
+                           : has_factor          ? std::string("linear")
+                                                 : std::string("none");
+  if (type == "none") {
+    for (const char* k :
+         {"rope.scaling.factor", "rope.scaling.original_context_length", "rope.scaling.yarn_attn_factor",
+          "rope.scaling.yarn_beta_fast", "rope.scaling.yarn_beta_slow"})
+      if (m.file.find(p + k)) throw m.fail(p + k, "given without a rope scaling type");
+    return nullptr;
+  }
+  if (type != "linear" && type != "yarn")
+    throw m.fail(type_key, fmt::format("'{}' is not read ('none', 'linear' and 'yarn' are)", type));
+  const double factor = m.number(factor_key, std::nullopt);
+  if (!(factor >= 1)) throw m.fail(factor_key, fmt::format("{} is below 1", factor));
+  json r = {{"rope_type", type}, {"factor", factor}, {"rope_theta", theta}};
+  if (type == "yarn") {
+    r["original_max_position_embeddings"] =
+        m.integer(p + "rope.scaling.original_context_length", std::nullopt);
+    for (const auto& [key, name] :
+         {std::pair{"yarn_attn_factor", "attention_factor"}, std::pair{"yarn_beta_fast", "beta_fast"},
+          std::pair{"yarn_beta_slow", "beta_slow"}})
+      if (m.file.find(p + "rope.scaling." + key)) r[name] = m.number(p + "rope.scaling." + key, std::nullopt);
+  } else {
+    for (const char* k : {"rope.scaling.original_context_length", "rope.scaling.yarn_attn_factor",
+                          "rope.scaling.yarn_beta_fast", "rope.scaling.yarn_beta_slow"})
+      if (m.file.find(p + k)) throw m.fail(p + k, "not read with rope scaling type 'linear'");
+  }
+  return r;
+}
+
 }  // namespace
 
 std::vector<std::string> gguf_architectures() {
@@ -298,9 +368,17 @@ Config gguf_config(const GgufFile& file) {
     throw Error(fmt::format(
         "hf::gguf_config: '{}': neither key '{}vocab_size' nor tensor 'token_embd.weight'", file.path(), p));
   auto has = [&](const char* name) { return file.tensor(name) != nullptr; };
+  // experts: a "llama" file with them is a Mixtral's (the converter writes MixtralForCausalLM as "llama");
+  // "qwen3moe" needs them; the other rows read none
+  const std::optional<int64_t> experts = m.maybe_integer(p + "expert_count");
+  const bool mixtral = arch == "llama" && experts;
+  if (experts && arch != "llama" && arch != "qwen3moe")
+    throw m.fail(p + "expert_count", fmt::format("not read for '{}' (a dense row)", arch));
+  for (const char* k : {"expert_used_count", "expert_feed_forward_length"})
+    if (!experts && file.find(p + k)) throw m.fail(p + k, fmt::format("given without {}expert_count", p));
   json j;
-  j["model_type"] = row->model_type;
-  j["architectures"] = {row->architectures};
+  j["model_type"] = mixtral ? "mixtral" : row->model_type;
+  j["architectures"] = {mixtral ? "MixtralForCausalLM" : row->architectures};
   // the dtype on disk, where general.file_type says one (llama_ftype: 0 all F32, 1 mostly F16, 32 mostly
   // BF16)
   if (const auto ft = m.maybe_integer("general.file_type"); ft && (*ft == 0 || *ft == 1 || *ft == 32))
@@ -324,13 +402,34 @@ Config gguf_config(const GgufFile& file) {
     j["max_position_embeddings"] = m.integer(p + "context_length", std::nullopt);
     j["rms_norm_eps"] = m.number(p + "attention.layer_norm_rms_epsilon", std::nullopt);
     j["rope_theta"] = m.number(p + "rope.freq_base", 10000.0);
+    const json keys = rope_scaling_keys(m, p, j["rope_theta"].get<double>());
+    if (rope_freqs && !keys.is_null())
+      throw m.fail(p + "rope.scaling.type",
+                   "given beside tensor 'rope_freqs.weight' (Llama 3's scaling): two rope scalings");
     if (rope_freqs)
       j["rope_scaling"] = llama3_scaling(file, *rope_freqs, head_dim, j["rope_theta"].get<double>());
+    else if (!keys.is_null())
+      j["rope_scaling"] = keys;
     j["hidden_act"] = "silu";
     j["tie_word_embeddings"] = !has("output.weight");
     if (arch != "qwen2") {  // Qwen2's q, k and v biases are the row's own
       j["attention_bias"] = has("blk.0.attn_q.bias");
       if (arch == "llama") j["mlp_bias"] = has("blk.0.ffn_up.bias");
+    }
+    if (experts || arch == "qwen3moe") {
+      // top-k weights renormalised: Mixtral's always, and llama.cpp's qwen3moe graph's (Qwen3-MoE's
+      // published configs say norm_topk_prob true)
+      j[mixtral ? "num_local_experts" : "num_experts"] = m.integer(p + "expert_count", std::nullopt);
+      j["num_experts_per_tok"] = m.integer(p + "expert_used_count", std::nullopt);
+      if (mixtral) {
+        if (file.find(p + "expert_feed_forward_length"))
+          throw m.fail(p + "expert_feed_forward_length",
+                       "not read for a Mixtral (its experts are feed_forward_length wide)");
+        j["sliding_window"] = nullptr;
+      } else {
+        j["moe_intermediate_size"] = m.integer(p + "expert_feed_forward_length", std::nullopt);
+        j["norm_topk_prob"] = true;
+      }
     }
   }
   for (const char* id : {"bos_token_id", "eos_token_id"})
@@ -347,7 +446,27 @@ GgufWeights::GgufWeights(const GgufFile& file, const Config& config) : file_(fil
   for (const GgufTensorInfo& t : file.tensors()) {
     if (t.name == "rope_freqs.weight" && config.rope_scaling.type == ops::RopeScaling::Type::Llama3)
       continue;  // gguf_config read it into the rope scaling
-    auto [name, heads, transposed] = hf_name(t.name, *row, config);
+    auto [name, heads, transposed, experts] = hf_name(t.name, *row, config);
+    if (experts) {  // expert e: the e-th (out, in) block of the stack, contiguous in the file
+      const int64_t E = t.shape.empty() ? 0 : t.shape[0];
+      SACCADE_CHECK(t.shape.size() == 3 && E >= 1 && t.nbytes % static_cast<uint64_t>(E) == 0,
+                    "hf::GgufWeights: '{}': tensor '{}' has shape {} (need a stack of expert matrices)",
+                    file.path(), t.name, t.shape);
+      SACCADE_CHECK(readable_type(t.type),
+                    "hf::GgufWeights: '{}': tensor '{}' is {} (stacks of experts are read in F32, F16, BF16 "
+                    "and Q8_0)",
+                    file.path(), t.name, gguf_type_name(t.type));
+      for (int64_t e = 0; e < E; ++e) {
+        const uint64_t bytes = t.nbytes / static_cast<uint64_t>(E);
+        slices_.push_back(GgufTensorInfo{fmt::format("{}[{}]", t.name, e), Shape({t.shape[1], t.shape[2]}),
+                                         t.type, t.offset + static_cast<uint64_t>(e) * bytes, bytes});
+        const std::string expert = fmt::format(fmt::runtime(name), e);
+        index_.emplace_back(expert, entries_.size());
+        names_.push_back(expert);
+        entries_.push_back(Entry{expert, &slices_.back(), 0, false});
+      }
+      continue;
+    }
     if (transposed && t.shape.size() != 2)
       throw Error(fmt::format("hf::GgufWeights: '{}': tensor '{}' has shape {} (need a matrix)", file.path(),
                               t.name, t.shape));
@@ -665,8 +784,11 @@ std::shared_ptr<nn::LlamaForCausalLM> load_llama_gguf(const GgufFile& file, cons
   const GgufWeights weights(file, config);
   std::shared_ptr<nn::LlamaForCausalLM> model = load_llama_weights(weights, config, strict, report);
   if (keep_q8_0) {
+    // (a Linear under another name on disk, Mixtral's router, is F32 there: the converter never quantizes
+    // one)
     for (auto& [name, linear] : nn::named_linears(*model))
-      if (Q8_0Matrix q = weights.q8_0(name + ".weight"); q.defined()) linear->weight_q8_0 = std::move(q);
+      if (weights.contains(name + ".weight"))
+        if (Q8_0Matrix q = weights.q8_0(name + ".weight"); q.defined()) linear->weight_q8_0 = std::move(q);
     if (!model->lm_head) model->output_q8_0 = weights.q8_0("model.embed_tokens.weight");
   }
   return model;

@@ -11,6 +11,7 @@
 //   - GPT-2's Conv1D weights (c_attn, c_proj, c_fc), transposed to (out, in) in the file, go back to (in,
 //   out);
 //   - no "output.weight" means the output layer is tied to the embedding.
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,35 +27,48 @@ namespace saccade::hf {
 /// The general.architecture values gguf_config reads.
 std::vector<std::string> gguf_architectures();
 
-/// The Config of `file`'s metadata, for general.architecture "llama" (LlamaForCausalLM's row), "qwen2"
-/// (biases on q, k and v) or "qwen3" (q and k norms): {arch}.block_count, embedding_length,
+/// The Config of `file`'s metadata, for general.architecture "llama" (LlamaForCausalLM's row; with
+/// {arch}.expert_count and expert_used_count, MixtralForCausalLM's, which the converter writes as "llama"),
+/// "qwen2" (biases on q, k and v), "qwen3" (q and k norms) or "qwen3moe" (Qwen3-MoE: expert_count,
+/// expert_used_count, expert_feed_forward_length, all required; norm_topk_prob true, as llama.cpp's qwen3moe
+/// graph renormalises): {arch}.block_count, embedding_length,
 /// feed_forward_length, attention.head_count and context_length (required), attention.head_count_kv
 /// (default: head_count), attention.key_length and value_length (default: embedding_length / head_count;
 /// equal), rope.dimension_count (= the head's width: partial rotation is refused), rope.freq_base (10000),
-/// attention.layer_norm_rms_epsilon (required), vocab_size (default: the rows of token_embd.weight);
-/// biases where blk.0's tensors have them; tied without "output.weight"; bos / eos from
-/// tokenizer.ggml.bos_token_id / eos_token_id; torch_dtype from general.file_type (0 float32, 1 float16, 32
-/// bfloat16; other types: empty); and "gpt2" (GPT2LMHeadModel's row: block_count,
-/// embedding_length, attention.head_count, context_length, feed_forward_length (n_inner),
-/// attention.layer_norm_epsilon, all required; gelu_new, which GPT-2 files do not state, tied). Checked as
-/// load_config checks a config.json. Throws
-/// saccade::Error naming "hf::gguf_config", the file and the key for: an architecture not read (listing those
-/// that are), a missing or mistyped key, any other "{arch}." key (rope scaling, a sliding window, experts:
-/// each changes the computation) and a "rope_freqs.weight" tensor in a file of another row than "llama" or
-/// whose factors are not Llama 3's. A "llama" file's rope_freqs.weight (Llama 3.1 / 3.2's rope scaling as the
-/// converter writes it, one factor a frequency, and no key) is read back into rope_type "llama3": factor the
-/// largest, low_freq_factor 1 and high_freq_factor 4 (every Llama 3.x model's), the original context the
-/// power of two that gives the factors (8192 tried first), checked factor by factor.
+/// rope.scaling.* as convert_hf_to_gguf.py writes a "linear" or "yarn" rope_type (type, factor; yarn's
+/// original_context_length, yarn_attn_factor, yarn_beta_fast, yarn_beta_slow; a factor with no type is
+/// linear, as llama.cpp reads it), attention.layer_norm_rms_epsilon (required), vocab_size (default: the rows
+/// of token_embd.weight); biases where blk.0's tensors have them; tied without "output.weight"; bos / eos
+/// from tokenizer.ggml.bos_token_id / eos_token_id; torch_dtype from general.file_type (0 float32, 1 float16,
+/// 32 bfloat16; other types: empty); and "gpt2" (GPT2LMHeadModel's row: block_count, embedding_length,
+/// attention.head_count, context_length, feed_forward_length (n_inner), attention.layer_norm_epsilon, all
+/// required; gelu_new, which GPT-2 files do not state, tied). Checked as load_config checks a config.json.
+/// Throws saccade::Error naming "hf::gguf_config", the file and the key for: an architecture not read
+/// (listing those that are), a missing or mistyped key, any other "{arch}." key (a sliding window, experts,
+/// YaRN's yarn_ext_factor: each changes the computation), a rope scaling type other than none, linear and
+/// yarn (longrope), a rope scaling beside rope_freqs.weight, and a "rope_freqs.weight" tensor in a file of
+/// another row than "llama" or whose factors are not Llama 3's. A "llama" file's rope_freqs.weight (Llama 3.1
+/// / 3.2's rope scaling as the converter writes it, one factor a frequency, and no key) is read back into
+/// rope_type "llama3": factor the largest, low_freq_factor 1 and high_freq_factor 4 (every Llama 3.x
+/// model's), the original context the power of two that gives the factors (8192 tried first), checked factor
+/// by factor.
 Config gguf_config(const GgufFile& file);
 
 /// The tensors of a GGUF file under the Hugging Face names of `config`'s row (llama_name_table's names, or
 /// GPT-2's "transformer.h.N.attn.c_attn.weight", ...), with their Hugging Face shapes and row order; a tensor
-/// the table does not know keeps its GGUF name (so a strict load refuses it by that name). Reads dequantize
-/// (Q8_0) and convert, as GgufFile::read_into.
+/// the table does not know keeps its GGUF name (so a strict load refuses it by that name). A sparse layer's
+/// stacked experts (blk.N.ffn_{gate,up,down}_exps.weight, (E, out, in)) show as one tensor an expert
+/// (Mixtral's "block_sparse_moe.experts.e.w1.weight", the others' "mlp.experts.e.gate_proj.weight"), the
+/// router as "block_sparse_moe.gate" / "mlp.gate", Qwen-MoE's shared expert as "mlp.shared_expert.*". Reads
+/// dequantize (Q8_0) and convert, as GgufFile::read_into. Throws saccade::Error naming "hf::GgufWeights" and
+/// the file for two tensors under one name, q or k rows that are not whole heads, and a stack of experts that
+/// is not rank 3 or is of a type not read.
 class GgufWeights : public TensorSource {
  public:
   /// `file` must outlive this object.
   GgufWeights(const GgufFile& file, const Config& config);
+  GgufWeights(const GgufWeights&) = delete;  // its entries point into its own slices_
+  GgufWeights& operator=(const GgufWeights&) = delete;
   const std::vector<std::string>& names() const override { return names_; }
   bool contains(const std::string& name) const override;
   Shape shape(const std::string& name) const override;
@@ -76,7 +90,8 @@ class GgufWeights : public TensorSource {
   };
   const Entry& entry(const std::string& name) const;
   const GgufFile& file_;
-  std::vector<Entry> entries_;  // file order
+  std::deque<GgufTensorInfo> slices_;  // each expert of a stacked tensor, as a tensor of its own
+  std::vector<Entry> entries_;         // file order
   std::vector<std::string> names_;
   std::vector<std::pair<std::string, size_t>> index_;  // sorted
 };

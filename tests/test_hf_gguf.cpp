@@ -325,15 +325,53 @@ TEST_CASE("GGUF metadata: the rows' keys as a config.json, and what changes the 
   CHECK_THAT(
       config_error(GgufBuilder().text("general.architecture", "falcon")),
       Catch::Contains("key 'general.architecture': 'falcon' is not read (saccade reads 'llama', 'qwen2', "
-                      "'qwen3', 'gpt2')"));
+                      "'qwen3', 'qwen3moe', 'gpt2')"));
   CHECK_THAT(config_error(small_llama("gpt2")),
              Catch::Contains("key 'gpt2.rope.freq_base': not read for 'gpt2'"));
+  // rope scaling keys as the converter writes a "linear" or "yarn" rope_type; a factor alone is linear (as
+  // llama.cpp reads it); longrope's factors are not in the metadata
+  using Type = ops::RopeScaling::Type;
+  auto config_of = [](const GgufBuilder& g) {
+    return hf::gguf_config(*hf::GgufFile::parse(g.bytes(), "t.gguf"));
+  };
+  const hf::Config linear =
+      config_of(small_llama().text("llama.rope.scaling.type", "linear").f32("llama.rope.scaling.factor", 2));
+  CHECK((linear.rope_scaling.type == Type::Linear && linear.rope_scaling.factor == 2.0));
+  CHECK(config_of(small_llama().f32("llama.rope.scaling.factor", 3)).rope_scaling.factor == 3.0);
+  CHECK(config_of(small_llama().text("llama.rope.scaling.type", "none")).rope_scaling.type == Type::Default);
+  const hf::Config yarn = config_of(small_llama("qwen2")
+                                        .text("qwen2.rope.scaling.type", "yarn")
+                                        .f32("qwen2.rope.scaling.factor", 4)
+                                        .u32("qwen2.rope.scaling.original_context_length", 8)
+                                        .f32("qwen2.rope.scaling.yarn_beta_fast", 16)
+                                        .f32("qwen2.rope.scaling.yarn_attn_factor", 1.5f));
+  CHECK((yarn.rope_scaling.type == Type::Yarn && yarn.rope_scaling.factor == 4.0 &&
+         yarn.rope_scaling.original_max_position_embeddings == 8 && yarn.rope_scaling.beta_fast == 16.0 &&
+         yarn.rope_scaling.beta_slow == 1.0 && yarn.rope_scaling.attention_factor == 1.5));
   CHECK_THAT(config_error(small_llama().text("llama.rope.scaling.type", "linear")),
-             Catch::Contains("key 'llama.rope.scaling.type': not read for 'llama'"));
+             Catch::Contains("key 'llama.rope.scaling.factor': missing"));
+  CHECK_THAT(config_error(small_llama().text("llama.rope.scaling.type", "longrope")),
+             Catch::Contains("key 'llama.rope.scaling.type': 'longrope' is not read"));
+  CHECK_THAT(
+      config_error(small_llama().text("llama.rope.scaling.type", "yarn").f32("llama.rope.scaling.factor", 4)),
+      Catch::Contains("key 'llama.rope.scaling.original_context_length': missing"));
+  CHECK_THAT(config_error(small_llama().f32("llama.rope.scaling.factor", 0.5f)),
+             Catch::Contains("key 'llama.rope.scaling.factor': 0.5 is below 1"));
+  CHECK_THAT(
+      config_error(small_llama().text("llama.rope.scaling.type", "none").f32("llama.rope.scaling.factor", 2)),
+      Catch::Contains("key 'llama.rope.scaling.factor': given without a rope scaling type"));
+  CHECK_THAT(config_error(small_llama()
+                              .f32("llama.rope.scaling.factor", 2)
+                              .u32("llama.rope.scaling.original_context_length", 8)),
+             Catch::Contains("not read with rope scaling type 'linear'"));
+  CHECK_THAT(config_error(small_llama().f32("llama.rope.scaling.yarn_ext_factor", 1)),
+             Catch::Contains("key 'llama.rope.scaling.yarn_ext_factor': not read for 'llama'"));
+  CHECK_THAT(config_error(small_llama()
+                              .f32("llama.rope.scaling.factor", 2)
+                              .tensor("rope_freqs.weight", {2}, 0, floats({1, 3}))),
+             Catch::Contains("two rope scalings"));
   CHECK_THAT(config_error(small_llama().u32("llama.attention.sliding_window", 4)),
              Catch::Contains("key 'llama.attention.sliding_window'"));
-  CHECK_THAT(config_error(small_llama().u32("llama.expert_count", 8)),
-             Catch::Contains("key 'llama.expert_count'"));
   // a float32 reads as its shortest decimal; a subnormal one too (not an exception of the decimal's parse)
   const float tiny = 1e-45f;
   CHECK(hf::gguf_config(*hf::GgufFile::parse(small_llama("llama", "", 0, tiny).bytes(), "t.gguf")).norm_eps ==
@@ -469,6 +507,18 @@ TEST_CASE("GGUF: Llama 3's rope scaling, as the converter's rope_freqs.weight, g
   saccade::testing::check_greedy(*model, e);
 }
 
+TEST_CASE("GGUF: YaRN rope scaling, as the converter's rope.scaling keys, gives transformers' logits",
+          "[hf][gguf]") {
+  // tests/data/gguf/llama_yarn_f32.gguf: hf_llama_yarn (rope_type yarn, factor 4, original context 16)
+  const nn::Safetensors e = nn::load_safetensors(hf_data("hf_llama_yarn_expected.safetensors"));
+  const hf::GgufFile file(gguf_data("llama_yarn_f32.gguf"));
+  const hf::Config c = hf::gguf_config(file);
+  CHECK(c.rope_scaling == hf::load_config(hf_data("hf_llama_yarn/config.json")).rope_scaling);
+  auto model = hf::load_llama_gguf(file);
+  CHECK(allclose(logits_of(*model, e.tensors.at("ids")), e.tensors.at("logits"), 1e-5, 1e-5));
+  saccade::testing::check_greedy(*model, e);
+}
+
 TEST_CASE("GGUF: the Qwen2 fixture's file loads to the folder's logits", "[hf][gguf]") {
   const nn::Safetensors e = nn::load_safetensors(hf_data("hf_qwen2_expected.safetensors"));
   const Tensor& ids = e.tensors.at("ids");
@@ -476,6 +526,71 @@ TEST_CASE("GGUF: the Qwen2 fixture's file loads to the folder's logits", "[hf][g
   CHECK(hf::config_json(hf::llama_hf_config(model->config())) ==
         hf::config_json(hf::llama_hf_config(hf::load_llama(hf_data("hf_qwen2"))->config())));
   CHECK(allclose(logits_of(*model, ids), e.tensors.at("logits"), 1e-5, 1e-5));
+}
+
+TEST_CASE("GGUF MoE rows: Mixtral (a llama file with experts) and Qwen3-MoE give transformers' logits",
+          "[hf][gguf][moe]") {
+  // tests/data/gguf/mixtral_f32.gguf and qwen3_moe_f32.gguf: hf_mixtral and hf_qwen3_moe as the converter
+  // writes them, each layer's experts stacked into ffn_{gate,up,down}_exps (E, out, in)
+  for (const char* row : {"mixtral", "qwen3_moe"}) {
+    CAPTURE(row);
+    const nn::Safetensors e = nn::load_safetensors(hf_data(fmt::format("hf_{}_expected.safetensors", row)));
+    const hf::GgufFile file(gguf_data(fmt::format("{}_f32.gguf", row)));
+    CHECK(hf::gguf_config(file).model_type == row);
+    auto model = hf::load_llama_gguf(file);
+    CHECK(hf::config_json(hf::llama_hf_config(model->config())) ==
+          hf::config_json(hf::llama_hf_config(hf::load_llama(hf_data(fmt::format("hf_{}", row)))->config())));
+    CHECK(allclose(logits_of(*model, e.tensors.at("ids")), e.tensors.at("logits"), 1e-5, 1e-5));
+    saccade::testing::check_greedy(*model, e);
+  }
+  // mixtral_q8_0.gguf: the experts' gate and up stacks are Q8_0 (dequantized on load: each expert's blocks
+  // are ops::quantize_q8_0's of its rows), down's rows of 24 are F16; the router stays F32
+  auto q8 = hf::load_llama_gguf(gguf_data("mixtral_q8_0.gguf"));
+  auto folder = hf::load_llama(hf_data("hf_mixtral"));
+  const nn::StateDict got = q8->state_dict(), want = folder->state_dict();
+  for (const char* proj : {"gate_proj", "up_proj", "down_proj"}) {
+    CAPTURE(proj);
+    const std::string name = fmt::format("model.layers.1.mlp.experts.{}", proj);
+    const Tensor& w = want.at(name);
+    const Tensor rows = w.reshape({w.size(0) * w.size(1), w.size(2)});
+    const Tensor rounded = std::string(proj) == "down_proj"
+                               ? w.to(DType::Float16).to(DType::Float32)
+                               : ops::dequantize_q8_0(ops::quantize_q8_0(rows)).reshape(w.shape());
+    CHECK(allclose(got.at(name), rounded, 0, 0));
+    CHECK_FALSE(allclose(got.at(name), w, 0, 0));
+  }
+  CHECK(allclose(got.at("model.layers.1.mlp.gate.weight"), want.at("model.layers.1.mlp.gate.weight"), 0, 0));
+
+  auto config_error = [](const GgufBuilder& g) {
+    return error_of([&] { hf::gguf_config(*hf::GgufFile::parse(g.bytes(), "t.gguf")); });
+  };
+  const hf::Config mixtral = hf::gguf_config(*hf::GgufFile::parse(
+      small_llama().u32("llama.expert_count", 4).u32("llama.expert_used_count", 2).bytes(), "t.gguf"));
+  CHECK((mixtral.model_type == "mixtral" && mixtral.num_experts == 4 && mixtral.num_experts_per_tok == 2 &&
+         mixtral.norm_topk_prob));
+  CHECK_THAT(config_error(small_llama("qwen2").u32("qwen2.expert_count", 4)),
+             Catch::Contains("key 'qwen2.expert_count': not read for 'qwen2'"));
+  CHECK_THAT(config_error(small_llama("qwen3moe")), Catch::Contains("key 'qwen3moe.expert_count': missing"));
+  CHECK_THAT(config_error(small_llama().u32("llama.expert_used_count", 2)),
+             Catch::Contains("key 'llama.expert_used_count': given without llama.expert_count"));
+  CHECK_THAT(config_error(small_llama()
+                              .u32("llama.expert_count", 4)
+                              .u32("llama.expert_used_count", 2)
+                              .u32("llama.expert_feed_forward_length", 6)),
+             Catch::Contains("not read for a Mixtral"));
+  CHECK_THAT(config_error(small_llama().u32("llama.expert_count", 2).u32("llama.expert_used_count", 3)),
+             Catch::Contains("num_experts_per_tok"));
+  // a stack that is not one: refused by name
+  const auto bad = hf::GgufFile::parse(
+      small_llama()
+          .u32("llama.expert_count", 4)
+          .u32("llama.expert_used_count", 2)
+          .tensor("blk.0.ffn_gate_exps.weight", {8, 12}, 0, floats(std::vector<float>(96)))
+          .bytes(),
+      "t.gguf");
+  CHECK_THAT(
+      error_of([&] { hf::GgufWeights(*bad, hf::gguf_config(*bad)); }),
+      Catch::Contains("tensor 'blk.0.ffn_gate_exps.weight' has shape [12, 8] (need a stack of expert"));
 }
 
 TEST_CASE("GGUF Q8_0: the file's blocks are kept as they are, and are ops::quantize_q8_0's of the weights",

@@ -6,6 +6,8 @@
 // accepted config loads (when the model is small) into a model that holds each file tensor under its Hugging
 // Face name, or the load refuses naming the file; an accepted vocabulary encodes text into ids in
 // [0, vocab_size()) and decodes them.
+#include <algorithm>
+#include <cctype>
 #include <string>
 
 #include "autograd/grad_mode.h"
@@ -55,11 +57,23 @@ void check_file(const hf::GgufFile& f, const std::string& path) {
     return;
   }
   const hf::GgufWeights& weights = *w;
-  // every tensor under a name, but Llama 3's rope_freqs.weight, which gguf_config read into the rope scaling
+  // every tensor under a name (a Llama-family stack of experts, blk.N.ffn_{gate,up,down}_exps.weight, under
+  // one an expert), but Llama 3's rope_freqs.weight, which gguf_config read into the rope scaling
+  size_t named = 0;
+  for (const hf::GgufTensorInfo& t : f.tensors()) {
+    const size_t dot = t.name.find('.', 4);
+    const std::string layer = dot == std::string::npos ? "" : t.name.substr(4, dot - 4);
+    const std::string rest = dot == std::string::npos ? "" : t.name.substr(dot + 1);
+    const bool stack =
+        config.model_type != "gpt2" && t.name.starts_with("blk.") && !layer.empty() && layer.size() <= 9 &&
+        std::all_of(layer.begin(), layer.end(), ::isdigit) &&
+        (rest == "ffn_gate_exps.weight" || rest == "ffn_up_exps.weight" || rest == "ffn_down_exps.weight");
+    named += stack ? static_cast<size_t>(t.shape[0]) : 1;
+  }
   const size_t read_as_config =
       config.rope_scaling.type == ops::RopeScaling::Type::Llama3 && f.tensor("rope_freqs.weight") ? 1 : 0;
-  FUZZ_CHECK(weights.names().size() + read_as_config == f.tensors().size(), "{} names for {} tensors",
-             weights.names().size(), f.tensors().size());
+  FUZZ_CHECK(weights.names().size() + read_as_config == named, "{} names for {} tensors ({} names expected)",
+             weights.names().size(), f.tensors().size(), named);
   if (parameters(config) > 4e6) return;
   try {
     auto model = hf::load_llama_gguf(f, config, /*keep_q8_0=*/true, /*strict=*/true);
