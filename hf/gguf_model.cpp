@@ -14,6 +14,7 @@
 #include "hf/bpe.h"
 #include "hf/llama.h"
 #include "nn/linear.h"
+#include "ops/elementwise.h"
 
 namespace saccade::hf {
 
@@ -87,6 +88,9 @@ struct Row {
   const char* architectures;
   bool permuted_qk;  // convert_hf_to_gguf's LlamaModel.permute (ggml rotates pairs of adjacent rows)
   bool gpt2;         // GPT-2's keys and names, and its Conv1D weights, stored (in, out) by transformers
+  bool norm_plus_one = false;  // Gemma's: every RMSNorm weight stored as 1 + w (GemmaModel.modify_tensors)
+  bool phi3 =
+      false;  // Phi-3's: fused attn_qkv and ffn_up (gate, then up), partial rotation, LongRoPE factors
 };
 
 constexpr Row kRows[] = {
@@ -94,6 +98,8 @@ constexpr Row kRows[] = {
     {"qwen2", "qwen2", "Qwen2ForCausalLM", false, false},
     {"qwen3", "qwen3", "Qwen3ForCausalLM", false, false},
     {"qwen3moe", "qwen3_moe", "Qwen3MoeForCausalLM", false, false},
+    {"gemma", "gemma", "GemmaForCausalLM", false, false, true},
+    {"phi3", "phi3", "Phi3ForCausalLM", false, false, false, true},
     {"gpt2", "gpt2", "GPT2LMHeadModel", false, true},
 };
 
@@ -125,6 +131,8 @@ const std::vector<std::string> kReadKeys = {"block_count",
                                             "expert_used_count",
                                             "expert_feed_forward_length",
                                             "vocab_size"};
+// Phi-3's besides (Phi3MiniModel.set_gguf_parameters and generate_extra_tensors)
+const std::vector<std::string> kPhi3ReadKeys = {"rope.scaling.attn_factor", "attention.sliding_window"};
 const std::vector<std::string> kGpt2ReadKeys = {
     "block_count",         "context_length",       "embedding_length",
     "feed_forward_length", "attention.head_count", "attention.layer_norm_epsilon",
@@ -156,7 +164,8 @@ struct HfName {
   std::string name;
   int64_t permuted_heads = 0;
   bool transposed = false;
-  bool experts = false;  // a stack of experts (E, out, in): `name` holds "{}" for each one's index
+  bool experts = false;    // a stack of experts (E, out, in): `name` holds "{}" for each one's index
+  bool minus_one = false;  // Gemma's norms: the file's 1 + w back to w
 };
 
 // A sparse MLP's tensors (blk.N.<gguf>.weight): the router and Qwen-MoE's shared expert under "mlp." (the
@@ -187,6 +196,9 @@ HfName hf_name(const std::string& gguf, const Row& row, const Config& c) {
     if (layer.empty() || layer.size() > 9 || !std::all_of(layer.begin(), layer.end(), ::isdigit))
       return {gguf};
     const std::string rest = base.substr(dot + 1);
+    if (row.phi3 && (rest == "attn_qkv" || rest == "ffn_up"))  // kept fused, as transformers' Phi3 holds them
+      return {fmt::format("model.layers.{}.{}{}", std::stoll(layer),
+                          rest == "attn_qkv" ? "self_attn.qkv_proj" : "mlp.gate_up_proj", suffix)};
     for (const auto& [g, h] : row.gpt2 ? kGpt2BlockNames : kBlockNames) {
       if (rest != g) continue;
       const long long n = std::stoll(layer);
@@ -197,7 +209,8 @@ HfName hf_name(const std::string& gguf, const Row& row, const Config& c) {
                             : rest == "attn_q" ? c.num_attention_heads
                             : rest == "attn_k" ? c.num_key_value_heads
                                                : 0;
-      return {fmt::format("model.layers.{}.{}{}", n, h, suffix), heads};
+      return {fmt::format("model.layers.{}.{}{}", n, h, suffix), heads, false, false,
+              row.norm_plus_one && rest.ends_with("_norm")};
     }
     if (row.gpt2) return {gguf};
     const bool mixtral = c.model_type == "mixtral";
@@ -210,7 +223,7 @@ HfName hf_name(const std::string& gguf, const Row& row, const Config& c) {
     return {gguf};
   }
   for (const auto& [g, h] : row.gpt2 ? kGpt2GlobalNames : kGlobalNames)
-    if (base == g) return {h + suffix};
+    if (base == g) return {h + suffix, 0, false, false, row.norm_plus_one && base == "output_norm"};
   return {gguf};
 }
 
@@ -285,6 +298,28 @@ json llama3_scaling(const GgufFile& file, const GgufTensorInfo& t, int64_t head_
                   factor));
 }
 
+// The floats of a 1-D tensor of `n` (Phi-3's rope_factors_long / _short.weight), each positive and finite, as
+// the shortest decimals that round to them (the config's 1.1, not 1.10000002).
+std::vector<double> factor_list(const GgufFile& file, const GgufTensorInfo& t, int64_t n) {
+  auto fail = [&](const std::string& what) {
+    return Error(fmt::format("hf::gguf_config: '{}': tensor '{}' {}", file.path(), t.name, what));
+  };
+  if (t.shape.size() != 1 || t.shape[0] != n || !readable_type(t.type))
+    throw fail(fmt::format("is {} of shape {} (need {} floats, one a rotated pair)", gguf_type_name(t.type),
+                           t.shape, n));
+  Tensor f = Tensor::empty(t.shape, DType::Float32, Device::cpu(), "hf::gguf_config");
+  file.read_into(t, f);
+  std::vector<double> out;
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = f.data<float>()[i];
+    if (!(v > 0) || !std::isfinite(v))
+      throw fail(fmt::format("holds {} at {} (need positive factors)", v, i));
+    out.push_back(
+        std::strtod(fmt::format("{}", v).c_str(), nullptr));  // its shortest decimal, as Meta::number
+  }
+  return out;
+}
+
 // The rope scaling of the keys convert_hf_to_gguf.py writes for a config's "linear" and "yarn" rope_type
 // (TextModel.set_gguf_parameters), as that rope_parameters dict; null without them. rope.scaling.type
 // "none", or absent with no factor: none; "linear", or absent with a factor (as llama.cpp reads a factor
@@ -324,6 +359,36 @@ json rope_scaling_keys(const Meta& m, const std::string& p, double theta) {
   return r;
 }
 
+// Phi-3's rotary (Phi3MiniModel): rope.dimension_count as partial_rotary_factor, attention.sliding_window (0:
+// none), and with the tensors rope_factors_long / _short.weight LongRoPE (the factors, rope.scaling.original_
+// context_length, required, and rope.scaling.attn_factor, optional), written into `j` as Phi3Config says
+// them; the rope_parameters dict, or null without the factors.
+json phi3_rope(const Meta& m, const std::string& p, json& j, const GgufTensorInfo* long_factors,
+               const GgufTensorInfo* short_factors, int64_t rope_dims, int64_t head_dim) {
+  j["partial_rotary_factor"] = static_cast<double>(rope_dims) / static_cast<double>(head_dim);
+  const int64_t window = m.integer(p + "attention.sliding_window", 0, 0);
+  j["sliding_window"] = window > 0 ? json(window) : json(nullptr);
+  if (!long_factors != !short_factors)
+    throw Error(fmt::format("hf::gguf_config: '{}': tensor '{}' without '{}'", m.file.path(),
+                            long_factors ? "rope_factors_long.weight" : "rope_factors_short.weight",
+                            long_factors ? "rope_factors_short.weight" : "rope_factors_long.weight"));
+  if (!long_factors) {
+    if (m.file.find(p + "rope.scaling.attn_factor"))
+      throw m.fail(p + "rope.scaling.attn_factor", "given without tensor 'rope_factors_long.weight'");
+    return nullptr;
+  }
+  const int64_t L = m.integer(p + "rope.scaling.original_context_length", std::nullopt);
+  j["original_max_position_embeddings"] = L;
+  json r = {{"rope_type", "longrope"},
+            {"rope_theta", j["rope_theta"]},
+            {"original_max_position_embeddings", L},
+            {"short_factor", factor_list(m.file, *short_factors, rope_dims / 2)},
+            {"long_factor", factor_list(m.file, *long_factors, rope_dims / 2)}};
+  if (m.file.find(p + "rope.scaling.attn_factor"))
+    r["attention_factor"] = m.number(p + "rope.scaling.attn_factor", std::nullopt);
+  return r;
+}
+
 }  // namespace
 
 std::vector<std::string> gguf_architectures() {
@@ -345,7 +410,8 @@ Config gguf_config(const GgufFile& file) {
   for (const auto& [key, value] : file.metadata()) {
     if (key.rfind(p, 0) != 0) continue;
     const std::string rest = key.substr(p.size());
-    const std::vector<std::string>& read = row->gpt2 ? kGpt2ReadKeys : kReadKeys;
+    std::vector<std::string> read = row->gpt2 ? kGpt2ReadKeys : kReadKeys;
+    if (row->phi3) read.insert(read.end(), kPhi3ReadKeys.begin(), kPhi3ReadKeys.end());
     if (std::find(read.begin(), read.end(), rest) == read.end())
       throw m.fail(
           key, fmt::format("not read for '{}', and it may change the computation (saccade reads {}.{})", arch,
@@ -360,9 +426,17 @@ Config gguf_config(const GgufFile& file) {
   const int64_t head_dim = m.integer(p + "attention.key_length", hidden / std::max<int64_t>(heads, 1));
   if (m.integer(p + "attention.value_length", head_dim) != head_dim)
     throw m.fail(p + "attention.value_length", fmt::format("differs from the key length {}", head_dim));
-  if (m.integer(p + "rope.dimension_count", head_dim) != head_dim)
+  const int64_t rope_dims = m.integer(p + "rope.dimension_count", head_dim);
+  if (rope_dims > head_dim || rope_dims % 2 != 0 || (rope_dims != head_dim && !row->phi3))
     throw m.fail(p + "rope.dimension_count",
-                 fmt::format("rotates a part of each head of {} (partial rotation is not read)", head_dim));
+                 fmt::format("{} of each head of {} ({})", rope_dims, head_dim,
+                             row->phi3 ? "need an even count, at most the head's"
+                                       : "partial rotation is read for 'phi3' only"));
+  const GgufTensorInfo *long_factors = file.tensor("rope_factors_long.weight"),
+                       *short_factors = file.tensor("rope_factors_short.weight");
+  if ((long_factors || short_factors) && !row->phi3)
+    throw Error(fmt::format("hf::gguf_config: '{}': tensor '{}' is not read for '{}'", file.path(),
+                            long_factors ? long_factors->name : short_factors->name, arch));
   const GgufTensorInfo* embed = file.tensor("token_embd.weight");
   if (!embed && !file.find(p + "vocab_size"))
     throw Error(fmt::format(
@@ -402,7 +476,8 @@ Config gguf_config(const GgufFile& file) {
     j["max_position_embeddings"] = m.integer(p + "context_length", std::nullopt);
     j["rms_norm_eps"] = m.number(p + "attention.layer_norm_rms_epsilon", std::nullopt);
     j["rope_theta"] = m.number(p + "rope.freq_base", 10000.0);
-    const json keys = rope_scaling_keys(m, p, j["rope_theta"].get<double>());
+    const json keys = row->phi3 ? phi3_rope(m, p, j, long_factors, short_factors, rope_dims, head_dim)
+                                : rope_scaling_keys(m, p, j["rope_theta"].get<double>());
     if (rope_freqs && !keys.is_null())
       throw m.fail(p + "rope.scaling.type",
                    "given beside tensor 'rope_freqs.weight' (Llama 3's scaling): two rope scalings");
@@ -410,9 +485,13 @@ Config gguf_config(const GgufFile& file) {
       j["rope_scaling"] = llama3_scaling(file, *rope_freqs, head_dim, j["rope_theta"].get<double>());
     else if (!keys.is_null())
       j["rope_scaling"] = keys;
-    j["hidden_act"] = "silu";
+    j["hidden_act"] = row->norm_plus_one ? "gelu_pytorch_tanh" : "silu";  // Gemma's GeGLU
     j["tie_word_embeddings"] = !has("output.weight");
-    if (arch != "qwen2") {  // Qwen2's q, k and v biases are the row's own
+    if (row->norm_plus_one || row->phi3) {  // rows whose configs default a pad token: the file's, or none
+      const auto pad = m.maybe_integer("tokenizer.ggml.padding_token_id");
+      j["pad_token_id"] = pad ? json(*pad) : json(nullptr);
+    }
+    if (arch != "qwen2" && !row->phi3) {  // Qwen2's q, k and v biases are the row's own; Phi-3 has none
       j["attention_bias"] = has("blk.0.attn_q.bias");
       if (arch == "llama") j["mlp_bias"] = has("blk.0.ffn_up.bias");
     }
@@ -446,7 +525,10 @@ GgufWeights::GgufWeights(const GgufFile& file, const Config& config) : file_(fil
   for (const GgufTensorInfo& t : file.tensors()) {
     if (t.name == "rope_freqs.weight" && config.rope_scaling.type == ops::RopeScaling::Type::Llama3)
       continue;  // gguf_config read it into the rope scaling
-    auto [name, heads, transposed, experts] = hf_name(t.name, *row, config);
+    if ((t.name == "rope_factors_long.weight" || t.name == "rope_factors_short.weight") && row->phi3 &&
+        config.rope_scaling.type == ops::RopeScaling::Type::LongRope)
+      continue;  // Phi-3's LongRoPE factors, likewise
+    auto [name, heads, transposed, experts, minus_one] = hf_name(t.name, *row, config);
     if (experts) {  // expert e: the e-th (out, in) block of the stack, contiguous in the file
       const int64_t E = t.shape.empty() ? 0 : t.shape[0];
       SACCADE_CHECK(t.shape.size() == 3 && E >= 1 && t.nbytes % static_cast<uint64_t>(E) == 0,
@@ -463,7 +545,7 @@ GgufWeights::GgufWeights(const GgufFile& file, const Config& config) : file_(fil
         const std::string expert = fmt::format(fmt::runtime(name), e);
         index_.emplace_back(expert, entries_.size());
         names_.push_back(expert);
-        entries_.push_back(Entry{expert, &slices_.back(), 0, false});
+        entries_.push_back(Entry{expert, &slices_.back(), 0, false, false});
       }
       continue;
     }
@@ -479,7 +561,7 @@ GgufWeights::GgufWeights(const GgufFile& file, const Config& config) : file_(fil
     }
     index_.emplace_back(name, entries_.size());
     names_.push_back(name);
-    entries_.push_back(Entry{name, &t, heads, transposed});
+    entries_.push_back(Entry{name, &t, heads, transposed, minus_one});
   }
   std::sort(index_.begin(), index_.end());
   for (size_t i = 1; i < index_.size(); ++i)
@@ -527,10 +609,17 @@ Tensor GgufWeights::read(const std::string& name) const {
 
 void GgufWeights::read_into(const std::string& name, const Tensor& dst) const {
   const Entry& e = entry(name);
-  if (e.permuted_heads == 0 && !e.transposed) return file_.read_into(*e.info, dst);
+  if (e.permuted_heads == 0 && !e.transposed && !e.minus_one) return file_.read_into(*e.info, dst);
   SACCADE_CHECK(dst.device().is_cpu() && dst.is_contiguous() && dst.numel() == e.info->shape.numel(),
                 "hf::GgufWeights::read_into: '{}': tensor '{}' of shape {} into a destination of shape {}",
                 file_.path(), name, shape(name), dst.shape());
+  if (e.minus_one) {  // Gemma's norm: w = (1 + w) - 1, in float32
+    Tensor stored = Tensor::empty(e.info->shape, DType::Float32, Device::cpu(), "hf::GgufWeights::read_into");
+    file_.read_into(*e.info, stored);
+    const Tensor w = ops::sub(stored, 1.0).to(dst.dtype()).contiguous();
+    std::memcpy(dst.raw_data(), w.raw_data(), static_cast<size_t>(w.numel()) * dtype_size(w.dtype()));
+    return;
+  }
   Tensor rows = Tensor::empty(e.info->shape, dst.dtype(), Device::cpu(), "hf::GgufWeights::read_into");
   file_.read_into(*e.info, rows);  // (checks the dtype)
   if (e.transposed) {              // (out, in) in the file, a Conv1D's (in, out) here

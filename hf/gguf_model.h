@@ -31,10 +31,15 @@ std::vector<std::string> gguf_architectures();
 /// {arch}.expert_count and expert_used_count, MixtralForCausalLM's, which the converter writes as "llama"),
 /// "qwen2" (biases on q, k and v), "qwen3" (q and k norms) or "qwen3moe" (Qwen3-MoE: expert_count,
 /// expert_used_count, expert_feed_forward_length, all required; norm_topk_prob true, as llama.cpp's qwen3moe
-/// graph renormalises): {arch}.block_count, embedding_length,
+/// graph renormalises), "gemma" (GemmaForCausalLM: its norms stored as 1 + w, read back to w; GeGLU; no rope
+/// key: 10000) or "phi3" (Phi3ForCausalLM: fused attn_qkv and ffn_up kept as qkv_proj and gate_up_proj;
+/// rope.dimension_count below the head's width as partial_rotary_factor; attention.sliding_window, 0 for
+/// none; with tensors rope_factors_long and rope_factors_short.weight, LongRoPE over
+/// rope.scaling.original_context_length, rope.scaling.attn_factor its attention factor); for these two,
+/// pad_token_id is tokenizer.ggml.padding_token_id or none: {arch}.block_count, embedding_length,
 /// feed_forward_length, attention.head_count and context_length (required), attention.head_count_kv
 /// (default: head_count), attention.key_length and value_length (default: embedding_length / head_count;
-/// equal), rope.dimension_count (= the head's width: partial rotation is refused), rope.freq_base (10000),
+/// equal), rope.dimension_count (= the head's width but for phi3), rope.freq_base (10000),
 /// rope.scaling.* as convert_hf_to_gguf.py writes a "linear" or "yarn" rope_type (type, factor; yarn's
 /// original_context_length, yarn_attn_factor, yarn_beta_fast, yarn_beta_slow; a factor with no type is
 /// linear, as llama.cpp reads it), attention.layer_norm_rms_epsilon (required), vocab_size (default: the rows
@@ -87,6 +92,7 @@ class GgufWeights : public TensorSource {
     const GgufTensorInfo* info = nullptr;
     int64_t permuted_heads = 0;  // > 0: rows interleaved per head by LlamaModel.permute
     bool transposed = false;     // GPT-2's Conv1D weights: (out, in) in the file, (in, out) here
+    bool minus_one = false;      // Gemma's norms: 1 + w in the file
   };
   const Entry& entry(const std::string& name) const;
   const GgufFile& file_;

@@ -325,7 +325,7 @@ TEST_CASE("GGUF metadata: the rows' keys as a config.json, and what changes the 
   CHECK_THAT(
       config_error(GgufBuilder().text("general.architecture", "falcon")),
       Catch::Contains("key 'general.architecture': 'falcon' is not read (saccade reads 'llama', 'qwen2', "
-                      "'qwen3', 'qwen3moe', 'gpt2')"));
+                      "'qwen3', 'qwen3moe', 'gemma', 'phi3', 'gpt2')"));
   CHECK_THAT(config_error(small_llama("gpt2")),
              Catch::Contains("key 'gpt2.rope.freq_base': not read for 'gpt2'"));
   // rope scaling keys as the converter writes a "linear" or "yarn" rope_type; a factor alone is linear (as
@@ -377,7 +377,7 @@ TEST_CASE("GGUF metadata: the rows' keys as a config.json, and what changes the 
   CHECK(hf::gguf_config(*hf::GgufFile::parse(small_llama("llama", "", 0, tiny).bytes(), "t.gguf")).norm_eps ==
         Approx(1e-45));  // the float 1.4013e-45's shortest decimal
   CHECK_THAT(config_error(small_llama("llama", "rope.dimension_count", 2)),
-             Catch::Contains("partial rotation is not read"));
+             Catch::Contains("partial rotation is read for 'phi3' only"));
   // rope_freqs.weight: Llama 3's scaling (factor 3 for the slow frequency: an original context of 32 to 128
   // gives it), or factors no Llama 3 scaling gives (the fast frequency scaled, the slow one not), or another
   // row
@@ -591,6 +591,68 @@ TEST_CASE("GGUF MoE rows: Mixtral (a llama file with experts) and Qwen3-MoE give
   CHECK_THAT(
       error_of([&] { hf::GgufWeights(*bad, hf::gguf_config(*bad)); }),
       Catch::Contains("tensor 'blk.0.ffn_gate_exps.weight' has shape [12, 8] (need a stack of expert"));
+}
+
+TEST_CASE(
+    "GGUF Gemma and Phi-3 rows: transformers' logits (Gemma's norms stored as 1 + w; Phi-3's fused "
+    "projections, partial rotation and LongRoPE factors)",
+    "[hf][gguf]") {
+  // tests/data/gguf/gemma_f32.gguf: hf_gemma as GemmaModel writes it (every norm weight + 1, no rope key)
+  const nn::Safetensors ge = nn::load_safetensors(hf_data("hf_gemma_expected.safetensors"));
+  auto gemma = hf::load_llama_gguf(gguf_data("gemma_f32.gguf"));
+  CHECK(gemma->config().model_type == "gemma");
+  CHECK(allclose(logits_of(*gemma, ge.tensors.at("ids")), ge.tensors.at("logits"), 1e-5, 1e-5));
+  saccade::testing::check_greedy(*gemma, ge);
+  const nn::StateDict gw = gemma->state_dict(), fw = hf::load_llama(hf_data("hf_gemma"))->state_dict();
+  for (const char* norm : {"model.layers.0.input_layernorm.weight", "model.norm.weight"}) {
+    CAPTURE(norm);
+    CHECK(allclose(gw.at(norm), ops::sub(ops::add(fw.at(norm), 1.0), 1.0), 0, 0));  // (1 + w) - 1 in float32
+  }
+  // tests/data/gguf/phi3_longrope_f32.gguf: hf_phi3_longrope as Phi3MiniModel writes it (rope.dimension_count
+  // 12 of 16, rope_factors_long / _short.weight, rope.scaling.original_context_length 16 and attn_factor)
+  const nn::Safetensors pe = nn::load_safetensors(hf_data("hf_phi3_longrope_expected.safetensors"));
+  const hf::GgufFile file(gguf_data("phi3_longrope_f32.gguf"));
+  const hf::Config c = hf::gguf_config(file),
+                   folder = hf::load_config(hf_data("hf_phi3_longrope/config.json"));
+  CHECK((c.model_type == "phi3" && c.partial_rotary_factor == 0.75));
+  CHECK(c.rope_scaling.short_factor == folder.rope_scaling.short_factor);
+  CHECK(c.rope_scaling.long_factor == folder.rope_scaling.long_factor);
+  CHECK((c.rope_scaling.original_max_position_embeddings == 16 && c.rope_scaling.factor == 4.0));
+  CHECK(ops::rotary_attention_factor(c.rope_scaling) ==
+        Approx(ops::rotary_attention_factor(folder.rope_scaling)).epsilon(1e-7));
+  auto phi3 = hf::load_llama_gguf(file);
+  CHECK(allclose(logits_of(*phi3, pe.tensors.at("ids")), pe.tensors.at("logits"), 1e-5, 1e-5));
+  CHECK(allclose(logits_of(*phi3, pe.tensors.at("ids_long")), pe.tensors.at("logits_long"), 1e-5, 1e-5));
+  saccade::testing::check_greedy(*phi3, pe, {/*cache=*/false});  // re-read past 16, as transformers' Phi-3
+
+  auto config_error = [](const GgufBuilder& g) {
+    return error_of([&] { hf::gguf_config(*hf::GgufFile::parse(g.bytes(), "t.gguf")); });
+  };
+  auto small_phi3 = [] {
+    return small_llama("phi3", "rope.dimension_count", 2).u32("phi3.rope.scaling.original_context_length", 8);
+  };
+  const hf::Config partial = hf::gguf_config(
+      *hf::GgufFile::parse(small_phi3().u32("phi3.attention.sliding_window", 6).bytes(), "t.gguf"));
+  CHECK((partial.partial_rotary_factor == 0.5 && partial.sliding_window == 6 &&
+         partial.rope_scaling.type == ops::RopeScaling::Type::Default && !partial.pad_token_id));
+  CHECK_THAT(config_error(small_phi3().tensor("rope_factors_long.weight", {1}, 0, floats({2}))),
+             Catch::Contains("tensor 'rope_factors_long.weight' without 'rope_factors_short.weight'"));
+  CHECK_THAT(config_error(small_phi3()
+                              .tensor("rope_factors_long.weight", {1}, 0, floats({2}))
+                              .tensor("rope_factors_short.weight", {1}, 0, floats({-1}))),
+             Catch::Contains("tensor 'rope_factors_short.weight' holds -1 at 0"));
+  CHECK_THAT(config_error(small_phi3()
+                              .tensor("rope_factors_long.weight", {2}, 0, floats({2, 2}))
+                              .tensor("rope_factors_short.weight", {2}, 0, floats({1, 1}))),
+             Catch::Contains("of shape [2] (need 1 floats"));
+  CHECK_THAT(config_error(small_phi3().f32("phi3.rope.scaling.attn_factor", 1.2f)),
+             Catch::Contains("key 'phi3.rope.scaling.attn_factor': given without tensor"));
+  CHECK_THAT(config_error(small_llama("phi3", "rope.dimension_count", 3)),
+             Catch::Contains("need an even count"));
+  CHECK_THAT(config_error(small_llama().tensor("rope_factors_long.weight", {2}, 0, floats({1, 1}))),
+             Catch::Contains("tensor 'rope_factors_long.weight' is not read for 'llama'"));
+  CHECK_THAT(config_error(small_llama().u32("llama.attention.sliding_window", 4)),
+             Catch::Contains("key 'llama.attention.sliding_window': not read for 'llama'"));
 }
 
 TEST_CASE("GGUF Q8_0: the file's blocks are kept as they are, and are ops::quantize_q8_0's of the weights",

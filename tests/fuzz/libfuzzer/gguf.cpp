@@ -58,7 +58,8 @@ void check_file(const hf::GgufFile& f, const std::string& path) {
   }
   const hf::GgufWeights& weights = *w;
   // every tensor under a name (a Llama-family stack of experts, blk.N.ffn_{gate,up,down}_exps.weight, under
-  // one an expert), but Llama 3's rope_freqs.weight, which gguf_config read into the rope scaling
+  // one an expert), but Llama 3's rope_freqs.weight and Phi-3's rope_factors_long / _short.weight, which
+  // gguf_config read into the rope scaling
   size_t named = 0;
   for (const hf::GgufTensorInfo& t : f.tensors()) {
     const size_t dot = t.name.find('.', 4);
@@ -70,8 +71,10 @@ void check_file(const hf::GgufFile& f, const std::string& path) {
         (rest == "ffn_gate_exps.weight" || rest == "ffn_up_exps.weight" || rest == "ffn_down_exps.weight");
     named += stack ? static_cast<size_t>(t.shape[0]) : 1;
   }
+  using Type = ops::RopeScaling::Type;
   const size_t read_as_config =
-      config.rope_scaling.type == ops::RopeScaling::Type::Llama3 && f.tensor("rope_freqs.weight") ? 1 : 0;
+      (config.rope_scaling.type == Type::Llama3 && f.tensor("rope_freqs.weight") ? 1 : 0) +
+      (config.rope_scaling.type == Type::LongRope && config.model_type == "phi3" ? 2 : 0);
   FUZZ_CHECK(weights.names().size() + read_as_config == named, "{} names for {} tensors ({} names expected)",
              weights.names().size(), f.tensors().size(), named);
   if (parameters(config) > 4e6) return;
