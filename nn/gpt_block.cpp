@@ -1,6 +1,7 @@
 #include "nn/gpt_block.h"
 
 #include <cmath>
+#include <optional>
 
 #include "autograd/functions/elementwise.h"
 #include "autograd/grad_mode.h"
@@ -52,10 +53,23 @@ Variable GPTBlock::finish(const Variable& x, const Variable& attended) {
 // x: (B, T, d) -> (B, T, d)
 Variable GPTBlock::forward(const Variable& x) {
   ErrorScope scope(name(), {shape_of(x)});
+  return run(x, nullptr);
+}
+
+// x: (B, T, d) holding packed documents -> (B, T, d)
+Variable GPTBlock::forward(const Variable& x, const PackedDocuments& docs) {
+  ErrorScope scope(name(), {shape_of(x)});
+  return run(x, &docs);
+}
+
+Variable GPTBlock::run(const Variable& x, const PackedDocuments* docs) {
   check(x);
-  auto block = [this](const std::vector<Variable>& in) {
+  // NOTE: the documents by value: the backward recomputes a checkpointed block after this forward (and its
+  // caller's locals) returned
+  auto block = [this, packed = docs ? std::optional<PackedDocuments>(*docs)
+                                    : std::nullopt](const std::vector<Variable>& in) {
     Variable a = ln_1->forward(in[0]);
-    return finish(in[0], attn->forward(a, a, a, Tensor(), true));
+    return finish(in[0], packed ? attn->forward(a, *packed) : attn->forward(a, a, a, Tensor(), true));
   };
   // NOTE: a block whose input needs no gradient (the first behind a frozen embedding, under LoRA) is not
   // worth checkpointing: no gradient could reach a recomputation from it

@@ -44,6 +44,10 @@ class GPTBlock : public Module {
   /// kernel unless the attention keeps its weights (MultiHeadAttention::need_weights). Throws saccade::Error
   /// naming "GPTBlock" and the shape for an x that is not (B, T, d_model).
   Variable forward(const Variable& x);
+  /// Packed documents (PackedDocuments): x (B, T, d) holding several documents a row -> (B, T, d), each
+  /// document's rows equal to its own forward's (MultiHeadAttention's packed forward). Errors as forward, and
+  /// MultiHeadAttention's for documents of another (B, T).
+  Variable forward(const Variable& x, const PackedDocuments& docs);
   /// Incremental decoding: x (B, Tn, d) holds the positions after the cache.length() already in `cache`
   /// (which grows by Tn) -> (B, Tn, d), equal to those rows of forward over the whole prefix. Errors as
   /// forward.
@@ -70,6 +74,8 @@ class GPTBlock : public Module {
   Generator* gen_ = nullptr;  // the dropout masks' generator (null: the default one)
   Variable finish(const Variable& x, const Variable& attended);
   void check(const Variable& x) const;
+  // forward's body, packed when `docs` is given, checkpointed as checkpoint_activations says
+  Variable run(const Variable& x, const PackedDocuments* docs);
 };
 
 /// GPT-2's initialisation (Radford et al. 2019, section 2.3; as nanoGPT's _init_weights) of one block:

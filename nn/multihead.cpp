@@ -288,7 +288,11 @@ Variable MultiHeadAttention::project(const Variable& x, int which) const {
 // queries: (B, Tq, ·); k, v: (B, H_kv, Tk, d) already projected (k rotated) -> output (B, Tq, num_hiddens)
 AttentionOutput MultiHeadAttention::attend(const Variable& queries, int64_t offset, const Variable& k,
                                            const Variable& v, const ops::AttentionMask& mask, bool keep) {
-  const Variable q = heads_.queries(project(queries, 0), offset);
+  return attend_heads(heads_.queries(project(queries, 0), offset), k, v, mask, keep);
+}
+
+AttentionOutput MultiHeadAttention::attend_heads(const Variable& q, const Variable& k, const Variable& v,
+                                                 const ops::AttentionMask& mask, bool keep) {
   AttentionOutput r = heads_.attend(
       q, k, v, mask, {.dropout_p = is_training() ? dropout : 0.0, .generator = gen_, .need_weights = keep},
       "MultiHeadAttention");
@@ -335,6 +339,22 @@ Variable MultiHeadAttention::forward(const Variable& queries, const Variable& ke
   check_qkv("MultiHeadAttention", queries, keys, values, query_size_, key_size_, value_size_);
   return attend_d2l(queries, heads_.keys(project(keys, 1), 0), heads_.values(project(values, 2)),
                     valid_lens_or_mask, causal);
+}
+
+// x: (B, T, q) holding packed documents -> (B, T, num_hiddens)
+Variable MultiHeadAttention::forward(const Variable& x, const PackedDocuments& docs) {
+  ErrorScope scope(name(), {shape_of(x)});
+  const char* op = "MultiHeadAttention";
+  check_qkv(op, x, x, x, query_size_, key_size_, value_size_);
+  const int64_t B = x.size(0), T = x.size(1);
+  SACCADE_CHECK(docs.positions.defined() && docs.positions.shape() == Shape({B, T}),
+                "{}: packed documents of {} for x {}", op,
+                docs.positions.defined() ? docs.positions.shape() : Shape{}, x.shape());
+  const ops::AttentionMask mask = docs.restrict(ops::attention_mask(
+      Tensor(), Shape{B, heads_.num_heads, T, T}, ops::CausalAlign::BottomRight, x.device(), op, window));
+  return attend_heads(heads_.queries(project(x, 0), docs), heads_.keys(project(x, 1), docs),
+                      heads_.values(project(x, 2)), mask, keeps_weights(need_weights, is_training()))
+      .output;
 }
 
 // queries: (B, Tq, q), new_keys: (B, Tn, k), new_values: (B, Tn, v); cache: (B, H_kv, t, d) -> (B, Tq,

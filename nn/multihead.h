@@ -246,6 +246,14 @@ class MultiHeadAttention : public Module {
   Variable forward_cached(const Variable& queries, const Variable& new_keys, const Variable& new_values,
                           KVCache& cache, const Tensor& valid_lens_or_mask = Tensor(), bool causal = true);
 
+  /// Packed documents (PackedDocuments; FlashAttention-2's variable-length batches): causal self-attention of
+  /// x (B, T, query_size) over itself, each query seeing the earlier keys of its own document only (the
+  /// fused kernel's per-query key bounds: no (T, T) mask is formed; `window` applies within the document),
+  /// rotary positions, when set, restarting at each document -> (B, T, num_hiddens), each document's rows
+  /// equal to its own causal forward's. Throws saccade::Error naming "MultiHeadAttention" and the shapes as
+  /// forward does, and for documents of another (B, T).
+  Variable forward(const Variable& x, const PackedDocuments& docs);
+
   /// torch.nn.MultiheadAttention.forward (batch_first=True), in either layout: query (B, Tq, query_size),
   /// key (B, Tk, key_size), value (B, Tk, value_size) -> output (B, Tq, num_hiddens) and the weights as
   /// args.need_weights and args.average_attn_weights say (MultiHeadAttentionArgs: torch's masks and
@@ -296,6 +304,9 @@ class MultiHeadAttention : public Module {
   // split -> the heads' output (B, Tq, num_hiddens) before W_o and the weights, kept as `keep` says
   AttentionOutput attend(const Variable& queries, int64_t offset, const Variable& k, const Variable& v,
                          const ops::AttentionMask& mask, bool keep);
+  // the same from queries already split into heads (B, H, Tq, d) (and rotated)
+  AttentionOutput attend_heads(const Variable& q, const Variable& k, const Variable& v,
+                               const ops::AttentionMask& mask, bool keep);
   // x (B, T, ·) -> its projection `which` (0 queries, 1 keys, 2 values), by W_q/W_k/W_v or in_proj_weight
   Variable project(const Variable& x, int which) const;
   Variable attend_d2l(const Variable& queries, const Variable& k, const Variable& v, const Tensor& mask,

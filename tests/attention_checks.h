@@ -1,5 +1,7 @@
 #pragma once
-// Helpers and a check the attention tests share (test_gqa.cpp, test_window.cpp, test_packing.cpp).
+// Helpers and checks the attention tests share (test_gqa.cpp, test_window.cpp, test_packing.cpp; the packed
+// models of test_llama.cpp and test_gpt.cpp).
+#include <functional>
 #include <vector>
 
 #include "helpers.h"
@@ -30,6 +32,26 @@ inline Tensor document_ids_of(const std::vector<std::vector<int64_t>>& lengths) 
       for (int64_t i = 0; i < lengths[b][d]; ++i, ++T) ids.push_back(static_cast<int64_t>(10 * b + d));
   }
   return ops::from_vector(ids, {static_cast<int64_t>(lengths.size()), T});
+}
+
+/// Each document of packed rows run alone: for batch row b and its documents' lengths lengths[b] (in order),
+/// `forward` of the document's ids (1, len) gives logits (1, len, V) equal (to 1e-10) to those rows of
+/// `packed`, and the backward of sum(logits ⊙ R's rows) adds each document's gradients to the parameters
+/// (test_llama.cpp's and test_gpt.cpp's packed models then compare the sum with the packed run's).
+inline void check_documents_alone(const std::function<Variable(const Tensor&)>& forward, const Tensor& idx,
+                                  const std::vector<std::vector<int64_t>>& lengths, const Tensor& packed,
+                                  const Tensor& R) {
+  for (int64_t b = 0; b < static_cast<int64_t>(lengths.size()); ++b) {
+    int64_t a = 0;
+    for (int64_t len : lengths[static_cast<size_t>(b)]) {
+      INFO("row " << b << ", document [" << a << ", " << a + len << ")");
+      auto doc = [&](const Tensor& x) { return x.slice(0, b, b + 1).slice(1, a, a + len).contiguous(); };
+      const Variable alone = forward(doc(idx));
+      CHECK(allclose(doc(packed), alone.data(), 1e-10, 1e-10));
+      sum(mul(alone, Variable(doc(R)))).backward();
+      a += len;
+    }
+  }
 }
 
 /// q, k, v through nn::scaled_dot_product_attention under `mask`, fused (need_weights false) or composed,

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <optional>
 
+#include "attention_checks.h"
 #include "examples/common/cmudict.h"
 #include "examples/gpt/data.h"
 #include "examples/gpt/generate.h"
@@ -264,6 +265,53 @@ TEST_CASE("GPT: KV-cache generation equals recomputing the whole context", "[exa
   REQUIRE(
       generate(m, {ids_of("x")}, SamplingOptions{.max_new_tokens = 40, .temperature = 0}).tokens[0].size() ==
       40);
+}
+
+TEST_CASE(
+    "GPT: packed documents, each document's logits and gradients those of its own forward (gpt2's learned "
+    "positions restarting, and llama), checkpointed or not",
+    "[examples][gpt][packing]") {
+  const std::vector<std::vector<int64_t>> lengths{{5, 9, 1, 5}, {20}, {12, 8}};
+  const int64_t B = 3, T = 20;
+  const Tensor ids = document_ids_of(lengths);
+  Generator g(11);
+  for (const char* arch : {"gpt2", "llama"}) {
+    INFO(arch);
+    GPTConfig c = tiny();
+    c.arch = arch, c.context = 32, c.vocab_size = 40;
+    const Tensor idx = ops::randint(0, c.vocab_size, {B, T}, Device::cpu(), &g);
+    GPT m(c, 3);
+    m.to(DType::Float64);
+    const Tensor R = ops::randn({B, T, c.vocab_size}, DType::Float64, Device::cpu(), &g);
+    auto packed_grads = [&](Variable& logits) {
+      logits = m.forward(idx, ids);
+      sum(mul(logits, Variable(R))).backward();
+      std::vector<Tensor> grads;
+      for (Variable p : m.parameters()) grads.push_back(p.grad().clone()), p.zero_grad();
+      return grads;
+    };
+    Variable packed;
+    const std::vector<Tensor> want = packed_grads(packed);
+    // each document alone, its gradients summed over the documents
+    check_documents_alone([&](const Tensor& x) { return m.forward(x); }, idx, lengths, packed.data(), R);
+    size_t i = 0;
+    for (Variable p : m.parameters()) {
+      CHECK(allclose(p.grad(), want[i++], 1e-9, 1e-9));
+      p.zero_grad();
+    }
+    // the row read as one document is another computation
+    CHECK_FALSE(allclose(packed.data(), m.forward(idx).data(), 1e-3, 1e-3));
+    // checkpointed blocks recompute with the same documents after the forward returned
+    for (auto& b : m.h) b->checkpoint_activations = true;
+    for (auto& l : m.layers) l->checkpoint_activations = true;
+    Variable again;
+    const std::vector<Tensor> checkpointed = packed_grads(again);
+    CHECK(allclose(again.data(), packed.data(), 0, 0));
+    for (size_t k = 0; k < want.size(); ++k) CHECK(allclose(checkpointed[k], want[k], 1e-12, 1e-12));
+    REQUIRE_THROWS_SACCADE(m.forward(idx, ids.slice(1, 0, 19)),
+                           "GPT: document_ids [3, 19] must have the shape of the ids [3, 20]");
+    REQUIRE_THROWS_SACCADE(m.forward(idx, ops::neg(ids)), "document_ids must not decrease along T");
+  }
 }
 
 TEST_CASE("GPT: prompts of unequal lengths share a batch and continue as they do alone", "[examples][gpt]") {

@@ -452,17 +452,8 @@ TEST_CASE("packed Llama: each document's logits and gradients are those of its o
     std::vector<Tensor> want;
     for (Variable p : m.parameters()) want.push_back(p.grad().clone()), p.zero_grad();
     // each document alone, its gradients summed over the documents
-    for (int64_t b = 0; b < B; ++b) {
-      int64_t a = 0;
-      for (int64_t len : lengths[static_cast<size_t>(b)]) {
-        INFO("row " << b << ", document [" << a << ", " << a + len << ")");
-        auto doc = [&](const Tensor& x) { return x.slice(0, b, b + 1).slice(1, a, a + len).contiguous(); };
-        Variable alone = m.forward(doc(idx));
-        CHECK(allclose(doc(packed.data()), alone.data(), 1e-10, 1e-10));
-        sum(mul(alone, Variable(doc(R)))).backward();
-        a += len;
-      }
-    }
+    saccade::testing::check_documents_alone([&](const Tensor& x) { return m.forward(x); }, idx, lengths,
+                                            packed.data(), R);
     size_t i = 0;
     for (const Variable& p : m.parameters()) CHECK(allclose(p.grad(), want[i++], 1e-9, 1e-9));
   }

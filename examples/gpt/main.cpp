@@ -588,10 +588,6 @@ int run_finetune(FinetuneArgs& a, saccade::Device device) {
   cli::OutputDir out("--out", a.out);                   // removed again if the run fails empty
   std::unique_ptr<ex::RunLock> lock = lock_out(a.out);  // released before `out` is cleaned up
   const bool gpt2 = hf_config_of(a.hf).architecture == saccade::hf::Architecture::GPT2;
-  if (gpt2 && a.pack)
-    throw cli::UsageError("--pack", "packs documents for Llama-family folders; '" + a.hf +
-                                        "' holds a GPT-2, whose learned positions saccade does not restart "
-                                        "per document yet");
   if (a.targets.empty()) a.targets = gpt2 ? "c_attn" : "q_proj,v_proj";  // PEFT's defaults for the family
   a.lora.target_modules.clear();
   for (size_t start = 0; start <= a.targets.size();) {
@@ -639,7 +635,8 @@ int run_finetune(FinetuneArgs& a, saccade::Device device) {
     std::printf("packing each step's examples into rows of %lld tokens, each attending to itself only\n",
                 static_cast<long long>(a.opts.pack));
     a.opts.packed_logits = [&](const saccade::Tensor& idx, const saccade::Tensor& docs) {
-      return m.llama->forward(idx.to(device), docs.to(device));
+      return m.gpt ? m.gpt->forward(idx.to(device), docs.to(device))
+                   : m.llama->forward(idx.to(device), docs.to(device));
     };
   }
   const int64_t pad = m.tok->eos_id().value_or(0);

@@ -190,8 +190,7 @@ GPT::GPT(const GPTConfig& config, uint64_t seed)
   }
 }
 
-// idx: (B, T) int64 at positions [start, start + T) -> (B, T, d)
-Variable GPT::embed(const Tensor& idx, int64_t start) {
+void GPT::check_ids(const Tensor& idx, int64_t start) const {
   SACCADE_CHECK(idx.defined() && idx.dim() == 2 && idx.dtype() == DType::Int64,
                 "GPT: expected token ids int64 (B, T), got {}", idx.defined() ? idx.shape() : Shape{});
   const int64_t T = idx.size(1);
@@ -199,6 +198,12 @@ Variable GPT::embed(const Tensor& idx, int64_t start) {
                 "GPT: positions [{}, {}) of ids {} pass the context of {} (crop the input to its last {} "
                 "tokens)",
                 start, start + T, idx.shape(), config_.context, config_.context);
+}
+
+// idx: (B, T) int64 at positions [start, start + T) -> (B, T, d)
+Variable GPT::embed(const Tensor& idx, int64_t start) {
+  check_ids(idx, start);
+  const int64_t T = idx.size(1);
   if (!wpe) return drop->forward(wte->forward(idx));  // llama: rotary positions, in the attention
   Tensor pos =
       ops::arange(static_cast<double>(start), static_cast<double>(start + T), 1, DType::Int64, idx.device());
@@ -224,6 +229,22 @@ Variable GPT::forward(const Tensor& idx) {
   Variable x = embed(idx, 0);
   for (auto& b : h) x = b->forward(x);
   for (auto& l : layers) x = l->forward(x, 0);
+  return head(x);
+}
+
+// idx, document_ids: (B, T) -> (B, T, V)
+Variable GPT::forward(const Tensor& idx, const Tensor& document_ids) {
+  ErrorScope scope(name(), {nn::shape_of(idx), nn::shape_of(document_ids)});
+  SACCADE_CHECK(idx.defined() && document_ids.defined() && document_ids.shape() == idx.shape(),
+                "GPT: document_ids {} must have the shape of the ids {}",
+                document_ids.defined() ? document_ids.shape() : Shape{},
+                idx.defined() ? idx.shape() : Shape{});
+  const nn::PackedDocuments docs = nn::PackedDocuments::of(document_ids, idx.device(), "GPT");
+  check_ids(idx, 0);
+  const Variable x0 = wte->forward(idx);  // learned positions: each document's own
+  Variable x = drop->forward(wpe ? x0 + wpe->forward(docs.positions) : x0);
+  for (auto& b : h) x = b->forward(x, docs);
+  for (auto& l : layers) x = l->forward(x, docs);
   return head(x);
 }
 

@@ -90,6 +90,13 @@ class GPT : public nn::Module {
   /// [0, vocab_size) -> (B, T, vocab_size). Throws saccade::Error naming "GPT" and the shape for another
   /// rank, T outside [1, context] or an id out of range.
   Variable forward(const Tensor& idx);
+  /// Packed documents (transformers' packing, FlashAttention-2's variable-length batches): idx int64 (B, T)
+  /// holding several documents a row, document_ids int64 (B, T) naming each token's document (non-decreasing
+  /// along T, each document one run) -> logits (B, T, vocab_size), each document's rows equal to its own
+  /// forward's: its positions (learned, or rotary) restart at 0 and it attends inside itself only, no (T, T)
+  /// mask formed. Throws saccade::Error naming "GPT" as forward does, and for document_ids of another shape
+  /// or that nn::PackedDocuments::of refuses.
+  Variable forward(const Tensor& idx, const Tensor& document_ids);
   /// Incremental: idx (B, Tn) at positions [state.length(), state.length() + Tn) -> logits (B, Tn, vocab),
   /// equal (up to float rounding) to those rows of forward over the whole prefix; appends to the caches.
   /// With logits_to_keep > 0, the logits of the last logits_to_keep positions only (as
@@ -131,6 +138,8 @@ class GPT : public nn::Module {
  private:
   Variable head(const Variable& x);  // ln_f, then the tied output layer
   Variable embed(const Tensor& idx, int64_t start);
+  // embed's checks: idx int64 (B, T) at positions [start, start + T) within the context
+  void check_ids(const Tensor& idx, int64_t start) const;
   GPTConfig config_;
   std::unique_ptr<Generator> gen_;
 };

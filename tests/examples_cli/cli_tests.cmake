@@ -289,7 +289,9 @@ if(TARGET gpt)
                      --out "^merged ok$" 0 60 -- sh ${CMAKE_CURRENT_LIST_DIR}/export_merged.sh ${gpt} ${hf_data}/hf_gpt2 ${hf_data}/hf_gpt2_lora)
     saccade_cli_test(gpt_hf_finetune_gpt2 --keep --out "^LoRA r 4, lora_alpha 8 on 2 modules: 1024 trainable parameters of [0-9]+$"
                      --out "^gpt2 ok$" 0 120 -- sh ${CMAKE_CURRENT_LIST_DIR}/finetune_gpt2.sh ${gpt} ${hf_data}/hf_gpt2 ${hf_data}/hf_instruct.jsonl)
-    saccade_cli_refusal(gpt_finetune_gpt2_pack "^gpt: --pack: packs documents for Llama-family folders. '.*hf_gpt2' holds a GPT-2" ${gpt} finetune --hf ${hf_data}/hf_gpt2 --data ${hf_data}/hf_instruct.jsonl --pack --out run)
+    # GPT-2 packed: its learned positions restart at each document; the padded run's losses, recomputed too
+    saccade_cli_test(gpt_hf_finetune_gpt2_pack --keep --out "^packing each step's examples into rows of 32 tokens"
+                     --out "^packed ok$" 0 120 -- sh ${CMAKE_CURRENT_LIST_DIR}/finetune_pack.sh ${gpt} ${hf_data}/hf_gpt2 ${hf_data}/hf_instruct.jsonl)
     saccade_cli_test(gpt_finetune_gpt2_target --err "^gpt: apply_lora: target 'q_proj' matches no Linear module. the model's Linear modules are named c_attn, c_fc, c_proj$" 1 10 -- ${gpt} finetune --hf ${hf_data}/hf_gpt2 --data ${hf_data}/hf_instruct.jsonl --lora-targets q_proj --truncate right --out run)
     # errors found once the model is read: exit 1, and the --out folder the run made is gone again
     saccade_cli_test(gpt_finetune_target --err "^gpt: apply_lora: target 'qkv' matches no Linear module. the model's Linear modules are named down_proj, gate_proj, k_proj, lm_head, o_proj, q_proj, up_proj, v_proj$" 1 10 -- ${gpt} finetune --hf ${hf_data}/hf_llama --data ${hf_data}/hf_instruct.jsonl --lora-targets q_proj,qkv --out run)
