@@ -98,6 +98,8 @@ constexpr Row kRows[] = {
     {"qwen2", "qwen2", "Qwen2ForCausalLM", false, false},
     {"qwen3", "qwen3", "Qwen3ForCausalLM", false, false},
     {"qwen3moe", "qwen3_moe", "Qwen3MoeForCausalLM", false, false},
+    {"olmo2", "olmo2", "Olmo2ForCausalLM", false, false},
+    {"granite", "granite", "GraniteForCausalLM", true, false},
     {"gemma", "gemma", "GemmaForCausalLM", false, false, true},
     {"phi3", "phi3", "Phi3ForCausalLM", false, false, false, true},
     {"gpt2", "gpt2", "GPT2LMHeadModel", false, true},
@@ -131,8 +133,11 @@ const std::vector<std::string> kReadKeys = {"block_count",
                                             "expert_used_count",
                                             "expert_feed_forward_length",
                                             "vocab_size"};
-// Phi-3's besides (Phi3MiniModel.set_gguf_parameters and generate_extra_tensors)
+// Phi-3's besides (Phi3MiniModel.set_gguf_parameters and generate_extra_tensors), and Granite's multipliers
+// (GraniteModel.set_gguf_parameters)
 const std::vector<std::string> kPhi3ReadKeys = {"rope.scaling.attn_factor", "attention.sliding_window"};
+const std::vector<std::string> kGraniteReadKeys = {"attention.scale", "embedding_scale", "residual_scale",
+                                                   "logit_scale"};
 const std::vector<std::string> kGpt2ReadKeys = {
     "block_count",         "context_length",       "embedding_length",
     "feed_forward_length", "attention.head_count", "attention.layer_norm_epsilon",
@@ -141,11 +146,18 @@ const std::vector<std::string> kGpt2ReadKeys = {
 // GGUF's tensor names -> Hugging Face's: a block's tensors "blk.N.<gguf>.weight" (or .bias) are
 // "model.layers.N.<hf>.weight" (GPT-2: "transformer.h.N.<hf>.weight"), the others by the second tables.
 const Names kBlockNames = {
-    {"attn_norm", "input_layernorm"},    {"attn_q", "self_attn.q_proj"},
-    {"attn_k", "self_attn.k_proj"},      {"attn_v", "self_attn.v_proj"},
-    {"attn_output", "self_attn.o_proj"}, {"attn_q_norm", "self_attn.q_norm"},
-    {"attn_k_norm", "self_attn.k_norm"}, {"ffn_norm", "post_attention_layernorm"},
-    {"ffn_gate", "mlp.gate_proj"},       {"ffn_up", "mlp.up_proj"},
+    {"attn_norm", "input_layernorm"},
+    {"attn_q", "self_attn.q_proj"},
+    {"attn_k", "self_attn.k_proj"},
+    {"attn_v", "self_attn.v_proj"},
+    {"attn_output", "self_attn.o_proj"},
+    {"attn_q_norm", "self_attn.q_norm"},
+    {"attn_k_norm", "self_attn.k_norm"},
+    {"ffn_norm", "post_attention_layernorm"},
+    {"post_attention_norm", "post_attention_layernorm"},  // OLMo 2's norms after the sublayers
+    {"post_ffw_norm", "post_feedforward_layernorm"},
+    {"ffn_gate", "mlp.gate_proj"},
+    {"ffn_up", "mlp.up_proj"},
     {"ffn_down", "mlp.down_proj"},
 };
 const Names kGlobalNames = {
@@ -412,6 +424,7 @@ Config gguf_config(const GgufFile& file) {
     const std::string rest = key.substr(p.size());
     std::vector<std::string> read = row->gpt2 ? kGpt2ReadKeys : kReadKeys;
     if (row->phi3) read.insert(read.end(), kPhi3ReadKeys.begin(), kPhi3ReadKeys.end());
+    if (arch == "granite") read.insert(read.end(), kGraniteReadKeys.begin(), kGraniteReadKeys.end());
     if (std::find(read.begin(), read.end(), rest) == read.end())
       throw m.fail(
           key, fmt::format("not read for '{}', and it may change the computation (saccade reads {}.{})", arch,
@@ -487,14 +500,21 @@ Config gguf_config(const GgufFile& file) {
       j["rope_scaling"] = keys;
     j["hidden_act"] = row->norm_plus_one ? "gelu_pytorch_tanh" : "silu";  // Gemma's GeGLU
     j["tie_word_embeddings"] = !has("output.weight");
-    if (row->norm_plus_one || row->phi3) {  // rows whose configs default a pad token: the file's, or none
+    if (row->norm_plus_one || row->phi3 ||
+        arch == "olmo2") {  // configs that default a pad token: the file's, or none
       const auto pad = m.maybe_integer("tokenizer.ggml.padding_token_id");
       j["pad_token_id"] = pad ? json(*pad) : json(nullptr);
     }
     if (arch != "qwen2" && !row->phi3) {  // Qwen2's q, k and v biases are the row's own; Phi-3 has none
       j["attention_bias"] = has("blk.0.attn_q.bias");
-      if (arch == "llama") j["mlp_bias"] = has("blk.0.ffn_up.bias");
+      if (arch == "llama" || arch == "granite") j["mlp_bias"] = has("blk.0.ffn_up.bias");
     }
+    if (arch == "granite")  // GraniteConfig's multipliers, 1 where the converter wrote none
+      for (const auto& [key, name] :
+           {std::pair{"attention.scale", "attention_multiplier"},
+            std::pair{"embedding_scale", "embedding_multiplier"},
+            std::pair{"residual_scale", "residual_multiplier"}, std::pair{"logit_scale", "logits_scaling"}})
+        j[name] = m.number(p + key, 1.0);
     if (experts || arch == "qwen3moe") {
       // top-k weights renormalised: Mixtral's always, and llama.cpp's qwen3moe graph's (Qwen3-MoE's
       // published configs say norm_topk_prob true)

@@ -325,7 +325,7 @@ TEST_CASE("GGUF metadata: the rows' keys as a config.json, and what changes the 
   CHECK_THAT(
       config_error(GgufBuilder().text("general.architecture", "falcon")),
       Catch::Contains("key 'general.architecture': 'falcon' is not read (saccade reads 'llama', 'qwen2', "
-                      "'qwen3', 'qwen3moe', 'gemma', 'phi3', 'gpt2')"));
+                      "'qwen3', 'qwen3moe', 'olmo2', 'granite', 'gemma', 'phi3', 'gpt2')"));
   CHECK_THAT(config_error(small_llama("gpt2")),
              Catch::Contains("key 'gpt2.rope.freq_base': not read for 'gpt2'"));
   // rope scaling keys as the converter writes a "linear" or "yarn" rope_type; a factor alone is linear (as
@@ -594,8 +594,9 @@ TEST_CASE("GGUF MoE rows: Mixtral (a llama file with experts) and Qwen3-MoE give
 }
 
 TEST_CASE(
-    "GGUF Gemma and Phi-3 rows: transformers' logits (Gemma's norms stored as 1 + w; Phi-3's fused "
-    "projections, partial rotation and LongRoPE factors)",
+    "GGUF Gemma, Phi-3, OLMo 2 and Granite rows: transformers' logits (Gemma's norms stored as 1 + w; "
+    "Phi-3's "
+    "fused projections, partial rotation and LongRoPE factors; OLMo 2's post-norms; Granite's multipliers)",
     "[hf][gguf]") {
   // tests/data/gguf/gemma_f32.gguf: hf_gemma as GemmaModel writes it (every norm weight + 1, no rope key)
   const nn::Safetensors ge = nn::load_safetensors(hf_data("hf_gemma_expected.safetensors"));
@@ -624,6 +625,22 @@ TEST_CASE(
   CHECK(allclose(logits_of(*phi3, pe.tensors.at("ids")), pe.tensors.at("logits"), 1e-5, 1e-5));
   CHECK(allclose(logits_of(*phi3, pe.tensors.at("ids_long")), pe.tensors.at("logits_long"), 1e-5, 1e-5));
   saccade::testing::check_greedy(*phi3, pe, {/*cache=*/false});  // re-read past 16, as transformers' Phi-3
+  // tests/data/gguf/olmo2_f32.gguf and granite_f32.gguf: OLMo 2's norms after the sublayers, Granite's
+  // multipliers as keys
+  for (const char* row : {"olmo2", "granite"}) {
+    CAPTURE(row);
+    const nn::Safetensors e = nn::load_safetensors(hf_data(fmt::format("hf_{}_expected.safetensors", row)));
+    auto model = hf::load_llama_gguf(gguf_data(fmt::format("{}_f32.gguf", row)));
+    CHECK(model->config().model_type == row);
+    CHECK(allclose(logits_of(*model, e.tensors.at("ids")), e.tensors.at("logits"), 1e-5, 1e-5));
+    saccade::testing::check_greedy(*model, e);
+  }
+  const hf::Config granite = hf::gguf_config(hf::GgufFile(gguf_data("granite_f32.gguf")));
+  const hf::Config granite_folder = hf::load_config(hf_data("hf_granite/config.json"));
+  CHECK((granite.embedding_multiplier == granite_folder.embedding_multiplier &&
+         granite.residual_multiplier == granite_folder.residual_multiplier &&
+         granite.attention_multiplier == granite_folder.attention_multiplier &&
+         granite.logits_scaling == granite_folder.logits_scaling));
 
   auto config_error = [](const GgufBuilder& g) {
     return error_of([&] { hf::gguf_config(*hf::GgufFile::parse(g.bytes(), "t.gguf")); });
