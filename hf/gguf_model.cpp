@@ -86,11 +86,16 @@ struct Row {
   const char* arch;
   const char* model_type;
   const char* architectures;
-  bool permuted_qk;  // convert_hf_to_gguf's LlamaModel.permute (ggml rotates pairs of adjacent rows)
-  bool gpt2;         // GPT-2's keys and names, and its Conv1D weights, stored (in, out) by transformers
-  bool norm_plus_one = false;  // Gemma's: every RMSNorm weight stored as 1 + w (GemmaModel.modify_tensors)
-  bool phi3 =
-      false;  // Phi-3's: fused attn_qkv and ffn_up (gate, then up), partial rotation, LongRoPE factors
+  // convert_hf_to_gguf's LlamaModel.permute (ggml rotates pairs of adjacent rows)
+  bool permuted_qk;
+  // GPT-2's keys and names, and its Conv1D weights, stored (in, out) by transformers
+  bool gpt2;
+  // Gemma's: every RMSNorm weight stored as 1 + w (GemmaModel.modify_tensors)
+  bool norm_plus_one = false;
+  // Phi-3's: fused attn_qkv and ffn_up (gate, then up), partial rotation, LongRoPE factors
+  bool phi3 = false;
+  // GPT-NeoX's: its keys and names, LayerNorms with biases, attn_qkv as q, k, v blocks (GPTNeoXModel)
+  bool neox = false;
 };
 
 constexpr Row kRows[] = {
@@ -102,6 +107,7 @@ constexpr Row kRows[] = {
     {"granite", "granite", "GraniteForCausalLM", true, false},
     {"gemma", "gemma", "GemmaForCausalLM", false, false, true},
     {"phi3", "phi3", "Phi3ForCausalLM", false, false, false, true},
+    {"gptneox", "gpt_neox", "GPTNeoXForCausalLM", false, false, false, false, true},
     {"gpt2", "gpt2", "GPT2LMHeadModel", false, true},
 };
 
@@ -138,6 +144,16 @@ const std::vector<std::string> kReadKeys = {"block_count",
 const std::vector<std::string> kPhi3ReadKeys = {"rope.scaling.attn_factor", "attention.sliding_window"};
 const std::vector<std::string> kGraniteReadKeys = {"attention.scale", "embedding_scale", "residual_scale",
                                                    "logit_scale"};
+// GPT-NeoX's (GPTNeoXModel.set_gguf_parameters: no rope base, llama.cpp's 10000)
+const std::vector<std::string> kNeoxReadKeys = {"block_count",
+                                                "context_length",
+                                                "embedding_length",
+                                                "feed_forward_length",
+                                                "attention.head_count",
+                                                "rope.dimension_count",
+                                                "use_parallel_residual",
+                                                "attention.layer_norm_epsilon",
+                                                "vocab_size"};
 const std::vector<std::string> kGpt2ReadKeys = {
     "block_count",         "context_length",       "embedding_length",
     "feed_forward_length", "attention.head_count", "attention.layer_norm_epsilon",
@@ -178,7 +194,16 @@ struct HfName {
   bool transposed = false;
   bool experts = false;    // a stack of experts (E, out, in): `name` holds "{}" for each one's index
   bool minus_one = false;  // Gemma's norms: the file's 1 + w back to w
+  int64_t qkv_heads = 0;   // GPT-NeoX's attn_qkv: q, k, v blocks in the file, per head on disk in HF
 };
+
+// GPT-NeoX's names (transformers' GPTNeoXForCausalLM; GPTNeoXModel's tensor map)
+const Names kNeoxBlockNames = {{"attn_norm", "input_layernorm"},   {"attn_qkv", "attention.query_key_value"},
+                               {"attn_output", "attention.dense"}, {"ffn_norm", "post_attention_layernorm"},
+                               {"ffn_up", "mlp.dense_h_to_4h"},    {"ffn_down", "mlp.dense_4h_to_h"}};
+const Names kNeoxGlobalNames = {{"token_embd", "gpt_neox.embed_in"},
+                                {"output_norm", "gpt_neox.final_layer_norm"},
+                                {"output", "embed_out"}};
 
 // A sparse MLP's tensors (blk.N.<gguf>.weight): the router and Qwen-MoE's shared expert under "mlp." (the
 // router under Mixtral's "block_sparse_moe." for a mixtral), and the stacked experts, one Hugging Face
@@ -208,6 +233,17 @@ HfName hf_name(const std::string& gguf, const Row& row, const Config& c) {
     if (layer.empty() || layer.size() > 9 || !std::all_of(layer.begin(), layer.end(), ::isdigit))
       return {gguf};
     const std::string rest = base.substr(dot + 1);
+    if (row.neox) {
+      for (const auto& [g, h] : kNeoxBlockNames)
+        if (rest == g)
+          return {fmt::format("gpt_neox.layers.{}.{}{}", std::stoll(layer), h, suffix),
+                  0,
+                  false,
+                  false,
+                  false,
+                  rest == "attn_qkv" ? c.num_attention_heads : 0};
+      return {gguf};
+    }
     if (row.phi3 && (rest == "attn_qkv" || rest == "ffn_up"))  // kept fused, as transformers' Phi3 holds them
       return {fmt::format("model.layers.{}.{}{}", std::stoll(layer),
                           rest == "attn_qkv" ? "self_attn.qkv_proj" : "mlp.gate_up_proj", suffix)};
@@ -234,7 +270,7 @@ HfName hf_name(const std::string& gguf, const Row& row, const Config& c) {
       if (rest == g && suffix == ".weight") return {moe + "experts.{}." + h + suffix, 0, false, true};
     return {gguf};
   }
-  for (const auto& [g, h] : row.gpt2 ? kGpt2GlobalNames : kGlobalNames)
+  for (const auto& [g, h] : row.gpt2 ? kGpt2GlobalNames : row.neox ? kNeoxGlobalNames : kGlobalNames)
     if (base == g) return {h + suffix, 0, false, false, row.norm_plus_one && base == "output_norm"};
   return {gguf};
 }
@@ -422,7 +458,7 @@ Config gguf_config(const GgufFile& file) {
   for (const auto& [key, value] : file.metadata()) {
     if (key.rfind(p, 0) != 0) continue;
     const std::string rest = key.substr(p.size());
-    std::vector<std::string> read = row->gpt2 ? kGpt2ReadKeys : kReadKeys;
+    std::vector<std::string> read = row->gpt2 ? kGpt2ReadKeys : row->neox ? kNeoxReadKeys : kReadKeys;
     if (row->phi3) read.insert(read.end(), kPhi3ReadKeys.begin(), kPhi3ReadKeys.end());
     if (arch == "granite") read.insert(read.end(), kGraniteReadKeys.begin(), kGraniteReadKeys.end());
     if (std::find(read.begin(), read.end(), rest) == read.end())
@@ -440,11 +476,12 @@ Config gguf_config(const GgufFile& file) {
   if (m.integer(p + "attention.value_length", head_dim) != head_dim)
     throw m.fail(p + "attention.value_length", fmt::format("differs from the key length {}", head_dim));
   const int64_t rope_dims = m.integer(p + "rope.dimension_count", head_dim);
-  if (rope_dims > head_dim || rope_dims % 2 != 0 || (rope_dims != head_dim && !row->phi3))
+  const bool partial_ok = row->phi3 || row->neox;
+  if (rope_dims > head_dim || rope_dims % 2 != 0 || (rope_dims != head_dim && !partial_ok))
     throw m.fail(p + "rope.dimension_count",
                  fmt::format("{} of each head of {} ({})", rope_dims, head_dim,
-                             row->phi3 ? "need an even count, at most the head's"
-                                       : "partial rotation is read for 'phi3' only"));
+                             partial_ok ? "need an even count, at most the head's"
+                                        : "partial rotation is read for 'phi3' and 'gptneox' only"));
   const GgufTensorInfo *long_factors = file.tensor("rope_factors_long.weight"),
                        *short_factors = file.tensor("rope_factors_short.weight");
   if ((long_factors || short_factors) && !row->phi3)
@@ -471,22 +508,34 @@ Config gguf_config(const GgufFile& file) {
   if (const auto ft = m.maybe_integer("general.file_type"); ft && (*ft == 0 || *ft == 1 || *ft == 32))
     j["torch_dtype"] = *ft == 0 ? "float32" : *ft == 1 ? "float16" : "bfloat16";
   j["vocab_size"] = m.integer(p + "vocab_size", embed && embed->shape.size() == 2 ? embed->shape[0] : 0);
-  if (row->gpt2) {  // GPT2Config's own names; GPT-2's MLP is gelu_new, which the file does not say
-    j["n_embd"] = hidden;
-    j["n_layer"] = m.integer(p + "block_count", std::nullopt);
-    j["n_head"] = heads;
-    j["n_positions"] = m.integer(p + "context_length", std::nullopt);
-    j["n_inner"] = m.integer(p + "feed_forward_length", std::nullopt);
+  // the sizes every row states, under its config's names: hidden, layers, heads, context, feed-forward width
+  auto sizes = [&](const char* hidden_key, const char* layers_key, const char* heads_key,
+                   const char* context_key, const char* ffn_key) {
+    j[hidden_key] = hidden;
+    j[layers_key] = m.integer(p + "block_count", std::nullopt);
+    j[heads_key] = heads;
+    j[context_key] = m.integer(p + "context_length", std::nullopt);
+    j[ffn_key] = m.integer(p + "feed_forward_length", std::nullopt);
+  };
+  if (row->neox) {  // GPTNeoXConfig's names; Pythia's exact GELU, which the file does not say
+    sizes("hidden_size", "num_hidden_layers", "num_attention_heads", "max_position_embeddings",
+          "intermediate_size");
+    j["layer_norm_eps"] = m.number(p + "attention.layer_norm_epsilon", std::nullopt);
+    j["rotary_pct"] = static_cast<double>(rope_dims) / static_cast<double>(head_dim);
+    j["rotary_emb_base"] = 10000.0;
+    j["use_parallel_residual"] = m.flag(p + "use_parallel_residual", true);
+    j["hidden_act"] = "gelu";
+    j["attention_bias"] = has("blk.0.attn_qkv.bias");
+    j["tie_word_embeddings"] = !has("output.weight");
+  } else if (row->gpt2) {  // GPT2Config's own names; GPT-2's MLP is gelu_new, which the file does not say
+    sizes("n_embd", "n_layer", "n_head", "n_positions", "n_inner");
     j["layer_norm_epsilon"] = m.number(p + "attention.layer_norm_epsilon", std::nullopt);
     j["activation_function"] = "gelu_new";
   } else {
-    j["hidden_size"] = hidden;
-    j["num_hidden_layers"] = m.integer(p + "block_count", std::nullopt);
-    j["num_attention_heads"] = heads;
+    sizes("hidden_size", "num_hidden_layers", "num_attention_heads", "max_position_embeddings",
+          "intermediate_size");
     j["num_key_value_heads"] = m.integer(p + "attention.head_count_kv", heads);
     j["head_dim"] = head_dim;
-    j["intermediate_size"] = m.integer(p + "feed_forward_length", std::nullopt);
-    j["max_position_embeddings"] = m.integer(p + "context_length", std::nullopt);
     j["rms_norm_eps"] = m.number(p + "attention.layer_norm_rms_epsilon", std::nullopt);
     j["rope_theta"] = m.number(p + "rope.freq_base", 10000.0);
     const json keys = row->phi3 ? phi3_rope(m, p, j, long_factors, short_factors, rope_dims, head_dim)
@@ -548,7 +597,7 @@ GgufWeights::GgufWeights(const GgufFile& file, const Config& config) : file_(fil
     if ((t.name == "rope_factors_long.weight" || t.name == "rope_factors_short.weight") && row->phi3 &&
         config.rope_scaling.type == ops::RopeScaling::Type::LongRope)
       continue;  // Phi-3's LongRoPE factors, likewise
-    auto [name, heads, transposed, experts, minus_one] = hf_name(t.name, *row, config);
+    auto [name, heads, transposed, experts, minus_one, qkv_heads] = hf_name(t.name, *row, config);
     if (experts) {  // expert e: the e-th (out, in) block of the stack, contiguous in the file
       const int64_t E = t.shape.empty() ? 0 : t.shape[0];
       SACCADE_CHECK(t.shape.size() == 3 && E >= 1 && t.nbytes % static_cast<uint64_t>(E) == 0,
@@ -565,7 +614,7 @@ GgufWeights::GgufWeights(const GgufFile& file, const Config& config) : file_(fil
         const std::string expert = fmt::format(fmt::runtime(name), e);
         index_.emplace_back(expert, entries_.size());
         names_.push_back(expert);
-        entries_.push_back(Entry{expert, &slices_.back(), 0, false, false});
+        entries_.push_back(Entry{expert, &slices_.back(), 0, false, false, 0});
       }
       continue;
     }
@@ -581,7 +630,11 @@ GgufWeights::GgufWeights(const GgufFile& file, const Config& config) : file_(fil
     }
     index_.emplace_back(name, entries_.size());
     names_.push_back(name);
-    entries_.push_back(Entry{name, &t, heads, transposed, minus_one});
+    if (qkv_heads > 0)
+      SACCADE_CHECK(t.shape.size() >= 1 && t.shape[0] % (3 * qkv_heads) == 0,
+                    "hf::GgufWeights: '{}': tensor '{}' has shape {}, not q, k and v of {} heads each",
+                    file.path(), t.name, t.shape, qkv_heads);
+    entries_.push_back(Entry{name, &t, heads, transposed, minus_one, qkv_heads});
   }
   std::sort(index_.begin(), index_.end());
   for (size_t i = 1; i < index_.size(); ++i)
@@ -629,10 +682,22 @@ Tensor GgufWeights::read(const std::string& name) const {
 
 void GgufWeights::read_into(const std::string& name, const Tensor& dst) const {
   const Entry& e = entry(name);
-  if (e.permuted_heads == 0 && !e.transposed && !e.minus_one) return file_.read_into(*e.info, dst);
+  if (e.permuted_heads == 0 && !e.transposed && !e.minus_one && e.qkv_heads == 0)
+    return file_.read_into(*e.info, dst);
   SACCADE_CHECK(dst.device().is_cpu() && dst.is_contiguous() && dst.numel() == e.info->shape.numel(),
                 "hf::GgufWeights::read_into: '{}': tensor '{}' of shape {} into a destination of shape {}",
                 file_.path(), name, shape(name), dst.shape());
+  if (e.qkv_heads > 0) {  // GPT-NeoX's q, k, v blocks back to transformers' rows, head by head
+    Tensor blocks = Tensor::empty(e.info->shape, dst.dtype(), Device::cpu(), "hf::GgufWeights::read_into");
+    file_.read_into(*e.info, blocks);
+    const int64_t third = e.info->shape[0] / 3;
+    const Tensor w = interleave({blocks.narrow(0, 0, third), blocks.narrow(0, third, third),
+                                 blocks.narrow(0, 2 * third, third)},
+                                0, e.qkv_heads)
+                         .contiguous();
+    std::memcpy(dst.raw_data(), w.raw_data(), static_cast<size_t>(w.numel()) * dtype_size(w.dtype()));
+    return;
+  }
   if (e.minus_one) {  // Gemma's norm: w = (1 + w) - 1, in float32
     Tensor stored = Tensor::empty(e.info->shape, DType::Float32, Device::cpu(), "hf::GgufWeights::read_into");
     file_.read_into(*e.info, stored);

@@ -325,7 +325,7 @@ TEST_CASE("GGUF metadata: the rows' keys as a config.json, and what changes the 
   CHECK_THAT(
       config_error(GgufBuilder().text("general.architecture", "falcon")),
       Catch::Contains("key 'general.architecture': 'falcon' is not read (saccade reads 'llama', 'qwen2', "
-                      "'qwen3', 'qwen3moe', 'olmo2', 'granite', 'gemma', 'phi3', 'gpt2')"));
+                      "'qwen3', 'qwen3moe', 'olmo2', 'granite', 'gemma', 'phi3', 'gptneox', 'gpt2')"));
   CHECK_THAT(config_error(small_llama("gpt2")),
              Catch::Contains("key 'gpt2.rope.freq_base': not read for 'gpt2'"));
   // rope scaling keys as the converter writes a "linear" or "yarn" rope_type; a factor alone is linear (as
@@ -377,7 +377,7 @@ TEST_CASE("GGUF metadata: the rows' keys as a config.json, and what changes the 
   CHECK(hf::gguf_config(*hf::GgufFile::parse(small_llama("llama", "", 0, tiny).bytes(), "t.gguf")).norm_eps ==
         Approx(1e-45));  // the float 1.4013e-45's shortest decimal
   CHECK_THAT(config_error(small_llama("llama", "rope.dimension_count", 2)),
-             Catch::Contains("partial rotation is read for 'phi3' only"));
+             Catch::Contains("partial rotation is read for 'phi3' and 'gptneox' only"));
   // rope_freqs.weight: Llama 3's scaling (factor 3 for the slow frequency: an original context of 32 to 128
   // gives it), or factors no Llama 3 scaling gives (the fast frequency scaled, the slow one not), or another
   // row
@@ -594,9 +594,9 @@ TEST_CASE("GGUF MoE rows: Mixtral (a llama file with experts) and Qwen3-MoE give
 }
 
 TEST_CASE(
-    "GGUF Gemma, Phi-3, OLMo 2 and Granite rows: transformers' logits (Gemma's norms stored as 1 + w; "
-    "Phi-3's "
-    "fused projections, partial rotation and LongRoPE factors; OLMo 2's post-norms; Granite's multipliers)",
+    "GGUF Gemma, Phi-3, OLMo 2, Granite and GPT-NeoX rows: transformers' logits (Gemma's norms as 1 + w; "
+    "Phi-3's fused projections, partial rotation, LongRoPE; OLMo 2's post-norms; Granite's multipliers; "
+    "GPT-NeoX's q, k, v blocks)",
     "[hf][gguf]") {
   // tests/data/gguf/gemma_f32.gguf: hf_gemma as GemmaModel writes it (every norm weight + 1, no rope key)
   const nn::Safetensors ge = nn::load_safetensors(hf_data("hf_gemma_expected.safetensors"));
@@ -634,6 +634,18 @@ TEST_CASE(
     CHECK(model->config().model_type == row);
     CHECK(allclose(logits_of(*model, e.tensors.at("ids")), e.tensors.at("logits"), 1e-5, 1e-5));
     saccade::testing::check_greedy(*model, e);
+  }
+  // tests/data/gguf/gpt_neox_f32.gguf: Pythia's layout, query_key_value as q, k, v blocks in the file: read
+  // back head by head, every weight the folder's to the bit
+  const nn::Safetensors ne = nn::load_safetensors(hf_data("hf_gpt_neox_expected.safetensors"));
+  auto neox = hf::load_llama_gguf(gguf_data("gpt_neox_f32.gguf"));
+  CHECK(neox->config().model_type == "gpt_neox");
+  CHECK(allclose(logits_of(*neox, ne.tensors.at("ids")), ne.tensors.at("logits"), 1e-5, 1e-5));
+  saccade::testing::check_greedy(*neox, ne);
+  const nn::StateDict nw = hf::load_llama(hf_data("hf_gpt_neox"))->state_dict();
+  for (const auto& [name, t] : neox->state_dict()) {
+    CAPTURE(name);
+    CHECK(allclose(t, nw.at(name), 0, 0));
   }
   const hf::Config granite = hf::gguf_config(hf::GgufFile(gguf_data("granite_f32.gguf")));
   const hf::Config granite_folder = hf::load_config(hf_data("hf_granite/config.json"));
