@@ -96,6 +96,8 @@ struct Row {
   bool phi3 = false;
   // GPT-NeoX's: its keys and names, LayerNorms with biases, attn_qkv as q, k, v blocks (GPTNeoXModel)
   bool neox = false;
+  // StableLM's: GPT-NeoX's keys with key/value heads, Llama's names, LayerNorms with biases (StableLMModel)
+  bool stablelm = false;
 };
 
 constexpr Row kRows[] = {
@@ -108,6 +110,7 @@ constexpr Row kRows[] = {
     {"gemma", "gemma", "GemmaForCausalLM", false, false, true},
     {"phi3", "phi3", "Phi3ForCausalLM", false, false, false, true},
     {"gptneox", "gpt_neox", "GPTNeoXForCausalLM", false, false, false, false, true},
+    {"stablelm", "stablelm", "StableLmForCausalLM", false, false, false, false, false, true},
     {"gpt2", "gpt2", "GPT2LMHeadModel", false, true},
 };
 
@@ -154,6 +157,17 @@ const std::vector<std::string> kNeoxReadKeys = {"block_count",
                                                 "use_parallel_residual",
                                                 "attention.layer_norm_epsilon",
                                                 "vocab_size"};
+// StableLM's (StableLMModel.set_gguf_parameters: no rope base either)
+const std::vector<std::string> kStableLmReadKeys = {"block_count",
+                                                    "context_length",
+                                                    "embedding_length",
+                                                    "feed_forward_length",
+                                                    "attention.head_count",
+                                                    "attention.head_count_kv",
+                                                    "rope.dimension_count",
+                                                    "use_parallel_residual",
+                                                    "attention.layer_norm_epsilon",
+                                                    "vocab_size"};
 const std::vector<std::string> kGpt2ReadKeys = {
     "block_count",         "context_length",       "embedding_length",
     "feed_forward_length", "attention.head_count", "attention.layer_norm_epsilon",
@@ -458,7 +472,10 @@ Config gguf_config(const GgufFile& file) {
   for (const auto& [key, value] : file.metadata()) {
     if (key.rfind(p, 0) != 0) continue;
     const std::string rest = key.substr(p.size());
-    std::vector<std::string> read = row->gpt2 ? kGpt2ReadKeys : row->neox ? kNeoxReadKeys : kReadKeys;
+    std::vector<std::string> read = row->gpt2       ? kGpt2ReadKeys
+                                    : row->neox     ? kNeoxReadKeys
+                                    : row->stablelm ? kStableLmReadKeys
+                                                    : kReadKeys;
     if (row->phi3) read.insert(read.end(), kPhi3ReadKeys.begin(), kPhi3ReadKeys.end());
     if (arch == "granite") read.insert(read.end(), kGraniteReadKeys.begin(), kGraniteReadKeys.end());
     if (std::find(read.begin(), read.end(), rest) == read.end())
@@ -476,12 +493,13 @@ Config gguf_config(const GgufFile& file) {
   if (m.integer(p + "attention.value_length", head_dim) != head_dim)
     throw m.fail(p + "attention.value_length", fmt::format("differs from the key length {}", head_dim));
   const int64_t rope_dims = m.integer(p + "rope.dimension_count", head_dim);
-  const bool partial_ok = row->phi3 || row->neox;
+  const bool partial_ok = row->phi3 || row->neox || row->stablelm;
   if (rope_dims > head_dim || rope_dims % 2 != 0 || (rope_dims != head_dim && !partial_ok))
-    throw m.fail(p + "rope.dimension_count",
-                 fmt::format("{} of each head of {} ({})", rope_dims, head_dim,
-                             partial_ok ? "need an even count, at most the head's"
-                                        : "partial rotation is read for 'phi3' and 'gptneox' only"));
+    throw m.fail(
+        p + "rope.dimension_count",
+        fmt::format("{} of each head of {} ({})", rope_dims, head_dim,
+                    partial_ok ? "need an even count, at most the head's"
+                               : "partial rotation is read for 'phi3', 'gptneox' and 'stablelm' only"));
   const GgufTensorInfo *long_factors = file.tensor("rope_factors_long.weight"),
                        *short_factors = file.tensor("rope_factors_short.weight");
   if ((long_factors || short_factors) && !row->phi3)
@@ -526,6 +544,17 @@ Config gguf_config(const GgufFile& file) {
     j["use_parallel_residual"] = m.flag(p + "use_parallel_residual", true);
     j["hidden_act"] = "gelu";
     j["attention_bias"] = has("blk.0.attn_qkv.bias");
+    j["tie_word_embeddings"] = !has("output.weight");
+  } else if (row->stablelm) {  // StableLmConfig's names; the rope base 10000, which the file does not say
+    sizes("hidden_size", "num_hidden_layers", "num_attention_heads", "max_position_embeddings",
+          "intermediate_size");
+    j["num_key_value_heads"] = m.integer(p + "attention.head_count_kv", heads);
+    j["layer_norm_eps"] = m.number(p + "attention.layer_norm_epsilon", std::nullopt);
+    j["partial_rotary_factor"] = static_cast<double>(rope_dims) / static_cast<double>(head_dim);
+    j["rope_theta"] = 10000.0;
+    j["use_parallel_residual"] = m.flag(p + "use_parallel_residual", true);
+    j["use_qkv_bias"] = has("blk.0.attn_q.bias");
+    j["hidden_act"] = "silu";
     j["tie_word_embeddings"] = !has("output.weight");
   } else if (row->gpt2) {  // GPT2Config's own names; GPT-2's MLP is gelu_new, which the file does not say
     sizes("n_embd", "n_layer", "n_head", "n_positions", "n_inner");

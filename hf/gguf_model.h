@@ -38,14 +38,15 @@ std::vector<std::string> gguf_architectures();
 /// rope.scaling.original_context_length, rope.scaling.attn_factor its attention factor), "olmo2"
 /// (Olmo2ForCausalLM: post_attention_norm and post_ffw_norm after the sublayers, full-width q and k norms) or
 /// "granite" (GraniteForCausalLM: q and k rows permuted as llama's; attention.scale, embedding_scale,
-/// residual_scale and logit_scale as its multipliers, 1 when absent) or "gptneox" (GPTNeoXForCausalLM: its
+/// residual_scale and logit_scale as its multipliers, 1 when absent), "gptneox" (GPTNeoXForCausalLM: its
 /// own keys, block_count, context_length, embedding_length, feed_forward_length, attention.head_count,
 /// attention.layer_norm_epsilon, rope.dimension_count as rotary_pct, use_parallel_residual (true), the rope
 /// base 10000 and exact GELU, which the file does not state; attn_qkv's q, k, v blocks read back head by
-/// head); for gemma, phi3 and olmo2, whose configs default one, pad_token_id is
-/// tokenizer.ggml.padding_token_id or none: {arch}.block_count, embedding_length, feed_forward_length,
-/// attention.head_count and context_length (required), attention.head_count_kv (default: head_count),
-/// attention.key_length and value_length (default: embedding_length / head_count; equal),
+/// head) or "stablelm" (StableLmForCausalLM: gptneox's keys with attention.head_count_kv, Llama's names,
+/// q/k/v biases as use_qkv_bias, the rope base 10000); for gemma, phi3 and olmo2, whose configs default one,
+/// pad_token_id is tokenizer.ggml.padding_token_id or none: {arch}.block_count, embedding_length,
+/// feed_forward_length, attention.head_count and context_length (required), attention.head_count_kv (default:
+/// head_count), attention.key_length and value_length (default: embedding_length / head_count; equal),
 /// rope.dimension_count (= the head's width but for phi3), rope.freq_base (10000), rope.scaling.* as
 /// convert_hf_to_gguf.py writes a "linear" or "yarn" rope_type (type, factor; yarn's original_context_length,
 /// yarn_attn_factor, yarn_beta_fast, yarn_beta_slow; a factor with no type is linear, as llama.cpp reads it),

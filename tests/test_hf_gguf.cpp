@@ -322,10 +322,10 @@ TEST_CASE("GGUF metadata: the rows' keys as a config.json, and what changes the 
   auto config_error = [](const GgufBuilder& g) {
     return error_of([&] { hf::gguf_config(*hf::GgufFile::parse(g.bytes(), "t.gguf")); });
   };
-  CHECK_THAT(
-      config_error(GgufBuilder().text("general.architecture", "falcon")),
-      Catch::Contains("key 'general.architecture': 'falcon' is not read (saccade reads 'llama', 'qwen2', "
-                      "'qwen3', 'qwen3moe', 'olmo2', 'granite', 'gemma', 'phi3', 'gptneox', 'gpt2')"));
+  CHECK_THAT(config_error(GgufBuilder().text("general.architecture", "falcon")),
+             Catch::Contains(
+                 "key 'general.architecture': 'falcon' is not read (saccade reads 'llama', 'qwen2', "
+                 "'qwen3', 'qwen3moe', 'olmo2', 'granite', 'gemma', 'phi3', 'gptneox', 'stablelm', 'gpt2')"));
   CHECK_THAT(config_error(small_llama("gpt2")),
              Catch::Contains("key 'gpt2.rope.freq_base': not read for 'gpt2'"));
   // rope scaling keys as the converter writes a "linear" or "yarn" rope_type; a factor alone is linear (as
@@ -377,7 +377,7 @@ TEST_CASE("GGUF metadata: the rows' keys as a config.json, and what changes the 
   CHECK(hf::gguf_config(*hf::GgufFile::parse(small_llama("llama", "", 0, tiny).bytes(), "t.gguf")).norm_eps ==
         Approx(1e-45));  // the float 1.4013e-45's shortest decimal
   CHECK_THAT(config_error(small_llama("llama", "rope.dimension_count", 2)),
-             Catch::Contains("partial rotation is read for 'phi3' and 'gptneox' only"));
+             Catch::Contains("partial rotation is read for 'phi3', 'gptneox' and 'stablelm' only"));
   // rope_freqs.weight: Llama 3's scaling (factor 3 for the slow frequency: an original context of 32 to 128
   // gives it), or factors no Llama 3 scaling gives (the fast frequency scaled, the slow one not), or another
   // row
@@ -627,11 +627,16 @@ TEST_CASE(
   saccade::testing::check_greedy(*phi3, pe, {/*cache=*/false});  // re-read past 16, as transformers' Phi-3
   // tests/data/gguf/olmo2_f32.gguf and granite_f32.gguf: OLMo 2's norms after the sublayers, Granite's
   // multipliers as keys
-  for (const char* row : {"olmo2", "granite"}) {
+  // and stablelm_f32.gguf, stablelm_parallel_f32.gguf: StableLM's LayerNorms with biases, partial rotation,
+  // sequential and parallel layers
+  for (const auto& [row, model_type] :
+       {std::pair{"olmo2", "olmo2"}, std::pair{"granite", "granite"}, std::pair{"stablelm", "stablelm"},
+        std::pair{"stablelm_parallel", "stablelm"}}) {
     CAPTURE(row);
     const nn::Safetensors e = nn::load_safetensors(hf_data(fmt::format("hf_{}_expected.safetensors", row)));
     auto model = hf::load_llama_gguf(gguf_data(fmt::format("{}_f32.gguf", row)));
-    CHECK(model->config().model_type == row);
+    CHECK(model->config().model_type == model_type);
+    CHECK(model->config().parallel_residual == (std::string(row) == "stablelm_parallel"));
     CHECK(allclose(logits_of(*model, e.tensors.at("ids")), e.tensors.at("logits"), 1e-5, 1e-5));
     saccade::testing::check_greedy(*model, e);
   }
