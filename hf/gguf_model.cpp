@@ -87,9 +87,9 @@ struct Row {
   const char* model_type;
   const char* architectures;
   // convert_hf_to_gguf's LlamaModel.permute (ggml rotates pairs of adjacent rows)
-  bool permuted_qk;
+  bool permuted_qk = false;
   // GPT-2's keys and names, and its Conv1D weights, stored (in, out) by transformers
-  bool gpt2;
+  bool gpt2 = false;
   // Gemma's: every RMSNorm weight stored as 1 + w (GemmaModel.modify_tensors)
   bool norm_plus_one = false;
   // Phi-3's: fused attn_qkv and ffn_up (gate, then up), partial rotation, LongRoPE factors
@@ -101,17 +101,17 @@ struct Row {
 };
 
 constexpr Row kRows[] = {
-    {"llama", "llama", "LlamaForCausalLM", true, false},
-    {"qwen2", "qwen2", "Qwen2ForCausalLM", false, false},
-    {"qwen3", "qwen3", "Qwen3ForCausalLM", false, false},
-    {"qwen3moe", "qwen3_moe", "Qwen3MoeForCausalLM", false, false},
-    {"olmo2", "olmo2", "Olmo2ForCausalLM", false, false},
-    {"granite", "granite", "GraniteForCausalLM", true, false},
-    {"gemma", "gemma", "GemmaForCausalLM", false, false, true},
-    {"phi3", "phi3", "Phi3ForCausalLM", false, false, false, true},
-    {"gptneox", "gpt_neox", "GPTNeoXForCausalLM", false, false, false, false, true},
-    {"stablelm", "stablelm", "StableLmForCausalLM", false, false, false, false, false, true},
-    {"gpt2", "gpt2", "GPT2LMHeadModel", false, true},
+    {.arch = "llama", .model_type = "llama", .architectures = "LlamaForCausalLM", .permuted_qk = true},
+    {.arch = "qwen2", .model_type = "qwen2", .architectures = "Qwen2ForCausalLM"},
+    {.arch = "qwen3", .model_type = "qwen3", .architectures = "Qwen3ForCausalLM"},
+    {.arch = "qwen3moe", .model_type = "qwen3_moe", .architectures = "Qwen3MoeForCausalLM"},
+    {.arch = "olmo2", .model_type = "olmo2", .architectures = "Olmo2ForCausalLM"},
+    {.arch = "granite", .model_type = "granite", .architectures = "GraniteForCausalLM", .permuted_qk = true},
+    {.arch = "gemma", .model_type = "gemma", .architectures = "GemmaForCausalLM", .norm_plus_one = true},
+    {.arch = "phi3", .model_type = "phi3", .architectures = "Phi3ForCausalLM", .phi3 = true},
+    {.arch = "gptneox", .model_type = "gpt_neox", .architectures = "GPTNeoXForCausalLM", .neox = true},
+    {.arch = "stablelm", .model_type = "stablelm", .architectures = "StableLmForCausalLM", .stablelm = true},
+    {.arch = "gpt2", .model_type = "gpt2", .architectures = "GPT2LMHeadModel", .gpt2 = true},
 };
 
 const Row* find_row(const std::string& arch) {
@@ -250,12 +250,8 @@ HfName hf_name(const std::string& gguf, const Row& row, const Config& c) {
     if (row.neox) {
       for (const auto& [g, h] : kNeoxBlockNames)
         if (rest == g)
-          return {fmt::format("gpt_neox.layers.{}.{}{}", std::stoll(layer), h, suffix),
-                  0,
-                  false,
-                  false,
-                  false,
-                  rest == "attn_qkv" ? c.num_attention_heads : 0};
+          return {.name = fmt::format("gpt_neox.layers.{}.{}{}", std::stoll(layer), h, suffix),
+                  .qkv_heads = rest == "attn_qkv" ? c.num_attention_heads : 0};
       return {gguf};
     }
     if (row.phi3 && (rest == "attn_qkv" || rest == "ffn_up"))  // kept fused, as transformers' Phi3 holds them
@@ -271,8 +267,9 @@ HfName hf_name(const std::string& gguf, const Row& row, const Config& c) {
                             : rest == "attn_q" ? c.num_attention_heads
                             : rest == "attn_k" ? c.num_key_value_heads
                                                : 0;
-      return {fmt::format("model.layers.{}.{}{}", n, h, suffix), heads, false, false,
-              row.norm_plus_one && rest.ends_with("_norm")};
+      return {.name = fmt::format("model.layers.{}.{}{}", n, h, suffix),
+              .permuted_heads = heads,
+              .minus_one = row.norm_plus_one && rest.ends_with("_norm")};
     }
     if (row.gpt2) return {gguf};
     const bool mixtral = c.model_type == "mixtral";
@@ -281,11 +278,12 @@ HfName hf_name(const std::string& gguf, const Row& row, const Config& c) {
     for (const auto& [g, h] : kMoeNames)
       if (rest == g) return {moe + h + suffix};
     for (const auto& [g, h] : mixtral ? kMixtralExpertNames : kExpertNames)
-      if (rest == g && suffix == ".weight") return {moe + "experts.{}." + h + suffix, 0, false, true};
+      if (rest == g && suffix == ".weight")
+        return {.name = moe + "experts.{}." + h + suffix, .experts = true};
     return {gguf};
   }
   for (const auto& [g, h] : row.gpt2 ? kGpt2GlobalNames : row.neox ? kNeoxGlobalNames : kGlobalNames)
-    if (base == g) return {h + suffix, 0, false, false, row.norm_plus_one && base == "output_norm"};
+    if (base == g) return {.name = h + suffix, .minus_one = row.norm_plus_one && base == "output_norm"};
   return {gguf};
 }
 
@@ -376,8 +374,8 @@ std::vector<double> factor_list(const GgufFile& file, const GgufTensorInfo& t, i
     const float v = f.data<float>()[i];
     if (!(v > 0) || !std::isfinite(v))
       throw fail(fmt::format("holds {} at {} (need positive factors)", v, i));
-    out.push_back(
-        std::strtod(fmt::format("{}", v).c_str(), nullptr));  // its shortest decimal, as Meta::number
+    // its shortest decimal, as Meta::number reads a float32 key
+    out.push_back(std::strtod(fmt::format("{}", v).c_str(), nullptr));
   }
   return out;
 }
