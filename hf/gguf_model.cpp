@@ -105,6 +105,7 @@ constexpr Row kRows[] = {
     {.arch = "qwen2", .model_type = "qwen2", .architectures = "Qwen2ForCausalLM"},
     {.arch = "qwen3", .model_type = "qwen3", .architectures = "Qwen3ForCausalLM"},
     {.arch = "qwen3moe", .model_type = "qwen3_moe", .architectures = "Qwen3MoeForCausalLM"},
+    {.arch = "olmoe", .model_type = "olmoe", .architectures = "OlmoeForCausalLM"},
     {.arch = "olmo2", .model_type = "olmo2", .architectures = "Olmo2ForCausalLM"},
     {.arch = "granite", .model_type = "granite", .architectures = "GraniteForCausalLM", .permuted_qk = true},
     {.arch = "gemma", .model_type = "gemma", .architectures = "GemmaForCausalLM", .norm_plus_one = true},
@@ -509,10 +510,10 @@ Config gguf_config(const GgufFile& file) {
         "hf::gguf_config: '{}': neither key '{}vocab_size' nor tensor 'token_embd.weight'", file.path(), p));
   auto has = [&](const char* name) { return file.tensor(name) != nullptr; };
   // experts: a "llama" file with them is a Mixtral's (the converter writes MixtralForCausalLM as "llama");
-  // "qwen3moe" needs them; the other rows read none
+  // "qwen3moe" and "olmoe" need them; the other rows read none
   const std::optional<int64_t> experts = m.maybe_integer(p + "expert_count");
-  const bool mixtral = arch == "llama" && experts;
-  if (experts && arch != "llama" && arch != "qwen3moe")
+  const bool mixtral = arch == "llama" && experts, moe_row = arch == "qwen3moe" || arch == "olmoe";
+  if (experts && arch != "llama" && !moe_row)
     throw m.fail(p + "expert_count", fmt::format("not read for '{}' (a dense row)", arch));
   for (const char* k : {"expert_used_count", "expert_feed_forward_length"})
     if (!experts && file.find(p + k)) throw m.fail(p + k, fmt::format("given without {}expert_count", p));
@@ -576,8 +577,8 @@ Config gguf_config(const GgufFile& file) {
       j["rope_scaling"] = keys;
     j["hidden_act"] = row->norm_plus_one ? "gelu_pytorch_tanh" : "silu";  // Gemma's GeGLU
     j["tie_word_embeddings"] = !has("output.weight");
-    if (row->norm_plus_one || row->phi3 ||
-        arch == "olmo2") {  // configs that default a pad token: the file's, or none
+    // the rows whose configs default a pad token: the file's, or none
+    if (row->norm_plus_one || row->phi3 || arch == "olmo2" || arch == "olmoe") {
       const auto pad = m.maybe_integer("tokenizer.ggml.padding_token_id");
       j["pad_token_id"] = pad ? json(*pad) : json(nullptr);
     }
@@ -591,19 +592,21 @@ Config gguf_config(const GgufFile& file) {
             std::pair{"embedding_scale", "embedding_multiplier"},
             std::pair{"residual_scale", "residual_multiplier"}, std::pair{"logit_scale", "logits_scaling"}})
         j[name] = m.number(p + key, 1.0);
-    if (experts || arch == "qwen3moe") {
-      // top-k weights renormalised: Mixtral's always, and llama.cpp's qwen3moe graph's (Qwen3-MoE's
-      // published configs say norm_topk_prob true)
+    if (experts || moe_row) {
+      // top-k weights as llama.cpp's graphs take them: renormalised for Mixtral (always) and qwen3moe
+      // (Qwen3-MoE's published configs say norm_topk_prob true), not for olmoe (OlmoeConfig's default)
       j[mixtral ? "num_local_experts" : "num_experts"] = m.integer(p + "expert_count", std::nullopt);
       j["num_experts_per_tok"] = m.integer(p + "expert_used_count", std::nullopt);
-      if (mixtral) {
-        if (file.find(p + "expert_feed_forward_length"))
-          throw m.fail(p + "expert_feed_forward_length",
-                       "not read for a Mixtral (its experts are feed_forward_length wide)");
-        j["sliding_window"] = nullptr;
-      } else {
+      if (arch == "qwen3moe") {
         j["moe_intermediate_size"] = m.integer(p + "expert_feed_forward_length", std::nullopt);
         j["norm_topk_prob"] = true;
+      } else {
+        if (file.find(p + "expert_feed_forward_length"))
+          throw m.fail(p + "expert_feed_forward_length",
+                       fmt::format("not read for {} (its experts are feed_forward_length wide)",
+                                   mixtral ? "a Mixtral" : "an OLMoE"));
+        if (mixtral) j["sliding_window"] = nullptr;
+        if (arch == "olmoe") j["norm_topk_prob"] = false;
       }
     }
   }

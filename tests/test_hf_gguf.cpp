@@ -322,10 +322,11 @@ TEST_CASE("GGUF metadata: the rows' keys as a config.json, and what changes the 
   auto config_error = [](const GgufBuilder& g) {
     return error_of([&] { hf::gguf_config(*hf::GgufFile::parse(g.bytes(), "t.gguf")); });
   };
-  CHECK_THAT(config_error(GgufBuilder().text("general.architecture", "falcon")),
-             Catch::Contains(
-                 "key 'general.architecture': 'falcon' is not read (saccade reads 'llama', 'qwen2', "
-                 "'qwen3', 'qwen3moe', 'olmo2', 'granite', 'gemma', 'phi3', 'gptneox', 'stablelm', 'gpt2')"));
+  CHECK_THAT(
+      config_error(GgufBuilder().text("general.architecture", "falcon")),
+      Catch::Contains("key 'general.architecture': 'falcon' is not read (saccade reads 'llama', 'qwen2', "
+                      "'qwen3', 'qwen3moe', 'olmoe', 'olmo2', 'granite', 'gemma', 'phi3', 'gptneox', "
+                      "'stablelm', 'gpt2')"));
   CHECK_THAT(config_error(small_llama("gpt2")),
              Catch::Contains("key 'gpt2.rope.freq_base': not read for 'gpt2'"));
   // rope scaling keys as the converter writes a "linear" or "yarn" rope_type; a factor alone is linear (as
@@ -560,6 +561,19 @@ TEST_CASE("GGUF MoE rows: Mixtral (a llama file with experts) and Qwen3-MoE give
     CHECK_FALSE(allclose(got.at(name), w, 0, 0));
   }
   CHECK(allclose(got.at("model.layers.1.mlp.gate.weight"), want.at("model.layers.1.mlp.gate.weight"), 0, 0));
+
+  // olmoe_f32.gguf: hf_olmoe, whose rms eps (1e-6) the converter overwrites with 1e-5: the folder's logits
+  // with that eps, the top-k weights not renormalised, as llama.cpp's olmoe graph
+  const hf::GgufFile olmoe_file(gguf_data("olmoe_f32.gguf"));
+  const hf::Config oc = hf::gguf_config(olmoe_file);
+  CHECK((oc.model_type == "olmoe" && oc.norm_eps == 1e-5 && !oc.norm_topk_prob && oc.num_experts == 4));
+  hf::Config folder_eps = hf::load_config(hf_data("hf_olmoe/config.json"));
+  folder_eps.norm_eps = 1e-5;
+  auto olmoe = hf::load_llama_gguf(olmoe_file);
+  const nn::Safetensors olmoe_expected = nn::load_safetensors(hf_data("hf_olmoe_expected.safetensors"));
+  const Tensor& olmoe_ids = olmoe_expected.tensors.at("ids");
+  CHECK(allclose(logits_of(*olmoe, olmoe_ids),
+                 logits_of(*hf::load_llama(hf_data("hf_olmoe"), folder_eps), olmoe_ids), 1e-6, 1e-6));
 
   auto config_error = [](const GgufBuilder& g) {
     return error_of([&] { hf::gguf_config(*hf::GgufFile::parse(g.bytes(), "t.gguf")); });
