@@ -106,6 +106,7 @@ constexpr Row kRows[] = {
     {.arch = "qwen3", .model_type = "qwen3", .architectures = "Qwen3ForCausalLM"},
     {.arch = "qwen3moe", .model_type = "qwen3_moe", .architectures = "Qwen3MoeForCausalLM"},
     {.arch = "olmoe", .model_type = "olmoe", .architectures = "OlmoeForCausalLM"},
+    {.arch = "qwen2moe", .model_type = "qwen2_moe", .architectures = "Qwen2MoeForCausalLM"},
     {.arch = "olmo2", .model_type = "olmo2", .architectures = "Olmo2ForCausalLM"},
     {.arch = "granite", .model_type = "granite", .architectures = "GraniteForCausalLM", .permuted_qk = true},
     {.arch = "gemma", .model_type = "gemma", .architectures = "GemmaForCausalLM", .norm_plus_one = true},
@@ -142,6 +143,7 @@ const std::vector<std::string> kReadKeys = {"block_count",
                                             "expert_count",
                                             "expert_used_count",
                                             "expert_feed_forward_length",
+                                            "expert_shared_feed_forward_length",
                                             "vocab_size"};
 // Phi-3's besides (Phi3MiniModel.set_gguf_parameters and generate_extra_tensors), and Granite's multipliers
 // (GraniteModel.set_gguf_parameters)
@@ -510,11 +512,15 @@ Config gguf_config(const GgufFile& file) {
         "hf::gguf_config: '{}': neither key '{}vocab_size' nor tensor 'token_embd.weight'", file.path(), p));
   auto has = [&](const char* name) { return file.tensor(name) != nullptr; };
   // experts: a "llama" file with them is a Mixtral's (the converter writes MixtralForCausalLM as "llama");
-  // "qwen3moe" and "olmoe" need them; the other rows read none
+  // "qwen2moe", "qwen3moe" and "olmoe" need them; the other rows read none; a shared expert is Qwen2-MoE's
   const std::optional<int64_t> experts = m.maybe_integer(p + "expert_count");
-  const bool mixtral = arch == "llama" && experts, moe_row = arch == "qwen3moe" || arch == "olmoe";
+  const bool mixtral = arch == "llama" && experts,
+             moe_row = arch == "qwen2moe" || arch == "qwen3moe" || arch == "olmoe";
   if (experts && arch != "llama" && !moe_row)
     throw m.fail(p + "expert_count", fmt::format("not read for '{}' (a dense row)", arch));
+  if (arch != "qwen2moe" && file.find(p + "expert_shared_feed_forward_length"))
+    throw m.fail(p + "expert_shared_feed_forward_length",
+                 fmt::format("not read for '{}' (no shared expert)", arch));
   for (const char* k : {"expert_used_count", "expert_feed_forward_length"})
     if (!experts && file.find(p + k)) throw m.fail(p + k, fmt::format("given without {}expert_count", p));
   json j;
@@ -582,7 +588,8 @@ Config gguf_config(const GgufFile& file) {
       const auto pad = m.maybe_integer("tokenizer.ggml.padding_token_id");
       j["pad_token_id"] = pad ? json(*pad) : json(nullptr);
     }
-    if (arch != "qwen2" && !row->phi3) {  // Qwen2's q, k and v biases are the row's own; Phi-3 has none
+    if (arch == "qwen2moe") j["qkv_bias"] = has("blk.0.attn_q.bias");
+    if (arch != "qwen2" && arch != "qwen2moe" && !row->phi3) {  // Qwen2's q, k, v biases are the row's own
       j["attention_bias"] = has("blk.0.attn_q.bias");
       if (arch == "llama" || arch == "granite") j["mlp_bias"] = has("blk.0.ffn_up.bias");
     }
@@ -597,9 +604,15 @@ Config gguf_config(const GgufFile& file) {
       // (Qwen3-MoE's published configs say norm_topk_prob true), not for olmoe (OlmoeConfig's default)
       j[mixtral ? "num_local_experts" : "num_experts"] = m.integer(p + "expert_count", std::nullopt);
       j["num_experts_per_tok"] = m.integer(p + "expert_used_count", std::nullopt);
-      if (arch == "qwen3moe") {
+      if (arch == "qwen3moe" || arch == "qwen2moe") {  // Qwen2-MoE's graph: not renormalised, a shared expert
         j["moe_intermediate_size"] = m.integer(p + "expert_feed_forward_length", std::nullopt);
-        j["norm_topk_prob"] = true;
+        j["norm_topk_prob"] = arch == "qwen3moe";
+        if (arch == "qwen2moe") {
+          j["shared_expert_intermediate_size"] =
+              m.integer(p + "expert_shared_feed_forward_length", std::nullopt);
+          j["mlp_only_layers"] = json::array();
+          j["use_sliding_window"] = false;
+        }
       } else {
         if (file.find(p + "expert_feed_forward_length"))
           throw m.fail(p + "expert_feed_forward_length",

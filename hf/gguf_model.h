@@ -31,24 +31,25 @@ std::vector<std::string> gguf_architectures();
 /// {arch}.expert_count and expert_used_count, MixtralForCausalLM's, which the converter writes as "llama"),
 /// "qwen2" (biases on q, k and v), "qwen3" (q and k norms) or "qwen3moe" (Qwen3-MoE: expert_count,
 /// expert_used_count, expert_feed_forward_length, all required; norm_topk_prob true, as llama.cpp's qwen3moe
-/// graph renormalises), "olmoe" (OLMoE: expert_count and expert_used_count, full-width q and k norms,
-/// norm_topk_prob false as llama.cpp's olmoe graph; the converter writes rms eps 1e-5 over the config's),
-/// "gemma" (GemmaForCausalLM: its norms stored as 1 + w, read back to w; GeGLU; no rope
-/// key: 10000) or "phi3" (Phi3ForCausalLM: fused attn_qkv and ffn_up kept as qkv_proj and gate_up_proj;
-/// rope.dimension_count below the head's width as partial_rotary_factor; attention.sliding_window, 0 for
-/// none; with tensors rope_factors_long and rope_factors_short.weight, LongRoPE over
-/// rope.scaling.original_context_length, rope.scaling.attn_factor its attention factor), "olmo2"
-/// (Olmo2ForCausalLM: post_attention_norm and post_ffw_norm after the sublayers, full-width q and k norms) or
-/// "granite" (GraniteForCausalLM: q and k rows permuted as llama's; attention.scale, embedding_scale,
-/// residual_scale and logit_scale as its multipliers, 1 when absent), "gptneox" (GPTNeoXForCausalLM: its
-/// own keys, block_count, context_length, embedding_length, feed_forward_length, attention.head_count,
-/// attention.layer_norm_epsilon, rope.dimension_count as rotary_pct, use_parallel_residual (true), the rope
-/// base 10000 and exact GELU, which the file does not state; attn_qkv's q, k, v blocks read back head by
-/// head) or "stablelm" (StableLmForCausalLM: gptneox's keys with attention.head_count_kv, Llama's names,
-/// q/k/v biases as use_qkv_bias, the rope base 10000); for gemma, phi3, olmo2 and olmoe, whose configs
-/// default one, pad_token_id is tokenizer.ggml.padding_token_id or none: {arch}.block_count,
-/// embedding_length, feed_forward_length, attention.head_count and context_length (required),
-/// attention.head_count_kv (default: head_count), attention.key_length and value_length (default:
+/// graph renormalises), "qwen2moe" (Qwen2-MoE: as qwen3moe with expert_shared_feed_forward_length, the
+/// shared expert, required; biases on q, k and v; norm_topk_prob false), "olmoe" (OLMoE: expert_count and
+/// expert_used_count, full-width q and k norms, norm_topk_prob false as llama.cpp's olmoe graph; the
+/// converter writes rms eps 1e-5 over the config's), "gemma" (GemmaForCausalLM: its norms stored as 1 + w,
+/// read back to w; GeGLU; no rope key: 10000) or "phi3" (Phi3ForCausalLM: fused attn_qkv and ffn_up kept as
+/// qkv_proj and gate_up_proj; rope.dimension_count below the head's width as partial_rotary_factor;
+/// attention.sliding_window, 0 for none; with tensors rope_factors_long and rope_factors_short.weight,
+/// LongRoPE over rope.scaling.original_context_length, rope.scaling.attn_factor its attention factor),
+/// "olmo2" (Olmo2ForCausalLM: post_attention_norm and post_ffw_norm after the sublayers, full-width q and k
+/// norms) or "granite" (GraniteForCausalLM: q and k rows permuted as llama's; attention.scale,
+/// embedding_scale, residual_scale and logit_scale as its multipliers, 1 when absent), "gptneox"
+/// (GPTNeoXForCausalLM: its own keys, block_count, context_length, embedding_length, feed_forward_length,
+/// attention.head_count, attention.layer_norm_epsilon, rope.dimension_count as rotary_pct,
+/// use_parallel_residual (true), the rope base 10000 and exact GELU, which the file does not state;
+/// attn_qkv's q, k, v blocks read back head by head) or "stablelm" (StableLmForCausalLM: gptneox's keys with
+/// attention.head_count_kv, Llama's names, q/k/v biases as use_qkv_bias, the rope base 10000); for gemma,
+/// phi3, olmo2 and olmoe, whose configs default one, pad_token_id is tokenizer.ggml.padding_token_id or none:
+/// {arch}.block_count, embedding_length, feed_forward_length, attention.head_count and context_length
+/// (required), attention.head_count_kv (default: head_count), attention.key_length and value_length (default:
 /// embedding_length / head_count; equal), rope.dimension_count (= the head's width but for phi3),
 /// rope.freq_base (10000), rope.scaling.* as convert_hf_to_gguf.py writes a "linear" or "yarn" rope_type
 /// (type, factor; yarn's original_context_length, yarn_attn_factor, yarn_beta_fast, yarn_beta_slow; a factor

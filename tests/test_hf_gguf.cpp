@@ -322,11 +322,11 @@ TEST_CASE("GGUF metadata: the rows' keys as a config.json, and what changes the 
   auto config_error = [](const GgufBuilder& g) {
     return error_of([&] { hf::gguf_config(*hf::GgufFile::parse(g.bytes(), "t.gguf")); });
   };
-  CHECK_THAT(
-      config_error(GgufBuilder().text("general.architecture", "falcon")),
-      Catch::Contains("key 'general.architecture': 'falcon' is not read (saccade reads 'llama', 'qwen2', "
-                      "'qwen3', 'qwen3moe', 'olmoe', 'olmo2', 'granite', 'gemma', 'phi3', 'gptneox', "
-                      "'stablelm', 'gpt2')"));
+  CHECK_THAT(config_error(GgufBuilder().text("general.architecture", "falcon")),
+             Catch::Contains(
+                 "key 'general.architecture': 'falcon' is not read (saccade reads 'llama', 'qwen2', "
+                 "'qwen3', 'qwen3moe', 'olmoe', 'qwen2moe', 'olmo2', 'granite', 'gemma', 'phi3', 'gptneox', "
+                 "'stablelm', 'gpt2')"));
   CHECK_THAT(config_error(small_llama("gpt2")),
              Catch::Contains("key 'gpt2.rope.freq_base': not read for 'gpt2'"));
   // rope scaling keys as the converter writes a "linear" or "yarn" rope_type; a factor alone is linear (as
@@ -529,18 +529,21 @@ TEST_CASE("GGUF: the Qwen2 fixture's file loads to the folder's logits", "[hf][g
   CHECK(allclose(logits_of(*model, ids), e.tensors.at("logits"), 1e-5, 1e-5));
 }
 
-TEST_CASE("GGUF MoE rows: Mixtral (a llama file with experts) and Qwen3-MoE give transformers' logits",
+TEST_CASE("GGUF MoE rows: Mixtral (a llama file with experts), Qwen3-MoE, Qwen2-MoE and OLMoE",
           "[hf][gguf][moe]") {
   // tests/data/gguf/mixtral_f32.gguf and qwen3_moe_f32.gguf: hf_mixtral and hf_qwen3_moe as the converter
   // writes them, each layer's experts stacked into ffn_{gate,up,down}_exps (E, out, in)
-  for (const char* row : {"mixtral", "qwen3_moe"}) {
+  // and qwen2_moe_f32.gguf: hf_qwen2_moe_sparse's shared expert and its gate
+  for (const auto& [row, folder] :
+       {std::pair{"mixtral", "hf_mixtral"}, std::pair{"qwen3_moe", "hf_qwen3_moe"},
+        std::pair{"qwen2_moe", "hf_qwen2_moe_sparse"}}) {
     CAPTURE(row);
-    const nn::Safetensors e = nn::load_safetensors(hf_data(fmt::format("hf_{}_expected.safetensors", row)));
+    const nn::Safetensors e = nn::load_safetensors(hf_data(fmt::format("{}_expected.safetensors", folder)));
     const hf::GgufFile file(gguf_data(fmt::format("{}_f32.gguf", row)));
     CHECK(hf::gguf_config(file).model_type == row);
     auto model = hf::load_llama_gguf(file);
     CHECK(hf::config_json(hf::llama_hf_config(model->config())) ==
-          hf::config_json(hf::llama_hf_config(hf::load_llama(hf_data(fmt::format("hf_{}", row)))->config())));
+          hf::config_json(hf::llama_hf_config(hf::load_llama(hf_data(folder))->config())));
     CHECK(allclose(logits_of(*model, e.tensors.at("ids")), e.tensors.at("logits"), 1e-5, 1e-5));
     saccade::testing::check_greedy(*model, e);
   }
@@ -585,6 +588,12 @@ TEST_CASE("GGUF MoE rows: Mixtral (a llama file with experts) and Qwen3-MoE give
   CHECK_THAT(config_error(small_llama("qwen2").u32("qwen2.expert_count", 4)),
              Catch::Contains("key 'qwen2.expert_count': not read for 'qwen2'"));
   CHECK_THAT(config_error(small_llama("qwen3moe")), Catch::Contains("key 'qwen3moe.expert_count': missing"));
+  CHECK_THAT(config_error(small_llama("qwen3moe")
+                              .u32("qwen3moe.expert_count", 4)
+                              .u32("qwen3moe.expert_used_count", 2)
+                              .u32("qwen3moe.expert_feed_forward_length", 6)
+                              .u32("qwen3moe.expert_shared_feed_forward_length", 6)),
+             Catch::Contains("key 'qwen3moe.expert_shared_feed_forward_length': not read for 'qwen3moe'"));
   CHECK_THAT(config_error(small_llama().u32("llama.expert_used_count", 2)),
              Catch::Contains("key 'llama.expert_used_count': given without llama.expert_count"));
   CHECK_THAT(config_error(small_llama()
