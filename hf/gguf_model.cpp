@@ -98,6 +98,9 @@ struct Row {
   bool neox = false;
   // StableLM's: GPT-NeoX's keys with key/value heads, Llama's names, LayerNorms with biases (StableLMModel)
   bool stablelm = false;
+  // Falcon's: its keys and names, attn_qkv as q, k, v blocks ("jploski" layout), parallel blocks
+  // (FalconModel)
+  bool falcon = false;
 };
 
 constexpr Row kRows[] = {
@@ -113,6 +116,7 @@ constexpr Row kRows[] = {
     {.arch = "phi3", .model_type = "phi3", .architectures = "Phi3ForCausalLM", .phi3 = true},
     {.arch = "gptneox", .model_type = "gpt_neox", .architectures = "GPTNeoXForCausalLM", .neox = true},
     {.arch = "stablelm", .model_type = "stablelm", .architectures = "StableLmForCausalLM", .stablelm = true},
+    {.arch = "falcon", .model_type = "falcon", .architectures = "FalconForCausalLM", .falcon = true},
     {.arch = "gpt2", .model_type = "gpt2", .architectures = "GPT2LMHeadModel", .gpt2 = true},
 };
 
@@ -160,6 +164,11 @@ const std::vector<std::string> kNeoxReadKeys = {"block_count",
                                                 "use_parallel_residual",
                                                 "attention.layer_norm_epsilon",
                                                 "vocab_size"};
+// Falcon's (FalconModel.set_gguf_parameters: context_length always 2048, feed_forward_length always 4 hidden)
+const std::vector<std::string> kFalconReadKeys = {
+    "tensor_data_layout",  "block_count",          "context_length",          "embedding_length",
+    "feed_forward_length", "attention.head_count", "attention.head_count_kv", "attention.layer_norm_epsilon",
+    "vocab_size"};
 // StableLM's (StableLMModel.set_gguf_parameters: no rope base either)
 const std::vector<std::string> kStableLmReadKeys = {"block_count",
                                                     "context_length",
@@ -211,8 +220,22 @@ struct HfName {
   bool transposed = false;
   bool experts = false;    // a stack of experts (E, out, in): `name` holds "{}" for each one's index
   bool minus_one = false;  // Gemma's norms: the file's 1 + w back to w
-  int64_t qkv_heads = 0;   // GPT-NeoX's attn_qkv: q, k, v blocks in the file, per head on disk in HF
+  // GPT-NeoX's and Falcon's attn_qkv: q (qkv_heads heads), k and v (qkv_kv_heads each) blocks in the file,
+  // grouped by key/value head on disk in HF (GPT-NeoX: every head its own group)
+  int64_t qkv_heads = 0, qkv_kv_heads = 0;
 };
+
+// Falcon's names (transformers' FalconForCausalLM; FalconModel's tensor map): 7B's one norm; 40B's two, its
+// ln_mlp as attn_norm and ln_attn as attn_norm_2
+const Names kFalconBlockNames = {{"attn_norm", "input_layernorm"},
+                                 {"attn_norm_2", "ln_attn"},
+                                 {"attn_qkv", "self_attention.query_key_value"},
+                                 {"attn_output", "self_attention.dense"},
+                                 {"ffn_up", "mlp.dense_h_to_4h"},
+                                 {"ffn_down", "mlp.dense_4h_to_h"}};
+const Names kFalconGlobalNames = {{"token_embd", "transformer.word_embeddings"},
+                                  {"output_norm", "transformer.ln_f"},
+                                  {"output", "lm_head"}};
 
 // GPT-NeoX's names (transformers' GPTNeoXForCausalLM; GPTNeoXModel's tensor map)
 const Names kNeoxBlockNames = {{"attn_norm", "input_layernorm"},   {"attn_qkv", "attention.query_key_value"},
@@ -254,7 +277,18 @@ HfName hf_name(const std::string& gguf, const Row& row, const Config& c) {
       for (const auto& [g, h] : kNeoxBlockNames)
         if (rest == g)
           return {.name = fmt::format("gpt_neox.layers.{}.{}{}", std::stoll(layer), h, suffix),
-                  .qkv_heads = rest == "attn_qkv" ? c.num_attention_heads : 0};
+                  .qkv_heads = rest == "attn_qkv" ? c.num_attention_heads : 0,
+                  .qkv_kv_heads = rest == "attn_qkv" ? c.num_attention_heads : 0};
+      return {gguf};
+    }
+    if (row.falcon) {
+      const bool two_norms = c.parallel_residual && c.parallel_norms == 2;
+      for (const auto& [g, h] : kFalconBlockNames)
+        if (rest == g)
+          return {.name = fmt::format("transformer.h.{}.{}{}", std::stoll(layer),
+                                      rest == "attn_norm" && two_norms ? "ln_mlp" : h, suffix),
+                  .qkv_heads = rest == "attn_qkv" ? c.num_attention_heads : 0,
+                  .qkv_kv_heads = rest == "attn_qkv" ? c.num_key_value_heads : 0};
       return {gguf};
     }
     if (row.phi3 && (rest == "attn_qkv" || rest == "ffn_up"))  // kept fused, as transformers' Phi3 holds them
@@ -285,7 +319,10 @@ HfName hf_name(const std::string& gguf, const Row& row, const Config& c) {
         return {.name = moe + "experts.{}." + h + suffix, .experts = true};
     return {gguf};
   }
-  for (const auto& [g, h] : row.gpt2 ? kGpt2GlobalNames : row.neox ? kNeoxGlobalNames : kGlobalNames)
+  for (const auto& [g, h] : row.gpt2     ? kGpt2GlobalNames
+                            : row.neox   ? kNeoxGlobalNames
+                            : row.falcon ? kFalconGlobalNames
+                                         : kGlobalNames)
     if (base == g) return {.name = h + suffix, .minus_one = row.norm_plus_one && base == "output_norm"};
   return {gguf};
 }
@@ -476,6 +513,7 @@ Config gguf_config(const GgufFile& file) {
     std::vector<std::string> read = row->gpt2       ? kGpt2ReadKeys
                                     : row->neox     ? kNeoxReadKeys
                                     : row->stablelm ? kStableLmReadKeys
+                                    : row->falcon   ? kFalconReadKeys
                                                     : kReadKeys;
     if (row->phi3) read.insert(read.end(), kPhi3ReadKeys.begin(), kPhi3ReadKeys.end());
     if (arch == "granite") read.insert(read.end(), kGraniteReadKeys.begin(), kGraniteReadKeys.end());
@@ -561,6 +599,30 @@ Config gguf_config(const GgufFile& file) {
     j["use_qkv_bias"] = has("blk.0.attn_q.bias");
     j["hidden_act"] = "silu";
     j["tie_word_embeddings"] = !has("output.weight");
+  } else if (row->falcon) {  // FalconConfig's names; parallel blocks, exact GELU, the rope base 10000
+    if (const std::string layout = m.string(p + "tensor_data_layout"); layout != "jploski")
+      throw m.fail(p + "tensor_data_layout",
+                   fmt::format("'{}' is not read ('jploski': q, k and v as blocks)", layout));
+    const int64_t kv = m.integer(p + "attention.head_count_kv", 1);
+    const bool two_norms = has("blk.0.attn_norm_2.weight");
+    j["hidden_size"] = hidden;
+    j["num_hidden_layers"] = m.integer(p + "block_count", std::nullopt);
+    j["num_attention_heads"] = heads;
+    j["max_position_embeddings"] = m.integer(p + "context_length", std::nullopt);
+    // the converter writes 4 hidden whatever ffn_hidden_size is: the up projection's rows say it
+    const GgufTensorInfo* up = file.tensor("blk.0.ffn_up.weight");
+    j["ffn_hidden_size"] =
+        up && up->shape.size() == 2 ? up->shape[0] : m.integer(p + "feed_forward_length", std::nullopt);
+    j["layer_norm_epsilon"] = m.number(p + "attention.layer_norm_epsilon", std::nullopt);
+    j["new_decoder_architecture"] = two_norms || kv != 1;
+    j["multi_query"] = kv == 1;
+    j["num_kv_heads"] = kv;
+    j["parallel_attn"] = true;
+    j["num_ln_in_parallel_attn"] = two_norms || kv != 1 ? json(two_norms ? 2 : 1) : json(nullptr);
+    j["bias"] = has("blk.0.attn_qkv.bias");
+    j["alibi"] = false;
+    j["activation"] = "gelu";
+    j["tie_word_embeddings"] = !has("output.weight");
   } else if (row->gpt2) {  // GPT2Config's own names; GPT-2's MLP is gelu_new, which the file does not say
     sizes("n_embd", "n_layer", "n_head", "n_positions", "n_inner");
     j["layer_norm_epsilon"] = m.number(p + "attention.layer_norm_epsilon", std::nullopt);
@@ -640,7 +702,8 @@ GgufWeights::GgufWeights(const GgufFile& file, const Config& config) : file_(fil
     if ((t.name == "rope_factors_long.weight" || t.name == "rope_factors_short.weight") && row->phi3 &&
         config.rope_scaling.type == ops::RopeScaling::Type::LongRope)
       continue;  // Phi-3's LongRoPE factors, likewise
-    auto [name, heads, transposed, experts, minus_one, qkv_heads] = hf_name(t.name, *row, config);
+    auto [name, heads, transposed, experts, minus_one, qkv_heads, qkv_kv_heads] =
+        hf_name(t.name, *row, config);
     if (experts) {  // expert e: the e-th (out, in) block of the stack, contiguous in the file
       const int64_t E = t.shape.empty() ? 0 : t.shape[0];
       SACCADE_CHECK(t.shape.size() == 3 && E >= 1 && t.nbytes % static_cast<uint64_t>(E) == 0,
@@ -657,7 +720,7 @@ GgufWeights::GgufWeights(const GgufFile& file, const Config& config) : file_(fil
         const std::string expert = fmt::format(fmt::runtime(name), e);
         index_.emplace_back(expert, entries_.size());
         names_.push_back(expert);
-        entries_.push_back(Entry{expert, &slices_.back(), 0, false, false, 0});
+        entries_.push_back(Entry{expert, &slices_.back(), 0, false, false, 0, 0});
       }
       continue;
     }
@@ -674,10 +737,11 @@ GgufWeights::GgufWeights(const GgufFile& file, const Config& config) : file_(fil
     index_.emplace_back(name, entries_.size());
     names_.push_back(name);
     if (qkv_heads > 0)
-      SACCADE_CHECK(t.shape.size() >= 1 && t.shape[0] % (3 * qkv_heads) == 0,
-                    "hf::GgufWeights: '{}': tensor '{}' has shape {}, not q, k and v of {} heads each",
-                    file.path(), t.name, t.shape, qkv_heads);
-    entries_.push_back(Entry{name, &t, heads, transposed, minus_one, qkv_heads});
+      SACCADE_CHECK(
+          qkv_kv_heads > 0 && t.shape.size() >= 1 && t.shape[0] % (qkv_heads + 2 * qkv_kv_heads) == 0,
+          "hf::GgufWeights: '{}': tensor '{}' has shape {}, not q of {} heads and k and v of {}", file.path(),
+          t.name, t.shape, qkv_heads, qkv_kv_heads);
+    entries_.push_back(Entry{name, &t, heads, transposed, minus_one, qkv_heads, qkv_kv_heads});
   }
   std::sort(index_.begin(), index_.end());
   for (size_t i = 1; i < index_.size(); ++i)
@@ -730,14 +794,15 @@ void GgufWeights::read_into(const std::string& name, const Tensor& dst) const {
   SACCADE_CHECK(dst.device().is_cpu() && dst.is_contiguous() && dst.numel() == e.info->shape.numel(),
                 "hf::GgufWeights::read_into: '{}': tensor '{}' of shape {} into a destination of shape {}",
                 file_.path(), name, shape(name), dst.shape());
-  if (e.qkv_heads > 0) {  // GPT-NeoX's q, k, v blocks back to transformers' rows, head by head
+  if (e.qkv_heads > 0) {  // q, k, v blocks back to transformers' rows, key/value group by group
     Tensor blocks = Tensor::empty(e.info->shape, dst.dtype(), Device::cpu(), "hf::GgufWeights::read_into");
     file_.read_into(*e.info, blocks);
-    const int64_t third = e.info->shape[0] / 3;
-    const Tensor w = interleave({blocks.narrow(0, 0, third), blocks.narrow(0, third, third),
-                                 blocks.narrow(0, 2 * third, third)},
-                                0, e.qkv_heads)
-                         .contiguous();
+    const int64_t d = e.info->shape[0] / (e.qkv_heads + 2 * e.qkv_kv_heads), q = e.qkv_heads * d,
+                  kv = e.qkv_kv_heads * d;
+    const Tensor w =
+        interleave({blocks.narrow(0, 0, q), blocks.narrow(0, q, kv), blocks.narrow(0, q + kv, kv)}, 0,
+                   e.qkv_kv_heads)
+            .contiguous();
     std::memcpy(dst.raw_data(), w.raw_data(), static_cast<size_t>(w.numel()) * dtype_size(w.dtype()));
     return;
   }

@@ -45,8 +45,12 @@ std::vector<std::string> gguf_architectures();
 /// (GPTNeoXForCausalLM: its own keys, block_count, context_length, embedding_length, feed_forward_length,
 /// attention.head_count, attention.layer_norm_epsilon, rope.dimension_count as rotary_pct,
 /// use_parallel_residual (true), the rope base 10000 and exact GELU, which the file does not state;
-/// attn_qkv's q, k, v blocks read back head by head) or "stablelm" (StableLmForCausalLM: gptneox's keys with
-/// attention.head_count_kv, Llama's names, q/k/v biases as use_qkv_bias, the rope base 10000); for gemma,
+/// attn_qkv's q, k, v blocks read back head by head), "stablelm" (StableLmForCausalLM: gptneox's keys with
+/// attention.head_count_kv, Llama's names, q/k/v biases as use_qkv_bias, the rope base 10000) or "falcon"
+/// (FalconForCausalLM: tensor_data_layout "jploski", q, k and v as blocks read back group by group;
+/// head_count_kv 1 with one norm a block is Falcon 7B's layout, else new_decoder_architecture, with two norms
+/// where attn_norm_2 (ln_attn; attn_norm is then ln_mlp) is there; ffn_hidden_size from ffn_up's rows, as the
+/// converter writes 4 hidden and context_length 2048 whatever the config says); for gemma,
 /// phi3, olmo2 and olmoe, whose configs default one, pad_token_id is tokenizer.ggml.padding_token_id or none:
 /// {arch}.block_count, embedding_length, feed_forward_length, attention.head_count and context_length
 /// (required), attention.head_count_kv (default: head_count), attention.key_length and value_length (default:
@@ -104,7 +108,9 @@ class GgufWeights : public TensorSource {
     int64_t permuted_heads = 0;  // > 0: rows interleaved per head by LlamaModel.permute
     bool transposed = false;     // GPT-2's Conv1D weights: (out, in) in the file, (in, out) here
     bool minus_one = false;      // Gemma's norms: 1 + w in the file
-    int64_t qkv_heads = 0;       // > 0: GPT-NeoX's attn_qkv, q, k, v blocks in the file, head by head here
+    // > 0: GPT-NeoX's and Falcon's attn_qkv, q (qkv_heads heads), k and v (qkv_kv_heads) blocks in the file,
+    // key/value group by group here
+    int64_t qkv_heads = 0, qkv_kv_heads = 0;
   };
   const Entry& entry(const std::string& name) const;
   const GgufFile& file_;

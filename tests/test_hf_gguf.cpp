@@ -322,11 +322,11 @@ TEST_CASE("GGUF metadata: the rows' keys as a config.json, and what changes the 
   auto config_error = [](const GgufBuilder& g) {
     return error_of([&] { hf::gguf_config(*hf::GgufFile::parse(g.bytes(), "t.gguf")); });
   };
-  CHECK_THAT(config_error(GgufBuilder().text("general.architecture", "falcon")),
+  CHECK_THAT(config_error(GgufBuilder().text("general.architecture", "bloom")),
              Catch::Contains(
-                 "key 'general.architecture': 'falcon' is not read (saccade reads 'llama', 'qwen2', "
+                 "key 'general.architecture': 'bloom' is not read (saccade reads 'llama', 'qwen2', "
                  "'qwen3', 'qwen3moe', 'olmoe', 'qwen2moe', 'olmo2', 'granite', 'gemma', 'phi3', 'gptneox', "
-                 "'stablelm', 'gpt2')"));
+                 "'stablelm', 'falcon', 'gpt2')"));
   CHECK_THAT(config_error(small_llama("gpt2")),
              Catch::Contains("key 'gpt2.rope.freq_base': not read for 'gpt2'"));
   // rope scaling keys as the converter writes a "linear" or "yarn" rope_type; a factor alone is linear (as
@@ -371,6 +371,13 @@ TEST_CASE("GGUF metadata: the rows' keys as a config.json, and what changes the 
                               .f32("llama.rope.scaling.factor", 2)
                               .tensor("rope_freqs.weight", {2}, 0, floats({1, 3}))),
              Catch::Contains("two rope scalings"));
+  GgufBuilder falcon_meta;
+  falcon_meta.text("general.architecture", "falcon").text("falcon.tensor_data_layout", "other");
+  for (const char* k : {"block_count", "context_length", "embedding_length", "feed_forward_length",
+                        "attention.head_count", "vocab_size"})
+    falcon_meta.u32(std::string("falcon.") + k, std::string(k) == "attention.head_count" ? 2 : 16);
+  CHECK_THAT(config_error(falcon_meta),
+             Catch::Contains("key 'falcon.tensor_data_layout': 'other' is not read ('jploski'"));
   CHECK_THAT(config_error(small_llama().u32("llama.attention.sliding_window", 4)),
              Catch::Contains("key 'llama.attention.sliding_window'"));
   // a float32 reads as its shortest decimal; a subnormal one too (not an exception of the decimal's parse)
@@ -663,18 +670,26 @@ TEST_CASE(
     CHECK(allclose(logits_of(*model, e.tensors.at("ids")), e.tensors.at("logits"), 1e-5, 1e-5));
     saccade::testing::check_greedy(*model, e);
   }
-  // tests/data/gguf/gpt_neox_f32.gguf: Pythia's layout, query_key_value as q, k, v blocks in the file: read
-  // back head by head, every weight the folder's to the bit
-  const nn::Safetensors ne = nn::load_safetensors(hf_data("hf_gpt_neox_expected.safetensors"));
-  auto neox = hf::load_llama_gguf(gguf_data("gpt_neox_f32.gguf"));
-  CHECK(neox->config().model_type == "gpt_neox");
-  CHECK(allclose(logits_of(*neox, ne.tensors.at("ids")), ne.tensors.at("logits"), 1e-5, 1e-5));
-  saccade::testing::check_greedy(*neox, ne);
-  const nn::StateDict nw = hf::load_llama(hf_data("hf_gpt_neox"))->state_dict();
-  for (const auto& [name, t] : neox->state_dict()) {
-    CAPTURE(name);
-    CHECK(allclose(t, nw.at(name), 0, 0));
+  // tests/data/gguf/gpt_neox_f32.gguf (Pythia's layout) and falcon_40b_f32.gguf (40B's, 2 key/value heads,
+  // ln_mlp as attn_norm): q, k, v as blocks in the file ("jploski" for Falcon), read back head by head or
+  // group by group; every weight the folder's to the bit
+  for (const auto& [row, model_type] :
+       {std::pair{"gpt_neox", "gpt_neox"}, std::pair{"falcon_40b", "falcon"}}) {
+    CAPTURE(row);
+    const nn::Safetensors e = nn::load_safetensors(hf_data(fmt::format("hf_{}_expected.safetensors", row)));
+    auto model = hf::load_llama_gguf(gguf_data(fmt::format("{}_f32.gguf", row)));
+    CHECK(model->config().model_type == model_type);
+    CHECK(allclose(logits_of(*model, e.tensors.at("ids")), e.tensors.at("logits"), 1e-5, 1e-5));
+    saccade::testing::check_greedy(*model, e);
+    const nn::StateDict folder = hf::load_llama(hf_data(fmt::format("hf_{}", row)))->state_dict();
+    for (const auto& [name, t] : model->state_dict()) {
+      CAPTURE(name);
+      CHECK(allclose(t, folder.at(name), 0, 0));
+    }
   }
+  const hf::Config falcon = hf::gguf_config(hf::GgufFile(gguf_data("falcon_40b_f32.gguf")));
+  CHECK((falcon.num_key_value_heads == 2 && falcon.parallel_norms == 2 && falcon.intermediate_size == 128 &&
+         falcon.max_position_embeddings == 2048));
   const hf::Config granite = hf::gguf_config(hf::GgufFile(gguf_data("granite_f32.gguf")));
   const hf::Config granite_folder = hf::load_config(hf_data("hf_granite/config.json"));
   CHECK((granite.embedding_multiplier == granite_folder.embedding_multiplier &&
