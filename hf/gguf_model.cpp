@@ -605,14 +605,11 @@ Config gguf_config(const GgufFile& file) {
                    fmt::format("'{}' is not read ('jploski': q, k and v as blocks)", layout));
     const int64_t kv = m.integer(p + "attention.head_count_kv", 1);
     const bool two_norms = has("blk.0.attn_norm_2.weight");
-    j["hidden_size"] = hidden;
-    j["num_hidden_layers"] = m.integer(p + "block_count", std::nullopt);
-    j["num_attention_heads"] = heads;
-    j["max_position_embeddings"] = m.integer(p + "context_length", std::nullopt);
+    sizes("hidden_size", "num_hidden_layers", "num_attention_heads", "max_position_embeddings",
+          "ffn_hidden_size");
     // the converter writes 4 hidden whatever ffn_hidden_size is: the up projection's rows say it
-    const GgufTensorInfo* up = file.tensor("blk.0.ffn_up.weight");
-    j["ffn_hidden_size"] =
-        up && up->shape.size() == 2 ? up->shape[0] : m.integer(p + "feed_forward_length", std::nullopt);
+    if (const GgufTensorInfo* up = file.tensor("blk.0.ffn_up.weight"); up && up->shape.size() == 2)
+      j["ffn_hidden_size"] = up->shape[0];
     j["layer_norm_epsilon"] = m.number(p + "attention.layer_norm_epsilon", std::nullopt);
     j["new_decoder_architecture"] = two_norms || kv != 1;
     j["multi_query"] = kv == 1;
