@@ -1,6 +1,6 @@
 #pragma once
 // A GGUF file (hf/gguf.h) as a model: its metadata read into the same Config a config.json gives (one row
-// per general.architecture: "llama", "qwen2", "qwen3", "gpt2"), its tensors under the Hugging Face names (so
+// per general.architecture: gguf_architectures()), its tensors under the Hugging Face names (so
 // the rows' name tables and load_weights load them as they load safetensors), and its vocabulary as a
 // tokenizer.
 //

@@ -886,8 +886,8 @@ int main(int argc, char** argv) {
   auto* hf_flag = sample->add_option(
       "--hf", hf_dir,
       "a Hugging Face model folder (GPT-2 or Llama: config.json, model.safetensors "
-      "or shards, its tokenizer), or a GGUF file (NAME.gguf: llama, qwen2, qwen3, gpt2; F32, F16, "
-      "BF16 or Q8_0), to sample instead of a checkpoint");
+      "or shards, its tokenizer), or a GGUF file (NAME.gguf: llama, qwen2, qwen3, gemma, phi3, the MoE rows "
+      "and others; F32, F16, BF16 or Q8_0), to sample instead of a checkpoint");
   hf_flag->excludes(sample->get_option("--checkpoint"))
       ->excludes(sample->get_option("--tokenizer"))
       ->excludes(sample->get_option("--attention-png"))
