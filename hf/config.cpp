@@ -267,6 +267,14 @@ std::string read_gate_act(const Reader& r, const char* key, const char* fallback
   return act;
 }
 
+// pad_token_id when the file gives one (null: none), which the vocabulary must hold (transformers'
+// nn.Embedding refuses a padding_idx outside it too); default_pad sets a family's default when it is absent.
+void read_pad(const Reader& r, Config& c) {
+  if (r.has("pad_token_id")) c.pad_token_id = r.integer("pad_token_id", std::nullopt, 0);
+  if (c.pad_token_id && *c.pad_token_id >= c.vocab_size)
+    throw r.fail("pad_token_id", fmt::format("{} is not below vocab_size {}", *c.pad_token_id, c.vocab_size));
+}
+
 void read_llama_common(const Reader& r, Config& c, int64_t default_kv_heads, int64_t default_head_dim = 0,
                        const char* default_act = "silu") {
   c.architecture = Architecture::Llama;
@@ -283,9 +291,7 @@ void read_llama_common(const Reader& r, Config& c, int64_t default_kv_heads, int
   read_rope(r, c);
   c.tie_word_embeddings = r.boolean("tie_word_embeddings", false);
   c.hidden_act = read_gate_act(r, "hidden_act", default_act);
-  if (r.has("pad_token_id")) c.pad_token_id = r.integer("pad_token_id", std::nullopt, 0);
-  if (c.pad_token_id && *c.pad_token_id >= c.vocab_size)
-    throw r.fail("pad_token_id", fmt::format("{} is not below vocab_size {}", *c.pad_token_id, c.vocab_size));
+  read_pad(r, c);
   if (c.num_attention_heads % c.num_key_value_heads != 0)
     throw r.fail("num_key_value_heads", fmt::format("{} does not divide num_attention_heads {}",
                                                     c.num_key_value_heads, c.num_attention_heads));
@@ -590,9 +596,7 @@ void read_falcon(const Reader& r, Config& c) {
   read_rope(r, c);
   if (c.partial_rotary_factor != 1.0)
     throw r.fail("partial_rotary_factor", "transformers' Falcon rotates whole heads");
-  if (r.has("pad_token_id")) c.pad_token_id = r.integer("pad_token_id", std::nullopt, 0);
-  if (c.pad_token_id && *c.pad_token_id >= c.vocab_size)
-    throw r.fail("pad_token_id", fmt::format("{} is not below vocab_size {}", *c.pad_token_id, c.vocab_size));
+  read_pad(r, c);
   if (r.boolean("new_decoder_architecture", false)) {
     c.num_key_value_heads = r.integer("num_kv_heads", c.num_attention_heads);
     c.parallel_residual = true;  // transformers adds the attention to the MLP's output either way

@@ -141,6 +141,14 @@ GgufBuilder small_llama(const std::string& arch = "llama", const std::string& ke
   return g;
 }
 
+// gguf_config of a file built in the test, and the message of what it throws.
+hf::Config config_of(const GgufBuilder& g) {
+  return hf::gguf_config(*hf::GgufFile::parse(g.bytes(), "t.gguf"));
+}
+std::string config_error(const GgufBuilder& g) {
+  return error_of([&] { config_of(g); });
+}
+
 }  // namespace
 
 TEST_CASE("GGUF: metadata of every value type and F32, F16, BF16 and Q8_0 tensors read back", "[hf][gguf]") {
@@ -314,14 +322,11 @@ TEST_CASE("GGUF metadata: the rows' keys as a config.json, and what changes the 
   CHECK((c.num_key_value_heads == 1 && c.head_dim == 4 && c.intermediate_size == 12));
   CHECK((c.rope_theta == 500.0 && c.norm_eps == Approx(1e-6) && c.tie_word_embeddings));
   for (const char* arch : {"qwen2", "qwen3"}) {
-    const hf::Config q = hf::gguf_config(*hf::GgufFile::parse(small_llama(arch).bytes(), "t.gguf"));
+    const hf::Config q = config_of(small_llama(arch));
     CHECK(q.model_type == arch);
     CHECK(q.qkv_bias == (std::string(arch) == "qwen2"));
     CHECK(q.qk_norm == (std::string(arch) == "qwen3"));
   }
-  auto config_error = [](const GgufBuilder& g) {
-    return error_of([&] { hf::gguf_config(*hf::GgufFile::parse(g.bytes(), "t.gguf")); });
-  };
   CHECK_THAT(config_error(GgufBuilder().text("general.architecture", "bloom")),
              Catch::Contains(
                  "key 'general.architecture': 'bloom' is not read (saccade reads 'llama', 'qwen2', "
@@ -332,9 +337,6 @@ TEST_CASE("GGUF metadata: the rows' keys as a config.json, and what changes the 
   // rope scaling keys as the converter writes a "linear" or "yarn" rope_type; a factor alone is linear (as
   // llama.cpp reads it); longrope's factors are not in the metadata
   using Type = ops::RopeScaling::Type;
-  auto config_of = [](const GgufBuilder& g) {
-    return hf::gguf_config(*hf::GgufFile::parse(g.bytes(), "t.gguf"));
-  };
   const hf::Config linear =
       config_of(small_llama().text("llama.rope.scaling.type", "linear").f32("llama.rope.scaling.factor", 2));
   CHECK((linear.rope_scaling.type == Type::Linear && linear.rope_scaling.factor == 2.0));
@@ -382,15 +384,14 @@ TEST_CASE("GGUF metadata: the rows' keys as a config.json, and what changes the 
              Catch::Contains("key 'llama.attention.sliding_window'"));
   // a float32 reads as its shortest decimal; a subnormal one too (not an exception of the decimal's parse)
   const float tiny = 1e-45f;
-  CHECK(hf::gguf_config(*hf::GgufFile::parse(small_llama("llama", "", 0, tiny).bytes(), "t.gguf")).norm_eps ==
+  CHECK(config_of(small_llama("llama", "", 0, tiny)).norm_eps ==
         Approx(1e-45));  // the float 1.4013e-45's shortest decimal
   CHECK_THAT(config_error(small_llama("llama", "rope.dimension_count", 2)),
              Catch::Contains("partial rotation is read for 'phi3', 'gptneox' and 'stablelm' only"));
   // rope_freqs.weight: Llama 3's scaling (factor 3 for the slow frequency: an original context of 32 to 128
   // gives it), or factors no Llama 3 scaling gives (the fast frequency scaled, the slow one not), or another
   // row
-  const hf::Config scaled = hf::gguf_config(*hf::GgufFile::parse(
-      small_llama().tensor("rope_freqs.weight", {2}, 0, floats({1, 3})).bytes(), "t.gguf"));
+  const hf::Config scaled = config_of(small_llama().tensor("rope_freqs.weight", {2}, 0, floats({1, 3})));
   CHECK(scaled.rope_scaling.type == ops::RopeScaling::Type::Llama3);
   CHECK((scaled.rope_scaling.factor == 3.0 && scaled.rope_scaling.original_max_position_embeddings == 32));
   CHECK_THAT(
@@ -585,11 +586,8 @@ TEST_CASE("GGUF MoE rows: Mixtral (a llama file with experts), Qwen3-MoE, Qwen2-
   CHECK(allclose(logits_of(*olmoe, olmoe_ids),
                  logits_of(*hf::load_llama(hf_data("hf_olmoe"), folder_eps), olmoe_ids), 1e-6, 1e-6));
 
-  auto config_error = [](const GgufBuilder& g) {
-    return error_of([&] { hf::gguf_config(*hf::GgufFile::parse(g.bytes(), "t.gguf")); });
-  };
-  const hf::Config mixtral = hf::gguf_config(*hf::GgufFile::parse(
-      small_llama().u32("llama.expert_count", 4).u32("llama.expert_used_count", 2).bytes(), "t.gguf"));
+  const hf::Config mixtral =
+      config_of(small_llama().u32("llama.expert_count", 4).u32("llama.expert_used_count", 2));
   CHECK((mixtral.model_type == "mixtral" && mixtral.num_experts == 4 && mixtral.num_experts_per_tok == 2 &&
          mixtral.norm_topk_prob));
   CHECK_THAT(config_error(small_llama("qwen2").u32("qwen2.expert_count", 4)),
@@ -697,14 +695,10 @@ TEST_CASE(
          granite.attention_multiplier == granite_folder.attention_multiplier &&
          granite.logits_scaling == granite_folder.logits_scaling));
 
-  auto config_error = [](const GgufBuilder& g) {
-    return error_of([&] { hf::gguf_config(*hf::GgufFile::parse(g.bytes(), "t.gguf")); });
-  };
   auto small_phi3 = [] {
     return small_llama("phi3", "rope.dimension_count", 2).u32("phi3.rope.scaling.original_context_length", 8);
   };
-  const hf::Config partial = hf::gguf_config(
-      *hf::GgufFile::parse(small_phi3().u32("phi3.attention.sliding_window", 6).bytes(), "t.gguf"));
+  const hf::Config partial = config_of(small_phi3().u32("phi3.attention.sliding_window", 6));
   CHECK((partial.partial_rotary_factor == 0.5 && partial.sliding_window == 6 &&
          partial.rope_scaling.type == ops::RopeScaling::Type::Default && !partial.pad_token_id));
   CHECK_THAT(config_error(small_phi3().tensor("rope_factors_long.weight", {1}, 0, floats({2}))),
