@@ -55,11 +55,23 @@ struct Reader {
   double number(const json& v, const std::string& key, bool positive = true) const {
     if (!v.is_number()) throw fail(key, fmt::format("{} is not a number", v.dump()));
     const double x = v.get<double>();
-    if (!(x == x) || (positive && !(x > 0))) throw fail(key, fmt::format("{} is not a positive number", x));
+    if (!std::isfinite(x)) throw fail(key, fmt::format("{} is not a finite number", x));
+    if (positive && !(x > 0)) throw fail(key, fmt::format("{} is not a positive number", x));
     return x;
   }
   double number(const std::string& key, double fallback) const {
     return has(key) ? number(j[key], key) : fallback;
+  }
+  // A rotary base (rope_theta and its older spellings): the frequencies theta^(-2i/R) fall with i only when
+  // theta > 1 (ops::rotary_tables refuses the rest); checked here so that the error names the file.
+  double rotary_base(const json& v, const std::string& key) const {
+    const double x = number(v, key);
+    if (!(x > 1) || !std::isfinite(x))
+      throw fail(key, fmt::format("{} is not a finite rotary base above 1", x));
+    return x;
+  }
+  double rotary_base(const std::string& key, double fallback) const {
+    return has(key) ? rotary_base(j[key], key) : fallback;
   }
   bool boolean(const std::string& key, bool fallback) const {
     if (!has(key)) return fallback;
@@ -99,7 +111,7 @@ struct Reader {
 // refused rather than run wrongly.
 void read_rope(const Reader& r, Config& c) {
   // the defaults: the row's (GPT-NeoX's older rotary_emb_base and rotary_pct keys, read before this)
-  c.rope_theta = r.number("rope_theta", c.rope_theta);
+  c.rope_theta = r.rotary_base("rope_theta", c.rope_theta);
   c.partial_rotary_factor = r.number("partial_rotary_factor", c.partial_rotary_factor);
   for (const char* key : {"rope_parameters", "rope_scaling"}) {
     if (!r.has(key)) continue;
@@ -187,13 +199,22 @@ void read_rope(const Reader& r, Config& c) {
     if (s.type == Type::Llama3 && !(s.high_freq_factor > s.low_freq_factor))
       throw r.fail(fmt::format("{}.high_freq_factor", key),
                    fmt::format("{} is not above low_freq_factor {}", s.high_freq_factor, s.low_freq_factor));
-    if (p.contains("rope_theta")) c.rope_theta = r.number(p["rope_theta"], std::string(key) + ".rope_theta");
+    if (p.contains("rope_theta"))
+      c.rope_theta = r.rotary_base(p["rope_theta"], std::string(key) + ".rope_theta");
     if (sub.has("partial_rotary_factor"))
       c.partial_rotary_factor =
           r.number(p["partial_rotary_factor"], std::string(key) + ".partial_rotary_factor");
   }
   if (!(c.partial_rotary_factor <= 1))
     throw r.fail("partial_rotary_factor", fmt::format("{} is above 1", c.partial_rotary_factor));
+}
+
+// Dynamic NTK scaling raises the base to the power R / (R - 2) (ops::rotary_inv_freq): it needs more than
+// one rotated pair of the R = `rotated` dims.
+void check_dynamic_dims(const Reader& r, const Config& c, int64_t rotated) {
+  if (c.rope_scaling.type == ops::RopeScaling::Type::Dynamic && rotated <= 2)
+    throw r.fail(r.has("rope_parameters") ? "rope_parameters" : "rope_scaling",
+                 fmt::format("rope_type 'dynamic' needs more than 2 rotated dims a head, got {}", rotated));
 }
 
 void check_architectures(const Reader& r, const std::vector<std::string>& known) {
@@ -314,6 +335,7 @@ void read_llama_common(const Reader& r, Config& c, int64_t default_kv_heads, int
     throw r.fail("partial_rotary_factor",
                  fmt::format("{} of head_dim {} rotates {} dims (need an even count)",
                              c.partial_rotary_factor, c.head_dim, rotated));
+  check_dynamic_dims(r, c, rotated);
 }
 
 // Llama (Touvron et al. 2023): biases by attention_bias and mlp_bias; a "llama" file's sliding_window is a
@@ -533,7 +555,8 @@ void read_layer_norm_common(const Reader& r, Config& c, const char* default_act,
 // dense_4h_to_h; hidden_act "gelu"), every head a key/value head; the older spellings rotary_pct (0.25) and
 // rotary_emb_base (10000) of partial_rotary_factor and rope_theta.
 void read_gpt_neox(const Reader& r, Config& c) {
-  c.rope_theta = r.number("rotary_emb_base", 10000.0);  // rope_theta, top-level or in rope_parameters, wins
+  c.rope_theta =
+      r.rotary_base("rotary_emb_base", 10000.0);  // rope_theta, top-level or in rope_parameters, wins
   read_layer_norm_common(r, c, "gelu", r.number("rotary_pct", 0.25));
   if (r.has("num_key_value_heads") && c.num_key_value_heads != c.num_attention_heads)
     throw r.fail("num_key_value_heads", fmt::format("{} is not num_attention_heads {} (GPT-NeoX has no "
@@ -596,6 +619,7 @@ void read_falcon(const Reader& r, Config& c) {
   read_rope(r, c);
   if (c.partial_rotary_factor != 1.0)
     throw r.fail("partial_rotary_factor", "transformers' Falcon rotates whole heads");
+  check_dynamic_dims(r, c, c.head_dim);
   read_pad(r, c);
   if (r.boolean("new_decoder_architecture", false)) {
     c.num_key_value_heads = r.integer("num_kv_heads", c.num_attention_heads);
@@ -662,8 +686,8 @@ void read_gemma3_text(const Reader& r, Config& c) {
   read_softcaps(r, c, 0.0, 0.0);  // Gemma3TextConfig: none by default
   // rotary: rope_parameters per layer type (transformers >= 5), else rope_theta, rope_scaling and
   // rope_local_base_freq at the top level
-  c.rope_theta = r.number("rope_theta", 1e6);
-  c.rope_local_base_freq = r.number("rope_local_base_freq", 10000.0);
+  c.rope_theta = r.rotary_base("rope_theta", 1e6);
+  c.rope_local_base_freq = r.rotary_base("rope_local_base_freq", 10000.0);
   if (r.has("rope_parameters") && r.j["rope_parameters"].is_object() &&
       (r.j["rope_parameters"].contains("full_attention") ||
        r.j["rope_parameters"].contains("sliding_attention"))) {

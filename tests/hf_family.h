@@ -66,16 +66,18 @@ inline std::string replaced(std::string text, const std::string& from, const std
 // (`name`_expected.safetensors): the logits to 1e-5 (a strict load, model_type `model_type`), other logits
 // once `perturb` changes a weight the row adds (so it is applied), greedy continuations with and without the
 // KV cache, an export naming `architecture` that reads back to the same logits, and ten AdamW steps' losses.
+// `tol`: the logits' rtol and atol.
 inline void check_family_fixture(const std::string& name, const std::string& model_type,
                                  const std::string& architecture,
-                                 const std::function<void(nn::LlamaForCausalLM&)>& perturb) {
+                                 const std::function<void(nn::LlamaForCausalLM&)>& perturb,
+                                 double tol = 1e-5) {
   const nn::Safetensors want = nn::load_safetensors(hf_data(name + "_expected.safetensors"));
   const Tensor& ids = want.tensors.at("ids");
   auto model = hf::load_llama(hf_data(name), /*strict=*/true);
   CHECK(hf::llama_hf_config(model->config()).model_type == model_type);
   {
     NoGradGuard no_grad;
-    CHECK(allclose(model->forward(ids).data(), want.tensors.at("logits"), 1e-5, 1e-5));
+    CHECK(allclose(model->forward(ids).data(), want.tensors.at("logits"), tol, tol));
     perturb(*model);
     CHECK_FALSE(allclose(model->forward(ids).data(), want.tensors.at("logits"), 1e-3, 1e-3));
   }
@@ -88,7 +90,7 @@ inline void check_family_fixture(const std::string& name, const std::string& mod
   {
     NoGradGuard no_grad;
     CHECK(allclose(hf::load_llama(dir.path.string(), true)->forward(ids).data(), want.tensors.at("logits"),
-                   1e-5, 1e-5));
+                   tol, tol));
   }
   check_adamw_losses(*model, want, model->config().vocab_size);
 }

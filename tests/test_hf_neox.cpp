@@ -71,6 +71,9 @@ TEST_CASE("hf GPT-NeoX: a row of the family table, parallel LayerNorm blocks, q/
   const hf::Config pythia = hf::parse_config(replaced(no_rope, "{", "{" + pythia_rope));
   CHECK((pythia.partial_rotary_factor == 0.5 && pythia.rope_theta == 5000.0));
   CHECK(hf::parse_config(no_rope).partial_rotary_factor == 0.25);  // GPTNeoXConfig's default
+  CHECK_THROWS_WITH(hf::parse_config(replaced(no_rope, "{", R"({"rotary_emb_base": 1,)"), "x/config.json"),
+                    Catch::Contains("x/config.json") && Catch::Contains("rotary_emb_base") &&
+                        Catch::Contains("is not a finite rotary base above 1"));
   CHECK_FALSE(hf::parse_config(
                   replaced(text, R"("use_parallel_residual": true)", R"("use_parallel_residual": false)"))
                   .parallel_residual);

@@ -2,8 +2,8 @@
 // Input: the config.json text.
 // Properties: a rejected file raises saccade::Error naming it; an accepted one describes a model saccade can
 // build (sizes >= 1, heads dividing the width or an explicit even head_dim, key/value heads dividing the
-// heads, a supported activation, a positive finite epsilon and rotary base), and config_json writes it back
-// as a file that parse_config reads into the same Config, whose config_json is the same text.
+// heads, a supported activation, a positive finite epsilon, a finite rotary base above 1), and config_json
+// writes it back as a file that parse_config reads into the same Config, whose config_json is the same text.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -131,7 +131,7 @@ void check_accepted(const hf::Config& c) {
        : qwen ? c.layer_types.empty() || (static_cast<int64_t>(c.layer_types.size()) == c.num_hidden_layers &&
                                           some_slide && c.sliding_window > 0)
               : c.layer_types.empty()) &&
-          (gemma3 ? c.rope_local_base_freq > 0 : c.rope_local_base_freq == 0.0) &&
+          (gemma3 ? c.rope_local_base_freq > 1 : c.rope_local_base_freq == 0.0) &&
           (sandwich || (c.attn_logit_softcapping == 0.0 && c.final_logit_softcapping == 0.0)) &&
           c.attn_logit_softcapping >= 0 && c.final_logit_softcapping >= 0,
       "{} layer_types, rope_local_base_freq {} of a '{}' config", c.layer_types.size(),
@@ -159,7 +159,7 @@ void check_accepted(const hf::Config& c) {
                "Llama-family activation '{}' of a '{}' config", c.hidden_act, c.model_type);
   }
   FUZZ_CHECK(std::isfinite(c.norm_eps) && c.norm_eps > 0, "norm_eps {}", c.norm_eps);
-  FUZZ_CHECK(std::isfinite(c.rope_theta) && c.rope_theta > 0, "rope_theta {}", c.rope_theta);
+  FUZZ_CHECK(std::isfinite(c.rope_theta) && c.rope_theta > 1, "rope_theta {}", c.rope_theta);
   for (const int64_t id : c.bos_token_id) FUZZ_CHECK(id >= 0, "bos_token_id {}", id);
   for (const int64_t id : c.eos_token_id) FUZZ_CHECK(id >= 0, "eos_token_id {}", id);
   FUZZ_CHECK(!c.describe().empty(), "an empty describe()");
