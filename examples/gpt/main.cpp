@@ -367,6 +367,17 @@ cli::UsageError different_model(const std::string& path, const ex::GPTConfig& sa
                                      path, saved.describe(), ours));
 }
 
+// --out naming the model folder a run reads (--hf, --init-from-hf): the run's files (its checkpoints, log,
+// plot, adapter) would land among the model's, and a later save could replace them; refused before anything
+// is written.
+void refuse_out_over_model(const std::string& out_dir, const std::string& model_flag,
+                           const std::string& model) {
+  std::error_code ec;
+  if (!model.empty() && std::filesystem::equivalent(out_dir, model, ec))
+    throw cli::UsageError("--out", fmt::format("'{}' is the folder {} reads: write the run to another folder",
+                                               out_dir, model_flag));
+}
+
 // The lock of a training run on its --out folder (ex::RunLock); a folder another run holds is refused.
 std::unique_ptr<ex::RunLock> lock_out(const std::string& out_dir) {
   long holder = -1;
@@ -585,6 +596,7 @@ int run_finetune(FinetuneArgs& a, saccade::Device device) {
   require_hf("--hf", a.hf);
   cli::require_file("--data", a.data);
   if (!a.val.empty()) cli::require_file("--val", a.val);
+  refuse_out_over_model(a.out, "--hf", a.hf);
   cli::OutputDir out("--out", a.out);                   // removed again if the run fails empty
   std::unique_ptr<ex::RunLock> lock = lock_out(a.out);  // released before `out` is cleaned up
   const bool gpt2 = hf_config_of(a.hf).architecture == saccade::hf::Architecture::GPT2;
@@ -883,11 +895,12 @@ int main(int argc, char** argv) {
   sample->add_option("--num-samples", num_samples, "samples per prompt (one batch, one KV cache per block)")
       ->check(cli::integer(1, 4096));
 #ifdef SACCADE_HAVE_HF
-  auto* hf_flag = sample->add_option(
-      "--hf", hf_dir,
-      "a Hugging Face model folder (GPT-2 or Llama: config.json, model.safetensors "
-      "or shards, its tokenizer), or a GGUF file (NAME.gguf: llama, qwen2, qwen3, gemma, phi3, the MoE rows "
-      "and others; F32, F16, BF16 or Q8_0), to sample instead of a checkpoint");
+  auto* hf_flag =
+      sample->add_option("--hf", hf_dir,
+                         "a Hugging Face model folder (GPT-2 or Llama: config.json, model.safetensors "
+                         "or shards, its tokenizer), or a GGUF file (NAME.gguf: llama, qwen2, qwen3, the "
+                         "gemmas, phi3, the MoE rows "
+                         "and others; F32, F16, BF16 or Q8_0), to sample instead of a checkpoint");
   hf_flag->excludes(sample->get_option("--checkpoint"))
       ->excludes(sample->get_option("--tokenizer"))
       ->excludes(sample->get_option("--attention-png"))
@@ -1129,6 +1142,7 @@ int main(int argc, char** argv) {
                                                        init_from_hf, hf_context));
 #endif
     }
+    refuse_out_over_model(out_dir, "--init-from-hf", init_from_hf);
     if (!save_hf.empty()) {
       cli::require_writable_directory("--save-hf", save_hf);
       std::error_code ec;  // the fine-tuned model would replace the pretrained one it was read from

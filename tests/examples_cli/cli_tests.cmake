@@ -295,6 +295,9 @@ if(TARGET gpt)
     saccade_cli_test(gpt_finetune_gpt2_target --err "^gpt: apply_lora: target 'q_proj' matches no Linear module. the model's Linear modules are named c_attn, c_fc, c_proj$" 1 10 -- ${gpt} finetune --hf ${hf_data}/hf_gpt2 --data ${hf_data}/hf_instruct.jsonl --lora-targets q_proj --truncate right --out run)
     # errors found once the model is read: exit 1, and the --out folder the run made is gone again
     saccade_cli_test(gpt_finetune_target --err "^gpt: apply_lora: target 'qkv' matches no Linear module. the model's Linear modules are named down_proj, gate_proj, k_proj, lm_head, o_proj, q_proj, up_proj, v_proj$" 1 10 -- ${gpt} finetune --hf ${hf_data}/hf_llama --data ${hf_data}/hf_instruct.jsonl --lora-targets q_proj,qkv --out run)
+    # --out on the --hf folder wrote the adapter, the log and the checkpoint among the model's files
+    saccade_cli_test(gpt_finetune_out_onto_model --err "^gpt: --out: './m/' is the folder --hf reads: write the run to another folder$"
+                     --keep 2 5 -- sh -c "cp -r ${hf_data}/hf_llama m && ls -A m > before && ${gpt} finetune --hf m --data ${hf_data}/hf_instruct.jsonl --out ./m/ --steps 1; rc=$?; ls -A m | cmp -s - before && exit $rc")
     saccade_cli_test(gpt_finetune_bad_jsonl --err "^gpt: read_jsonl: '.*/tests/data/hf_eval.txt' line 1: not a JSON object$" 1 10 -- ${gpt} finetune --hf ${hf_data}/hf_llama --data ${hf_data}/hf_eval.txt --out run)
     # issue 51: a Qwen2 folder (q, k and v biases) is refused by the GPT that has no such biases, by name
     saccade_cli_test(gpt_init_from_qwen2 --err "^gpt: hf_llama_gpt_config: this GPT cannot hold the q, k and v biases of a 'qwen2' model" 1 10 -- ${gpt} train --init-from-hf ${hf_data}/hf_qwen2 --steps 1 --out run)
@@ -371,6 +374,9 @@ if(TARGET gpt)
     # issue 49 item 3: --save-hf onto the --init-from-hf folder overwrote the pretrained model
     saccade_cli_test(gpt_hf_save_onto_source --err "^gpt: --save-hf: './m/' is the folder --init-from-hf reads: write the fine-tuned model to another folder$"
                      --keep 2 5 -- sh -c "cp -r ${hf_data}/hf_gpt2 m && ${gpt} train --init-from-hf m --save-hf ./m/ --steps 1 --batch-size 2 --eval-every 0 --eval-tokens 64 --sample-tokens 0 --threads 2")
+    # a run's --out on the --init-from-hf folder put its checkpoints among the model's files
+    saccade_cli_test(gpt_hf_out_onto_source --err "^gpt: --out: 'm' is the folder --init-from-hf reads: write the run to another folder$"
+                     --keep 2 5 -- sh -c "cp -r ${hf_data}/hf_gpt2 m && ls -A m > before && ${gpt} train --init-from-hf m --out m --steps 1 --batch-size 2 --eval-every 0 --eval-tokens 64 --sample-tokens 0 --threads 2; rc=$?; ls -A m | cmp -s - before && exit $rc")
     saccade_cli_refusal(gpt_hf_save_bpe "^gpt: --save-hf: a bpe \\(SentencePiece\\) model has no tokenizer in the Hugging Face layout"
                         ${gpt} train --tokenizer bpe --save-hf hf)
   endif()
