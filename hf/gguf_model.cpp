@@ -58,7 +58,8 @@ struct Meta {
   double number(const std::string& key, std::optional<double> fallback) const {
     const GgufValue* v = get(key, GgufValue::Kind::Float, !fallback);
     if (!v) return *fallback;
-    if (!(v->f > 0)) throw fail(key, fmt::format("{} is not a positive number", v->f));
+    if (!(v->f > 0) || !std::isfinite(v->f))
+      throw fail(key, fmt::format("{} is not a finite positive number", v->f));
     // a float32 stands for the shortest decimal that rounds to it (the writer's 1e-6, not 9.99999997e-7)
     // (strtod, not stod: a subnormal's ERANGE would throw std::out_of_range)
     return v->type == 6 ? std::strtod(fmt::format("{}", static_cast<float>(v->f)).c_str(), nullptr) : v->f;
@@ -101,6 +102,9 @@ struct Row {
   // Falcon's: its keys and names, attn_qkv as q, k, v blocks ("jploski" layout), parallel blocks
   // (FalconModel)
   bool falcon = false;
+  // Gemma 2's and 3's: four norms a block (ffn_norm the pre-feedforward one), sliding-window layers in a
+  // pattern, the score scale llama.cpp derives (Gemma2Model, Gemma3Model)
+  bool sandwich = false;
 };
 
 constexpr Row kRows[] = {
@@ -112,7 +116,18 @@ constexpr Row kRows[] = {
     {.arch = "qwen2moe", .model_type = "qwen2_moe", .architectures = "Qwen2MoeForCausalLM"},
     {.arch = "olmo2", .model_type = "olmo2", .architectures = "Olmo2ForCausalLM"},
     {.arch = "granite", .model_type = "granite", .architectures = "GraniteForCausalLM", .permuted_qk = true},
+    {.arch = "smollm3", .model_type = "smollm3", .architectures = "SmolLM3ForCausalLM", .permuted_qk = true},
     {.arch = "gemma", .model_type = "gemma", .architectures = "GemmaForCausalLM", .norm_plus_one = true},
+    {.arch = "gemma2",
+     .model_type = "gemma2",
+     .architectures = "Gemma2ForCausalLM",
+     .norm_plus_one = true,
+     .sandwich = true},
+    {.arch = "gemma3",
+     .model_type = "gemma3_text",
+     .architectures = "Gemma3ForCausalLM",
+     .norm_plus_one = true,
+     .sandwich = true},
     {.arch = "phi3", .model_type = "phi3", .architectures = "Phi3ForCausalLM", .phi3 = true},
     {.arch = "gptneox", .model_type = "gpt_neox", .architectures = "GPTNeoXForCausalLM", .neox = true},
     {.arch = "stablelm", .model_type = "stablelm", .architectures = "StableLmForCausalLM", .stablelm = true},
@@ -154,6 +169,13 @@ const std::vector<std::string> kReadKeys = {"block_count",
 const std::vector<std::string> kPhi3ReadKeys = {"rope.scaling.attn_factor", "attention.sliding_window"};
 const std::vector<std::string> kGraniteReadKeys = {"attention.scale", "embedding_scale", "residual_scale",
                                                    "logit_scale"};
+// Gemma 2's and Gemma 3's (Gemma2Model / Gemma3Model.set_gguf_parameters; the pattern, which the converter
+// does not write, as llama.cpp reads it); Gemma 3 has no attention soft-capping and a local rotary base
+const std::vector<std::string> kGemma2ReadKeys = {"attn_logit_softcapping", "final_logit_softcapping",
+                                                  "attention.sliding_window",
+                                                  "attention.sliding_window_pattern"};
+const std::vector<std::string> kGemma3ReadKeys = {"final_logit_softcapping", "attention.sliding_window",
+                                                  "attention.sliding_window_pattern", "rope.freq_base_swa"};
 // GPT-NeoX's (GPTNeoXModel.set_gguf_parameters: no rope base, llama.cpp's 10000)
 const std::vector<std::string> kNeoxReadKeys = {"block_count",
                                                 "context_length",
@@ -291,6 +313,9 @@ HfName hf_name(const std::string& gguf, const Row& row, const Config& c) {
                   .qkv_kv_heads = rest == "attn_qkv" ? c.num_key_value_heads : 0};
       return {gguf};
     }
+    if (row.sandwich && rest == "ffn_norm")  // Gemma 2/3: the norm before the MLP, not after attention
+      return {.name = fmt::format("model.layers.{}.pre_feedforward_layernorm{}", std::stoll(layer), suffix),
+              .minus_one = true};
     if (row.phi3 && (rest == "attn_qkv" || rest == "ffn_up"))  // kept fused, as transformers' Phi3 holds them
       return {fmt::format("model.layers.{}.{}{}", std::stoll(layer),
                           rest == "attn_qkv" ? "self_attn.qkv_proj" : "mlp.gate_up_proj", suffix)};
@@ -489,6 +514,225 @@ json phi3_rope(const Meta& m, const std::string& p, json& j, const GgufTensorInf
   return r;
 }
 
+// One row's "{arch}." keys read into the config.json its transformers model reads (`j`), beside the sizes
+// every row states, which gguf_config read first. Each reader writes its row's keys under its config's names.
+struct RowKeys {
+  const Meta& m;
+  const Row& row;
+  std::string arch, p;  // p: "{arch}."
+  int64_t hidden, heads, head_dim, rope_dims;
+
+  bool has(const char* tensor) const { return m.file.tensor(tensor) != nullptr; }
+  // the sizes every row states, under its config's names: hidden, layers, heads, context, feed-forward width
+  void sizes(json& j, const char* hidden_key, const char* layers_key, const char* heads_key,
+             const char* context_key, const char* ffn_key) const {
+    j[hidden_key] = hidden;
+    j[layers_key] = m.integer(p + "block_count", std::nullopt);
+    j[heads_key] = heads;
+    j[context_key] = m.integer(p + "context_length", std::nullopt);
+    j[ffn_key] = m.integer(p + "feed_forward_length", std::nullopt);
+  }
+
+  // GPTNeoXConfig's names; Pythia's exact GELU, which the file does not say
+  void neox(json& j) const {
+    sizes(j, "hidden_size", "num_hidden_layers", "num_attention_heads", "max_position_embeddings",
+          "intermediate_size");
+    j["layer_norm_eps"] = m.number(p + "attention.layer_norm_epsilon", std::nullopt);
+    j["rotary_pct"] = static_cast<double>(rope_dims) / static_cast<double>(head_dim);
+    j["rotary_emb_base"] = 10000.0;
+    j["use_parallel_residual"] = m.flag(p + "use_parallel_residual", true);
+    j["hidden_act"] = "gelu";
+    j["attention_bias"] = has("blk.0.attn_qkv.bias");
+    j["tie_word_embeddings"] = !has("output.weight");
+  }
+
+  // StableLmConfig's names; the rope base 10000, which the file does not say
+  void stablelm(json& j) const {
+    sizes(j, "hidden_size", "num_hidden_layers", "num_attention_heads", "max_position_embeddings",
+          "intermediate_size");
+    j["num_key_value_heads"] = m.integer(p + "attention.head_count_kv", heads);
+    j["layer_norm_eps"] = m.number(p + "attention.layer_norm_epsilon", std::nullopt);
+    j["partial_rotary_factor"] = static_cast<double>(rope_dims) / static_cast<double>(head_dim);
+    j["rope_theta"] = 10000.0;
+    j["use_parallel_residual"] = m.flag(p + "use_parallel_residual", true);
+    j["use_qkv_bias"] = has("blk.0.attn_q.bias");
+    j["hidden_act"] = "silu";
+    j["tie_word_embeddings"] = !has("output.weight");
+  }
+
+  // FalconConfig's names; parallel blocks, exact GELU, the rope base 10000
+  void falcon(json& j) const {
+    if (const std::string layout = m.string(p + "tensor_data_layout"); layout != "jploski")
+      throw m.fail(p + "tensor_data_layout",
+                   fmt::format("'{}' is not read ('jploski': q, k and v as blocks)", layout));
+    const int64_t kv = m.integer(p + "attention.head_count_kv", 1);
+    const bool two_norms = has("blk.0.attn_norm_2.weight");
+    sizes(j, "hidden_size", "num_hidden_layers", "num_attention_heads", "max_position_embeddings",
+          "ffn_hidden_size");
+    // the converter writes 4 hidden whatever ffn_hidden_size is: the up projection's rows say it
+    if (const GgufTensorInfo* up = m.file.tensor("blk.0.ffn_up.weight"); up && up->shape.size() == 2)
+      j["ffn_hidden_size"] = up->shape[0];
+    j["layer_norm_epsilon"] = m.number(p + "attention.layer_norm_epsilon", std::nullopt);
+    j["new_decoder_architecture"] = two_norms || kv != 1;
+    j["multi_query"] = kv == 1;
+    j["num_kv_heads"] = kv;
+    j["parallel_attn"] = true;
+    j["num_ln_in_parallel_attn"] = two_norms || kv != 1 ? json(two_norms ? 2 : 1) : json(nullptr);
+    j["bias"] = has("blk.0.attn_qkv.bias");
+    j["alibi"] = false;
+    j["activation"] = "gelu";
+    j["tie_word_embeddings"] = !has("output.weight");
+  }
+
+  // GPT2Config's own names; GPT-2's MLP is gelu_new, which the file does not say
+  void gpt2(json& j) const {
+    sizes(j, "n_embd", "n_layer", "n_head", "n_positions", "n_inner");
+    j["layer_norm_epsilon"] = m.number(p + "attention.layer_norm_epsilon", std::nullopt);
+    j["activation_function"] = "gelu_new";
+  }
+
+  // The Llama family's rotary: the base (above 1, checked before Llama 3's factors are compared with its
+  // frequencies) and one scaling, from Llama 3's rope_freqs.weight, Phi-3's factor tensors or the keys.
+  void llama_rope(json& j) const {
+    const double theta = m.number(p + "rope.freq_base", 10000.0);
+    if (!(theta > 1) || !std::isfinite(theta))
+      throw m.fail(p + "rope.freq_base", fmt::format("{} is not a finite rotary base above 1", theta));
+    j["rope_theta"] = theta;
+    const GgufTensorInfo* rope_freqs = m.file.tensor("rope_freqs.weight");
+    const json keys = row.phi3 ? phi3_rope(m, p, j, m.file.tensor("rope_factors_long.weight"),
+                                           m.file.tensor("rope_factors_short.weight"), rope_dims, head_dim)
+                               : rope_scaling_keys(m, p, theta);
+    if (rope_freqs && !keys.is_null())
+      throw m.fail(p + "rope.scaling.type",
+                   "given beside tensor 'rope_freqs.weight' (Llama 3's scaling): two rope scalings");
+    if (rope_freqs)
+      j["rope_scaling"] = llama3_scaling(m.file, *rope_freqs, head_dim, theta);
+    else if (!keys.is_null())
+      j["rope_scaling"] = keys;
+  }
+
+  // The sparse MLP's keys (a "llama" file with expert_count is a Mixtral's, `mixtral`): top-k weights as
+  // llama.cpp's graphs take them, renormalised for Mixtral (always) and qwen3moe (Qwen3-MoE's published
+  // configs say norm_topk_prob true), not for olmoe (OlmoeConfig's default) or qwen2moe (its graph; a shared
+  // expert).
+  void moe(json& j, bool mixtral) const {
+    j[mixtral ? "num_local_experts" : "num_experts"] = m.integer(p + "expert_count", std::nullopt);
+    j["num_experts_per_tok"] = m.integer(p + "expert_used_count", std::nullopt);
+    if (arch == "qwen3moe" || arch == "qwen2moe") {
+      j["moe_intermediate_size"] = m.integer(p + "expert_feed_forward_length", std::nullopt);
+      j["norm_topk_prob"] = arch == "qwen3moe";
+      if (arch == "qwen2moe") {
+        j["shared_expert_intermediate_size"] =
+            m.integer(p + "expert_shared_feed_forward_length", std::nullopt);
+        j["mlp_only_layers"] = json::array();
+        j["use_sliding_window"] = false;
+      }
+    } else {
+      if (m.file.find(p + "expert_feed_forward_length"))
+        throw m.fail(p + "expert_feed_forward_length",
+                     fmt::format("not read for {} (its experts are feed_forward_length wide)",
+                                 mixtral ? "a Mixtral" : "an OLMoE"));
+      if (mixtral) j["sliding_window"] = nullptr;
+      if (arch == "olmoe") j["norm_topk_prob"] = false;
+    }
+  }
+
+  // Gemma 2's and 3's keys, as llama.cpp reads them where the converter writes none: the score scale
+  // 1/sqrt(query_pre_attn_scalar) with query_pre_attn_scalar = head_dim, but hidden / heads for the 27B
+  // models (46 layers: Gemma 2, 62: Gemma 3), as their configs say it; the sliding-window layers every layer
+  // but each pattern-th (attention.sliding_window_pattern; 2 for Gemma 2, 6 for Gemma 3) with the window
+  // (Gemma 2: 4096 without the key; Gemma 3: no window layers without it); the soft-capping of scores (Gemma
+  // 2: 50 without the key) and of the logits (Gemma 2: 30; Gemma 3: none); Gemma 3's local rotary base
+  // (rope.freq_base_swa, 10000).
+  void gemma_sandwich(json& j) const {
+    const bool gemma2 = arch == "gemma2";
+    const int64_t layers = m.integer(p + "block_count", std::nullopt);
+    j["query_pre_attn_scalar"] = layers == (gemma2 ? 46 : 62) ? hidden / heads : head_dim;
+    const int64_t window = m.integer(p + "attention.sliding_window", gemma2 ? 4096 : 0, 0);
+    j["sliding_window"] = window > 0 ? json(window) : json(nullptr);
+    if (window > 0)
+      j["sliding_window_pattern"] = m.integer(p + "attention.sliding_window_pattern", gemma2 ? 2 : 6);
+    else
+      j["layer_types"] = std::vector<std::string>(static_cast<size_t>(layers), "full_attention");
+    if (gemma2) {
+      j["attn_logit_softcapping"] = m.number(p + "attn_logit_softcapping", 50.0);
+      j["final_logit_softcapping"] = m.number(p + "final_logit_softcapping", 30.0);
+    } else {
+      j["final_logit_softcapping"] = m.file.find(p + "final_logit_softcapping")
+                                         ? json(m.number(p + "final_logit_softcapping", 0.0))
+                                         : json(nullptr);
+      j["rope_local_base_freq"] = m.number(p + "rope.freq_base_swa", 10000.0);
+    }
+  }
+
+  // LlamaConfig's names, and each Llama-family row's own keys
+  void llama(json& j, bool moe_layers, bool mixtral) const {
+    sizes(j, "hidden_size", "num_hidden_layers", "num_attention_heads", "max_position_embeddings",
+          "intermediate_size");
+    j["num_key_value_heads"] = m.integer(p + "attention.head_count_kv", heads);
+    j["head_dim"] = head_dim;
+    j["rms_norm_eps"] = m.number(p + "attention.layer_norm_rms_epsilon", std::nullopt);
+    llama_rope(j);
+    if (row.sandwich)
+      gemma_sandwich(j);
+    else
+      j["hidden_act"] = row.norm_plus_one ? "gelu_pytorch_tanh" : "silu";  // Gemma's GeGLU
+    j["tie_word_embeddings"] = !has("output.weight");
+    // the rows whose configs default a pad token: the file's, or none
+    if (row.norm_plus_one || row.phi3 || arch == "olmo2" || arch == "olmoe" || arch == "smollm3") {
+      const auto pad = m.maybe_integer("tokenizer.ggml.padding_token_id");
+      j["pad_token_id"] = pad ? json(*pad) : json(nullptr);
+    }
+    if (arch == "qwen2moe") j["qkv_bias"] = has("blk.0.attn_q.bias");
+    if (arch != "qwen2" && arch != "qwen2moe" && !row.phi3) {  // Qwen2's q, k, v biases are the row's own
+      j["attention_bias"] = has("blk.0.attn_q.bias");
+      if (arch == "llama" || arch == "granite" || arch == "smollm3") j["mlp_bias"] = has("blk.0.ffn_up.bias");
+    }
+    if (arch == "granite")  // GraniteConfig's multipliers, 1 where the converter wrote none
+      for (const auto& [key, name] :
+           {std::pair{"attention.scale", "attention_multiplier"},
+            std::pair{"embedding_scale", "embedding_multiplier"},
+            std::pair{"residual_scale", "residual_multiplier"}, std::pair{"logit_scale", "logits_scaling"}})
+        j[name] = m.number(p + key, 1.0);
+    // SmolLM3's layers without positions: every fourth, which llama.cpp takes and the file does not say
+    if (arch == "smollm3") j["no_rope_layer_interval"] = 4;
+    if (moe_layers) moe(j, mixtral);
+  }
+};
+
+// Every "{arch}." key of the file is one the row reads: any other may change the computation.
+void refuse_unread_keys(const Meta& m, const Row& row, const std::string& arch) {
+  const std::string p = arch + ".";
+  std::vector<std::string> read = row.gpt2       ? kGpt2ReadKeys
+                                  : row.neox     ? kNeoxReadKeys
+                                  : row.stablelm ? kStableLmReadKeys
+                                  : row.falcon   ? kFalconReadKeys
+                                                 : kReadKeys;
+  if (row.phi3) read.insert(read.end(), kPhi3ReadKeys.begin(), kPhi3ReadKeys.end());
+  if (arch == "granite") read.insert(read.end(), kGraniteReadKeys.begin(), kGraniteReadKeys.end());
+  if (arch == "gemma2") read.insert(read.end(), kGemma2ReadKeys.begin(), kGemma2ReadKeys.end());
+  if (arch == "gemma3") read.insert(read.end(), kGemma3ReadKeys.begin(), kGemma3ReadKeys.end());
+  for (const auto& [key, value] : m.file.metadata())
+    if (key.rfind(p, 0) == 0 && std::find(read.begin(), read.end(), key.substr(p.size())) == read.end())
+      throw m.fail(
+          key, fmt::format("not read for '{}', and it may change the computation (saccade reads {}.{})", arch,
+                           arch, fmt::join(read, ", " + arch + ".")));
+}
+
+// The tensors that carry a config, in rows that do not read them: Llama 3's rope_freqs.weight outside
+// "llama", Phi-3's rope_factors_long / _short.weight outside "phi3".
+void refuse_unread_config_tensors(const GgufFile& file, const Row& row, const std::string& arch) {
+  const GgufTensorInfo* rope_freqs = file.tensor("rope_freqs.weight");
+  if (rope_freqs && arch != "llama")
+    throw Error(fmt::format("hf::gguf_config: '{}': tensor 'rope_freqs.weight' is not read for '{}'",
+                            file.path(), arch));
+  const GgufTensorInfo *long_factors = file.tensor("rope_factors_long.weight"),
+                       *short_factors = file.tensor("rope_factors_short.weight");
+  if ((long_factors || short_factors) && !row.phi3)
+    throw Error(fmt::format("hf::gguf_config: '{}': tensor '{}' is not read for '{}'", file.path(),
+                            long_factors ? long_factors->name : short_factors->name, arch));
+}
+
 }  // namespace
 
 std::vector<std::string> gguf_architectures() {
@@ -506,26 +750,10 @@ Config gguf_config(const GgufFile& file) {
     throw m.fail("general.architecture",
                  fmt::format("'{}' is not read (saccade reads '{}')", arch, fmt::join(known, "', '")));
   }
+  refuse_unread_keys(m, *row, arch);
+  refuse_unread_config_tensors(file, *row, arch);
   const std::string p = arch + ".";
-  for (const auto& [key, value] : file.metadata()) {
-    if (key.rfind(p, 0) != 0) continue;
-    const std::string rest = key.substr(p.size());
-    std::vector<std::string> read = row->gpt2       ? kGpt2ReadKeys
-                                    : row->neox     ? kNeoxReadKeys
-                                    : row->stablelm ? kStableLmReadKeys
-                                    : row->falcon   ? kFalconReadKeys
-                                                    : kReadKeys;
-    if (row->phi3) read.insert(read.end(), kPhi3ReadKeys.begin(), kPhi3ReadKeys.end());
-    if (arch == "granite") read.insert(read.end(), kGraniteReadKeys.begin(), kGraniteReadKeys.end());
-    if (std::find(read.begin(), read.end(), rest) == read.end())
-      throw m.fail(
-          key, fmt::format("not read for '{}', and it may change the computation (saccade reads {}.{})", arch,
-                           arch, fmt::join(read, ", " + arch + ".")));
-  }
-  const GgufTensorInfo* rope_freqs = file.tensor("rope_freqs.weight");
-  if (rope_freqs && arch != "llama")
-    throw Error(fmt::format("hf::gguf_config: '{}': tensor 'rope_freqs.weight' is not read for '{}'",
-                            file.path(), arch));
+  // the head: its width, and the dims its rotary turns (all of them, but in Phi-3, GPT-NeoX and StableLM)
   const int64_t hidden = m.integer(p + "embedding_length", std::nullopt);
   const int64_t heads = m.integer(p + "attention.head_count", std::nullopt);
   const int64_t head_dim = m.integer(p + "attention.key_length", hidden / std::max<int64_t>(heads, 1));
@@ -539,16 +767,10 @@ Config gguf_config(const GgufFile& file) {
         fmt::format("{} of each head of {} ({})", rope_dims, head_dim,
                     partial_ok ? "need an even count, at most the head's"
                                : "partial rotation is read for 'phi3', 'gptneox' and 'stablelm' only"));
-  const GgufTensorInfo *long_factors = file.tensor("rope_factors_long.weight"),
-                       *short_factors = file.tensor("rope_factors_short.weight");
-  if ((long_factors || short_factors) && !row->phi3)
-    throw Error(fmt::format("hf::gguf_config: '{}': tensor '{}' is not read for '{}'", file.path(),
-                            long_factors ? long_factors->name : short_factors->name, arch));
   const GgufTensorInfo* embed = file.tensor("token_embd.weight");
   if (!embed && !file.find(p + "vocab_size"))
     throw Error(fmt::format(
         "hf::gguf_config: '{}': neither key '{}vocab_size' nor tensor 'token_embd.weight'", file.path(), p));
-  auto has = [&](const char* name) { return file.tensor(name) != nullptr; };
   // experts: a "llama" file with them is a Mixtral's (the converter writes MixtralForCausalLM as "llama");
   // "qwen2moe", "qwen3moe" and "olmoe" need them; the other rows read none; a shared expert is Qwen2-MoE's
   const std::optional<int64_t> experts = m.maybe_integer(p + "expert_count");
@@ -569,119 +791,17 @@ Config gguf_config(const GgufFile& file) {
   if (const auto ft = m.maybe_integer("general.file_type"); ft && (*ft == 0 || *ft == 1 || *ft == 32))
     j["torch_dtype"] = *ft == 0 ? "float32" : *ft == 1 ? "float16" : "bfloat16";
   j["vocab_size"] = m.integer(p + "vocab_size", embed && embed->shape.size() == 2 ? embed->shape[0] : 0);
-  // the sizes every row states, under its config's names: hidden, layers, heads, context, feed-forward width
-  auto sizes = [&](const char* hidden_key, const char* layers_key, const char* heads_key,
-                   const char* context_key, const char* ffn_key) {
-    j[hidden_key] = hidden;
-    j[layers_key] = m.integer(p + "block_count", std::nullopt);
-    j[heads_key] = heads;
-    j[context_key] = m.integer(p + "context_length", std::nullopt);
-    j[ffn_key] = m.integer(p + "feed_forward_length", std::nullopt);
-  };
-  if (row->neox) {  // GPTNeoXConfig's names; Pythia's exact GELU, which the file does not say
-    sizes("hidden_size", "num_hidden_layers", "num_attention_heads", "max_position_embeddings",
-          "intermediate_size");
-    j["layer_norm_eps"] = m.number(p + "attention.layer_norm_epsilon", std::nullopt);
-    j["rotary_pct"] = static_cast<double>(rope_dims) / static_cast<double>(head_dim);
-    j["rotary_emb_base"] = 10000.0;
-    j["use_parallel_residual"] = m.flag(p + "use_parallel_residual", true);
-    j["hidden_act"] = "gelu";
-    j["attention_bias"] = has("blk.0.attn_qkv.bias");
-    j["tie_word_embeddings"] = !has("output.weight");
-  } else if (row->stablelm) {  // StableLmConfig's names; the rope base 10000, which the file does not say
-    sizes("hidden_size", "num_hidden_layers", "num_attention_heads", "max_position_embeddings",
-          "intermediate_size");
-    j["num_key_value_heads"] = m.integer(p + "attention.head_count_kv", heads);
-    j["layer_norm_eps"] = m.number(p + "attention.layer_norm_epsilon", std::nullopt);
-    j["partial_rotary_factor"] = static_cast<double>(rope_dims) / static_cast<double>(head_dim);
-    j["rope_theta"] = 10000.0;
-    j["use_parallel_residual"] = m.flag(p + "use_parallel_residual", true);
-    j["use_qkv_bias"] = has("blk.0.attn_q.bias");
-    j["hidden_act"] = "silu";
-    j["tie_word_embeddings"] = !has("output.weight");
-  } else if (row->falcon) {  // FalconConfig's names; parallel blocks, exact GELU, the rope base 10000
-    if (const std::string layout = m.string(p + "tensor_data_layout"); layout != "jploski")
-      throw m.fail(p + "tensor_data_layout",
-                   fmt::format("'{}' is not read ('jploski': q, k and v as blocks)", layout));
-    const int64_t kv = m.integer(p + "attention.head_count_kv", 1);
-    const bool two_norms = has("blk.0.attn_norm_2.weight");
-    sizes("hidden_size", "num_hidden_layers", "num_attention_heads", "max_position_embeddings",
-          "ffn_hidden_size");
-    // the converter writes 4 hidden whatever ffn_hidden_size is: the up projection's rows say it
-    if (const GgufTensorInfo* up = file.tensor("blk.0.ffn_up.weight"); up && up->shape.size() == 2)
-      j["ffn_hidden_size"] = up->shape[0];
-    j["layer_norm_epsilon"] = m.number(p + "attention.layer_norm_epsilon", std::nullopt);
-    j["new_decoder_architecture"] = two_norms || kv != 1;
-    j["multi_query"] = kv == 1;
-    j["num_kv_heads"] = kv;
-    j["parallel_attn"] = true;
-    j["num_ln_in_parallel_attn"] = two_norms || kv != 1 ? json(two_norms ? 2 : 1) : json(nullptr);
-    j["bias"] = has("blk.0.attn_qkv.bias");
-    j["alibi"] = false;
-    j["activation"] = "gelu";
-    j["tie_word_embeddings"] = !has("output.weight");
-  } else if (row->gpt2) {  // GPT2Config's own names; GPT-2's MLP is gelu_new, which the file does not say
-    sizes("n_embd", "n_layer", "n_head", "n_positions", "n_inner");
-    j["layer_norm_epsilon"] = m.number(p + "attention.layer_norm_epsilon", std::nullopt);
-    j["activation_function"] = "gelu_new";
-  } else {
-    sizes("hidden_size", "num_hidden_layers", "num_attention_heads", "max_position_embeddings",
-          "intermediate_size");
-    j["num_key_value_heads"] = m.integer(p + "attention.head_count_kv", heads);
-    j["head_dim"] = head_dim;
-    j["rms_norm_eps"] = m.number(p + "attention.layer_norm_rms_epsilon", std::nullopt);
-    j["rope_theta"] = m.number(p + "rope.freq_base", 10000.0);
-    const json keys = row->phi3 ? phi3_rope(m, p, j, long_factors, short_factors, rope_dims, head_dim)
-                                : rope_scaling_keys(m, p, j["rope_theta"].get<double>());
-    if (rope_freqs && !keys.is_null())
-      throw m.fail(p + "rope.scaling.type",
-                   "given beside tensor 'rope_freqs.weight' (Llama 3's scaling): two rope scalings");
-    if (rope_freqs)
-      j["rope_scaling"] = llama3_scaling(file, *rope_freqs, head_dim, j["rope_theta"].get<double>());
-    else if (!keys.is_null())
-      j["rope_scaling"] = keys;
-    j["hidden_act"] = row->norm_plus_one ? "gelu_pytorch_tanh" : "silu";  // Gemma's GeGLU
-    j["tie_word_embeddings"] = !has("output.weight");
-    // the rows whose configs default a pad token: the file's, or none
-    if (row->norm_plus_one || row->phi3 || arch == "olmo2" || arch == "olmoe") {
-      const auto pad = m.maybe_integer("tokenizer.ggml.padding_token_id");
-      j["pad_token_id"] = pad ? json(*pad) : json(nullptr);
-    }
-    if (arch == "qwen2moe") j["qkv_bias"] = has("blk.0.attn_q.bias");
-    if (arch != "qwen2" && arch != "qwen2moe" && !row->phi3) {  // Qwen2's q, k, v biases are the row's own
-      j["attention_bias"] = has("blk.0.attn_q.bias");
-      if (arch == "llama" || arch == "granite") j["mlp_bias"] = has("blk.0.ffn_up.bias");
-    }
-    if (arch == "granite")  // GraniteConfig's multipliers, 1 where the converter wrote none
-      for (const auto& [key, name] :
-           {std::pair{"attention.scale", "attention_multiplier"},
-            std::pair{"embedding_scale", "embedding_multiplier"},
-            std::pair{"residual_scale", "residual_multiplier"}, std::pair{"logit_scale", "logits_scaling"}})
-        j[name] = m.number(p + key, 1.0);
-    if (experts || moe_row) {
-      // top-k weights as llama.cpp's graphs take them: renormalised for Mixtral (always) and qwen3moe
-      // (Qwen3-MoE's published configs say norm_topk_prob true), not for olmoe (OlmoeConfig's default)
-      j[mixtral ? "num_local_experts" : "num_experts"] = m.integer(p + "expert_count", std::nullopt);
-      j["num_experts_per_tok"] = m.integer(p + "expert_used_count", std::nullopt);
-      if (arch == "qwen3moe" || arch == "qwen2moe") {  // Qwen2-MoE's graph: not renormalised, a shared expert
-        j["moe_intermediate_size"] = m.integer(p + "expert_feed_forward_length", std::nullopt);
-        j["norm_topk_prob"] = arch == "qwen3moe";
-        if (arch == "qwen2moe") {
-          j["shared_expert_intermediate_size"] =
-              m.integer(p + "expert_shared_feed_forward_length", std::nullopt);
-          j["mlp_only_layers"] = json::array();
-          j["use_sliding_window"] = false;
-        }
-      } else {
-        if (file.find(p + "expert_feed_forward_length"))
-          throw m.fail(p + "expert_feed_forward_length",
-                       fmt::format("not read for {} (its experts are feed_forward_length wide)",
-                                   mixtral ? "a Mixtral" : "an OLMoE"));
-        if (mixtral) j["sliding_window"] = nullptr;
-        if (arch == "olmoe") j["norm_topk_prob"] = false;
-      }
-    }
-  }
+  const RowKeys keys{m, *row, arch, p, hidden, heads, head_dim, rope_dims};
+  if (row->neox)
+    keys.neox(j);
+  else if (row->stablelm)
+    keys.stablelm(j);
+  else if (row->falcon)
+    keys.falcon(j);
+  else if (row->gpt2)
+    keys.gpt2(j);
+  else
+    keys.llama(j, experts || moe_row, mixtral);
   for (const char* id : {"bos_token_id", "eos_token_id"})
     if (auto v = m.maybe_integer(std::string("tokenizer.ggml.") + id)) j[id] = *v;
   return parse_config(j.dump(), file.path() + " (its metadata, read as a config.json)");

@@ -35,43 +35,51 @@ std::vector<std::string> gguf_architectures();
 /// shared expert, required; biases on q, k and v; norm_topk_prob false), "olmoe" (OLMoE: expert_count and
 /// expert_used_count, full-width q and k norms, norm_topk_prob false as llama.cpp's olmoe graph; the
 /// converter writes rms eps 1e-5 over the config's), "gemma" (GemmaForCausalLM: its norms stored as 1 + w,
-/// read back to w; GeGLU; no rope key: 10000) or "phi3" (Phi3ForCausalLM: fused attn_qkv and ffn_up kept as
+/// read back to w; GeGLU; no rope key: 10000), "gemma2" and "gemma3" (Gemma2ForCausalLM, Gemma3ForCausalLM's
+/// text model: gemma's norms, four a block (ffn_norm the pre-feedforward one), attn_logit_softcapping
+/// (gemma2; 50) and final_logit_softcapping (gemma2: 30; gemma3: none), attention.sliding_window (gemma2:
+/// 4096; gemma3: no window layers without it), gemma3's rope.freq_base_swa (10000) for its window layers;
+/// what the converter does not write is taken as llama.cpp takes it: the window layers every layer but each
+/// attention.sliding_window_pattern-th (2 for gemma2, 6 for gemma3), query_pre_attn_scalar head_dim but
+/// hidden / heads for the 27B models (46 layers: gemma2; 62: gemma3) as their configs say) or "phi3"
+/// (Phi3ForCausalLM: fused attn_qkv and ffn_up kept as
 /// qkv_proj and gate_up_proj; rope.dimension_count below the head's width as partial_rotary_factor;
 /// attention.sliding_window, 0 for none; with tensors rope_factors_long and rope_factors_short.weight,
 /// LongRoPE over rope.scaling.original_context_length, rope.scaling.attn_factor its attention factor),
 /// "olmo2" (Olmo2ForCausalLM: post_attention_norm and post_ffw_norm after the sublayers, full-width q and k
 /// norms) or "granite" (GraniteForCausalLM: q and k rows permuted as llama's; attention.scale,
-/// embedding_scale, residual_scale and logit_scale as its multipliers, 1 when absent), "gptneox"
-/// (GPTNeoXForCausalLM: its own keys, block_count, context_length, embedding_length, feed_forward_length,
-/// attention.head_count, attention.layer_norm_epsilon, rope.dimension_count as rotary_pct,
-/// use_parallel_residual (true), the rope base 10000 and exact GELU, which the file does not state;
-/// attn_qkv's q, k, v blocks read back head by head), "stablelm" (StableLmForCausalLM: gptneox's keys with
-/// attention.head_count_kv, Llama's names, q/k/v biases as use_qkv_bias, the rope base 10000) or "falcon"
-/// (FalconForCausalLM: tensor_data_layout "jploski", q, k and v as blocks read back group by group;
-/// head_count_kv 1 with one norm a block is Falcon 7B's layout, else new_decoder_architecture, with two norms
-/// where attn_norm_2 (ln_attn; attn_norm is then ln_mlp) is there; ffn_hidden_size from ffn_up's rows, as the
-/// converter writes 4 hidden and context_length 2048 whatever the config says); for gemma,
-/// phi3, olmo2 and olmoe, whose configs default one, pad_token_id is tokenizer.ggml.padding_token_id or none:
-/// {arch}.block_count, embedding_length, feed_forward_length, attention.head_count and context_length
-/// (required), attention.head_count_kv (default: head_count), attention.key_length and value_length (default:
-/// embedding_length / head_count; equal), rope.dimension_count (= the head's width but for phi3),
-/// rope.freq_base (10000), rope.scaling.* as convert_hf_to_gguf.py writes a "linear" or "yarn" rope_type
-/// (type, factor; yarn's original_context_length, yarn_attn_factor, yarn_beta_fast, yarn_beta_slow; a factor
-/// with no type is linear, as llama.cpp reads it), attention.layer_norm_rms_epsilon (required), vocab_size
-/// (default: the rows of token_embd.weight); biases where blk.0's tensors have them; tied without
-/// "output.weight"; bos / eos from tokenizer.ggml.bos_token_id / eos_token_id; torch_dtype from
-/// general.file_type (0 float32, 1 float16, 32 bfloat16; other types: empty); and "gpt2" (GPT2LMHeadModel's
-/// row: block_count, embedding_length, attention.head_count, context_length, feed_forward_length (n_inner),
-/// attention.layer_norm_epsilon, all required; gelu_new, which GPT-2 files do not state, tied). Checked as
-/// load_config checks a config.json. Throws saccade::Error naming "hf::gguf_config", the file and the key
-/// for: an architecture not read (listing those that are), a missing or mistyped key, any other "{arch}." key
-/// (a sliding window, experts, YaRN's yarn_ext_factor: each changes the computation), a rope scaling type
-/// other than none, linear and yarn (longrope), a rope scaling beside rope_freqs.weight, and a
-/// "rope_freqs.weight" tensor in a file of another row than "llama" or whose factors are not Llama 3's. A
-/// "llama" file's rope_freqs.weight (Llama 3.1 / 3.2's rope scaling as the converter writes it, one factor a
-/// frequency, and no key) is read back into rope_type "llama3": factor the largest, low_freq_factor 1 and
-/// high_freq_factor 4 (every Llama 3.x model's), the original context the power of two that gives the factors
-/// (8192 tried first), checked factor by factor.
+/// embedding_scale, residual_scale and logit_scale as its multipliers, 1 when absent), "smollm3"
+/// (SmolLM3ForCausalLM: llama's keys, q and k rows permuted; every fourth layer without positions, as
+/// llama.cpp takes it: the file does not say), "gptneox" (GPTNeoXForCausalLM: its own keys, block_count,
+/// context_length, embedding_length, feed_forward_length, attention.head_count, attention.layer_norm_epsilon,
+/// rope.dimension_count as rotary_pct, use_parallel_residual (true), the rope base 10000 and exact GELU,
+/// which the file does not state; attn_qkv's q, k, v blocks read back head by head), "stablelm"
+/// (StableLmForCausalLM: gptneox's keys with attention.head_count_kv, Llama's names, q/k/v biases as
+/// use_qkv_bias, the rope base 10000) or "falcon" (FalconForCausalLM: tensor_data_layout "jploski", q, k and
+/// v as blocks read back group by group; head_count_kv 1 with one norm a block is Falcon 7B's layout, else
+/// new_decoder_architecture, with two norms where attn_norm_2 (ln_attn; attn_norm is then ln_mlp) is there;
+/// ffn_hidden_size from ffn_up's rows, as the converter writes 4 hidden and context_length 2048 whatever the
+/// config says); for the gemmas, phi3, olmo2, olmoe and smollm3, whose configs default one, pad_token_id is
+/// tokenizer.ggml.padding_token_id or none: {arch}.block_count, embedding_length, feed_forward_length,
+/// attention.head_count and context_length (required), attention.head_count_kv (default: head_count),
+/// attention.key_length and value_length (default: embedding_length / head_count; equal),
+/// rope.dimension_count (= the head's width but for phi3), rope.freq_base (10000), rope.scaling.* as
+/// convert_hf_to_gguf.py writes a "linear" or "yarn" rope_type (type, factor; yarn's original_context_length,
+/// yarn_attn_factor, yarn_beta_fast, yarn_beta_slow; a factor with no type is linear, as llama.cpp reads it),
+/// attention.layer_norm_rms_epsilon (required), vocab_size (default: the rows of token_embd.weight); biases
+/// where blk.0's tensors have them; tied without "output.weight"; bos / eos from tokenizer.ggml.bos_token_id
+/// / eos_token_id; torch_dtype from general.file_type (0 float32, 1 float16, 32 bfloat16; other types:
+/// empty); and "gpt2" (GPT2LMHeadModel's row: block_count, embedding_length, attention.head_count,
+/// context_length, feed_forward_length (n_inner), attention.layer_norm_epsilon, all required; gelu_new, which
+/// GPT-2 files do not state, tied). Checked as load_config checks a config.json. Throws saccade::Error naming
+/// "hf::gguf_config", the file and the key for: an architecture not read (listing those that are), a missing
+/// or mistyped key, any other "{arch}." key (a sliding window, experts, YaRN's yarn_ext_factor: each changes
+/// the computation), a rope scaling type other than none, linear and yarn (longrope), a rope scaling beside
+/// rope_freqs.weight, and a "rope_freqs.weight" tensor in a file of another row than "llama" or whose factors
+/// are not Llama 3's. A "llama" file's rope_freqs.weight (Llama 3.1 / 3.2's rope scaling as the converter
+/// writes it, one factor a frequency, and no key) is read back into rope_type "llama3": factor the largest,
+/// low_freq_factor 1 and high_freq_factor 4 (every Llama 3.x model's), the original context the power of two
+/// that gives the factors (8192 tried first), checked factor by factor.
 Config gguf_config(const GgufFile& file);
 
 /// The tensors of a GGUF file under the Hugging Face names of `config`'s row (llama_name_table's names, or

@@ -7,7 +7,9 @@
 #include <fmt/format.h>
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -125,12 +127,13 @@ std::string parse_error(const std::string& bytes) {
 }
 
 // The metadata of a small Llama (hidden 8, 2 heads of 4, 1 key/value head, 2 layers, vocab 5) and its
-// tensors, for gguf_config's and GgufWeights' checks; `extra` adds keys.
+// tensors, for gguf_config's and GgufWeights' checks: `key` set to `value` among the sizes, the norms'
+// epsilon `eps`, the rotary base `theta`.
 GgufBuilder small_llama(const std::string& arch = "llama", const std::string& key = "", uint32_t value = 0,
-                        float eps = 1e-6f) {
+                        float eps = 1e-6f, float theta = 500.0f) {
   GgufBuilder g;
   g.text("general.architecture", arch)
-      .f32(arch + ".rope.freq_base", 500.0f)
+      .f32(arch + ".rope.freq_base", theta)
       .f32(arch + ".attention.layer_norm_rms_epsilon", eps);
   const std::pair<const char*, uint32_t> ints[] = {
       {"block_count", 2},          {"context_length", 16},
@@ -327,11 +330,12 @@ TEST_CASE("GGUF metadata: the rows' keys as a config.json, and what changes the 
     CHECK(q.qkv_bias == (std::string(arch) == "qwen2"));
     CHECK(q.qk_norm == (std::string(arch) == "qwen3"));
   }
-  CHECK_THAT(config_error(GgufBuilder().text("general.architecture", "bloom")),
-             Catch::Contains(
-                 "key 'general.architecture': 'bloom' is not read (saccade reads 'llama', 'qwen2', "
-                 "'qwen3', 'qwen3moe', 'olmoe', 'qwen2moe', 'olmo2', 'granite', 'gemma', 'phi3', 'gptneox', "
-                 "'stablelm', 'falcon', 'gpt2')"));
+  CHECK_THAT(
+      config_error(GgufBuilder().text("general.architecture", "bloom")),
+      Catch::Contains(
+          "key 'general.architecture': 'bloom' is not read (saccade reads 'llama', 'qwen2', "
+          "'qwen3', 'qwen3moe', 'olmoe', 'qwen2moe', 'olmo2', 'granite', 'smollm3', 'gemma', 'gemma2', "
+          "'gemma3', 'phi3', 'gptneox', 'stablelm', 'falcon', 'gpt2')"));
   CHECK_THAT(config_error(small_llama("gpt2")),
              Catch::Contains("key 'gpt2.rope.freq_base': not read for 'gpt2'"));
   // rope scaling keys as the converter writes a "linear" or "yarn" rope_type; a factor alone is linear (as
@@ -386,6 +390,16 @@ TEST_CASE("GGUF metadata: the rows' keys as a config.json, and what changes the 
   const float tiny = 1e-45f;
   CHECK(config_of(small_llama("llama", "", 0, tiny)).norm_eps ==
         Approx(1e-45));  // the float 1.4013e-45's shortest decimal
+  // a rotary base at or below 1 (whose frequencies would not fall) is refused here, naming the file, not
+  // later by the model's RotaryEmbedding (found by the fuzzer: regressions/gguf/rope_base_subnormal)
+  for (const float theta : {tiny, 1.0f, 0.5f})
+    CHECK_THAT(config_error(small_llama("llama", "", 0, 1e-6f, theta)),
+               Catch::Contains("t.gguf") && Catch::Contains("key 'llama.rope.freq_base'") &&
+                   Catch::Contains("is not a finite rotary base above 1"));
+  // an infinite float (which a config.json cannot say) is refused, not written into the config as null
+  CHECK_THAT(
+      config_error(small_llama().f32("llama.rope.scaling.factor", std::numeric_limits<float>::infinity())),
+      Catch::Contains("key 'llama.rope.scaling.factor': inf is not a finite positive number"));
   CHECK_THAT(config_error(small_llama("llama", "rope.dimension_count", 2)),
              Catch::Contains("partial rotation is read for 'phi3', 'gptneox' and 'stablelm' only"));
   // rope_freqs.weight: Llama 3's scaling (factor 3 for the slow frequency: an original context of 32 to 128
@@ -833,3 +847,93 @@ TEST_CASE("GGUF vocabularies: what is not read is refused by name", "[hf][gguf]"
 }
 
 #endif  // SACCADE_HAVE_HF
+
+TEST_CASE(
+    "GGUF Gemma 2 and Gemma 3 rows: the folder's model, with the score scale and window pattern llama.cpp "
+    "takes where the file says none",
+    "[hf][gguf]") {
+  // tests/data/gguf/gemma2_f32.gguf, gemma3_f32.gguf: hf_gemma2 and hf_gemma3_text as Gemma2Model and
+  // Gemma3Model write them (four norms a block stored as 1 + w; the soft-caps, the window, Gemma 3's two
+  // rope bases and linear scaling). The files hold no query_pre_attn_scalar (the folders' 32; llama.cpp takes
+  // head_dim, 16), no layer pattern (hf_gemma3_text's [sliding, sliding, full]; llama.cpp takes every layer
+  // but each sixth), and no pad id without a tokenizer.
+  const std::pair<const char*, const char*> rows[] = {{"gemma2_f32.gguf", "hf_gemma2"},
+                                                      {"gemma3_f32.gguf", "hf_gemma3_text"}};
+  for (const auto& [file_name, folder] : rows) {
+    CAPTURE(file_name);
+    const hf::GgufFile file(gguf_data(file_name));
+    const hf::Config c = hf::gguf_config(file);
+    // the file's config is the folder's but for what the file cannot say (and, without a tokenizer, the
+    // special ids)
+    std::string text = file_bytes(hf_data(folder) + "/config.json");
+    for (const auto& [from, to] :
+         {std::pair{R"("query_pre_attn_scalar": 32)", R"("query_pre_attn_scalar": 16)"},
+          std::pair{R"("pad_token_id": 0)", R"("pad_token_id": null)"},
+          std::pair{R"("bos_token_id": 2)", R"("bos_token_id": null)"},
+          std::pair{R"("eos_token_id": 1)", R"("eos_token_id": null)"}})
+      text = saccade::testing::replaced(text, from, to);
+    if (std::string(folder) == "hf_gemma3_text")
+      text = saccade::testing::replaced(text, R"("full_attention"
+  ],)",
+                                        R"("sliding_attention"
+  ],)");
+    CHECK(hf::config_json(c) == hf::config_json(hf::parse_config(text)));
+    // the folder's weights under the file's config: the file's logits
+    const nn::Safetensors want = nn::load_safetensors(hf_data(std::string(folder) + "_expected.safetensors"));
+    const Tensor& ids = want.tensors.at("ids");
+    auto from_file = hf::load_llama_gguf(file, c, /*keep_q8_0=*/false, /*strict=*/true);
+    auto from_folder = hf::load_llama(hf_data(folder), c, /*strict=*/true);
+    CHECK(allclose(logits_of(*from_file, ids), logits_of(*from_folder, ids), 1e-5, 1e-5));
+    // and under the folder's own config, transformers' logits: only the scale and pattern differ
+    auto as_saved = hf::load_llama(hf_data(folder), hf::load_config(hf_data(folder) + "/config.json"), true);
+    CHECK(allclose(logits_of(*as_saved, ids), want.tensors.at("logits"), 1e-5, 1e-5));
+  }
+  // llama.cpp's score scale: head_dim, but hidden / heads for the 27B models (Gemma 2: 46 layers, Gemma 3:
+  // 62); here heads of 4 in a width of 16 over 2 heads: head_dim 4, hidden / heads 8
+  auto scale = [](const std::string& arch, uint32_t layers) {
+    GgufBuilder g;
+    g.text("general.architecture", arch).f32(arch + ".attention.layer_norm_rms_epsilon", 1e-6f);
+    const std::pair<const char*, uint32_t> ints[] = {
+        {"block_count", layers},     {"context_length", 16},        {"embedding_length", 16},
+        {"feed_forward_length", 12}, {"attention.head_count", 2},   {"attention.head_count_kv", 1},
+        {"attention.key_length", 4}, {"attention.value_length", 4}, {"vocab_size", 5}};
+    for (const auto& [k, v] : ints) g.u32(arch + "." + k, v);
+    return config_of(g).attention_multiplier;
+  };
+  CHECK(scale("gemma2", 2) == Approx(1 / std::sqrt(4.0)));
+  CHECK(scale("gemma2", 46) == Approx(1 / std::sqrt(8.0)));
+  CHECK(scale("gemma3", 62) == Approx(1 / std::sqrt(8.0)));
+  CHECK(scale("gemma3", 46) == Approx(1 / std::sqrt(4.0)));
+  // the window layers: every layer but each pattern-th (2 for Gemma 2 and 6 for Gemma 3 unless the key says);
+  // a Gemma 3 without a window has none
+  const std::string s = "sliding_attention", f = "full_attention";
+  CHECK(config_of(small_llama("gemma2", "block_count", 3)).layer_types == std::vector<std::string>{s, f, s});
+  CHECK(config_of(small_llama("gemma2", "block_count", 3)).sliding_window == 4096);
+  CHECK(config_of(small_llama("gemma3", "block_count", 7).u32("gemma3.attention.sliding_window", 5))
+            .layer_types == std::vector<std::string>{s, s, s, s, s, f, s});
+  CHECK(config_of(small_llama("gemma3", "block_count", 4)
+                      .u32("gemma3.attention.sliding_window", 5)
+                      .u32("gemma3.attention.sliding_window_pattern", 2))
+            .layer_types == std::vector<std::string>{s, f, s, f});
+  const hf::Config none = config_of(small_llama("gemma3", "block_count", 2));
+  CHECK((none.layer_types == std::vector<std::string>{f, f} && none.sliding_window == 0));
+  // keys of the other row are refused: Gemma 3 has no attention soft-cap, Gemma 2 one rope base
+  CHECK_THAT(config_error(small_llama("gemma3").f32("gemma3.attn_logit_softcapping", 50)),
+             Catch::Contains("key 'gemma3.attn_logit_softcapping': not read for 'gemma3'"));
+  CHECK_THAT(config_error(small_llama("gemma2").f32("gemma2.rope.freq_base_swa", 10000)),
+             Catch::Contains("key 'gemma2.rope.freq_base_swa': not read for 'gemma2'"));
+}
+
+TEST_CASE(
+    "GGUF SmolLM3 row: transformers' logits, every fourth layer without positions as llama.cpp takes it",
+    "[hf][gguf]") {
+  // tests/data/gguf/smollm3_f32.gguf: hf_smollm3 (no_rope_layers [1, 1, 1, 0]) as SmolLM3Model writes it,
+  // LlamaModel's keys and permuted q and k, no key for the layers without positions
+  const nn::Safetensors want = nn::load_safetensors(hf_data("hf_smollm3_expected.safetensors"));
+  auto model = hf::load_llama_gguf(gguf_data("smollm3_f32.gguf"));
+  CHECK(model->config().model_type == "smollm3");
+  CHECK(hf::gguf_config(hf::GgufFile(gguf_data("smollm3_f32.gguf"))).no_rope_layers ==
+        std::vector<int64_t>{1, 1, 1, 0});
+  CHECK(allclose(logits_of(*model, want.tensors.at("ids")), want.tensors.at("logits"), 1e-5, 1e-5));
+  saccade::testing::check_greedy(*model, want);
+}
