@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <set>
 #include <tuple>
 
@@ -945,7 +946,8 @@ void GgufWeights::read_into(const std::string& name, const Tensor& dst) const {
 
 Q8_0Matrix GgufWeights::q8_0(const std::string& name) const {
   const Entry& e = entry(name);
-  if (e.info->type != static_cast<uint32_t>(GgufType::Q8_0) || e.info->shape.size() != 2 || e.transposed)
+  if (e.info->type != static_cast<uint32_t>(GgufType::Q8_0) || e.info->shape.size() != 2 || e.transposed ||
+      e.qkv_heads > 0)
     return {};
   Q8_0Matrix m = file_.q8_0(*e.info);
   if (e.permuted_heads == 0) return m;
@@ -955,6 +957,33 @@ Q8_0Matrix GgufWeights::q8_0(const std::string& name) const {
                  static_cast<size_t>(m.blocks_per_row()) * sizeof(BlockQ8_0), e.permuted_heads);
   m.blocks = std::move(blocks);
   return m;
+}
+
+std::vector<Q8_0Matrix> GgufWeights::q8_0_parts(const std::string& name,
+                                                const std::vector<int64_t>& rows) const {
+  const Entry& e = entry(name);
+  if (e.info->type != static_cast<uint32_t>(GgufType::Q8_0) || e.info->shape.size() != 2 || e.transposed ||
+      e.permuted_heads > 0)
+    return {};
+  const Q8_0Matrix whole = file_.q8_0(*e.info);  // the file's rows: q, k, v (gate, up) blocks
+  int64_t total = 0;
+  for (const int64_t r : rows) total += r;
+  SACCADE_CHECK(total == whole.rows && std::all_of(rows.begin(), rows.end(), [](int64_t r) { return r > 0; }),
+                "hf::GgufWeights::q8_0_parts: '{}': tensor '{}' has {} rows, not the parts' {}", file_.path(),
+                name, whole.rows, fmt::join(rows, " + "));
+  std::vector<Q8_0Matrix> parts;
+  const auto per_row = static_cast<size_t>(whole.blocks_per_row());
+  size_t at = 0;
+  for (const int64_t r : rows) {
+    const size_t n = static_cast<size_t>(r) * per_row;
+    parts.push_back({.rows = r,
+                     .cols = whole.cols,
+                     .blocks = std::make_shared<const std::vector<BlockQ8_0>>(
+                         whole.blocks->begin() + static_cast<std::ptrdiff_t>(at),
+                         whole.blocks->begin() + static_cast<std::ptrdiff_t>(at + n))});
+    at += n;
+  }
+  return parts;
 }
 
 // ---- the tokenizer ----
@@ -1185,10 +1214,25 @@ std::shared_ptr<nn::LlamaForCausalLM> load_llama_gguf(const GgufFile& file, cons
   if (keep_q8_0) {
     // (a Linear under another name on disk, Mixtral's router, is F32 there: the converter never quantizes
     // one)
-    for (auto& [name, linear] : nn::named_linears(*model))
+    std::map<std::string, nn::Linear*> linears;
+    for (auto& [name, linear] : nn::named_linears(*model)) {
+      linears[name + ".weight"] = linear;
       if (weights.contains(name + ".weight"))
         if (Q8_0Matrix q = weights.q8_0(name + ".weight"); q.defined()) linear->weight_q8_0 = std::move(q);
+    }
     if (!model->lm_head) model->output_q8_0 = weights.q8_0("model.embed_tokens.weight");
+    // a fused tensor (Phi-3's, GPT-NeoX's, Falcon's) cut into its Linears' rows, in the order the file holds
+    for (const NameRule& rule : llama_name_table(*model)) {
+      if (rule.ours.size() < 2 || rule.index >= 0 || !weights.contains(rule.hf)) continue;
+      std::vector<nn::Linear*> parts;
+      std::vector<int64_t> rows;
+      for (const std::string& name : rule.ours)
+        if (const auto it = linears.find(name); it != linears.end())
+          parts.push_back(it->second), rows.push_back(it->second->out_features());
+      if (parts.size() != rule.ours.size()) continue;  // (a fused bias: no Linear weight)
+      std::vector<Q8_0Matrix> q = weights.q8_0_parts(rule.hf, rows);
+      for (size_t i = 0; i < q.size(); ++i) parts[i]->weight_q8_0 = std::move(q[i]);
+    }
   }
   return model;
 }

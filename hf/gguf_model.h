@@ -105,9 +105,15 @@ class GgufWeights : public TensorSource {
   void read_into(const std::string& name, const Tensor& dst) const override;
   const std::string& dir() const override { return file_.path(); }
   /// The Q8_0 blocks of `name` in the Hugging Face row order, as they are in the file; undefined when the
-  /// tensor is not Q8_0 or is transposed here (GPT-2's Conv1D weights). Throws as shape() for a name the file
-  /// lacks.
+  /// tensor is not Q8_0, is transposed here (GPT-2's Conv1D weights) or holds its rows in another order here
+  /// (GPT-NeoX's and Falcon's query_key_value: q8_0_parts). Throws as shape() for a name the file lacks.
   Q8_0Matrix q8_0(const std::string& name) const;
+  /// A fused tensor's Q8_0 blocks (Phi-3's qkv_proj and gate_up_proj, GPT-NeoX's and Falcon's
+  /// query_key_value) cut into the matrices it fuses, as the file holds them, one after another: q, k and v
+  /// (gate and up) of rows[i] rows each; empty when the tensor is not Q8_0. Throws saccade::Error naming
+  /// "hf::GgufWeights::q8_0_parts" when the rows do not add up to the tensor's, and as shape() for a name the
+  /// file lacks.
+  std::vector<Q8_0Matrix> q8_0_parts(const std::string& name, const std::vector<int64_t>& rows) const;
 
  private:
   struct Entry {
@@ -144,9 +150,10 @@ std::unique_ptr<Tokenizer> gguf_tokenizer(const GgufFile& file);
 /// Loads the GGUF file `path` (gguf_config's Llama-family rows; GPT-2 files: examples/gpt's
 /// load_gguf_gpt2) into a new float32 nn::LlamaForCausalLM in eval mode, as
 /// load_llama loads a folder. With `keep_q8_0`, each Linear whose tensor is Q8_0 in the file (the tied
-/// output's too) multiplies by those blocks as they are (Linear::weight_q8_0: inference only; the float32
-/// weight holds their dequantized values); without, the model holds the dequantized weights only (to
-/// train). Throws what GgufFile, gguf_config and load_weights throw; nothing is half-loaded.
+/// output's too; each Linear of a fused tensor, Phi-3's, GPT-NeoX's and Falcon's, its rows of it) multiplies
+/// by those blocks as they are (Linear::weight_q8_0: inference only; the float32 weight holds their
+/// dequantized values); without, the model holds the dequantized weights only (to train). Throws what
+/// GgufFile, gguf_config and load_weights throw; nothing is half-loaded.
 std::shared_ptr<nn::LlamaForCausalLM> load_llama_gguf(const std::string& path, bool keep_q8_0 = true,
                                                       bool strict = true, LoadReport* report = nullptr);
 /// As above, from the file already open (as gguf_config and gguf_tokenizer read it).

@@ -772,6 +772,63 @@ TEST_CASE("GGUF Q8_0: the file's blocks are kept as they are, and are ops::quant
   CHECK(allclose(plain, f32, 0, 0.05 * range));
 }
 
+TEST_CASE(
+    "GGUF Q8_0 fused tensors (Phi-3's qkv and gate_up, Falcon's query_key_value) kept, each Linear its rows: "
+    "ops::quantize_q8_0's blocks of the folder's weights",
+    "[hf][gguf]") {
+  const std::pair<const char*, const char*> files[] = {{"phi3_longrope_q8_0.gguf", "hf_phi3_longrope"},
+                                                       {"falcon_40b_q8_0.gguf", "hf_falcon_40b"}};
+  for (const auto& [file_name, folder_name] : files) {
+    CAPTURE(file_name);
+    auto kept = hf::load_llama_gguf(gguf_data(file_name), /*keep_q8_0=*/true);
+    auto folder = hf::load_llama(hf_data(folder_name));
+    const auto folder_linears = nn::named_linears(*folder);
+    const bool phi3 = std::string(folder_name) == "hf_phi3_longrope";
+    int64_t fused = 0;
+    for (const auto& [name, linear] : nn::named_linears(*kept)) {
+      CAPTURE(name);
+      const bool part = name.ends_with("q_proj") || name.ends_with("k_proj") || name.ends_with("v_proj") ||
+                        (phi3 && (name.ends_with("gate_proj") || name.ends_with("up_proj")));
+      if (!part) continue;
+      ++fused;
+      REQUIRE(linear->weight_q8_0.defined());
+      const std::string want_name = name;  // (clang 14 captures no structured binding)
+      const auto it = std::find_if(folder_linears.begin(), folder_linears.end(),
+                                   [&](const auto& e) { return e.first == want_name; });
+      REQUIRE(it != folder_linears.end());
+      const Q8_0Matrix want = ops::quantize_q8_0(it->second->weight.data());
+      REQUIRE((want.rows == linear->weight_q8_0.rows && want.cols == linear->weight_q8_0.cols));
+      CHECK(std::memcmp(want.blocks->data(), linear->weight_q8_0.blocks->data(),
+                        static_cast<size_t>(want.bytes())) == 0);
+    }
+    CHECK(fused == (phi3 ? 5 : 3) * kept->config().num_hidden_layers);
+    // the kept blocks multiply: the logits of the dequantized model given the same Linears' blocks, to 1e-6
+    auto dequantized = hf::load_llama_gguf(gguf_data(file_name), /*keep_q8_0=*/false);
+    const auto plain_linears = nn::named_linears(*dequantized);
+    for (size_t i = 0; i < plain_linears.size(); ++i)
+      if (nn::named_linears(*kept)[i].second->weight_q8_0.defined())
+        plain_linears[i].second->weight_q8_0 = ops::quantize_q8_0(plain_linears[i].second->weight.data());
+    dequantized->output_q8_0 = kept->output_q8_0;
+    const nn::Safetensors want =
+        nn::load_safetensors(hf_data(std::string(folder_name) + "_expected.safetensors"));
+    const Tensor& ids = want.tensors.at("ids");
+    CHECK(allclose(logits_of(*kept, ids), logits_of(*dequantized, ids), 1e-6, 1e-6));
+  }
+  // a fused tensor's rows that do not add up to its parts' are refused by name
+  const hf::GgufFile file(gguf_data("phi3_longrope_q8_0.gguf"));
+  const hf::GgufWeights weights(file, hf::gguf_config(file));
+  CHECK_THAT(error_of([&] {
+               weights.q8_0_parts("model.layers.0.self_attn.qkv_proj.weight", {16, 8});
+             }),
+             Catch::Contains("hf::GgufWeights::q8_0_parts") && Catch::Contains("not the parts' 16 + 8"));
+  CHECK(weights.q8_0("model.layers.0.self_attn.qkv_proj.weight").defined());  // its rows are Phi-3's order
+  // Falcon's query_key_value is held group by group here, not as the file's q, k, v blocks: no q8_0()
+  const hf::GgufFile falcon(gguf_data("falcon_40b_q8_0.gguf"));
+  CHECK_FALSE(hf::GgufWeights(falcon, hf::gguf_config(falcon))
+                  .q8_0("transformer.h.0.self_attention.query_key_value.weight")
+                  .defined());
+}
+
 TEST_CASE("GGUF vocabularies encode and decode as the folders' tokenizers", "[hf][gguf]") {
   const std::string text = file_bytes(hf_data("hf_eval.txt"));
   for (const auto& [file, folder] : std::vector<std::pair<std::string, std::string>>{
@@ -845,8 +902,6 @@ TEST_CASE("GGUF vocabularies: what is not read is refused by name", "[hf][gguf]"
                            .ints("tokenizer.ggml.token_type", {1})),
              Catch::Contains("1 types for 2 tokens"));
 }
-
-#endif  // SACCADE_HAVE_HF
 
 TEST_CASE(
     "GGUF Gemma 2 and Gemma 3 rows: the folder's model, with the score scale and window pattern llama.cpp "
@@ -937,3 +992,5 @@ TEST_CASE(
   CHECK(allclose(logits_of(*model, want.tensors.at("ids")), want.tensors.at("logits"), 1e-5, 1e-5));
   saccade::testing::check_greedy(*model, want);
 }
+
+#endif  // SACCADE_HAVE_HF
