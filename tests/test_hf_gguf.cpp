@@ -636,15 +636,17 @@ TEST_CASE("GGUF MoE rows: Mixtral (a llama file with experts), Qwen3-MoE, Qwen2-
 }
 
 TEST_CASE(
-    "GGUF Gemma, Phi-3, OLMo 2, Granite and GPT-NeoX rows: transformers' logits (Gemma's norms as 1 + w; "
-    "Phi-3's fused projections, partial rotation, LongRoPE; OLMo 2's post-norms; Granite's multipliers; "
+    "GGUF Gemma, Phi-3, OLMo 2, Granite and GPT-NeoX rows: transformers' logits (Gemma's norms as 1 + w, "
+    "Phi-3's fused projections, partial rotation, LongRoPE, OLMo 2's post-norms, Granite's multipliers, "
     "GPT-NeoX's q, k, v blocks)",
     "[hf][gguf]") {
   // tests/data/gguf/gemma_f32.gguf: hf_gemma as GemmaModel writes it (every norm weight + 1, no rope key)
   const nn::Safetensors ge = nn::load_safetensors(hf_data("hf_gemma_expected.safetensors"));
   auto gemma = hf::load_llama_gguf(gguf_data("gemma_f32.gguf"));
   CHECK(gemma->config().model_type == "gemma");
-  CHECK(allclose(logits_of(*gemma, ge.tensors.at("ids")), ge.tensors.at("logits"), 1e-5, 1e-5));
+  // 2e-5, as the folder's test (tests/test_hf_llama.cpp): an AVX2-only CPU's kernels put these logits 1.5e-5
+  // from transformers'
+  CHECK(allclose(logits_of(*gemma, ge.tensors.at("ids")), ge.tensors.at("logits"), 2e-5, 2e-5));
   saccade::testing::check_greedy(*gemma, ge);
   const nn::StateDict gw = gemma->state_dict(), fw = hf::load_llama(hf_data("hf_gemma"))->state_dict();
   for (const char* norm : {"model.layers.0.input_layernorm.weight", "model.norm.weight"}) {

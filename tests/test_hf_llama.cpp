@@ -212,7 +212,7 @@ TEST_CASE("hf config: rope_type wins over the older type, as transformers reads 
 }
 
 TEST_CASE(
-    "hf Llama: a 'llama' file's sliding_window is ignored, as transformers ignores it; 'mistral' has one",
+    "hf Llama: a 'llama' file's sliding_window is ignored, as transformers ignores it, and 'mistral' has one",
     "[hf]") {
   NoGradGuard no_grad;
   const Tensor& ids = expected().tensors.at("ids");  // 12 positions, past a window of 4
