@@ -65,9 +65,8 @@ struct Reader {
   // A rotary base (rope_theta and its older spellings): the frequencies theta^(-2i/R) fall with i only when
   // theta > 1 (ops::rotary_tables refuses the rest); checked here so that the error names the file.
   double rotary_base(const json& v, const std::string& key) const {
-    const double x = number(v, key);
-    if (!(x > 1) || !std::isfinite(x))
-      throw fail(key, fmt::format("{} is not a finite rotary base above 1", x));
+    const double x = number(v, key);  // finite
+    if (!(x > 1)) throw fail(key, fmt::format("{} is not a finite rotary base above 1", x));
     return x;
   }
   double rotary_base(const std::string& key, double fallback) const {

@@ -595,8 +595,8 @@ struct RowKeys {
   // The Llama family's rotary: the base (above 1, checked before Llama 3's factors are compared with its
   // frequencies) and one scaling, from Llama 3's rope_freqs.weight, Phi-3's factor tensors or the keys.
   void llama_rope(json& j) const {
-    const double theta = m.number(p + "rope.freq_base", 10000.0);
-    if (!(theta > 1) || !std::isfinite(theta))
+    const double theta = m.number(p + "rope.freq_base", 10000.0);  // finite
+    if (!(theta > 1))
       throw m.fail(p + "rope.freq_base", fmt::format("{} is not a finite rotary base above 1", theta));
     j["rope_theta"] = theta;
     const GgufTensorInfo* rope_freqs = m.file.tensor("rope_freqs.weight");
