@@ -148,11 +148,11 @@ bool expert_rows(const std::string& name, const Tensor& t, bool mixtral, std::ve
 // The names of a row whose transformers model renames the Llama's modules (`renames`: our name's piece, the
 // file's, applied in order) and holds q, k and v in one tensor `qkv` ("<layer>.<qkv>.weight" and ".bias"),
 // split into `groups` blocks (NameRule::groups), each block a share of q's rows, then of k's, then of v's.
-std::vector<NameRule> renamed_table(const nn::LlamaForCausalLM& model,
+std::vector<NameRule> renamed_table(const nn::StateDict& dict,
                                     const std::vector<std::pair<std::string, std::string>>& renames,
                                     const std::string& qkv, int64_t groups) {
   std::vector<NameRule> t;
-  for (const auto& entry : model.state_dict()) {
+  for (const auto& entry : dict) {
     const std::string& name = entry.first;
     if (name.find("self_attn.k_proj.") != std::string::npos ||
         name.find("self_attn.v_proj.") != std::string::npos)
@@ -180,8 +180,8 @@ std::vector<NameRule> renamed_table(const nn::LlamaForCausalLM& model,
 // attention.dense and the MLP's dense_h_to_4h and dense_4h_to_h, embed_out for lm_head; q, k and v in one
 // query_key_value, head by head (each head's q, k, v rows: transformers views its output (..., H, 3 head_dim)
 // and chunks).
-std::vector<NameRule> gpt_neox_name_table(const nn::LlamaForCausalLM& model) {
-  return renamed_table(model,
+std::vector<NameRule> gpt_neox_name_table(const nn::LlamaConfig& c, const nn::StateDict& dict) {
+  return renamed_table(dict,
                        {{"model.embed_tokens.", "gpt_neox.embed_in."},
                         {"model.norm.", "gpt_neox.final_layer_norm."},
                         {"self_attn.o_proj.", "attention.dense."},
@@ -189,7 +189,7 @@ std::vector<NameRule> gpt_neox_name_table(const nn::LlamaForCausalLM& model) {
                         {"mlp.down_proj.", "mlp.dense_4h_to_h."},
                         {"model.layers.", "gpt_neox.layers."},
                         {"lm_head.", "embed_out."}},
-                       "attention.query_key_value", model.config().num_attention_heads);
+                       "attention.query_key_value", c.num_attention_heads);
 }
 
 // Falcon's names (FalconForCausalLM): "transformer.h." for "model.layers.", word_embeddings, ln_f,
@@ -198,8 +198,7 @@ std::vector<NameRule> gpt_neox_name_table(const nn::LlamaForCausalLM& model) {
 // key/value head (each group's queries, then its key and value: FalconAttention's view (..., H_kv,
 // H / H_kv + 2, head_dim); with one key/value head, Falcon 7B's [q; k; v], and with one a head, (..., H, 3,
 // head_dim) are that layout too).
-std::vector<NameRule> falcon_name_table(const nn::LlamaForCausalLM& model) {
-  const nn::LlamaConfig& c = model.config();
+std::vector<NameRule> falcon_name_table(const nn::LlamaConfig& c, const nn::StateDict& dict) {
   std::vector<std::pair<std::string, std::string>> renames = {
       {"model.embed_tokens.", "transformer.word_embeddings."},
       {"model.norm.", "transformer.ln_f."},
@@ -211,17 +210,21 @@ std::vector<NameRule> falcon_name_table(const nn::LlamaForCausalLM& model) {
     renames.push_back({"input_layernorm.", "ln_attn."});
     renames.push_back({"post_attention_layernorm.", "ln_mlp."});
   }
-  return renamed_table(model, renames, "self_attention.query_key_value", c.num_key_value_heads);
+  return renamed_table(dict, renames, "self_attention.query_key_value", c.num_key_value_heads);
 }
 
 }  // namespace
 
 std::vector<NameRule> llama_name_table(const nn::LlamaForCausalLM& model) {
+  return llama_name_table(model.config(), model.state_dict());
+}
+
+std::vector<NameRule> llama_name_table(const nn::LlamaConfig& config, const nn::StateDict& dict) {
   std::vector<NameRule> t;
-  const std::string row = llama_hf_config(model.config()).model_type;
-  if (row == "gpt_neox") return gpt_neox_name_table(model);
-  if (row == "falcon") return falcon_name_table(model);
-  const bool fused = row == "phi3", moe = model.config().num_experts > 0;
+  const std::string row = llama_hf_config(config).model_type;
+  if (row == "gpt_neox") return gpt_neox_name_table(config, dict);
+  if (row == "falcon") return falcon_name_table(config, dict);
+  const bool fused = row == "phi3", moe = config.num_experts > 0;
   // Phi-3's fused tensors: one row each, split along the output rows in the order transformers slices them
   auto fuse = [&](const std::string& prefix, const std::string& theirs,
                   const std::vector<std::string>& ours) {
@@ -229,7 +232,7 @@ std::vector<NameRule> llama_name_table(const nn::LlamaForCausalLM& model) {
     for (const std::string& o : ours) parts.push_back(prefix + o + ".weight");
     t.push_back({prefix + theirs + ".weight", parts});
   };
-  for (const auto& entry : model.state_dict()) {
+  for (const auto& entry : dict) {
     const std::string& name = entry.first;
     const auto at = [&](const char* tail) { return name.ends_with(tail); };
     if (moe && (name.find(".mlp.experts.") != std::string::npos || at(".mlp.gate.weight")) &&

@@ -34,6 +34,9 @@ Config llama_hf_config(const nn::LlamaConfig& config);
 /// dense", "mlp.dense_h_to_4h", "mlp.dense_4h_to_h", "gpt_neox.final_layer_norm", "embed_out") with q, k and
 /// v in one "attention.query_key_value" weight and bias, interleaved head by head (NameRule::groups).
 std::vector<NameRule> llama_name_table(const nn::LlamaForCausalLM& model);
+/// The same table from `config` and a state_dict under LlamaForCausalLM(config)'s names (`dict`: that
+/// model's, or another module's tensors renamed so), without the model.
+std::vector<NameRule> llama_name_table(const nn::LlamaConfig& config, const nn::StateDict& dict);
 
 /// The checkpoint tensors of `weights` that a Llama load skips, as transformers' from_pretrained skips them:
 /// "lm_head.weight" when `config` ties the embeddings, and the rotary buffers that older conversions saved,

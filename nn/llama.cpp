@@ -156,17 +156,12 @@ Variable LlamaAttention::step(const Variable& x, KVCache& cache) {
   return attend(g.queries(project_q(x), offset), k, v);
 }
 
-namespace {
-
-// A block's or the model's norm over hidden_size: RMSNorm (with Gemma's unit offset) or LayerNorm with a bias
 std::shared_ptr<UnaryModule> hidden_norm(const LlamaConfig& c, const char* op) {
   SACCADE_CHECK(c.norm_type == "rms_norm" || c.norm_type == "layer_norm",
                 "{}: norm_type must be 'rms_norm' or 'layer_norm', got '{}'", op, c.norm_type);
   if (c.norm_type == "layer_norm") return std::make_shared<LayerNorm>(c.hidden_size, c.rms_norm_eps);
   return std::make_shared<RMSNorm>(c.hidden_size, c.rms_norm_eps, true, c.norm_unit_offset);
 }
-
-}  // namespace
 
 LlamaBlock::LlamaBlock(const LlamaConfig& c, Generator* gen, int64_t layer_idx)
     : Module("LlamaBlock"), residual_multiplier(c.residual_multiplier) {
@@ -278,11 +273,7 @@ int64_t LlamaConfig::context() const {
 }
 
 LlamaModel::LlamaModel(const LlamaConfig& c, Generator* gen)
-    : Module("LlamaModel"),
-      vocab_size_(c.vocab_size),
-      context_(c.context()),
-      embedding_multiplier_(c.embedding_multiplier),
-      multiplier_in_dtype_(c.embedding_multiplier_in_dtype) {
+    : Module("LlamaModel"), vocab_size_(c.vocab_size), context_(c.context()), config_(c) {
   ErrorScope scope(name());
   SACCADE_CHECK(
       c.vocab_size > 0 && c.num_hidden_layers > 0 && c.max_position_embeddings > 0,
@@ -338,19 +329,21 @@ Variable LlamaModel::step(const Tensor& idx, std::vector<KVCache>& caches) {
   return norm->forward(x);
 }
 
-// idx (B, T) -> embed_tokens(idx) · embedding_multiplier (B, T, hidden), the multiplier rounded to the
-// embeddings' dtype first when multiplier_in_dtype_ (Gemma)
-Variable LlamaModel::embed(const Tensor& idx) {
-  const Variable x = embed_tokens->forward(idx);
-  if (embedding_multiplier_ == 1.0) return x;
-  double m = embedding_multiplier_;
-  if (multiplier_in_dtype_ && x.dtype() == DType::BFloat16)
+Variable scale_embeddings(const Variable& x, const LlamaConfig& c) {
+  if (c.embedding_multiplier == 1.0) return x;
+  double m = c.embedding_multiplier;
+  if (c.embedding_multiplier_in_dtype && x.dtype() == DType::BFloat16)
     m = static_cast<float>(bfloat16(static_cast<float>(m)));
-  else if (multiplier_in_dtype_ && x.dtype() == DType::Float16)
+  else if (c.embedding_multiplier_in_dtype && x.dtype() == DType::Float16)
     m = static_cast<float>(float16(static_cast<float>(m)));
-  else if (multiplier_in_dtype_ && x.dtype() == DType::Float32)
+  else if (c.embedding_multiplier_in_dtype && x.dtype() == DType::Float32)
     m = static_cast<float>(m);
   return mul(x, m);
+}
+
+// idx (B, T) -> embed_tokens(idx) · embedding_multiplier (B, T, hidden)
+Variable LlamaModel::embed(const Tensor& idx) {
+  return scale_embeddings(embed_tokens->forward(idx), config_);
 }
 
 LlamaForCausalLM::LlamaForCausalLM(const LlamaConfig& c, uint64_t seed)
@@ -370,13 +363,62 @@ LlamaForCausalLM::LlamaForCausalLM(const LlamaConfig& c, uint64_t seed)
 }
 
 // hidden (B, T, hidden) -> logits (B, T, vocab), divided by logits_scaling (1 but Granite)
-Variable LlamaForCausalLM::head(const Variable& hidden) {
-  const Variable logits =
-      lm_head ? lm_head->forward(hidden)
-              : tied_output(hidden, model->embed_tokens->weight, output_q8_0, "LlamaForCausalLM");
-  const Variable scaled = config_.logits_scaling == 1.0 ? logits : div(logits, config_.logits_scaling);
-  const double cap = config_.final_logit_softcapping;  // Gemma 2: f · tanh(logits / f)
+Variable scale_logits(const Variable& logits, const LlamaConfig& c) {
+  const Variable scaled = c.logits_scaling == 1.0 ? logits : div(logits, c.logits_scaling);
+  const double cap = c.final_logit_softcapping;  // Gemma 2: f · tanh(logits / f)
   return cap > 0 ? mul(tanh(div(scaled, cap)), cap) : scaled;
+}
+
+Variable LlamaForCausalLM::head(const Variable& hidden) {
+  return scale_logits(lm_head
+                          ? lm_head->forward(hidden)
+                          : tied_output(hidden, model->embed_tokens->weight, output_q8_0, "LlamaForCausalLM"),
+                      config_);
+}
+
+int64_t num_parameters(const LlamaConfig& c) {
+  using I = __int128;
+  const bool signs_ok = c.hidden_size > 0 && c.num_attention_heads > 0 && c.num_key_value_heads > 0 &&
+                        c.vocab_size > 0 && c.num_hidden_layers > 0 && c.intermediate_size > 0 &&
+                        c.head_dim >= 0 && c.num_experts >= 0 && c.moe_intermediate_size >= 0 &&
+                        c.shared_expert_intermediate_size >= 0;
+  if (!signs_ok) return -1;
+  for (int64_t n : {c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.vocab_size,
+                    c.num_hidden_layers, c.intermediate_size, c.head_dim, c.num_experts,
+                    c.moe_intermediate_size, c.shared_expert_intermediate_size})
+    if (n >= (int64_t{1} << 40)) return -1;  // below 2^40 each: a product of three stays below 2^121
+  const I limit = I{1} << 62, d = c.hidden_size, H = c.num_attention_heads, Hkv = c.num_key_value_heads,
+          V = c.vocab_size, L = c.num_hidden_layers;
+  const I hd = c.head_dim > 0 ? c.head_dim : d / H;
+  const I norm = c.norm_type == "layer_norm" ? 2 * d : d;  // LayerNorm: weight and bias
+  const bool sandwich = c.norm_placement == "sandwich", post = c.norm_placement != "pre";
+  const I norms = ((!post || sandwich) ? 1 : 0) + ((!c.parallel_residual || c.parallel_norms == 2) ? 1 : 0) +
+                  (sandwich ? 1 : 0) + (post ? 1 : 0);
+  I layer = norms * norm + 2 * d * H * hd + 2 * d * Hkv * hd;  // norms; q and o, k and v
+  if (c.attention_bias || c.qkv_bias) layer += H * hd + 2 * Hkv * hd;
+  if (c.attention_bias) layer += d;
+  if (c.qk_norm) layer += 2 * hd;
+  if (c.qk_norm_full_width) layer += H * hd + Hkv * hd;
+  const I f = c.intermediate_size;
+  const I dense =
+      c.gated_mlp ? 3 * d * f + (c.mlp_bias ? 2 * f + d : 0) : 2 * d * f + (c.mlp_bias ? f + d : 0);
+  const I fe = c.moe_intermediate_size > 0 ? c.moe_intermediate_size : f, E = c.num_experts,
+          fs = c.shared_expert_intermediate_size;
+  const I sparse = d * E + 3 * E * d * fe + (fs > 0 ? 3 * d * fs + d : 0);  // router, experts, shared expert
+  if (layer > limit || dense > limit || sparse > limit) return -1;
+  // the sparse layers (is_sparse_layer): every decoder_sparse_step-th, less the mlp_only_layers among them
+  int64_t sparse_layers = 0;
+  if (c.num_experts > 0 && c.decoder_sparse_step > 0) {
+    sparse_layers = c.num_hidden_layers / c.decoder_sparse_step;
+    std::vector<int64_t> only = c.mlp_only_layers;
+    std::sort(only.begin(), only.end());
+    only.erase(std::unique(only.begin(), only.end()), only.end());
+    for (int64_t i : only)
+      if (i >= 0 && i < c.num_hidden_layers && (i + 1) % c.decoder_sparse_step == 0) --sparse_layers;
+  }
+  const I n = V * d * (c.tie_word_embeddings ? 1 : 2) + norm + L * layer + sparse_layers * sparse +
+              (L - sparse_layers) * dense;
+  return n <= limit ? static_cast<int64_t>(n) : -1;
 }
 
 int64_t LlamaForCausalLM::quantize_q8_0() {

@@ -150,6 +150,27 @@ struct LlamaConfig {
 /// switches beside it).
 bool is_sparse_layer(const LlamaConfig& config, int64_t layer_idx);
 
+/// The norm over hidden_size that a block and the model's end use: RMSNorm(hidden_size, rms_norm_eps,
+/// unit_offset norm_unit_offset) or, with norm_type "layer_norm", LayerNorm(hidden_size, rms_norm_eps) with a
+/// bias. Throws saccade::Error naming `op` for another norm_type.
+std::shared_ptr<UnaryModule> hidden_norm(const LlamaConfig& config, const char* op);
+
+/// The token embeddings x (B, T, hidden) times embedding_multiplier (Granite's embedding_multiplier, Gemma's
+/// √hidden_size normalizer, rounded to x's dtype first with embedding_multiplier_in_dtype); x itself for 1.
+Variable scale_embeddings(const Variable& x, const LlamaConfig& config);
+
+/// The logits (B, T, vocab) divided by logits_scaling (Granite), then soft-capped f · tanh(logits / f) with f
+/// the final_logit_softcapping (Gemma 2; Team Gemma 2024, section 2); the logits themselves by default.
+Variable scale_logits(const Variable& logits, const LlamaConfig& config);
+
+/// The parameter elements of LlamaForCausalLM(config) (its num_parameters()), from the sizes alone, without
+/// building it: the embeddings (and lm_head unless tied), the final norm, and per layer its norms, q, k, v
+/// and o with their biases and q/k norms, and the dense MLP or, in a sparse layer (is_sparse_layer), the
+/// router, the experts and the shared expert. -1 for a size that is not positive (head_dim and the expert
+/// sizes: negative), any size from 2^40 on, or a total past 2^62: a loader compares it with what a file
+/// holds before it allocates the model.
+int64_t num_parameters(const LlamaConfig& config);
+
 /// Causal grouped-query self-attention with rotary positions (Hugging Face's LlamaAttention; Ainslie et al.
 /// 2023; Su et al. 2021). Children: q_proj Linear(hidden, H·head_dim), k_proj and v_proj Linear(hidden,
 /// H_kv·head_dim), o_proj Linear(H·head_dim, hidden); rotary_emb (no state); with qk_norm_full_width, q_norm
@@ -276,8 +297,7 @@ class LlamaModel : public Module {
   Variable embed(const Tensor& idx);
   [[maybe_unused]] int64_t vocab_size_;  // clang: -Wunused-private-field
   int64_t context_;
-  double embedding_multiplier_;
-  bool multiplier_in_dtype_;
+  LlamaConfig config_;
 };
 
 /// Hugging Face's LlamaForCausalLM: children model (LlamaModel) and lm_head Linear(hidden, vocab, no bias),

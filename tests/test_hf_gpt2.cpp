@@ -449,16 +449,115 @@ TEST_CASE("GPT arch llama: a fresh model's cache, its export, and what it refuse
   CHECK_THROWS_WITH(GPT(bad), Catch::Contains("n_kv_head 3 does not divide n_head 4"));
   bad = c;
   bad.arch = "mamba";
-  CHECK_THROWS_WITH(GPT(bad), Catch::Contains("arch must be 'gpt2' or 'llama'"));
-  // head_dim 12 with 4 heads of 32: not a GPT's
-  CHECK_THROWS_WITH(load_hf_gpt(kData + "/hf_llama_tied"), Catch::Contains("head_dim 12"));
+  CHECK_THROWS_WITH(GPT(bad), Catch::Contains("hf::load_config") && Catch::Contains("'mamba'"));
+  bad = c;
+  bad.arch = "gpt_neox", bad.d_model = 32;  // GPT-NeoX has a key/value head a head
+  CHECK_THROWS_WITH(GPT(bad), Catch::Contains("not num_attention_heads"));
+  bad = c;
+  bad.arch = "qwen2", bad.window = 8;  // Qwen2 windows the layers from max_window_layers on
+  CHECK_THROWS_WITH(GPT(bad), Catch::Contains("a 'qwen2' cannot window every layer by 8"));
   nn::Metadata m = c.to_metadata();
   m["tie"] = "maybe";
   CHECK_THROWS_WITH(GPTConfig::from_metadata(m), Catch::Contains("\"tie\" is 'maybe'"));
 }
 
+namespace {
+
+// What `forward` computes with `model` in eval mode, without gradients
+Tensor logits_of(nn::Module& model, const std::function<Variable()>& forward) {
+  NoGradGuard no_grad;
+  model.eval();
+  return forward().data();
+}
+
+}  // namespace
+
+TEST_CASE("GPT of every Llama-architecture fixture: the folder's model, its checkpoint and its export",
+          "[hf][gpt]") {
+  for (const char* name : {"hf_llama",         "hf_llama_rope", "hf_llama_tied",        "hf_llama_yarn",
+                           "hf_llama_dynamic", "hf_qwen2",      "hf_qwen2_sliding",     "hf_qwen3",
+                           "hf_gemma",         "hf_gemma2",     "hf_gemma3_text",       "hf_granite",
+                           "hf_smollm3",       "hf_phi3",       "hf_phi3_longrope",     "hf_olmo2",
+                           "hf_gpt_neox",      "hf_stablelm",   "hf_stablelm_parallel", "hf_falcon",
+                           "hf_falcon_40b",    "hf_falcon_new", "hf_mixtral",           "hf_qwen2_moe",
+                           "hf_qwen3_moe",     "hf_olmoe"}) {
+    CAPTURE(name);
+    const std::string dir = kData + "/" + name;
+    auto gpt = load_hf_gpt(dir);
+    auto llama = hf::load_llama(dir);
+    const GPTConfig& c = gpt->config();
+    CHECK(c.arch == hf::load_config(dir + "/config.json").model_type);
+    CHECK(gpt->num_parameters() == c.num_parameters());
+    CHECK(llama->num_parameters() == nn::num_parameters(llama->config()));
+    Generator g(7);
+    const Tensor ids = ops::randint(0, c.vocab_size, {2, 9}, Device::cpu(), &g);
+    // the same blocks as nn::LlamaForCausalLM's (which the family tests hold to transformers' logits)
+    const Tensor want = logits_of(*llama, [&] { return llama->forward(ids); });
+    CHECK(allclose(logits_of(*gpt, [&] { return gpt->forward(ids); }), want, 0, 0));
+    // a checkpoint carries the config.json: load_gpt builds the same model
+    TempDir tmp("gpt_rows");
+    nn::save(*gpt, tmp.file("m.safetensors"), c.to_metadata());
+    auto back = load_gpt(tmp.file("m.safetensors"));
+    CHECK(back->config().to_metadata() == c.to_metadata());
+    CHECK(allclose(logits_of(*back, [&] { return back->forward(ids); }), want, 0, 0));
+    // --save-hf writes the row's layout (fused tensors, experts one by one) and its config.json
+    const std::string out = tmp.file("hf");
+    save_hf_gpt(*gpt, out);
+    CHECK(hf::load_config(out + "/config.json").model_type == c.arch);
+    auto exported = hf::load_llama(out);
+    CHECK(allclose(logits_of(*exported, [&] { return exported->forward(ids); }), want, 0, 0));
+  }
+}
+
+TEST_CASE("GPT arch ROW: a fresh model of every row is that row's LlamaForCausalLM", "[hf][gpt]") {
+  for (const std::string& row : hf::supported_model_types()) {
+    if (row == "gpt2") continue;
+    CAPTURE(row);
+    GPTConfig c;
+    c.arch = row, c.vocab_size = 40, c.context = 16, c.n_layer = 2, c.n_head = 4, c.d_model = 32;
+    c.n_kv_head = row == "gpt_neox" ? 0 : 2;
+    GPT model(c, 5);
+    const nn::LlamaConfig lc = c.llama();
+    CHECK(hf::llama_hf_config(lc).model_type == row);
+    CHECK(lc.hidden_size == 32);
+    CHECK(lc.num_key_value_heads == c.kv_heads());
+    CHECK(!lc.pad_token_id);
+    CHECK(model.num_parameters() == c.num_parameters());
+    CHECK(c.num_parameters() == nn::num_parameters(lc));
+    CHECK(model.llama_config().model_type == lc.model_type);
+    // the metadata round trip, and its export loads as that row's transformers model would
+    const GPTConfig back = GPTConfig::from_metadata(c.to_metadata());
+    CHECK(back.to_metadata() == c.to_metadata());
+    CHECK(hf::llama_hf_config(back.llama()).model_type == row);
+    TempDir tmp("gpt_fresh_row");
+    save_hf_gpt(model, tmp.path.string());
+    auto llama = hf::load_llama(tmp.path.string());
+    Generator g(9);
+    const Tensor ids = ops::randint(0, c.vocab_size, {2, 7}, Device::cpu(), &g);
+    const Tensor got = logits_of(model, [&] { return model.forward(ids); });
+    CHECK(allclose(logits_of(*llama, [&] { return llama->forward(ids); }), got, 0, 0));
+    // the cache gives the forward's last logits
+    std::vector<int64_t> prompt = {1, 7, 3, 9, 4};
+    SamplingOptions o;
+    o.temperature = 0, o.max_new_tokens = 6;
+    CHECK(generate(model, {prompt}, o, true).tokens[0] == generate(model, {prompt}, o, false).tokens[0]);
+  }
+  // sizes no model could have: -1, before anything is allocated
+  nn::LlamaConfig huge;
+  huge.vocab_size = 0;
+  CHECK(nn::num_parameters(huge) == -1);
+  huge = nn::LlamaConfig{};
+  huge.hidden_size = int64_t{1} << 40;
+  CHECK(nn::num_parameters(huge) == -1);
+  huge = nn::LlamaConfig{};
+  huge.num_hidden_layers = int64_t{1} << 39, huge.hidden_size = int64_t{1} << 16;  // 2^71 parameters
+  CHECK(nn::num_parameters(huge) == -1);
+  huge = nn::LlamaConfig{};  // Llama 2 7B's sizes: 6,738,415,616 parameters
+  CHECK(nn::num_parameters(huge) == 6738415616);
+}
+
 TEST_CASE(
-    "GPT arch llama: a windowed export is Mistral's; a fine-tuned export keeps the source's BOS and EOS",
+    "GPT arch llama: a windowed export is Mistral's, a fine-tuned export keeps the source's BOS and EOS",
     "[hf][gpt]") {
   GPTConfig c;
   c.arch = "llama", c.vocab_size = 50, c.context = 24, c.n_layer = 1, c.n_head = 2, c.d_model = 16;

@@ -147,88 +147,135 @@ void save_hf_gpt2(const GPT& model, const std::string& dir, DType dtype, int64_t
   hf::save_pretrained(dir, c, hf::export_weights(model, gpt2_name_table(model.config().n_layer), dtype));
 }
 
-std::vector<hf::NameRule> llama_gpt_name_table(const GPT& model) {
-  std::vector<hf::NameRule> t;
-  for (const auto& [name, tensor] : model.state_dict()) {
-    std::string theirs = name;
-    if (name == "wte.weight")
-      theirs = "model.embed_tokens.weight";
-    else if (name == "ln_f.weight")
-      theirs = "model.norm.weight";
-    else if (name.rfind("h.", 0) == 0)
-      theirs = "model.layers." + name.substr(2);
-    t.push_back({theirs, {name}});
+namespace {
+
+// A GPT's name (an arch but gpt2) as LlamaForCausalLM's (to_llama), or back: wte <-> model.embed_tokens,
+// h.N <-> model.layers.N, ln_f <-> model.norm; lm_head is lm_head
+std::string llama_name(const std::string& name, bool to_llama) {
+  static const std::pair<std::string, std::string> kPrefixes[] = {
+      {"wte.", "model.embed_tokens."}, {"h.", "model.layers."}, {"ln_f.", "model.norm."}};
+  for (const auto& [gpt, llama] : kPrefixes) {
+    const std::string& from = to_llama ? gpt : llama;
+    if (name.starts_with(from)) return (to_llama ? llama : gpt) + name.substr(from.size());
   }
-  return t;
+  return name;
+}
+
+}  // namespace
+
+std::vector<hf::NameRule> llama_gpt_name_table(const GPT& model) {
+  nn::StateDict dict;
+  for (const auto& [name, t] : model.state_dict()) dict.insert(llama_name(name, true), t);
+  std::vector<hf::NameRule> table = hf::llama_name_table(model.llama_config(), dict);
+  for (hf::NameRule& rule : table)
+    for (std::string& ours : rule.ours) ours = llama_name(ours, false);
+  return table;
 }
 
 GPTConfig hf_llama_gpt_config(const hf::Config& c) {
-  auto refuse = [&](const std::string& what) {
-    return Error(fmt::format("hf_llama_gpt_config: this GPT cannot hold {}", what));
-  };
   if (c.architecture != hf::Architecture::Llama)
-    throw refuse(fmt::format("a '{}' model as a llama", c.model_type));
-  if (c.norm_type != "rms_norm" || c.parallel_residual || !c.gated_mlp)
-    throw refuse(
-        fmt::format("the LayerNorms, parallel residual or ungated MLP of a '{}' model (gpt sample, score and "
-                    "finetune --hf run it)",
-                    c.model_type));
-  if (c.qk_norm)
-    throw refuse(
-        fmt::format("the per-head q and k norms of a '{}' model (gpt sample, score and finetune --hf run it)",
-                    c.model_type));
-  if (c.hidden_act != "silu")
-    throw refuse(
-        fmt::format("the {} MLP of a '{}' model (it has SwiGLU; gpt sample, score and finetune --hf "
-                    "run it)",
-                    c.hidden_act, c.model_type));
-  if (c.norm_unit_offset || c.embedding_multiplier != 1.0 || c.residual_multiplier != 1.0 ||
-      c.attention_multiplier > 0 || c.logits_scaling != 1.0)
-    throw refuse(
-        fmt::format("the (1 + w) norms or multipliers of a '{}' model (gpt sample, score and finetune "
-                    "--hf run it)",
-                    c.model_type));
-  if (std::find(c.no_rope_layers.begin(), c.no_rope_layers.end(), 0) != c.no_rope_layers.end())
-    throw refuse(
-        fmt::format("the layers without rotary positions of a '{}' model (gpt sample, score and "
-                    "finetune --hf run it)",
-                    c.model_type));
-  if (c.qk_norm_full_width || c.norm_placement != "pre")
-    throw refuse(
-        fmt::format("the post-norms and full-width q and k norms of a '{}' model (gpt sample, score and "
-                    "finetune --hf run it)",
-                    c.model_type));
-  if (c.model_type == "phi3" || c.partial_rotary_factor != 1.0)
-    throw refuse(
-        fmt::format("the fused projections and partial rotation of a '{}' model (gpt sample, score and "
-                    "finetune --hf run it)",
-                    c.model_type));
-  if (c.head_dim * c.num_attention_heads != c.hidden_size)
-    throw refuse(fmt::format("head_dim {} with {} heads of a hidden size {} (it has hidden / heads)",
-                             c.head_dim, c.num_attention_heads, c.hidden_size));
-  if (c.attention_bias || c.mlp_bias) throw refuse("attention or MLP biases");
-  if (c.rope_scaling.type != ops::RopeScaling::Type::Default)
-    throw refuse(
-        "rope scaling (a rope_type other than 'default'; gpt sample, score and finetune --hf run it)");
-  if (c.qkv_bias)
-    throw refuse(fmt::format(
-        "the q, k and v biases of a '{}' model (gpt sample, score and finetune --hf run it)", c.model_type));
+    throw Error(
+        fmt::format("hf_llama_gpt_config: a '{}' model is not of the Llama architecture", c.model_type));
+  const nn::LlamaConfig lc = hf::llama_config(c);
   GPTConfig g;
-  g.arch = "llama";
-  g.vocab_size = c.vocab_size;
-  g.context = c.max_position_embeddings;
-  g.n_layer = c.num_hidden_layers;
-  g.n_head = c.num_attention_heads;
-  g.n_kv_head = c.num_key_value_heads;
-  g.d_model = c.hidden_size;
-  g.intermediate = c.intermediate_size;
-  g.rope_theta = c.rope_theta;
-  g.norm_eps = c.norm_eps;
-  g.tie = c.tie_word_embeddings;
-  g.window = c.sliding_window;
+  g.arch = c.model_type;
+  g.hf_config = hf::config_json(c);
+  g.vocab_size = lc.vocab_size;
+  g.context = lc.context();
+  g.n_layer = lc.num_hidden_layers;
+  g.n_head = lc.num_attention_heads;
+  g.n_kv_head = lc.num_key_value_heads;
+  g.d_model = lc.hidden_size;
+  g.intermediate = lc.intermediate_size;
+  g.rope_theta = lc.rope_theta;
+  g.norm_eps = lc.rms_norm_eps;
+  g.tie = lc.tie_word_embeddings;
+  g.window = lc.sliding_window;
   g.dropout = 0.0;
   g.tokenizer = "hf";
   return g;
+}
+
+namespace {
+
+// The config.json of a fresh model of row g.arch: its config class's defaults but for g's sizes (each under
+// the row's own key), no pad, bos or eos token, no window unless g's (Gemma 2/3's local layers: the row's);
+// a MoE row with 8 experts of intermediate width, top-2
+nlohmann::ordered_json row_json(const GPTConfig& g) {
+  const std::string& row = g.arch;
+  const int64_t f = g.ffn_hidden();
+  nlohmann::ordered_json j = {{"model_type", row},
+                              {"vocab_size", g.vocab_size},
+                              {"hidden_size", g.d_model},
+                              {"num_hidden_layers", g.n_layer},
+                              {"num_attention_heads", g.n_head},
+                              {"intermediate_size", f},
+                              {"max_position_embeddings", g.context},
+                              {"rope_theta", g.rope_theta},
+                              {"tie_word_embeddings", g.tie},
+                              {"pad_token_id", nullptr},
+                              {"bos_token_id", nullptr},
+                              {"eos_token_id", nullptr}};
+  if (row == "falcon") {  // Falcon 40B's layout: num_kv_heads, two norms a parallel layer
+    j["new_decoder_architecture"] = true;
+    j["num_kv_heads"] = g.kv_heads();
+    j["ffn_hidden_size"] = f;
+    j["layer_norm_epsilon"] = g.norm_eps;
+  } else {
+    j["num_key_value_heads"] = g.kv_heads();
+    j["head_dim"] = g.d_model / g.n_head;
+    j[row == "gpt_neox" || row == "stablelm" ? "layer_norm_eps" : "rms_norm_eps"] = g.norm_eps;
+  }
+  if (row == "gemma2" || row == "gemma3_text") j["query_pre_attn_scalar"] = g.d_model / g.n_head;
+  if (row == "mixtral" || row == "qwen2_moe" || row == "qwen3_moe" || row == "olmoe") {
+    j[row == "mixtral" ? "num_local_experts" : "num_experts"] = 8;
+    j["num_experts_per_tok"] = 2;
+    if (row != "mixtral" && row != "olmoe") j["moe_intermediate_size"] = f;
+    if (row == "qwen2_moe") j["shared_expert_intermediate_size"] = f;
+  }
+  if (g.window > 0)
+    j["sliding_window"] = g.window;
+  else if (row != "gemma2" && row != "gemma3_text")  // their local layers keep the family's window
+    j["sliding_window"] = nullptr;
+  return j;
+}
+
+}  // namespace
+
+nn::LlamaConfig hf_row_llama_config(const GPTConfig& g) {
+  const std::string where = fmt::format("the config.json of a '{}' GPT", g.arch);
+  const bool fresh = g.hf_config.empty();
+  const nn::LlamaConfig c =
+      hf::llama_config(hf::parse_config(fresh ? row_json(g).dump() : g.hf_config, where));
+  const std::string row = c.model_type.empty() ? "llama" : c.model_type;
+  SACCADE_CHECK(row == g.arch, "GPTConfig: {} is of model_type '{}'", where, row);
+  if (!fresh) return c;
+  auto same = [&](const char* what, auto want, auto got) {
+    SACCADE_CHECK(want == got, "GPTConfig: a '{}' cannot hold {} {} (its config reads {})", g.arch, what,
+                  want, got);
+  };
+  same("hidden size", g.d_model, c.hidden_size);
+  same("layers", g.n_layer, c.num_hidden_layers);
+  same("heads", g.n_head, c.num_attention_heads);
+  same("key/value heads", g.kv_heads(), c.num_key_value_heads);
+  same("head size", g.d_model / g.n_head, c.head_dim);
+  same("intermediate size", g.ffn_hidden(),
+       c.moe_intermediate_size > 0 ? c.moe_intermediate_size : c.intermediate_size);
+  same("vocabulary", g.vocab_size, c.vocab_size);
+  same("context", g.context, c.max_position_embeddings);
+  same("rope_theta", g.rope_theta, c.rope_theta);
+  same("norm eps", g.norm_eps, c.rms_norm_eps);
+  same("tied output", g.tie, c.tie_word_embeddings);
+  if (g.window > 0)
+    SACCADE_CHECK(
+        c.sliding_window == g.window && c.layer_types.empty(),
+        "GPTConfig: a '{}' cannot window every layer by {} (--window: give --arch mistral or llama)", g.arch,
+        g.window);
+  return c;
+}
+
+std::string hf_row_config_json(const GPTConfig& g) {
+  return hf::config_json(hf::llama_hf_config(hf_row_llama_config(g)));
 }
 
 std::shared_ptr<GPT> load_hf_gpt(const std::string& dir, bool strict, hf::LoadReport* report) {
@@ -247,7 +294,7 @@ void save_hf_gpt(const GPT& model, const std::string& dir, DType dtype, int64_t 
                  const hf::Config* source, int64_t bos_id) {
   const GPTConfig& g = model.config();
   const bool gpt2 = g.arch == "gpt2";
-  hf::Config c = gpt2 ? gpt2_hf_config(g, eos_id) : hf::llama_hf_config(g.llama());
+  hf::Config c = gpt2 ? gpt2_hf_config(g, eos_id) : hf::llama_hf_config(model.llama_config());
   if (!gpt2 && eos_id >= 0) c.eos_token_id = {eos_id};
   if (!gpt2 && bos_id >= 0) c.bos_token_id = {bos_id};
   if (source) {  // the ids of the model it was initialised from, as that config.json has them

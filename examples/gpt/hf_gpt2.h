@@ -1,8 +1,8 @@
 #pragma once
 // GPT-2 checkpoints in the Hugging Face layout (transformers' GPT2LMHeadModel, as save_pretrained writes
 // them and as the published "gpt2" files hold them) <-> this example's GPT: one name table, both directions.
-// Llama checkpoints go into a GPT of arch "llama" the same way (llama_gpt_name_table), so that `gpt train
-// --init-from-hf` fine-tunes both.
+// The other rows' checkpoints (Llama, Qwen, Gemma, Phi-3, GPT-NeoX, Mixtral, ...) go into a GPT of their
+// model_type the same way (llama_gpt_name_table), so that `gpt train --init-from-hf` fine-tunes every family.
 //
 //   transformer.wte.weight (V, d)                 wte.weight
 //   transformer.wpe.weight (C, d)                 wpe.weight
@@ -67,31 +67,43 @@ std::shared_ptr<GPT> load_hf_gpt2(const hf::TensorSource& weights, const hf::Con
 void save_hf_gpt2(const GPT& model, const std::string& dir, DType dtype = DType::Float32,
                   int64_t eos_id = -1);
 
-/// The Llama name table of a GPT of arch "llama": model.embed_tokens.weight <-> wte.weight,
-/// model.layers.N.<x>
-/// <-> h.N.<x> (nn::LlamaBlock carries transformers' names), model.norm.weight <-> ln_f.weight, and
-/// lm_head.weight <-> lm_head.weight unless tied.
+/// The name table of a GPT of an arch but gpt2: hf::llama_name_table of its blocks' config under the GPT's
+/// names (model.embed_tokens <-> wte, model.layers.N.<x> <-> h.N.<x>, model.norm <-> ln_f, lm_head unless
+/// tied): the row's names on disk, Phi-3's, GPT-NeoX's and Falcon's fused projections and a MoE's experts
+/// split as for nn::LlamaForCausalLM.
 std::vector<hf::NameRule> llama_gpt_name_table(const GPT& model);
 
-/// The GPTConfig of a Llama config.json (arch "llama"; context = max_position_embeddings, dropout 0,
-/// tokenizer "hf"). Throws saccade::Error naming "hf_llama_gpt_config" for what this GPT cannot hold: a
-/// head_dim other than hidden_size / num_attention_heads, attention or MLP biases, Qwen2's q, k and v biases,
-/// Qwen3's per-head q and k norms, rope scaling, an MLP other than SwiGLU (Gemma's GeGLU), Gemma's (1 + w)
-/// norms and embedding scale, Granite's multipliers, SmolLM3's NoPE layers, Phi-3's fused projections and
-/// partial rotation, OLMo 2's post-norms. (A pad_token_id is read but this GPT's embedding has no padding
-/// row: its gradient is not zeroed as transformers' is.)
+/// The GPTConfig of a Llama-architecture config.json (every row but gpt2): arch its model_type, hf_config the
+/// config itself (hf::config_json: every switch, rope scaling included), the fields from it, context its
+/// LlamaConfig::context(), dropout 0, tokenizer "hf". Throws saccade::Error naming "hf_llama_gpt_config"
+/// for a GPT-2 config.
 GPTConfig hf_llama_gpt_config(const hf::Config& config);
 
-/// Loads a GPT-2 or Llama checkpoint folder into a float32 GPT of the matching arch (load_hf_gpt2 for GPT-2;
-/// the Llama table for Llama), as load_hf_gpt2 does.
+/// GPTConfig::llama() of an arch but gpt2 and llama, or of one with an hf_config: hf_config read as
+/// hf::llama_config does; with none, the row's config class's defaults (a MoE row's: 8 experts of the
+/// intermediate width, top-2) with the GPT's sizes, each under the row's key (Falcon: num_kv_heads with
+/// new_decoder_architecture; Gemma 2/3: query_pre_attn_scalar the head size), no pad token, no sliding
+/// window but `window` (Gemma 2/3's local layers keep the row's). Throws
+/// saccade::Error naming "GPTConfig" (or hf::load_config) for a row that reads another size than the field
+/// (GPT-NeoX's key/value heads), a window that does not cover every layer, or an hf_config of another
+/// model_type than arch.
+nn::LlamaConfig hf_row_llama_config(const GPTConfig& config);
+
+/// The config.json text of hf_row_llama_config(config) (hf::config_json of its row): checkpoint metadata
+/// "hf_config".
+std::string hf_row_config_json(const GPTConfig& config);
+
+/// Loads a checkpoint folder of any row into a float32 GPT of the matching arch (load_hf_gpt2 for GPT-2;
+/// hf_llama_gpt_config and llama_gpt_name_table for every other row), as load_hf_gpt2 does.
 std::shared_ptr<GPT> load_hf_gpt(const std::string& dir, bool strict = true,
                                  hf::LoadReport* report = nullptr);
 /// As above, with `config` the folder's config.json already read (as load_hf_gpt2's overload).
 std::shared_ptr<GPT> load_hf_gpt(const std::string& dir, const hf::Config& config, bool strict = true,
                                  hf::LoadReport* report = nullptr);
 
-/// Writes `model` in the Hugging Face layout of its arch (as save_hf_gpt2 for gpt2; LlamaForCausalLM's
-/// config.json and names for llama, MistralForCausalLM's with a window). The config's bos_token_id and
+/// Writes `model` in the Hugging Face layout of its arch (as save_hf_gpt2 for gpt2; for another arch the
+/// config.json of its row, hf::llama_hf_config's: a llama with a window is MistralForCausalLM's, and the
+/// names of llama_gpt_name_table). The config's bos_token_id and
 /// eos_token_id: those of `source` (the config.json of the folder the model was initialised from, as
 /// `gpt train --init-from-hf` reads it) where it has them; else the tokenizer's, `eos_id` and `bos_id` when
 /// >= 0 (GPT-2: eos_id for both, as GPT-2's own config); else null. Throws what hf::save_pretrained throws.

@@ -367,15 +367,20 @@ cli::UsageError different_model(const std::string& path, const ex::GPTConfig& sa
                                      path, saved.describe(), ours));
 }
 
-// --out naming the model folder a run reads (--hf, --init-from-hf): the run's files (its checkpoints, log,
-// plot, adapter) would land among the model's, and a later save could replace them; refused before anything
-// is written.
-void refuse_out_over_model(const std::string& out_dir, const std::string& model_flag,
-                           const std::string& model) {
+// A folder a command writes (`flag`: --out, --save-hf, export's --hf) that is, under any spelling, the folder
+// it reads (`read_flag`: --hf, --init-from-hf, --from-hf, --adapter): what it writes would land among the
+// model's files or replace them; refused before anything is written, the message ending in `instead`.
+void refuse_write_over_read(const char* flag, const std::string& written, const char* read_flag,
+                            const std::string& read, const char* instead) {
   std::error_code ec;
-  if (!model.empty() && std::filesystem::equivalent(out_dir, model, ec))
-    throw cli::UsageError("--out", fmt::format("'{}' is the folder {} reads: write the run to another folder",
-                                               out_dir, model_flag));
+  if (!read.empty() && std::filesystem::equivalent(written, read, ec))
+    throw cli::UsageError(flag, fmt::format("'{}' is the folder {} reads: {}", written, read_flag, instead));
+}
+
+// --out naming the model folder a run reads (--hf, --init-from-hf): the run's files (its checkpoints, log,
+// plot, adapter) would land among the model's, and a later save could replace them.
+void refuse_out_over_model(const std::string& out_dir, const char* model_flag, const std::string& model) {
+  refuse_write_over_read("--out", out_dir, model_flag, model, "write the run to another folder");
 }
 
 // The lock of a training run on its --out folder (ex::RunLock); a folder another run holds is refused.
@@ -410,6 +415,16 @@ void check_stop_at(int64_t stop_at, int64_t steps) {
 
 // The checks of `gpt train`'s flags that involve more than one flag or a path, before any work
 // (cli::UsageError naming the flag).
+// --arch's values: gpt2, llama and, where hf/ is built, every other decoder row of its table
+std::vector<std::string> arch_names() {
+  std::vector<std::string> names = {"gpt2", "llama"};
+#ifdef SACCADE_HAVE_HF
+  for (const std::string& t : saccade::hf::supported_model_types())
+    if (t != "gpt2" && t != "llama") names.push_back(t);
+#endif
+  return names;
+}
+
 void check_train_flags(const ex::GPTTrainOptions& o, const ex::GPTConfig& config, int64_t vocab,
                        const std::string& out_dir) {
   check_stop_at(o.stop_at, o.steps);
@@ -419,18 +434,27 @@ void check_train_flags(const ex::GPTTrainOptions& o, const ex::GPTConfig& config
   if (config.d_model % config.n_head != 0)
     throw cli::UsageError("--n-head",
                           fmt::format("{} does not divide --d-model {}", config.n_head, config.d_model));
-  if (config.arch != "llama" && (config.n_kv_head != 0 || config.rope_theta != 10000.0 || config.window != 0))
+  if (config.arch == "gpt2" && (config.n_kv_head != 0 || config.rope_theta != 10000.0 || config.window != 0))
     throw cli::UsageError(config.n_kv_head != 0      ? "--n-kv-head"
                           : config.rope_theta != 1e4 ? "--rope-theta"
                                                      : "--window",
-                          "only for --arch llama");
-  if (config.arch == "llama" && config.n_head % config.kv_heads() != 0)
+                          "not for --arch gpt2 (learned positions, full attention)");
+  if (config.arch != "gpt2" && config.n_head % config.kv_heads() != 0)
     throw cli::UsageError("--n-kv-head",
                           fmt::format("{} does not divide --n-head {}", config.n_kv_head, config.n_head));
-  if (config.arch == "llama" && (config.d_model / config.n_head) % 2 != 0)
+  if (config.arch != "gpt2" && (config.d_model / config.n_head) % 2 != 0)
     throw cli::UsageError("--n-head", fmt::format("the head size --d-model / --n-head = {} is odd (rotary "
                                                   "positions rotate pairs)",
                                                   config.d_model / config.n_head));
+  if (config.arch != "gpt2" && config.arch != "llama") {  // the row's config.json must say these sizes
+    ex::GPTConfig sized = config;
+    sized.vocab_size = vocab;
+    try {
+      sized.check();
+    } catch (const saccade::Error& e) {
+      throw cli::UsageError("--arch", e.what());
+    }
+  }
 
   cli::require_writable_directory("--out", out_dir);
   // What one micro-batch's forward keeps for its backward, roughly (float32): per token, each block's ~18 d
@@ -710,11 +734,8 @@ void export_merged(const std::string& from_hf, const std::string& adapter, bool 
   cli::require_file("--from-hf", from_hf + "/config.json");
   cli::require_directory("--adapter", adapter);
   cli::require_file("--adapter", adapter + "/adapter_config.json");
-  std::error_code ec;
-  if (std::filesystem::equivalent(from_hf, to, ec))
-    throw cli::UsageError("--hf", "'" + to + "' is the folder read (--from-hf): export to another folder");
-  if (std::filesystem::equivalent(adapter, to, ec))
-    throw cli::UsageError("--hf", "'" + to + "' is the adapter's folder: export to another folder");
+  refuse_write_over_read("--hf", to, "--from-hf", from_hf, "export to another folder");
+  refuse_write_over_read("--hf", to, "--adapter", adapter, "export to another folder");
   cli::require_writable_directory("--hf", to);
   HFModel m = load_hf(from_hf, saccade::Device::cpu(), true, adapter);
   const size_t merged = adapted_modules(m.base());
@@ -818,15 +839,21 @@ int main(int argc, char** argv) {
       ->check(cli::integer(1, 65536));
   train
       ->add_option("--arch", config.arch,
-                   "the block: gpt2 (learned positions, LayerNorm, GELU, tied output) or llama (rotary "
-                   "positions, RMSNorm, SwiGLU, grouped-query attention)")
-      ->check(CLI::IsMember({"gpt2", "llama"}));
-  train->add_option("--n-kv-head", config.n_kv_head, "llama: key/value heads (divides --n-head; 0: --n-head)")
+                   "the block: gpt2 (learned positions, LayerNorm, GELU, tied output), llama (rotary "
+                   "positions, RMSNorm, SwiGLU, grouped-query attention) or another Hugging Face row at its "
+                   "config class's defaults with these sizes (qwen3, gemma3_text, gpt_neox, mixtral: 8 "
+                   "experts, top-2, ...)")
+      ->check(CLI::IsMember(arch_names()));
+  train
+      ->add_option("--n-kv-head", config.n_kv_head,
+                   "not gpt2: key/value heads (divides --n-head; 0: --n-head)")
       ->check(cli::integer(0, 4096));
-  train->add_option("--rope-theta", config.rope_theta, "llama: the rotary base")->check(cli::positive_real());
+  train->add_option("--rope-theta", config.rope_theta, "not gpt2: the rotary base")
+      ->check(cli::positive_real());
   train
       ->add_option("--window", config.window,
-                   "llama: sliding-window attention, each position sees the last W (0: the whole context)")
+                   "not gpt2: sliding-window attention, each position sees the last W (0: the whole context; "
+                   "another row: its default)")
       ->check(cli::integer(0));
   // a 10-minute run sees the training stream under 3 times and underfits: no dropout by default (GPT-2: 0.1)
   config.dropout = 0.0;
@@ -1123,9 +1150,6 @@ int main(int argc, char** argv) {
     const saccade::Device device = cli::device("--device", device_name);
     topts.device = device;
     if (*train) check_train_flags(topts, config, tokenizer == "bpe" ? vocab_size : 256, out_dir);
-    if (*train && config.arch == "llama" && checkpoint_activations)
-      throw cli::UsageError("--checkpoint-activations",
-                            "only for --arch gpt2 (its blocks recompute themselves)");
     if (*train)
       cli::require_directory("--data", data_dir, "the fortunes: install Debian's `fortunes`, scripts/setup");
 #ifdef SACCADE_HAVE_HF
@@ -1145,11 +1169,9 @@ int main(int argc, char** argv) {
     refuse_out_over_model(out_dir, "--init-from-hf", init_from_hf);
     if (!save_hf.empty()) {
       cli::require_writable_directory("--save-hf", save_hf);
-      std::error_code ec;  // the fine-tuned model would replace the pretrained one it was read from
-      if (!init_from_hf.empty() && std::filesystem::equivalent(save_hf, init_from_hf, ec))
-        throw cli::UsageError("--save-hf", fmt::format("'{}' is the folder --init-from-hf reads: write the "
-                                                       "fine-tuned model to another folder",
-                                                       save_hf));
+      // the fine-tuned model would replace the pretrained one it was read from
+      refuse_write_over_read("--save-hf", save_hf, "--init-from-hf", init_from_hf,
+                             "write the fine-tuned model to another folder");
       if (init_from_hf.empty() && tokenizer == "bpe")
         throw cli::UsageError("--save-hf",
                               "a bpe (SentencePiece) model has no tokenizer in the Hugging Face layout here: "
@@ -1327,6 +1349,7 @@ int main(int argc, char** argv) {
 #endif
     model->to(device);
     for (auto& block : model->h) block->checkpoint_activations = checkpoint_activations;
+    for (auto& layer : model->layers) layer->checkpoint_activations = checkpoint_activations;
     std::printf("%s, %lld parameters\n", config.describe().c_str(),
                 static_cast<long long>(model->num_parameters()));
     topts.seed = model_seed;

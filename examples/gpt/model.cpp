@@ -8,6 +8,9 @@
 #include "nn/init.h"
 #include "ops/creation.h"
 #include "ops/quant.h"
+#ifdef SACCADE_HAVE_HF
+#include "examples/gpt/hf_gpt2.h"
+#endif
 
 namespace saccade::examples {
 
@@ -20,9 +23,7 @@ void GPTConfig::check() const {
       vocab_size, context, n_layer, n_head, d_model, dropout);
   SACCADE_CHECK(activation == "gelu" || activation == "gelu_new",
                 "GPTConfig: activation must be 'gelu' or 'gelu_new', got '{}'", activation);
-  SACCADE_CHECK(arch == "gpt2" || arch == "llama", "GPTConfig: arch must be 'gpt2' or 'llama', got '{}'",
-                arch);
-  if (arch == "llama") {
+  if (arch != "gpt2") {
     SACCADE_CHECK(n_kv_head >= 0 && n_head % kv_heads() == 0,
                   "GPTConfig: n_kv_head {} does not divide n_head {}", n_kv_head, n_head);
     SACCADE_CHECK((d_model / n_head) % 2 == 0, "GPTConfig: the head size {} is odd (rotary needs pairs)",
@@ -32,10 +33,22 @@ void GPTConfig::check() const {
         "GPTConfig: need rope_theta > 0, norm_eps > 0, intermediate >= 0 and window >= 0, got {}, {}, "
         "{}, {}",
         rope_theta, norm_eps, intermediate, window);
+    SACCADE_CHECK(!llama().output_router_logits,
+                  "GPTConfig: a '{}' whose config asks for the router's load-balancing loss "
+                  "(output_router_logits): gpt train adds no auxiliary loss",
+                  arch);
   }
 }
 
 nn::LlamaConfig GPTConfig::llama() const {
+  SACCADE_CHECK(arch != "gpt2", "GPTConfig: a gpt2 has no Llama blocks");
+  if (arch != "llama" || !hf_config.empty()) {
+#ifdef SACCADE_HAVE_HF
+    return hf_row_llama_config(*this);
+#else
+    SACCADE_CHECK(false, "GPTConfig: arch '{}' needs hf/ (this build has none: 'gpt2' or 'llama')", arch);
+#endif
+  }
   nn::LlamaConfig c;
   c.hidden_size = d_model;
   c.intermediate_size = ffn_hidden();
@@ -53,12 +66,12 @@ nn::LlamaConfig GPTConfig::llama() const {
 }
 
 std::string GPTConfig::describe() const {
-  if (arch == "llama")
+  if (arch != "gpt2")
     return fmt::format(
-               "llama: {} layers, {} heads ({} key/value), d_model {}, SwiGLU {}, context {}, vocab {} "
+               "{}: {} layers, {} heads ({} key/value), d_model {}, {} {}, context {}, vocab {} "
                "({}), rope_theta {}, {}, dropout {}",
-               n_layer, n_head, kv_heads(), d_model, ffn_hidden(), context, vocab_size, tokenizer, rope_theta,
-               tie ? "tied output" : "untied output", dropout) +
+               arch, n_layer, n_head, kv_heads(), d_model, llama().gated_mlp ? "SwiGLU" : "MLP", ffn_hidden(),
+               context, vocab_size, tokenizer, rope_theta, tie ? "tied output" : "untied output", dropout) +
            (window > 0 ? fmt::format(", window {}", window) : "");
   return fmt::format("gpt: {} layers, {} heads, d_model {}, context {}, vocab {} ({}), dropout {}", n_layer,
                      n_head, d_model, context, vocab_size, tokenizer, dropout);
@@ -75,13 +88,16 @@ nn::Metadata GPTConfig::to_metadata() const {
                     {"tokenizer", tokenizer},
                     {"activation", activation},
                     {"arch", arch}};
-  if (arch == "llama") {
+  if (arch != "gpt2") {
     m["n_kv_head"] = std::to_string(kv_heads());
     m["rope_theta"] = fmt::format("{}", rope_theta);
     m["intermediate"] = std::to_string(ffn_hidden());
     m["norm_eps"] = fmt::format("{}", norm_eps);
     m["tie"] = tie ? "true" : "false";
     if (window > 0) m["window"] = std::to_string(window);
+#ifdef SACCADE_HAVE_HF
+    if (arch != "llama" || !hf_config.empty()) m["hf_config"] = hf_row_config_json(*this);
+#endif
   }
   return m;
 }
@@ -127,6 +143,7 @@ GPTConfig GPTConfig::from_metadata(const nn::Metadata& m) {
     SACCADE_CHECK(false, "GPTConfig::from_metadata: a malformed llama field in the checkpoint ({})",
                   e.what());
   }
+  if (auto a = m.find("hf_config"); a != m.end()) c.hf_config = a->second;
   if (auto a = m.find("tie"); a != m.end()) {
     SACCADE_CHECK(a->second == "true" || a->second == "false",
                   "GPTConfig::from_metadata: \"tie\" is '{}', not true or false", a->second);
@@ -137,15 +154,7 @@ GPTConfig GPTConfig::from_metadata(const nn::Metadata& m) {
 }
 
 int64_t GPTConfig::num_parameters() const {
-  if (arch == "llama") {  // wte (+ lm_head), ln_f; per block two norms, q, k, v, o, and SwiGLU's three
-    const __int128 d = d_model, kv = d_model / std::max<int64_t>(n_head, 1) * kv_heads(), f = ffn_hidden(),
-                   n = vocab_size * __int128{1} * d * (tie ? 1 : 2) + d +
-                       n_layer * (2 * d + 2 * d * d + 2 * d * kv + 3 * d * f);
-    const bool ok = vocab_size >= 0 && n_layer >= 0 && d_model >= 0 && d_model < (int64_t{1} << 31) &&
-                    vocab_size < (int64_t{1} << 40) && n_layer < (int64_t{1} << 40) &&
-                    f < (int64_t{1} << 40) && n <= (__int128{1} << 62);
-    return ok ? static_cast<int64_t>(n) : -1;
-  }
+  if (arch != "gpt2") return nn::num_parameters(llama());
   const __int128 d = d_model, n = vocab_size * __int128{1} * d + context * __int128{1} * d + 2 * d +
                                   n_layer * (12 * d * d + 13 * d);
   const bool ok = vocab_size >= 0 && context >= 0 && n_layer >= 0 && d_model >= 0 &&
@@ -159,22 +168,25 @@ GPT::GPT(const GPTConfig& config, uint64_t seed)
   ErrorScope scope(name());
   config.check();
   const int64_t d = config.d_model;
-  wte =
-      register_module("wte", std::make_shared<nn::Embedding>(config.vocab_size, d, std::nullopt, gen_.get()));
-  if (config.arch == "llama") {  // Llama's init: every matrix N(0, 0.02²) (transformers' initializer_range)
+  if (config.arch != "gpt2") {  // LlamaModel's init: every matrix N(0, 0.02²), the padding row 0
+    llama_ = config.llama();
+    wte = register_module(
+        "wte", std::make_shared<nn::Embedding>(config.vocab_size, d, llama_.pad_token_id, gen_.get()));
     drop = register_module("drop", std::make_shared<nn::Dropout>(config.dropout, gen_.get()));
-    const nn::LlamaConfig lc = config.llama();
     auto list = register_module("h", std::make_shared<Module>("ModuleList"));
     for (int64_t i = 0; i < config.n_layer; ++i)
       layers.push_back(
-          list->register_module(std::to_string(i), std::make_shared<nn::LlamaBlock>(lc, gen_.get())));
-    rms_f = register_module("ln_f", std::make_shared<nn::RMSNorm>(d, config.norm_eps));
-    if (!config.tie)
+          list->register_module(std::to_string(i), std::make_shared<nn::LlamaBlock>(llama_, gen_.get(), i)));
+    norm_f = register_module("ln_f", nn::hidden_norm(llama_, "GPT"));
+    if (!llama_.tie_word_embeddings)
       lm_head = register_module("lm_head", std::make_shared<nn::Linear>(d, config.vocab_size, false));
     for (auto& [n, p] : named_parameters())
       if (p.dim() >= 2) nn::init::normal_(p.data(), 0.0, 0.02, gen_.get());
+    if (auto pad = wte->padding_idx()) nn::init::zeros_(wte->weight.data().select(0, *pad));
     return;
   }
+  wte =
+      register_module("wte", std::make_shared<nn::Embedding>(config.vocab_size, d, std::nullopt, gen_.get()));
   wpe = register_module("wpe", std::make_shared<nn::Embedding>(config.context, d, std::nullopt, gen_.get()));
   drop = register_module("drop", std::make_shared<nn::Dropout>(config.dropout, gen_.get()));
   auto list = register_module("h", std::make_shared<Module>("ModuleList"));  // children h.0, h.1, ...
@@ -204,7 +216,7 @@ void GPT::check_ids(const Tensor& idx, int64_t start) const {
 Variable GPT::embed(const Tensor& idx, int64_t start) {
   check_ids(idx, start);
   const int64_t T = idx.size(1);
-  if (!wpe) return drop->forward(wte->forward(idx));  // llama: rotary positions, in the attention
+  if (!wpe) return drop->forward(nn::scale_embeddings(wte->forward(idx), llama_));  // rotary: in attention
   Tensor pos =
       ops::arange(static_cast<double>(start), static_cast<double>(start + T), 1, DType::Int64, idx.device());
   return drop->forward(wte->forward(idx) + wpe->forward(pos));
@@ -212,9 +224,10 @@ Variable GPT::embed(const Tensor& idx, int64_t start) {
 
 // x: (B, T, d) -> (B, T, V)
 Variable GPT::head(const Variable& x) {
-  if (rms_f && lm_head) return lm_head->forward(rms_f->forward(x));
-  const Variable normed = rms_f ? rms_f->forward(x) : ln_f->forward(x);
-  return nn::tied_output(normed, wte->weight, output_q8_0, "GPT");
+  if (!norm_f) return nn::tied_output(ln_f->forward(x), wte->weight, output_q8_0, "GPT");
+  const Variable normed = norm_f->forward(x);
+  return nn::scale_logits(
+      lm_head ? lm_head->forward(normed) : nn::tied_output(normed, wte->weight, output_q8_0, "GPT"), llama_);
 }
 
 int64_t GPT::quantize_q8_0() {
@@ -242,7 +255,7 @@ Variable GPT::forward(const Tensor& idx, const Tensor& document_ids) {
   const nn::PackedDocuments docs = nn::PackedDocuments::of(document_ids, idx.device(), "GPT");
   check_ids(idx, 0);
   const Variable x0 = wte->forward(idx);  // learned positions: each document's own
-  Variable x = drop->forward(wpe ? x0 + wpe->forward(docs.positions) : x0);
+  Variable x = drop->forward(wpe ? x0 + wpe->forward(docs.positions) : nn::scale_embeddings(x0, llama_));
   for (auto& b : h) x = b->forward(x, docs);
   for (auto& l : layers) x = l->forward(x, docs);
   return head(x);

@@ -35,10 +35,13 @@ struct GPTConfig {
   /// The MLP's GELU: "gelu" (exact, the default) or "gelu_new" (the tanh approximation, GPT-2's own:
   /// a model loaded from a Hugging Face GPT-2 checkpoint keeps it). Metadata "activation", absent = "gelu".
   std::string activation = "gelu";
-  /// The block: "gpt2" (GPT-2's: learned positions, LayerNorm, GELU MLP, biases, tied output) or "llama"
+  /// The block: "gpt2" (GPT-2's: learned positions, LayerNorm, GELU MLP, biases, tied output), "llama"
   /// (the Llama family's: rotary positions, RMSNorm, SwiGLU, no biases, grouped-query attention with
-  /// n_kv_head key/value heads; nn::LlamaBlock). Metadata "arch", absent = "gpt2". The fields below are
-  /// llama's (metadata "n_kv_head", "rope_theta", "intermediate", "norm_eps", "tie", "window").
+  /// n_kv_head key/value heads; nn::LlamaBlock) or any other decoder row of the Hugging Face table
+  /// (hf::supported_model_types(): "qwen3", "gemma3_text", "gpt_neox", "mixtral", ...): nn::LlamaBlock with
+  /// that family's switches at its transformers config class's defaults, the sizes from the fields below
+  /// (needs hf/). Metadata "arch", absent = "gpt2". The fields below are those of every arch but gpt2
+  /// (metadata "n_kv_head", "rope_theta", "intermediate", "norm_eps", "tie", "window").
   std::string arch = "gpt2";
   int64_t n_kv_head = 0;        ///< key/value heads (0: n_head); divides n_head
   double rope_theta = 10000.0;  ///< the rotary base
@@ -46,8 +49,16 @@ struct GPTConfig {
   double norm_eps = 1e-5;       ///< RMSNorm's epsilon
   bool tie = true;              ///< the output layer multiplies by wte.weight (false: lm_head of its own)
   int64_t window = 0;           ///< sliding-window attention: each position sees the last W (0: all)
+  /// The decoder's config.json (transformers' fields), the whole truth of its blocks where it is not empty:
+  /// what --init-from-hf read from a folder (every switch and rope scaling of its row), and in the metadata
+  /// ("hf_config") of every checkpoint of an arch other than gpt2 and llama. Empty: the blocks follow the
+  /// fields above.
+  std::string hf_config;
 
-  /// The nn::LlamaConfig of a llama (head_dim d / n_head, max_position_embeddings = context).
+  /// The nn::LlamaConfig of an arch other than gpt2: hf_config's (hf::llama_config), or for "llama" the
+  /// fields' (head_dim d / n_head, max_position_embeddings = context), or the row `arch` at its defaults
+  /// with the fields' sizes (hf_row_llama_config). Throws saccade::Error naming "GPTConfig" for gpt2, or an
+  /// arch whose row cannot hold the fields.
   nn::LlamaConfig llama() const;
   /// n_kv_head, or n_head when 0.
   int64_t kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
@@ -55,27 +66,31 @@ struct GPTConfig {
   int64_t ffn_hidden() const { return intermediate > 0 ? intermediate : (8 * d_model / 3 + 15) / 16 * 16; }
   /// Throws saccade::Error naming "GPTConfig" for sizes < 1, n_head not dividing d_model, dropout outside
   /// [0, 1), another activation or arch, n_kv_head not dividing n_head, an odd head size or a rope_theta
-  /// <= 0 for llama.
+  /// <= 0 for llama, what llama() throws for another row, and a model whose router's load-balancing loss
+  /// transformers trains (output_router_logits: train_gpt adds no auxiliary loss).
   void check() const;
   /// "gpt: 4 layers, 4 heads, d_model 128, context 128, vocab 256 (byte), dropout 0.1", with the llama
-  /// fields for a llama ("llama: 4 layers, 4 heads (2 key/value), ...").
+  /// fields for another arch, named by it ("qwen3: 4 layers, 4 heads (2 key/value), ...").
   std::string describe() const;
   /// The checkpoint metadata ("model": "gpt", "vocab_size", ...), and back. from_metadata throws
   /// saccade::Error naming "GPTConfig::from_metadata" for a checkpoint of another model (no "model": "gpt")
   /// or missing / malformed sizes.
   nn::Metadata to_metadata() const;
   static GPTConfig from_metadata(const nn::Metadata& metadata);
-  /// The parameter elements of a GPT of this config (GPT(config).num_parameters()): V d + C d + 2 d (wte,
-  /// wpe, ln_f) + n_layer (12 d² + 13 d) (per block: ln_1, ln_2 2 d each; W_q, W_k, W_v, W_o and biases
-  /// 4 d² + 4 d; the MLP d x 4d and 4d x d with biases 8 d² + 5 d), or -1 when that passes 2^62. load_gpt
-  /// compares it with what a file holds before building the model.
+  /// The parameter elements of a GPT of this config (GPT(config).num_parameters()): for gpt2 V d + C d + 2 d
+  /// (wte, wpe, ln_f) + n_layer (12 d² + 13 d) (per block: ln_1, ln_2 2 d each; W_q, W_k, W_v, W_o and
+  /// biases 4 d² + 4 d; the MLP d x 4d and 4d x d with biases 8 d² + 5 d), for another arch
+  /// nn::num_parameters(llama()); -1 when that passes 2^62. load_gpt compares it with what a file holds
+  /// before building the model.
   int64_t num_parameters() const;
 };
 
 /// The GPT module. Children for arch "gpt2": wte Embedding(vocab, d), wpe Embedding(context, d), drop
 /// (Dropout), h.0 ... h.<n_layer - 1> (nn::GPTBlock), ln_f LayerNorm(d): nanoGPT's names without its
-/// "transformer." prefix. For arch "llama": wte, drop (on the embeddings only), h.N (nn::LlamaBlock, in
-/// `layers`), ln_f RMSNorm(d) (in `rms_f`) and, unless tied, lm_head Linear(d, vocab, no bias).
+/// "transformer." prefix. For every other arch, nn::LlamaForCausalLM's model under these names: wte
+/// (model.embed_tokens, times embedding_multiplier: nn::scale_embeddings), drop (on the embeddings only),
+/// h.N (model.layers.N, nn::LlamaBlock, in `layers`), ln_f (model.norm: nn::hidden_norm, in `norm_f`) and,
+/// unless tied, lm_head Linear(d, vocab, no bias); the logits through nn::scale_logits.
 class GPT : public nn::Module {
  public:
   /// The decoding state of one batch of sequences: one self-attention KV cache per block.
@@ -112,6 +127,8 @@ class GPT : public nn::Module {
   std::vector<Tensor> attention_weights() const;
 
   const GPTConfig& config() const { return config_; }
+  /// The blocks' configuration (config().llama()); a default one for gpt2.
+  const nn::LlamaConfig& llama_config() const { return llama_; }
   /// The generator of the init and of the dropout masks (its offset goes into checkpoints, for exact
   /// resumes).
   Generator& generator() { return *gen_; }
@@ -132,8 +149,8 @@ class GPT : public nn::Module {
   std::vector<std::shared_ptr<nn::GPTBlock>> h;         ///< gpt2's blocks (empty for llama)
   std::vector<std::shared_ptr<nn::LlamaBlock>> layers;  ///< llama's blocks (empty for gpt2)
   std::shared_ptr<nn::LayerNorm> ln_f;                  ///< gpt2's final norm
-  std::shared_ptr<nn::RMSNorm> rms_f;                   ///< llama's final norm (child name "ln_f")
-  std::shared_ptr<nn::Linear> lm_head;                  ///< llama untied only
+  std::shared_ptr<nn::UnaryModule> norm_f;  ///< the final norm of an arch but gpt2 (child name "ln_f")
+  std::shared_ptr<nn::Linear> lm_head;      ///< llama untied only
 
  private:
   Variable head(const Variable& x);  // ln_f, then the tied output layer
@@ -141,6 +158,7 @@ class GPT : public nn::Module {
   // embed's checks: idx int64 (B, T) at positions [start, start + T) within the context
   void check_ids(const Tensor& idx, int64_t start) const;
   GPTConfig config_;
+  nn::LlamaConfig llama_;
   std::unique_ptr<Generator> gen_;
 };
 
