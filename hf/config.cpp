@@ -208,12 +208,21 @@ void read_rope(const Reader& r, Config& c) {
     throw r.fail("partial_rotary_factor", fmt::format("{} is above 1", c.partial_rotary_factor));
 }
 
-// Dynamic NTK scaling raises the base to the power R / (R - 2) (ops::rotary_inv_freq): it needs more than
-// one rotated pair of the R = `rotated` dims.
-void check_dynamic_dims(const Reader& r, const Config& c, int64_t rotated) {
+// What the rope scaling asks of the R = `rotated` dims of a head: dynamic NTK scaling raises the base to the
+// power R / (R - 2) (ops::rotary_inv_freq), so it needs more than one rotated pair; LongRoPE's short_factor
+// and long_factor hold one factor a rotated pair, R / 2 each (transformers' _validate_longrope_parameters).
+void check_rope_dims(const Reader& r, const Config& c, int64_t rotated) {
+  const std::string key = r.has("rope_parameters") ? "rope_parameters" : "rope_scaling";
   if (c.rope_scaling.type == ops::RopeScaling::Type::Dynamic && rotated <= 2)
-    throw r.fail(r.has("rope_parameters") ? "rope_parameters" : "rope_scaling",
+    throw r.fail(key,
                  fmt::format("rope_type 'dynamic' needs more than 2 rotated dims a head, got {}", rotated));
+  if (c.rope_scaling.type != ops::RopeScaling::Type::LongRope) return;
+  for (const auto& [name, f] : {std::pair{"short_factor", &c.rope_scaling.short_factor},
+                                std::pair{"long_factor", &c.rope_scaling.long_factor}})
+    if (static_cast<int64_t>(f->size()) != rotated / 2)
+      throw r.fail(key + "." + name,
+                   fmt::format("{} factors for {} rotated dims a head (need one a pair: {})", f->size(),
+                               rotated, rotated / 2));
 }
 
 void check_architectures(const Reader& r, const std::vector<std::string>& known) {
@@ -334,7 +343,7 @@ void read_llama_common(const Reader& r, Config& c, int64_t default_kv_heads, int
     throw r.fail("partial_rotary_factor",
                  fmt::format("{} of head_dim {} rotates {} dims (need an even count)",
                              c.partial_rotary_factor, c.head_dim, rotated));
-  check_dynamic_dims(r, c, rotated);
+  check_rope_dims(r, c, rotated);
 }
 
 // Llama (Touvron et al. 2023): biases by attention_bias and mlp_bias; a "llama" file's sliding_window is a
@@ -618,7 +627,7 @@ void read_falcon(const Reader& r, Config& c) {
   read_rope(r, c);
   if (c.partial_rotary_factor != 1.0)
     throw r.fail("partial_rotary_factor", "transformers' Falcon rotates whole heads");
-  check_dynamic_dims(r, c, c.head_dim);
+  check_rope_dims(r, c, c.head_dim);
   read_pad(r, c);
   if (r.boolean("new_decoder_architecture", false)) {
     c.num_key_value_heads = r.integer("num_kv_heads", c.num_attention_heads);

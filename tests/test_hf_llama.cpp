@@ -734,9 +734,15 @@ TEST_CASE(
   CHECK_THROWS_WITH(
       hf::parse_config(replaced(text, "32.0", "-32.0")),
       Catch::Contains("rope_parameters.long_factor") && Catch::Contains("-32 is not a positive"));
-  CHECK_THROWS_WITH(
-      nn::LlamaForCausalLM(hf::llama_config(hf::parse_config(replaced(text, ",\n      32.0", "")))),
-      Catch::Contains("longrope") && Catch::Contains("rotary_dim / 2 = 6"));
+  // a factor a rotated pair: the reader names the file and the key (it took the list, and the model refused
+  // it naming no file, before: tests/fuzz/libfuzzer/regressions/hf_config/longrope_factor_count)
+  CHECK_THROWS_WITH(hf::parse_config(replaced(text, ",\n      32.0", "")),
+                    Catch::Contains("config.json") && Catch::Contains("rope_parameters.long_factor") &&
+                        Catch::Contains("5 factors for 12 rotated dims a head (need one a pair: 6)"));
+  nn::LlamaConfig short_list = hf::llama_config(c);
+  short_list.rope_scaling.short_factor.pop_back();
+  CHECK_THROWS_WITH(nn::LlamaForCausalLM(short_list),
+                    Catch::Contains("longrope") && Catch::Contains("rotary_dim / 2 = 6"));
 
   const nn::Safetensors want = nn::load_safetensors(kData + "/hf_phi3_longrope_expected.safetensors");
   const Tensor &ids = want.tensors.at("ids"), &ids_long = want.tensors.at("ids_long");

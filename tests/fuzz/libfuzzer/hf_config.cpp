@@ -3,13 +3,21 @@
 // Properties: a rejected file raises saccade::Error naming it; an accepted one describes a model saccade can
 // build (sizes >= 1, heads dividing the width or an explicit even head_dim, key/value heads dividing the
 // heads, a supported activation, a positive finite epsilon, a finite rotary base above 1), and config_json
-// writes it back as a file that parse_config reads into the same Config, whose config_json is the same text.
+// writes it back as a file that parse_config reads into the same Config, whose config_json is the same text;
+// a Llama-architecture one's nn::num_parameters is positive (or -1 for sizes past 2^62), and where it is at
+// most 2^20 the model builds (no constructor refuses what the reader took) with that many parameters and
+// runs a forward to logits of its vocabulary.
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "autograd/grad_mode.h"
 #include "hf/config.h"
+#include "hf/llama.h"
+#include "nn/llama.h"
+#include "ops/creation.h"
 #include "tests/fuzz/libfuzzer/fuzz_common.h"
 
 using namespace saccade;
@@ -165,6 +173,27 @@ void check_accepted(const hf::Config& c) {
   FUZZ_CHECK(!c.describe().empty(), "an empty describe()");
 }
 
+// A small accepted Llama-architecture config builds and runs: the reader refuses what the model would
+void check_builds(const hf::Config& c) {
+  if (c.architecture != hf::Architecture::Llama) return;
+  const nn::LlamaConfig lc = hf::llama_config(c);
+  const int64_t n = nn::num_parameters(lc);
+  FUZZ_CHECK(n > 0 || n == -1, "num_parameters {} of {}", n, c.describe());
+  if (n <= 0 || n > (int64_t{1} << 20)) return;
+  std::unique_ptr<nn::LlamaForCausalLM> model;
+  try {
+    model = std::make_unique<nn::LlamaForCausalLM>(lc);
+  } catch (const Error& e) {
+    FUZZ_CHECK(false, "an accepted config builds no model: {}\n{}", e.what(), hf::config_json(c));
+  }
+  FUZZ_CHECK(model->num_parameters() == n, "num_parameters {} of a model of {} (nn::num_parameters {})",
+             model->num_parameters(), c.describe(), n);
+  NoGradGuard no_grad;
+  const int64_t T = std::min<int64_t>(3, lc.context());
+  const Tensor logits = model->forward(ops::zeros({1, T}, DType::Int64)).data();
+  FUZZ_CHECK(logits.shape() == Shape({1, T, lc.vocab_size}), "logits {} of {}", logits.shape(), c.describe());
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -177,6 +206,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   check_accepted(c);
+  check_builds(c);
   const std::string written = hf::config_json(c);
   hf::Config back;
   try {
