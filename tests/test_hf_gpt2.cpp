@@ -542,6 +542,12 @@ TEST_CASE("GPT arch ROW: a fresh model of every row is that row's LlamaForCausal
     o.temperature = 0, o.max_new_tokens = 6;
     CHECK(generate(model, {prompt}, o, true).tokens[0] == generate(model, {prompt}, o, false).tokens[0]);
   }
+  // a MoE config that trains its router's load-balancing loss: train_gpt adds none, so it is refused
+  hf::Config aux = hf::load_config(kData + "/hf_mixtral/config.json");
+  aux.output_router_logits = true;
+  CHECK_THROWS_WITH(GPT(hf_llama_gpt_config(aux)), Catch::Contains("output_router_logits"));
+  aux.output_router_logits = false;
+  CHECK(GPT(hf_llama_gpt_config(aux)).config().arch == "mixtral");
   // sizes no model could have: -1, before anything is allocated
   nn::LlamaConfig huge;
   huge.vocab_size = 0;
