@@ -528,6 +528,10 @@ TEST_CASE("GPT arch ROW: a fresh model of every row is that row's LlamaForCausal
     // the metadata round trip, and its export loads as that row's transformers model would
     const GPTConfig back = GPTConfig::from_metadata(c.to_metadata());
     CHECK(back.to_metadata() == c.to_metadata());
+    nn::Metadata edited = c.to_metadata();  // fields that are not the config.json's: refused
+    edited["n_layer"] = "3";
+    if (row != "llama")  // a llama of the fields holds no config.json
+      CHECK_THROWS_WITH(GPTConfig::from_metadata(edited), Catch::Contains("says hidden 32, 2 layers"));
     CHECK(hf::llama_hf_config(back.llama()).model_type == row);
     TempDir tmp("gpt_fresh_row");
     save_hf_gpt(model, tmp.path.string());

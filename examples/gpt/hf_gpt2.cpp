@@ -249,7 +249,16 @@ nn::LlamaConfig hf_row_llama_config(const GPTConfig& g) {
       hf::llama_config(hf::parse_config(fresh ? row_json(g).dump() : g.hf_config, where));
   const std::string row = c.model_type.empty() ? "llama" : c.model_type;
   SACCADE_CHECK(row == g.arch, "GPTConfig: {} is of model_type '{}'", where, row);
-  if (!fresh) return c;
+  if (!fresh) {  // the fields describe the model: they must be the config's (context: at most its own)
+    SACCADE_CHECK(
+        g.d_model == c.hidden_size && g.n_layer == c.num_hidden_layers && g.n_head == c.num_attention_heads &&
+            g.kv_heads() == c.num_key_value_heads && g.vocab_size == c.vocab_size && g.context <= c.context(),
+        "GPTConfig: {} says hidden {}, {} layers, {} heads ({} key/value), vocab {}, context {}, but "
+        "the GPT's fields d_model {}, {} layers, {} heads ({} key/value), vocab {}, context {}",
+        where, c.hidden_size, c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads, c.vocab_size,
+        c.context(), g.d_model, g.n_layer, g.n_head, g.kv_heads(), g.vocab_size, g.context);
+    return c;
+  }
   auto same = [&](const char* what, auto want, auto got) {
     SACCADE_CHECK(want == got, "GPTConfig: a '{}' cannot hold {} {} (its config reads {})", g.arch, what,
                   want, got);

@@ -86,7 +86,7 @@ GPTConfig hf_llama_gpt_config(const hf::Config& config);
 /// window but `window` (Gemma 2/3's local layers keep the row's). Throws
 /// saccade::Error naming "GPTConfig" (or hf::load_config) for a row that reads another size than the field
 /// (GPT-NeoX's key/value heads), a window that does not cover every layer, or an hf_config of another
-/// model_type than arch.
+/// model_type than arch, or whose sizes are not the fields' (a context above its own).
 nn::LlamaConfig hf_row_llama_config(const GPTConfig& config);
 
 /// The config.json text of hf_row_llama_config(config) (hf::config_json of its row): checkpoint metadata
