@@ -272,8 +272,7 @@ int64_t LlamaConfig::context() const {
   return std::llround(rope_scaling.factor * static_cast<double>(max_position_embeddings));
 }
 
-LlamaModel::LlamaModel(const LlamaConfig& c, Generator* gen)
-    : Module("LlamaModel"), vocab_size_(c.vocab_size), context_(c.context()), config_(c) {
+LlamaModel::LlamaModel(const LlamaConfig& c, Generator* gen) : Module("LlamaModel"), config_(c) {
   ErrorScope scope(name());
   SACCADE_CHECK(
       c.vocab_size > 0 && c.num_hidden_layers > 0 && c.max_position_embeddings > 0,
@@ -293,9 +292,10 @@ LlamaModel::LlamaModel(const LlamaConfig& c, Generator* gen)
 void LlamaModel::check(const Tensor& idx, int64_t offset) const {
   SACCADE_CHECK(idx.defined() && idx.dim() == 2 && idx.dtype() == DType::Int64 && idx.size(1) >= 1,
                 "LlamaModel: expected token ids int64 (B, T), got {}", idx.defined() ? idx.shape() : Shape{});
-  SACCADE_CHECK(offset + idx.size(1) <= context_,
+  const int64_t context = config_.context();
+  SACCADE_CHECK(offset + idx.size(1) <= context,
                 "LlamaModel: positions [{}, {}) of ids {} pass the context {}", offset, offset + idx.size(1),
-                idx.shape(), context_);
+                idx.shape(), context);
 }
 
 Variable LlamaModel::forward(const Tensor& idx, int64_t offset) {
@@ -362,13 +362,13 @@ LlamaForCausalLM::LlamaForCausalLM(const LlamaConfig& c, uint64_t seed)
   }
 }
 
-// hidden (B, T, hidden) -> logits (B, T, vocab), divided by logits_scaling (1 but Granite)
 Variable scale_logits(const Variable& logits, const LlamaConfig& c) {
   const Variable scaled = c.logits_scaling == 1.0 ? logits : div(logits, c.logits_scaling);
   const double cap = c.final_logit_softcapping;  // Gemma 2: f · tanh(logits / f)
   return cap > 0 ? mul(tanh(div(scaled, cap)), cap) : scaled;
 }
 
+// hidden (B, T, hidden) -> logits (B, T, vocab), scaled as scale_logits says (1 but Granite and Gemma 2)
 Variable LlamaForCausalLM::head(const Variable& hidden) {
   return scale_logits(lm_head
                           ? lm_head->forward(hidden)

@@ -295,9 +295,7 @@ class LlamaModel : public Module {
  private:
   void check(const Tensor& idx, int64_t offset) const;
   Variable embed(const Tensor& idx);
-  [[maybe_unused]] int64_t vocab_size_;  // clang: -Wunused-private-field
-  int64_t context_;
-  LlamaConfig config_;
+  LlamaConfig config_;  // its context() bounds the positions; its embedding_multiplier scales the embeddings
 };
 
 /// Hugging Face's LlamaForCausalLM: children model (LlamaModel) and lm_head Linear(hidden, vocab, no bias),

@@ -413,8 +413,6 @@ void check_stop_at(int64_t stop_at, int64_t steps) {
                                       stop_at, steps, steps));
 }
 
-// The checks of `gpt train`'s flags that involve more than one flag or a path, before any work
-// (cli::UsageError naming the flag).
 // --arch's values: gpt2, llama and, where hf/ is built, every other decoder row of its table
 std::vector<std::string> arch_names() {
   std::vector<std::string> names = {"gpt2", "llama"};
@@ -425,6 +423,8 @@ std::vector<std::string> arch_names() {
   return names;
 }
 
+// The checks of `gpt train`'s flags that involve more than one flag or a path, before any work
+// (cli::UsageError naming the flag).
 void check_train_flags(const ex::GPTTrainOptions& o, const ex::GPTConfig& config, int64_t vocab,
                        const std::string& out_dir) {
   check_stop_at(o.stop_at, o.steps);
